@@ -1,0 +1,29 @@
+/** Protocol limits, shared by the host's tool schemas, the agent and the tests. */
+export const LIMITS = {
+  /** Each task stream keeps at most this many bytes; excess is drained and dropped. */
+  streamCapBytes: 1024 * 1024,
+  /** Default and maximum page size per stream for get/cancel. */
+  pageDefaultBytes: 16384,
+  pageMaxBytes: 65536,
+  /** Longest accepted command text, in characters. */
+  commandMaxChars: 65536,
+  /** Task timeout bounds and default, in seconds. */
+  taskTimeoutMaxS: 3600,
+  taskTimeoutDefaultS: 300,
+  /** get's long-poll bound, in seconds. */
+  waitMaxS: 30,
+  /** Task directories per sandbox OS user. */
+  maxTasks: 128,
+  /** Encoded request (JSON + base64 + quoting) cap, checked before contacting a provider. */
+  encodedRequestMaxBytes: 96 * 1024,
+  /** cancel waits at most this long for a confirmed terminal state. */
+  cancelConfirmMs: 3000,
+  /** Secret values shorter than this are not masked (they would mask ordinary text). */
+  secretMinBytes: 4,
+} as const;
+
+/** The fixed marker that replaces a masked secret value. */
+export const SECRET_MARKER = '[MASKED]';
+
+/** An environment variable whose name matches this holds a secret worth masking. */
+export const SECRET_NAME_PATTERN = /KEY|TOKEN|SECRET|PASSWORD/i;
