@@ -1,6 +1,9 @@
 // The one interface every sandbox provider implements. Ids here are the provider's own
 // (unqualified); the tool layer adds and strips the `provider:` prefix. Every method throws only
 // ProviderError (host/errors.ts): the provider maps its failures once, at this boundary.
+// File paths are sandbox paths; a relative path resolves against the sandbox user's home
+// directory ($HOME, /home/user on both providers). exec runs with the sandbox's environment
+// (its create envs plus per-call envs) and HOME set, so `$HOME/...` works in commands.
 
 /** Exactly the nine metadata fields the tools may disclose. Times are ISO 8601 or null. */
 export interface SandboxMetadata {
