@@ -42,7 +42,10 @@ export interface ExecOpts {
   stdin?: Buffer;
   /** Kills the command's whole process group when it elapses. */
   timeoutS: number;
-  /** Per-stream capture cap; bytes beyond it are drained and dropped. Default 1 MiB. */
+  /**
+   * Per-stream capture cap (default 1 MiB). Beyond it the stream is still drained; the result
+   * keeps its first half and its last half (see OutputCapture) and sets *Truncated.
+   */
   maxOutputBytes?: number;
 }
 
