@@ -1,0 +1,141 @@
+// The control-plane REST subset the SDK uses for our operations (E2B's openapi.yml): create, list
+// with x-next-token pagination, get, kill, timeout, connect (which only ever lengthens a running
+// sandbox's lifetime and resumes a paused one), pause. Errors carry the JSON body { code, message }.
+import type { ServerResponse } from 'node:http';
+import { FakeSandbox } from './fake-sandbox.js';
+
+/** One recorded control-plane call. `extendedLifetime` is set on connect calls. */
+export interface ControlPlaneCall {
+  method: string;
+  path: string;
+  body: unknown;
+  status: number;
+  extendedLifetime?: boolean;
+}
+
+/** State the control plane and envd share. */
+export interface FakeState {
+  apiKey: string;
+  pageSize: number;
+  envdVersion: string;
+  defaultTimeoutS: number;
+  sandboxes: Map<string, FakeSandbox>;
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): number {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(body === undefined ? undefined : JSON.stringify(body));
+  return status;
+}
+
+/** The error body E2B's API returns; the SDK reads "not found" from `code`, not the HTTP status. */
+export function sendApiError(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}): number {
+  return sendJson(res, status, { code: status, message }, headers);
+}
+
+function detail(sb: FakeSandbox): Record<string, unknown> {
+  return {
+    templateID: sb.templateId,
+    sandboxID: sb.id,
+    clientID: 'fake-client',
+    startedAt: sb.startedAt.toISOString(),
+    endAt: sb.endAt.toISOString(),
+    cpuCount: 2,
+    memoryMB: 512,
+    diskSizeMB: 10240,
+    metadata: sb.metadata,
+    state: sb.state,
+    envdVersion: sb.envdVersion,
+    envdAccessToken: sb.accessToken,
+    domain: null,
+  };
+}
+
+function connectBody(sb: FakeSandbox): Record<string, unknown> {
+  return {
+    templateID: sb.templateId,
+    sandboxID: sb.id,
+    clientID: 'fake-client',
+    envdVersion: sb.envdVersion,
+    envdAccessToken: sb.accessToken,
+    domain: null,
+  };
+}
+
+/** Handles one control-plane request; returns the status sent and, for connect, whether it extended the lifetime. */
+export function handleControlPlane(
+  state: FakeState,
+  method: string,
+  url: URL,
+  body: unknown,
+  res: ServerResponse,
+): { status: number; extendedLifetime?: boolean } {
+  const p = url.pathname;
+  const b = (body ?? {}) as Record<string, unknown>;
+  if (method === 'POST' && p === '/v2/sandboxes') {
+    const timeoutS = typeof b.timeout === 'number' ? b.timeout : state.defaultTimeoutS;
+    const sb = new FakeSandbox({
+      templateId: typeof b.templateID === 'string' ? b.templateID : 'base',
+      timeoutS,
+      envs: (b.envVars as Record<string, string>) ?? {},
+      metadata: (b.metadata as Record<string, string>) ?? {},
+      envdVersion: state.envdVersion,
+      onExpire: (s) => {
+        s.destroy();
+        state.sandboxes.delete(s.id);
+      },
+    });
+    state.sandboxes.set(sb.id, sb);
+    return { status: sendJson(res, 201, connectBody(sb)) };
+  }
+  if (method === 'GET' && p === '/v2/sandboxes') {
+    const states = (url.searchParams.get('state') ?? 'running,paused').split(',');
+    const limit = Math.min(Number(url.searchParams.get('limit') ?? 100) || 100, state.pageSize);
+    const start = Number(url.searchParams.get('nextToken') ? Buffer.from(url.searchParams.get('nextToken')!, 'base64url').toString() : 0);
+    const all = [...state.sandboxes.values()]
+      .filter((s) => states.includes(s.state))
+      .sort((x, y) => y.startedAt.getTime() - x.startedAt.getTime() || (x.id < y.id ? -1 : 1));
+    const page = all.slice(start, start + limit).map((s) => {
+      const { envdAccessToken: _t, domain: _d, ...listed } = detail(s);
+      return listed;
+    });
+    const headers: Record<string, string> = {};
+    if (start + limit < all.length) headers['x-next-token'] = Buffer.from(String(start + limit)).toString('base64url');
+    return { status: sendJson(res, 200, page, headers) };
+  }
+  const m = /^(?:\/v2)?\/sandboxes\/([^/]+)(?:\/(timeout|connect|pause))?$/.exec(p);
+  const sb = m ? state.sandboxes.get(decodeURIComponent(m[1]!)) : undefined;
+  if (!m) return { status: sendApiError(res, 404, 'no such route') };
+  if (!sb) return { status: sendApiError(res, 404, `sandbox ${m[1]} not found`) };
+  const action = m[2];
+  if (action === undefined && method === 'GET') return { status: sendJson(res, 200, detail(sb)) };
+  if (action === undefined && method === 'DELETE') {
+    sb.destroy();
+    state.sandboxes.delete(sb.id);
+    res.writeHead(204).end();
+    return { status: 204 };
+  }
+  if (action === 'timeout' && method === 'POST') {
+    if (typeof b.timeout !== 'number' || b.timeout < 0) return { status: sendApiError(res, 400, 'timeout required') };
+    sb.setTimeoutS(b.timeout);
+    res.writeHead(204).end();
+    return { status: 204 };
+  }
+  if (action === 'pause' && method === 'POST') {
+    if (sb.state === 'paused') return { status: sendApiError(res, 409, 'already paused') };
+    sb.state = 'paused';
+    res.writeHead(204).end();
+    return { status: 204 };
+  }
+  if (action === 'connect' && method === 'POST') {
+    // TTL is only extended: a shorter request leaves end_at alone; no timeout means the default.
+    const timeoutS = typeof b.timeout === 'number' ? b.timeout : state.defaultTimeoutS;
+    const wasPaused = sb.state === 'paused';
+    sb.state = 'running';
+    const requestedEnd = Date.now() + timeoutS * 1000;
+    const extendedLifetime = wasPaused || requestedEnd > sb.endAt.getTime();
+    if (extendedLifetime) sb.setTimeoutS(timeoutS);
+    return { status: sendJson(res, wasPaused ? 201 : 200, connectBody(sb)), extendedLifetime };
+  }
+  return { status: sendApiError(res, 405, 'method not allowed') };
+}

@@ -1,0 +1,128 @@
+// One fake E2B sandbox: a temp directory whose `home/user` plays /home/user, real processes
+// started there with HOME pointing at it, and a deadline (end_at) that kills everything the
+// sandbox started and removes its directory — the lifetime semantics the tests rely on.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+
+/** Sandbox paths under this prefix live in the sandbox's own HOME directory. */
+export const SANDBOX_HOME = '/home/user';
+/** Every process of a fake sandbox carries this variable, so kill finds escaped descendants too. */
+export const SANDBOX_MARKER_VAR = 'FAKE_E2B_SANDBOX_ID';
+
+export interface FakeSandboxOpts {
+  templateId: string;
+  timeoutS: number;
+  envs: Record<string, string>;
+  metadata: Record<string, string>;
+  envdVersion: string;
+  onExpire: (sb: FakeSandbox) => void;
+}
+
+/** A fake sandbox and its lifetime. */
+export class FakeSandbox {
+  readonly id = `fake${randomBytes(8).toString('hex')}`;
+  readonly accessToken = randomBytes(16).toString('hex');
+  readonly root: string;
+  readonly home: string;
+  readonly templateId: string;
+  readonly envs: Record<string, string>;
+  readonly metadata: Record<string, string>;
+  readonly envdVersion: string;
+  readonly startedAt = new Date();
+  endAt: Date;
+  state: 'running' | 'paused' = 'running';
+  readonly processes = new Map<number, ChildProcess>();
+  private timer: NodeJS.Timeout | undefined;
+  private readonly onExpire: (sb: FakeSandbox) => void;
+  killed = false;
+
+  constructor(opts: FakeSandboxOpts) {
+    this.root = mkdtempSync(path.join(tmpdir(), 'fake-e2b-'));
+    this.home = path.join(this.root, 'home', 'user');
+    mkdirSync(this.home, { recursive: true });
+    this.templateId = opts.templateId;
+    this.envs = opts.envs;
+    this.metadata = opts.metadata;
+    this.envdVersion = opts.envdVersion;
+    this.onExpire = opts.onExpire;
+    this.endAt = new Date();
+    this.setTimeoutS(opts.timeoutS);
+  }
+
+  /** Sets the lifetime to `timeoutS` from now (the /timeout semantics). */
+  setTimeoutS(timeoutS: number): void {
+    this.endAt = new Date(Date.now() + timeoutS * 1000);
+    this.arm();
+  }
+
+  /** Remaining lifetime in ms (never negative). */
+  remainingMs(): number {
+    return Math.max(0, this.endAt.getTime() - Date.now());
+  }
+
+  private arm(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.onExpire(this), this.remainingMs());
+    this.timer.unref();
+  }
+
+  /** Maps a sandbox path to the host path: /home/user and relative paths go into the sandbox home. */
+  hostPath(p: string): string {
+    if (!p.startsWith('/')) return path.join(this.home, p);
+    if (p === SANDBOX_HOME || p.startsWith(SANDBOX_HOME + '/')) return path.join(this.home, p.slice(SANDBOX_HOME.length));
+    return p;
+  }
+
+  /** Maps a host path back to what the sandbox would call it. */
+  sandboxPath(hostP: string): string {
+    if (hostP === this.home || hostP.startsWith(this.home + '/')) return SANDBOX_HOME + hostP.slice(this.home.length);
+    return hostP;
+  }
+
+  /** The environment every process of this sandbox starts with (no host secrets or CA settings). */
+  processEnv(extra: Record<string, string> = {}): Record<string, string> {
+    return {
+      PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+      LANG: 'C.UTF-8',
+      USER: 'user',
+      ...this.envs,
+      ...extra,
+      HOME: this.home,
+      [SANDBOX_MARKER_VAR]: this.id,
+    };
+  }
+
+  /** Kills every process carrying this sandbox's marker (setsid'd ones too) and removes its files. */
+  destroy(): void {
+    if (this.killed) return;
+    this.killed = true;
+    if (this.timer) clearTimeout(this.timer);
+    for (const pid of this.markedPids()) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    for (const child of this.processes.values()) child.kill('SIGKILL');
+    rmSync(this.root, { recursive: true, force: true });
+  }
+
+  private markedPids(): number[] {
+    const needle = `${SANDBOX_MARKER_VAR}=${this.id}`;
+    const pids: number[] = [];
+    for (const name of readdirSync('/proc')) {
+      if (!/^\d+$/.test(name)) continue;
+      try {
+        const env = readFileSync(`/proc/${name}/environ`, 'latin1');
+        if (env.split('\0').includes(needle)) pids.push(Number(name));
+      } catch {
+        // exited meanwhile, or not readable
+      }
+    }
+    return pids;
+  }
+}
