@@ -1,0 +1,282 @@
+// The e2b provider with the real `e2b` SDK against the in-repo fake of E2B (test/e2b-fake).
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createE2bProvider } from '../../host/providers/e2b/e2b-provider.js';
+import type { Provider } from '../../host/providers/provider.js';
+import { isProviderError, type ProviderError } from '../../host/errors.js';
+import { INJECTED_MESSAGE, startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
+
+let fake: FakeE2b;
+let provider: Provider;
+
+function providerFor(f: FakeE2b, extra: { apiKey?: string } = {}): Provider {
+  return createE2bProvider({ apiKey: extra.apiKey ?? f.apiKey, apiUrl: f.apiUrl, sandboxUrl: f.sandboxUrl, killGraceS: 1 });
+}
+
+async function caught(p: Promise<unknown>): Promise<ProviderError> {
+  try {
+    await p;
+  } catch (e) {
+    if (isProviderError(e)) return e;
+    throw new Error(`not a ProviderError: ${String((e as Error)?.name)}`);
+  }
+  throw new Error('expected a failure');
+}
+
+function assertNoLeak(err: ProviderError): void {
+  const text = `${err.message}\n${JSON.stringify(err)}\n${err.stack ?? ''}`;
+  expect(text).not.toContain('FAKE-RAW-MESSAGE');
+  expect(text).not.toContain(fake.url);
+  expect(text).not.toMatch(/https?:\/\//);
+  expect(err.message).toBe(err.suggestion);
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function until(fn: () => boolean, boundMs = 10_000): Promise<void> {
+  const end = Date.now() + boundMs;
+  while (!fn()) {
+    if (Date.now() > end) throw new Error('condition not reached in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+beforeAll(async () => {
+  fake = await startFakeE2b();
+  provider = providerFor(fake);
+});
+
+afterAll(async () => {
+  await provider.close();
+  await fake.close();
+});
+
+describe('e2b provider against the fake', () => {
+  test('create → exec → files → getInfo → setTimeout → kill', async () => {
+    const meta = await provider.create({ template: 'base', timeoutS: 120, envs: { GREETING: 'hello' } });
+    expect(Object.keys(meta).sort()).toEqual(
+      ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'].sort(),
+    );
+    expect(meta).toMatchObject({ template: 'base', status: 'running', region: null, disk_size_mb: null, cpu_count: 2, memory_mb: 512 });
+    expect(meta.sandbox_id).not.toContain(':');
+    const id = meta.sandbox_id;
+
+    // exec: stdout, stderr, create envs + per-call envs, cwd relative to home, HOME set.
+    expect((await provider.exec(id, 'mkdir -p sub', { timeoutS: 10 })).exitCode).toBe(0);
+    const r = await provider.exec(id, 'echo "$GREETING $EXTRA"; echo oops >&2; test "$PWD" = "$HOME/sub" && echo in-sub', {
+      timeoutS: 10,
+      envs: { EXTRA: 'world' },
+      cwd: 'sub',
+    });
+    expect(r).toMatchObject({ exitCode: 0, timedOut: false });
+    expect(r.stdout.toString()).toBe('hello world\nin-sub\n');
+    expect(r.stderr.toString()).toBe('oops\n');
+
+    const nonzero = await provider.exec(id, 'echo partial; exit 7', { timeoutS: 10 });
+    expect(nonzero).toMatchObject({ exitCode: 7, timedOut: false, stdoutTruncated: false });
+    expect(nonzero.stdout.toString()).toBe('partial\n');
+
+    const stdin = await provider.exec(id, 'wc -c; cat', { timeoutS: 10, stdin: Buffer.from('abc') });
+    expect(stdin.stdout.toString().trim()).toBe('3');
+
+    const capped = await provider.exec(id, 'head -c 100000 /dev/zero | tr "\\0" x; echo; echo END', { timeoutS: 10, maxOutputBytes: 1000 });
+    expect(capped.stdoutTruncated).toBe(true);
+    expect(capped.stdout.length).toBe(1000);
+    expect(capped.stdout.toString()).toMatch(/END\n$/);
+
+    // timeout kills the command's whole process group: the backgrounded grandchild is gone too.
+    const t = await provider.exec(id, 'sleep 300 & echo $! > gc.pid; sleep 300', { timeoutS: 1 });
+    expect(t.timedOut).toBe(true);
+    const gc = Number((await provider.readFile(id, 'gc.pid')).data.toString().trim());
+    expect(gc).toBeGreaterThan(1);
+    await until(() => !pidAlive(gc));
+
+    // Completion cleans descendants left in the command's group (they would hold the output open).
+    const left = await provider.exec(id, 'sleep 300 & echo $!', { timeoutS: 30 });
+    expect(left).toMatchObject({ exitCode: 0, timedOut: false });
+    await until(() => !pidAlive(Number(left.stdout.toString().trim())));
+
+    // files: binary round trip, relative and absolute paths, parents created, offset/length, append.
+    const bin = Buffer.from(Array.from({ length: 70_000 }, (_, i) => (i * 7 + 3) % 256));
+    expect(await provider.writeFile(id, 'data/deep/blob.bin', bin)).toEqual({ size: bin.length });
+    const whole = await provider.readFile(id, '/home/user/data/deep/blob.bin');
+    expect(whole.size).toBe(bin.length);
+    expect(whole.data.equals(bin)).toBe(true);
+    const slice = await provider.readFile(id, 'data/deep/blob.bin', { offset: 65_530, length: 100 });
+    expect(slice.data.equals(bin.subarray(65_530, 65_630))).toBe(true);
+    expect(slice.size).toBe(bin.length);
+    const tail = Buffer.from([0, 255, 10, 13]);
+    expect(await provider.writeFile(id, 'data/deep/blob.bin', tail, { append: true })).toEqual({ size: bin.length + 4 });
+    const appended = await provider.readFile(id, 'data/deep/blob.bin', { offset: bin.length });
+    expect(appended.data.equals(tail)).toBe(true);
+    expect(await provider.writeFile(id, 'new/dir/appended.txt', Buffer.from('x'), { append: true })).toEqual({ size: 1 });
+
+    const listed = await provider.listFiles(id, 'data', { depth: 2, maxEntries: 100 });
+    expect(listed.map((e) => [e.path, e.type])).toEqual([
+      ['/home/user/data/deep', 'directory'],
+      ['/home/user/data/deep/blob.bin', 'file'],
+    ]);
+    expect(listed[1]!.size).toBe(bin.length + 4);
+    expect(listed[1]!.modified_at).toMatch(/^\d{4}-\d\d-\d\dT/);
+    expect(await provider.listFiles(id, '/home/user', { depth: 3, maxEntries: 2 })).toHaveLength(2);
+    expect((await caught(provider.readFile(id, 'missing.txt'))).category).toBe('not_found');
+    expect((await caught(provider.readFile(id, 'data'))).category).toBe('invalid_argument');
+
+    // getInfo and setTimeout (static calls, no connect).
+    const before = await provider.getInfo(id);
+    expect(before.sandbox_id).toBe(id);
+    await provider.setTimeout(id, 3600);
+    const after = await provider.getInfo(id);
+    expect(Date.parse(after.end_at!) - Date.parse(before.end_at!)).toBeGreaterThan(3000 * 1000);
+    expect(fake.calls.some((c) => c.path === `/sandboxes/${id}/timeout` && (c.body as { timeout: number }).timeout === 3600)).toBe(true);
+
+    await provider.kill(id);
+    const gone = await caught(provider.getInfo(id));
+    expect(gone).toMatchObject({ category: 'not_found', status: 404 });
+    expect((await caught(provider.kill(id))).category).toBe('not_found');
+    expect((await caught(provider.exec(id, 'true', { timeoutS: 5 }))).category).not.toBe('internal');
+  });
+
+  test('the sandbox deadline removes it and kills its processes', async () => {
+    const { sandbox_id: id } = await provider.create({ timeoutS: 2 });
+    const r = await provider.exec(id, 'setsid sleep 300 >/dev/null 2>&1 & echo $!', { timeoutS: 5 });
+    const pid = Number(r.stdout.toString().trim());
+    expect(pidAlive(pid)).toBe(true);
+    await until(() => !pidAlive(pid));
+    expect((await caught(provider.getInfo(id))).category).toBe('not_found');
+  });
+
+  test('list walks the paginator with offset/limit and filters by status', async () => {
+    const f = await startFakeE2b({ pageSize: 2 });
+    const p = providerFor(f);
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) ids.push((await p.create({ timeoutS: 60 })).sandbox_id);
+      f.sandbox(ids[0]!)!.state = 'paused';
+      const all = await p.list({ limit: 100, offset: 0 });
+      expect(all.map((s) => s.sandbox_id).sort()).toEqual([...ids].sort());
+      const pageCalls = f.calls.filter((c) => c.method === 'GET' && c.path.startsWith('/v2/sandboxes'));
+      expect(pageCalls.length).toBe(3);
+      expect(pageCalls.filter((c) => c.path.includes('nextToken=')).length).toBe(2);
+
+      const window = await p.list({ limit: 2, offset: 1 });
+      expect(window.map((s) => s.sandbox_id)).toEqual(all.slice(1, 3).map((s) => s.sandbox_id));
+      expect(await p.list({ limit: 10, offset: 5 })).toEqual([]);
+
+      const running = await p.list({ status: 'running', limit: 100, offset: 0 });
+      expect(running.map((s) => s.sandbox_id).sort()).toEqual(ids.slice(1).sort());
+      const paused = await p.list({ status: 'paused', limit: 100, offset: 0 });
+      expect(paused.map((s) => [s.sandbox_id, s.status])).toEqual([[ids[0], 'paused']]);
+      expect(f.calls.some((c) => c.path.includes('state=paused'))).toBe(true);
+
+      const before = f.calls.length;
+      expect((await caught(p.list({ status: 'stopped', limit: 1, offset: 0 }))).category).toBe('invalid_argument');
+      expect((await caught(p.list({ region: 'eu', limit: 1, offset: 0 }))).category).toBe('unsupported');
+      expect(f.calls.length).toBe(before);
+    } finally {
+      await p.close();
+      await f.close();
+    }
+  });
+
+  test('SDK failures map to fixed categories with no raw message', async () => {
+    const { sandbox_id: id } = await provider.create({ timeoutS: 60 });
+
+    const auth = await caught(providerFor(fake, { apiKey: 'e2b_wrong' }).getInfo(id));
+    expect(auth).toMatchObject({ category: 'authentication', status: 401, code: 'AuthenticationError' });
+    assertNoLeak(auth);
+
+    fake.injectFailure({ path: `/sandboxes/${id}`, method: 'GET', status: 401, times: 1 });
+    assertNoLeak(await caught(provider.getInfo(id)));
+
+    fake.injectFailure({ path: '/v2/sandboxes', method: 'GET', status: 429, times: 1 });
+    const limited = await caught(provider.list({ limit: 10, offset: 0 }));
+    expect(limited).toMatchObject({ category: 'rate_limited', status: 429, code: 'RateLimitError' });
+    assertNoLeak(limited);
+
+    // With an integer Retry-After the SDK retries by itself and the call succeeds.
+    fake.injectFailure({ path: `/sandboxes/${id}`, method: 'GET', status: 429, times: 1, retryAfterS: 0 });
+    expect((await provider.getInfo(id)).sandbox_id).toBe(id);
+
+    fake.injectFailure({ path: `/sandboxes/${id}/timeout`, status: 503, times: 1 });
+    const busy = await caught(provider.setTimeout(id, 100));
+    expect(busy).toMatchObject({ category: 'unavailable', status: 503, code: 'ServiceBusyError' });
+    assertNoLeak(busy);
+
+    fake.injectFailure({ path: '/v2/sandboxes', method: 'POST', status: 503, times: 1 });
+    assertNoLeak(await caught(provider.create({})));
+
+    fake.injectFailure({ path: `/sandboxes/${id}`, method: 'GET', status: 404, times: 1 });
+    const missing = await caught(provider.getInfo(id));
+    expect(missing).toMatchObject({ category: 'not_found', status: 404 });
+    assertNoLeak(missing);
+
+    const unknown = await caught(provider.setTimeout('nosuchsandbox', 10));
+    expect(unknown).toMatchObject({ category: 'not_found', status: 404 });
+    assertNoLeak(unknown);
+
+    fake.injectFailure({ path: `/sandboxes/${id}`, method: 'DELETE', status: 500, times: 1 });
+    const internal = await caught(provider.kill(id));
+    expect(internal).toMatchObject({ category: 'internal', status: 500, code: 'SandboxError' });
+    assertNoLeak(internal);
+
+    // envd failures too (the REST /files endpoint).
+    fake.injectFailure({ path: '/files', status: 507, times: 1 });
+    const full = await caught(provider.writeFile(id, 'f.txt', Buffer.from('x')));
+    expect(full).toMatchObject({ category: 'insufficient_resources' });
+    assertNoLeak(full);
+
+    await provider.kill(id);
+  });
+
+  test('missing API key and unsupported options fail before any call', async () => {
+    const saved = process.env.E2B_API_KEY;
+    delete process.env.E2B_API_KEY;
+    try {
+      const before = fake.calls.length;
+      const p = createE2bProvider({ apiUrl: fake.apiUrl, sandboxUrl: fake.sandboxUrl });
+      const err = await caught(p.getInfo('x'));
+      expect(err.category).toBe('authentication');
+      expect(err.message).toContain('E2B_API_KEY');
+      for (const o of [{ cpu: 2 }, { memoryMb: 1024 }, { region: 'eu-west' }]) {
+        const u = await caught(provider.create(o));
+        expect(u.category).toBe('unsupported');
+        expect(u.message).toMatch(/template/);
+      }
+      expect(fake.calls.length).toBe(before);
+    } finally {
+      if (saved !== undefined) process.env.E2B_API_KEY = saved;
+    }
+  });
+
+  test('a fresh provider instance reaches envd without extending the lifetime', async () => {
+    const { sandbox_id: id, end_at } = await provider.create({ timeoutS: 120 });
+    const fresh = providerFor(fake);
+    try {
+      const mark = fake.calls.length;
+      await fresh.writeFile(id, 'note.txt', Buffer.from('from a new process'));
+      expect((await fresh.readFile(id, 'note.txt')).data.toString()).toBe('from a new process');
+      expect((await fresh.exec(id, 'cat note.txt', { timeoutS: 5 })).stdout.toString()).toBe('from a new process');
+      const made = fake.calls.slice(mark);
+      expect(made.filter((c) => c.path.endsWith('/timeout'))).toEqual([]);
+      const connects = made.filter((c) => c.path.endsWith('/connect'));
+      expect(connects).toHaveLength(1);
+      expect(connects[0]!.extendedLifetime).toBe(false);
+      expect((connects[0]!.body as { timeout?: number }).timeout).toBeLessThanOrEqual(120);
+      expect((await fresh.getInfo(id)).end_at).toBe(end_at);
+      // The instance that created the sandbox needs neither connect nor getInfo for envd.
+      const mark2 = fake.calls.length;
+      await provider.exec(id, 'true', { timeoutS: 5 });
+      expect(fake.calls.length).toBe(mark2);
+    } finally {
+      await fresh.close();
+      await provider.kill(id);
+    }
+  });
+});
