@@ -1,0 +1,44 @@
+// Server configuration from flags and environment. Credentials live here, never in tool arguments.
+import { SECRET_NAME_PATTERN, LIMITS } from '../shared/limits.js';
+
+export const PROVIDER_IDS = ['local', 'e2b'] as const;
+export type ProviderId = (typeof PROVIDER_IDS)[number];
+
+export interface ServerConfig {
+  /** The provider that unqualified ids and create_sandbox without `provider` use. */
+  defaultProvider: ProviderId;
+  /** Local provider state directory override (SANDBOX_MCP_STATE_DIR). */
+  stateDir?: string;
+  e2b: { apiKey?: string; domain?: string };
+  /** Values of this server's own secret-named environment variables, masked in task and exec output. */
+  secretValues: string[];
+}
+
+/** Thrown for a bad flag or environment value; the CLI prints it and exits 2. */
+export class ConfigError extends Error {}
+
+/** Reads the configuration; `providerFlag` (from --provider) wins over SANDBOX_MCP_PROVIDER. */
+export function loadConfig(env: NodeJS.ProcessEnv, providerFlag?: string): ServerConfig {
+  const provider = providerFlag ?? env.SANDBOX_MCP_PROVIDER ?? 'local';
+  if (!(PROVIDER_IDS as readonly string[]).includes(provider)) {
+    throw new ConfigError(`unknown provider (expected one of: ${PROVIDER_IDS.join(', ')})`);
+  }
+  return {
+    defaultProvider: provider as ProviderId,
+    ...(env.SANDBOX_MCP_STATE_DIR ? { stateDir: env.SANDBOX_MCP_STATE_DIR } : {}),
+    e2b: {
+      ...(env.E2B_API_KEY ? { apiKey: env.E2B_API_KEY } : {}),
+      ...(env.E2B_DOMAIN ? { domain: env.E2B_DOMAIN } : {}),
+    },
+    secretValues: secretValuesOf(env),
+  };
+}
+
+/** The values of secret-named variables long enough to mask without masking ordinary text. */
+export function secretValuesOf(vars: Record<string, string | undefined>): string[] {
+  const values = new Set<string>();
+  for (const [name, value] of Object.entries(vars)) {
+    if (value && SECRET_NAME_PATTERN.test(name) && Buffer.byteLength(value) >= LIMITS.secretMinBytes) values.add(value);
+  }
+  return [...values];
+}

@@ -1,0 +1,26 @@
+// Server diagnostics: one JSON line per event on stderr (stdout belongs to the stdio transport).
+// Only static messages and whitelisted fields are logged: never argument values, secrets or raw
+// provider messages.
+
+type Fields = Record<string, string | number | boolean | undefined>;
+
+/** A minimal structured logger writing to stderr. */
+export interface Logger {
+  info(msg: string, fields?: Fields): void;
+  warn(msg: string, fields?: Fields): void;
+  debug(msg: string, fields?: Fields): void;
+}
+
+/** Logs to stderr; debug lines only when SANDBOX_MCP_DEBUG is set. */
+export function createLogger(opts: { isDebug?: boolean; write?: (line: string) => void } = {}): Logger {
+  const write = opts.write ?? ((line: string) => process.stderr.write(line));
+  const emit = (level: string, msg: string, fields?: Fields) =>
+    write(JSON.stringify({ t: new Date().toISOString(), level, msg, ...fields }) + '\n');
+  return {
+    info: (msg, fields) => emit('info', msg, fields),
+    warn: (msg, fields) => emit('warn', msg, fields),
+    debug: (msg, fields) => {
+      if (opts.isDebug) emit('debug', msg, fields);
+    },
+  };
+}

@@ -1,0 +1,122 @@
+// One MCP server per session, shared by both transports: the fifteen tools, strict input
+// validation (naming the field, never echoing the value), structured results, and the session's
+// cleanup. Tool failures are `isError` results; only protocol misuse is a JSON-RPC error.
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import * as z from 'zod';
+import { describeIssue } from '../shared/protocol.js';
+import { ProviderError, isProviderError } from './errors.js';
+import { parseSandboxRef } from './sandbox-ref.js';
+import { Session } from './session.js';
+import { execTools } from './tools/exec.js';
+import { fileTools } from './tools/files.js';
+import { sandboxTools } from './tools/sandboxes.js';
+import { taskTools } from './tools/tasks.js';
+import type { ServerDeps, ToolDef } from './tools/tool.js';
+
+declare const __HOST_VERSION__: string;
+const VERSION = typeof __HOST_VERSION__ === 'string' ? __HOST_VERSION__ : '0.0.0-dev';
+
+/** Every tool, in the order tools/list shows them. */
+export const ALL_TOOLS: readonly ToolDef[] = [...sandboxTools, ...execTools, ...fileTools, ...taskTools] as unknown as ToolDef[];
+
+/** What the initialize result tells a model about the workflow. */
+export const INSTRUCTIONS = [
+  'sandbox-mcp gives you Linux sandboxes. Workflow:',
+  '1. create_sandbox (it becomes your default; sandboxes you create are destroyed when this session ends, unless you started a task in them).',
+  '2. run_command / run_code for short synchronous work; files with read_file, write_file, list_files, upload_file, download_file.',
+  '3. For long work, start_task and SAVE both sandbox_id and task_id: they keep working across disconnects and server restarts.',
+  '4. Read output with get_task, passing the returned stdout_next_offset / stderr_next_offset each time; use wait (up to 30 s) instead of polling in a loop.',
+  '5. cancel_task stops a task; when finished, destroy retained sandboxes with kill_sandbox.',
+].join('\n');
+
+/** How long session close waits for in-flight tool calls to settle. */
+const IN_FLIGHT_GRACE_MS = 30_000;
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
+
+const toolsByName = new Map(ALL_TOOLS.map((t) => [t.name, t]));
+
+function errorResult(e: ProviderError): CallToolResult {
+  return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error: e.toJSON() }) }] };
+}
+
+/** Runs one tool call: validate, run, shape the result. Never throws for tool-level failures. */
+export async function callTool(deps: ServerDeps, session: Session, name: string, args: unknown): Promise<CallToolResult> {
+  const tool = toolsByName.get(name);
+  if (!tool) throw new McpError(ErrorCode.InvalidParams, 'unknown tool');
+  const started = Date.now();
+  const parsed = tool.input.safeParse(args ?? {});
+  if (!parsed.success) {
+    deps.log.info('tool call', { tool: name, outcome: 'invalid_argument' });
+    return errorResult(new ProviderError('invalid_argument', { detail: describeIssue(parsed.error, args ?? {}) }));
+  }
+  try {
+    const { result, content = [] } = await tool.run(parsed.data, { deps, session });
+    deps.log.info('tool call', { tool: name, outcome: 'ok', ms: Date.now() - started });
+    return { content: [{ type: 'text', text: JSON.stringify(result) }, ...content], structuredContent: result as Record<string, unknown> };
+  } catch (e) {
+    const error = isProviderError(e) ? e : new ProviderError('internal');
+    // Only the error's class name: an unexpected exception's message may carry values or paths.
+    deps.log.info('tool call', { tool: name, outcome: error.category, ms: Date.now() - started, ...(isProviderError(e) ? {} : { unexpected: e instanceof Error ? e.name : typeof e }) });
+    return errorResult(error);
+  }
+}
+
+/** The tools/list entries: JSON Schemas generated from the same zod schemas that validate calls. */
+export function listTools(): { name: string; title: string; description: string; inputSchema: Record<string, unknown>; outputSchema: Record<string, unknown>; annotations: Record<string, unknown> }[] {
+  return ALL_TOOLS.map((t) => ({
+    name: t.name,
+    title: t.title,
+    description: t.description,
+    inputSchema: jsonSchema(t.input, 'input'),
+    outputSchema: jsonSchema(t.output, 'output'),
+    annotations: { title: t.title, ...t.annotations },
+  }));
+}
+
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
+  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io }) as Record<string, unknown>;
+  return rest;
+}
+
+/** Destroys the session's sandboxes that were not retained by a task. */
+export async function closeSession(deps: ServerDeps, session: Session): Promise<void> {
+  const toKill = session.close();
+  await Promise.all(
+    toKill.map(async (qualified) => {
+      const ref = parseSandboxRef(qualified, deps.config.defaultProvider);
+      try {
+        await deps.providers.get(ref.provider).kill(ref.id);
+      } catch (e) {
+        if (!isProviderError(e) || e.category !== 'not_found') deps.log.warn('session cleanup failed', { category: isProviderError(e) ? e.category : 'internal' });
+      }
+    }),
+  );
+  if (toKill.length) deps.log.info('session closed', { destroyed: toKill.length });
+}
+
+/** A low-level MCP Server wired to one session. */
+export function createServer(deps: ServerDeps): { server: Server; session: Session; close: () => Promise<void> } {
+  const session = new Session();
+  const server = new Server({ name: 'sandbox-mcp', version: VERSION }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
+  const tools = listTools();
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  const inFlight = new Set<Promise<unknown>>();
+  server.setRequestHandler(CallToolRequestSchema, (request) => {
+    const call = callTool(deps, session, request.params.name, request.params.arguments);
+    inFlight.add(call);
+    void call.finally(() => inFlight.delete(call)).catch(() => undefined);
+    return call;
+  });
+  let closing: Promise<void> | undefined;
+  const close = async (): Promise<void> => {
+    await closeSession(deps, session);
+    // Calls still running (a create_sandbox, say) see the closed session and clean up after
+    // themselves; wait for them, boundedly, so the process does not exit under them.
+    await Promise.race([Promise.allSettled([...inFlight]), delay(IN_FLIGHT_GRACE_MS)]);
+  };
+  return { server, session, close: () => (closing ??= close()) };
+}

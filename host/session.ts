@@ -1,0 +1,63 @@
+// One MCP session's state: its default sandbox, the sandboxes it owns (created here) with their
+// renewal durations, and which of those are retained (a task was started in them). Sandboxes
+// merely inspected or referenced by explicit id are never adopted.
+
+/** What a session knows about a sandbox it created. */
+interface OwnedSandbox {
+  /** Seconds each ordinary exec/file tool renews the lifetime to. */
+  renewS: number;
+  /** A task was started here: the sandbox outlives the session. */
+  isRetained: boolean;
+}
+
+/** Per-session ownership, default selection and renewal policy. */
+export class Session {
+  defaultSandbox: string | undefined;
+  private readonly owned = new Map<string, OwnedSandbox>();
+  private closed = false;
+
+  /** True once close() began; late completions must not restore anything. */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Records a sandbox created in this session and makes it the default. False if the session already closed. */
+  adopt(qualifiedId: string, renewS: number): boolean {
+    if (this.closed) return false;
+    this.owned.set(qualifiedId, { renewS, isRetained: false });
+    this.defaultSandbox = qualifiedId;
+    return true;
+  }
+
+  /** The renewal duration for a session-owned sandbox, or undefined (not ours, or session closed). */
+  renewalFor(qualifiedId: string): number | undefined {
+    return this.closed ? undefined : this.owned.get(qualifiedId)?.renewS;
+  }
+
+  /** After a successful set_sandbox_timeout: later renewals use this duration (owned sandboxes only). */
+  setRenewal(qualifiedId: string, renewS: number): void {
+    const entry = this.closed ? undefined : this.owned.get(qualifiedId);
+    if (entry) entry.renewS = renewS;
+  }
+
+  /** start_task: keep the whole sandbox when the session ends. */
+  retain(qualifiedId: string): void {
+    const entry = this.owned.get(qualifiedId);
+    if (entry) entry.isRetained = true;
+  }
+
+  /** After kill_sandbox: forget it, and clear the default if it was the default. */
+  forget(qualifiedId: string): void {
+    this.owned.delete(qualifiedId);
+    if (this.defaultSandbox === qualifiedId) this.defaultSandbox = undefined;
+  }
+
+  /** Ends the session; returns the owned sandboxes that were not retained, for the caller to destroy. */
+  close(): string[] {
+    this.closed = true;
+    const toKill = [...this.owned].filter(([, s]) => !s.isRetained).map(([id]) => id);
+    this.owned.clear();
+    this.defaultSandbox = undefined;
+    return toKill;
+  }
+}

@@ -1,0 +1,104 @@
+// Synchronous execution: run_command and run_code. Output is capped per stream (first and last
+// 32 KiB with a marker between) so a result never floods a model's context; long work belongs
+// in start_task.
+import { randomBytes } from 'node:crypto';
+import * as z from 'zod';
+import { LIMITS } from '../../shared/limits.js';
+import type { ExecResult } from '../providers/provider.js';
+import { EnvsSchema, SandboxIdSchema, defineTool, intIn, renewIfOwned, resolveSandbox, type ToolContext } from './tool.js';
+
+/** Most bytes of one stream a run_command/run_code result holds. */
+export const EXEC_OUTPUT_CAP_BYTES = 64 * 1024;
+const OMITTED_MARKER = '\n[... output truncated: the middle was omitted; use start_task for long output ...]\n';
+
+const ExecResultSchema = z.strictObject({
+  exit_code: z.number().int().nullable(),
+  stdout: z.string(),
+  stderr: z.string(),
+  stdout_truncated: z.boolean(),
+  stderr_truncated: z.boolean(),
+  timed_out: z.boolean(),
+});
+
+
+/** Decodes one captured stream, marking where the provider dropped its middle, and masks secrets. */
+function renderStream(data: Buffer, isTruncated: boolean, ctx: ToolContext): string {
+  if (!isTruncated) return ctx.deps.masker.mask(data.toString('utf8'));
+  // OutputCapture keeps the first half of the cap, then the last half.
+  const split = Math.ceil(EXEC_OUTPUT_CAP_BYTES / 2);
+  const head = ctx.deps.masker.mask(data.subarray(0, split).toString('utf8'));
+  const tail = ctx.deps.masker.mask(data.subarray(split).toString('utf8'));
+  return head + OMITTED_MARKER + tail;
+}
+
+function toResult(r: ExecResult, ctx: ToolContext): z.infer<typeof ExecResultSchema> {
+  return {
+    exit_code: r.exitCode,
+    stdout: renderStream(r.stdout, r.stdoutTruncated, ctx),
+    stderr: renderStream(r.stderr, r.stderrTruncated, ctx),
+    stdout_truncated: r.stdoutTruncated,
+    stderr_truncated: r.stderrTruncated,
+    timed_out: r.timedOut,
+  };
+}
+
+const runCommand = defineTool({
+  name: 'run_command',
+  title: 'Run command',
+  description:
+    'Run a shell command (bash -c) in a sandbox and wait for it (timeout 1-3600 s, default 60; the whole process group is killed at the timeout). ' +
+    'Returns exit_code and stdout/stderr, each capped at 64 KiB (first and last 32 KiB) with *_truncated flags. For long or long-running work use start_task.',
+  input: z.strictObject({
+    command: z.string().min(1).max(LIMITS.commandMaxChars),
+    sandbox_id: SandboxIdSchema.optional(),
+    cwd: z.string().min(1).max(4096).optional(),
+    envs: EnvsSchema.optional(),
+    timeout: intIn(1, 3600).default(60),
+  }),
+  output: ExecResultSchema,
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  async run(args, ctx) {
+    const ref = resolveSandbox(ctx, args.sandbox_id);
+    await renewIfOwned(ctx, ref);
+    const r = await ctx.deps.providers.get(ref.provider).exec(ref.id, args.command, {
+      timeoutS: args.timeout,
+      maxOutputBytes: EXEC_OUTPUT_CAP_BYTES,
+      ...(args.cwd !== undefined ? { cwd: args.cwd } : {}),
+      ...(args.envs !== undefined ? { envs: args.envs } : {}),
+    });
+    return { result: toResult(r, ctx) };
+  },
+});
+
+const INTERPRETERS = { python: ['python3', 'py'], javascript: ['node', 'js'], bash: ['bash', 'sh'] } as const;
+
+const runCode = defineTool({
+  name: 'run_code',
+  title: 'Run code',
+  description:
+    'Write code to a temporary file in the sandbox and run it with python3, node or bash (default python); same limits and result as run_command.',
+  input: z.strictObject({
+    code: z.string().min(1).max(1_000_000),
+    language: z.enum(['python', 'javascript', 'bash']).default('python'),
+    sandbox_id: SandboxIdSchema.optional(),
+    timeout: intIn(1, 3600).default(60),
+  }),
+  output: ExecResultSchema,
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  async run(args, ctx) {
+    const ref = resolveSandbox(ctx, args.sandbox_id);
+    await renewIfOwned(ctx, ref);
+    const provider = ctx.deps.providers.get(ref.provider);
+    const [interpreter, ext] = INTERPRETERS[args.language];
+    const path = `/tmp/sandbox-mcp-code-${randomBytes(8).toString('hex')}.${ext}`;
+    await provider.writeFile(ref.id, path, Buffer.from(args.code, 'utf8'));
+    const r = await provider.exec(ref.id, `trap 'rm -f ${path}' EXIT; ${interpreter} ${path}`, {
+      timeoutS: args.timeout,
+      maxOutputBytes: EXEC_OUTPUT_CAP_BYTES,
+    });
+    return { result: toResult(r, ctx) };
+  },
+});
+
+/** run_command and run_code. */
+export const execTools = [runCommand, runCode];

@@ -1,0 +1,125 @@
+// Lifecycle tools: create, kill, list, inspect, extend.
+import * as z from 'zod';
+import { PROVIDER_IDS, secretValuesOf } from '../config.js';
+import { ProviderError } from '../errors.js';
+import { qualify } from '../sandbox-ref.js';
+import { EnvsSchema, MetadataSchema, SandboxIdSchema, defineTool, intIn, qualifyMetadata, resolveSandbox } from './tool.js';
+
+/** The lifetime a sandbox gets when create_sandbox names none (E2B's default too). */
+export const DEFAULT_SANDBOX_TIMEOUT_S = 300;
+const MAX_SANDBOX_TIMEOUT_S = 86400;
+
+
+const createSandbox = defineTool({
+  name: 'create_sandbox',
+  title: 'Create sandbox',
+  description:
+    'Create a new sandbox and make it this session\'s default. It is destroyed when the session ends unless a task was started in it. ' +
+    'Omitted options keep the provider\'s defaults. Keep secrets in the server\'s configuration; envs given here are visible to the model.',
+  input: z.strictObject({
+    template: z.string().min(1).max(200).optional(),
+    timeout: intIn(1, MAX_SANDBOX_TIMEOUT_S).optional().describe('Lifetime in seconds (default 300).'),
+    envs: EnvsSchema.optional().describe('Environment variables for every command in the sandbox.'),
+    region: z.string().min(1).max(100).optional(),
+    cpu: z.number().int().min(1).max(1024).optional().describe('CPU cores.'),
+    memory: z.number().int().min(1).max(1048576).optional().describe('Memory in MB.'),
+    provider: z.enum(PROVIDER_IDS).optional().describe('A configured provider id; default is the server\'s.'),
+  }),
+  output: MetadataSchema,
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+  async run(args, ctx) {
+    const providerId = args.provider ?? ctx.deps.config.defaultProvider;
+    const provider = ctx.deps.providers.get(providerId);
+    if (args.envs) ctx.deps.masker.add(secretValuesOf(args.envs));
+    const meta = await provider.create({
+      ...(args.template !== undefined ? { template: args.template } : {}),
+      ...(args.timeout !== undefined ? { timeoutS: args.timeout } : {}),
+      ...(args.envs !== undefined ? { envs: args.envs } : {}),
+      ...(args.region !== undefined ? { region: args.region } : {}),
+      ...(args.cpu !== undefined ? { cpu: args.cpu } : {}),
+      ...(args.memory !== undefined ? { memoryMb: args.memory } : {}),
+    });
+    const ref = qualify(providerId, meta.sandbox_id);
+    if (!ctx.session.adopt(ref.qualified, args.timeout ?? DEFAULT_SANDBOX_TIMEOUT_S)) {
+      // The session ended while we were creating: nobody owns this sandbox, so it must not outlive us.
+      await provider.kill(ref.id).catch(() => undefined);
+      throw new ProviderError('conflict', { code: 'session_closed', detail: 'The session ended while the sandbox was being created; it was destroyed.' });
+    }
+    return { result: qualifyMetadata(providerId, meta) };
+  },
+});
+
+const killSandbox = defineTool({
+  name: 'kill_sandbox',
+  title: 'Destroy sandbox',
+  description: 'Destroy a sandbox and everything in it, including its tasks and their logs (the complete cleanup). Defaults to the session default.',
+  input: z.strictObject({ sandbox_id: SandboxIdSchema.optional() }),
+  output: z.strictObject({ success: z.boolean(), sandbox_id: z.string() }),
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
+  async run(args, ctx) {
+    const ref = resolveSandbox(ctx, args.sandbox_id);
+    await ctx.deps.providers.get(ref.provider).kill(ref.id);
+    ctx.session.forget(ref.qualified);
+    return { result: { success: true, sandbox_id: ref.qualified } };
+  },
+});
+
+const listSandboxes = defineTool({
+  name: 'list_sandboxes',
+  title: 'List sandboxes',
+  description:
+    'List sandboxes visible to the configured account and provider. Increase offset for the next page; there is no total or cursor. ' +
+    'Listing never creates, selects or adopts a sandbox.',
+  input: z.strictObject({
+    status: z.enum(['running', 'paused']).optional(),
+    limit: intIn(1, 100).default(100),
+    offset: z.number().int().min(0).max(1_000_000).default(0),
+    provider: z.enum(PROVIDER_IDS).optional(),
+    region: z.string().min(1).max(100).optional(),
+  }),
+  output: z.strictObject({ sandboxes: z.array(MetadataSchema), limit: z.number(), offset: z.number() }),
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+  async run(args, ctx) {
+    const providerId = args.provider ?? ctx.deps.config.defaultProvider;
+    const items = await ctx.deps.providers.get(providerId).list({
+      limit: args.limit,
+      offset: args.offset,
+      ...(args.status !== undefined ? { status: args.status } : {}),
+      ...(args.region !== undefined ? { region: args.region } : {}),
+    });
+    return { result: { sandboxes: items.slice(0, args.limit).map((m) => qualifyMetadata(providerId, m)), limit: args.limit, offset: args.offset } };
+  },
+});
+
+const getSandbox = defineTool({
+  name: 'get_sandbox',
+  title: 'Inspect sandbox',
+  description: 'Current metadata of a sandbox (the session default when sandbox_id is omitted). Never creates, resumes or extends a sandbox.',
+  input: z.strictObject({ sandbox_id: SandboxIdSchema.optional() }),
+  output: MetadataSchema,
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+  async run(args, ctx) {
+    const ref = resolveSandbox(ctx, args.sandbox_id);
+    return { result: qualifyMetadata(ref.provider, await ctx.deps.providers.get(ref.provider).getInfo(ref.id)) };
+  },
+});
+
+const setSandboxTimeout = defineTool({
+  name: 'set_sandbox_timeout',
+  title: 'Set sandbox lifetime',
+  description:
+    'Set a sandbox\'s lifetime to `timeout` seconds from now. For a sandbox this session created, later command and file tools renew with this duration.',
+  input: z.strictObject({ timeout: intIn(1, MAX_SANDBOX_TIMEOUT_S), sandbox_id: SandboxIdSchema.optional() }),
+  output: z.strictObject({ success: z.boolean(), sandbox_id: z.string(), timeout: z.number() }),
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+  async run(args, ctx) {
+    const ref = resolveSandbox(ctx, args.sandbox_id);
+    await ctx.deps.providers.get(ref.provider).setTimeout(ref.id, args.timeout);
+    // Only after success, and only for a sandbox this still-open session owns.
+    ctx.session.setRenewal(ref.qualified, args.timeout);
+    return { result: { success: true, sandbox_id: ref.qualified, timeout: args.timeout } };
+  },
+});
+
+/** The five lifecycle tools. */
+export const sandboxTools = [createSandbox, killSandbox, listSandboxes, getSandbox, setSandboxTimeout];

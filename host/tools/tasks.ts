@@ -1,0 +1,161 @@
+// Reconnectable background tasks: start_task, get_task, cancel_task. The task lives with its
+// supervisor inside the sandbox; any session or server process holding sandbox_id + task_id can
+// read or cancel it. Task tools never request a lifetime extension.
+import { randomBytes } from 'node:crypto';
+import * as z from 'zod';
+import { LIMITS } from '../../shared/limits.js';
+import { PROTOCOL_VERSION, TaskIdSchema, TaskViewSchema, type AgentRequestInput, type TaskView } from '../../shared/protocol.js';
+import { ProviderError, isProviderError, type ErrorCategory } from '../errors.js';
+import { parseSandboxRef } from '../sandbox-ref.js';
+import { SandboxIdSchema, defineTool, intIn, resolveSandbox, type ToolContext } from './tool.js';
+
+const TaskResultSchema = z.strictObject({ sandbox_id: z.string(), ...TaskViewSchema.shape });
+type TaskResult = z.infer<typeof TaskResultSchema>;
+
+/** Exec bounds for agent calls: generous, since they only bound a broken sandbox. */
+const START_CALL_TIMEOUT_S = 60;
+const CALL_SLACK_S = 30;
+
+// After these, the submission may or may not have started the task: answer `unknown` with the handle.
+const UNCERTAIN: ReadonlySet<ErrorCategory> = new Set(['timeout', 'unavailable', 'internal']);
+
+function present(sandboxId: string, view: TaskView, ctx: ToolContext): TaskResult {
+  const { masker } = ctx.deps;
+  return { sandbox_id: sandboxId, ...view, stdout: masker.mask(view.stdout), stderr: masker.mask(view.stderr) };
+}
+
+function unknownView(taskId: string, category: ErrorCategory, message: string): TaskView {
+  return {
+    task_id: taskId,
+    state: 'unknown',
+    exit_code: null,
+    started_at: null,
+    finished_at: null,
+    stdout: '',
+    stderr: '',
+    stdout_next_offset: 0,
+    stderr_next_offset: 0,
+    stdout_size: 0,
+    stderr_size: 0,
+    stdout_truncated: false,
+    stderr_truncated: false,
+    error: { code: category, message },
+  };
+}
+
+const startTask = defineTool({
+  name: 'start_task',
+  title: 'Start background task',
+  description:
+    'Start a shell command in the background in a sandbox and return at once with its task_id and observed state (a short task may already be finished). ' +
+    'Save sandbox_id and task_id: any later session can read output with get_task and stop it with cancel_task. ' +
+    'The sandbox is retained when this session ends; destroy it with kill_sandbox when done. ' +
+    'Never extends the sandbox lifetime: its deadline can stop the task first. If the state is "unknown", inspect with get_task; do not blindly resubmit.',
+  input: z.strictObject({
+    command: z.string().min(1).max(LIMITS.commandMaxChars),
+    sandbox_id: SandboxIdSchema.optional(),
+    cwd: z.string().min(1).max(4096).optional(),
+    timeout: intIn(1, LIMITS.taskTimeoutMaxS).default(LIMITS.taskTimeoutDefaultS),
+  }),
+  output: TaskResultSchema,
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  async run(args, ctx) {
+    const ref = resolveSandbox(ctx, args.sandbox_id);
+    // The handle exists before submission, so an uncertain outcome can still be inspected later.
+    const taskId = randomBytes(16).toString('hex');
+    const request: AgentRequestInput = {
+      protocol: PROTOCOL_VERSION,
+      op: 'start',
+      task_id: taskId,
+      command: args.command,
+      timeout_s: args.timeout,
+      ...(args.cwd !== undefined ? { cwd: args.cwd } : {}),
+    };
+    if (Buffer.byteLength(ctx.deps.agent.commandFor(request, '.x'.repeat(64))) > LIMITS.encodedRequestMaxBytes) {
+      throw new ProviderError('invalid_argument', {
+        detail: `field \`command\` is too large once encoded (the encoded request is capped at ${LIMITS.encodedRequestMaxBytes} bytes); put long scripts in a file with write_file`,
+      });
+    }
+    const provider = ctx.deps.providers.get(ref.provider);
+    ctx.session.retain(ref.qualified);
+    try {
+      const view = await ctx.deps.agent.call(provider, ref.id, { ...request, op: 'start' }, { timeoutS: START_CALL_TIMEOUT_S });
+      return { result: present(ref.qualified, view, ctx) };
+    } catch (e) {
+      if (isProviderError(e) && UNCERTAIN.has(e.category)) {
+        ctx.deps.log.warn('task submission uncertain', { category: e.category });
+        return { result: present(ref.qualified, unknownView(taskId, e.category, e.suggestion), ctx) };
+      }
+      throw e;
+    }
+  },
+});
+
+const handleShape = {
+  sandbox_id: SandboxIdSchema,
+  task_id: TaskIdSchema,
+  stdout_offset: intIn(0, LIMITS.streamCapBytes).default(0),
+  stderr_offset: intIn(0, LIMITS.streamCapBytes).default(0),
+  limit: intIn(1, LIMITS.pageMaxBytes).default(LIMITS.pageDefaultBytes),
+};
+
+const getTask = defineTool({
+  name: 'get_task',
+  title: 'Read background task',
+  description:
+    'Read a task\'s state and a page of its output (limit bytes per stream from the given byte offsets; pass the returned *_next_offset next time; re-reading replays the page). ' +
+    'wait (0-30 s) returns as soon as there is new output or the state changes. A nonzero exit_code is task data, not an error. Works from any session.',
+  input: z.strictObject({ ...handleShape, wait: intIn(0, LIMITS.waitMaxS).default(0) }),
+  output: TaskResultSchema,
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+  async run(args, ctx) {
+    // Explicit id: never the session default, never adopted into this session's cleanup.
+    const ref = parseSandboxRef(args.sandbox_id, ctx.deps.config.defaultProvider);
+    const view = await ctx.deps.agent.call(
+      ctx.deps.providers.get(ref.provider),
+      ref.id,
+      {
+        protocol: PROTOCOL_VERSION,
+        op: 'get',
+        task_id: args.task_id,
+        stdout_offset: args.stdout_offset,
+        stderr_offset: args.stderr_offset,
+        limit: args.limit,
+        wait_s: args.wait,
+      },
+      { timeoutS: args.wait + CALL_SLACK_S },
+    );
+    return { result: present(ref.qualified, view, ctx) };
+  },
+});
+
+const cancelTask = defineTool({
+  name: 'cancel_task',
+  title: 'Cancel background task',
+  description:
+    'Stop a task: TERM, then KILL, to its process group; waits up to 3 s for a confirmed terminal state. "running" or "unknown" means cancellation is not confirmed. ' +
+    'On a finished task it returns the saved outcome and signals nothing. Processes that started their own session escape; kill_sandbox is the complete cleanup.',
+  input: z.strictObject(handleShape),
+  output: TaskResultSchema,
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
+  async run(args, ctx) {
+    const ref = parseSandboxRef(args.sandbox_id, ctx.deps.config.defaultProvider);
+    const view = await ctx.deps.agent.call(
+      ctx.deps.providers.get(ref.provider),
+      ref.id,
+      {
+        protocol: PROTOCOL_VERSION,
+        op: 'cancel',
+        task_id: args.task_id,
+        stdout_offset: args.stdout_offset,
+        stderr_offset: args.stderr_offset,
+        limit: args.limit,
+      },
+      { timeoutS: CALL_SLACK_S },
+    );
+    return { result: present(ref.qualified, view, ctx) };
+  },
+});
+
+/** The three task tools. */
+export const taskTools = [startTask, getTask, cancelTask];

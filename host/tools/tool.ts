@@ -1,0 +1,129 @@
+// What a tool is, and the helpers every tool group shares: sandbox resolution, renewal,
+// metadata qualification. Tool handlers throw ProviderError; the server turns it into an
+// `isError` result. They never format provider errors themselves.
+import * as z from 'zod';
+import type { AgentClient } from '../agent-client.js';
+import type { ProviderId, ServerConfig } from '../config.js';
+import { ProviderError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { SecretMasker } from '../mask.js';
+import type { Provider, SandboxMetadata } from '../providers/provider.js';
+import { parseSandboxRef, qualify, type SandboxRef } from '../sandbox-ref.js';
+import type { Session } from '../session.js';
+
+/** Looks up a provider by id; throws a ProviderError when it cannot be configured. */
+export interface ProviderRegistry {
+  get(id: ProviderId): Provider;
+}
+
+/** What every handler may use; one per server process, shared by all sessions. */
+export interface ServerDeps {
+  config: ServerConfig;
+  providers: ProviderRegistry;
+  agent: AgentClient;
+  masker: SecretMasker;
+  log: Logger;
+}
+
+export interface ToolContext {
+  deps: ServerDeps;
+  session: Session;
+}
+
+/** A content block beyond the JSON text (e.g. an image for download_file). */
+export type ExtraContent = { type: 'image'; data: string; mimeType: string };
+
+export interface ToolAnnotations {
+  readOnlyHint: boolean;
+  destructiveHint: boolean;
+  idempotentHint: boolean;
+  openWorldHint: boolean;
+}
+
+/** One tool: strict schemas, honest annotations and a handler. */
+export interface ToolDef<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType> {
+  name: string;
+  title: string;
+  description: string;
+  input: I;
+  output: O;
+  annotations: ToolAnnotations;
+  run(args: z.infer<I>, ctx: ToolContext): Promise<{ result: z.infer<O>; content?: ExtraContent[] }>;
+}
+
+/** Keeps a tool's input and output types tied together. */
+export function defineTool<I extends z.ZodType, O extends z.ZodType>(def: ToolDef<I, O>): ToolDef<I, O> {
+  return def;
+}
+
+/** An optional integer in [min, max]: JSON integers only (no booleans, floats or numeric strings). */
+export const intIn = (min: number, max: number) => z.number().int().min(min).max(max);
+
+/** An explicit sandbox id: never empty; `provider:id` or an id of the default provider. */
+export const SandboxIdSchema = z.string().min(1).max(200);
+
+/** Environment variables: POSIX names to string values. */
+export const EnvsSchema = z.record(
+  z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name').max(256),
+  z.string().max(32768),
+);
+
+/** Exactly the nine metadata fields. */
+export const MetadataSchema = z.strictObject({
+  sandbox_id: z.string(),
+  template: z.string().nullable(),
+  status: z.string().nullable(),
+  region: z.string().nullable(),
+  started_at: z.string().nullable(),
+  end_at: z.string().nullable(),
+  cpu_count: z.number().nullable(),
+  memory_mb: z.number().nullable(),
+  disk_size_mb: z.number().nullable(),
+});
+
+/** A provider's metadata with its id qualified, and nothing but the nine fields. */
+export function qualifyMetadata(provider: ProviderId, m: SandboxMetadata): z.infer<typeof MetadataSchema> {
+  return {
+    sandbox_id: qualify(provider, m.sandbox_id).qualified,
+    template: m.template,
+    status: m.status,
+    region: m.region,
+    started_at: m.started_at,
+    end_at: m.end_at,
+    cpu_count: m.cpu_count,
+    memory_mb: m.memory_mb,
+    disk_size_mb: m.disk_size_mb,
+  };
+}
+
+/** The explicit sandbox, or the session default; never creates one. */
+export function resolveSandbox(ctx: ToolContext, sandboxId: string | undefined): SandboxRef {
+  if (sandboxId !== undefined) return parseSandboxRef(sandboxId, ctx.deps.config.defaultProvider);
+  const fallback = ctx.session.defaultSandbox;
+  if (!fallback) {
+    throw new ProviderError('invalid_argument', {
+      code: 'no_default_sandbox',
+      detail: 'No sandbox_id was given and this session has no default sandbox. Call create_sandbox first or pass sandbox_id.',
+    });
+  }
+  return parseSandboxRef(fallback, ctx.deps.config.defaultProvider);
+}
+
+/**
+ * Ordinary exec/file tools renew session-owned sandboxes to the session's renewal duration.
+ * A failed renewal does not fail the tool: the operation itself reports what matters.
+ */
+export async function renewIfOwned(ctx: ToolContext, ref: SandboxRef): Promise<void> {
+  const renewS = ctx.session.renewalFor(ref.qualified);
+  if (renewS === undefined) return;
+  try {
+    await ctx.deps.providers.get(ref.provider).setTimeout(ref.id, renewS);
+  } catch (e) {
+    ctx.deps.log.warn('renewal failed', { category: e instanceof ProviderError ? e.category : 'internal' });
+  }
+}
+
+/** Quotes a string for a POSIX shell (single quotes). */
+export function shellQuote(text: string): string {
+  return `'${text.replace(/'/g, `'\\''`)}'`;
+}

@@ -1,0 +1,188 @@
+// Streamable HTTP transport at /mcp: bearer token, Host/Origin validation against the bound
+// address (DNS-rebinding protection), one server + session per MCP session; DELETE and an idle
+// timeout end a session with the same cleanup as stdio.
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { randomUUID, timingSafeEqual, createHash } from 'node:crypto';
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createServer } from '../server.js';
+import type { ServerDeps } from '../tools/tool.js';
+
+export interface HttpOpts {
+  host: string;
+  port: number;
+  token: string;
+  /** A session with no request for this long is closed and cleaned up. */
+  idleTimeoutMs: number;
+  /** How often idle sessions are looked for. */
+  sweepIntervalMs?: number;
+}
+
+/** Largest accepted request body: the transport's own default (upload_file chunks fit). */
+const MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+interface HttpSession {
+  transport: StreamableHTTPServerTransport;
+  lastSeenMs: number;
+  activeRequests: number;
+  end: () => Promise<void>;
+}
+
+/** A running HTTP server; `close()` ends every session with its cleanup. */
+export interface HttpHandle {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Host header values that name the bound address (plus localhost aliases of a loopback bind). */
+export function allowedHosts(host: string, port: number): Set<string> {
+  const names = new Set([host.includes(':') ? `[${host}]` : host]);
+  if (host === '127.0.0.1' || host === 'localhost' || host === '::1') {
+    names.add('127.0.0.1');
+    names.add('localhost');
+    names.add('[::1]');
+  }
+  return new Set([...names].map((n) => `${n}:${port}`));
+}
+
+function sameToken(given: string, expected: string): boolean {
+  // Hash first: timingSafeEqual needs equal lengths, and the length must not leak either.
+  const a = createHash('sha256').update(given).digest();
+  const b = createHash('sha256').update(expected).digest();
+  return timingSafeEqual(a, b);
+}
+
+function reject(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
+}
+
+async function readBody(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY_BYTES) throw Object.assign(new Error('too large'), { status: 413 });
+    chunks.push(chunk as Buffer);
+  }
+  if (size === 0) return undefined;
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    throw Object.assign(new Error('bad json'), { status: 400 });
+  }
+}
+
+/** Serves MCP over Streamable HTTP until close(). */
+export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpHandle> {
+  const sessions = new Map<string, HttpSession>();
+  let hosts = allowedHosts(opts.host, opts.port);
+
+  async function openSession(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+    const { server, close } = createServer(deps);
+    let entry: HttpSession | undefined;
+    let ended: Promise<void> | undefined;
+    const end = () =>
+      (ended ??= (async () => {
+        if (transport.sessionId) sessions.delete(transport.sessionId);
+        await close();
+        await server.close().catch(() => undefined);
+      })());
+    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (id) => {
+        entry = { transport, lastSeenMs: Date.now(), activeRequests: 1, end };
+        sessions.set(id, entry);
+        deps.log.info('http session opened');
+      },
+      onsessionclosed: () => {
+        void end();
+      },
+    });
+    server.onclose = () => void end();
+    await server.connect(transport);
+    await transport.handleRequest(req, res, body);
+    if (entry) entry.activeRequests--;
+    else void end(); // initialization failed: nothing to keep
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const host = req.headers.host ?? '';
+    if (!hosts.has(host)) return reject(res, 403, 'Forbidden: Host header does not match the server address');
+    const origin = req.headers.origin;
+    if (origin !== undefined && ![...hosts].some((h) => origin === `http://${h}`)) {
+      return reject(res, 403, 'Forbidden: Origin does not match the server address');
+    }
+    if ((req.url ?? '').split('?')[0] !== '/mcp') return reject(res, 404, 'Not found: the MCP endpoint is /mcp');
+    const auth = req.headers.authorization ?? '';
+    if (!auth.startsWith('Bearer ') || !sameToken(auth.slice(7), opts.token)) {
+      return reject(res, 401, 'Unauthorized: a bearer token is required', { 'www-authenticate': 'Bearer' });
+    }
+    let body: unknown;
+    if (req.method === 'POST') {
+      try {
+        body = await readBody(req);
+      } catch (e) {
+        const status = (e as { status?: number }).status ?? 400;
+        return reject(res, status, status === 413 ? 'Request body too large' : 'Parse error: invalid JSON');
+      }
+    }
+    const sessionId = req.headers['mcp-session-id'];
+    if (typeof sessionId === 'string') {
+      const entry = sessions.get(sessionId);
+      if (!entry) return reject(res, 404, 'Session not found');
+      entry.lastSeenMs = Date.now();
+      // The standalone GET stream stays open for the whole session: it is not activity.
+      const isCall = req.method === 'POST';
+      if (isCall) entry.activeRequests++;
+      try {
+        await entry.transport.handleRequest(req, res, body);
+      } finally {
+        if (isCall) entry.activeRequests--;
+        entry.lastSeenMs = Date.now();
+      }
+      return;
+    }
+    if (req.method === 'POST' && isInitializeRequest(body)) return openSession(req, res, body);
+    return reject(res, 400, 'Bad request: no valid session id');
+  }
+
+  const httpServer = createHttpServer((req, res) => {
+    handle(req, res).catch(() => {
+      if (!res.headersSent) reject(res, 500, 'Internal error');
+      else res.end();
+    });
+  });
+  await new Promise<void>((resolve, reject_) => {
+    httpServer.once('error', reject_);
+    httpServer.listen(opts.port, opts.host, () => resolve());
+  });
+  const port = (httpServer.address() as AddressInfo).port;
+  hosts = allowedHosts(opts.host, port);
+
+  const sweep = setInterval(() => {
+    const now = Date.now();
+    for (const entry of sessions.values()) {
+      // A long get_task wait holds a request open: that session is not idle.
+      if (entry.activeRequests === 0 && now - entry.lastSeenMs > opts.idleTimeoutMs) {
+        deps.log.info('http session idle; closing');
+        void entry.end();
+      }
+    }
+  }, opts.sweepIntervalMs ?? Math.min(30_000, Math.max(100, opts.idleTimeoutMs / 4)));
+  sweep.unref();
+
+  const shownHost = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+  return {
+    url: `http://${shownHost}:${port}/mcp`,
+    port,
+    async close() {
+      clearInterval(sweep);
+      await Promise.all([...sessions.values()].map((s) => s.end()));
+      httpServer.closeAllConnections();
+      await new Promise<void>((resolve) => httpServer.close(() => resolve()));
+    },
+  };
+}
