@@ -1,0 +1,180 @@
+// The seeds' session rules, driven through the real tool handlers (callTool) with a recording
+// provider whose calls the test can hold open — the only way to pin in-flight races
+// deterministically. Real sandboxes cover the same tools end to end in test/e2e/.
+import { describe, expect, it } from 'vitest';
+import { AgentClient } from '../../host/agent-client.js';
+import { ProviderError } from '../../host/errors.js';
+import { createLogger } from '../../host/log.js';
+import { SecretMasker } from '../../host/mask.js';
+import type { Provider, SandboxMetadata } from '../../host/providers/provider.js';
+import { callTool, closeSession } from '../../host/server.js';
+import { Session } from '../../host/session.js';
+import type { ServerDeps } from '../../host/tools/tool.js';
+
+interface Call {
+  op: string;
+  id?: string;
+  timeoutS?: number;
+}
+
+/** A provider that records every call; `hold` makes the named op wait until released. */
+function recordingProvider() {
+  const calls: Call[] = [];
+  const held = new Map<string, { release: () => void; failWith?: ProviderError }>();
+  const holds = new Map<string, Promise<void>>();
+  let n = 0;
+  const meta = (id: string): SandboxMetadata => ({
+    sandbox_id: id, template: 'base', status: 'running', region: 'local', started_at: null, end_at: null, cpu_count: null, memory_mb: null, disk_size_mb: null,
+  });
+  const gate = async (op: string) => {
+    const h = holds.get(op);
+    if (h) {
+      holds.delete(op);
+      await h;
+      const f = held.get(op)?.failWith;
+      held.delete(op);
+      if (f) throw f;
+    }
+  };
+  const provider: Provider = {
+    id: 'local',
+    async create(o) {
+      calls.push({ op: 'create', ...(o.timeoutS !== undefined ? { timeoutS: o.timeoutS } : {}) });
+      await gate('create');
+      return meta(`sb${++n}`);
+    },
+    async list() {
+      return [];
+    },
+    async getInfo(id) {
+      calls.push({ op: 'getInfo', id });
+      return meta(id);
+    },
+    async setTimeout(id, timeoutS) {
+      calls.push({ op: 'setTimeout', id, timeoutS });
+      await gate('setTimeout');
+    },
+    async kill(id) {
+      calls.push({ op: 'kill', id });
+    },
+    async exec(id) {
+      calls.push({ op: 'exec', id });
+      return { exitCode: 0, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0), stdoutTruncated: false, stderrTruncated: false, timedOut: false };
+    },
+    async readFile() {
+      return { data: Buffer.alloc(0), size: 0 };
+    },
+    async writeFile() {
+      return { size: 0 };
+    },
+    async listFiles() {
+      return [];
+    },
+    async close() {},
+  };
+  return {
+    provider,
+    calls,
+    /** The next call of `op` waits until the returned function is called. */
+    hold(op: string, failWith?: ProviderError): () => void {
+      let release!: () => void;
+      holds.set(op, new Promise<void>((r) => (release = r)));
+      held.set(op, { release, ...(failWith ? { failWith } : {}) });
+      return () => release();
+    },
+  };
+}
+
+function deps(provider: Provider): ServerDeps {
+  return {
+    config: { defaultProvider: 'local', e2b: {}, secretValues: [] },
+    providers: { get: () => provider },
+    agent: new AgentClient({ bytes: Buffer.from(''), fileName: 'agent-test.cjs', version: 'test' }),
+    masker: new SecretMasker(),
+    log: createLogger({ write: () => undefined }),
+  };
+}
+
+const renewals = (calls: Call[]) => calls.filter((c) => c.op === 'setTimeout').map((c) => c.timeoutS);
+
+describe('session renewal policy and ownership', () => {
+  it('renews owned sandboxes with the create timeout, then with the last successful set_sandbox_timeout', async () => {
+    const p = recordingProvider();
+    const d = deps(p.provider);
+    const session = new Session();
+    await callTool(d, session, 'create_sandbox', { timeout: 120 });
+    await callTool(d, session, 'run_command', { command: 'true' });
+    expect(renewals(p.calls)).toEqual([120]);
+
+    await callTool(d, session, 'set_sandbox_timeout', { timeout: 600 });
+    await callTool(d, session, 'read_file', { path: 'x' });
+    expect(renewals(p.calls)).toEqual([120, 600, 600]);
+
+    // A failed platform update leaves the previous policy intact.
+    const release = p.hold('setTimeout', new ProviderError('unavailable'));
+    const failed = callTool(d, session, 'set_sandbox_timeout', { timeout: 900 });
+    release();
+    expect((await failed).isError).toBe(true);
+    await callTool(d, session, 'list_files', { path: '.' });
+    expect(renewals(p.calls)).toEqual([120, 600, 600, 900, 600]);
+  });
+
+  it('never renews or adopts sandboxes referenced by explicit id, and task tools never renew', async () => {
+    const p = recordingProvider();
+    const d = deps(p.provider);
+    const session = new Session();
+    await callTool(d, session, 'run_command', { command: 'true', sandbox_id: 'local:other' });
+    await callTool(d, session, 'get_sandbox', { sandbox_id: 'local:other' });
+    await callTool(d, session, 'set_sandbox_timeout', { sandbox_id: 'local:other', timeout: 50 });
+    await callTool(d, session, 'get_task', { sandbox_id: 'local:other', task_id: 'a'.repeat(32) });
+    await callTool(d, session, 'create_sandbox', {});
+    await callTool(d, session, 'start_task', { command: 'sleep 1' });
+    await callTool(d, session, 'cancel_task', { sandbox_id: 'local:sb1', task_id: 'a'.repeat(32) });
+    // Only the explicit set_sandbox_timeout touched a lifetime.
+    expect(renewals(p.calls)).toEqual([50]);
+    expect(session.defaultSandbox).toBe('local:sb1');
+    // At close: the explicit one is not ours; sb1 is retained by its task.
+    await closeSession(d, session);
+    expect(p.calls.filter((c) => c.op === 'kill')).toEqual([]);
+  });
+
+  it('a set_sandbox_timeout completing after the session closed restores nothing', async () => {
+    const p = recordingProvider();
+    const d = deps(p.provider);
+    const session = new Session();
+    await callTool(d, session, 'create_sandbox', { timeout: 100 });
+    const release = p.hold('setTimeout');
+    const inFlight = callTool(d, session, 'set_sandbox_timeout', { timeout: 700 });
+    await closeSession(d, session);
+    release();
+    expect((await inFlight).isError).toBeFalsy();
+    expect(session.renewalFor('local:sb1')).toBeUndefined();
+    expect(session.defaultSandbox).toBeUndefined();
+    expect(p.calls.filter((c) => c.op === 'kill').map((c) => c.id)).toEqual(['sb1']);
+  });
+
+  it('a create_sandbox completing after the session closed destroys its sandbox', async () => {
+    const p = recordingProvider();
+    const d = deps(p.provider);
+    const session = new Session();
+    const release = p.hold('create');
+    const inFlight = callTool(d, session, 'create_sandbox', {});
+    await closeSession(d, session);
+    release();
+    const r = await inFlight;
+    expect(r.isError).toBe(true);
+    expect(p.calls.filter((c) => c.op === 'kill').map((c) => c.id)).toEqual(['sb1']);
+    expect(session.defaultSandbox).toBeUndefined();
+  });
+
+  it('kill_sandbox forgets the sandbox and clears the default', async () => {
+    const p = recordingProvider();
+    const d = deps(p.provider);
+    const session = new Session();
+    await callTool(d, session, 'create_sandbox', {});
+    await callTool(d, session, 'kill_sandbox', {});
+    expect(session.defaultSandbox).toBeUndefined();
+    await closeSession(d, session);
+    expect(p.calls.filter((c) => c.op === 'kill')).toHaveLength(1);
+  });
+});
