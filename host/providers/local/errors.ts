@@ -1,0 +1,68 @@
+// Every local failure becomes one of the fixed categories here, with static text of ours:
+// keeper start-up codes, missing tools and stray exceptions (whose messages carry host paths).
+import { isProviderError, ProviderError } from '../../errors.js';
+import type { KeeperFailure } from './keeper.js';
+
+/** Static "what is wrong and how to fix it" texts for the environment checks. */
+export const LOCAL_DETAILS = {
+  notLinux: 'The local provider needs Linux (bubblewrap and namespaces); use the e2b provider elsewhere.',
+  bwrapMissing:
+    'bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap, dnf install bubblewrap) and retry.',
+  nsenterMissing: "util-linux's nsenter is not installed: install util-linux and retry.",
+  setprivMissing: "util-linux's setpriv is not installed (needed to drop root in sandboxes): install util-linux and retry.",
+  hostBundleMissing: 'The built host bundle (dist/host.js) is missing: run `npm run build` and retry.',
+  usernsRefused:
+    'The kernel refuses unprivileged user namespaces, which bubblewrap needs: enable them (sysctl -w kernel.unprivileged_userns_clone=1 and user.max_user_namespaces=10000) and retry.',
+  usernsApparmor:
+    'AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+): allow them for bwrap (an AppArmor profile granting userns, or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0) and retry.',
+  cgroupUnavailable:
+    'cpu/memory limits need a cgroup the sandbox keeper can create (root with cgroup v1 cpu/memory controllers, or a delegated cgroup v2 subtree with cpu and memory enabled); create the sandbox without cpu/memory here.',
+  bwrapFailed: 'bubblewrap failed to start the sandbox; check that bubblewrap works on this machine (bwrap --ro-bind / / true).',
+  startTimeout: 'The sandbox did not become ready in time; the machine may be overloaded. Retry.',
+  sandboxGone: 'The sandbox does not exist (it may have expired or been killed).',
+  endedDuringCommand: 'The sandbox ended while the command ran (it expired or was killed).',
+  cwdMissing: 'The working directory does not exist in the sandbox (or is not a directory).',
+  templateOnlyBase: "The local provider has only the 'base' template (the host's root, read-only).",
+  regionOnlyLocal: "The local provider has only the region 'local'.",
+} as const;
+
+/** The ProviderError for a keeper start-up failure. */
+export function keeperFailureError(code: KeeperFailure): ProviderError {
+  switch (code) {
+    case 'userns_refused':
+      return new ProviderError('unavailable', { code, detail: LOCAL_DETAILS.usernsRefused });
+    case 'userns_apparmor':
+      return new ProviderError('unavailable', { code, detail: LOCAL_DETAILS.usernsApparmor });
+    case 'cgroup_unavailable':
+      return new ProviderError('unsupported', { code, detail: LOCAL_DETAILS.cgroupUnavailable });
+    case 'tool_missing':
+      return new ProviderError('unavailable', { code, detail: LOCAL_DETAILS.bwrapMissing });
+    case 'start_timeout':
+      return new ProviderError('timeout', { code, detail: LOCAL_DETAILS.startTimeout });
+    case 'bwrap_failed':
+      return new ProviderError('unavailable', { code, detail: LOCAL_DETAILS.bwrapFailed });
+    case 'spec_invalid':
+      return new ProviderError('internal', { code });
+  }
+}
+
+/** Maps anything thrown inside the provider to a ProviderError; never keeps a foreign message. */
+export function toProviderError(e: unknown): ProviderError {
+  if (isProviderError(e)) return e;
+  const code = (e as NodeJS.ErrnoException | null)?.code;
+  switch (code) {
+    case 'EACCES':
+    case 'EPERM':
+      return new ProviderError('permission_denied', { code, detail: 'The local provider may not access its state directory.' });
+    case 'ENOSPC':
+    case 'EDQUOT':
+      return new ProviderError('insufficient_resources', { code });
+    case 'EMFILE':
+    case 'ENFILE':
+    case 'EAGAIN':
+    case 'ENOMEM':
+      return new ProviderError('insufficient_resources', { code });
+    default:
+      return new ProviderError('internal');
+  }
+}

@@ -1,0 +1,150 @@
+// Runs one command on the host side of a sandbox entry (setpriv/nsenter chain) and captures its
+// output: capped per stream while the rest is drained, a timeout that kills the whole process
+// group, and an optional side channel on fd 3 for the provider's own scripts.
+import { spawn } from 'node:child_process';
+import { constants } from 'node:os';
+import type { Readable } from 'node:stream';
+import type { Command } from './bwrap-args.js';
+
+export interface CaptureOpts {
+  env: Record<string, string>;
+  stdin?: Buffer;
+  timeoutMs: number;
+  /** Per-stream capture cap; bytes beyond it are read and dropped. */
+  maxOutputBytes: number;
+  /** Opens fd 3 as a pipe back to us (scripts report metadata there). */
+  withMetaFd?: boolean;
+  /**
+   * After the command exits, how long to wait for its pipes to close: background processes it
+   * started may hold them open forever, and must not hold the call open.
+   */
+  drainGraceMs?: number;
+  /** How long to wait for the process to exit after the timeout's SIGKILL before giving up. */
+  killWaitMs?: number;
+}
+
+export interface CaptureResult {
+  /** Shell convention: the exit status, 128+signal when killed by a signal, null when unknown. */
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: Buffer;
+  stderr: Buffer;
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
+  timedOut: boolean;
+  meta: Buffer;
+}
+
+/** Why a command could not be started at all (no text of the system's). */
+export class SpawnFailedError extends Error {
+  constructor(readonly code: string) {
+    super('spawn failed');
+    this.name = 'SpawnFailedError';
+  }
+}
+
+class CappedSink {
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  truncated = false;
+  constructor(private readonly cap: number) {}
+  push(chunk: Buffer): void {
+    const room = this.cap - this.size;
+    if (room <= 0) {
+      if (chunk.length > 0) this.truncated = true;
+      return;
+    }
+    if (chunk.length > room) {
+      this.chunks.push(chunk.subarray(0, room));
+      this.size += room;
+      this.truncated = true;
+    } else {
+      this.chunks.push(chunk);
+      this.size += chunk.length;
+    }
+  }
+  buffer(): Buffer {
+    return Buffer.concat(this.chunks, this.size);
+  }
+}
+
+/** Spawns `cmd` in a new process group and captures it; never rejects except for SpawnFailedError. */
+export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<CaptureResult> {
+  const drainGraceMs = opts.drainGraceMs ?? 100;
+  const killWaitMs = opts.killWaitMs ?? 5000;
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd.file, cmd.args, {
+      cwd: '/',
+      env: opts.env,
+      detached: true,
+      ...(cmd.uid !== undefined ? { uid: cmd.uid } : {}),
+      ...(cmd.gid !== undefined ? { gid: cmd.gid } : {}),
+      stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', ...(opts.withMetaFd ? (['pipe'] as const) : [])],
+    });
+    const out = new CappedSink(opts.maxOutputBytes);
+    const err = new CappedSink(opts.maxOutputBytes);
+    const meta = new CappedSink(64 * 1024);
+    let timedOut = false;
+    let settled = false;
+    let exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+    const timers: NodeJS.Timeout[] = [];
+    const streams = [child.stdout, child.stderr, child.stdio[3] as Readable | null | undefined];
+
+    const settle = (): void => {
+      if (settled) return;
+      settled = true;
+      for (const t of timers) clearTimeout(t);
+      for (const s of streams) s?.destroy();
+      const code = exit?.code ?? null;
+      const signal = exit?.signal ?? null;
+      resolve({
+        exitCode: code !== null ? code : signal ? 128 + (constants.signals[signal] ?? 0) : null,
+        signal,
+        stdout: out.buffer(),
+        stderr: err.buffer(),
+        stdoutTruncated: out.truncated,
+        stderrTruncated: err.truncated,
+        timedOut,
+        meta: meta.buffer(),
+      });
+    };
+    const killGroup = (): void => {
+      if (child.pid === undefined) return;
+      for (const sig of ['SIGKILL', 'SIGCONT'] as const) {
+        try {
+          process.kill(-child.pid, sig);
+        } catch {
+          // Already gone.
+        }
+      }
+    };
+
+    child.on('error', (e: NodeJS.ErrnoException) => {
+      if (settled) return;
+      settled = true;
+      for (const t of timers) clearTimeout(t);
+      reject(new SpawnFailedError(e.code ?? 'spawn'));
+    });
+    child.stdout?.on('data', (b: Buffer) => out.push(b));
+    child.stderr?.on('data', (b: Buffer) => err.push(b));
+    (child.stdio[3] as Readable | undefined)?.on('data', (b: Buffer) => meta.push(b));
+    for (const s of streams) s?.on('error', () => {});
+    if (opts.stdin && child.stdin) {
+      child.stdin.on('error', () => {});
+      child.stdin.end(opts.stdin);
+    }
+    child.on('exit', (code, signal) => {
+      exit = { code, signal };
+      timers.push(setTimeout(settle, drainGraceMs));
+    });
+    child.on('close', settle);
+    timers.push(
+      setTimeout(() => {
+        if (exit) return;
+        timedOut = true;
+        killGroup();
+        timers.push(setTimeout(settle, killWaitMs));
+      }, opts.timeoutMs),
+    );
+  });
+}

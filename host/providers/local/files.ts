@@ -1,0 +1,121 @@
+// File operations run *inside* the sandbox (as its user, in its mount namespace) by small POSIX
+// shell scripts, so paths and symlinks resolve in the sandbox's own view and can never reach the
+// host's. Each script reports its outcome as an exit status from the table below and metadata
+// on fd 3; data travels on stdin/stdout, binary-safe.
+import { posix } from 'node:path';
+import type { FileEntry } from '../provider.js';
+import { ProviderError } from '../../errors.js';
+import { SANDBOX_HOME } from './bwrap-args.js';
+
+/** Exit statuses of the file scripts (chosen above any status the tools themselves use). */
+export const FILE_STATUS = {
+  notFound: 80,
+  isDirectory: 81,
+  notRegular: 82,
+  permission: 83,
+  notDirectory: 84,
+  noSpace: 85,
+} as const;
+
+// Arguments: path, offset (bytes), length (bytes or empty for "to the end").
+export const READ_SCRIPT = `
+p=$1
+[ -e "$p" ] || exit ${FILE_STATUS.notFound}
+[ -d "$p" ] && exit ${FILE_STATUS.isDirectory}
+[ -f "$p" ] || exit ${FILE_STATUS.notRegular}
+[ -r "$p" ] || exit ${FILE_STATUS.permission}
+stat -L -c %s -- "$p" >&3 || exit ${FILE_STATUS.permission}
+exec 3>&-
+if [ -n "$3" ]; then tail -c +$(($2 + 1)) -- "$p" | head -c "$3"; else tail -c +$(($2 + 1)) -- "$p"; fi
+`;
+
+// Arguments: path, mode (w = overwrite, a = append). Data on stdin.
+export const WRITE_SCRIPT = `
+p=$1
+d=$(dirname -- "$p")
+if [ ! -d "$d" ]; then
+  if ! mkdir -p -- "$d" 2>/dev/null; then
+    e=$d
+    while [ ! -e "$e" ] && [ ! -L "$e" ]; do e=$(dirname -- "$e"); done
+    [ -d "$e" ] && exit ${FILE_STATUS.permission}
+    exit ${FILE_STATUS.notDirectory}
+  fi
+fi
+[ -d "$p" ] && exit ${FILE_STATUS.isDirectory}
+if [ -e "$p" ] && [ ! -w "$p" ]; then exit ${FILE_STATUS.permission}; fi
+if [ ! -e "$p" ] && [ ! -w "$d" ]; then exit ${FILE_STATUS.permission}; fi
+if [ "$2" = a ]; then cat >> "$p"; else cat > "$p"; fi 2>/dev/null || {
+  [ -w "$d" ] || exit ${FILE_STATUS.permission}
+  exit ${FILE_STATUS.noSpace}
+}
+stat -L -c %s -- "$p" >&3
+`;
+
+// Arguments: path, depth, max entries. Breadth first (one find per level), so a capped listing
+// keeps the shallow entries. Records: type TAB size TAB mtime TAB path NUL.
+export const LIST_SCRIPT = `
+p=$1
+[ -e "$p" ] || exit ${FILE_STATUS.notFound}
+[ -d "$p" ] || exit ${FILE_STATUS.notDirectory}
+[ -r "$p" ] && [ -x "$p" ] || exit ${FILE_STATUS.permission}
+i=1
+while [ "$i" -le "$2" ]; do
+  find -H "$p" -mindepth "$i" -maxdepth "$i" -printf '%y\\t%s\\t%T@\\t%p\\0' 2>/dev/null
+  i=$((i + 1))
+done | head -z -n "$3"
+exit 0
+`;
+
+/** Resolves a sandbox path: relative paths are relative to /home/user; rejects NUL bytes. */
+export function resolveSandboxPath(path: string): string {
+  if (path.includes('\0')) throw new ProviderError('invalid_argument', { detail: 'The path contains a NUL byte.' });
+  return posix.resolve(SANDBOX_HOME, path);
+}
+
+/** Maps a file script's exit status to the ProviderError it means (null for success). */
+export function fileStatusError(exitCode: number | null): ProviderError | null {
+  switch (exitCode) {
+    case 0:
+      return null;
+    case FILE_STATUS.notFound:
+      return new ProviderError('not_found', { code: 'ENOENT', detail: 'No such file or directory in the sandbox.' });
+    case FILE_STATUS.isDirectory:
+      return new ProviderError('invalid_argument', { code: 'EISDIR', detail: 'The path is a directory.' });
+    case FILE_STATUS.notRegular:
+      return new ProviderError('invalid_argument', { code: 'ENOTREG', detail: 'The path is not a regular file.' });
+    case FILE_STATUS.permission:
+      return new ProviderError('permission_denied', {
+        code: 'EACCES',
+        detail: 'The sandbox user may not access this path (outside /home/user and /tmp the sandbox is read-only).',
+      });
+    case FILE_STATUS.notDirectory:
+      return new ProviderError('invalid_argument', { code: 'ENOTDIR', detail: 'A component of the path is not a directory.' });
+    case FILE_STATUS.noSpace:
+      return new ProviderError('insufficient_resources', { code: 'ENOSPC', detail: 'The write failed: the sandbox is out of space or memory.' });
+    default:
+      return new ProviderError('internal');
+  }
+}
+
+const TYPES: Record<string, FileEntry['type']> = { f: 'file', d: 'directory', l: 'symlink' };
+
+/** Parses LIST_SCRIPT output into entries sorted by path. */
+export function parseListing(out: Buffer): FileEntry[] {
+  const entries: FileEntry[] = [];
+  for (const record of out.toString('utf8').split('\0')) {
+    if (record === '') continue;
+    const parts = record.split('\t');
+    if (parts.length < 4) continue;
+    const [type, size, mtime] = parts;
+    const path = parts.slice(3).join('\t');
+    const seconds = Number(mtime);
+    entries.push({
+      name: posix.basename(path),
+      path,
+      type: TYPES[type ?? ''] ?? 'other',
+      size: Number(size) || 0,
+      modified_at: Number.isFinite(seconds) ? new Date(Math.round(seconds * 1000)).toISOString() : null,
+    });
+  }
+  return entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}

@@ -1,0 +1,47 @@
+// Process identity from /proc. A pid alone is not an identity (pids are reused), so every pid
+// the local provider records is paired with its start time and checked again before use.
+import { readFileSync } from 'node:fs';
+
+/** A process as recorded in state: pid plus /proc start time (clock ticks since boot). */
+export interface ProcIdentity {
+  pid: number;
+  startTime: string;
+}
+
+/** The start time of a live (non-zombie) process, or null when it is gone or a zombie. */
+export function readStartTime(pid: number): string | null {
+  if (!Number.isInteger(pid) || pid <= 0) return null;
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return null;
+  }
+  // comm (field 2) may contain spaces and parentheses: parse after the last ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const state = fields[0];
+  if (state === 'Z' || state === 'X' || state === 'x') return null;
+  return fields[19] ?? null;
+}
+
+/** True when the recorded process still runs (same pid and same start time). */
+export function isAlive(proc: ProcIdentity | undefined): boolean {
+  return proc !== undefined && readStartTime(proc.pid) === proc.startTime;
+}
+
+/** The identity of a live process, or null. */
+export function identify(pid: number): ProcIdentity | null {
+  const startTime = readStartTime(pid);
+  return startTime === null ? null : { pid, startTime };
+}
+
+/** Sends a signal only if the recorded process is still the same one; false when it is gone. */
+export function signalIfAlive(proc: ProcIdentity | undefined, signal: NodeJS.Signals): boolean {
+  if (!proc || !isAlive(proc)) return false;
+  try {
+    process.kill(proc.pid, signal);
+    return true;
+  } catch {
+    return false;
+  }
+}

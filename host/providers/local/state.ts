@@ -1,0 +1,165 @@
+// On-disk state of local sandboxes: one private directory per sandbox under the state directory,
+// so a restarted server (or another server) finds, verifies and cleans up sandboxes. The
+// sandbox's files are not here: /home/user and /tmp are tmpfs mounts that die with the sandbox.
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+import type { Identity, ToolPaths } from './bwrap-args.js';
+import type { ProcIdentity } from './proc.js';
+
+/** Immutable description of a sandbox, written before its keeper starts. */
+export interface SandboxSpec {
+  version: 1;
+  id: string;
+  createdAtMs: number;
+  envs: Record<string, string>;
+  cpu: number | null;
+  memoryMb: number | null;
+  identity: Identity;
+  tools: ToolPaths;
+  shell: string;
+  hidePaths: string[];
+  roBindPaths: string[];
+  hideVarRun: boolean;
+}
+
+/** What the keeper records once the sandbox accepts commands. */
+export interface KeeperRecord {
+  version: 1;
+  keeper: ProcIdentity;
+  bwrap: ProcIdentity;
+  pid1: ProcIdentity;
+  cgroups: string[];
+}
+
+const ID_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
+const ID_LENGTH = 12;
+const ID_PATTERN = /^[a-z0-9]{12}$/;
+
+/** A fresh sandbox id: 12 random characters of [a-z0-9] (about 62 bits). */
+export function newSandboxId(): string {
+  const bytes = randomBytes(ID_LENGTH * 2);
+  let id = '';
+  // Rejection sampling keeps the distribution uniform (252 = 7 * 36).
+  for (const b of bytes) {
+    if (b < 252) id += ID_ALPHABET[b % 36];
+    if (id.length === ID_LENGTH) return id;
+  }
+  return id + newSandboxId().slice(0, ID_LENGTH - id.length);
+}
+
+/** True for a string shaped like one of our ids (anything else can never name a sandbox). */
+export function isSandboxId(id: string): boolean {
+  return ID_PATTERN.test(id);
+}
+
+/** `$SANDBOX_MCP_STATE_DIR`, else `$XDG_STATE_HOME/sandbox-mcp`, else `~/.local/state/sandbox-mcp`. */
+export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.SANDBOX_MCP_STATE_DIR) return env.SANDBOX_MCP_STATE_DIR;
+  if (env.XDG_STATE_HOME && isAbsolute(env.XDG_STATE_HOME)) return join(env.XDG_STATE_HOME, 'sandbox-mcp');
+  return join(homedir(), '.local', 'state', 'sandbox-mcp');
+}
+
+/** Where the local provider keeps its sandboxes inside the state directory. */
+export function sandboxesDir(stateDir: string): string {
+  return join(stateDir, 'local');
+}
+
+/** Creates the state and sandboxes directories (0700). */
+export function ensureSandboxesDir(stateDir: string): string {
+  mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+  const dir = sandboxesDir(stateDir);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  return dir;
+}
+
+/** Writes a private file atomically (temp file, then rename). */
+export function writePrivateFile(path: string, data: string): void {
+  const tmp = `${path}.tmp-${randomBytes(4).toString('hex')}`;
+  writeFileSync(tmp, data, { mode: 0o600 });
+  renameSync(tmp, path);
+}
+
+export const SPEC_FILE = 'spec.json';
+export const KEEPER_FILE = 'keeper.json';
+export const DEADLINE_FILE = 'deadline';
+
+function readJson<T>(path: string): T | null {
+  try {
+    return JSON.parse(readFileSync(path, 'utf8')) as T;
+  } catch {
+    return null;
+  }
+}
+
+export function readSpec(dir: string): SandboxSpec | null {
+  const spec = readJson<SandboxSpec>(join(dir, SPEC_FILE));
+  return spec && spec.version === 1 ? spec : null;
+}
+
+export function readKeeperRecord(dir: string): KeeperRecord | null {
+  const rec = readJson<KeeperRecord>(join(dir, KEEPER_FILE));
+  return rec && rec.version === 1 ? rec : null;
+}
+
+/** The deadline in epoch milliseconds, or null when unreadable. */
+export function readDeadline(dir: string): number | null {
+  try {
+    const ms = Number(readFileSync(join(dir, DEADLINE_FILE), 'utf8').trim());
+    return Number.isFinite(ms) && ms > 0 ? ms : null;
+  } catch {
+    return null;
+  }
+}
+
+export function writeDeadline(dir: string, endAtMs: number): void {
+  writePrivateFile(join(dir, DEADLINE_FILE), `${Math.round(endAtMs)}\n`);
+}
+
+/** The ids of all sandbox directories (ignores tombstones and anything not shaped like an id). */
+export function listSandboxIds(sandboxes: string): string[] {
+  try {
+    return readdirSync(sandboxes).filter(isSandboxId);
+  } catch {
+    return [];
+  }
+}
+
+/** Milliseconds since the directory was last modified, or null when it is gone. */
+export function dirAgeMs(dir: string): number | null {
+  try {
+    return Date.now() - statSync(dir).mtimeMs;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Removes a sandbox directory: renamed to a tombstone first (one atomic step, so listings never see
+ * a half-removed sandbox and concurrent cleaners cannot both win), then deleted.
+ * Returns false when it was already gone.
+ */
+export function removeSandboxDir(sandboxes: string, id: string): boolean {
+  const tomb = join(sandboxes, `.gone-${id}-${randomBytes(4).toString('hex')}`);
+  try {
+    renameSync(join(sandboxes, id), tomb);
+  } catch {
+    return false;
+  }
+  rmSync(tomb, { recursive: true, force: true });
+  return true;
+}
+
+/** Deletes tombstones a crashed cleaner left behind. */
+export function sweepTombstones(sandboxes: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(sandboxes);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (name.startsWith('.gone-')) rmSync(join(sandboxes, name), { recursive: true, force: true });
+  }
+}

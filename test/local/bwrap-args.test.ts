@@ -1,0 +1,161 @@
+// Unit tests of the pure parts of the local provider: argv builders, ids, paths, parsers.
+import { describe, expect, it } from 'vitest';
+import {
+  buildBwrapArgs,
+  buildEnterCommand,
+  buildLaunchCommand,
+  groupFile,
+  passwdFile,
+  PID1_SCRIPT,
+  sandboxPath,
+  type Identity,
+  type ToolPaths,
+} from '../../host/providers/local/bwrap-args.js';
+import { fileStatusError, FILE_STATUS, parseListing, resolveSandboxPath } from '../../host/providers/local/files.js';
+import { classifyBwrapFailure } from '../../host/providers/local/keeper.js';
+import { defaultStateDir, isSandboxId, newSandboxId } from '../../host/providers/local/state.js';
+
+const tools: ToolPaths = { bwrap: '/usr/bin/bwrap', nsenter: '/usr/bin/nsenter', setpriv: '/usr/bin/setpriv', sh: '/bin/sh' };
+const root: Identity = { uid: 65534, gid: 65534, dropPrivileges: true };
+const user: Identity = { uid: 1000, gid: 1000, dropPrivileges: false };
+const base = { statusFd: 3, readyFd: 4, passwdFd: 5, groupFd: 6, shell: '/bin/bash' };
+
+/** Index of the first `flag` followed by `value` (-1 when absent). */
+function pairIndex(args: string[], flag: string, ...values: string[]): number {
+  return args.findIndex((a, i) => a === flag && values.every((v, j) => args[i + 1 + j] === v));
+}
+
+describe('buildBwrapArgs', () => {
+  const args = buildBwrapArgs(base);
+
+  it('unshares user, pid, ipc and uts, with pid 1 itself as the main process', () => {
+    for (const f of ['--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--as-pid-1', '--die-with-parent', '--new-session']) {
+      expect(args).toContain(f);
+    }
+    expect(args).not.toContain('--unshare-net');
+    expect(args.slice(-4)).toEqual(['--', '/bin/bash', '-c', PID1_SCRIPT]);
+  });
+
+  it('avoids the flags that nest a second user namespace (nsenter could not enter)', () => {
+    expect(args).not.toContain('--dev');
+    expect(args).not.toContain('--uid');
+    expect(args).not.toContain('--gid');
+    expect(args).not.toContain('--disable-userns');
+  });
+
+  it('mounts the host root read-only, a fresh /proc and a minimal /dev', () => {
+    expect(pairIndex(args, '--ro-bind', '/', '/')).toBeGreaterThanOrEqual(0);
+    expect(pairIndex(args, '--proc', '/proc')).toBeGreaterThan(pairIndex(args, '--ro-bind', '/', '/'));
+    expect(pairIndex(args, '--tmpfs', '/dev')).toBeGreaterThan(0);
+    expect(pairIndex(args, '--dev-bind', '/dev/null', '/dev/null')).toBeGreaterThan(pairIndex(args, '--tmpfs', '/dev'));
+    expect(pairIndex(args, '--json-status-fd', '3')).toBeGreaterThanOrEqual(0);
+  });
+
+  it('hides /home, /root and /run and gives private /home/user (0700) and /tmp (1777)', () => {
+    for (const p of ['/home', '/root', '/run']) expect(pairIndex(args, '--tmpfs', p)).toBeGreaterThan(0);
+    const home = pairIndex(args, '--perms', '0700', '--tmpfs', '/home/user');
+    expect(home).toBeGreaterThan(pairIndex(args, '--tmpfs', '/home'));
+    expect(pairIndex(args, '--perms', '1777', '--tmpfs', '/tmp')).toBeGreaterThan(0);
+    expect(pairIndex(args, '--ro-bind-data', '5', '/etc/passwd')).toBeGreaterThan(0);
+    expect(pairIndex(args, '--ro-bind-data', '6', '/etc/group')).toBeGreaterThan(0);
+    expect(pairIndex(args, '--chdir', '/home/user')).toBeGreaterThan(0);
+  });
+
+  it('covers extra paths and binds node back after everything that could hide it', () => {
+    const a = buildBwrapArgs({ ...base, hidePaths: ['/srv/state'], roBindPaths: ['/home/me/.nvm/v20'], hideVarRun: true });
+    expect(pairIndex(a, '--tmpfs', '/srv/state')).toBeGreaterThan(0);
+    expect(pairIndex(a, '--tmpfs', '/var/run')).toBeGreaterThan(0);
+    const bind = pairIndex(a, '--ro-bind', '/home/me/.nvm/v20', '/home/me/.nvm/v20');
+    expect(bind).toBeGreaterThan(pairIndex(a, '--tmpfs', '/home'));
+    expect(bind).toBeGreaterThan(pairIndex(a, '--tmpfs', '/home/user'));
+    expect(pairIndex(args, '--tmpfs', '/var/run')).toBe(-1);
+  });
+});
+
+describe('launch and enter commands', () => {
+  it('as root, bwrap runs under setpriv with no capabilities', () => {
+    const cmd = buildLaunchCommand(['--x'], root, tools);
+    expect(cmd.file).toBe('/usr/bin/setpriv');
+    expect(cmd.args).toEqual(expect.arrayContaining(['--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs']));
+    expect(cmd.args.slice(-2)).toEqual(['/usr/bin/bwrap', '--x']);
+    expect(buildLaunchCommand(['--x'], user, tools)).toEqual({ file: '/usr/bin/bwrap', args: ['--x'] });
+  });
+
+  it('joins cgroups before anything else runs', () => {
+    const cmd = buildLaunchCommand(['--x'], root, tools, ['/cg/a/cgroup.procs']);
+    expect(cmd.file).toBe('/bin/sh');
+    expect(cmd.args.slice(3, 6)).toEqual(['/cg/a/cgroup.procs', '--', '/usr/bin/setpriv']);
+  });
+
+  it('enters every namespace with preserved credentials, dropping to the sandbox uid as root', () => {
+    const cmd = buildEnterCommand(4242, ['/bin/bash', '-c', 'true'], root, tools);
+    expect(cmd.file).toBe('/usr/bin/nsenter');
+    expect(cmd.args).toEqual(['-t', '4242', '--preserve-credentials', '-U', '-p', '-m', '-i', '-u', '-r', '-w', '--', '/bin/bash', '-c', 'true']);
+    expect(cmd.uid).toBe(65534);
+    expect(cmd.gid).toBe(65534);
+    const asUser = buildEnterCommand(4242, ['true'], user, tools);
+    expect(asUser.uid).toBeUndefined();
+    const limited = buildEnterCommand(4242, ['true'], root, tools, ['/cg/m/cgroup.procs']);
+    expect(limited.file).toBe('/bin/sh');
+    expect(limited.args).toContain('/usr/bin/nsenter');
+    expect(limited.uid).toBe(65534);
+  });
+
+  it('names the sandbox uid "user" and gives a sane PATH', () => {
+    expect(passwdFile(root, '/bin/bash')).toContain('user:x:65534:65534:user:/home/user:/bin/bash');
+    expect(groupFile(root)).toContain('user:x:65534:');
+    expect(sandboxPath(['/usr/bin', '/opt/node/bin'])).toBe('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/opt/node/bin');
+  });
+});
+
+describe('ids and state paths', () => {
+  it('makes short, random, url-safe ids and rejects anything else', () => {
+    const ids = new Set(Array.from({ length: 200 }, () => newSandboxId()));
+    expect(ids.size).toBe(200);
+    for (const id of ids) expect(id).toMatch(/^[a-z0-9]{12}$/);
+    for (const bad of ['', '../../etc/x', 'ABCDEFGHIJKL', 'abc', 'abcdefghijk/', '.gone-abcdefghijkl']) expect(isSandboxId(bad)).toBe(false);
+  });
+
+  it('resolves the state directory from the environment in order', () => {
+    expect(defaultStateDir({ SANDBOX_MCP_STATE_DIR: '/s', XDG_STATE_HOME: '/x' })).toBe('/s');
+    expect(defaultStateDir({ XDG_STATE_HOME: '/x' })).toBe('/x/sandbox-mcp');
+    expect(defaultStateDir({ XDG_STATE_HOME: 'relative' })).toMatch(/\/\.local\/state\/sandbox-mcp$/);
+  });
+});
+
+describe('file helpers', () => {
+  it('resolves relative paths against /home/user', () => {
+    expect(resolveSandboxPath('a/b')).toBe('/home/user/a/b');
+    expect(resolveSandboxPath('../x')).toBe('/home/x');
+    expect(resolveSandboxPath('/etc/hosts')).toBe('/etc/hosts');
+    expect(() => resolveSandboxPath('a\0b')).toThrow(expect.objectContaining({ category: 'invalid_argument' }));
+  });
+
+  it('maps script statuses to fixed categories', () => {
+    expect(fileStatusError(0)).toBeNull();
+    expect(fileStatusError(FILE_STATUS.notFound)?.category).toBe('not_found');
+    expect(fileStatusError(FILE_STATUS.isDirectory)?.category).toBe('invalid_argument');
+    expect(fileStatusError(FILE_STATUS.permission)?.category).toBe('permission_denied');
+    expect(fileStatusError(FILE_STATUS.noSpace)?.category).toBe('insufficient_resources');
+    expect(fileStatusError(1)?.category).toBe('internal');
+  });
+
+  it('parses listings, including names with tabs', () => {
+    const out = Buffer.from('d\t60\t1700000000.5\t/home/user/b\0f\t3\t1700000001.0\t/home/user/a\tb\0l\t4\tx\t/home/user/c\0');
+    expect(parseListing(out)).toEqual([
+      { name: 'a\tb', path: '/home/user/a\tb', type: 'file', size: 3, modified_at: '2023-11-14T22:13:21.000Z' },
+      { name: 'b', path: '/home/user/b', type: 'directory', size: 60, modified_at: '2023-11-14T22:13:20.500Z' },
+      { name: 'c', path: '/home/user/c', type: 'symlink', size: 4, modified_at: null },
+    ]);
+  });
+});
+
+describe('classifyBwrapFailure', () => {
+  it('tells refused user namespaces from AppArmor and other failures', () => {
+    expect(classifyBwrapFailure('bwrap: setting up uid map: Permission denied', 1)).toBe('userns_apparmor');
+    expect(classifyBwrapFailure('bwrap: Creating new namespace failed: No space left on device', 1)).toBe('userns_refused');
+    expect(classifyBwrapFailure('bwrap: No permissions to creating new namespace', 1)).toBe('userns_refused');
+    expect(classifyBwrapFailure('', 125)).toBe('cgroup_unavailable');
+    expect(classifyBwrapFailure('bwrap: Can\'t mount proc', 1)).toBe('bwrap_failed');
+  });
+});
