@@ -8,7 +8,11 @@ export interface ProcIdentity {
   startTime: string;
 }
 
-/** The start time of a live (non-zombie) process, or null when it is gone or a zombie. */
+// Set in a task's flags from the moment it starts exiting: a sandbox's pid 1 keeps this state
+// (not yet a zombie) while the kernel kills the rest of its pid namespace.
+const PF_EXITING = 0x4;
+
+/** The start time of a live process, or null when it is gone, exiting or a zombie. */
 export function readStartTime(pid: number): string | null {
   if (!Number.isInteger(pid) || pid <= 0) return null;
   let stat: string;
@@ -21,6 +25,7 @@ export function readStartTime(pid: number): string | null {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const state = fields[0];
   if (state === 'Z' || state === 'X' || state === 'x') return null;
+  if ((Number(fields[6]) & PF_EXITING) !== 0) return null;
   return fields[19] ?? null;
 }
 

@@ -1,0 +1,102 @@
+// Isolation of local sandboxes, each property asserted from inside a real sandbox.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLocalProvider } from '../../host/providers/local/local-provider.js';
+import type { Provider } from '../../host/providers/provider.js';
+import { HOST_SCRIPT, sandboxesAvailable, tempStateDir } from './helpers.js';
+
+describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
+  const state = tempStateDir();
+  let provider: Provider;
+  let id: string;
+  let hostSleeper: ChildProcess;
+  const marker = String(900_000 + Math.floor(Math.random() * 99_999));
+
+  const sh = async (command: string) => {
+    const r = await provider.exec(id, command, { timeoutS: 30 });
+    return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+  };
+
+  beforeAll(async () => {
+    provider = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT });
+    id = (await provider.create({ timeoutS: 120 })).sandbox_id;
+    hostSleeper = spawn('sleep', [marker], { stdio: 'ignore' });
+  });
+
+  afterAll(async () => {
+    hostSleeper?.kill('SIGKILL');
+    await provider.kill(id).catch(() => {});
+    await provider.close();
+    state.remove();
+  });
+
+  it('cannot see host processes', async () => {
+    expect(hostSleeper.pid).toBeDefined();
+    const r = await sh('for p in /proc/[0-9]*; do tr "\\0" " " < $p/cmdline; echo; done');
+    expect(r.code).toBe(0);
+    expect(r.out).not.toContain(marker);
+    // Only pid 1 (the keep-alive loop), its sleep and this command's own processes exist.
+    const pids = r.out.trim().split('\n').length;
+    expect(pids).toBeLessThan(10);
+    const one = await sh('tr "\\0" " " < /proc/1/cmdline');
+    expect(one.out).toContain('while :; do sleep 86400');
+  });
+
+  it("cannot see the host's /home and /root", async () => {
+    const r = await sh('ls -A /root; echo ---; ls -A /home');
+    expect(r.code).toBe(0);
+    expect(r.out).toBe('---\nuser\n');
+    // Whatever the host has there stays invisible (the host's /root is never empty of its own files here).
+    const hostRoot = existsSync('/root') ? readdirSync('/root') : [];
+    for (const name of hostRoot) expect(r.out).not.toContain(name);
+  });
+
+  it('cannot write /usr or /etc', async () => {
+    const r = await sh('touch /usr/sandbox-probe; echo $?; echo x > /etc/sandbox-probe; echo $?; mkdir /etc/probe-dir; echo $?');
+    expect(r.out.trim().split('\n')).toEqual(['1', '1', '1']);
+    expect(existsSync('/usr/sandbox-probe') || existsSync('/etc/sandbox-probe')).toBe(false);
+    await expect(provider.writeFile(id, '/usr/sandbox-probe', Buffer.from('x'))).rejects.toMatchObject({ category: 'permission_denied' });
+  });
+
+  it('cannot remount / read-write', async () => {
+    const r = await sh('mount -o remount,rw / 2>/dev/null; echo $?; touch /sandbox-probe 2>/dev/null; echo $?');
+    expect(r.out.trim().split('\n').map(Number).every((c) => c !== 0)).toBe(true);
+  });
+
+  it('runs without capabilities, as the unprivileged sandbox user', async () => {
+    const r = await sh('grep CapEff /proc/self/status; grep CapEff /proc/1/status; whoami; echo $HOME');
+    expect(r.out).toBe('CapEff:\t0000000000000000\nCapEff:\t0000000000000000\nuser\n/home/user\n');
+    if (process.getuid?.() === 0) expect((await sh('id -u')).out.trim()).not.toBe('0');
+  });
+
+  it("has its own /tmp, not the host's", async () => {
+    const hostDir = mkdtempSync(join(tmpdir(), 'host-only-'));
+    try {
+      const r = await sh(`test -e /tmp/${basename(hostDir)}; echo $?; echo inside > /tmp/inside-probe-${marker}; echo $?`);
+      expect(r.out).toBe('1\n0\n');
+      expect(existsSync(`/tmp/inside-probe-${marker}`)).toBe(false);
+    } finally {
+      rmSync(hostDir, { recursive: true, force: true });
+    }
+  });
+
+  it("cannot see the provider's state directory", async () => {
+    const r = await sh(`test -e ${state.dir}/local/${id}/spec.json; echo $?`);
+    expect(r.out).toBe('1\n');
+  });
+
+  it('survives kill -9 -1 and pkill from inside (pid 1 is protected)', async () => {
+    await sh('kill -9 -1; pkill -9 sleep; true');
+    const r = await sh('echo still here');
+    expect(r.out).toBe('still here\n');
+    expect((await provider.getInfo(id)).status).toBe('running');
+  });
+
+  it('runs node', async () => {
+    const r = await sh('node -e "console.log(6 * 7)"');
+    expect(r).toMatchObject({ code: 0, out: '42\n' });
+  });
+});

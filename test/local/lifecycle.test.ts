@@ -1,0 +1,256 @@
+// Lifecycle of local sandboxes against real bubblewrap: create, exec, files, deadlines, kill,
+// restart safety (a second provider instance, a server that went away, a keeper that died).
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { build } from 'esbuild';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLocalProvider } from '../../host/providers/local/local-provider.js';
+import { isAlive } from '../../host/providers/local/proc.js';
+import { readKeeperRecord, type KeeperRecord } from '../../host/providers/local/state.js';
+import type { Provider } from '../../host/providers/provider.js';
+import { cleanNodeEnv, HOST_SCRIPT, REPO, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
+
+const run = promisify(execFile);
+
+describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
+  const state = tempStateDir();
+  let provider: Provider;
+  const created: string[] = [];
+  const sandboxDir = (id: string) => join(state.dir, 'local', id);
+  const keeperOf = (id: string): KeeperRecord => {
+    const rec = readKeeperRecord(sandboxDir(id));
+    if (!rec) throw new Error('no keeper record');
+    return rec;
+  };
+  const create = async (opts: Parameters<Provider['create']>[0] = {}) => {
+    const meta = await provider.create(opts);
+    created.push(meta.sandbox_id);
+    return meta;
+  };
+
+  beforeAll(() => {
+    provider = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT });
+  });
+
+  afterAll(async () => {
+    for (const id of created) await provider.kill(id).catch(() => {});
+    await provider.close();
+    state.remove();
+  });
+
+  it('create → exec → binary file round trip → setTimeout → kill', async () => {
+    const before = Date.now();
+    const meta = await create({ timeoutS: 60, envs: { GREETING: 'hello' } });
+    expect(Object.keys(meta).sort()).toEqual(
+      ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'].sort(),
+    );
+    expect(meta).toMatchObject({ template: 'base', status: 'running', region: 'local', cpu_count: null, memory_mb: null, disk_size_mb: null });
+    expect(meta.sandbox_id).toMatch(/^[a-z0-9]{12}$/);
+    expect(Date.parse(meta.end_at!) - Date.parse(meta.started_at!)).toBe(60_000);
+    expect(Date.parse(meta.started_at!)).toBeGreaterThanOrEqual(before - 1000);
+    const id = meta.sandbox_id;
+
+    const r = await provider.exec(id, 'echo "$GREETING $EXTRA"; echo err >&2; pwd; exit 3', { timeoutS: 10, envs: { EXTRA: 'world' } });
+    expect(r).toMatchObject({ exitCode: 3, timedOut: false, stdoutTruncated: false, stderrTruncated: false });
+    expect(r.stdout.toString()).toBe('hello world\n/home/user\n');
+    expect(r.stderr.toString()).toBe('err\n');
+
+    const bytes = Buffer.alloc(256 * 300);
+    for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 7 + (i >> 8)) & 0xff;
+    expect(await provider.writeFile(id, 'data/deep/blob.bin', bytes)).toEqual({ size: bytes.length });
+    const back = await provider.readFile(id, '/home/user/data/deep/blob.bin');
+    expect(back.size).toBe(bytes.length);
+    expect(back.data.equals(bytes)).toBe(true);
+    const slice = await provider.readFile(id, 'data/deep/blob.bin', { offset: 1000, length: 300 });
+    expect(slice.size).toBe(bytes.length);
+    expect(slice.data.equals(bytes.subarray(1000, 1300))).toBe(true);
+    expect(await provider.writeFile(id, 'data/deep/blob.bin', Buffer.from([0, 255]), { append: true })).toEqual({ size: bytes.length + 2 });
+    const sum = await provider.exec(id, 'sha256sum data/deep/blob.bin | cut -c1-64', { timeoutS: 10 });
+    const { createHash } = await import('node:crypto');
+    expect(sum.stdout.toString().trim()).toBe(createHash('sha256').update(Buffer.concat([bytes, Buffer.from([0, 255])])).digest('hex'));
+    expect(await provider.writeFile(id, 'data/empty', Buffer.alloc(0))).toEqual({ size: 0 });
+
+    const entries = await provider.listFiles(id, '.', { depth: 3, maxEntries: 100 });
+    expect(entries.map((e) => [e.path, e.type])).toEqual([
+      ['/home/user/data', 'directory'],
+      ['/home/user/data/deep', 'directory'],
+      ['/home/user/data/deep/blob.bin', 'file'],
+      ['/home/user/data/empty', 'file'],
+    ]);
+    expect(entries[2]).toMatchObject({ name: 'blob.bin', size: bytes.length + 2 });
+    expect(Date.parse(entries[2]!.modified_at!)).toBeGreaterThan(before - 60_000);
+    expect(await provider.listFiles(id, '.', { depth: 1, maxEntries: 100 })).toHaveLength(1);
+
+    await provider.setTimeout(id, 600);
+    const info = await provider.getInfo(id);
+    const left = Date.parse(info.end_at!) - Date.now();
+    expect(left).toBeGreaterThan(500_000);
+    expect(left).toBeLessThanOrEqual(600_000);
+
+    const rec = keeperOf(id);
+    await provider.kill(id);
+    expect(isAlive(rec.pid1)).toBe(false);
+    expect(isAlive(rec.keeper)).toBe(false);
+    expect(existsSync(sandboxDir(id))).toBe(false);
+    await expect(provider.getInfo(id)).rejects.toMatchObject({ category: 'not_found' });
+    await expect(provider.exec(id, 'true', { timeoutS: 5 })).rejects.toMatchObject({ category: 'not_found' });
+    await expect(provider.kill(id)).rejects.toMatchObject({ category: 'not_found' });
+  });
+
+  it('a 2-second sandbox disappears by itself with no server running', async () => {
+    // The "server" is a separate node process that creates the sandbox and exits.
+    const out = join(state.dir, 'create-sandbox.mjs');
+    await build({
+      entryPoints: [join(REPO, 'test/local/fixtures/create-sandbox.ts')],
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      outfile: out,
+      logLevel: 'silent',
+    });
+    const { stdout } = await run(process.execPath, [out, state.dir, HOST_SCRIPT, '2'], { env: cleanNodeEnv() });
+    const id = (JSON.parse(stdout) as { sandbox_id: string }).sandbox_id;
+    created.push(id);
+    const rec = keeperOf(id);
+    expect(isAlive(rec.pid1)).toBe(true);
+    await waitFor(() => !isAlive(rec.keeper) && !isAlive(rec.pid1) && !isAlive(rec.bwrap), 20_000);
+    expect(existsSync(sandboxDir(id))).toBe(false);
+    await expect(provider.getInfo(id)).rejects.toMatchObject({ category: 'not_found' });
+  });
+
+  it('a process started by one exec is visible and signalable from the next', async () => {
+    const { sandbox_id: id } = await create();
+    // Returns promptly although the daemon keeps running (its output goes nowhere).
+    const start = await provider.exec(id, 'setsid sleep 4321 >/dev/null 2>&1 & echo $!', { timeoutS: 10 });
+    const pid = start.stdout.toString().trim();
+    expect(pid).toMatch(/^\d+$/);
+    const seen = await provider.exec(id, `tr '\\0' ' ' < /proc/${pid}/cmdline`, { timeoutS: 10 });
+    expect(seen.stdout.toString()).toBe('sleep 4321 ');
+    const killed = await provider.exec(id, `kill -TERM ${pid}; for i in $(seq 100); do [ -e /proc/${pid} ] || break; sleep 0.05; done; [ ! -e /proc/${pid} ]`, { timeoutS: 10 });
+    expect(killed.exitCode).toBe(0);
+  });
+
+  it('a new provider instance lists and execs into a sandbox created by another', async () => {
+    const meta = await create({ envs: { FROM_CREATE: 'persisted' } });
+    const second = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT });
+    try {
+      const listed = await second.list({ limit: 100, offset: 0 });
+      expect(listed).toContainEqual(meta);
+      expect(await second.list({ status: 'running', region: 'local', limit: 100, offset: 0 })).toContainEqual(meta);
+      expect(await second.list({ status: 'paused', limit: 100, offset: 0 })).toEqual([]);
+      expect(await second.list({ region: 'elsewhere', limit: 100, offset: 0 })).toEqual([]);
+      const r = await second.exec(meta.sandbox_id, 'echo $FROM_CREATE', { timeoutS: 10 });
+      expect(r.stdout.toString()).toBe('persisted\n');
+      expect(await second.getInfo(meta.sandbox_id)).toEqual(meta);
+    } finally {
+      await second.close();
+    }
+  });
+
+  it('list pages with offset and limit', async () => {
+    await create();
+    const all = await provider.list({ limit: 100, offset: 0 });
+    expect(all.length).toBeGreaterThanOrEqual(2);
+    const first = await provider.list({ limit: 1, offset: 0 });
+    const second = await provider.list({ limit: 1, offset: 1 });
+    expect(first).toEqual([all[0]]);
+    expect(second).toEqual([all[1]]);
+    expect(await provider.list({ limit: 5, offset: all.length })).toEqual([]);
+  });
+
+  it('a sandbox whose keeper was SIGKILLed is cleaned up and reported not_found', async () => {
+    const { sandbox_id: id } = await create();
+    const rec = keeperOf(id);
+    process.kill(rec.keeper.pid, 'SIGKILL');
+    await waitFor(() => !isAlive(rec.keeper));
+    await expect(provider.getInfo(id)).rejects.toMatchObject({ category: 'not_found' });
+    await waitFor(() => !isAlive(rec.pid1) && !isAlive(rec.bwrap));
+    expect(existsSync(sandboxDir(id))).toBe(false);
+    expect((await provider.list({ limit: 100, offset: 0 })).map((m) => m.sandbox_id)).not.toContain(id);
+  });
+
+  it('exec: timeout kills the process group, output is capped, stdin and cwd work', async () => {
+    const { sandbox_id: id } = await create();
+    const slow = await provider.exec(id, 'sleep 54321; echo never', { timeoutS: 1 });
+    expect(slow).toMatchObject({ timedOut: true, exitCode: 137 });
+    expect(slow.stdout.toString()).toBe('');
+    const ps = await provider.exec(id, 'cat /proc/[0-9]*/cmdline | tr "\\0" " "', { timeoutS: 10 });
+    expect(ps.stdout.toString()).not.toContain('54321');
+
+    const big = await provider.exec(id, 'head -c 300000 /dev/zero; head -c 5 /dev/zero >&2', { timeoutS: 10, maxOutputBytes: 1000 });
+    expect(big).toMatchObject({ exitCode: 0, stdoutTruncated: true, stderrTruncated: false });
+    expect(big.stdout.length).toBe(1000);
+    expect(big.stderr.length).toBe(5);
+
+    const echo = await provider.exec(id, 'cat', { timeoutS: 10, stdin: Buffer.from([1, 2, 3, 0, 255]) });
+    expect([...echo.stdout]).toEqual([1, 2, 3, 0, 255]);
+
+    await provider.writeFile(id, '/tmp/work/x', Buffer.from('x'));
+    const inDir = await provider.exec(id, 'pwd; ls', { timeoutS: 10, cwd: '/tmp/work' });
+    expect(inDir.stdout.toString()).toBe('/tmp/work\nx\n');
+    const rel = await provider.exec(id, 'pwd', { timeoutS: 10, cwd: '.' });
+    expect(rel.stdout.toString()).toBe('/home/user\n');
+    await expect(provider.exec(id, 'pwd', { timeoutS: 10, cwd: '/no/such/dir' })).rejects.toMatchObject({ category: 'not_found' });
+
+    const signalled = await provider.exec(id, 'kill -TERM $$', { timeoutS: 10 });
+    expect(signalled).toMatchObject({ exitCode: 143, timedOut: false });
+  });
+
+  it('a command running when the sandbox is killed reports not_found', async () => {
+    const { sandbox_id: id } = await create();
+    const running = provider.exec(id, 'sleep 30', { timeoutS: 60 }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    await waitFor(async () => (await provider.exec(id, 'cat /proc/[0-9]*/cmdline | tr "\\0" " "', { timeoutS: 5 })).stdout.toString().includes('sleep 30'));
+    await provider.kill(id);
+    expect(await running).toMatchObject({ category: 'not_found' });
+  });
+
+  it('maps failures to fixed categories without host details', async () => {
+    const { sandbox_id: id } = await create();
+    await expect(provider.readFile(id, 'missing.txt')).rejects.toMatchObject({ category: 'not_found' });
+    await expect(provider.readFile(id, '/tmp')).rejects.toMatchObject({ category: 'invalid_argument' });
+    await expect(provider.readFile(id, '/etc/shadow')).rejects.toMatchObject({ category: 'permission_denied' });
+    await expect(provider.listFiles(id, 'missing', { depth: 1, maxEntries: 10 })).rejects.toMatchObject({ category: 'not_found' });
+    await provider.writeFile(id, 'file', Buffer.from('x'));
+    await expect(provider.writeFile(id, 'file/below', Buffer.from('x'))).rejects.toMatchObject({ category: 'invalid_argument' });
+    await expect(provider.writeFile(id, '/tmp', Buffer.from('x'))).rejects.toMatchObject({ category: 'invalid_argument' });
+    await expect(provider.getInfo('nosuchsandbx')).rejects.toMatchObject({ category: 'not_found' });
+    await expect(provider.getInfo('../../../etc')).rejects.toMatchObject({ category: 'not_found' });
+    await expect(provider.create({ template: 'python' })).rejects.toMatchObject({ category: 'not_found' });
+    await expect(provider.create({ region: 'us-east-1' })).rejects.toMatchObject({ category: 'invalid_argument' });
+    await expect(provider.create({ timeoutS: 86_401 })).rejects.toMatchObject({ category: 'invalid_argument' });
+    await expect(provider.setTimeout(id, 0)).rejects.toMatchObject({ category: 'invalid_argument' });
+    await expect(provider.exec(id, 'true', { timeoutS: 5, envs: { 'BAD=NAME': 'x' } })).rejects.toMatchObject({ category: 'invalid_argument' });
+    const err = await provider.readFile(id, 'missing.txt').catch((e: Error) => e);
+    expect(String((err as Error).message)).not.toContain(state.dir);
+    expect(JSON.stringify(err)).not.toContain('/home/user/missing.txt');
+  });
+
+  it('enforces cpu/memory with a cgroup where it can, and says why where it cannot', async () => {
+    let meta;
+    try {
+      meta = await create({ cpu: 1, memoryMb: 96 });
+    } catch (e) {
+      // Without a cgroup the keeper may create (non-root on cgroup v1, no delegation), it must say so.
+      expect(e).toMatchObject({ category: 'unsupported' });
+      expect((e as Error).message).toMatch(/cgroup/);
+      expect(process.getuid?.()).not.toBe(0);
+      return;
+    }
+    expect(meta).toMatchObject({ cpu_count: 1, memory_mb: 96 });
+    const id = meta.sandbox_id;
+    // The command itself runs inside the limit: a memory hog is OOM-killed, the sandbox lives on.
+    const hog = await provider.exec(id, 'node -e "const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1))"', { timeoutS: 60 });
+    expect(hog.exitCode).toBe(137);
+    expect((await provider.exec(id, 'echo ok', { timeoutS: 10 })).stdout.toString()).toBe('ok\n');
+    const rec = keeperOf(id);
+    expect(rec.cgroups.length).toBeGreaterThan(0);
+    await provider.kill(id);
+    for (const dir of rec.cgroups) expect(existsSync(dir)).toBe(false);
+    expect(readFileSync('/proc/self/cgroup', 'utf8')).not.toContain(id);
+  });
+});
