@@ -78,6 +78,8 @@ describe('e2b provider against the fake', () => {
     expect(r.stdout.toString()).toBe('hello world\nin-sub\n');
     expect(r.stderr.toString()).toBe('oops\n');
 
+    // Fast commands return at once (a lingering watchdog would hold the output open for an hour).
+    for (let i = 0; i < 5; i++) expect((await provider.exec(id, 'true', { timeoutS: 3600 })).stderr.toString()).toBe('');
     const nonzero = await provider.exec(id, 'echo partial; exit 7', { timeoutS: 10 });
     expect(nonzero).toMatchObject({ exitCode: 7, timedOut: false, stdoutTruncated: false });
     expect(nonzero.stdout.toString()).toBe('partial\n');
@@ -92,7 +94,9 @@ describe('e2b provider against the fake', () => {
 
     // timeout kills the command's whole process group: the backgrounded grandchild is gone too.
     const t = await provider.exec(id, 'sleep 300 & echo $! > gc.pid; sleep 300', { timeoutS: 1 });
-    expect(t.timedOut).toBe(true);
+    expect(t).toMatchObject({ timedOut: true, exitCode: 124 });
+    // The wrapper's own job reports ("Terminated", "Killed") never reach the command's stderr.
+    expect(t.stderr.toString()).toBe('');
     const gc = Number((await provider.readFile(id, 'gc.pid')).data.toString().trim());
     expect(gc).toBeGreaterThan(1);
     await until(() => !pidAlive(gc));
@@ -140,12 +144,15 @@ describe('e2b provider against the fake', () => {
     const gone = await caught(provider.getInfo(id));
     expect(gone).toMatchObject({ category: 'not_found', status: 404 });
     expect((await caught(provider.kill(id))).category).toBe('not_found');
-    expect((await caught(provider.exec(id, 'true', { timeoutS: 5 }))).category).not.toBe('internal');
+    expect((await caught(provider.exec(id, 'true', { timeoutS: 5 }))).category).toBe('not_found');
   });
 
   test('the sandbox deadline removes it and kills its processes', async () => {
     const { sandbox_id: id } = await provider.create({ timeoutS: 2 });
-    const r = await provider.exec(id, 'setsid sleep 300 >/dev/null 2>&1 & echo $!', { timeoutS: 5 });
+    // Its own session escapes exec's group cleanup; wait until it has one before returning.
+    const escape = `setsid bash -c 'echo $$ > "$HOME/escaped.pid"; exec sleep 300' >/dev/null 2>&1 &
+      while [ ! -s "$HOME/escaped.pid" ]; do sleep 0.01; done; cat "$HOME/escaped.pid"`;
+    const r = await provider.exec(id, escape, { timeoutS: 5 });
     const pid = Number(r.stdout.toString().trim());
     expect(pidAlive(pid)).toBe(true);
     await until(() => !pidAlive(pid));
