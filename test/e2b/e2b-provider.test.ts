@@ -1,4 +1,5 @@
 // The e2b provider with the real `e2b` SDK against the in-repo fake of E2B (test/e2b-fake).
+import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createE2bProvider } from '../../host/providers/e2b/e2b-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
@@ -281,6 +282,22 @@ describe('e2b provider against the fake', () => {
       const mark2 = fake.calls.length;
       await provider.exec(id, 'true', { timeoutS: 5 });
       expect(fake.calls.length).toBe(mark2);
+    } finally {
+      await fresh.close();
+      await provider.kill(id);
+    }
+  });
+  test('a paused sandbox is resumed by the SDK connect path (the platform lifecycle)', async () => {
+    const { sandbox_id: id } = await provider.create({ timeoutS: 120 });
+    expect(await Sandbox.pause(id, { apiKey: fake.apiKey, apiUrl: fake.apiUrl })).toBe(true);
+    expect((await provider.getInfo(id)).status).toBe('paused');
+    const fresh = providerFor(fake);
+    try {
+      const mark = fake.calls.length;
+      expect((await fresh.exec(id, 'echo resumed', { timeoutS: 5 })).stdout.toString()).toBe('resumed\n');
+      const connects = fake.calls.slice(mark).filter((c) => c.path.endsWith('/connect'));
+      expect(connects.map((c) => c.status)).toEqual([201]);
+      expect((await fresh.getInfo(id)).status).toBe('running');
     } finally {
       await fresh.close();
       await provider.kill(id);
