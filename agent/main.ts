@@ -1,4 +1,60 @@
-// Placeholder entry; replaced by the agent implementation.
-import { PROTOCOL_VERSION } from '../shared/protocol.js';
-declare const __AGENT_VERSION__: string;
-process.stdout.write(JSON.stringify({ agent_version: __AGENT_VERSION__, protocol: PROTOCOL_VERSION }) + '\n');
+// The in-sandbox agent, bundled into one CommonJS file (dist/agent.cjs):
+//   node agent.cjs call <base64url JSON>   one protocol request, one JSON line on stdout
+//   node agent.cjs selftest                checks this sandbox, prints a JSON report
+//   node agent.cjs supervise <task dir>    internal: the detached per-task supervisor
+// Node's child_process and net modules are loaded only by the modes that spawn (start,
+// selftest, supervise): they cost several milliseconds, and `get` must start as fast as node.
+import './zod-jitless.js';
+import { writeSync } from 'node:fs';
+import { handleCall } from './call.js';
+import { runSelftest } from './selftest.js';
+import { runSupervisor } from './supervisor.js';
+
+const [mode, arg] = process.argv.slice(2);
+
+async function main(): Promise<number> {
+  switch (mode) {
+    case 'call': {
+      const response = await handleCall(arg);
+      await writeLine(JSON.stringify(response));
+      return 0;
+    }
+    case 'selftest': {
+      const report = await runSelftest();
+      await writeLine(JSON.stringify(report, null, 2));
+      return report.ok ? 0 : 1;
+    }
+    case 'supervise': {
+      await runSupervisor(arg ?? '');
+      return new Promise<number>(() => {}); // the supervisor exits by itself
+    }
+    default:
+      process.stderr.write('usage: agent.cjs call <base64url JSON> | selftest\n');
+      return 2;
+  }
+}
+
+/**
+ * Writes straight to fd 1: touching process.stdout loads node's stream machinery (~3 ms).
+ * A pipe left non-blocking by the caller can refuse a write (EAGAIN); wait briefly and retry.
+ */
+async function writeLine(text: string): Promise<void> {
+  const bytes = Buffer.from(text + '\n');
+  let off = 0;
+  while (off < bytes.length) {
+    try {
+      off += writeSync(1, bytes, off, bytes.length - off);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    if (process.env.AGENT_DEBUG) process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
+    process.exit(70);
+  },
+);

@@ -1,0 +1,88 @@
+// `agent.cjs call <base64url JSON>`: one request in, exactly one JSON line out. The exit code is
+// 0 whether the answer is ok or not; a nonzero exit means the agent itself broke.
+import { LIMITS } from '../shared/limits.js';
+import {
+  decodeRequest,
+  describeIssue,
+  PROTOCOL_VERSION,
+  RequestSchema,
+  type AgentErrorCode,
+  type AgentResponse,
+  type HelloResult,
+} from '../shared/protocol.js';
+import { AgentFailure, debug } from './errors.js';
+import { cancelTask } from './ops/cancel.js';
+import { getTask } from './ops/get.js';
+import { startTask } from './ops/start.js';
+import { stateDir } from './paths.js';
+import { runSelftest } from './selftest.js';
+import { readTimings } from './timing.js';
+
+declare const __AGENT_VERSION__: string;
+
+/** The agent's own version, fixed at build time. */
+export const AGENT_VERSION: string = typeof __AGENT_VERSION__ === 'string' ? __AGENT_VERSION__ : '0.0.0-dev';
+
+const fail = (code: AgentErrorCode, message: string): AgentResponse => ({ protocol: PROTOCOL_VERSION, ok: false, error: { code, message } });
+
+/** Answers one encoded request; never throws. */
+export async function handleCall(arg: string | undefined): Promise<AgentResponse> {
+  let input: unknown;
+  try {
+    input = decodeRequest(arg ?? '');
+  } catch {
+    return fail('invalid_request', 'the request must be base64url-encoded JSON');
+  }
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) return fail('invalid_request', 'the request must be a JSON object');
+  // The major version decides how to read everything else, so it is checked first.
+  const protocol = (input as { protocol?: unknown }).protocol;
+  if (protocol === undefined) return fail('invalid_request', 'field `protocol` is required');
+  if (typeof protocol !== 'number' || !Number.isInteger(protocol)) return fail('invalid_request', 'field `protocol` must be an integer');
+  if (protocol !== PROTOCOL_VERSION) {
+    return fail('protocol_mismatch', `this agent speaks protocol ${PROTOCOL_VERSION} only; push the agent that matches the host`);
+  }
+  const parsed = RequestSchema.safeParse(input);
+  if (!parsed.success) return fail('invalid_request', describeIssue(parsed.error, input));
+  const req = parsed.data;
+  const timings = readTimings(process.env);
+  try {
+    switch (req.op) {
+      case 'hello': {
+        const result: HelloResult = {
+          agent_version: AGENT_VERSION,
+          protocol: PROTOCOL_VERSION,
+          state_dir: stateDir(),
+          max_tasks: LIMITS.maxTasks,
+          stream_cap_bytes: LIMITS.streamCapBytes,
+        };
+        return { protocol: PROTOCOL_VERSION, ok: true, result };
+      }
+      case 'start': {
+        const opts = { taskId: req.task_id, command: req.command, timeoutS: req.timeout_s };
+        const result = await startTask(req.cwd === undefined ? opts : { ...opts, cwd: req.cwd }, timings);
+        return { protocol: PROTOCOL_VERSION, ok: true, result };
+      }
+      case 'get': {
+        const result = await getTask(
+          { taskId: req.task_id, stdoutOffset: req.stdout_offset, stderrOffset: req.stderr_offset, limit: req.limit, waitS: req.wait_s },
+          timings,
+        );
+        return { protocol: PROTOCOL_VERSION, ok: true, result };
+      }
+      case 'cancel': {
+        const result = await cancelTask(
+          { taskId: req.task_id, stdoutOffset: req.stdout_offset, stderrOffset: req.stderr_offset, limit: req.limit },
+          timings,
+        );
+        return { protocol: PROTOCOL_VERSION, ok: true, result };
+      }
+      case 'selftest':
+        return { protocol: PROTOCOL_VERSION, ok: true, result: await runSelftest() };
+    }
+  } catch (err) {
+    if (err instanceof AgentFailure) return fail(err.code, err.message);
+    debug(`internal error: ${(err as Error).stack ?? String(err)}`);
+    // Only the error code: a message could quote paths or command text.
+    return fail('internal', `the agent failed unexpectedly (${(err as NodeJS.ErrnoException).code ?? 'error'}); rerun with AGENT_DEBUG=1 for details`);
+  }
+}

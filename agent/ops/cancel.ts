@@ -1,0 +1,79 @@
+// cancel: ask the task's verified supervisor to stop it (TERM, then KILL, to the group) and wait
+// a bounded time for the supervisor to confirm a terminal state. Nothing is signalled unless it
+// is verified by pid *and* /proc start time; a terminal task is left alone.
+import type { TaskView } from '../../shared/protocol.js';
+import type { TaskStatus } from '../../shared/status.js';
+import { hasLiveGroupMembers, isSameLiveProcess, readProcStat, signalGroup } from '../proc.js';
+import { buildView, observeTask, type ObservedTask, type PageOpts } from '../task-view.js';
+import { sleep, type Timings } from '../timing.js';
+import { existingTaskDir } from './task-dir.js';
+
+/** A validated cancel request. */
+export interface CancelOpts extends PageOpts {
+  taskId: string;
+}
+
+/** Cancels a running task and returns the confirmed outcome, or `running`/`unknown` with an error saying why not. */
+export async function cancelTask(opts: CancelOpts, timings: Timings): Promise<TaskView> {
+  const dir = existingTaskDir(opts.taskId);
+  const observed = observeTask(dir);
+  if (observed.state === 'running') return buildView(opts.taskId, dir, await stopViaSupervisor(dir, observed.status!, timings), opts);
+  if (observed.state === 'unknown' && observed.status?.state === 'running' && observed.status.group) {
+    return buildView(opts.taskId, dir, await stopOrphanedGroup(observed, observed.status.group, timings), opts);
+  }
+  // Terminal (the saved outcome), or unknown with nothing verifiable to signal.
+  return buildView(opts.taskId, dir, observed, opts);
+}
+
+async function stopViaSupervisor(dir: string, status: TaskStatus, timings: Timings): Promise<ObservedTask> {
+  const sup = status.supervisor!;
+  // Re-verified right before signalling: the supervisor may have finished meanwhile.
+  if (isSameLiveProcess(sup.pid, sup.start_time)) {
+    try {
+      process.kill(sup.pid, 'SIGTERM');
+    } catch {
+      // it exited in between; the status below tells how
+    }
+  }
+  const until = Date.now() + timings.cancelConfirmMs;
+  for (;;) {
+    const observed = observeTask(dir);
+    if (observed.state !== 'running') return observed;
+    if (Date.now() >= until) {
+      return {
+        ...observed,
+        error: {
+          code: 'cancel_unconfirmed',
+          message: `cancellation was requested but not confirmed within ${timings.cancelConfirmMs} ms; query the task again`,
+        },
+      };
+    }
+    await sleep(Math.min(timings.pollMs, Math.max(1, until - Date.now())));
+  }
+}
+
+/** The supervisor is gone but the group leader is verifiably the task's: stop the group ourselves. */
+async function stopOrphanedGroup(
+  observed: ObservedTask,
+  group: { pgid: number; leader_start_time: number },
+  timings: Timings,
+): Promise<ObservedTask> {
+  const leader = readProcStat(group.pgid);
+  const isVerified = leader !== null && leader.state !== 'Z' && leader.startTime === group.leader_start_time && leader.pgid === group.pgid;
+  if (!isVerified) return observed;
+  signalGroup(group.pgid, 'SIGTERM');
+  signalGroup(group.pgid, 'SIGCONT');
+  // A pgid cannot be reused while any member lives, so the group stays the verified one while it exists.
+  const killAt = Date.now() + Math.min(timings.graceMs, timings.cancelConfirmMs);
+  while (hasLiveGroupMembers(group.pgid) && Date.now() < killAt) await sleep(timings.pollMs);
+  if (hasLiveGroupMembers(group.pgid)) signalGroup(group.pgid, 'SIGKILL');
+  return {
+    state: 'unknown',
+    status: observed.status,
+    error: {
+      code: 'supervisor_missing',
+      message: 'the task supervisor is no longer running, so no outcome was recorded; its process group was sent TERM, then KILL',
+    },
+  };
+}
+

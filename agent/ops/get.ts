@@ -1,0 +1,58 @@
+// get: one page of each log plus the observed state; with wait_s > 0 it long-polls until there
+// is output beyond the offsets, the state changes, or the wait ends.
+import { watch, type FSWatcher } from 'node:fs';
+import type { TaskView } from '../../shared/protocol.js';
+import { buildView, logSizes, observeTask, type ObservedTask, type PageOpts } from '../task-view.js';
+import type { Timings } from '../timing.js';
+import { existingTaskDir } from './task-dir.js';
+
+/** A validated get request. */
+export interface GetOpts extends PageOpts {
+  taskId: string;
+  waitS: number;
+}
+
+/** Returns the task view; waits up to waitS for new output or a state change while the task runs. */
+export async function getTask(opts: GetOpts, timings: Timings): Promise<TaskView> {
+  const dir = existingTaskDir(opts.taskId);
+  let observed = observeTask(dir);
+  if (opts.waitS > 0 && !isWorthReturning(dir, observed, opts)) {
+    observed = await waitForChange(dir, opts, Date.now() + opts.waitS * 1000, timings.pollMs * 4);
+  }
+  return buildView(opts.taskId, dir, observed, opts);
+}
+
+function isWorthReturning(dir: string, observed: ObservedTask, opts: PageOpts): boolean {
+  if (observed.state !== 'running') return true;
+  const [out, err] = logSizes(dir);
+  return out > opts.stdoutOffset || err > opts.stderrOffset;
+}
+
+async function waitForChange(dir: string, opts: PageOpts, deadline: number, pollMs: number): Promise<ObservedTask> {
+  let wake: () => void = () => {};
+  let watcher: FSWatcher | undefined;
+  try {
+    // Log writes and the status rename both land in the task directory.
+    watcher = watch(dir, { persistent: false }, () => wake());
+    watcher.on('error', () => {});
+  } catch {
+    watcher = undefined; // no inotify: the poll below still finds the change
+  }
+  try {
+    for (;;) {
+      const left = deadline - Date.now();
+      if (left <= 0) return observeTask(dir);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, Math.min(pollMs, left));
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      const observed = observeTask(dir);
+      if (isWorthReturning(dir, observed, opts)) return observed;
+    }
+  } finally {
+    watcher?.close();
+  }
+}

@@ -1,0 +1,143 @@
+// start: create the task directory exclusively, launch a detached supervisor, and report what it
+// observed shortly afterwards. The exclusive mkdir is what makes "same task_id twice runs once"
+// hold even for concurrent starts.
+import { existsSync, mkdirSync, openSync, readdirSync, rmdirSync, statSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
+import { LIMITS } from '../../shared/limits.js';
+import { TERMINAL_STATES, type TaskView } from '../../shared/protocol.js';
+import { STATUS_FORMAT_VERSION } from '../../shared/status.js';
+import { AgentFailure } from '../errors.js';
+import { ensureTasksDir, TASK_FILES } from '../paths.js';
+import { writeFileAtomic, writeStatus } from '../status-file.js';
+import { readStatus } from '../status-read.js';
+import type { TaskRequestFile } from '../supervisor.js';
+import { buildView, observeTask } from '../task-view.js';
+import { sleep, type Timings } from '../timing.js';
+import { childProcess } from '../node-modules.js';
+
+/** A validated start request. */
+export interface StartOpts {
+  taskId: string;
+  command: string;
+  cwd?: string;
+  timeoutS: number;
+}
+
+const START_POLL_MS = 10;
+
+/** Starts the task unless its directory exists; either way returns the task's observed view (page 0). */
+export async function startTask(opts: StartOpts, timings: Timings): Promise<TaskView> {
+  const cwd = resolveCwd(opts.cwd);
+  const tasks = ensureTasksDir();
+  const dir = join(tasks, opts.taskId);
+  let isNew = false;
+  if (!existsSync(dir)) {
+    if (countTasks(tasks) >= LIMITS.maxTasks) throw taskLimit();
+    try {
+      mkdirSync(dir, { mode: 0o700 });
+      isNew = true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    // Two starts racing for the last slots may both get here; one more check keeps the bound.
+    if (isNew && countTasks(tasks) > LIMITS.maxTasks) {
+      rmdirSync(dir);
+      throw taskLimit();
+    }
+  }
+  if (isNew) await launch(dir, opts, cwd, timings);
+  else await waitForStatus(dir, timings.startReportMs, () => false);
+  return buildView(opts.taskId, dir, observeTask(dir), { stdoutOffset: 0, stderrOffset: 0, limit: LIMITS.pageDefaultBytes });
+}
+
+async function launch(dir: string, opts: StartOpts, cwd: string, timings: Timings): Promise<void> {
+  const request: TaskRequestFile = {
+    task_id: opts.taskId,
+    command: opts.command,
+    cwd,
+    timeout_s: opts.timeoutS,
+    grace_ms: timings.graceMs,
+    drain_ms: timings.drainMs,
+    poll_ms: timings.pollMs,
+  };
+  writeFileAtomic(join(dir, TASK_FILES.request), JSON.stringify(request) + '\n');
+  // stdio must not be ours: the host's exec returns only when every holder of its pipes is gone.
+  const { spawn } = childProcess();
+  const debugFd = process.env.AGENT_DEBUG ? openSync(join(dir, 'supervisor-debug.log'), 'a', 0o600) : 'ignore';
+  let spawnError: string | undefined;
+  let hasExited = false;
+  const child = spawn(process.execPath, [process.argv[1]!, 'supervise', dir], {
+    detached: true,
+    stdio: ['ignore', 'ignore', debugFd],
+    env: process.env,
+  });
+  child.on('error', (err: NodeJS.ErrnoException) => {
+    spawnError = err.code ?? 'error';
+    hasExited = true;
+  });
+  child.on('exit', () => (hasExited = true));
+  child.unref();
+
+  const reported = await waitForStatus(dir, timings.startReportMs, () => hasExited);
+  if (!reported && spawnError !== undefined && readStatus(dir).kind === 'missing') {
+    writeStatus(dir, {
+      format: STATUS_FORMAT_VERSION,
+      task_id: opts.taskId,
+      state: 'failed',
+      reason: 'supervisor_error',
+      supervisor: null,
+      group: null,
+      exit_code: null,
+      signal: null,
+      started_at: null,
+      finished_at: Math.floor(Date.now() / 1000),
+      stdout_truncated: false,
+      stderr_truncated: false,
+      error: { code: 'spawn_failed', message: `the task supervisor could not be started (${spawnError})` },
+    });
+    return;
+  }
+  // A short command may finish within moments: report that rather than `running`.
+  const settleUntil = Date.now() + timings.startSettleMs;
+  while (Date.now() < settleUntil && !hasExited) {
+    if (TERMINAL_STATES.has(observeTask(dir).state)) return;
+    await sleep(Math.min(START_POLL_MS, timings.pollMs));
+  }
+}
+
+/** Polls until the status file exists; false if `withinMs` passed or `isHopeless()` said to stop. */
+async function waitForStatus(dir: string, withinMs: number, isHopeless: () => boolean): Promise<boolean> {
+  const until = Date.now() + withinMs;
+  for (;;) {
+    if (readStatus(dir).kind !== 'missing') return true;
+    // Once the supervisor has exited, one last look decides.
+    if (isHopeless()) return readStatus(dir).kind !== 'missing';
+    if (Date.now() >= until) return false;
+    await sleep(START_POLL_MS);
+  }
+}
+
+/** Relative paths (and no path) resolve against $HOME, like every other sandbox path. */
+function resolveCwd(cwd: string | undefined): string {
+  const home = process.env.HOME || process.cwd();
+  const path = cwd === undefined ? home : isAbsolute(cwd) ? cwd : resolve(home, cwd);
+  let isDir = false;
+  try {
+    isDir = statSync(path).isDirectory();
+  } catch {
+    isDir = false;
+  }
+  if (!isDir) throw new AgentFailure('invalid_request', 'field `cwd` is not an existing directory');
+  return path;
+}
+
+function countTasks(tasks: string): number {
+  return readdirSync(tasks).length;
+}
+
+function taskLimit(): AgentFailure {
+  return new AgentFailure(
+    'task_limit',
+    `this sandbox user already has ${LIMITS.maxTasks} task directories, the maximum; destroy the sandbox (or use another) to start more tasks`,
+  );
+}

@@ -1,0 +1,78 @@
+// Identifying processes through /proc, so that no signal ever reaches a recycled pid.
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** What /proc/<pid>/stat tells us about a process. */
+export interface ProcStat {
+  /** One-letter state; `Z` is a zombie (dead, not yet reaped). */
+  state: string;
+  pgid: number;
+  /** Field 22: start time in clock ticks since boot; with the pid it identifies a process. */
+  startTime: number;
+}
+
+/** Parses /proc/<pid>/stat; null when the process does not exist (or /proc is unreadable). */
+export function readProcStat(pid: number): ProcStat | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return null;
+  }
+  // The command name (field 2) may contain spaces and parentheses: parse after the last ')'.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  // fields[0] is field 3 (state), so field N is fields[N - 3].
+  const state = fields[0];
+  const pgid = Number(fields[2]);
+  const startTime = Number(fields[19]);
+  if (!state || !Number.isSafeInteger(pgid) || !Number.isSafeInteger(startTime)) return null;
+  return { state, pgid, startTime };
+}
+
+/** True when `pid` is alive (not a zombie) and started at `startTime`: the very process we recorded. */
+export function isSameLiveProcess(pid: number, startTime: number): boolean {
+  if (!Number.isSafeInteger(pid) || pid <= 1) return false;
+  const stat = readProcStat(pid);
+  return stat !== null && stat.state !== 'Z' && stat.startTime === startTime;
+}
+
+/** True when any process (zombies included) is still in process group `pgid`. */
+export function isGroupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * True when a live (non-zombie) process remains in group `pgid`. Zombies are dead already; they
+ * linger until their new parent reaps them, which some init processes do only every second or so.
+ */
+export function hasLiveGroupMembers(pgid: number): boolean {
+  if (!isGroupAlive(pgid)) return false;
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return true;
+  }
+  for (const name of entries) {
+    const c = name.charCodeAt(0);
+    if (c < 48 || c > 57) continue;
+    const stat = readProcStat(Number(name));
+    if (stat && stat.pgid === pgid && stat.state !== 'Z') return true;
+  }
+  return false;
+}
+
+/** Sends `signal` to every process of group `pgid`; false if the group no longer exists. */
+export function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
+  if (!Number.isSafeInteger(pgid) || pgid <= 1) return false;
+  try {
+    process.kill(-pgid, signal);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,117 @@
+// What start, get and cancel return: the observed state plus one page of each log.
+import { closeSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { TaskState, TaskView } from '../shared/protocol.js';
+import type { TaskStatus } from '../shared/status.js';
+import { TASK_FILES } from './paths.js';
+import { isSameLiveProcess } from './proc.js';
+import { readStatus } from './status-read.js';
+
+/** Byte offsets and page size, per stream. */
+export interface PageOpts {
+  stdoutOffset: number;
+  stderrOffset: number;
+  limit: number;
+}
+
+/** A task's state as far as it can be confirmed, with the status record it came from. */
+export interface ObservedTask {
+  state: TaskState;
+  status: TaskStatus | null;
+  error?: { code: string; message: string };
+}
+
+/**
+ * Reads the status and checks that a `running` task still has its supervisor (same pid and
+ * start time). Anything that cannot be confirmed is `unknown`, never success.
+ */
+export function observeTask(dir: string): ObservedTask {
+  const read = readStatus(dir);
+  if (read.kind === 'missing') {
+    return {
+      state: 'unknown',
+      status: null,
+      error: { code: 'no_status', message: 'the task has no status record: its supervisor never reported (or is still starting)' },
+    };
+  }
+  if (read.kind === 'invalid') return { state: 'unknown', status: null, error: { code: 'invalid_status', message: read.message } };
+  const status = read.status;
+  if (status.state !== 'running') return withError(status.state, status);
+  if (status.supervisor && isSameLiveProcess(status.supervisor.pid, status.supervisor.start_time)) return { state: 'running', status };
+  // The supervisor may have written its final status and exited between the two looks.
+  const again = readStatus(dir);
+  if (again.kind === 'ok' && again.status.state !== 'running') return withError(again.status.state, again.status);
+  return {
+    state: 'unknown',
+    status,
+    error: {
+      code: 'supervisor_missing',
+      message: 'the task supervisor is no longer running (killed, or its process was replaced); the outcome cannot be confirmed',
+    },
+  };
+}
+
+function withError(state: TaskState, status: TaskStatus): ObservedTask {
+  return status.error ? { state, status, error: status.error } : { state, status };
+}
+
+/** One page of a log: `limit` bytes from `offset`, decoded as UTF-8 (U+FFFD for split characters). */
+export function readPage(path: string, offset: number, limit: number): { text: string; next: number; size: number } {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return { text: '', next: offset, size: 0 };
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const want = Math.max(0, Math.min(limit, size - offset));
+    if (want === 0) return { text: '', next: offset, size };
+    const buf = Buffer.allocUnsafe(want);
+    let got = 0;
+    while (got < want) {
+      const n = readSync(fd, buf, got, want - got, offset + got);
+      if (n === 0) break;
+      got += n;
+    }
+    return { text: buf.toString('utf8', 0, got), next: offset + got, size };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Current sizes of both logs (0 for a log not yet created). */
+export function logSizes(dir: string): [number, number] {
+  const size = (name: string) => {
+    try {
+      return statSync(join(dir, name)).size;
+    } catch {
+      return 0;
+    }
+  };
+  return [size(TASK_FILES.stdout), size(TASK_FILES.stderr)];
+}
+
+/** Assembles the task view from an observation and a page of each log (logs read after the status). */
+export function buildView(taskId: string, dir: string, observed: ObservedTask, page: PageOpts): TaskView {
+  const out = readPage(join(dir, TASK_FILES.stdout), page.stdoutOffset, page.limit);
+  const err = readPage(join(dir, TASK_FILES.stderr), page.stderrOffset, page.limit);
+  const s = observed.status;
+  const view: TaskView = {
+    task_id: taskId,
+    state: observed.state,
+    exit_code: s?.exit_code ?? null,
+    started_at: s?.started_at ?? null,
+    finished_at: s?.finished_at ?? null,
+    stdout: out.text,
+    stderr: err.text,
+    stdout_next_offset: out.next,
+    stderr_next_offset: err.next,
+    stdout_size: out.size,
+    stderr_size: err.size,
+    stdout_truncated: s?.stdout_truncated ?? false,
+    stderr_truncated: s?.stderr_truncated ?? false,
+  };
+  if (observed.error) view.error = observed.error;
+  return view;
+}

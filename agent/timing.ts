@@ -1,0 +1,53 @@
+// Every duration the agent waits for, in one place. Defaults suit production; tests and the
+// selftest shrink them through SANDBOX_AGENT_* environment variables instead of sleeping.
+import { LIMITS } from '../shared/limits.js';
+
+/** Durations (milliseconds) the agent and its supervisors wait for. */
+export interface Timings {
+  /** Supervisor: TERM to the process group, then KILL after this long. */
+  graceMs: number;
+  /** Supervisor: once the group is gone, wait this long for pipe EOF (an escaped process may hold them). */
+  drainMs: number;
+  /** Poll interval for get's long-poll, cancel's confirmation and the supervisor's group checks. */
+  pollMs: number;
+  /** cancel waits at most this long for a confirmed terminal state. */
+  cancelConfirmMs: number;
+  /** start waits at most this long for the supervisor's first status. */
+  startReportMs: number;
+  /** After the first status, start waits this long more for a short command to finish. */
+  startSettleMs: number;
+}
+
+/** Production defaults; graceMs + drainMs stays below cancelConfirmMs so a stubborn task is still confirmed. */
+export const DEFAULT_TIMINGS: Timings = {
+  graceMs: 2000,
+  drainMs: 500,
+  pollMs: 50,
+  cancelConfirmMs: LIMITS.cancelConfirmMs,
+  startReportMs: 5000,
+  startSettleMs: 100,
+};
+
+const ENV_NAMES: Record<keyof Timings, string> = {
+  graceMs: 'SANDBOX_AGENT_GRACE_MS',
+  drainMs: 'SANDBOX_AGENT_DRAIN_MS',
+  pollMs: 'SANDBOX_AGENT_POLL_MS',
+  cancelConfirmMs: 'SANDBOX_AGENT_CANCEL_CONFIRM_MS',
+  startReportMs: 'SANDBOX_AGENT_START_REPORT_MS',
+  startSettleMs: 'SANDBOX_AGENT_START_SETTLE_MS',
+};
+
+/** The defaults, each overridden by its SANDBOX_AGENT_* variable when that holds a non-negative integer. */
+export function readTimings(env: NodeJS.ProcessEnv): Timings {
+  const out = { ...DEFAULT_TIMINGS };
+  for (const key of Object.keys(ENV_NAMES) as (keyof Timings)[]) {
+    const raw = env[ENV_NAMES[key]];
+    if (raw !== undefined && /^\d{1,7}$/.test(raw)) out[key] = Number(raw);
+  }
+  return out;
+}
+
+/** Resolves after `ms` milliseconds. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

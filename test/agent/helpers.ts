@@ -1,0 +1,171 @@
+// Runs the BUILT agent (dist/agent.cjs) as a separate process per call, the way the host does,
+// with a clean environment and a temporary state directory.
+import { execFile, execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { encodeRequest, ResponseSchema, TaskViewSchema, type AgentRequestInput, type AgentResponse, type TaskView } from '../../shared/protocol.js';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+export const AGENT = join(ROOT, 'dist/agent.cjs');
+export const FIXTURES = join(ROOT, 'test/fixtures');
+
+/** Builds dist/ when a test run starts without it (npm test builds first anyway). */
+export function ensureBuilt(): void {
+  if (!existsSync(AGENT)) execFileSync(process.execPath, [join(ROOT, 'build/build.mjs')], { stdio: 'inherit' });
+}
+
+/** A shell command running one of test/fixtures/*.sh with bash. */
+export function fixture(name: string, ...args: string[]): string {
+  return ['bash', join(FIXTURES, name), ...args].map((a) => `'${a}'`).join(' ');
+}
+
+export const newTaskId = (): string => randomBytes(16).toString('hex');
+
+/** One temporary agent world: its state dir, a HOME, and the extra env for its agent calls. */
+export interface AgentWorld {
+  stateDir: string;
+  home: string;
+  env: Record<string, string>;
+}
+
+/** Creates a fresh state directory and HOME; `env` adds variables (e.g. secrets, timings). */
+export function newWorld(env: Record<string, string> = {}): AgentWorld {
+  const base = mkdtempSync(join(tmpdir(), 'agent-test-'));
+  const home = join(base, 'home');
+  mkdirSync(home);
+  return { stateDir: join(base, 'state'), home, env };
+}
+
+/** The clean environment an agent call gets: PATH, HOME, the state dir and the world's extras. */
+export function agentEnv(world: AgentWorld, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: world.home, SANDBOX_AGENT_STATE_DIR: world.stateDir, ...world.env, ...extra };
+}
+
+export interface RawResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `node dist/agent.cjs <args>` and collects its output. */
+export function runAgent(world: AgentWorld, args: string[], extraEnv: Record<string, string> = {}): Promise<RawResult> {
+  return new Promise((resolvePromise) => {
+    execFile(process.execPath, [AGENT, ...args], { env: agentEnv(world, extraEnv), timeout: 60_000, maxBuffer: 8 << 20 }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : -1) : 0;
+      resolvePromise({ exitCode: code, stdout, stderr });
+    });
+  });
+}
+
+/** Sends one raw (already encoded) argument; asserts the one-JSON-line contract and exit 0. */
+export async function callRaw(world: AgentWorld, arg: string, extraEnv: Record<string, string> = {}): Promise<AgentResponse> {
+  const res = await runAgent(world, ['call', arg], extraEnv);
+  if (res.exitCode !== 0) throw new Error(`agent exited ${res.exitCode}: ${res.stderr}`);
+  const lines = res.stdout.split('\n');
+  if (lines.length !== 2 || lines[1] !== '') throw new Error(`expected exactly one line, got ${JSON.stringify(res.stdout)}`);
+  return ResponseSchema.parse(JSON.parse(lines[0]!));
+}
+
+/** Sends one request; returns the parsed response. */
+export function call(world: AgentWorld, request: AgentRequestInput | Record<string, unknown>, extraEnv: Record<string, string> = {}): Promise<AgentResponse> {
+  return callRaw(world, encodeRequest(request as AgentRequestInput), extraEnv);
+}
+
+/** Sends a start/get/cancel request and returns its validated task view (fails on ok:false). */
+export async function callView(world: AgentWorld, request: AgentRequestInput, extraEnv: Record<string, string> = {}): Promise<TaskView> {
+  const res = await call(world, request, extraEnv);
+  if (!res.ok) throw new Error(`agent answered ${res.error.code}: ${res.error.message}`);
+  return TaskViewSchema.parse(res.result);
+}
+
+export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'timed_out']);
+
+/** Long-polls get (fresh agent process per call) until the task is terminal; returns the last view. */
+export async function waitTerminal(world: AgentWorld, taskId: string, boundMs = 30_000): Promise<TaskView> {
+  const until = Date.now() + boundMs;
+  for (;;) {
+    const view = await callView(world, { protocol: 1, op: 'get', task_id: taskId, stdout_offset: 0, stderr_offset: 0, wait_s: 0 });
+    if (TERMINAL.has(view.state) || view.state === 'unknown') return view;
+    if (Date.now() > until) throw new Error(`task ${taskId} still ${view.state} after ${boundMs} ms`);
+    await sleep(50);
+  }
+}
+
+/** Polls `probe` until it returns a truthy value or `boundMs` passes (then throws). */
+export async function waitFor<T>(probe: () => T | Promise<T>, what: string, boundMs = 20_000, intervalMs = 25): Promise<NonNullable<T>> {
+  const until = Date.now() + boundMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The task directory of a world. */
+export const taskDirOf = (world: AgentWorld, taskId: string) => join(world.stateDir, 'tasks', taskId);
+
+/** The task's status file as JSON (throws if absent). */
+export function readStatusJson(world: AgentWorld, taskId: string): { supervisor: { pid: number } | null; group: { pgid: number } | null; state: string } {
+  return JSON.parse(readFileSync(join(taskDirOf(world, taskId), 'status.json'), 'utf8'));
+}
+
+/** True when pid exists and is not a zombie (zombies linger until a slow init reaps them). */
+export function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+/** Process group of a pid, or null if gone. */
+export function pgidOf(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+  } catch {
+    return null;
+  }
+}
+
+/** Kills every supervisor and task group recorded under the world, then removes it. */
+export function destroyWorld(world: AgentWorld, extraPids: number[] = []): void {
+  const tasks = join(world.stateDir, 'tasks');
+  const ids = existsSync(tasks) ? readdirSync(tasks) : [];
+  for (const id of ids) {
+    try {
+      const status = readStatusJson(world, id);
+      // Only tasks that never finished can have anything left to kill.
+      if (status.state !== 'running') continue;
+      if (status.group) tryKill(-status.group.pgid);
+      if (status.supervisor && cmdlineOf(status.supervisor.pid).includes('supervise')) tryKill(status.supervisor.pid);
+    } catch {
+      // no status
+    }
+  }
+  for (const pid of extraPids) tryKill(pid);
+  rmSync(dirname(world.stateDir), { recursive: true, force: true });
+}
+
+function cmdlineOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'latin1');
+  } catch {
+    return '';
+  }
+}
+
+function tryKill(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // gone
+  }
+}
