@@ -119,11 +119,12 @@ function processRpc(sb: FakeSandbox, method: string, req: Json): Json {
 function startProcess(sb: FakeSandbox, req: Json, inReq: IncomingMessage, res: ServerResponse): void {
   const cfg = req.process ?? {};
   const cwd = sb.hostPath(typeof cfg.cwd === 'string' && cfg.cwd !== '' ? cfg.cwd : '/home/user');
+  const stream = openStream(res);
+  // A streaming call's errors travel in the end-of-stream frame (HTTP 200), as envd sends them.
   if (!existsSync(cwd) || !statSync(cwd).isDirectory()) {
-    sendUnary(res, new RpcError('invalid_argument', `cwd ${cwd} does not exist`));
+    stream.end(new RpcError('invalid_argument', `cwd ${cwd} does not exist`));
     return;
   }
-  const stream = openStream(res);
   const c = spawn(String(cfg.cmd), (cfg.args ?? []).map(String), {
     cwd,
     env: sb.processEnv(cfg.envs ?? {}),

@@ -81,6 +81,7 @@ describe('e2b provider against the fake', () => {
 
     // Fast commands return at once (a lingering watchdog would hold the output open for an hour).
     for (let i = 0; i < 5; i++) expect((await provider.exec(id, 'true', { timeoutS: 3600 })).stderr.toString()).toBe('');
+    expect((await caught(provider.exec(id, 'pwd', { timeoutS: 5, cwd: 'no/such/dir' }))).category).toBe('invalid_argument');
     const nonzero = await provider.exec(id, 'echo partial; exit 7', { timeoutS: 10 });
     expect(nonzero).toMatchObject({ exitCode: 7, timedOut: false, stdoutTruncated: false });
     expect(nonzero.stdout.toString()).toBe('partial\n');
