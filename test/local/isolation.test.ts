@@ -1,6 +1,6 @@
 // Isolation of local sandboxes, each property asserted from inside a real sandbox.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -86,6 +86,26 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
   it("cannot see the provider's state directory", async () => {
     const r = await sh(`test -e ${state.dir}/local/${id}/spec.json; echo $?`);
     expect(r.out).toBe('1\n');
+  });
+
+  it('resolves file paths in the sandbox view: symlinks cannot reach host files', async () => {
+    const hostDir = mkdtempSync(join(tmpdir(), 'host-secret-'));
+    const secret = join(hostDir, 'secret.txt');
+    writeFileSync(secret, 'host only');
+    try {
+      await sh(`ln -s ${secret} /home/user/link; ln -s ${hostDir} /home/user/dirlink`);
+      await expect(provider.readFile(id, 'link')).rejects.toMatchObject({ category: 'not_found' });
+      await expect(provider.listFiles(id, 'dirlink', { depth: 1, maxEntries: 10 })).rejects.toMatchObject({ category: 'not_found' });
+      // The link's target directory does not exist in the sandbox's view…
+      await expect(provider.writeFile(id, 'link', Buffer.from('x'))).rejects.toMatchObject({ category: 'not_found' });
+      // …and once made there, writing through the link lands in the sandbox's own /tmp, never on the host.
+      await sh(`mkdir -p ${hostDir}`);
+      await provider.writeFile(id, 'link', Buffer.from('from sandbox'));
+      expect(readFileSync(secret, 'utf8')).toBe('host only');
+      expect((await provider.readFile(id, secret)).data.toString()).toBe('from sandbox');
+    } finally {
+      rmSync(hostDir, { recursive: true, force: true });
+    }
   });
 
   it('survives kill -9 -1 and pkill from inside (pid 1 is protected)', async () => {

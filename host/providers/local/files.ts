@@ -45,6 +45,8 @@ fi
 if [ -e "$p" ] && [ ! -w "$p" ]; then exit ${FILE_STATUS.permission}; fi
 if [ ! -e "$p" ] && [ ! -w "$d" ]; then exit ${FILE_STATUS.permission}; fi
 if [ "$2" = a ]; then cat >> "$p"; else cat > "$p"; fi 2>/dev/null || {
+  # A dangling symlink whose target directory does not exist (in the sandbox's view).
+  [ -L "$p" ] && [ ! -e "$p" ] && exit ${FILE_STATUS.notFound}
   [ -w "$d" ] || exit ${FILE_STATUS.permission}
   exit ${FILE_STATUS.noSpace}
 }

@@ -80,6 +80,8 @@ export interface LocalProviderOpts {
   fileOpTimeoutMs?: number;
   /** After a command exits, how long its output pipes may stay open (background children) (default 100 ms). */
   drainGraceMs?: number;
+  /** Absolute paths of the system tools, instead of searching PATH (tests point these at fakes). */
+  tools?: Partial<ToolPaths>;
 }
 
 /** Name of this provider (prefix of qualified ids). */
@@ -115,17 +117,19 @@ export function defaultHostScript(): string {
   return resolve(dirname(self), '..', '..', '..', 'dist', 'host.js');
 }
 
+function isExecutable(path: string): boolean {
+  try {
+    accessSync(path, fsConstants.X_OK);
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
+
 function findExecutable(name: string): string | null {
   const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin'];
   for (const dir of dirs) {
-    if (!dir) continue;
-    const path = join(dir, name);
-    try {
-      accessSync(path, fsConstants.X_OK);
-      if (statSync(path).isFile()) return path;
-    } catch {
-      // Not here.
-    }
+    if (dir && isExecutable(join(dir, name))) return join(dir, name);
   }
   return null;
 }
@@ -180,6 +184,7 @@ export class LocalProvider implements Provider {
   private readonly shell: string;
   private readonly nodeBinDirs: string[];
   private tools: ToolPaths | null = null;
+  private readonly toolOverrides: Partial<ToolPaths>;
   private readonly cache = new Map<string, { spec: SandboxSpec; keeper: KeeperRecord }>();
 
   constructor(opts: LocalProviderOpts = {}) {
@@ -196,6 +201,7 @@ export class LocalProvider implements Provider {
     this.killWaitMs = opts.killWaitMs ?? 5_000;
     this.fileOpTimeoutMs = opts.fileOpTimeoutMs ?? 120_000;
     this.drainGraceMs = opts.drainGraceMs ?? 100;
+    this.toolOverrides = opts.tools ?? {};
     this.shell = existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
     const dirs = new Set<string>([dirname(this.nodePath)]);
     try {
@@ -287,7 +293,7 @@ export class LocalProvider implements Provider {
       const env: Record<string, string> = { PATH: process.env.PATH ?? sandboxPath() };
       if (process.env.SANDBOX_MCP_DEBUG) env.SANDBOX_MCP_DEBUG = process.env.SANDBOX_MCP_DEBUG;
       // A small heap keeps each idle keeper light; it holds no data.
-      const child = spawn(this.nodePath, ['--max-old-space-size=16', '--max-semi-space-size=1', this.hostScript, 'keeper', dir], {
+      const child = spawn(this.nodePath, ['--max-old-space-size=16', '--max-semi-space-size=1', '--v8-pool-size=0', this.hostScript, 'keeper', dir], {
         cwd: '/',
         env,
         detached: true,
@@ -334,11 +340,18 @@ export class LocalProvider implements Provider {
   private preflight(): ToolPaths {
     if (this.tools) return this.tools;
     if (process.platform !== 'linux') throw new ProviderError('unsupported', { detail: LOCAL_DETAILS.notLinux });
-    const bwrap = findExecutable('bwrap');
+    const o = this.toolOverrides;
+    // A tool given explicitly is used or reported missing, never searched for elsewhere.
+    const tool = (name: keyof ToolPaths): string | null => {
+      const path = o[name];
+      if (path === undefined) return findExecutable(name);
+      return isExecutable(path) ? path : null;
+    };
+    const bwrap = tool('bwrap');
     if (!bwrap) throw new ProviderError('unavailable', { code: 'bwrap_missing', detail: LOCAL_DETAILS.bwrapMissing });
-    const nsenter = findExecutable('nsenter');
+    const nsenter = tool('nsenter');
     if (!nsenter) throw new ProviderError('unavailable', { code: 'nsenter_missing', detail: LOCAL_DETAILS.nsenterMissing });
-    const setpriv = findExecutable('setpriv');
+    const setpriv = tool('setpriv');
     if (!setpriv && this.identity.dropPrivileges) {
       throw new ProviderError('unavailable', { code: 'setpriv_missing', detail: LOCAL_DETAILS.setprivMissing });
     }

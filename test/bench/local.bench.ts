@@ -1,0 +1,147 @@
+// Benchmarks of the local provider (`npm run bench`). Besides vitest's tables, each block prints
+// its headline figure: exec overhead (absolute and ratio, in one run), create+kill latency,
+// and memory per idle sandbox with 20 concurrent sandboxes each running a task.
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { bench, describe } from 'vitest';
+import { createLocalProvider } from '../../host/providers/local/local-provider.js';
+import { readKeeperRecord } from '../../host/providers/local/state.js';
+import type { Provider } from '../../host/providers/provider.js';
+import { HOST_SCRIPT, sandboxesAvailable, tempStateDir } from '../local/helpers.js';
+
+const available = sandboxesAvailable();
+const state = tempStateDir();
+const provider: Provider = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT });
+
+function spawnTrue(): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('true', [], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin' } });
+    child.on('error', reject);
+    child.on('close', () => resolve());
+  });
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+async function sample(n: number, fn: () => Promise<unknown>): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    await fn();
+    out.push(performance.now() - t);
+  }
+  return out;
+}
+
+function rssKb(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return 0;
+  }
+}
+
+function pssKb(pid: number): number {
+  try {
+    const m = /Pss:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return 0;
+  }
+}
+
+function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** Printed outside vitest's console capture, so the figures show in `npm run bench`. */
+function report(line: string): void {
+  process.stderr.write(`[local bench] ${line}\n`);
+}
+
+// Headline figures, measured once at load (vitest runs no hooks in benchmark mode).
+let execId = '';
+if (available) {
+  execId = (await provider.create({ timeoutS: 300 })).sandbox_id;
+  // Interleaved in one run, so machine load skews both sides alike.
+  const direct: number[] = [];
+  const viaProvider: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    direct.push(...(await sample(20, spawnTrue)));
+    viaProvider.push(...(await sample(20, () => provider.exec(execId, 'true', { timeoutS: 10 }))));
+  }
+  const d = median(direct);
+  const p = median(viaProvider);
+  report(`exec true: direct ${d.toFixed(2)} ms, provider ${p.toFixed(2)} ms, overhead ${(p - d).toFixed(2)} ms, ratio ${(p / d).toFixed(2)}x (medians of 200; target overhead <= 3 ms)`);
+
+  const ck = await sample(30, async () => {
+    const m = await provider.create({ timeoutS: 60 });
+    await provider.kill(m.sandbox_id);
+  });
+  report(`create+kill: median ${median(ck).toFixed(1)} ms, min ${Math.min(...ck).toFixed(1)}, max ${Math.max(...ck).toFixed(1)} (30 runs; target <= 150 ms median)`);
+
+  const t = performance.now();
+  const ids = (await Promise.all(Array.from({ length: 20 }, () => provider.create({ timeoutS: 300 })))).map((m) => m.sandbox_id);
+  const createMs = performance.now() - t;
+  await Promise.all(ids.map((id) => provider.exec(id, 'nohup sh -c "while :; do sleep 1; done" >/dev/null 2>&1 &', { timeoutS: 10 })));
+  const busy = await sample(5, () => Promise.all(ids.map((id) => provider.exec(id, 'true', { timeoutS: 10 }))));
+  // Idle cost per sandbox: keeper (node) + bwrap + pid 1 and its sleep, the task's processes aside.
+  let rss = 0;
+  let pss = 0;
+  let keeperRss = 0;
+  for (const id of ids) {
+    const rec = readKeeperRecord(`${state.dir}/local/${id}`)!;
+    const loopSleep = childrenOf(rec.pid1.pid).filter((c) => readFileSync(`/proc/${c}/cmdline`, 'utf8').includes('86400'));
+    for (const pid of [rec.keeper.pid, rec.bwrap.pid, rec.pid1.pid, ...loopSleep]) {
+      rss += rssKb(pid);
+      pss += pssKb(pid);
+    }
+    keeperRss += rssKb(rec.keeper.pid);
+  }
+  const n = ids.length;
+  report(
+    `20 concurrent sandboxes with a task each: created in ${createMs.toFixed(0)} ms; exec true in all 20 at once ${median(busy).toFixed(1)} ms; ` +
+      `per idle sandbox RSS ${(rss / n / 1024).toFixed(1)} MiB (keeper ${(keeperRss / n / 1024).toFixed(1)} MiB), PSS ${(pss / n / 1024).toFixed(1)} MiB`,
+  );
+  await Promise.all(ids.map((id) => provider.kill(id)));
+}
+
+describe.skipIf(!available)('local exec: `true` through the provider vs spawned directly', () => {
+  bench('true spawned directly', spawnTrue, { time: 1500, warmupIterations: 10 });
+  bench(
+    'true through provider.exec',
+    async () => {
+      await provider.exec(execId, 'true', { timeoutS: 10 });
+    },
+    { time: 1500, warmupIterations: 10 },
+  );
+});
+
+describe.skipIf(!available)('local create + kill', () => {
+  bench(
+    'create + kill',
+    async () => {
+      const m = await provider.create({ timeoutS: 60 });
+      await provider.kill(m.sandbox_id);
+    },
+    {
+      time: 1500,
+      warmupIterations: 2,
+      // The last benchmark of the file: release the exec sandbox and the state directory.
+      teardown: async (_task, mode) => {
+        if (mode !== 'run') return;
+        await provider.kill(execId).catch(() => {});
+        await provider.close();
+        state.remove();
+      },
+    },
+  );
+});

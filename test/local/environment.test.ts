@@ -1,0 +1,80 @@
+// What the local provider says when the machine cannot run sandboxes, and how it treats state
+// it cannot trust (pid reuse), plus the keeper honouring a shortened deadline.
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createLocalProvider } from '../../host/providers/local/local-provider.js';
+import { identify, isAlive } from '../../host/providers/local/proc.js';
+import { readKeeperRecord } from '../../host/providers/local/state.js';
+import { HOST_SCRIPT, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
+
+describe.skipIf(!sandboxesAvailable())('local provider environment checks', () => {
+  const state = tempStateDir();
+  // Fake tools must be reachable by the unprivileged uid the keeper drops to as root.
+  const fakes = mkdtempSync(join(tmpdir(), 'fake-bwrap-'));
+  chmodSync(fakes, 0o755);
+  const fakeBwrap = (name: string, stderr: string): string => {
+    const path = join(fakes, name);
+    writeFileSync(path, `#!/bin/sh\necho '${stderr}' >&2\nexit 1\n`, { mode: 0o755 });
+    return path;
+  };
+
+  afterAll(() => {
+    rmSync(fakes, { recursive: true, force: true });
+    state.remove();
+  });
+
+  it('without bubblewrap, create says so and how to install it', async () => {
+    const p = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT, tools: { bwrap: join(fakes, 'missing-bwrap') } });
+    const err = await p.create({}).catch((e: unknown) => e);
+    expect(err).toMatchObject({ category: 'unavailable', code: 'bwrap_missing' });
+    expect((err as Error).message).toMatch(/bubblewrap.*install/i);
+  });
+
+  it('refused user namespaces: says which restriction and how to lift it', async () => {
+    const cases = [
+      { stderr: 'bwrap: setting up uid map: Permission denied', code: 'userns_apparmor', text: /AppArmor/ },
+      { stderr: 'bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces', code: 'userns_refused', text: /enable them/ },
+      { stderr: 'bwrap: Creating new namespace failed: No space left on device', code: 'userns_refused', text: /user namespaces/ },
+    ];
+    for (const c of cases) {
+      const p = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT, tools: { bwrap: fakeBwrap(c.code + Math.random(), c.stderr) } });
+      const err = await p.create({}).catch((e: unknown) => e);
+      expect(err).toMatchObject({ category: 'unavailable', code: c.code });
+      expect((err as Error).message).toMatch(c.text);
+      expect((err as Error).message).not.toContain('bwrap:');
+    }
+    // Failed creates leave nothing behind.
+    expect(readdirSync(join(state.dir, 'local')).filter((n) => !n.startsWith('.'))).toEqual([]);
+  });
+
+  it('never trusts a recorded pid whose start time differs (pid reuse): cleans up, signals nothing', async () => {
+    const p = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT });
+    const me = identify(process.pid)!;
+    const dir = join(state.dir, 'local', 'reusedpid000');
+    mkdirSync(dir, { recursive: true });
+    const stale = { pid: process.pid, startTime: String(Number(me.startTime) + 1) };
+    writeFileSync(join(dir, 'spec.json'), JSON.stringify({
+      version: 1, id: 'reusedpid000', createdAtMs: Date.now(), envs: {}, cpu: null, memoryMb: null,
+      identity: { uid: 65534, gid: 65534, dropPrivileges: true }, tools: { bwrap: 'bwrap', nsenter: 'nsenter', setpriv: 'setpriv', sh: '/bin/sh' },
+      shell: '/bin/sh', hidePaths: [], roBindPaths: [], hideVarRun: false,
+    }));
+    writeFileSync(join(dir, 'keeper.json'), JSON.stringify({ version: 1, keeper: stale, bwrap: stale, pid1: stale, cgroups: [] }));
+    writeFileSync(join(dir, 'deadline'), String(Date.now() + 60_000));
+    expect((await p.list({ limit: 100, offset: 0 })).map((m) => m.sandbox_id)).not.toContain('reusedpid000');
+    await expect(p.getInfo('reusedpid000')).rejects.toMatchObject({ category: 'not_found' });
+    expect(existsSync(dir)).toBe(false);
+    expect(isAlive(me)).toBe(true);
+  });
+
+  it('the keeper acts on a shortened deadline (set_sandbox_timeout)', async () => {
+    const p = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT });
+    const { sandbox_id: id } = await p.create({ timeoutS: 600 });
+    const rec = readKeeperRecord(join(state.dir, 'local', id))!;
+    await p.setTimeout(id, 1);
+    await waitFor(() => !isAlive(rec.keeper) && !isAlive(rec.pid1), 15_000);
+    expect(existsSync(join(state.dir, 'local', id))).toBe(false);
+    await expect(p.getInfo(id)).rejects.toMatchObject({ category: 'not_found' });
+  });
+});
