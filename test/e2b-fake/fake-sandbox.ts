@@ -108,7 +108,12 @@ export class FakeSandbox {
       }
     }
     for (const child of this.processes.values()) child.kill('SIGKILL');
-    rmSync(this.root, { recursive: true, force: true });
+    // A process killed a moment ago may still be writing: retry once it is surely gone.
+    try {
+      rmSync(this.root, { recursive: true, force: true });
+    } catch {
+      setTimeout(() => rmSync(this.root, { recursive: true, force: true, maxRetries: 3 }), 200).unref();
+    }
   }
 
   private markedPids(): number[] {
