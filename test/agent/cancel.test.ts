@@ -1,0 +1,190 @@
+// Stopping tasks: cancel (TERM, then KILL, to the whole group), timeouts, a supervisor killed
+// with -9, the saved outcome of a finished task, and status files read during transitions.
+import { spawn } from 'node:child_process';
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { TaskStatusSchema } from '../../shared/status.js';
+import {
+  callView,
+  destroyWorld,
+  ensureBuilt,
+  fixture,
+  isAlive,
+  newTaskId,
+  newWorld,
+  pgidOf,
+  readStatusJson,
+  taskDirOf,
+  waitFor,
+  waitTerminal,
+  type AgentWorld,
+} from './helpers.js';
+
+beforeAll(() => ensureBuilt());
+
+const worlds: AgentWorld[] = [];
+const strays: number[] = [];
+const world = (env: Record<string, string> = {}) => {
+  const w = newWorld(env);
+  worlds.push(w);
+  return w;
+};
+afterEach(() => {
+  for (const w of worlds.splice(0)) destroyWorld(w, strays.splice(0));
+});
+
+const start = (w: AgentWorld, command: string, extra: Record<string, unknown> = {}) =>
+  callView(w, { protocol: 1, op: 'start', task_id: newTaskId(), command, ...extra });
+const cancel = (w: AgentWorld, id: string) => callView(w, { protocol: 1, op: 'cancel', task_id: id });
+
+/** Waits until the task's stdout contains `text`; returns the stdout so far. */
+const waitOutput = (w: AgentWorld, id: string, text: string) =>
+  waitFor(async () => {
+    const v = await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 2 });
+    return v.stdout.includes(text) ? v.stdout : null;
+  }, `output ${text}`);
+
+describe('cancel', () => {
+  it('stops the whole process group, children included', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, fixture('children.sh'));
+    const out = await waitOutput(w, id, 'ready');
+    const children = [...out.matchAll(/child (\d+)/g)].map((m) => Number(m[1]));
+    expect(children).toHaveLength(2);
+    const pgid = readStatusJson(w, id).group!.pgid;
+    for (const pid of children) expect(pgidOf(pid)).toBe(pgid);
+
+    const view = await cancel(w, id);
+    expect(view.state).toBe('cancelled');
+    expect(view.finished_at).toEqual(expect.any(Number));
+    expect(view.stdout).toContain('ready');
+    await waitFor(() => children.every((p) => !isAlive(p)) && !isAlive(pgid), 'the group to be gone');
+  });
+
+  it('escalates to KILL for a command that ignores TERM', async () => {
+    const w = world({ SANDBOX_AGENT_GRACE_MS: '300' });
+    const { task_id: id } = await start(w, fixture('ignore-sigterm.sh'));
+    await waitOutput(w, id, 'ready');
+    const pgid = readStatusJson(w, id).group!.pgid;
+    expect(await cancel(w, id)).toMatchObject({ state: 'cancelled', exit_code: 137 });
+    await waitFor(() => !isAlive(pgid), 'the leader to die');
+  });
+
+  it('cannot stop a child that made its own session (documented escape)', async () => {
+    const w = world({ SANDBOX_AGENT_DRAIN_MS: '200' });
+    const pidFile = join(w.home, 'escaped.pid');
+    const { task_id: id } = await start(w, `setsid bash -c 'echo $$ > ${pidFile}; exec sleep 300' & sleep 300`);
+    const escaped = await waitFor(() => {
+      try {
+        return Number(readFileSync(pidFile, 'utf8')) || null;
+      } catch {
+        return null;
+      }
+    }, 'the escaped pid');
+    strays.push(escaped);
+    const pgid = readStatusJson(w, id).group!.pgid;
+    expect(pgidOf(escaped)).not.toBe(pgid);
+
+    // It even holds the task's stdout open; the supervisor stops waiting for it after the drain bound.
+    expect(await cancel(w, id)).toMatchObject({ state: 'cancelled' });
+    expect(isAlive(pgid)).toBe(false);
+    expect(isAlive(escaped)).toBe(true);
+  });
+
+  it('returns the saved outcome of a finished task and signals nothing', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, fixture('exit-n.sh', '3'));
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'failed', exit_code: 3 });
+    const statusPath = join(taskDirOf(w, id), 'status.json');
+    const before = { text: readFileSync(statusPath, 'utf8'), mtime: statSync(statusPath).mtimeMs };
+    for (let i = 0; i < 2; i++) {
+      expect(await cancel(w, id)).toMatchObject({ state: 'failed', exit_code: 3, stdout: 'exiting with 3\n' });
+    }
+    expect({ text: readFileSync(statusPath, 'utf8'), mtime: statSync(statusPath).mtimeMs }).toEqual(before);
+  });
+
+  it('returns not-confirmed honestly when the cancel window is shorter than the stop', async () => {
+    const w = world({ SANDBOX_AGENT_GRACE_MS: '1500', SANDBOX_AGENT_CANCEL_CONFIRM_MS: '200' });
+    const { task_id: id } = await start(w, fixture('ignore-sigterm.sh'));
+    await waitOutput(w, id, 'ready');
+    const view = await cancel(w, id);
+    expect(view).toMatchObject({ state: 'running', error: { code: 'cancel_unconfirmed' } });
+    // The supervisor finishes the job on its own.
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'cancelled' });
+  });
+});
+
+describe('timeout', () => {
+  it('stops the group and records timed_out', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'echo started; sleep 300', { timeout_s: 1 });
+    const view = await waitTerminal(w, id);
+    expect(view).toMatchObject({ state: 'timed_out', stdout: 'started\n' });
+    expect(view.exit_code).toBe(143);
+    expect(isAlive(readStatusJson(w, id).group!.pgid)).toBe(false);
+  });
+
+  it('kills a command that ignores TERM after the grace period', async () => {
+    const w = world({ SANDBOX_AGENT_GRACE_MS: '300' });
+    const { task_id: id } = await start(w, fixture('ignore-sigterm.sh'), { timeout_s: 1 });
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'timed_out', exit_code: 137 });
+  });
+});
+
+describe('a lost supervisor', () => {
+  it('reads as unknown after kill -9, and cancel then stops the verified group itself', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, fixture('forever.sh'));
+    await waitOutput(w, id, 'ready');
+    const status = readStatusJson(w, id);
+    process.kill(status.supervisor!.pid, 'SIGKILL');
+    await waitFor(() => !isAlive(status.supervisor!.pid), 'the supervisor to die');
+
+    const view = await callView(w, { protocol: 1, op: 'get', task_id: id });
+    expect(view).toMatchObject({ state: 'unknown', stdout: 'ready\n', error: { code: 'supervisor_missing' } });
+    expect(isAlive(status.group!.pgid)).toBe(true);
+
+    const cancelled = await cancel(w, id);
+    expect(cancelled).toMatchObject({ state: 'unknown', error: { code: 'supervisor_missing' } });
+    await waitFor(() => !isAlive(status.group!.pgid), 'the orphaned group to be stopped');
+  });
+});
+
+describe('status file', () => {
+  it('always parses for a reader hammering it through every transition', async () => {
+    const w = world({ SANDBOX_AGENT_GRACE_MS: '300' });
+    const id = newTaskId();
+    const path = join(taskDirOf(w, id), 'status.json');
+    // A separate process, so that its tight loop does not stall the agent calls.
+    const reader = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const fs = require('fs'); let reads = 0, bad = 0, states = new Set(); const until = Date.now() + 30000;
+         while (Date.now() < until) {
+           let text; try { text = fs.readFileSync(process.argv[1], 'utf8'); } catch { continue; }
+           reads++;
+           try { const s = JSON.parse(text); states.add(s.state + ':' + s.reason); if (s.state !== 'running') break; } catch { bad++; }
+         }
+         console.log(JSON.stringify({ reads, bad, states: [...states] }));`,
+        path,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    let out = '';
+    reader.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const readerDone = new Promise((resolve) => reader.on('exit', resolve));
+
+    await callView(w, { protocol: 1, op: 'start', task_id: id, command: fixture('ignore-sigterm.sh') });
+    await waitOutput(w, id, 'ready');
+    expect(await cancel(w, id)).toMatchObject({ state: 'cancelled' });
+    await readerDone;
+    const report = JSON.parse(out) as { reads: number; bad: number; states: string[] };
+    expect(report.bad).toBe(0);
+    expect(report.reads).toBeGreaterThan(100);
+    expect(report.states).toEqual(['running:null', 'running:cancel', 'cancelled:cancel']);
+    // And the final record matches the shared schema.
+    expect(TaskStatusSchema.safeParse(JSON.parse(readFileSync(path, 'utf8'))).success).toBe(true);
+  });
+});

@@ -1,0 +1,230 @@
+// Real tasks through the built agent: the seeds' walk, masking, the cap, pages, exit codes,
+// group cleanup on completion, long-polling, idempotent start and the task limit.
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { TaskView } from '../../shared/protocol.js';
+import {
+  call,
+  callView,
+  destroyWorld,
+  ensureBuilt,
+  fixture,
+  isAlive,
+  newTaskId,
+  newWorld,
+  taskDirOf,
+  TERMINAL,
+  waitFor,
+  waitTerminal,
+  type AgentWorld,
+} from './helpers.js';
+
+beforeAll(() => ensureBuilt());
+
+const worlds: AgentWorld[] = [];
+const world = (env: Record<string, string> = {}) => {
+  const w = newWorld(env);
+  worlds.push(w);
+  return w;
+};
+afterEach(() => {
+  for (const w of worlds.splice(0)) destroyWorld(w);
+});
+
+const start = (w: AgentWorld, command: string, extra: Record<string, unknown> = {}) =>
+  callView(w, { protocol: 1, op: 'start', task_id: (extra.task_id as string) ?? newTaskId(), command, ...extra });
+
+describe('the seeds walk', () => {
+  it('reads BEFORE, then AFTER, by byte offsets, each from a fresh agent process', async () => {
+    const w = world();
+    const started = await start(w, 'printf BEFORE; sleep 2; printf AFTER');
+    const id = started.task_id;
+    expect(['running', 'succeeded']).toContain(started.state);
+    expect(started.started_at).toEqual(expect.any(Number));
+
+    // Follow the task the way a reconnecting client does: offset in, next offset out.
+    let offset = 0;
+    let text = '';
+    const seen: { text: string; state: string }[] = [];
+    let view: TaskView;
+    do {
+      view = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: offset, wait_s: 5 });
+      if (view.stdout) seen.push({ text: view.stdout, state: view.state });
+      expect(view.stdout_next_offset).toBe(offset + Buffer.byteLength(view.stdout));
+      offset = view.stdout_next_offset;
+      text += view.stdout;
+    } while (!TERMINAL.has(view.state) || offset < view.stdout_size);
+
+    expect(text).toBe('BEFOREAFTER');
+    // BEFORE was readable while the task still ran, before AFTER existed.
+    expect(seen[0]).toEqual({ text: 'BEFORE', state: 'running' });
+    expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout_size: 11, stdout_truncated: false, stderr: '' });
+    expect(view.finished_at).toBeGreaterThanOrEqual(view.started_at!);
+
+    // Re-reading an offset replays the same page.
+    const replay = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: 6 });
+    expect(replay.stdout).toBe('AFTER');
+    expect(replay.stdout_next_offset).toBe(11);
+  });
+});
+
+describe('secret masking', () => {
+  it('masks a secret written one byte at a time (stdout and stderr); short values are not masked', async () => {
+    const secret = `tok-${newTaskId()}`;
+    const w = world({ MY_API_TOKEN: secret, DB_PASSWORD: `pw-${newTaskId().slice(0, 10)}`, TINY_KEY: 'abc' });
+    const cmd = `${fixture('print-secret.sh', 'MY_API_TOKEN')}; ${fixture('print-secret.sh', 'DB_PASSWORD')} >&2; echo "short: $TINY_KEY"`;
+    const { task_id: id } = await start(w, cmd);
+    const view = await waitTerminal(w, id);
+    expect(view.state).toBe('succeeded');
+    expect(view.stdout).toBe('secret: [MASKED] :end\nshort: abc\n');
+    expect(view.stderr).toBe('secret: [MASKED] :end\n');
+    // What is on disk is what was masked: the value never reached the log.
+    const onDisk = readFileSync(join(taskDirOf(w, id), 'stdout.log'), 'utf8') + readFileSync(join(taskDirOf(w, id), 'stderr.log'), 'utf8');
+    expect(onDisk).not.toContain(secret);
+    expect(onDisk).not.toContain(w.env.DB_PASSWORD);
+  });
+});
+
+describe('output cap', () => {
+  it('keeps exactly 1 MiB of 5 MiB, flags truncation, and the command completes', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, `${fixture('spew-bytes.sh', String(5 * 1024 * 1024))}; echo done >&2`);
+    const view = await waitTerminal(w, id);
+    expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout_size: 1048576, stdout_truncated: true });
+    expect(view).toMatchObject({ stderr: 'done\n', stderr_truncated: false });
+    expect(readFileSync(join(taskDirOf(w, id), 'stdout.log')).length).toBe(1048576);
+    const last = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: 1048576 - 4, limit: 100 });
+    expect(last).toMatchObject({ stdout: 'xxxx', stdout_next_offset: 1048576 });
+  });
+
+  it('does not flag truncation for output of exactly the cap', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, fixture('spew-bytes.sh', '1048576'));
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout_size: 1048576, stdout_truncated: false });
+  });
+});
+
+describe('pages', () => {
+  it('decodes a multibyte character split by a page boundary as U+FFFD, with byte offsets', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, "printf 'ab\\342\\202\\254d'"); // ab€d, € = e2 82 ac
+    await waitTerminal(w, id);
+    const get = (stdout_offset: number, limit: number) => callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset, limit });
+    expect(await get(0, 3)).toMatchObject({ stdout: 'ab\uFFFD', stdout_next_offset: 3, stdout_size: 6 });
+    expect(await get(3, 3)).toMatchObject({ stdout: '\uFFFD\uFFFDd', stdout_next_offset: 6 });
+    expect(await get(2, 3)).toMatchObject({ stdout: '€', stdout_next_offset: 5 });
+    expect(await get(6, 3)).toMatchObject({ stdout: '', stdout_next_offset: 6 });
+  });
+});
+
+describe('exit codes and group cleanup', () => {
+  it('reports a nonzero exit as failed with its exit code', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, fixture('exit-n.sh', '3'));
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'failed', exit_code: 3, stdout: 'exiting with 3\n', stderr: 'to stderr\n' });
+  });
+
+  it('reports death by a signal as 128+signal', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'kill -KILL $$');
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'failed', exit_code: 137 });
+  });
+
+  it('cleans up same-group descendants when the command completes', async () => {
+    const w = world({ SANDBOX_AGENT_GRACE_MS: '300' });
+    const { task_id: id } = await start(w, 'sleep 300 & echo $!; trap "" TERM; (trap "" TERM; exec sleep 301) & echo $!', {});
+    const view = await waitTerminal(w, id);
+    expect(view.state).toBe('succeeded');
+    const pids = view.stdout.trim().split('\n').map(Number);
+    expect(pids).toHaveLength(2);
+    // One descendant obeys TERM, the other needs the KILL that follows the grace period.
+    await waitFor(() => pids.every((p) => !isAlive(p)), 'descendants to die');
+  });
+});
+
+describe('long-polling get', () => {
+  it('returns as soon as new output appears', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'sleep 1; echo hi; sleep 300');
+    const view = await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 20 });
+    expect(view).toMatchObject({ state: 'running', stdout: 'hi\n', stdout_next_offset: 3 });
+    await callView(w, { protocol: 1, op: 'cancel', task_id: id });
+  });
+
+  it('returns when the state changes without new output', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'sleep 1; exit 4');
+    const view = await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 20 });
+    expect(view).toMatchObject({ state: 'failed', exit_code: 4, stdout: '' });
+  });
+
+  it('returns the running state when the wait ends with nothing new', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, fixture('forever.sh'));
+    const ready = await waitFor(async () => {
+      const v = await callView(w, { protocol: 1, op: 'get', task_id: id });
+      return v.stdout === 'ready\n' ? v : null;
+    }, 'readiness');
+    const view = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: ready.stdout_next_offset, wait_s: 1 });
+    expect(view).toMatchObject({ state: 'running', stdout: '', stdout_next_offset: 6 });
+    await callView(w, { protocol: 1, op: 'cancel', task_id: id });
+  });
+});
+
+describe('start', () => {
+  it('runs the same task_id once, even for concurrent starts', async () => {
+    const w = world();
+    const id = newTaskId();
+    const cmd = `echo run >> ${JSON.stringify(join(w.home, 'runs.txt'))}; sleep 0.3`;
+    const [a, b] = await Promise.all([start(w, cmd, { task_id: id }), start(w, cmd, { task_id: id })]);
+    expect(a.task_id).toBe(id);
+    expect(b.task_id).toBe(id);
+    await waitTerminal(w, id);
+    const again = await start(w, cmd, { task_id: id });
+    expect(again).toMatchObject({ task_id: id, state: 'succeeded' });
+    expect(readFileSync(join(w.home, 'runs.txt'), 'utf8')).toBe('run\n');
+  });
+
+  it('runs in cwd (relative to HOME) with the environment it was started with', async () => {
+    const w = world({ GREETING: 'hello there' });
+    mkdirSync(join(w.home, 'work'));
+    const { task_id: id } = await start(w, 'pwd; echo "$GREETING"', { cwd: 'work' });
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: `${join(w.home, 'work')}\nhello there\n` });
+  });
+
+  it('keeps task directories private (0700)', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'true');
+    await waitTerminal(w, id);
+    const { statSync } = await import('node:fs');
+    for (const dir of [w.stateDir, join(w.stateDir, 'tasks'), taskDirOf(w, id)]) expect(statSync(dir).mode & 0o777).toBe(0o700);
+  });
+
+  it('refuses the 129th task with task_limit, but still answers for existing ones', async () => {
+    const w = world({ SANDBOX_AGENT_START_REPORT_MS: '100' });
+    const tasks = join(w.stateDir, 'tasks');
+    mkdirSync(tasks, { recursive: true, mode: 0o700 });
+    const ids = Array.from({ length: 128 }, newTaskId);
+    for (const id of ids) mkdirSync(join(tasks, id), { mode: 0o700 });
+    const extra = newTaskId();
+    const res = await call(w, { protocol: 1, op: 'start', task_id: extra, command: 'true' });
+    expect(res).toMatchObject({ ok: false, error: { code: 'task_limit' } });
+    expect(existsSync(join(tasks, extra))).toBe(false);
+    expect(readdirSync(tasks)).toHaveLength(128);
+    // Starting an existing id is not a new task: it reports that task (here: no status yet).
+    const existing = await start(w, 'true', { task_id: ids[0] });
+    expect(existing).toMatchObject({ state: 'unknown', error: { code: 'no_status' } });
+  });
+});
+
+describe('unknown states', () => {
+  it('reads a task directory without a status record as unknown', async () => {
+    const w = world();
+    const id = newTaskId();
+    mkdirSync(join(w.stateDir, 'tasks', id), { recursive: true, mode: 0o700 });
+    const view = await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 1 });
+    expect(view).toMatchObject({ state: 'unknown', exit_code: null, started_at: null, stdout: '', stdout_size: 0, error: { code: 'no_status' } });
+    expect(await callView(w, { protocol: 1, op: 'cancel', task_id: id })).toMatchObject({ state: 'unknown' });
+  });
+});
