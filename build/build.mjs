@@ -3,13 +3,15 @@
 // `npm start` runs this before serving MCP on stdout.
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
-import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const dist = join(root, 'dist');
+
+rmSync(join(dist, 'chunks'), { recursive: true, force: true });
 
 const common = { bundle: true, platform: 'node', target: 'node20', logLevel: 'warning', legalComments: 'none' };
 
@@ -30,13 +32,26 @@ writeFileSync(
   JSON.stringify({ version: pkg.version, sha256, file_name: `agent-${pkg.version}-${sha256.slice(0, 16)}.cjs` }, null, 2) + '\n',
 );
 
+// Split so that dist/host.js itself is small: keepers start from it and load only their chunk.
 await build({
   ...common,
-  entryPoints: [join(root, 'host/main.ts')],
-  outfile: join(dist, 'host.js'),
+  entryPoints: { host: join(root, 'host/main.ts') },
+  outdir: dist,
+  splitting: true,
+  chunkNames: 'chunks/[name]-[hash]',
   format: 'esm',
   packages: 'external',
   banner: { js: '#!/usr/bin/env node' },
   define: { __HOST_VERSION__: JSON.stringify(pkg.version) },
 });
 chmodSync(join(dist, 'host.js'), 0o755);
+
+// The local provider's per-sandbox keeper gets its own small entry: a keeper that loaded the
+// whole server (MCP and E2B SDKs) would start several times slower and weigh far more per sandbox.
+await build({
+  ...common,
+  entryPoints: [join(root, 'host/providers/local/keeper-main.ts')],
+  outfile: join(dist, 'keeper.js'),
+  format: 'esm',
+  packages: 'external',
+});

@@ -5,13 +5,14 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { bench, describe } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
+import { signalIfAlive } from '../../host/providers/local/proc.js';
 import { readKeeperRecord } from '../../host/providers/local/state.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { HOST_SCRIPT, sandboxesAvailable, tempStateDir } from '../local/helpers.js';
+import { KEEPER_SCRIPT, sandboxesAvailable, tempStateDir } from '../local/helpers.js';
 
 const available = sandboxesAvailable();
 const state = tempStateDir();
-const provider: Provider = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT });
+const provider: Provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
 
 function spawnTrue(): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -69,6 +70,20 @@ function report(line: string): void {
 
 // Headline figures, measured once at load (vitest runs no hooks in benchmark mode).
 let execId = '';
+// No async teardown either: when the worker ends, tell the remaining keeper to end its sandbox now.
+function releaseAll(): void {
+  if (execId) {
+    const rec = readKeeperRecord(`${state.dir}/local/${execId}`);
+    if (rec) signalIfAlive(rec.keeper, 'SIGTERM');
+  }
+  state.remove();
+}
+// vitest ends bench workers with SIGTERM (no 'exit' event otherwise).
+process.once('exit', releaseAll);
+process.once('SIGTERM', () => {
+  releaseAll();
+  process.exit(0);
+});
 if (available) {
   execId = (await provider.create({ timeoutS: 300 })).sandbox_id;
   // Interleaved in one run, so machine load skews both sides alike.
@@ -132,16 +147,6 @@ describe.skipIf(!available)('local create + kill', () => {
       const m = await provider.create({ timeoutS: 60 });
       await provider.kill(m.sandbox_id);
     },
-    {
-      time: 1500,
-      warmupIterations: 2,
-      // The last benchmark of the file: release the exec sandbox and the state directory.
-      teardown: async (_task, mode) => {
-        if (mode !== 'run') return;
-        await provider.kill(execId).catch(() => {});
-        await provider.close();
-        state.remove();
-      },
-    },
+    { time: 1500, warmupIterations: 2 },
   );
 });

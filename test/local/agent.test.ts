@@ -4,7 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { AGENT_BUNDLE, HOST_SCRIPT, sandboxesAvailable, tempStateDir } from './helpers.js';
+import { AGENT_BUNDLE, KEEPER_SCRIPT, sandboxesAvailable, tempStateDir } from './helpers.js';
 
 describe.skipIf(!sandboxesAvailable())('the agent inside a local sandbox', () => {
   const state = tempStateDir();
@@ -12,7 +12,7 @@ describe.skipIf(!sandboxesAvailable())('the agent inside a local sandbox', () =>
   let id: string;
 
   beforeAll(async () => {
-    provider = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT });
+    provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
     id = (await provider.create({ timeoutS: 120 })).sandbox_id;
   });
 

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { identify, isAlive } from '../../host/providers/local/proc.js';
 import { readKeeperRecord } from '../../host/providers/local/state.js';
-import { HOST_SCRIPT, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
+import { KEEPER_SCRIPT, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
 
 describe.skipIf(!sandboxesAvailable())('local provider environment checks', () => {
   const state = tempStateDir();
@@ -26,7 +26,7 @@ describe.skipIf(!sandboxesAvailable())('local provider environment checks', () =
   });
 
   it('without bubblewrap, create says so and how to install it', async () => {
-    const p = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT, tools: { bwrap: join(fakes, 'missing-bwrap') } });
+    const p = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT, tools: { bwrap: join(fakes, 'missing-bwrap') } });
     const err = await p.create({}).catch((e: unknown) => e);
     expect(err).toMatchObject({ category: 'unavailable', code: 'bwrap_missing' });
     expect((err as Error).message).toMatch(/bubblewrap.*install/i);
@@ -39,7 +39,7 @@ describe.skipIf(!sandboxesAvailable())('local provider environment checks', () =
       { stderr: 'bwrap: Creating new namespace failed: No space left on device', code: 'userns_refused', text: /user namespaces/ },
     ];
     for (const c of cases) {
-      const p = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT, tools: { bwrap: fakeBwrap(c.code + Math.random(), c.stderr) } });
+      const p = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT, tools: { bwrap: fakeBwrap(c.code + Math.random(), c.stderr) } });
       const err = await p.create({}).catch((e: unknown) => e);
       expect(err).toMatchObject({ category: 'unavailable', code: c.code });
       expect((err as Error).message).toMatch(c.text);
@@ -50,7 +50,7 @@ describe.skipIf(!sandboxesAvailable())('local provider environment checks', () =
   });
 
   it('never trusts a recorded pid whose start time differs (pid reuse): cleans up, signals nothing', async () => {
-    const p = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT });
+    const p = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
     const me = identify(process.pid)!;
     const dir = join(state.dir, 'local', 'reusedpid000');
     mkdirSync(dir, { recursive: true });
@@ -69,7 +69,7 @@ describe.skipIf(!sandboxesAvailable())('local provider environment checks', () =
   });
 
   it('the keeper acts on a shortened deadline (set_sandbox_timeout)', async () => {
-    const p = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT });
+    const p = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
     const { sandbox_id: id } = await p.create({ timeoutS: 600 });
     const rec = readKeeperRecord(join(state.dir, 'local', id))!;
     await p.setTimeout(id, 1);

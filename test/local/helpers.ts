@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const REPO = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
-export const HOST_SCRIPT = join(REPO, 'dist', 'host.js');
+export const KEEPER_SCRIPT = join(REPO, 'dist', 'keeper.js');
 export const AGENT_BUNDLE = join(REPO, 'dist', 'agent.cjs');
 
 function hasBwrap(): boolean {
@@ -23,7 +23,7 @@ function hasBwrap(): boolean {
 export function sandboxesAvailable(): boolean {
   const ok = hasBwrap();
   if (!ok && process.env.CI === 'true') throw new Error('bubblewrap (bwrap) is required in CI: .ci/run installs it');
-  if (ok && !existsSync(HOST_SCRIPT)) throw new Error('dist/host.js is missing: run `npm run build` first');
+  if (ok && !existsSync(KEEPER_SCRIPT)) throw new Error('dist/keeper.js is missing: run `npm run build` first');
   return ok;
 }
 

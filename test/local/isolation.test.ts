@@ -6,7 +6,7 @@ import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { HOST_SCRIPT, sandboxesAvailable, tempStateDir } from './helpers.js';
+import { KEEPER_SCRIPT, sandboxesAvailable, tempStateDir } from './helpers.js';
 
 describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
   const state = tempStateDir();
@@ -21,7 +21,7 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
   };
 
   beforeAll(async () => {
-    provider = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT });
+    provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
     id = (await provider.create({ timeoutS: 120 })).sandbox_id;
     hostSleeper = spawn('sleep', [marker], { stdio: 'ignore' });
   });

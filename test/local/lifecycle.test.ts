@@ -10,7 +10,7 @@ import { createLocalProvider } from '../../host/providers/local/local-provider.j
 import { isAlive } from '../../host/providers/local/proc.js';
 import { readKeeperRecord, type KeeperRecord } from '../../host/providers/local/state.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { cleanNodeEnv, HOST_SCRIPT, REPO, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
+import { cleanNodeEnv, KEEPER_SCRIPT, REPO, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
 
 const run = promisify(execFile);
 
@@ -31,7 +31,7 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
   };
 
   beforeAll(() => {
-    provider = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT });
+    provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
   });
 
   afterAll(async () => {
@@ -110,7 +110,7 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
       outfile: out,
       logLevel: 'silent',
     });
-    const { stdout } = await run(process.execPath, [out, state.dir, HOST_SCRIPT, '2'], { env: cleanNodeEnv() });
+    const { stdout } = await run(process.execPath, [out, state.dir, KEEPER_SCRIPT, '2'], { env: cleanNodeEnv() });
     const id = (JSON.parse(stdout) as { sandbox_id: string }).sandbox_id;
     created.push(id);
     const rec = keeperOf(id);
@@ -134,7 +134,7 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
 
   it('a new provider instance lists and execs into a sandbox created by another', async () => {
     const meta = await create({ envs: { FROM_CREATE: 'persisted' } });
-    const second = createLocalProvider({ stateDir: state.dir, hostScript: HOST_SCRIPT });
+    const second = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
     try {
       const listed = await second.list({ limit: 100, offset: 0 });
       expect(listed).toContainEqual(meta);

@@ -10,7 +10,7 @@ export const LOCAL_DETAILS = {
     'bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap, dnf install bubblewrap) and retry.',
   nsenterMissing: "util-linux's nsenter is not installed: install util-linux and retry.",
   setprivMissing: "util-linux's setpriv is not installed (needed to drop root in sandboxes): install util-linux and retry.",
-  hostBundleMissing: 'The built host bundle (dist/host.js) is missing: run `npm run build` and retry.',
+  hostBundleMissing: 'The built keeper (dist/keeper.js) is missing: run `npm run build` and retry.',
   usernsRefused:
     'The kernel refuses unprivileged user namespaces, which bubblewrap needs: enable them (sysctl -w kernel.unprivileged_userns_clone=1 and user.max_user_namespaces=10000) and retry.',
   usernsApparmor:

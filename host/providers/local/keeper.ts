@@ -1,4 +1,5 @@
-// The keeper: one detached host process per sandbox, started as `sandbox-mcp keeper <dir>`.
+// The keeper: one detached host process per sandbox, started as `node dist/keeper.js <dir>`
+// (also reachable as `sandbox-mcp keeper <dir>`).
 // It runs bubblewrap as its direct child (bwrap --die-with-parent: if the keeper dies, so does
 // the sandbox), reports readiness on fd 3, and owns the deadline: at end_at — whether or not any
 // server is running — it SIGKILLs the sandbox's pid 1 (which takes everything inside with it),
@@ -48,7 +49,7 @@ export function classifyBwrapFailure(stderr: string, exitCode: number | null): K
   return 'bwrap_failed';
 }
 
-/** Entry point of `sandbox-mcp keeper <sandbox dir>`; resolves only when the sandbox is gone. */
+/** Entry point of the keeper (`<sandbox dir>` as the only argument); resolves only when the sandbox is gone. */
 export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<void> {
   const reportFd = opts.reportFd ?? 3;
   const startTimeoutMs = opts.startTimeoutMs ?? 15_000;

@@ -63,8 +63,8 @@ import {
 export interface LocalProviderOpts {
   /** State directory (default: $SANDBOX_MCP_STATE_DIR, $XDG_STATE_HOME/sandbox-mcp, ~/.local/state/sandbox-mcp). */
   stateDir?: string;
-  /** The built host bundle that runs the keeper (`node <hostScript> keeper <dir>`); default dist/host.js. */
-  hostScript?: string;
+  /** The built keeper entry (`node <keeperScript> <dir>`); default dist/keeper.js next to the host bundle. */
+  keeperScript?: string;
   /** Node binary for keepers (default: this process's). */
   nodePath?: string;
   /** Lifetime of a sandbox when create gives none (default 300 s, like E2B). */
@@ -110,11 +110,11 @@ interface LiveSandbox {
   endAtMs: number;
 }
 
-/** Path of dist/host.js: this file itself when bundled, else the repository's build output. */
-export function defaultHostScript(): string {
+/** Path of dist/keeper.js: beside this file when bundled into dist/, else the repository's build output. */
+export function defaultKeeperScript(): string {
   const self = fileURLToPath(import.meta.url);
-  if (basename(self) === 'host.js') return self;
-  return resolve(dirname(self), '..', '..', '..', 'dist', 'host.js');
+  if (basename(dirname(self)) === 'dist') return join(dirname(self), 'keeper.js');
+  return resolve(dirname(self), '..', '..', '..', 'dist', 'keeper.js');
 }
 
 function isExecutable(path: string): boolean {
@@ -173,7 +173,7 @@ export class LocalProvider implements Provider {
   readonly id = LOCAL_PROVIDER_ID;
   private readonly stateDir: string;
   private readonly sandboxes: string;
-  private readonly hostScript: string;
+  private readonly keeperScript: string;
   private readonly nodePath: string;
   private readonly defaultTimeoutS: number;
   private readonly identity: Identity;
@@ -190,7 +190,7 @@ export class LocalProvider implements Provider {
   constructor(opts: LocalProviderOpts = {}) {
     this.stateDir = resolve(opts.stateDir ?? defaultStateDir());
     this.sandboxes = sandboxesDir(this.stateDir);
-    this.hostScript = opts.hostScript ?? defaultHostScript();
+    this.keeperScript = opts.keeperScript ?? defaultKeeperScript();
     this.nodePath = opts.nodePath ?? process.execPath;
     this.defaultTimeoutS = opts.defaultTimeoutS ?? DEFAULT_TIMEOUT_S;
     const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
@@ -293,7 +293,7 @@ export class LocalProvider implements Provider {
       const env: Record<string, string> = { PATH: process.env.PATH ?? sandboxPath() };
       if (process.env.SANDBOX_MCP_DEBUG) env.SANDBOX_MCP_DEBUG = process.env.SANDBOX_MCP_DEBUG;
       // A small heap keeps each idle keeper light; it holds no data.
-      const child = spawn(this.nodePath, ['--max-old-space-size=16', '--max-semi-space-size=1', '--v8-pool-size=0', this.hostScript, 'keeper', dir], {
+      const child = spawn(this.nodePath, ['--max-old-space-size=32', '--max-semi-space-size=1', '--v8-pool-size=0', this.keeperScript, dir], {
         cwd: '/',
         env,
         detached: true,
@@ -355,7 +355,7 @@ export class LocalProvider implements Provider {
     if (!setpriv && this.identity.dropPrivileges) {
       throw new ProviderError('unavailable', { code: 'setpriv_missing', detail: LOCAL_DETAILS.setprivMissing });
     }
-    if (!existsSync(this.hostScript)) {
+    if (!existsSync(this.keeperScript)) {
       throw new ProviderError('unavailable', { code: 'host_bundle_missing', detail: LOCAL_DETAILS.hostBundleMissing });
     }
     this.tools = { bwrap, nsenter, setpriv: setpriv ?? 'setpriv', sh: existsSync('/bin/sh') ? '/bin/sh' : this.shell };
