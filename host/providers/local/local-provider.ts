@@ -114,6 +114,8 @@ interface LiveSandbox {
 export function defaultKeeperScript(): string {
   const self = fileURLToPath(import.meta.url);
   if (basename(dirname(self)) === 'dist') return join(dirname(self), 'keeper.js');
+  // The CLI is code-split: this module may sit in dist/chunks/.
+  if (basename(dirname(self)) === 'chunks') return join(dirname(self), '..', 'keeper.js');
   return resolve(dirname(self), '..', '..', '..', 'dist', 'keeper.js');
 }
 
