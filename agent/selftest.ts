@@ -3,7 +3,7 @@
 // masking (in-process and through a real supervisor).
 import { existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, closeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { LIMITS, SECRET_MARKER } from '../shared/limits.js';
 import type { SelftestResult } from '../shared/protocol.js';
 import { CappedLog } from './capped-log.js';
@@ -135,7 +135,7 @@ async function checkSupervisor(scratch: string): Promise<string> {
   };
   writeFileAtomic(join(dir, TASK_FILES.request), JSON.stringify(request));
   const token = randomBytes(16).toString('hex');
-  const child = spawn(process.execPath, [process.argv[1]!, 'supervise', dir], {
+  const child = spawn(process.execPath, [resolve(process.argv[1]!), 'supervise', dir], {
     detached: true,
     stdio: 'ignore',
     env: { ...process.env, SANDBOX_SELFTEST_TOKEN: token },

@@ -66,7 +66,7 @@ async function launch(dir: string, opts: StartOpts, cwd: string, timings: Timing
   const debugFd = process.env.AGENT_DEBUG ? openSync(join(dir, 'supervisor-debug.log'), 'a', 0o600) : 'ignore';
   let spawnError: string | undefined;
   let hasExited = false;
-  const child = spawn(process.execPath, [process.argv[1]!, 'supervise', dir], {
+  const child = spawn(process.execPath, [resolve(process.argv[1]!), 'supervise', dir], {
     detached: true,
     stdio: ['ignore', 'ignore', debugFd],
     env: process.env,

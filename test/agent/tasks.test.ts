@@ -96,6 +96,9 @@ describe('output cap', () => {
     expect(readFileSync(join(taskDirOf(w, id), 'stdout.log')).length).toBe(1048576);
     const last = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: 1048576 - 4, limit: 100 });
     expect(last).toMatchObject({ stdout: 'xxxx', stdout_next_offset: 1048576 });
+    // The largest page still arrives as one JSON line.
+    const big = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: 4096, limit: 65536 });
+    expect(big).toMatchObject({ stdout: 'x'.repeat(65536), stdout_next_offset: 4096 + 65536 });
   });
 
   it('does not flag truncation for output of exactly the cap', async () => {
