@@ -192,7 +192,7 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
     expect(inDir.stdout.toString()).toBe('/tmp/work\nx\n');
     const rel = await provider.exec(id, 'pwd', { timeoutS: 10, cwd: '.' });
     expect(rel.stdout.toString()).toBe('/home/user\n');
-    await expect(provider.exec(id, 'pwd', { timeoutS: 10, cwd: '/no/such/dir' })).rejects.toMatchObject({ category: 'not_found' });
+    await expect(provider.exec(id, 'pwd', { timeoutS: 10, cwd: '/no/such/dir' })).rejects.toMatchObject({ category: 'invalid_argument', code: 'cwd_not_found' });
 
     const signalled = await provider.exec(id, 'kill -TERM $$', { timeoutS: 10 });
     expect(signalled).toMatchObject({ exitCode: 143, timedOut: false });

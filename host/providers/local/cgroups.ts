@@ -4,6 +4,7 @@
 import { chownSync, existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
+/** Limits to enforce; an absent field is not limited. */
 export interface CgroupLimits {
   cpu?: number;
   memoryMb?: number;

@@ -482,7 +482,8 @@ export class LocalProvider implements Provider {
       });
       if (r.exitCode !== 0 && !this.stillAlive(sb)) throw new ProviderError('not_found', { detail: LOCAL_DETAILS.endedDuringCommand });
       if (cwd !== undefined && r.exitCode === 1 && !r.timedOut && r.meta.toString() !== '.') {
-        throw new ProviderError('not_found', { code: 'cwd_not_found', detail: LOCAL_DETAILS.cwdMissing });
+        // invalid_argument, as E2B's envd reports it: the call's argument is wrong, not the sandbox.
+        throw new ProviderError('invalid_argument', { code: 'cwd_not_found', detail: LOCAL_DETAILS.cwdMissing });
       }
       return {
         exitCode: r.exitCode,

@@ -81,6 +81,7 @@ export function writePrivateFile(path: string, data: string): void {
   renameSync(tmp, path);
 }
 
+/** Names of the files in a sandbox directory (all 0600). */
 export const SPEC_FILE = 'spec.json';
 export const KEEPER_FILE = 'keeper.json';
 export const DEADLINE_FILE = 'deadline';
@@ -93,11 +94,13 @@ function readJson<T>(path: string): T | null {
   }
 }
 
+/** The sandbox's spec, or null when missing or of another format. */
 export function readSpec(dir: string): SandboxSpec | null {
   const spec = readJson<SandboxSpec>(join(dir, SPEC_FILE));
   return spec && spec.version === 1 ? spec : null;
 }
 
+/** The keeper's record, or null before the sandbox was ready (or when unreadable). */
 export function readKeeperRecord(dir: string): KeeperRecord | null {
   const rec = readJson<KeeperRecord>(join(dir, KEEPER_FILE));
   return rec && rec.version === 1 ? rec : null;
@@ -113,6 +116,7 @@ export function readDeadline(dir: string): number | null {
   }
 }
 
+/** Atomically replaces the deadline the keeper enforces. */
 export function writeDeadline(dir: string, endAtMs: number): void {
   writePrivateFile(join(dir, DEADLINE_FILE), `${Math.round(endAtMs)}\n`);
 }
