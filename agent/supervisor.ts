@@ -61,7 +61,6 @@ export async function runSupervisor(dir: string): Promise<void> {
     stderr_truncated: false,
   };
 
-  let child: ChildProcess | undefined;
   let pgid = 0;
   let termSent = false;
   let killTimer: NodeJS.Timeout | undefined;
@@ -138,9 +137,9 @@ export async function runSupervisor(dir: string): Promise<void> {
   const helpers: ChildProcess[] = [];
   const { spawn } = childProcess();
   const pipes = createFifoPipes(dir, 2);
-  const shell = pickShell();
+  let spawned: ChildProcess;
   try {
-    child = spawn(shell, ['-c', req.command], {
+    spawned = spawn(pickShell(), ['-c', req.command], {
       cwd: req.cwd,
       env: process.env,
       detached: true, // setsid: the command leads its own session and process group
@@ -151,8 +150,8 @@ export async function runSupervisor(dir: string): Promise<void> {
     finish({ code: 'spawn_failed', message: `the command could not be started (${(err as NodeJS.ErrnoException).code ?? 'error'})` });
     return;
   }
+  // Only the command may hold the write ends: EOF must mean the command's side is done.
   if (pipes) for (const p of pipes) closeSync(p.writeFd);
-  const spawned = child;
   if (spawned.pid === undefined) {
     spawned.once('error', (err: NodeJS.ErrnoException) => {
       status.reason = 'supervisor_error';

@@ -70,6 +70,7 @@ async function launch(dir: string, opts: StartOpts, cwd: string, timings: Timing
     detached: true,
     stdio: ['ignore', 'ignore', debugFd],
     env: process.env,
+    cwd: dir, // pins nothing of the caller's
   });
   child.on('error', (err: NodeJS.ErrnoException) => {
     spawnError = err.code ?? 'error';
