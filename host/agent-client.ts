@@ -2,7 +2,7 @@
 // when the sandbox lacks this exact build. The agent file is content-addressed, so a new host
 // never disturbs tasks supervised by an older agent.
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
@@ -39,8 +39,9 @@ export function loadAgentBundle(distDir = defaultDistDir()): AgentBundle {
 
 function defaultDistDir(): string {
   const here = dirname(fileURLToPath(import.meta.url));
-  // Bundled, this module is dist/host.js; from sources it is host/agent-client.ts.
-  return here.endsWith('dist') ? here : join(here, '..', 'dist');
+  // Bundled, this module is a chunk under dist/chunks/; from sources it is host/agent-client.ts.
+  const candidates = [join(here, '..'), here, join(here, '..', 'dist')];
+  return candidates.find((dir) => existsSync(join(dir, 'agent-manifest.json'))) ?? join(here, '..', 'dist');
 }
 
 /** Agent error codes as provider-boundary categories. */

@@ -1,10 +1,11 @@
-// Placeholder CLI; the MCP server replaces the default branch. `keeper` is the local
-// provider's detached keeper process (see host/providers/local/).
-declare const __HOST_VERSION__: string;
-const [command] = process.argv.slice(2);
-if (command === '--help' || command === '-h') {
-  process.stdout.write(`sandbox-mcp ${__HOST_VERSION__}\nUsage: sandbox-mcp [--help]\n`);
-} else if (command === 'keeper') {
+// The bin entry. It stays tiny because the local provider's detached keepers run from this same
+// file (`sandbox-mcp keeper <dir>`) with a 16 MB heap: they must not load the MCP or E2B SDKs,
+// which live in a separately built chunk that only the CLI imports.
+const argv = process.argv.slice(2);
+if (argv[0] === 'keeper') {
   const { runKeeper } = await import('./providers/local/keeper.js');
-  await runKeeper(process.argv.slice(3));
+  await runKeeper(argv.slice(1));
+} else {
+  const { runCli } = await import('./cli.js');
+  await runCli(argv);
 }

@@ -4,6 +4,7 @@
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import type { Readable } from 'node:stream';
+import { OutputCapture } from '../output-capture.js';
 import type { Command } from './bwrap-args.js';
 
 export interface CaptureOpts {
@@ -12,6 +13,8 @@ export interface CaptureOpts {
   timeoutMs: number;
   /** Per-stream capture cap; bytes beyond it are read and dropped. */
   maxOutputBytes: number;
+  /** Keep the first and last halves of the cap (exec output) instead of the first bytes (file reads). */
+  keepTail?: boolean;
   /** Opens fd 3 as a pipe back to us (scripts report metadata there). */
   withMetaFd?: boolean;
   /**
@@ -21,6 +24,8 @@ export interface CaptureOpts {
   drainGraceMs?: number;
   /** How long to wait for the process to exit after the timeout's SIGKILL before giving up. */
   killWaitMs?: number;
+  /** Told the process group id once the command runs (so a kill can end it early). */
+  onSpawn?: (pgid: number) => void;
 }
 
 export interface CaptureResult {
@@ -68,6 +73,23 @@ class CappedSink {
   }
 }
 
+/** OutputCapture behind CappedSink's face: head and tail of the cap. */
+class TailKeepingSink {
+  private readonly capture: OutputCapture;
+  constructor(cap: number) {
+    this.capture = new OutputCapture(cap);
+  }
+  push(chunk: Buffer): void {
+    this.capture.push(chunk);
+  }
+  get truncated(): boolean {
+    return this.capture.truncated;
+  }
+  buffer(): Buffer {
+    return this.capture.data;
+  }
+}
+
 /** Spawns `cmd` in a new process group and captures it; never rejects except for SpawnFailedError. */
 export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<CaptureResult> {
   const drainGraceMs = opts.drainGraceMs ?? 100;
@@ -81,8 +103,9 @@ export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<Capture
       ...(cmd.gid !== undefined ? { gid: cmd.gid } : {}),
       stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', ...(opts.withMetaFd ? (['pipe'] as const) : [])],
     });
-    const out = new CappedSink(opts.maxOutputBytes);
-    const err = new CappedSink(opts.maxOutputBytes);
+    const sink = () => (opts.keepTail ? new TailKeepingSink(opts.maxOutputBytes) : new CappedSink(opts.maxOutputBytes));
+    const out = sink();
+    const err = sink();
     const meta = new CappedSink(64 * 1024);
     let timedOut = false;
     let settled = false;
@@ -109,14 +132,7 @@ export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<Capture
       });
     };
     const killGroup = (): void => {
-      if (child.pid === undefined) return;
-      for (const sig of ['SIGKILL', 'SIGCONT'] as const) {
-        try {
-          process.kill(-child.pid, sig);
-        } catch {
-          // Already gone.
-        }
-      }
+      if (child.pid !== undefined) killProcessGroup(child.pid);
     };
 
     child.on('error', (e: NodeJS.ErrnoException) => {
@@ -147,4 +163,15 @@ export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<Capture
       }, opts.timeoutMs),
     );
   });
+}
+
+/** SIGKILLs a process group and continues it: a stopped nsenter would otherwise never exit. */
+export function killProcessGroup(pgid: number): void {
+  for (const sig of ['SIGKILL', 'SIGCONT'] as const) {
+    try {
+      process.kill(-pgid, sig);
+    } catch {
+      // Already gone.
+    }
+  }
 }

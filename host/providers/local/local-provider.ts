@@ -35,7 +35,7 @@ import {
 } from './bwrap-args.js';
 import { removeCgroups } from './cgroups.js';
 import { keeperFailureError, LOCAL_DETAILS, toProviderError } from './errors.js';
-import { captureCommand, SpawnFailedError, type CaptureResult } from './exec.js';
+import { captureCommand, killProcessGroup, SpawnFailedError, type CaptureResult } from './exec.js';
 import { fileStatusError, LIST_SCRIPT, parseListing, READ_SCRIPT, resolveSandboxPath, WRITE_SCRIPT } from './files.js';
 import type { KeeperReport } from './keeper.js';
 import { isAlive, signalIfAlive } from './proc.js';
@@ -188,6 +188,8 @@ export class LocalProvider implements Provider {
   private tools: ToolPaths | null = null;
   private readonly toolOverrides: Partial<ToolPaths>;
   private readonly cache = new Map<string, { spec: SandboxSpec; keeper: KeeperRecord }>();
+  /** Process groups of this instance's running commands, per sandbox (ended by kill). */
+  private readonly running = new Map<string, Set<number>>();
 
   constructor(opts: LocalProviderOpts = {}) {
     this.stateDir = resolve(opts.stateDir ?? defaultStateDir());
@@ -452,6 +454,8 @@ export class LocalProvider implements Provider {
       // The keeper normally removed everything; finish the job if it died or hung midway.
       if (isAlive(keeper) || existsSync(sb.dir)) await this.forceCleanup(sandboxId, sb.keeper);
       this.cache.delete(sandboxId);
+      // Commands of ours still waiting on the dead sandbox (e.g. a stopped nsenter) end now.
+      for (const pgid of this.running.get(sandboxId) ?? []) killProcessGroup(pgid);
     } catch (e) {
       throw toProviderError(e);
     }
@@ -477,6 +481,7 @@ export class LocalProvider implements Provider {
         env: { ...this.baseEnv(), ...sb.spec.envs, ...callEnvs },
         timeoutMs: opts.timeoutS * 1000,
         maxOutputBytes,
+        keepTail: true,
         withMetaFd: cwd !== undefined,
         ...(opts.stdin ? { stdin: opts.stdin } : {}),
       });
@@ -572,7 +577,7 @@ export class LocalProvider implements Provider {
   private async run(
     sb: LiveSandbox,
     argv: string[],
-    opts: { env: Record<string, string>; timeoutMs: number; maxOutputBytes: number; withMetaFd: boolean; stdin?: Buffer },
+    opts: { env: Record<string, string>; timeoutMs: number; maxOutputBytes: number; withMetaFd: boolean; keepTail?: boolean; stdin?: Buffer },
   ): Promise<CaptureResult> {
     const cmd: Command = buildEnterCommand(
       sb.keeper.pid1.pid,
@@ -581,14 +586,20 @@ export class LocalProvider implements Provider {
       sb.spec.tools,
       sb.keeper.cgroups.map((d) => join(d, 'cgroup.procs')),
     );
+    let groups = this.running.get(sb.id);
+    if (!groups) this.running.set(sb.id, (groups = new Set()));
+    let pgid: number | undefined;
     try {
-      return await captureCommand(cmd, { ...opts, drainGraceMs: this.drainGraceMs });
+      return await captureCommand(cmd, { ...opts, drainGraceMs: this.drainGraceMs, onSpawn: (p) => groups.add((pgid = p)) });
     } catch (e) {
       if (e instanceof SpawnFailedError) {
         if (e.code === 'ENOENT') throw new ProviderError('unavailable', { code: 'nsenter_missing', detail: LOCAL_DETAILS.nsenterMissing });
         throw new ProviderError('insufficient_resources', { code: e.code });
       }
       throw e;
+    } finally {
+      if (pgid !== undefined) groups.delete(pgid);
+      if (groups.size === 0) this.running.delete(sb.id);
     }
   }
 

@@ -1,0 +1,133 @@
+// Drives the BUILT server (dist/host.js) with the SDK's real Client, over stdio or HTTP.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { expect } from 'vitest';
+
+export const REPO = resolve(import.meta.dirname, '../..');
+export const HOST_JS = process.env.SANDBOX_MCP_E2E_HOST ?? join(REPO, 'dist/host.js');
+
+/** Fails loudly (never skips) when the build or bubblewrap is missing. */
+export function requirePrerequisites(): void {
+  if (!existsSync(HOST_JS)) throw new Error('dist/host.js is missing: run `npm run build` (npm test does)');
+  if (!existsSync('/usr/bin/bwrap') && !process.env.PATH?.split(':').some((d) => existsSync(join(d, 'bwrap')))) {
+    throw new Error('bubblewrap (bwrap) is required for these tests: apt-get install bubblewrap');
+  }
+}
+
+/** A fresh private state directory for one test file's local sandboxes. */
+export function tempStateDir(): string {
+  return mkdtempSync(join(tmpdir(), 'sandbox-mcp-e2e-'));
+}
+
+/** A clean environment for the server: no NODE_EXTRA_CA_CERTS, only what the test sets. */
+export function serverEnv(extra: Record<string, string> = {}): Record<string, string> {
+  return { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/root', ...extra };
+}
+
+export interface StdioServer {
+  client: Client;
+  transport: StdioClientTransport;
+  /** Closes stdin (EOF) and waits for the server process to exit. */
+  close(): Promise<void>;
+}
+
+/** Spawns the built server over stdio and connects a real MCP client. */
+export async function connectStdio(env: Record<string, string>, args: string[] = []): Promise<StdioServer> {
+  const transport = new StdioClientTransport({ command: process.execPath, args: [HOST_JS, ...args], env: serverEnv(env), stderr: 'pipe' });
+  const client = new Client({ name: 'e2e', version: '1.0.0' });
+  await client.connect(transport);
+  return {
+    client,
+    transport,
+    async close() {
+      const pid = transport.pid;
+      await client.close();
+      if (pid) await waitFor(() => !isAlive(pid), 'the server process to exit');
+    },
+  };
+}
+
+export interface HttpServer {
+  url: URL;
+  token: string;
+  process: ChildProcess;
+  /** Connects a new MCP session (its own client). */
+  connect(headers?: Record<string, string>): Promise<{ client: Client; transport: StreamableHTTPClientTransport }>;
+  stop(): Promise<void>;
+}
+
+/** Starts `sandbox-mcp http` on a free loopback port and waits until it listens. */
+export async function startHttp(env: Record<string, string>, args: string[] = []): Promise<HttpServer> {
+  const token = 'test-token-' + Math.random().toString(36).slice(2);
+  const child = spawn(process.execPath, [HOST_JS, 'http', '--port', '0', ...args], {
+    env: serverEnv({ ...env, SANDBOX_MCP_TOKEN: token }),
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const url = await new Promise<URL>((resolveUrl, reject) => {
+    let buf = '';
+    child.stderr!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      const m = /listening on (http:\/\/\S+)/.exec(buf);
+      if (m) resolveUrl(new URL(m[1]!));
+    });
+    child.once('exit', () => reject(new Error('http server exited before listening')));
+  });
+  return {
+    url,
+    token,
+    process: child,
+    async connect(headers = { authorization: `Bearer ${token}` }) {
+      const transport = new StreamableHTTPClientTransport(url, { requestInit: { headers } });
+      const client = new Client({ name: 'e2e-http', version: '1.0.0' });
+      await client.connect(transport);
+      return { client, transport };
+    },
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/** Calls a tool and returns its structured result, failing the test on a tool error. */
+export async function ok<T = Record<string, any>>(client: Client, name: string, args: Record<string, unknown> = {}): Promise<T> {
+  const r = (await client.callTool({ name, arguments: args })) as CallToolResult;
+  if (r.isError) throw new Error(`${name} failed: ${JSON.stringify(r.content)}`);
+  expect(r.structuredContent).toBeDefined();
+  return r.structuredContent as T;
+}
+
+/** The error object of a tool call that must fail: {category, suggestion, status?, code?} plus the raw text. */
+export async function toolError(client: Client, name: string, args: Record<string, unknown> = {}): Promise<{ category: string; suggestion: string; code?: string; text: string }> {
+  const r = (await client.callTool({ name, arguments: args })) as CallToolResult;
+  expect(r.isError, `${name} should fail`).toBe(true);
+  const text = (r.content[0] as { text: string }).text;
+  return { ...(JSON.parse(text) as { error: { category: string; suggestion: string; code?: string } }).error, text };
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Polls `cond` with a generous bound; never a timing assertion, only a ceiling for a broken run. */
+export async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000, intervalMs = 50): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}

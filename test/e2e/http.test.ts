@@ -1,0 +1,86 @@
+// Streamable HTTP: token, Host/Origin checks, separate sessions, DELETE and idle cleanup.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ok, requirePrerequisites, startHttp, tempStateDir, toolError, waitFor, type HttpServer } from './harness.js';
+
+const stateDir = tempStateDir();
+let server: HttpServer;
+
+beforeAll(async () => {
+  requirePrerequisites();
+  server = await startHttp({ SANDBOX_MCP_STATE_DIR: stateDir }, ['--idle-timeout', '2']);
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+const initialize = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+});
+
+async function rawPost(headers: Record<string, string>): Promise<Response> {
+  return fetch(server.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    body: initialize,
+  });
+}
+
+describe('HTTP transport', () => {
+  it('requires the bearer token', async () => {
+    expect((await rawPost({})).status).toBe(401);
+    expect((await rawPost({ authorization: 'Bearer wrong' })).status).toBe(401);
+    const good = await rawPost({ authorization: `Bearer ${server.token}` });
+    expect(good.status).toBe(200);
+    expect(good.headers.get('mcp-session-id')).toBeTruthy();
+  });
+
+  it('rejects a foreign Host or Origin (DNS rebinding)', async () => {
+    // fetch will not let us set Host, so speak raw HTTP for that case.
+    const { request } = await import('node:http');
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request(
+        { host: server.url.hostname, port: server.url.port, path: '/mcp', method: 'POST', headers: { host: `evil.example:${server.url.port}`, authorization: `Bearer ${server.token}`, 'content-type': 'application/json' } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
+      req.on('error', reject);
+      req.end(initialize);
+    });
+    expect(status).toBe(403);
+    expect((await rawPost({ authorization: `Bearer ${server.token}`, origin: 'http://evil.example' })).status).toBe(403);
+  });
+
+  it('keeps separate defaults per session, and DELETE destroys the session\'s sandboxes', async () => {
+    const a = await server.connect();
+    const b = await server.connect();
+    const sa = await ok(a.client, 'create_sandbox', {});
+    expect((await toolError(b.client, 'get_sandbox', {})).code).toBe('no_default_sandbox');
+    const sb = await ok(b.client, 'create_sandbox', {});
+    expect((await ok(a.client, 'get_sandbox', {})).sandbox_id).toBe(sa.sandbox_id);
+    expect((await ok(b.client, 'get_sandbox', {})).sandbox_id).toBe(sb.sandbox_id);
+
+    await a.transport.terminateSession(); // HTTP DELETE
+    await a.client.close();
+    await waitFor(async () => (await b.client.callTool({ name: 'get_sandbox', arguments: { sandbox_id: sa.sandbox_id } })).isError === true, 'the DELETEd session\'s sandbox to be destroyed');
+    expect((await toolError(b.client, 'get_sandbox', { sandbox_id: sa.sandbox_id })).category).toBe('not_found');
+    expect((await ok(b.client, 'get_sandbox', {})).status).toBe('running');
+    await ok(b.client, 'kill_sandbox', {});
+    await b.transport.terminateSession();
+    await b.client.close();
+  });
+
+  it('ends an idle session with the same cleanup', async () => {
+    const c = await server.connect();
+    const sc = await ok(c.client, 'create_sandbox', {});
+    const watcher = await server.connect();
+    // The watcher's own calls keep it alive while c goes idle (timeout 2 s).
+    await waitFor(async () => (await watcher.client.callTool({ name: 'get_sandbox', arguments: { sandbox_id: sc.sandbox_id } })).isError === true, 'the idle session\'s sandbox to be destroyed', 60_000, 500);
+    expect((await toolError(watcher.client, 'get_sandbox', { sandbox_id: sc.sandbox_id })).category).toBe('not_found');
+    await watcher.transport.terminateSession();
+  });
+});

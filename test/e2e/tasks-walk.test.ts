@@ -1,0 +1,128 @@
+// The seeds' walk over stdio with real local sandboxes: a task outlives its MCP session and its
+// server process, and a NEW server process reads, cancels and cleans up.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectStdio, ok, requirePrerequisites, tempStateDir, toolError, waitFor, type StdioServer } from './harness.js';
+
+const stateDir = tempStateDir();
+const env = { SANDBOX_MCP_STATE_DIR: stateDir };
+const open: StdioServer[] = [];
+
+async function server(): Promise<StdioServer> {
+  const s = await connectStdio(env);
+  open.push(s);
+  return s;
+}
+
+beforeAll(() => requirePrerequisites());
+afterAll(async () => {
+  // Destroy whatever a failed test left behind.
+  const s = await connectStdio(env);
+  const { sandboxes } = await ok(s.client, 'list_sandboxes', {});
+  for (const sb of sandboxes) await s.client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: sb.sandbox_id } });
+  await s.close();
+  await Promise.allSettled(open.map((o) => o.close()));
+});
+
+describe('reconnectable tasks through MCP', () => {
+  it('survives disconnect and server restart: BEFORE, then BEFORE…AFTER, succeeded, saved outcome on cancel, cleanup', async () => {
+    const first = await server();
+    const sandbox = await ok(first.client, 'create_sandbox', { timeout: 600 });
+    expect(sandbox.sandbox_id).toMatch(/^local:/);
+    const started = await ok(first.client, 'start_task', { command: 'printf BEFORE; sleep 10; printf AFTER', timeout: 120 });
+    expect(started.task_id).toMatch(/^[0-9a-f]{32}$/);
+    expect(started.sandbox_id).toBe(sandbox.sandbox_id);
+    expect(['running', 'succeeded']).toContain(started.state);
+    await first.close(); // EOF: the server exits; the sandbox is retained because of the task
+
+    const second = await server();
+    const handle = { sandbox_id: sandbox.sandbox_id, task_id: started.task_id };
+    const info = await ok(second.client, 'get_sandbox', { sandbox_id: sandbox.sandbox_id });
+    expect(info.status).toBe('running');
+
+    // Wait for BEFORE with the long poll rather than a loop of sleeps.
+    let page = await ok(second.client, 'get_task', { ...handle, wait: 5 });
+    await waitFor(async () => {
+      if (page.stdout.includes('BEFORE')) return true;
+      page = await ok(second.client, 'get_task', { ...handle, wait: 5 });
+      return page.stdout.includes('BEFORE');
+    }, 'BEFORE in the task output');
+    expect(page.stdout).toBe('BEFORE');
+    expect(page.state).toBe('running');
+    expect(page.stdout_next_offset).toBe(6);
+
+    // Read on from the returned offset until the state changes.
+    let next = page;
+    await waitFor(async () => {
+      next = await ok(second.client, 'get_task', { ...handle, stdout_offset: page.stdout_next_offset, wait: 15 });
+      return next.state !== 'running';
+    }, 'the task to finish', 60_000);
+    expect(next.state).toBe('succeeded');
+    expect(next.exit_code).toBe(0);
+    expect(next.stdout).toBe('AFTER');
+    expect(next.stdout_size).toBe(11);
+    expect(typeof next.started_at).toBe('number');
+    expect(next.finished_at).toBeGreaterThanOrEqual(next.started_at);
+
+    const replay = await ok(second.client, 'get_task', handle);
+    expect(replay.stdout).toBe('BEFOREAFTER');
+
+    const cancelled = await ok(second.client, 'cancel_task', handle);
+    expect(cancelled.state).toBe('succeeded');
+    expect(cancelled.exit_code).toBe(0);
+
+    const killed = await ok(second.client, 'kill_sandbox', { sandbox_id: sandbox.sandbox_id });
+    expect(killed).toEqual({ success: true, sandbox_id: sandbox.sandbox_id });
+    const gone = await toolError(second.client, 'get_sandbox', { sandbox_id: sandbox.sandbox_id });
+    expect(gone.category).toBe('not_found');
+  });
+
+  it('kills a session sandbox without tasks at EOF, and retains one with a task', async () => {
+    const s = await server();
+    const plain = await ok(s.client, 'create_sandbox', {});
+    const withTask = await ok(s.client, 'create_sandbox', {});
+    await ok(s.client, 'start_task', { sandbox_id: withTask.sandbox_id, command: 'sleep 300' });
+    await s.close();
+
+    const t = await server();
+    expect((await toolError(t.client, 'get_sandbox', { sandbox_id: plain.sandbox_id })).category).toBe('not_found');
+    expect((await ok(t.client, 'get_sandbox', { sandbox_id: withTask.sandbox_id })).status).toBe('running');
+    await ok(t.client, 'kill_sandbox', { sandbox_id: withTask.sandbox_id });
+  });
+
+  it('cancels a running task: cancelled, and its whole process group is gone', async () => {
+    const s = await server();
+    const sb = await ok(s.client, 'create_sandbox', {});
+    // A shell with two same-group children.
+    // (Distinct durations: the sandbox's own pid 1 runs a `sleep` of its own.)
+    const task = await ok(s.client, 'start_task', { command: 'sleep 1001 & sleep 1002; wait' });
+    const handle = { sandbox_id: sb.sandbox_id, task_id: task.task_id };
+    await waitFor(async () => {
+      // -x: the whole command line, so the task's own shell (whose line names both) is not counted.
+      const ps = await ok(s.client, 'run_command', { command: "pgrep -c -xf 'sleep 100[12]' || true" });
+      return ps.stdout.trim() === '2';
+    }, 'both sleeps to run');
+
+    const cancelled = await ok(s.client, 'cancel_task', handle);
+    expect(cancelled.state).toBe('cancelled');
+    const ps = await ok(s.client, 'run_command', { command: "pgrep -f 'sleep 100[12]' || echo none" });
+    expect(ps.stdout.trim()).toBe('none');
+    // Cancelling again returns the saved outcome.
+    expect((await ok(s.client, 'cancel_task', handle)).state).toBe('cancelled');
+    await ok(s.client, 'kill_sandbox', {});
+  });
+
+  it('reports a nonzero exit as task data, not a tool error', async () => {
+    const s = await server();
+    const sb = await ok(s.client, 'create_sandbox', {});
+    const task = await ok(s.client, 'start_task', { command: 'echo oops >&2; exit 3' });
+    let view = task;
+    await waitFor(async () => {
+      view = await ok(s.client, 'get_task', { sandbox_id: sb.sandbox_id, task_id: task.task_id, wait: 5 });
+      return view.state !== 'running';
+    }, 'the task to finish');
+    expect(view.state).toBe('failed');
+    expect(view.exit_code).toBe(3);
+    expect(view.stderr).toBe('oops\n');
+    await ok(s.client, 'kill_sandbox', {});
+  });
+});

@@ -1,0 +1,233 @@
+// The fifteen tools through a real MCP client over stdio, against real local sandboxes.
+import { createHash, randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OP_NAMES } from '../../shared/protocol.js';
+import { connectStdio, ok, requirePrerequisites, tempStateDir, toolError, type StdioServer } from './harness.js';
+
+const TOOL_NAMES = [
+  'create_sandbox',
+  'kill_sandbox',
+  'list_sandboxes',
+  'get_sandbox',
+  'set_sandbox_timeout',
+  'run_command',
+  'run_code',
+  'read_file',
+  'write_file',
+  'list_files',
+  'upload_file',
+  'download_file',
+  'start_task',
+  'get_task',
+  'cancel_task',
+];
+const METADATA_FIELDS = ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'];
+const SECRET = 'sk-live-' + randomBytes(12).toString('hex');
+
+const stateDir = tempStateDir();
+let s: StdioServer;
+let sandboxId: string;
+
+beforeAll(async () => {
+  requirePrerequisites();
+  // The server's own secret-named variable must be masked too.
+  s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, MY_SERVICE_TOKEN: 'server-side-token-value' });
+});
+afterAll(async () => {
+  await s?.close();
+});
+
+async function sandboxCount(): Promise<number> {
+  return (await ok(s.client, 'list_sandboxes', {})).sandboxes.length;
+}
+
+describe('the tool surface', () => {
+  it('lists exactly the fifteen tools, each with input and output schemas and annotations', async () => {
+    const { tools } = await s.client.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual([...TOOL_NAMES].sort());
+    for (const t of tools) {
+      expect(t.inputSchema.type).toBe('object');
+      expect(t.outputSchema?.type).toBe('object');
+      expect(typeof t.annotations?.readOnlyHint).toBe('boolean');
+    }
+    expect(tools.find((t) => t.name === 'get_task')!.annotations!.readOnlyHint).toBe(true);
+    expect(tools.find((t) => t.name === 'kill_sandbox')!.annotations!.destructiveHint).toBe(true);
+    expect(OP_NAMES).toEqual(['hello', 'start', 'get', 'cancel', 'selftest']);
+  });
+
+  it('tells the model the workflow in the initialize instructions', () => {
+    const text = s.client.getInstructions() ?? '';
+    expect(text).toMatch(/task_id/);
+    expect(text).toMatch(/offset/);
+    expect(text).toMatch(/kill_sandbox/);
+  });
+
+  it('get_sandbox with no default is a tool error and creates nothing', async () => {
+    const before = await sandboxCount();
+    const e = await toolError(s.client, 'get_sandbox', {});
+    expect(e.category).toBe('invalid_argument');
+    expect(e.suggestion).toMatch(/create_sandbox/);
+    expect((await toolError(s.client, 'run_command', { command: 'true' })).code).toBe('no_default_sandbox');
+    expect(await sandboxCount()).toBe(before);
+  });
+
+  it('rejects bad input before any provider call, naming the field and never echoing the value', async () => {
+    const before = await sandboxCount();
+    const cases: [string, Record<string, unknown>, string, string?][] = [
+      ['create_sandbox', { timeout: 60, surprise: 'VALUE_SURPRISE' }, 'surprise', 'VALUE_SURPRISE'],
+      ['create_sandbox', { timeout: true }, 'timeout'],
+      ['create_sandbox', { timeout: 1.5 }, 'timeout'],
+      ['create_sandbox', { timeout: '60' }, 'timeout'],
+      ['create_sandbox', { timeout: 86401 }, 'timeout'],
+      ['create_sandbox', { cpu: 0 }, 'cpu'],
+      ['create_sandbox', { envs: { GOOD: 'x', BAD: 7 } }, 'envs.BAD'],
+      ['list_sandboxes', { limit: 101 }, 'limit'],
+      ['list_sandboxes', { offset: -1 }, 'offset'],
+      ['get_sandbox', { sandbox_id: '' }, 'sandbox_id'],
+      ['set_sandbox_timeout', { timeout: 0 }, 'timeout'],
+      ['get_task', { sandbox_id: 'local:abc', task_id: 'NOT-A-TASK-ID-VALUE' }, 'task_id', 'NOT-A-TASK-ID-VALUE'],
+      ['get_task', { sandbox_id: 'local:abc', task_id: '0'.repeat(32), limit: 65537 }, 'limit'],
+      ['get_task', { sandbox_id: 'local:abc', task_id: '0'.repeat(32), wait: 31 }, 'wait'],
+      ['start_task', { command: 'x'.repeat(65537) }, 'command'],
+      ['start_task', { command: 'true', timeout: 3601 }, 'timeout'],
+      ['run_command', { command: 'true', timeout: false }, 'timeout'],
+      ['list_files', { path: '/', depth: 6 }, 'depth'],
+      ['download_file', { path: '/x', length: 4 * 1024 * 1024 + 1 }, 'length'],
+    ];
+    for (const [tool, args, field, secretValue] of cases) {
+      const e = await toolError(s.client, tool, args);
+      expect(e.category, `${tool} ${field}`).toBe('invalid_argument');
+      expect(e.suggestion, `${tool} ${field}`).toContain(`\`${field}\``);
+      if (secretValue) expect(e.text).not.toContain(secretValue);
+    }
+    expect(await sandboxCount()).toBe(before);
+  });
+
+  it('creates a sandbox with exactly the nine metadata fields and makes it the default', async () => {
+    const meta = await ok(s.client, 'create_sandbox', { timeout: 300, envs: { API_SECRET_KEY: SECRET, PLAIN: 'visible' } });
+    sandboxId = meta.sandbox_id;
+    expect(Object.keys(meta).sort()).toEqual(METADATA_FIELDS);
+    expect(meta.template).toBe('base');
+    const info = await ok(s.client, 'get_sandbox', {});
+    expect(Object.keys(info).sort()).toEqual(METADATA_FIELDS);
+    expect(info.sandbox_id).toBe(sandboxId);
+    const listed = await ok(s.client, 'list_sandboxes', { status: 'running' });
+    for (const item of listed.sandboxes) expect(Object.keys(item).sort()).toEqual(METADATA_FIELDS);
+    expect(listed.sandboxes.map((m: { sandbox_id: string }) => m.sandbox_id)).toContain(sandboxId);
+  });
+
+  it('set_sandbox_timeout moves end_at from now', async () => {
+    const before = await ok(s.client, 'get_sandbox', {});
+    const r = await ok(s.client, 'set_sandbox_timeout', { timeout: 7200 });
+    expect(r).toEqual({ success: true, sandbox_id: sandboxId, timeout: 7200 });
+    const after = await ok(s.client, 'get_sandbox', {});
+    const remainingS = (Date.parse(after.end_at) - Date.now()) / 1000;
+    expect(remainingS).toBeGreaterThan(3600);
+    expect(Date.parse(after.end_at)).toBeGreaterThan(Date.parse(before.end_at));
+  });
+
+  it('masks secrets from create envs and from the server environment in run_command and task output', async () => {
+    const run = await ok(s.client, 'run_command', { command: 'echo "$API_SECRET_KEY $PLAIN"; echo server-side-token-value >&2' });
+    expect(run.exit_code).toBe(0);
+    expect(run.stdout).not.toContain(SECRET);
+    expect(run.stdout).toContain('[MASKED] visible');
+    expect(run.stderr).toBe('[MASKED]\n');
+    const task = await ok(s.client, 'start_task', { command: 'printf "%s" "$API_SECRET_KEY"; echo; echo server-side-token-value' });
+    let view = task;
+    for (let i = 0; i < 20 && view.state === 'running'; i++) {
+      view = await ok(s.client, 'get_task', { sandbox_id: sandboxId, task_id: task.task_id, wait: 5 });
+    }
+    expect(view.state).toBe('succeeded');
+    expect(view.stdout).toBe('[MASKED]\n[MASKED]\n');
+  });
+
+  it('run_command reports exit codes, cwd and per-call envs, and caps output with explicit truncation', async () => {
+    const r = await ok(s.client, 'run_command', { command: 'pwd; echo "$X"; exit 7', cwd: '/tmp', envs: { X: 'per-call' } });
+    expect(r.exit_code).toBe(7);
+    expect(r.stdout).toBe('/tmp\nper-call\n');
+    const big = await ok(s.client, 'run_command', { command: 'head -c 200000 /dev/zero | tr "\\0" a; echo END' });
+    expect(big.stdout_truncated).toBe(true);
+    expect(big.stdout.startsWith('a'.repeat(32768))).toBe(true);
+    expect(big.stdout.endsWith('aEND\n')).toBe(true);
+    expect(big.stdout).toContain('output truncated');
+    expect(Buffer.byteLength(big.stdout)).toBeLessThan(64 * 1024 + 200);
+  });
+
+  it('run_code runs python, javascript and bash', async () => {
+    expect((await ok(s.client, 'run_code', { code: 'print(6*7)' })).stdout).toBe('42\n');
+    expect((await ok(s.client, 'run_code', { code: 'console.log([1,2].length)', language: 'javascript' })).stdout).toBe('2\n');
+    expect((await ok(s.client, 'run_code', { code: 'echo $((2+3))', language: 'bash' })).stdout).toBe('5\n');
+  });
+
+  it('writes, reads and lists text files', async () => {
+    expect(await ok(s.client, 'write_file', { path: 'notes/a/b.txt', content: 'héllo\n' })).toEqual({ path: 'notes/a/b.txt', bytes_written: 7 });
+    const read = await ok(s.client, 'read_file', { path: '/home/user/notes/a/b.txt' });
+    expect(read).toEqual({ path: '/home/user/notes/a/b.txt', content: 'héllo\n', size: 7, truncated: false });
+    const listed = await ok(s.client, 'list_files', { path: 'notes', depth: 2 });
+    const names = listed.entries.map((e: { name: string; type: string }) => `${e.type}:${e.name}`).sort();
+    expect(names).toEqual(['directory:a', 'file:b.txt']);
+    expect(listed.truncated).toBe(false);
+    expect((await toolError(s.client, 'read_file', { path: '/nonexistent/file' })).category).toBe('not_found');
+  });
+
+  it('round-trips a binary file of several MiB in chunks, sha256 checked', async () => {
+    const data = randomBytes(5 * 1024 * 1024 + 123);
+    const chunk = 2 * 1024 * 1024;
+    let last: Record<string, any> = {};
+    for (let off = 0; off < data.length; off += chunk) {
+      last = await ok(s.client, 'upload_file', {
+        path: 'blob.bin',
+        data_base64: data.subarray(off, off + chunk).toString('base64'),
+        append: off > 0,
+      });
+    }
+    const fullHash = createHash('sha256').update(data).digest('hex');
+    expect(last.size).toBe(data.length);
+    expect(last.sha256).toBe(fullHash);
+
+    const parts: Buffer[] = [];
+    let offset = 0;
+    for (;;) {
+      const page = await ok(s.client, 'download_file', { path: 'blob.bin', offset, length: 3 * 1024 * 1024 });
+      const bytes = Buffer.from(page.data_base64, 'base64');
+      expect(page.sha256).toBe(createHash('sha256').update(bytes).digest('hex'));
+      expect(page.size).toBe(data.length);
+      parts.push(bytes);
+      offset += page.bytes;
+      if (page.eof) break;
+    }
+    expect(createHash('sha256').update(Buffer.concat(parts)).digest('hex')).toBe(fullHash);
+    expect((await toolError(s.client, 'upload_file', { path: 'x', data_base64: 'not base64!' })).suggestion).toContain('`data_base64`');
+  });
+
+  it('returns images from download_file as an image content block too', async () => {
+    const png = Buffer.from('89504e470d0a1a0a0000000d4948445200000001000000010806000000', 'hex');
+    await ok(s.client, 'upload_file', { path: 'pic.png', data_base64: png.toString('base64') });
+    const r = await s.client.callTool({ name: 'download_file', arguments: { path: 'pic.png' } });
+    const image = (r.content as { type: string; mimeType?: string; data?: string }[]).find((c) => c.type === 'image');
+    expect(image?.mimeType).toBe('image/png');
+    expect(image?.data).toBe(png.toString('base64'));
+  });
+
+  it('paginates list_sandboxes by offset', async () => {
+    await ok(s.client, 'create_sandbox', {});
+    await ok(s.client, 'create_sandbox', {});
+    const all = await ok(s.client, 'list_sandboxes', {});
+    expect(all.sandboxes.length).toBeGreaterThanOrEqual(3);
+    const first = await ok(s.client, 'list_sandboxes', { limit: 2, offset: 0 });
+    const second = await ok(s.client, 'list_sandboxes', { limit: 2, offset: 2 });
+    expect(first).toMatchObject({ limit: 2, offset: 0 });
+    expect(first.sandboxes).toHaveLength(2);
+    const ids = [...first.sandboxes, ...second.sandboxes].map((m: { sandbox_id: string }) => m.sandbox_id);
+    expect(new Set(ids).size).toBe(ids.length);
+    // Pages are consecutive slices of the same stable order.
+    expect(ids).toEqual(all.sandboxes.slice(0, ids.length).map((m: { sandbox_id: string }) => m.sandbox_id));
+  });
+
+  it('kill_sandbox clears the default', async () => {
+    const meta = await ok(s.client, 'create_sandbox', {});
+    expect(await ok(s.client, 'kill_sandbox', {})).toEqual({ success: true, sandbox_id: meta.sandbox_id });
+    expect((await toolError(s.client, 'get_sandbox', {})).code).toBe('no_default_sandbox');
+    expect((await toolError(s.client, 'get_sandbox', { sandbox_id: meta.sandbox_id })).category).toBe('not_found');
+  });
+});
