@@ -27,11 +27,11 @@ const START_POLL_MS = 10;
 
 /** Starts the task unless its directory exists; either way returns the task's observed view (page 0). */
 export async function startTask(opts: StartOpts, timings: Timings): Promise<TaskView> {
-  const cwd = resolveCwd(opts.cwd);
   const tasks = ensureTasksDir();
   const dir = join(tasks, opts.taskId);
   let isNew = false;
   if (!existsSync(dir)) {
+    const cwd = resolveCwd(opts.cwd);
     if (countTasks(tasks) >= LIMITS.maxTasks) throw taskLimit();
     try {
       mkdirSync(dir, { mode: 0o700 });
@@ -39,14 +39,17 @@ export async function startTask(opts: StartOpts, timings: Timings): Promise<Task
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
-    // Two starts racing for the last slots may both get here; one more check keeps the bound.
-    if (isNew && countTasks(tasks) > LIMITS.maxTasks) {
-      rmdirSync(dir);
-      throw taskLimit();
+    if (isNew) {
+      // Two starts racing for the last slots may both get here; one more count keeps the bound.
+      if (countTasks(tasks) > LIMITS.maxTasks) {
+        rmdirSync(dir);
+        throw taskLimit();
+      }
+      await launch(dir, opts, cwd, timings);
     }
   }
-  if (isNew) await launch(dir, opts, cwd, timings);
-  else await waitForStatus(dir, timings.startReportMs, () => false);
+  // An existing task (or one a concurrent start just created) is reported, never started again.
+  if (!isNew) await waitForStatus(dir, timings.startReportMs, () => false);
   return buildView(opts.taskId, dir, observeTask(dir), { stdoutOffset: 0, stderrOffset: 0, limit: LIMITS.pageDefaultBytes });
 }
 
