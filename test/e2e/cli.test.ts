@@ -1,0 +1,81 @@
+// The CLI around the server: the README's `npm start`, --help, and the protocol-level debugging
+// commands, which use the same agent client as the server.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { execFile } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLocalProvider } from '../../host/providers/local/local-provider.js';
+import type { Provider } from '../../host/providers/provider.js';
+import { HOST_JS, REPO, requirePrerequisites, serverEnv, tempStateDir } from './harness.js';
+
+const stateDir = tempStateDir();
+let provider: Provider;
+let sandboxId: string;
+
+function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [HOST_JS, ...args], { env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir }) }, (error, stdout, stderr) => {
+      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+beforeAll(async () => {
+  requirePrerequisites();
+  provider = createLocalProvider({ stateDir });
+  sandboxId = (await provider.create({ timeoutS: 600 })).sandbox_id;
+});
+afterAll(async () => {
+  await provider?.kill(sandboxId).catch(() => undefined);
+  await provider?.close();
+});
+
+describe('sandbox-mcp CLI', () => {
+  it('`npm start` serves MCP on a clean stdout', async () => {
+    const transport = new StdioClientTransport({ command: 'npm', args: ['start'], cwd: REPO, env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir }), stderr: 'pipe' });
+    const errors: Error[] = [];
+    transport.onerror = (e) => errors.push(e);
+    const client = new Client({ name: 'npm-start', version: '1' });
+    await client.connect(transport);
+    const { tools } = await client.listTools();
+    expect(tools).toHaveLength(15);
+    await client.close();
+    expect(errors).toEqual([]);
+  });
+
+  it('--help documents the transports, configuration and debugging commands', async () => {
+    const { code, stdout } = await cli(['--help']);
+    expect(code).toBe(0);
+    for (const word of ['http', '--port', '--provider', 'SANDBOX_MCP_STATE_DIR', 'SANDBOX_MCP_TOKEN', 'E2B_API_KEY', 'agent <sandbox_id>', 'selftest <sandbox_id>']) {
+      expect(stdout).toContain(word);
+    }
+  });
+
+  it('`agent` sends one raw request and prints the raw response line', async () => {
+    const hello = await cli(['agent', sandboxId, 'hello']);
+    expect(hello.code).toBe(0);
+    const line = JSON.parse(hello.stdout.trim());
+    expect(line).toMatchObject({ protocol: 1, ok: true, result: { protocol: 1, max_tasks: 128, stream_cap_bytes: 1048576 } });
+
+    const bad = await cli(['agent', `local:${sandboxId}`, 'get', '{"task_id":"NOT-HEX-VALUE"}']);
+    expect(bad.code).toBe(1);
+    const refusal = JSON.parse(bad.stdout.trim());
+    expect(refusal).toMatchObject({ protocol: 1, ok: false, error: { code: 'invalid_request' } });
+    expect(bad.stdout).not.toContain('NOT-HEX-VALUE');
+  });
+
+  it('`selftest` runs the agent selftest inside the sandbox', async () => {
+    const r = await cli(['selftest', sandboxId]);
+    const line = JSON.parse(r.stdout.trim());
+    expect(line.ok).toBe(true);
+    expect(line.result.ok).toBe(true);
+    expect(line.result.checks.length).toBeGreaterThanOrEqual(5);
+    expect(r.code).toBe(0);
+  });
+
+  it('refuses unknown commands and bad flags with exit 2', async () => {
+    expect((await cli(['frobnicate'])).code).toBe(2);
+    expect((await cli(['--provider', 'nope'])).code).toBe(2);
+    expect((await cli(['http', '--port', 'x'])).code).toBe(2);
+  });
+});
