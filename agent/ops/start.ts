@@ -49,7 +49,8 @@ export async function startTask(opts: StartOpts, timings: Timings): Promise<Task
     }
   }
   // An existing task (or one a concurrent start just created) is reported, never started again.
-  if (!isNew) await waitForStatus(dir, timings.startReportMs, () => false);
+  // A directory that is still young may belong to a start in progress: give it time to report.
+  if (!isNew) await waitForStatus(dir, timings.startReportMs - ageMs(dir), () => false);
   return buildView(opts.taskId, dir, observeTask(dir), { stdoutOffset: 0, stderrOffset: 0, limit: LIMITS.pageDefaultBytes });
 }
 
@@ -133,6 +134,15 @@ function resolveCwd(cwd: string | undefined): string {
   }
   if (!isDir) throw new AgentFailure('invalid_request', 'field `cwd` is not an existing directory');
   return path;
+}
+
+/** Time since the directory last changed (its files are created right after it). */
+function ageMs(dir: string): number {
+  try {
+    return Date.now() - statSync(dir).mtimeMs;
+  } catch {
+    return Infinity;
+  }
 }
 
 function countTasks(tasks: string): number {

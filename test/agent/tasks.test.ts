@@ -1,6 +1,6 @@
 // Real tasks through the built agent: the seeds' walk, masking, the cap, pages, exit codes,
 // group cleanup on completion, long-polling, idempotent start and the task limit.
-import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TaskView } from '../../shared/protocol.js';
@@ -205,11 +205,14 @@ describe('start', () => {
   });
 
   it('refuses the 129th task with task_limit, but still answers for existing ones', async () => {
-    const w = world({ SANDBOX_AGENT_START_REPORT_MS: '100' });
+    const w = world();
     const tasks = join(w.stateDir, 'tasks');
     mkdirSync(tasks, { recursive: true, mode: 0o700 });
     const ids = Array.from({ length: 128 }, newTaskId);
     for (const id of ids) mkdirSync(join(tasks, id), { mode: 0o700 });
+    // Old enough not to look like a start in progress.
+    const past = new Date(Date.now() - 60_000);
+    utimesSync(join(tasks, ids[0]!), past, past);
     const extra = newTaskId();
     const res = await call(w, { protocol: 1, op: 'start', task_id: extra, command: 'true' });
     expect(res).toMatchObject({ ok: false, error: { code: 'task_limit' } });
