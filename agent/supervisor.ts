@@ -137,6 +137,7 @@ export async function runSupervisor(dir: string): Promise<void> {
   const helpers: ChildProcess[] = [];
   const { spawn } = childProcess();
   const pipes = createFifoPipes(dir, 2);
+  if (!pipes) debug('no FIFOs (mkfifo missing?): draining plain child-process pipes');
   let spawned: ChildProcess;
   try {
     spawned = spawn(pickShell(), ['-c', req.command], {

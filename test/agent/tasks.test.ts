@@ -1,6 +1,7 @@
 // Real tasks through the built agent: the seeds' walk, masking, the cap, pages, exit codes,
 // group cleanup on completion, long-polling, idempotent start and the task limit.
-import { existsSync, mkdirSync, readdirSync, readFileSync, utimesSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TaskView } from '../../shared/protocol.js';
@@ -105,6 +106,24 @@ describe('output cap', () => {
     const w = world();
     const { task_id: id } = await start(w, fixture('spew-bytes.sh', '1048576'));
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout_size: 1048576, stdout_truncated: false });
+  });
+});
+
+describe('without mkfifo and cat', () => {
+  it('falls back to plain pipes with the same cap and masking', async () => {
+    const secret = `tok-${newTaskId()}`;
+    const w = world({ FALLBACK_TOKEN: secret });
+    // A PATH with just what the command needs: no mkfifo, no cat.
+    const bin = join(w.home, 'bin');
+    mkdirSync(bin);
+    for (const tool of ['bash', 'head', 'tr', 'printenv', 'sleep']) symlinkSync(execFileSync('bash', ['-c', `command -v ${tool}`]).toString().trim(), join(bin, tool));
+    const env = { PATH: bin, AGENT_DEBUG: '1' };
+    const cmd = `${fixture('print-secret.sh', 'FALLBACK_TOKEN')}; ${fixture('spew-bytes.sh', String(3 * 1024 * 1024))}`;
+    const { task_id: id } = await callView(w, { protocol: 1, op: 'start', task_id: newTaskId(), command: cmd }, env);
+    const view = await waitTerminal(w, id);
+    expect(view).toMatchObject({ state: 'succeeded', stdout_size: 1048576, stdout_truncated: true });
+    expect(view.stdout.startsWith('secret: [MASKED] :end\nxxx')).toBe(true);
+    expect(readFileSync(join(taskDirOf(w, id), 'supervisor-debug.log'), 'utf8')).toContain('draining plain child-process pipes');
   });
 });
 
