@@ -33,6 +33,8 @@ export function serverEnv(extra: Record<string, string> = {}): Record<string, st
 export interface StdioServer {
   client: Client;
   transport: StdioClientTransport;
+  /** Everything the server wrote to stderr so far (its log). */
+  stderr(): string;
   /** Closes stdin (EOF) and waits for the server process to exit. */
   close(): Promise<void>;
 }
@@ -40,11 +42,14 @@ export interface StdioServer {
 /** Spawns the built server over stdio and connects a real MCP client. */
 export async function connectStdio(env: Record<string, string>, args: string[] = []): Promise<StdioServer> {
   const transport = new StdioClientTransport({ command: process.execPath, args: [HOST_JS, ...args], env: serverEnv(env), stderr: 'pipe' });
+  let log = '';
+  transport.stderr?.on('data', (d: Buffer) => (log += d.toString('utf8')));
   const client = new Client({ name: 'e2e', version: '1.0.0' });
   await client.connect(transport);
   return {
     client,
     transport,
+    stderr: () => log,
     async close() {
       const pid = transport.pid;
       await client.close();

@@ -100,6 +100,11 @@ describe('the tool surface', () => {
       expect(e.suggestion, `${tool} ${field}`).toContain(`\`${field}\``);
       if (secretValue) expect(e.text).not.toContain(secretValue);
     }
+    // The encoded-request cap (JSON + base64 + quoting) applies before any provider contact:
+    // 30000 three-byte characters fit the character limit but not 96 KiB once encoded.
+    const huge = await toolError(s.client, 'start_task', { sandbox_id: 'local:doesnotexist', command: '€'.repeat(30000) });
+    expect(huge.category).toBe('invalid_argument');
+    expect(huge.suggestion).toContain('`command`');
     expect(await sandboxCount()).toBe(before);
   });
 
@@ -222,6 +227,16 @@ describe('the tool surface', () => {
     expect(new Set(ids).size).toBe(ids.length);
     // Pages are consecutive slices of the same stable order.
     expect(ids).toEqual(all.sandboxes.slice(0, ids.length).map((m: { sandbox_id: string }) => m.sandbox_id));
+  });
+
+  it('logs to stderr without secrets, argument values or output', async () => {
+    const log = s.stderr();
+    expect(log).toContain('"tool":"run_command"');
+    expect(log).not.toContain(SECRET);
+    expect(log).not.toContain('server-side-token-value');
+    expect(log).not.toContain('per-call');
+    expect(log).not.toContain('NOT-A-TASK-ID-VALUE');
+    for (const line of log.trim().split('\n')) expect(() => JSON.parse(line)).not.toThrow();
   });
 
   it('kill_sandbox clears the default', async () => {

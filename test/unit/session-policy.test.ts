@@ -178,3 +178,36 @@ describe('session renewal policy and ownership', () => {
     expect(p.calls.filter((c) => c.op === 'kill')).toHaveLength(1);
   });
 });
+
+describe('start_task submission outcomes', () => {
+  it('answers `unknown` with the same handle when the submission times out, and still retains the sandbox', async () => {
+    const p = recordingProvider();
+    p.provider.exec = async (id) => {
+      p.calls.push({ op: 'exec', id });
+      throw new ProviderError('timeout');
+    };
+    const d = deps(p.provider);
+    const session = new Session();
+    await callTool(d, session, 'create_sandbox', {});
+    const r = await callTool(d, session, 'start_task', { command: 'sleep 5' });
+    expect(r.isError).toBeFalsy();
+    const view = r.structuredContent as { state: string; task_id: string; sandbox_id: string; error?: { code: string } };
+    expect(view.state).toBe('unknown');
+    expect(view.task_id).toMatch(/^[0-9a-f]{32}$/);
+    expect(view.sandbox_id).toBe('local:sb1');
+    expect(view.error?.code).toBe('timeout');
+    await closeSession(d, session);
+    expect(p.calls.filter((c) => c.op === 'kill')).toEqual([]);
+  });
+
+  it('reports a certain refusal (sandbox gone) as a tool error', async () => {
+    const p = recordingProvider();
+    p.provider.exec = async () => {
+      throw new ProviderError('not_found');
+    };
+    const d = deps(p.provider);
+    const r = await callTool(d, new Session(), 'start_task', { sandbox_id: 'local:gone', command: 'true' });
+    expect(r.isError).toBe(true);
+    expect(JSON.parse((r.content[0] as { text: string }).text).error.category).toBe('not_found');
+  });
+});
