@@ -68,13 +68,24 @@ describe.skipIf(!sandboxesAvailable())('local provider environment checks', () =
     expect(isAlive(me)).toBe(true);
   });
 
-  it('the keeper acts on a shortened deadline (set_sandbox_timeout)', async () => {
+  it('the keeper acts on a shortened deadline (set_sandbox_timeout), even with a stopped command', async () => {
     const p = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
     const { sandbox_id: id } = await p.create({ timeoutS: 600 });
     const rec = readKeeperRecord(join(state.dir, 'local', id))!;
+    // A stopped shell stops its nsenter too, which then cannot reap it: the keeper must handle that.
+    let outcome: unknown = 'pending';
+    const stopped = p.exec(id, 'kill -STOP $$', { timeoutS: 50 }).then(
+      () => (outcome = 'resolved'),
+      (e: unknown) => (outcome = e),
+    );
+    await waitFor(async () => (await p.exec(id, 'grep -l "^State:.*T (stopped)" /proc/[0-9]*/status', { timeoutS: 5 })).stdout.length > 0);
     await p.setTimeout(id, 1);
-    await waitFor(() => !isAlive(rec.keeper) && !isAlive(rec.pid1), 15_000);
+    await waitFor(() => !isAlive(rec.keeper) && !isAlive(rec.pid1) && !isAlive(rec.bwrap), 15_000);
     expect(existsSync(join(state.dir, 'local', id))).toBe(false);
     await expect(p.getInfo(id)).rejects.toMatchObject({ category: 'not_found' });
+    // Well before the command's own 50 s timeout.
+    await waitFor(() => outcome !== 'pending', 15_000);
+    await stopped;
+    expect(outcome).toMatchObject({ category: 'not_found' });
   });
 });

@@ -209,6 +209,37 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
     expect(await running).toMatchObject({ category: 'not_found' });
   });
 
+  it('kill also ends a command whose shell stopped itself (its nsenter stops too)', async () => {
+    const { sandbox_id: id } = await create();
+    let outcome: unknown = 'pending';
+    const running = provider.exec(id, 'kill -STOP $$', { timeoutS: 50 }).then(
+      () => (outcome = 'resolved'),
+      (e: unknown) => (outcome = e),
+    );
+    await waitFor(async () => (await provider.exec(id, 'grep -l "^State:.*T (stopped)" /proc/[0-9]*/status', { timeoutS: 5 })).stdout.length > 0);
+    await provider.kill(id);
+    // Well before the command's own 50 s timeout.
+    await waitFor(() => outcome !== 'pending', 20_000);
+    await running;
+    expect(outcome).toMatchObject({ category: 'not_found' });
+  });
+
+  it('moves megabytes both ways and keeps shallow entries first when a listing is capped', async () => {
+    const { sandbox_id: id } = await create();
+    const big = Buffer.alloc(3 * 1024 * 1024);
+    for (let i = 0; i < big.length; i += 4096) big[i] = i % 251;
+    expect(await provider.writeFile(id, 'big.bin', big)).toEqual({ size: big.length });
+    expect(await provider.writeFile(id, 'big.bin', big, { append: true })).toEqual({ size: 2 * big.length });
+    const tail = await provider.readFile(id, 'big.bin', { offset: big.length, length: big.length });
+    expect(tail.size).toBe(2 * big.length);
+    expect(tail.data.equals(big)).toBe(true);
+    await provider.exec(id, 'mkdir -p a/deep && for i in $(seq 50); do : > a/deep/f$i; done; : > z1; : > z2', { timeoutS: 10 });
+    const capped = await provider.listFiles(id, '.', { depth: 3, maxEntries: 5 });
+    expect(capped).toHaveLength(5);
+    // All four top-level entries come before anything deeper.
+    for (const name of ['a', 'big.bin', 'z1', 'z2']) expect(capped.map((e) => e.name)).toContain(name);
+  });
+
   it('maps failures to fixed categories without host details', async () => {
     const { sandbox_id: id } = await create();
     await expect(provider.readFile(id, 'missing.txt')).rejects.toMatchObject({ category: 'not_found' });

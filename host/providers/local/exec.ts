@@ -103,6 +103,7 @@ export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<Capture
       ...(cmd.gid !== undefined ? { gid: cmd.gid } : {}),
       stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', ...(opts.withMetaFd ? (['pipe'] as const) : [])],
     });
+    if (child.pid !== undefined) opts.onSpawn?.(child.pid);
     const sink = () => (opts.keepTail ? new TailKeepingSink(opts.maxOutputBytes) : new CappedSink(opts.maxOutputBytes));
     const out = sink();
     const err = sink();

@@ -11,7 +11,7 @@ import { basename, dirname, join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { buildBwrapArgs, buildLaunchCommand, groupFile, passwdFile } from './bwrap-args.js';
 import { CgroupUnavailableError, createCgroups, removeCgroups } from './cgroups.js';
-import { identify, signalIfAlive, type ProcIdentity } from './proc.js';
+import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, type ProcIdentity } from './proc.js';
 import { KEEPER_FILE, readDeadline, readSpec, removeSandboxDir, writePrivateFile, type KeeperRecord } from './state.js';
 
 /** Static failure codes the keeper reports to the provider (mapped to ProviderErrors there). */
@@ -163,11 +163,20 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
     else bwrapChild.once('exit', () => resolve());
   });
 
+  let pidNs: string | null = null;
+  let hasExited = false;
+  void exited.then(() => (hasExited = true));
   const stopSandbox = async (pid1: ProcIdentity | null, bwrapId: ProcIdentity | null): Promise<void> => {
     if (pid1) signalIfAlive(pid1, 'SIGKILL');
     if (bwrapId) signalIfAlive(bwrapId, 'SIGKILL');
     else if (bwrapChild.exitCode === null && bwrapChild.signalCode === null) bwrapChild.kill('SIGKILL');
-    await Promise.race([exited, new Promise((r) => setTimeout(r, exitWaitMs).unref())]);
+    // Commands entered with nsenter keep a host-side half that must reap its child before the
+    // namespace can finish dying; a stopped one never would.
+    const deadline = Date.now() + exitWaitMs;
+    while (!hasExited && Date.now() < deadline) {
+      if (pidNs) killNamespaceEnterers(pidNs, [process.pid]);
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 50).unref())]);
+    }
     await removeCgroups(cgroups);
   };
 
@@ -181,6 +190,7 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
   const self = identify(process.pid);
   const bwrapId = bwrapChild.pid !== undefined ? identify(bwrapChild.pid) : null;
   const pid1 = identify(started.pid1);
+  pidNs = pidNamespace(started.pid1);
   if (!self || !bwrapId || !pid1) {
     await stopSandbox(pid1, bwrapId);
     report({ ok: false, code: 'bwrap_failed' });

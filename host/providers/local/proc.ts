@@ -1,6 +1,6 @@
 // Process identity from /proc. A pid alone is not an identity (pids are reused), so every pid
 // the local provider records is paired with its start time and checked again before use.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 
 /** A process as recorded in state: pid plus /proc start time (clock ticks since boot). */
 export interface ProcIdentity {
@@ -49,4 +49,48 @@ export function signalIfAlive(proc: ProcIdentity | undefined, signal: NodeJS.Sig
   } catch {
     return false;
   }
+}
+
+/** The pid namespace a process lives in (e.g. `pid:[4026532181]`), or null. */
+export function pidNamespace(pid: number): string | null {
+  try {
+    return readlinkSync(`/proc/${pid}/ns/pid`);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * SIGKILLs (and continues) every process outside a pid namespace whose children are born in it:
+ * nsenter's host-side half. A stopped one would never reap its child, and the namespace's dying
+ * pid 1 waits for that — so the sandbox could not finish dying. Returns how many it signalled.
+ */
+export function killNamespaceEnterers(ns: string, exceptPids: readonly number[] = []): number {
+  let count = 0;
+  let names: string[];
+  try {
+    names = readdirSync('/proc');
+  } catch {
+    return 0;
+  }
+  for (const name of names) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid) || pid <= 1 || exceptPids.includes(pid)) continue;
+    let forChildren: string;
+    try {
+      forChildren = readlinkSync(`/proc/${pid}/ns/pid_for_children`);
+    } catch {
+      continue;
+    }
+    if (forChildren !== ns || pidNamespace(pid) === ns) continue;
+    for (const sig of ['SIGKILL', 'SIGCONT'] as const) {
+      try {
+        process.kill(pid, sig);
+      } catch {
+        // Gone already.
+      }
+    }
+    count++;
+  }
+  return count;
 }
