@@ -4,7 +4,8 @@
 import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
 import { LIMITS } from '../../shared/limits.js';
-import type { ExecResult } from '../providers/provider.js';
+import type { ExecOpts, ExecResult } from '../providers/provider.js';
+import type { SandboxRef } from '../sandbox-ref.js';
 import { EnvsSchema, SandboxIdSchema, defineTool, intIn, renewIfOwned, resolveSandbox, type ToolContext } from './tool.js';
 
 /** Most bytes of one stream a run_command/run_code result holds. */
@@ -29,6 +30,15 @@ function renderStream(data: Buffer, isTruncated: boolean, ctx: ToolContext): str
   const head = ctx.deps.masker.mask(data.subarray(0, split).toString('utf8'));
   const tail = ctx.deps.masker.mask(data.subarray(split).toString('utf8'));
   return head + OMITTED_MARKER + tail;
+}
+
+/** Renews a session-owned sandbox, runs the command with the tool output cap, and shapes the result. */
+async function runCapped(ctx: ToolContext, sandboxId: string | undefined, prepare: (ref: SandboxRef) => Promise<string>, opts: Omit<ExecOpts, 'maxOutputBytes'>) {
+  const ref = resolveSandbox(ctx, sandboxId);
+  await renewIfOwned(ctx, ref);
+  const command = await prepare(ref);
+  const r = await ctx.deps.providers.get(ref.provider).exec(ref.id, command, { ...opts, maxOutputBytes: EXEC_OUTPUT_CAP_BYTES });
+  return { result: toResult(r, ctx) };
 }
 
 function toResult(r: ExecResult, ctx: ToolContext): z.infer<typeof ExecResultSchema> {
@@ -58,15 +68,11 @@ const runCommand = defineTool({
   output: ExecResultSchema,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async run(args, ctx) {
-    const ref = resolveSandbox(ctx, args.sandbox_id);
-    await renewIfOwned(ctx, ref);
-    const r = await ctx.deps.providers.get(ref.provider).exec(ref.id, args.command, {
+    return runCapped(ctx, args.sandbox_id, async () => args.command, {
       timeoutS: args.timeout,
-      maxOutputBytes: EXEC_OUTPUT_CAP_BYTES,
       ...(args.cwd !== undefined ? { cwd: args.cwd } : {}),
       ...(args.envs !== undefined ? { envs: args.envs } : {}),
     });
-    return { result: toResult(r, ctx) };
   },
 });
 
@@ -86,17 +92,17 @@ const runCode = defineTool({
   output: ExecResultSchema,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async run(args, ctx) {
-    const ref = resolveSandbox(ctx, args.sandbox_id);
-    await renewIfOwned(ctx, ref);
-    const provider = ctx.deps.providers.get(ref.provider);
     const [interpreter, ext] = INTERPRETERS[args.language];
     const path = `/tmp/sandbox-mcp-code-${randomBytes(8).toString('hex')}.${ext}`;
-    await provider.writeFile(ref.id, path, Buffer.from(args.code, 'utf8'));
-    const r = await provider.exec(ref.id, `trap 'rm -f ${path}' EXIT; ${interpreter} ${path}`, {
-      timeoutS: args.timeout,
-      maxOutputBytes: EXEC_OUTPUT_CAP_BYTES,
-    });
-    return { result: toResult(r, ctx) };
+    return runCapped(
+      ctx,
+      args.sandbox_id,
+      async (ref) => {
+        await ctx.deps.providers.get(ref.provider).writeFile(ref.id, path, Buffer.from(args.code, 'utf8'));
+        return `trap 'rm -f ${path}' EXIT; ${interpreter} ${path}`;
+      },
+      { timeoutS: args.timeout },
+    );
   },
 });
 

@@ -99,6 +99,30 @@ const handleShape = {
   limit: intIn(1, LIMITS.pageMaxBytes).default(LIMITS.pageDefaultBytes),
 };
 
+type Handle = { sandbox_id: string; task_id: string; stdout_offset: number; stderr_offset: number; limit: number };
+
+/**
+ * get and cancel: by explicit handle only — never the session default, never adopted into this
+ * session's cleanup, never a lifetime extension.
+ */
+async function queryTask(ctx: ToolContext, handle: Handle, op: { op: 'get'; wait_s: number } | { op: 'cancel' }, timeoutS: number): Promise<TaskResult> {
+  const ref = parseSandboxRef(handle.sandbox_id, ctx.deps.config.defaultProvider);
+  const view = await ctx.deps.agent.call(
+    ctx.deps.providers.get(ref.provider),
+    ref.id,
+    {
+      protocol: PROTOCOL_VERSION,
+      task_id: handle.task_id,
+      stdout_offset: handle.stdout_offset,
+      stderr_offset: handle.stderr_offset,
+      limit: handle.limit,
+      ...op,
+    },
+    { timeoutS },
+  );
+  return present(ref.qualified, view, ctx);
+}
+
 const getTask = defineTool({
   name: 'get_task',
   title: 'Read background task',
@@ -109,23 +133,7 @@ const getTask = defineTool({
   output: TaskResultSchema,
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
-    // Explicit id: never the session default, never adopted into this session's cleanup.
-    const ref = parseSandboxRef(args.sandbox_id, ctx.deps.config.defaultProvider);
-    const view = await ctx.deps.agent.call(
-      ctx.deps.providers.get(ref.provider),
-      ref.id,
-      {
-        protocol: PROTOCOL_VERSION,
-        op: 'get',
-        task_id: args.task_id,
-        stdout_offset: args.stdout_offset,
-        stderr_offset: args.stderr_offset,
-        limit: args.limit,
-        wait_s: args.wait,
-      },
-      { timeoutS: args.wait + CALL_SLACK_S },
-    );
-    return { result: present(ref.qualified, view, ctx) };
+    return { result: await queryTask(ctx, args, { op: 'get', wait_s: args.wait }, args.wait + CALL_SLACK_S) };
   },
 });
 
@@ -139,21 +147,7 @@ const cancelTask = defineTool({
   output: TaskResultSchema,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
-    const ref = parseSandboxRef(args.sandbox_id, ctx.deps.config.defaultProvider);
-    const view = await ctx.deps.agent.call(
-      ctx.deps.providers.get(ref.provider),
-      ref.id,
-      {
-        protocol: PROTOCOL_VERSION,
-        op: 'cancel',
-        task_id: args.task_id,
-        stdout_offset: args.stdout_offset,
-        stderr_offset: args.stderr_offset,
-        limit: args.limit,
-      },
-      { timeoutS: CALL_SLACK_S },
-    );
-    return { result: present(ref.qualified, view, ctx) };
+    return { result: await queryTask(ctx, args, { op: 'cancel' }, CALL_SLACK_S) };
   },
 });
 
