@@ -32,7 +32,7 @@ writeFileSync(
   JSON.stringify({ version: pkg.version, sha256, file_name: `agent-${pkg.version}-${sha256.slice(0, 16)}.cjs` }, null, 2) + '\n',
 );
 
-// Split so that dist/host.js itself is small: keepers start from it and load only their chunk.
+// Code-split so that the E2B SDK is loaded only when the e2b provider is first used (cli.ts).
 await build({
   ...common,
   entryPoints: { host: join(root, 'host/main.ts') },
