@@ -3,15 +3,13 @@
 // `npm start` runs this before serving MCP on stdout.
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
-import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const dist = join(root, 'dist');
-
-rmSync(join(dist, 'chunks'), { recursive: true, force: true });
 
 const common = { bundle: true, platform: 'node', target: 'node20', logLevel: 'warning', legalComments: 'none' };
 
@@ -33,7 +31,7 @@ writeFileSync(
 );
 
 // Code-split so that the E2B SDK is loaded only when the e2b provider is first used (cli.ts).
-await build({
+const host = await build({
   ...common,
   entryPoints: { host: join(root, 'host/main.ts') },
   outdir: dist,
@@ -43,8 +41,14 @@ await build({
   packages: 'external',
   banner: { js: '#!/usr/bin/env node' },
   define: { __HOST_VERSION__: JSON.stringify(pkg.version) },
+  metafile: true,
 });
 chmodSync(join(dist, 'host.js'), 0o755);
+// Remove chunks of earlier builds only now, so a server started before this build keeps its files.
+const current = new Set(Object.keys(host.metafile.outputs).map((o) => join(root, o)));
+for (const name of existsSync(join(dist, 'chunks')) ? readdirSync(join(dist, 'chunks')) : []) {
+  if (!current.has(join(dist, 'chunks', name))) rmSync(join(dist, 'chunks', name), { force: true });
+}
 
 // The local provider's per-sandbox keeper gets its own small entry: a keeper that loaded the
 // whole server (MCP and E2B SDKs) would start several times slower and weigh far more per sandbox.
