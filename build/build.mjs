@@ -4,7 +4,7 @@
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -45,7 +45,7 @@ const host = await build({
 });
 chmodSync(join(dist, 'host.js'), 0o755);
 // Remove chunks of earlier builds only now, so a server started before this build keeps its files.
-const current = new Set(Object.keys(host.metafile.outputs).map((o) => join(root, o)));
+const current = new Set(Object.keys(host.metafile.outputs).map((o) => resolve(o))); // relative to the cwd
 for (const name of existsSync(join(dist, 'chunks')) ? readdirSync(join(dist, 'chunks')) : []) {
   if (!current.has(join(dist, 'chunks', name))) rmSync(join(dist, 'chunks', name), { force: true });
 }
