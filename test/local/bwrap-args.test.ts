@@ -13,7 +13,7 @@ import {
 } from '../../host/providers/local/bwrap-args.js';
 import { fileStatusError, FILE_STATUS, parseListing, resolveSandboxPath } from '../../host/providers/local/files.js';
 import { classifyBwrapFailure } from '../../host/providers/local/keeper.js';
-import { defaultStateDir, isSandboxId, newSandboxId } from '../../host/providers/local/state.js';
+import { defaultStateDir, isSandboxId, newSandboxId, newSandboxUid, SANDBOX_UID_BASE, SANDBOX_UID_COUNT } from '../../host/providers/local/state.js';
 
 const tools: ToolPaths = { bwrap: '/usr/bin/bwrap', nsenter: '/usr/bin/nsenter', setpriv: '/usr/bin/setpriv', sh: '/bin/sh' };
 const root: Identity = { uid: 65534, gid: 65534, dropPrivileges: true };
@@ -104,11 +104,27 @@ describe('launch and enter commands', () => {
   it('names the sandbox uid "user" and gives a sane PATH', () => {
     expect(passwdFile(root, '/bin/bash')).toContain('user:x:65534:65534:user:/home/user:/bin/bash');
     expect(groupFile(root)).toContain('user:x:65534:');
+    // Unmapped host owners (root's files) show as the overflow id: named nobody, never `user`.
+    const own: Identity = { uid: 0x7000_1234, gid: 0x7000_1234, dropPrivileges: true };
+    expect(passwdFile(own, '/bin/bash').split('\n').filter((l) => l.includes(':65534:'))).toEqual(['nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin']);
+    expect(groupFile(own)).toContain('nogroup:x:65534:');
+    expect(passwdFile(root, '/bin/bash')).not.toContain('nobody');
     expect(sandboxPath(['/usr/bin', '/opt/node/bin'])).toBe('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/opt/node/bin');
   });
 });
 
 describe('ids and state paths', () => {
+  it('gives per-sandbox uids from the unassigned range, never one already taken', () => {
+    const taken = new Set<number>();
+    for (let i = 0; i < 200; i++) {
+      const uid = newSandboxUid(taken);
+      expect(taken.has(uid)).toBe(false);
+      expect(uid).toBeGreaterThanOrEqual(SANDBOX_UID_BASE);
+      expect(uid).toBeLessThan(Math.min(SANDBOX_UID_BASE + SANDBOX_UID_COUNT, 0x7ffe_0000));
+      taken.add(uid);
+    }
+  });
+
   it('makes short, random, url-safe ids and rejects anything else', () => {
     const ids = new Set(Array.from({ length: 200 }, () => newSandboxId()));
     expect(ids.size).toBe(200);

@@ -1,11 +1,12 @@
 // Isolation of local sandboxes, each property asserted from inside a real sandbox.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
+import { readKeeperRecord, readSpec } from '../../host/providers/local/state.js';
 import { KEEPER_SCRIPT, sandboxesAvailable, tempStateDir } from './helpers.js';
 
 describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
@@ -70,6 +71,33 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
     const r = await sh('grep CapEff /proc/self/status; grep CapEff /proc/1/status; whoami; echo $HOME');
     expect(r.out).toBe('CapEff:\t0000000000000000\nCapEff:\t0000000000000000\nuser\n/home/user\n');
     if (process.getuid?.() === 0) expect((await sh('id -u')).out.trim()).not.toBe('0');
+  });
+
+  it('does not take host-owned files for its own (unmapped owners show as nobody)', async () => {
+    const r = await sh('test -O /usr; echo $?; stat -c %U /usr; id -un');
+    expect(r.out).toBe('1\nnobody\nuser\n');
+  });
+
+  it.runIf(process.getuid?.() === 0)('as root, runs under a uid of its own: no other sandbox or host nobody process can signal it', async () => {
+    const other = await provider.create({ timeoutS: 60 });
+    try {
+      const dirOf = (sid: string) => join(state.dir, 'local', sid);
+      const mine = readSpec(dirOf(id))!.identity;
+      const theirs = readSpec(dirOf(other.sandbox_id))!.identity;
+      expect(mine.uid).not.toBe(theirs.uid);
+      for (const uid of [mine.uid, theirs.uid]) expect([0, 65534]).not.toContain(uid);
+      expect((await sh('id -u')).out.trim()).toBe(String(mine.uid));
+      // The kernel's own check: a process with the other sandbox's uid, or nobody's, may not signal this pid 1.
+      const pid1 = readKeeperRecord(dirOf(id))!.pid1.pid;
+      expect(readFileSync(`/proc/${pid1}/status`, 'utf8')).toMatch(new RegExp(`\\nUid:\\t${mine.uid}\\t`));
+      for (const uid of [theirs.uid, 65534]) {
+        const probe = spawnSync('/bin/kill', ['-0', String(pid1)], { uid, gid: uid, stdio: 'ignore' });
+        expect(probe.status).not.toBe(0);
+      }
+      expect(spawnSync('/bin/kill', ['-0', String(pid1)], { uid: mine.uid, gid: mine.gid, stdio: 'ignore' }).status).toBe(0);
+    } finally {
+      await provider.kill(other.sandbox_id);
+    }
   });
 
   it("has its own /tmp, not the host's", async () => {

@@ -78,7 +78,7 @@ export function buildBwrapArgs(opts: BwrapArgsOpts): string[] {
   return args;
 }
 
-/** Who runs the sandbox: when the host runs as root, a fixed unprivileged uid with no capabilities. */
+/** Who runs the sandbox: when the host runs as root, an unprivileged uid of its own with no capabilities. */
 export interface Identity {
   uid: number;
   gid: number;
@@ -153,14 +153,19 @@ export function buildEnterCommand(
 /** Changes into `$1` (reporting success with one byte on fd 3), then execs the rest unchanged. */
 export const CHDIR_SCRIPT = 'cd -- "$1" 2>/dev/null || exit 1; printf . >&3; exec 3>&-; shift; exec "$@"';
 
-/** The sandbox's /etc/passwd: its uid is `user`, home /home/user. */
+// Host ids the sandbox's user namespace does not map (root's files, for one) show as the overflow id.
+const OVERFLOW_ID = 65534;
+
+/** The sandbox's /etc/passwd: its uid is `user`, home /home/user; unmapped owners show as `nobody`. */
 export function passwdFile(id: Identity, shell: string): string {
-  return `root:x:0:0:root:/root:/bin/sh\nuser:x:${id.uid}:${id.gid}:user:${SANDBOX_HOME}:${shell}\n`;
+  const nobody = id.uid === OVERFLOW_ID ? '' : `nobody:x:${OVERFLOW_ID}:${OVERFLOW_ID}:nobody:/nonexistent:/usr/sbin/nologin\n`;
+  return `root:x:0:0:root:/root:/bin/sh\nuser:x:${id.uid}:${id.gid}:user:${SANDBOX_HOME}:${shell}\n${nobody}`;
 }
 
 /** The sandbox's /etc/group. */
 export function groupFile(id: Identity): string {
-  return `root:x:0:\nuser:x:${id.gid}:\n`;
+  const nogroup = id.gid === OVERFLOW_ID ? '' : `nogroup:x:${OVERFLOW_ID}:\n`;
+  return `root:x:0:\nuser:x:${id.gid}:\n${nogroup}`;
 }
 
 /** The default PATH inside a sandbox, plus extra directories (node's bin) when not already there. */

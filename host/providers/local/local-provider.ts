@@ -46,6 +46,7 @@ import {
   isSandboxId,
   listSandboxIds,
   newSandboxId,
+  newSandboxUid,
   readDeadline,
   readKeeperRecord,
   readSpec,
@@ -69,7 +70,10 @@ export interface LocalProviderOpts {
   nodePath?: string;
   /** Lifetime of a sandbox when create gives none (default 300 s, like E2B). */
   defaultTimeoutS?: number;
-  /** The unprivileged uid/gid sandboxes run as when the host runs as root (default 65534/65534). */
+  /**
+   * One fixed uid/gid for every sandbox when the host runs as root. By default each sandbox gets
+   * a uid (and equal gid) of its own from an unassigned range (see SANDBOX_UID_BASE).
+   */
   sandboxUid?: number;
   sandboxGid?: number;
   /** How long create waits for the keeper to report a ready sandbox (default 20 s). */
@@ -178,7 +182,11 @@ export class LocalProvider implements Provider {
   private readonly keeperScript: string;
   private readonly nodePath: string;
   private readonly defaultTimeoutS: number;
+  /** The fixed identity of every sandbox, or (root without sandboxUid) the template of per-sandbox ones. */
   private readonly identity: Identity;
+  private readonly uidPerSandbox: boolean;
+  /** Uids handed to creates still in progress (not yet visible in the state directory). */
+  private readonly pendingUids = new Set<number>();
   private readonly startTimeoutMs: number;
   private readonly killWaitMs: number;
   private readonly fileOpTimeoutMs: number;
@@ -201,6 +209,7 @@ export class LocalProvider implements Provider {
     this.identity = isRoot
       ? { uid: opts.sandboxUid ?? 65534, gid: opts.sandboxGid ?? 65534, dropPrivileges: true }
       : { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0, dropPrivileges: false };
+    this.uidPerSandbox = isRoot && opts.sandboxUid === undefined;
     this.startTimeoutMs = opts.startTimeoutMs ?? 20_000;
     this.killWaitMs = opts.killWaitMs ?? 5_000;
     this.fileOpTimeoutMs = opts.fileOpTimeoutMs ?? 120_000;
@@ -253,6 +262,35 @@ export class LocalProvider implements Provider {
     const tools = this.preflight();
 
     const sandboxes = ensureSandboxesDir(this.stateDir);
+    const identity = this.newIdentity(sandboxes);
+    try {
+      return await this.createWith(sandboxes, identity, timeoutS, envs, tools, opts);
+    } finally {
+      this.pendingUids.delete(identity.uid);
+    }
+  }
+
+  /** As root, a uid no live sandbox of this state directory (or a create in progress) uses. */
+  private newIdentity(sandboxes: string): Identity {
+    if (!this.uidPerSandbox) return this.identity;
+    const taken = new Set(this.pendingUids);
+    for (const id of listSandboxIds(sandboxes)) {
+      const uid = readSpec(join(sandboxes, id))?.identity.uid;
+      if (uid !== undefined) taken.add(uid);
+    }
+    const uid = newSandboxUid(taken);
+    this.pendingUids.add(uid);
+    return { uid, gid: uid, dropPrivileges: true };
+  }
+
+  private async createWith(
+    sandboxes: string,
+    identity: Identity,
+    timeoutS: number,
+    envs: Record<string, string>,
+    tools: ToolPaths,
+    opts: CreateOpts,
+  ): Promise<SandboxMetadata> {
     const id = newSandboxId();
     const dir = join(sandboxes, id);
     mkdirSync(dir, { mode: 0o700 });
@@ -264,7 +302,7 @@ export class LocalProvider implements Provider {
       envs,
       cpu: opts.cpu ?? null,
       memoryMb: opts.memoryMb ?? null,
-      identity: this.identity,
+      identity,
       tools,
       shell: this.shell,
       hidePaths: this.hidePaths(),

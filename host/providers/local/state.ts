@@ -49,6 +49,24 @@ export function newSandboxId(): string {
   return id + newSandboxId().slice(0, ID_LENGTH - id.length);
 }
 
+/**
+ * Host uids given to sandboxes of a root server, one per sandbox: a range systemd leaves
+ * unassigned (above its container range 0x00080000–0x6FFFFFFF, below its "foreign" range
+ * 0x7FFE0000), and below 2^31 (spawn's limit). A uid of its own means no other sandbox and no
+ * host daemon (e.g. one running as nobody) shares its kernel identity: none can signal, ptrace
+ * or enter it, and host-owned files never appear as the sandbox user's own.
+ */
+export const SANDBOX_UID_BASE = 0x7000_0000;
+export const SANDBOX_UID_COUNT = 0x0100_0000;
+
+/** A random uid of the sandbox range not in `taken` (the uids of live sandboxes). */
+export function newSandboxUid(taken: ReadonlySet<number>): number {
+  for (;;) {
+    const uid = SANDBOX_UID_BASE + (randomBytes(4).readUInt32BE(0) % SANDBOX_UID_COUNT);
+    if (!taken.has(uid)) return uid;
+  }
+}
+
 /** True for a string shaped like one of our ids (anything else can never name a sandbox). */
 export function isSandboxId(id: string): boolean {
   return ID_PATTERN.test(id);
