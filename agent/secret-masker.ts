@@ -1,7 +1,10 @@
-// Streaming replacement of known secret values. A value may arrive split across any number of
-// reads, so the masker holds back the shortest tail that could still grow into a secret, and
-// nothing else: output is the same as masking the whole stream at once (leftmost match first,
-// the longest secret on a tie), however the input was chunked.
+// Streaming replacement of known secret values. Every occurrence of every secret is masked, even
+// where occurrences overlap (of two secrets, or of one secret with itself): overlapping
+// occurrences merge into one masked span, replaced by one marker. Masking only the leftmost of two
+// overlapping secrets would print the rest of the other one. A value may arrive split across any
+// number of reads, so the masker holds back the shortest tail that could still grow into a
+// secret, and nothing else: output is the same as masking the whole stream at once, however the
+// input was chunked.
 import { LIMITS, SECRET_MARKER, SECRET_NAME_PATTERN } from '../shared/limits.js';
 
 /** The exact values worth masking: env vars whose names match SECRET_NAME_PATTERN, at least secretMinBytes long. */
@@ -18,7 +21,10 @@ export class SecretMasker {
   private readonly secrets: Buffer[];
   private readonly maxLen: number;
   private readonly marker: Buffer;
+  /** Held-back bytes (fewer than the longest secret), re-scanned with the next chunk. */
   private pending: Buffer | null = null;
+  /** How many leading pending bytes a marker already stands for (a span that may still grow). */
+  private covered = 0;
 
   constructor(
     values: readonly string[],
@@ -26,9 +32,8 @@ export class SecretMasker {
     marker: string = SECRET_MARKER,
   ) {
     const unique = [...new Set(values)].filter((v) => Buffer.byteLength(v) >= LIMITS.secretMinBytes);
-    // Longest first, so that on a tie at one position the longest secret wins.
-    this.secrets = unique.map((v) => Buffer.from(v)).sort((a, b) => b.length - a.length);
-    this.maxLen = this.secrets[0]?.length ?? 0;
+    this.secrets = unique.map((v) => Buffer.from(v));
+    this.maxLen = Math.max(0, ...this.secrets.map((s) => s.length));
     this.marker = Buffer.from(marker);
   }
 
@@ -37,9 +42,9 @@ export class SecretMasker {
     return this.secrets.length === 0;
   }
 
-  /** Bytes currently held back because they might begin a secret. */
+  /** Bytes held back that the output does not represent yet (they might begin a secret). */
   get pendingBytes(): number {
-    return this.pending?.length ?? 0;
+    return (this.pending?.length ?? 0) - this.covered;
   }
 
   /** Feeds one chunk. The chunk is not retained (callers may reuse its memory afterwards). */
@@ -59,44 +64,60 @@ export class SecretMasker {
     const data = this.pending;
     this.pending = null;
     if (data) this.scan(data, true);
+    this.covered = 0;
   }
 
   private scan(data: Buffer, isFinal: boolean): void {
     const end = data.length;
-    const nextMatch = new Array<number>(this.secrets.length).fill(-2);
-    let pos = 0;
-    let hold = isFinal ? end : this.holdStart(data, Math.max(0, end - this.maxLen + 1));
-    while (pos < end) {
-      if (hold < pos) hold = this.holdStart(data, pos);
-      // The earliest complete match at or after pos; secrets are sorted longest first.
-      let matchAt = -1;
-      let matchLen = 0;
-      for (let i = 0; i < this.secrets.length; i++) {
-        const secret = this.secrets[i]!;
-        let at = nextMatch[i]!;
-        if (at !== -1 && at < pos) nextMatch[i] = at = data.indexOf(secret, pos);
-        if (at !== -1 && (matchAt === -1 || at < matchAt)) {
-          matchAt = at;
-          matchLen = secret.length;
-        }
-      }
-      // A complete match before the held-back tail is final: nothing earlier can still grow.
-      if (matchAt !== -1 && matchAt < hold) {
-        if (matchAt > pos) this.emit(data.subarray(pos, matchAt));
-        this.emit(this.marker);
-        pos = matchAt + matchLen;
+    // Bytes from `hold` on could begin an occurrence that completes in a later chunk.
+    const hold = isFinal ? end : this.holdStart(data);
+    const next = this.secrets.map((s) => data.indexOf(s));
+    // The masked span being built: [spanStart, spanEnd); a carried-over span is already emitted.
+    let spanStart = 0;
+    let spanEnd = this.covered;
+    let isEmitted = this.covered > 0;
+    let pos = 0; // everything before pos has been emitted (or is represented by a marker)
+    this.covered = 0;
+    for (;;) {
+      // The next occurrence, in order of start.
+      let best = -1;
+      for (let i = 0; i < next.length; i++) if (next[i]! !== -1 && (best === -1 || next[i]! < next[best]!)) best = i;
+      const at = best === -1 ? -1 : next[best]!;
+      if (at !== -1 && at < spanEnd) {
+        // Overlaps the span: it grows, still one marker.
+        spanEnd = Math.max(spanEnd, at + this.secrets[best]!.length);
+        next[best] = data.indexOf(this.secrets[best]!, at + 1);
         continue;
       }
-      if (hold > pos) this.emit(data.subarray(pos, hold));
-      if (hold < end) this.pending = Buffer.from(data.subarray(hold));
-      return;
+      // The span is complete within this data; settle it before looking at the next one.
+      if (spanEnd > spanStart) {
+        if (!isEmitted) {
+          // Bytes before the span that are still held back must come out first: wait for them.
+          if (spanStart > hold) break;
+          if (spanStart > pos) this.emit(data.subarray(pos, spanStart));
+          this.emit(this.marker);
+        }
+        pos = spanEnd;
+        if (spanEnd > hold) {
+          // A later occurrence may still overlap the span's end: keep its bytes, marked as covered.
+          this.covered = spanEnd - hold;
+          break;
+        }
+      }
+      if (at === -1) break;
+      spanStart = at;
+      spanEnd = at + this.secrets[best]!.length;
+      isEmitted = false;
+      next[best] = data.indexOf(this.secrets[best]!, at + 1);
     }
+    if (hold > pos) this.emit(data.subarray(pos, hold));
+    if (hold < end) this.pending = Buffer.from(data.subarray(hold));
   }
 
-  /** Start of the longest tail of data (from `from`) that is a proper prefix of some secret; data.length if none. */
-  private holdStart(data: Buffer, from: number): number {
+  /** Start of the longest tail of data that is a proper prefix of some secret; data.length if none. */
+  private holdStart(data: Buffer): number {
     const end = data.length;
-    for (let p = Math.max(from, end - this.maxLen + 1); p < end; p++) {
+    for (let p = Math.max(0, end - this.maxLen + 1); p < end; p++) {
       const tailLen = end - p;
       for (const secret of this.secrets) {
         if (secret.length > tailLen && secret[0] === data[p] && data.compare(secret, 0, tailLen, p, end) === 0) return p;

@@ -26,25 +26,30 @@ function maskChunked(secrets: string[], input: Buffer, sizes: number[]): string 
   return Buffer.concat(out).toString();
 }
 
-/** Reference: leftmost match, longest secret on a tie, on the whole text. */
+/**
+ * Reference: every occurrence of every secret (overlapping ones included) on the whole text;
+ * occurrences that overlap merge into one span and one marker, adjacent ones stay separate.
+ */
 function maskWhole(secrets: string[], text: string): string {
-  const sorted = [...new Set(secrets)].filter((s) => Buffer.byteLength(s) >= 4).sort((a, b) => b.length - a.length);
+  const usable = [...new Set(secrets)].filter((s) => Buffer.byteLength(s) >= 4);
+  const spans: [number, number][] = [];
+  for (const s of usable) for (let i = text.indexOf(s); i !== -1; i = text.indexOf(s, i + 1)) spans.push([i, i + s.length]);
+  spans.sort((a, b) => a[0] - b[0]);
   let out = '';
   let pos = 0;
-  while (pos < text.length) {
-    let at = -1;
-    let len = 0;
-    for (const s of sorted) {
-      const i = text.indexOf(s, pos);
-      if (i !== -1 && (at === -1 || i < at)) {
-        at = i;
-        len = s.length;
-      }
+  let cur: [number, number] | null = null;
+  const close = () => {
+    if (cur) out += text.slice(pos, cur[0]) + M;
+    if (cur) pos = cur[1];
+  };
+  for (const span of spans) {
+    if (cur && span[0] < cur[1]) cur[1] = Math.max(cur[1], span[1]);
+    else {
+      close();
+      cur = [...span];
     }
-    if (at === -1) break;
-    out += text.slice(pos, at) + M;
-    pos = at + len;
   }
+  close();
   return out + text.slice(pos);
 }
 
@@ -57,14 +62,40 @@ describe('SecretMasker', () => {
   });
 
   it('matches whole-stream masking for random splits, overlapping and nested secrets', () => {
-    const secrets = ['abcab', 'abcabd', 'bcabx', 'cabcabc', 'xyzw', 'zzzz'];
+    const secrets = ['abcab', 'abcabd', 'bcabx', 'cabcabc', 'xyzw', 'zzzz', 'wabc'];
     let seed = 42;
     const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
-    for (let round = 0; round < 300; round++) {
+    for (let round = 0; round < 1000; round++) {
       const text = Array.from({ length: 60 }, () => 'abcxyzw'[rand(7)]).join('') + 'abcab' + 'zzzzz';
       const sizes = Array.from({ length: 5 }, () => 1 + rand(9));
       expect(maskChunked(secrets, Buffer.from(text), sizes)).toBe(maskWhole(secrets, text));
     }
+  });
+
+  it('masks both of two overlapping secrets, leaving no part of either', () => {
+    // Leftmost-only masking would print `SECRETVALUE9`, most of the second secret.
+    const secrets = ['1234abcd', 'abcdSECRETVALUE9'];
+    const text = 'x 1234abcdSECRETVALUE9 y';
+    for (const sizes of [[1], [3], [5, 2], [1000]]) expect(maskChunked(secrets, Buffer.from(text), sizes)).toBe(`x ${M} y`);
+    // A secret overlapping itself, and a chain of overlaps that outgrows every secret.
+    expect(maskChunked(['abab'], Buffer.from('-ababab-abab-'), [1])).toBe(`-${M}-${M}-`);
+    expect(maskChunked(['1234abcd', 'abcd5678', '5678wxyz'], Buffer.from('<1234abcd5678wxyz>'), [2])).toBe(`<${M}>`);
+  });
+
+  it('holds back at most one secret length, even inside an endless masked span', () => {
+    const masker = new SecretMasker(['aaaa'], () => {});
+    let maxPending = 0;
+    for (let i = 0; i < 1000; i++) {
+      masker.push(Buffer.alloc(997, 0x61));
+      maxPending = Math.max(maxPending, masker.pendingBytes);
+    }
+    expect(maxPending).toBeLessThan(4);
+    const out: Buffer[] = [];
+    const m2 = new SecretMasker(['aaaa'], (b) => out.push(Buffer.from(b)));
+    for (let i = 0; i < 50; i++) m2.push(Buffer.alloc(7, 0x61));
+    m2.push(Buffer.from('b'));
+    m2.flush();
+    expect(Buffer.concat(out).toString()).toBe(`${M}b`);
   });
 
   it('lets a partial secret through at the end of the stream (it is not the secret)', () => {
