@@ -62,6 +62,21 @@ function connectBody(sb: FakeSandbox): Record<string, unknown> {
   };
 }
 
+/** E2B's longest sandbox lifetime (Pro tier): longer timeouts are refused, not clamped. */
+export const MAX_TIMEOUT_S = 86_400;
+const STATES = ['running', 'paused'];
+
+/**
+ * A request body's `timeout` as the API validates it (int32, minimum 0, at most the tier's
+ * maximum): the number, undefined when absent and optional, or an error text for a 400.
+ */
+function timeoutField(b: Record<string, unknown>, required: boolean): number | undefined | string {
+  if (b.timeout === undefined) return required ? 'timeout is required' : undefined;
+  const t = b.timeout;
+  if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > MAX_TIMEOUT_S) return 'timeout must be an integer in [0, 86400]';
+  return t;
+}
+
 /** Handles one control-plane request; returns the status sent and, for connect, whether it extended the lifetime. */
 export function handleControlPlane(
   state: FakeState,
@@ -73,11 +88,18 @@ export function handleControlPlane(
   const p = url.pathname;
   const b = (body ?? {}) as Record<string, unknown>;
   if (method === 'POST' && p === '/v2/sandboxes') {
-    const timeoutS = typeof b.timeout === 'number' ? b.timeout : state.defaultTimeoutS;
+    const t = timeoutField(b, false);
+    if (typeof t === 'string') return { status: sendApiError(res, 400, t) };
+    if (typeof b.templateID !== 'string' || b.templateID === '') return { status: sendApiError(res, 400, 'templateID is required') };
+    const envs = b.envVars ?? {};
+    if (typeof envs !== 'object' || Object.values(envs as object).some((v) => typeof v !== 'string')) {
+      return { status: sendApiError(res, 400, 'envVars must map names to strings') };
+    }
+    const timeoutS = t ?? state.defaultTimeoutS;
     const sb = new FakeSandbox({
-      templateId: typeof b.templateID === 'string' ? b.templateID : 'base',
+      templateId: b.templateID,
       timeoutS,
-      envs: (b.envVars as Record<string, string>) ?? {},
+      envs: envs as Record<string, string>,
       metadata: (b.metadata as Record<string, string>) ?? {},
       envdVersion: state.envdVersion,
       onExpire: (s) => {
@@ -90,7 +112,11 @@ export function handleControlPlane(
   }
   if (method === 'GET' && p === '/v2/sandboxes') {
     const states = (url.searchParams.get('state') ?? 'running,paused').split(',');
-    const limit = Math.min(Number(url.searchParams.get('limit') ?? 100) || 100, state.pageSize);
+    if (states.some((x) => !STATES.includes(x))) return { status: sendApiError(res, 400, 'invalid state') };
+    const rawLimit = url.searchParams.get('limit') ?? '100';
+    if (!/^\d+$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > 100) return { status: sendApiError(res, 400, 'limit must be in [1, 100]') };
+    // The server may return fewer than asked (pageSize), never more.
+    const limit = Math.min(Number(rawLimit), state.pageSize);
     const start = Number(url.searchParams.get('nextToken') ? Buffer.from(url.searchParams.get('nextToken')!, 'base64url').toString() : 0);
     const all = [...state.sandboxes.values()]
       .filter((s) => states.includes(s.state))
@@ -103,7 +129,8 @@ export function handleControlPlane(
     if (start + limit < all.length) headers['x-next-token'] = Buffer.from(String(start + limit)).toString('base64url');
     return { status: sendJson(res, 200, page, headers) };
   }
-  const m = /^(?:\/v2)?\/sandboxes\/([^/]+)(?:\/(timeout|connect|pause))?$/.exec(p);
+  // The routes of the spec (and the SDK's /v2 connect); nothing else answers.
+  const m = /^\/sandboxes\/([^/]+)(?:\/(timeout|connect|pause))?$/.exec(p) ?? /^\/v2\/sandboxes\/([^/]+)\/(connect)$/.exec(p);
   const sb = m ? state.sandboxes.get(decodeURIComponent(m[1]!)) : undefined;
   if (!m) return { status: sendApiError(res, 404, 'no such route') };
   if (!sb) return { status: sendApiError(res, 404, `sandbox ${m[1]} not found`) };
@@ -116,8 +143,9 @@ export function handleControlPlane(
     return { status: 204 };
   }
   if (action === 'timeout' && method === 'POST') {
-    if (typeof b.timeout !== 'number' || b.timeout < 0) return { status: sendApiError(res, 400, 'timeout required') };
-    sb.setTimeoutS(b.timeout);
+    const t = timeoutField(b, true);
+    if (typeof t !== 'number') return { status: sendApiError(res, 400, t ?? 'timeout is required') };
+    sb.setTimeoutS(t);
     res.writeHead(204).end();
     return { status: 204 };
   }
@@ -128,8 +156,11 @@ export function handleControlPlane(
     return { status: 204 };
   }
   if (action === 'connect' && method === 'POST') {
-    // TTL is only extended: a shorter request leaves end_at alone; no timeout means the default.
-    const timeoutS = typeof b.timeout === 'number' ? b.timeout : state.defaultTimeoutS;
+    // TTL is only extended: a shorter request leaves end_at alone; no timeout means the default
+    // (the SDK sends `{}` when the caller names none).
+    const t = timeoutField(b, false);
+    if (typeof t === 'string') return { status: sendApiError(res, 400, t) };
+    const timeoutS = t ?? state.defaultTimeoutS;
     const wasPaused = sb.state === 'paused';
     sb.state = 'running';
     const requestedEnd = Date.now() + timeoutS * 1000;

@@ -41,6 +41,15 @@ describe('mapE2bError', () => {
     ['SandboxError', withStatus(new SandboxError(`502: ${RAW}`), 502), 'unavailable', 502],
     ['SandboxError', withStatus(new SandboxError(`418: ${RAW}`), 418), 'internal', 418],
     ['SandboxError', new SandboxError(RAW), 'internal', undefined],
+    // envd failures the SDK leaves as SandboxErrors: "<HTTP status>: …" (REST) and "<Connect code>: …" (RPC).
+    ['SandboxError', new SandboxError(`500: ${RAW}`), 'internal', 500],
+    ['SandboxError', new SandboxError(`403: ${RAW}`), 'permission_denied', 403],
+    ['permission_denied', new SandboxError(`7: [permission_denied] ${RAW}`), 'permission_denied', undefined],
+    ['already_exists', new SandboxError(`6: [already_exists] ${RAW}`), 'conflict', undefined],
+    ['failed_precondition', new SandboxError(`9: [failed_precondition] ${RAW}`), 'conflict', undefined],
+    ['unimplemented', new SandboxError(`12: [unimplemented] ${RAW}`), 'unsupported', undefined],
+    ['internal', new SandboxError(`13: [internal] ${RAW}`), 'internal', undefined],
+    ['SandboxError', new SandboxError(`1234: ${RAW}`), 'internal', undefined],
     ['TimeoutError', new DOMException(RAW, 'TimeoutError'), 'timeout', undefined],
     ['NetworkError', new TypeError('fetch failed'), 'unavailable', undefined],
   ];

@@ -287,6 +287,54 @@ describe('e2b provider against the fake', () => {
       await provider.kill(id);
     }
   });
+  test('a sandbox killed elsewhere is not_found for exec and file calls (envd says 502, not a timeout)', async () => {
+    const other = providerFor(fake);
+    try {
+      const results: Array<[string, string | undefined, number | undefined]> = [];
+      const ops: Array<[string, (id: string) => Promise<unknown>]> = [
+        ['exec', (id) => provider.exec(id, 'true', { timeoutS: 5 })],
+        ['readFile', (id) => provider.readFile(id, 'x')],
+        ['writeFile', (id) => provider.writeFile(id, 'x', Buffer.from('y'))],
+        ['listFiles', (id) => provider.listFiles(id, '.', { depth: 1, maxEntries: 5 })],
+      ];
+      for (const [name, op] of ops) {
+        const { sandbox_id: id } = await provider.create({ timeoutS: 60 });
+        // This instance holds a live envd connection; another process kills the sandbox.
+        await provider.exec(id, 'true', { timeoutS: 5 });
+        await other.kill(id);
+        const err = await caught(op(id));
+        assertNoLeak(err);
+        results.push([name, err.category, err.status]);
+      }
+      expect(results).toEqual(ops.map(([name]) => [name, 'not_found', 404]));
+    } finally {
+      await other.close();
+    }
+  });
+
+  test('the fake refuses what the E2B API refuses, instead of clamping it', async () => {
+    const post = (p: string, body: unknown) =>
+      fetch(`${fake.apiUrl}${p}`, { method: 'POST', headers: { 'X-API-KEY': fake.apiKey, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const get = (p: string) => fetch(`${fake.apiUrl}${p}`, { headers: { 'X-API-KEY': fake.apiKey } });
+    const { sandbox_id: id } = await provider.create({ timeoutS: 60 });
+    try {
+      expect((await get('/v2/sandboxes?limit=101')).status).toBe(400);
+      expect((await get('/v2/sandboxes?limit=0')).status).toBe(400);
+      expect((await get('/v2/sandboxes?state=stopped')).status).toBe(400);
+      expect((await post(`/sandboxes/${id}/timeout`, { timeout: 1.5 })).status).toBe(400);
+      expect((await post(`/sandboxes/${id}/timeout`, {})).status).toBe(400);
+      expect((await post(`/sandboxes/${id}/timeout`, { timeout: 86_401 })).status).toBe(400);
+      expect((await post(`/v2/sandboxes/${id}/connect`, { timeout: -1 })).status).toBe(400);
+      expect((await post('/v2/sandboxes', { timeout: 60 })).status).toBe(400);
+      expect((await post('/v2/sandboxes', { templateID: 'base', envVars: { A: 1 } })).status).toBe(400);
+      // Routes outside the spec (and the SDK) do not answer.
+      expect((await get(`/v2/sandboxes/${id}`)).status).toBe(404);
+      expect((await post(`/v2/sandboxes/${id}/timeout`, { timeout: 10 })).status).toBe(404);
+    } finally {
+      await provider.kill(id);
+    }
+  });
+
   test('a paused sandbox is resumed by the SDK connect path (the platform lifecycle)', async () => {
     const { sandbox_id: id } = await provider.create({ timeoutS: 120 });
     const paused = await fetch(`${fake.apiUrl}/sandboxes/${id}/pause`, { method: 'POST', headers: { 'X-API-KEY': fake.apiKey } });

@@ -51,6 +51,7 @@ const MAX_COMMAND_BYTES = 120 * 1024;
 // envd's own deadline for exec is a backstop behind the wrapper's watchdog.
 const ENVD_BACKSTOP_S = 15;
 const STATUSES = ['running', 'paused'] as const;
+const QUIET_LOGGER = {};
 
 const UNSUPPORTED_RESOURCES =
   'E2B has no region, cpu or memory options: cpu and memory are chosen by building a template (e2b template build --cpu-count/--memory-mb); region is not an E2B option.';
@@ -86,7 +87,7 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
   // Sandbox objects (with their envd token) obtained in this process, per sandbox id.
   const connected = new Map<string, Promise<Sandbox>>();
 
-  function conn(): { apiKey: string; domain?: string; apiUrl?: string; sandboxUrl?: string; requestTimeoutMs?: number } {
+  function conn(): { apiKey: string; logger: typeof QUIET_LOGGER; domain?: string; apiUrl?: string; sandboxUrl?: string; requestTimeoutMs?: number } {
     if (!apiKey) {
       throw new ProviderError('authentication', {
         code: 'MissingApiKey',
@@ -95,6 +96,9 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     }
     return {
       apiKey,
+      // The SDK's default request logging (enabled by E2B_USER_AGENT_SOURCE=ci) writes raw lines to
+      // stderr, which is this server's structured log: keep it silent.
+      logger: QUIET_LOGGER,
       ...(domain ? { domain } : {}),
       ...(opts.apiUrl ? { apiUrl: opts.apiUrl } : {}),
       ...(opts.sandboxUrl ? { sandboxUrl: opts.sandboxUrl } : {}),
@@ -123,15 +127,30 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     return p;
   }
 
-  // Runs an envd operation; a sandbox that is gone drops its cached connection.
+  // Runs an envd operation; a sandbox that is gone drops its cached connection. envd reports a
+  // sandbox that was killed or expired meanwhile as a timeout (E2B's proxy answers 502), so a
+  // timeout or unavailable answer is checked against the control plane before it is reported.
   async function withEnvd<T>(sandboxId: string, fn: (sb: Sandbox) => Promise<T>): Promise<T> {
     try {
       return await fn(await envd(sandboxId));
     } catch (e) {
       const err = mapE2bError(e);
       if (err.category === 'not_found' && err.code === 'SandboxNotFoundError') connected.delete(sandboxId);
-      if (err.category === 'timeout' || err.category === 'unavailable') connected.delete(sandboxId);
+      if (err.category === 'timeout' || err.category === 'unavailable') {
+        connected.delete(sandboxId);
+        if (await isGone(sandboxId)) throw new ProviderError('not_found', { status: 404, code: 'SandboxNotFoundError' });
+      }
       throw err;
+    }
+  }
+
+  /** True only when the control plane says the sandbox does not exist (any other answer: false). */
+  async function isGone(sandboxId: string): Promise<boolean> {
+    try {
+      await Sandbox.getInfo(sandboxId, conn());
+      return false;
+    } catch (e) {
+      return mapE2bError(e).category === 'not_found';
     }
   }
 
@@ -178,16 +197,22 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
       }
       if (o.region !== undefined) throw new ProviderError('unsupported', { code: 'UnsupportedOption', detail: UNSUPPORTED_RESOURCES });
       const c = conn();
-      const want = o.offset + o.limit;
       return mapped(async () => {
         const pages = Sandbox.list({
           ...c,
           ...(o.status ? { query: { state: [o.status as (typeof STATUSES)[number]] } } : {}),
-          limit: Math.min(100, want),
+          limit: Math.min(100, o.offset + o.limit),
         });
-        const items: Array<Parameters<typeof toMetadata>[0]> = [];
-        while (pages.hasNext && items.length < want) items.push(...(await pages.nextItems()));
-        return items.slice(o.offset, want).map(toMetadata);
+        // Only the requested window is kept: a large offset walks pages without holding them.
+        const window: SandboxMetadata[] = [];
+        let seen = 0;
+        while (pages.hasNext && window.length < o.limit) {
+          for (const item of await pages.nextItems()) {
+            if (seen >= o.offset && window.length < o.limit) window.push(toMetadata(item));
+            seen += 1;
+          }
+        }
+        return window;
       });
     },
 

@@ -58,9 +58,34 @@ const DETAILS: Partial<Record<string, string>> = {
   TemplateError: 'The template is not compatible with this SDK (its envd is too old); rebuild the template.',
 };
 
+/**
+ * Connect RPC codes (numeric, as the SDK prints them) that the SDK leaves as plain SandboxErrors.
+ * The codes it maps itself (invalid_argument, not_found, ...) arrive as their own classes.
+ */
+const CONNECT_CODE_TABLE: Readonly<Record<number, readonly [string, ErrorCategory]>> = {
+  2: ['unknown', 'internal'],
+  6: ['already_exists', 'conflict'],
+  7: ['permission_denied', 'permission_denied'],
+  9: ['failed_precondition', 'conflict'],
+  10: ['aborted', 'conflict'],
+  11: ['out_of_range', 'invalid_argument'],
+  12: ['unimplemented', 'unsupported'],
+  13: ['internal', 'internal'],
+  15: ['data_loss', 'internal'],
+};
+
 function statusOf(e: unknown): number | undefined {
   const s = (e as { statusCode?: unknown }).statusCode;
   return typeof s === 'number' && Number.isInteger(s) ? s : undefined;
+}
+
+/**
+ * envd failures carry no statusCode: the SDK builds them as "<HTTP status>: …" (REST /files) or
+ * "<Connect code number>: …" (RPC). Only that leading number is read; the rest is never used.
+ */
+function leadingNumber(e: SandboxError): number | undefined {
+  const m = /^(\d{1,3}): /.exec(e.message);
+  return m ? Number(m[1]) : undefined;
 }
 
 /** Maps anything the SDK (or fetch under it) throws to a ProviderError with static text only. */
@@ -74,7 +99,10 @@ export function mapE2bError(e: unknown): ProviderError {
     }
   }
   if (e instanceof SandboxError) {
-    const s = statusOf(e);
+    const n = statusOf(e) === undefined ? leadingNumber(e) : undefined;
+    const rpc = n !== undefined && n < 100 ? CONNECT_CODE_TABLE[n] : undefined;
+    if (rpc) return new ProviderError(rpc[1], { code: rpc[0] });
+    const s = statusOf(e) ?? (n !== undefined && n >= 100 ? n : undefined);
     return new ProviderError((s !== undefined && STATUS_TABLE[s]) || 'internal', { code: 'SandboxError', ...(s !== undefined ? { status: s } : {}) });
   }
   if (e instanceof Error) {
