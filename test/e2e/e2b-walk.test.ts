@@ -2,23 +2,34 @@
 // in-repo fake of E2B's APIs (which does not establish real cloud support).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INJECTED_MESSAGE, startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
-import { connectStdio, ok, requirePrerequisites, toolError, waitFor, type StdioServer } from './harness.js';
+import { connectStdio, isAlive, ok, requirePrerequisites, toolError, waitFor, type StdioServer } from './harness.js';
 
 let fake: FakeE2b;
 const open: StdioServer[] = [];
 
-async function server(extraEnv: Record<string, string> = {}): Promise<StdioServer> {
-  const s = await connectStdio({ ...fake.env, ...extraEnv }, ['--provider', 'e2b']);
+async function server(extraEnv: Record<string, string> = {}, f: FakeE2b = fake): Promise<StdioServer> {
+  const s = await connectStdio({ ...f.env, ...extraEnv }, ['--provider', 'e2b']);
   open.push(s);
   return s;
 }
 
-/** Control-plane calls that lengthen a sandbox's lifetime. */
+const METADATA_KEYS = ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'];
+const rawId = (qualified: string) => qualified.replace(/^e2b:/, '');
+
+/** Control-plane calls that change a lifetime: any /timeout, and any connect the fake saw lengthen one. */
 function lifetimeCalls(fromIndex: number) {
-  return fake.calls.slice(fromIndex).filter((c) => /\/timeout$/.test(c.path) || c.extendedLifetime === true);
+  return fake.calls.slice(fromIndex).filter((c) => /\/timeout$/.test(c.path) || c.extendedLifetime !== false && c.path.endsWith('/connect'));
 }
 
 const uploads = (fromIndex: number) => fake.envdCalls.slice(fromIndex).filter((c) => c.path === '/files').length;
+
+/** What no result or log may contain: the fake's raw error text, its URL, any URL. */
+function expectNoLeak(text: string): void {
+  expect(text).not.toContain('FAKE-RAW-MESSAGE');
+  expect(text).not.toContain(INJECTED_MESSAGE);
+  expect(text).not.toContain(fake.url);
+  expect(text).not.toMatch(/https?:\/\//);
+}
 
 beforeAll(async () => {
   requirePrerequisites();
@@ -30,43 +41,80 @@ afterAll(async () => {
 });
 
 describe('e2b through MCP (against the fake)', () => {
-  it('walks the seeds: start, disconnect, new server reads and cancels, cleanup — with no lifetime extension by task tools', async () => {
+  it('walks the seeds: start, disconnect, a new server process reads and cancels, cleanup — task tools never lengthen the lifetime', async () => {
     const first = await server();
     const sb = await ok(first.client, 'create_sandbox', { timeout: 600 });
-    expect(sb.sandbox_id).toMatch(/^e2b:/);
-    expect(sb.region).toBeNull();
-    expect(sb.disk_size_mb).toBeNull();
+    expect(sb.sandbox_id).toMatch(/^e2b:fake[0-9a-f]+$/);
+    expect(Object.keys(sb).sort()).toEqual(METADATA_KEYS);
+    expect(sb).toMatchObject({ region: null, disk_size_mb: null, status: 'running', template: 'base' });
+    const fakeSb = fake.sandbox(rawId(sb.sandbox_id))!;
+    const endAt = fakeSb.endAt.getTime();
 
     const callsBefore = fake.calls.length;
     const uploadsBefore = fake.envdCalls.length;
-    const started = await ok(first.client, 'start_task', { command: 'printf BEFORE; sleep 2; printf AFTER', timeout: 60 });
+    const started = await ok(first.client, 'start_task', { command: 'printf BEFORE; sleep 60; printf AFTER', timeout: 120 });
+    expect(started.task_id).toMatch(/^[0-9a-f]{32}$/);
     const handle = { sandbox_id: sb.sandbox_id, task_id: started.task_id };
+    await waitFor(async () => (await ok(first.client, 'get_task', { ...handle, wait: 5 })).stdout === 'BEFORE', 'the task to print BEFORE');
     await ok(first.client, 'get_task', handle);
-    await ok(first.client, 'get_task', handle);
-    // The agent is pushed once for this sandbox, not per call.
+    // The agent is pushed once for this sandbox in this process, not per call.
     expect(uploads(uploadsBefore)).toBe(1);
     await first.close();
+    // start_task retained the sandbox: the first session's end did not destroy it.
+    expect(fake.sandbox(rawId(sb.sandbox_id))).toBeDefined();
 
     const second = await server();
-    const secondUploads = fake.envdCalls.length;
-    let view = await ok(second.client, 'get_task', handle);
-    expect(view.stdout.startsWith('BEFORE')).toBe(true);
-    await waitFor(async () => {
-      view = await ok(second.client, 'get_task', { ...handle, wait: 10 });
-      return view.state !== 'running';
-    }, 'the task to finish');
-    expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'BEFOREAFTER', stdout_size: 11 });
+    const callsSecond = fake.calls.length;
+    const uploadsSecond = fake.envdCalls.length;
+    const view = await ok(second.client, 'get_task', handle);
+    expect(view).toMatchObject({ sandbox_id: sb.sandbox_id, state: 'running', stdout: 'BEFORE', stdout_next_offset: 6 });
     const cancelled = await ok(second.client, 'cancel_task', handle);
-    expect(cancelled.state).toBe('succeeded');
-    // A new server process finds this agent build already installed.
-    expect(uploads(secondUploads)).toBe(0);
-    expect(lifetimeCalls(callsBefore)).toEqual([]);
+    expect(cancelled).toMatchObject({ state: 'cancelled', stdout: 'BEFORE' });
+    expect((await ok(second.client, 'get_task', handle)).state).toBe('cancelled');
+    // Repeating the cancel returns the saved outcome.
+    expect((await ok(second.client, 'cancel_task', handle)).state).toBe('cancelled');
 
-    await ok(second.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
+    // The fresh process did reach envd through a connect — one that asked for no extension.
+    const connects = fake.calls.slice(callsSecond).filter((c) => c.path.endsWith('/connect'));
+    expect(connects.length).toBeGreaterThanOrEqual(1);
+    for (const c of connects) expect(c.extendedLifetime).toBe(false);
+    expect(lifetimeCalls(callsBefore)).toEqual([]);
+    expect(fakeSb.endAt.getTime()).toBe(endAt);
+    // A new server process finds this agent build already installed.
+    expect(uploads(uploadsSecond)).toBe(0);
+
+    expect(await ok(second.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id })).toEqual({ success: true, sandbox_id: sb.sandbox_id });
+    expect(fake.sandbox(rawId(sb.sandbox_id))).toBeUndefined();
     expect((await toolError(second.client, 'get_sandbox', { sandbox_id: sb.sandbox_id })).category).toBe('not_found');
   });
 
-  it('maps provider failures to fixed categories without raw messages', async () => {
+  it('pushes the agent once per sandbox in a server process, and uses unqualified ids as e2b ids', async () => {
+    const s = await server();
+    const a = await ok(s.client, 'create_sandbox', {});
+    const b = await ok(s.client, 'create_sandbox', {});
+    const mark = fake.envdCalls.length;
+    for (const id of [a.sandbox_id, b.sandbox_id, rawId(a.sandbox_id)]) {
+      const t = await ok(s.client, 'start_task', { sandbox_id: id, command: 'true' });
+      expect(t.sandbox_id).toMatch(/^e2b:/);
+    }
+    const pushed = fake.envdCalls.slice(mark).filter((c) => c.path === '/files');
+    expect(pushed.map((c) => c.sandboxId).sort()).toEqual([rawId(a.sandbox_id), rawId(b.sandbox_id)].sort());
+    expect((await ok(s.client, 'get_sandbox', { sandbox_id: rawId(b.sandbox_id) })).sandbox_id).toBe(b.sandbox_id);
+    for (const id of [a.sandbox_id, b.sandbox_id]) await ok(s.client, 'kill_sandbox', { sandbox_id: id });
+  });
+
+  it('run_command timeout kills the whole process group', async () => {
+    const s = await server();
+    await ok(s.client, 'create_sandbox', {});
+    const r = await ok(s.client, 'run_command', { command: 'sleep 300 & echo $! > gc.pid; sleep 300', timeout: 1 });
+    expect(r).toMatchObject({ timed_out: true, exit_code: 124 });
+    const pid = Number((await ok(s.client, 'read_file', { path: 'gc.pid' })).content.trim());
+    expect(pid).toBeGreaterThan(1);
+    // The fake runs sandbox processes on this machine, so the grandchild's fate is visible here.
+    await waitFor(() => !isAlive(pid), 'the backgrounded grandchild to be killed');
+  });
+
+  it('maps 401/429/503/404 to fixed categories with the status, and no raw message in results or the log', async () => {
     const s = await server();
     const cases: [number, string][] = [
       [401, 'authentication'],
@@ -78,28 +126,113 @@ describe('e2b through MCP (against the fake)', () => {
       fake.injectFailure({ path: /^\/sandboxes\/[^/]+$/, method: 'GET', status, times: 10 });
       const e = await toolError(s.client, 'get_sandbox', { sandbox_id: 'e2b:someid' });
       fake.clearFailures();
-      expect(e.category, String(status)).toBe(category);
-      expect(e.text).not.toContain('FAKE-RAW-MESSAGE');
-      expect(e.text).not.toContain(INJECTED_MESSAGE);
-      expect(e.text).not.toMatch(/https?:\/\//);
+      expect([e.category, (e as { status?: number }).status], String(status)).toEqual([category, status]);
+      expectNoLeak(e.text);
     }
+
+    // Task tools from a fresh server reach envd through the control plane: its failures map too.
+    const sb = await ok(s.client, 'create_sandbox', { timeout: 300 });
+    const t = await ok(s.client, 'start_task', { command: 'sleep 30' });
+    const fresh = await server();
+    for (const [status, category] of cases) {
+      fake.injectFailure({ path: `/sandboxes/${rawId(sb.sandbox_id)}`, method: 'GET', status, times: 10 });
+      const e = await toolError(fresh.client, 'get_task', { sandbox_id: sb.sandbox_id, task_id: t.task_id });
+      fake.clearFailures();
+      expect(e.category, String(status)).toBe(category);
+      expectNoLeak(e.text);
+    }
+    fake.injectFailure({ path: /\/connect$/, status: 503, times: 10 });
+    const busy = await toolError(fresh.client, 'cancel_task', { sandbox_id: sb.sandbox_id, task_id: t.task_id });
+    fake.clearFailures();
+    expect(busy.category).toBe('unavailable');
+    // envd's REST /files: a failure there maps as well.
+    fake.injectFailure({ path: '/files', status: 507, times: 1 });
+    const full = await toolError(s.client, 'write_file', { path: 'x.txt', content: 'x' });
+    fake.clearFailures();
+    expect(full.category).toBe('insufficient_resources');
+    expectNoLeak(full.text);
+    await ok(s.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
+
     const wrongKey = await server({ E2B_API_KEY: 'e2b_wrong_key' });
-    expect((await toolError(wrongKey.client, 'create_sandbox', {})).category).toBe('authentication');
-    expect((await toolError(s.client, 'create_sandbox', { cpu: 2 })).category).toBe('unsupported');
+    const auth = await toolError(wrongKey.client, 'create_sandbox', {});
+    expect(auth.category).toBe('authentication');
+    expectNoLeak(auth.text);
+
+    const before = fake.calls.length;
+    for (const args of [{ cpu: 2 }, { memory: 1024 }, { region: 'eu' }]) {
+      const u = await toolError(s.client, 'create_sandbox', args);
+      expect(u.category).toBe('unsupported');
+      expect(u.suggestion).toMatch(/template/);
+    }
+    expect(fake.calls.length).toBe(before);
+    for (const x of [s, fresh, wrongKey]) expectNoLeak(x.stderr());
   });
 
-  it('pages list_sandboxes across several fake pages by offset', async () => {
+  it('without E2B_API_KEY the server starts and each call fails with authentication', async () => {
+    const before = fake.calls.length;
+    const s = await server({ E2B_API_KEY: '' });
+    for (const [name, args] of [
+      ['create_sandbox', {}],
+      ['list_sandboxes', {}],
+      ['get_sandbox', { sandbox_id: 'e2b:abc' }],
+      ['get_task', { sandbox_id: 'abc', task_id: '0123456789abcdef0123456789abcdef' }],
+      ['run_command', { sandbox_id: 'abc', command: 'true' }],
+    ] as const) {
+      const e = await toolError(s.client, name, args);
+      expect([name, e.category, e.code]).toEqual([name, 'authentication', 'MissingApiKey']);
+      expect(e.suggestion).toContain('E2B_API_KEY');
+    }
+    expect(fake.calls.length).toBe(before);
+  });
+
+  it('takes credentials only from the configuration, never from tool arguments', async () => {
     const s = await server();
-    fake.setPageSize(2);
+    const { tools } = await s.client.listTools();
+    for (const tool of tools) {
+      const props = Object.keys((tool.inputSchema as { properties?: object }).properties ?? {});
+      for (const p of props) expect(p, `${tool.name}.${p}`).not.toMatch(/key|token|secret|password|domain|url|credential/i);
+    }
+    const before = fake.calls.length;
+    const e = await toolError(s.client, 'create_sandbox', { api_key: 'e2b_fake_test_key' });
+    expect(e.category).toBe('invalid_argument');
+    expect(e.text).not.toContain('e2b_fake_test_key');
+    expect(fake.calls.length).toBe(before);
+  });
+
+  it('pages list_sandboxes across several fake pages by offset, with the status filter', async () => {
+    const f = await startFakeE2b({ pageSize: 2 });
     try {
+      const s = await server({}, f);
       const created: string[] = [];
       for (let i = 0; i < 5; i++) created.push((await ok(s.client, 'create_sandbox', {})).sandbox_id);
-      const all = (await ok(s.client, 'list_sandboxes', { status: 'running' })).sandboxes.map((m: { sandbox_id: string }) => m.sandbox_id);
-      for (const id of created) expect(all).toContain(id);
-      const page = await ok(s.client, 'list_sandboxes', { status: 'running', limit: 3, offset: 1 });
-      expect(page.sandboxes.map((m: { sandbox_id: string }) => m.sandbox_id)).toEqual(all.slice(1, 4));
+      f.sandbox(rawId(created[0]!))!.state = 'paused';
+
+      const mark = f.calls.length;
+      const all = (await ok(s.client, 'list_sandboxes', {})).sandboxes as Array<Record<string, unknown>>;
+      expect(all.map((m) => m.sandbox_id).sort()).toEqual([...created].sort());
+      for (const m of all) {
+        expect(Object.keys(m).sort()).toEqual(METADATA_KEYS);
+        expect(m).toMatchObject({ region: null, disk_size_mb: null });
+      }
+      // Three pages of at most two, the later two fetched with the server's cursor.
+      const pages = f.calls.slice(mark).filter((c) => c.method === 'GET' && c.path.startsWith('/v2/sandboxes'));
+      expect(pages.map((c) => c.path.includes('nextToken='))).toEqual([false, true, true]);
+
+      const page = await ok(s.client, 'list_sandboxes', { limit: 3, offset: 1 });
+      expect(page).toMatchObject({ limit: 3, offset: 1 });
+      expect(page.sandboxes.map((m: { sandbox_id: string }) => m.sandbox_id)).toEqual(all.slice(1, 4).map((m) => m.sandbox_id));
+      expect((await ok(s.client, 'list_sandboxes', { limit: 2, offset: 4 })).sandboxes.map((m: { sandbox_id: string }) => m.sandbox_id)).toEqual([all[4]!.sandbox_id]);
+      expect((await ok(s.client, 'list_sandboxes', { offset: 5 })).sandboxes).toEqual([]);
+
+      const running = (await ok(s.client, 'list_sandboxes', { status: 'running' })).sandboxes.map((m: { sandbox_id: string }) => m.sandbox_id);
+      expect(running.sort()).toEqual(created.slice(1).sort());
+      const paused = (await ok(s.client, 'list_sandboxes', { status: 'paused' })).sandboxes;
+      expect(paused.map((m: { sandbox_id: string; status: string }) => [m.sandbox_id, m.status])).toEqual([[created[0], 'paused']]);
+      // Listing adopts nothing: the session still kills exactly what it created.
+      await s.close();
+      expect(f.calls.filter((c) => c.method === 'DELETE').length).toBe(5);
     } finally {
-      fake.setPageSize(100);
+      await f.close();
     }
   });
 });
