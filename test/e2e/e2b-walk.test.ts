@@ -83,6 +83,15 @@ describe('e2b through MCP (against the fake)', () => {
     // A new server process finds this agent build already installed.
     expect(uploads(uploadsSecond)).toBe(0);
 
+    // Inspecting and extending an id outside the session are single static calls: no connect, no resume.
+    const staticMark = fake.calls.length;
+    expect((await ok(second.client, 'get_sandbox', { sandbox_id: sb.sandbox_id })).end_at).toBe(new Date(endAt).toISOString());
+    expect(await ok(second.client, 'set_sandbox_timeout', { sandbox_id: sb.sandbox_id, timeout: 900 })).toEqual({ success: true, sandbox_id: sb.sandbox_id, timeout: 900 });
+    expect(fake.calls.slice(staticMark).map((c) => [c.method, c.path, c.body])).toEqual([
+      ['GET', `/sandboxes/${rawId(sb.sandbox_id)}`, undefined],
+      ['POST', `/sandboxes/${rawId(sb.sandbox_id)}/timeout`, { timeout: 900 }],
+    ]);
+
     expect(await ok(second.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id })).toEqual({ success: true, sandbox_id: sb.sandbox_id });
     expect(fake.sandbox(rawId(sb.sandbox_id))).toBeUndefined();
     expect((await toolError(second.client, 'get_sandbox', { sandbox_id: sb.sandbox_id })).category).toBe('not_found');
