@@ -1,4 +1,5 @@
 // The e2b provider with the real `e2b` SDK against the in-repo fake of E2B (test/e2b-fake).
+import { readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createE2bProvider } from '../../host/providers/e2b/e2b-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
@@ -94,8 +95,12 @@ describe('e2b provider against the fake', () => {
     expect(capped.stdout.toString()).toMatch(/END\n$/);
 
     // timeout kills the command's whole process group: the backgrounded grandchild is gone too.
-    const t = await provider.exec(id, 'sleep 300 & echo $! > gc.pid; sleep 300', { timeoutS: 1 });
+    // TMPDIR points the wrapper's marker file into this sandbox's home, where leftovers are visible.
+    const tmpdirEnv = { TMPDIR: fake.sandbox(id)!.home };
+    const t = await provider.exec(id, 'sleep 300 & echo $! > gc.pid; sleep 300', { timeoutS: 1, envs: tmpdirEnv });
     expect(t).toMatchObject({ timedOut: true, exitCode: 124 });
+    expect((await provider.exec(id, 'true', { timeoutS: 1, envs: tmpdirEnv })).exitCode).toBe(0);
+    expect(readdirSync(fake.sandbox(id)!.home).filter((n) => n.startsWith('.sandbox-mcp-timeout'))).toEqual([]);
     // The wrapper's own job reports ("Terminated", "Killed") never reach the command's stderr.
     expect(t.stderr.toString()).toBe('');
     const gc = Number((await provider.readFile(id, 'gc.pid')).data.toString().trim());

@@ -34,7 +34,8 @@ export function buildExecScript(timeoutS: number, graceS: number): string {
     'wait "$__p"; __rc=$?',
     `if [ -e "$__m" ]; then wait "$__w"; rm -f "$__m"; exit ${TIMED_OUT_EXIT}; fi`,
     // By pid too: a fast command can finish before the watchdog's setsid has made its group.
-    'kill -KILL -- "-$__w" "$__w" 2>/dev/null',
+    // The marker too: the watchdog may have fired between the check above and this kill.
+    'kill -KILL -- "-$__w" "$__w" 2>/dev/null; rm -f "$__m"',
     // Descendants left in the group would hold the output open: clean them up like a timeout does.
     `kill -TERM -- "-$__p" 2>/dev/null && { i=0; while [ "$i" -lt ${graceTicks} ] && kill -0 -- "-$__p" 2>/dev/null; do sleep 0.1; i=$((i+1)); done; kill -KILL -- "-$__p" 2>/dev/null; }`,
     'exit "$__rc"',
