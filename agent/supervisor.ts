@@ -19,6 +19,7 @@ import { secretValuesFromEnv } from './secret-masker.js';
 import { writeStatus } from './status-file.js';
 import { sleep } from './timing.js';
 import { childProcess } from './node-modules.js';
+import { closeInheritedFds } from './inherited-fds.js';
 
 /** What `start` leaves in request.json for the supervisor (the environment travels by inheritance). */
 export interface TaskRequestFile {
@@ -44,6 +45,8 @@ const nowS = () => Math.floor(Date.now() / 1000);
 
 /** Runs one task to completion and exits the process; never returns normally. */
 export async function runSupervisor(dir: string): Promise<void> {
+  // Whoever started us may have leaked descriptors (selftest's caller, say); the command must not hold them.
+  closeInheritedFds();
   const req = JSON.parse(readFileSync(join(dir, TASK_FILES.request), 'utf8')) as TaskRequestFile;
   const self = readProcStat(process.pid);
   const status: TaskStatus = {

@@ -7,13 +7,14 @@ import { LIMITS } from '../../shared/limits.js';
 import { TERMINAL_STATES, type TaskView } from '../../shared/protocol.js';
 import { STATUS_FORMAT_VERSION } from '../../shared/status.js';
 import { AgentFailure } from '../errors.js';
-import { ensureTasksDir, TASK_FILES } from '../paths.js';
+import { ensureTasksDir, homeDir, TASK_FILES } from '../paths.js';
 import { writeFileAtomic, writeStatus } from '../status-file.js';
 import { readStatus } from '../status-read.js';
 import type { TaskRequestFile } from '../supervisor.js';
 import { buildView, observeTask } from '../task-view.js';
 import { sleep, type Timings } from '../timing.js';
 import { childProcess } from '../node-modules.js';
+import { closeInheritedFds } from '../inherited-fds.js';
 
 /** A validated start request. */
 export interface StartOpts {
@@ -66,6 +67,8 @@ async function launch(dir: string, opts: StartOpts, cwd: string, timings: Timing
   };
   writeFileAtomic(join(dir, TASK_FILES.request), JSON.stringify(request) + '\n');
   // stdio must not be ours: the host's exec returns only when every holder of its pipes is gone.
+  // Nor any other descriptor the host's exec leaked to us: the supervisor would inherit it.
+  closeInheritedFds();
   const { spawn } = childProcess();
   const debugFd = process.env.AGENT_DEBUG ? openSync(join(dir, 'supervisor-debug.log'), 'a', 0o600) : 'ignore';
   let spawnError: string | undefined;
@@ -122,10 +125,15 @@ async function waitForStatus(dir: string, withinMs: number, isHopeless: () => bo
   }
 }
 
-/** Relative paths (and no path) resolve against $HOME, like every other sandbox path. */
+/** Relative paths (and no path) resolve against the home directory, like every other sandbox path. */
 function resolveCwd(cwd: string | undefined): string {
-  const home = process.env.HOME || process.cwd();
-  const path = cwd === undefined ? home : isAbsolute(cwd) ? cwd : resolve(home, cwd);
+  let path: string;
+  if (cwd !== undefined && isAbsolute(cwd)) path = cwd;
+  else {
+    const home = homeDir();
+    if (home === null) throw new AgentFailure('invalid_request', 'field `cwd` must be an absolute path here: HOME is unset and this user has no home directory');
+    path = cwd === undefined ? home : resolve(home, cwd);
+  }
   let isDir = false;
   try {
     isDir = statSync(path).isDirectory();

@@ -1,11 +1,15 @@
 // Real tasks through the built agent: the seeds' walk, masking, the cap, pages, exit codes,
 // group cleanup on completion, long-polling, idempotent start and the task limit.
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, utimesSync } from 'node:fs';
+import { execFileSync, spawn, type StdioOptions } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { TaskView } from '../../shared/protocol.js';
+import type { Readable } from 'node:stream';
+import { encodeRequest, type TaskView } from '../../shared/protocol.js';
 import {
+  AGENT,
+  agentEnv,
   call,
   callView,
   destroyWorld,
@@ -14,6 +18,7 @@ import {
   isAlive,
   newTaskId,
   newWorld,
+  sleep,
   taskDirOf,
   TERMINAL,
   waitFor,
@@ -208,11 +213,53 @@ describe('start', () => {
     expect(readFileSync(join(w.home, 'runs.txt'), 'utf8')).toBe('run\n');
   });
 
+  it('does not pass a descriptor leaked by its caller on to the supervisor or the command', async () => {
+    const w = world();
+    const id = newTaskId();
+    // fd 40 is a pipe without close-on-exec, as an exec service might leak one (node itself
+    // reuses the lowest descriptors at start-up, so a low one would not show the leak).
+    const stdio: StdioOptions = ['ignore', 'pipe', 'inherit', ...Array<'ignore'>(37).fill('ignore'), 'pipe'];
+    const agent = spawn(process.execPath, [AGENT, 'call', encodeRequest({ protocol: 1, op: 'start', task_id: id, command: 'sleep 300' })], {
+      env: agentEnv(w),
+      stdio,
+    });
+    const leaked = (agent.stdio as unknown[])[40] as Readable;
+    const eof = new Promise<boolean>((resolve) => {
+      leaked.on('data', () => {});
+      leaked.once('end', () => resolve(true));
+      leaked.once('error', () => resolve(true));
+    });
+    let out = '';
+    agent.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    // 'exit', not 'close': close would also wait for the leaked pipe.
+    await Promise.all([new Promise((resolve) => agent.once('exit', resolve)), new Promise((resolve) => agent.stdout!.once('end', resolve))]);
+    expect(JSON.parse(out)).toMatchObject({ ok: true, result: { state: 'running' } });
+    // Only the exited agent held the other end, so EOF comes now, not when the task ends.
+    expect(await Promise.race([eof, sleep(15_000).then(() => false)])).toBe(true);
+    expect(await callView(w, { protocol: 1, op: 'get', task_id: id })).toMatchObject({ state: 'running' });
+    await callView(w, { protocol: 1, op: 'cancel', task_id: id });
+  });
+
   it('runs in cwd (relative to HOME) with the environment it was started with', async () => {
     const w = world({ GREETING: 'hello there' });
     mkdirSync(join(w.home, 'work'));
     const { task_id: id } = await start(w, 'pwd; echo "$GREETING"', { cwd: 'work' });
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: `${join(w.home, 'work')}\nhello there\n` });
+  });
+
+  it('without HOME, runs in the home directory of the password database', async () => {
+    const w = world();
+    const { task_id: id } = await callView(w, { protocol: 1, op: 'start', task_id: newTaskId(), command: 'pwd' }, { HOME: '' });
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: `${userInfo().homedir}\n` });
+  });
+
+  it('answers a clear error, naming the setting, when the state directory cannot be created', async () => {
+    const w = world();
+    const notADir = join(w.home, 'plain-file');
+    writeFileSync(notADir, '');
+    const res = await call(w, { protocol: 1, op: 'start', task_id: newTaskId(), command: 'true' }, { SANDBOX_AGENT_STATE_DIR: join(notADir, 'state') });
+    expect(res).toMatchObject({ ok: false, error: { code: 'internal', message: expect.stringContaining('SANDBOX_AGENT_STATE_DIR') } });
+    expect(res.ok ? '' : res.error.message).not.toContain(notADir);
   });
 
   it('keeps task directories private (0700)', async () => {
