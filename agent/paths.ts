@@ -1,13 +1,29 @@
 // Where task state lives: one private directory per sandbox OS user.
 import { mkdirSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
-import { homedir } from 'node:os';
+import { userInfo } from 'node:os';
+import { AgentFailure } from './errors.js';
 
-/** $SANDBOX_AGENT_STATE_DIR, else $HOME/.local/state/sandbox-agent. */
+/** $HOME, else the user's home from the password database; null when neither exists. */
+export function homeDir(env: NodeJS.ProcessEnv = process.env): string | null {
+  if (env.HOME) return env.HOME;
+  // Not os.homedir(): it returns an empty HOME as is, and a relative state path would follow.
+  try {
+    return userInfo().homedir || null;
+  } catch {
+    return null; // a uid without a passwd entry, as containers often run
+  }
+}
+
+/** $SANDBOX_AGENT_STATE_DIR, else $HOME/.local/state/sandbox-agent; throws a clear failure without either. */
 export function stateDir(env: NodeJS.ProcessEnv = process.env): string {
   const explicit = env.SANDBOX_AGENT_STATE_DIR;
   if (explicit) return explicit;
-  return join(env.HOME || homedir(), '.local', 'state', 'sandbox-agent');
+  const home = homeDir(env);
+  if (home === null) {
+    throw new AgentFailure('internal', 'no state directory: HOME is unset and this user has no home directory; set HOME or SANDBOX_AGENT_STATE_DIR');
+  }
+  return join(home, '.local', 'state', 'sandbox-agent');
 }
 
 /** The folder holding one directory per task. */
@@ -24,10 +40,17 @@ export function taskDir(taskId: string, env: NodeJS.ProcessEnv = process.env): s
 export function ensureTasksDir(env: NodeJS.ProcessEnv = process.env): string {
   const root = stateDir(env);
   const tasks = tasksDir(env);
-  mkdirSync(tasks, { recursive: true, mode: 0o700 });
-  // mkdir's mode is filtered by the umask and ignored for existing directories.
-  chmodSync(root, 0o700);
-  chmodSync(tasks, 0o700);
+  try {
+    mkdirSync(tasks, { recursive: true, mode: 0o700 });
+    // mkdir's mode is filtered by the umask and ignored for existing directories.
+    chmodSync(root, 0o700);
+    chmodSync(tasks, 0o700);
+  } catch (err) {
+    throw new AgentFailure(
+      'internal',
+      `the state directory cannot be created or made private (${(err as NodeJS.ErrnoException).code ?? 'error'}); set SANDBOX_AGENT_STATE_DIR (or HOME) to a writable place`,
+    );
+  }
   return tasks;
 }
 

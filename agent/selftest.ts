@@ -20,7 +20,6 @@ type Check = SelftestResult['checks'][number];
 
 /** Runs every check (each bounded in time) and reports them all; ok only if all pass. */
 export async function runSelftest(): Promise<SelftestResult> {
-  const scratch = mkdtempSync(join(tmpdir(), 'sandbox-agent-selftest-'));
   const checks: Check[] = [];
   const run = async (name: string, fn: () => Promise<string | undefined> | string | undefined) => {
     try {
@@ -30,16 +29,27 @@ export async function runSelftest(): Promise<SelftestResult> {
       checks.push({ name, ok: false, detail: (err as Error).message });
     }
   };
+  let scratch: string | undefined;
+  try {
+    scratch = mkdtempSync(join(tmpdir(), 'sandbox-agent-selftest-'));
+  } catch (err) {
+    // Still a report: the checks that need no scratch space run, the others fail saying why.
+    checks.push({ name: 'scratch', ok: false, detail: `no scratch directory in the temp dir (${(err as NodeJS.ErrnoException).code ?? 'error'}); set TMPDIR` });
+  }
+  const inScratch = (fn: (dir: string) => Promise<string | undefined> | string | undefined) => () => {
+    if (scratch === undefined) throw new Error('skipped: no scratch directory');
+    return fn(scratch);
+  };
   try {
     await run('proc', checkProc);
     await run('state_dir', checkStateDir);
-    await run('atomic_rename', () => checkAtomicRename(scratch));
+    await run('atomic_rename', inScratch(checkAtomicRename));
     await run('process_group', checkProcessGroup);
-    await run('log_cap', () => checkCap(scratch));
-    await run('masking', () => checkMasking(scratch));
-    await run('supervisor', () => checkSupervisor(scratch));
+    await run('log_cap', inScratch(checkCap));
+    await run('masking', inScratch(checkMasking));
+    await run('supervisor', inScratch(checkSupervisor));
   } finally {
-    rmSync(scratch, { recursive: true, force: true });
+    if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true });
   }
   return { ok: checks.every((c) => c.ok), checks };
 }
@@ -140,12 +150,23 @@ async function checkSupervisor(scratch: string): Promise<string> {
     stdio: 'ignore',
     env: { ...process.env, SANDBOX_SELFTEST_TOKEN: token },
   });
-  child.unref();
+  let spawnError: string | undefined;
+  child.once('error', (err: NodeJS.ErrnoException) => (spawnError = err.code ?? 'error'));
+  let exited = false;
+  child.once('exit', () => (exited = true));
   let status = readStatus(dir);
-  for (let i = 0; i < 1000 && !(status.kind === 'ok' && status.status.state !== 'running'); i++) {
-    await sleep(10);
-    status = readStatus(dir);
+  try {
+    for (let i = 0; i < 1000 && !(status.kind === 'ok' && status.status.state !== 'running') && spawnError === undefined; i++) {
+      await sleep(10);
+      status = readStatus(dir);
+    }
+  } finally {
+    // Not finished in time: ask the supervisor to stop its command (as cancel does) rather than
+    // leave both running. It is verifiably ours: our own child, not yet reaped.
+    if (!exited && !(status.kind === 'ok' && status.status.state !== 'running')) child.kill('SIGTERM');
+    child.unref();
   }
+  assert(spawnError === undefined, `the supervisor could not be started (${spawnError})`);
   assert(status.kind === 'ok', 'the supervisor wrote no readable status');
   assert(status.status.state === 'succeeded', `the supervised command ended ${status.status.state}, expected succeeded`);
   const log = readFileSync(join(dir, TASK_FILES.stdout));

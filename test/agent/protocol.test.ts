@@ -1,7 +1,7 @@
 // The call contract: one JSON line, exit 0, protocol_mismatch and invalid_request without
 // echoing values; the bundle is self-contained and embeds its versions; selftest passes here.
 import { builtinModules } from 'node:module';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HelloResultSchema, SelftestResultSchema } from '../../shared/protocol.js';
@@ -99,6 +99,28 @@ describe('selftest', () => {
     expect(report.ok).toBe(true);
     expect(report.checks.map((c) => c.name)).toEqual(['proc', 'state_dir', 'atomic_rename', 'process_group', 'log_cap', 'masking', 'supervisor']);
     expect(report.checks.every((c) => c.ok)).toBe(true);
+  });
+
+  it('still reports (exit 1, every check named) when the temp dir is unusable, and cleans up after itself', async () => {
+    const notADir = join(world.home, 'plain-file');
+    writeFileSync(notADir, '');
+    const res = await runAgent(world, ['selftest'], { TMPDIR: notADir });
+    expect(res.exitCode).toBe(1);
+    const report = SelftestResultSchema.parse(JSON.parse(res.stdout));
+    expect(report.ok).toBe(false);
+    const byName = new Map(report.checks.map((c) => [c.name, c]));
+    expect(byName.get('scratch')).toMatchObject({ ok: false, detail: expect.stringContaining('TMPDIR') });
+    // Checks that need no scratch space still ran and passed; the others failed, not passed.
+    expect(byName.get('process_group')?.ok).toBe(true);
+    expect(byName.get('supervisor')?.ok).toBe(false);
+  });
+
+  it('leaves no scratch directory behind', async () => {
+    const tmp = join(world.home, 'tmp');
+    mkdirSync(tmp);
+    const res = await runAgent(world, ['selftest'], { TMPDIR: tmp });
+    expect(res.exitCode).toBe(0);
+    expect(readdirSync(tmp)).toEqual([]);
   });
 
   it('is also an op', async () => {
