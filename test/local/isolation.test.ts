@@ -100,6 +100,19 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
     }
   });
 
+  it("the caller's environment applies inside only: the host-side helpers' loader never sees it", async () => {
+    const probe = `ld-probe-${marker}`;
+    const r = await provider.exec(id, `/bin/true; ls /tmp | grep -q ${probe} && echo logged; printf %s "$ODD"`, {
+      timeoutS: 30,
+      envs: { LD_DEBUG: 'files', LD_DEBUG_OUTPUT: `/tmp/${probe}`, ODD: "it's $(id) `x` \\ \n\"end\"" },
+    });
+    // Inside, the loader obeyed them (its log landed in the sandbox's /tmp) and odd values arrive intact…
+    expect(r.stdout.toString()).toBe(`logged\nit's $(id) \`x\` \\ \n"end"`);
+    // …while nsenter, which runs on the host, neither logged to the host's /tmp nor to the command's stderr.
+    expect(readdirSync(tmpdir()).filter((n) => n.startsWith(probe))).toEqual([]);
+    expect(r.stderr.toString()).not.toContain('nsenter');
+  });
+
   it("has its own /tmp, not the host's", async () => {
     const hostDir = mkdtempSync(join(tmpdir(), 'host-only-'));
     try {

@@ -3,7 +3,7 @@
 // group, and an optional side channel on fd 3 for the provider's own scripts.
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { OutputCapture } from '../output-capture.js';
 import type { Command } from './bwrap-args.js';
 
@@ -17,6 +17,8 @@ export interface CaptureOpts {
   keepTail?: boolean;
   /** Opens fd 3 as a pipe back to us (scripts report metadata there). */
   withMetaFd?: boolean;
+  /** Written to the command's fd 4 (ENV_PRELUDE sources the sandbox environment from it). */
+  envScript?: string;
   /**
    * After the command exits, how long to wait for its pipes to close: background processes it
    * started may hold them open forever, and must not hold the call open.
@@ -101,7 +103,13 @@ export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<Capture
       detached: true,
       ...(cmd.uid !== undefined ? { uid: cmd.uid } : {}),
       ...(cmd.gid !== undefined ? { gid: cmd.gid } : {}),
-      stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', ...(opts.withMetaFd ? (['pipe'] as const) : [])],
+      stdio: [
+        opts.stdin ? 'pipe' : 'ignore',
+        'pipe',
+        'pipe',
+        ...(opts.withMetaFd || opts.envScript !== undefined ? ([opts.withMetaFd ? 'pipe' : 'ignore'] as const) : []),
+        ...(opts.envScript !== undefined ? (['pipe'] as const) : []),
+      ],
     });
     if (child.pid !== undefined) opts.onSpawn?.(child.pid);
     const sink = () => (opts.keepTail ? new TailKeepingSink(opts.maxOutputBytes) : new CappedSink(opts.maxOutputBytes));
@@ -146,6 +154,11 @@ export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<Capture
     child.stderr?.on('data', (b: Buffer) => err.push(b));
     (child.stdio[3] as Readable | undefined)?.on('data', (b: Buffer) => meta.push(b));
     for (const s of streams) s?.on('error', () => {});
+    const envPipe = opts.envScript !== undefined ? (child.stdio[4] as unknown as Writable | null) : null;
+    if (envPipe) {
+      envPipe.on('error', () => {});
+      envPipe.end(opts.envScript);
+    }
     if (opts.stdin && child.stdin) {
       child.stdin.on('error', () => {});
       child.stdin.end(opts.stdin);

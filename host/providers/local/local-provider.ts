@@ -25,6 +25,8 @@ import type {
 import {
   buildEnterCommand,
   CHDIR_SCRIPT,
+  envPrelude,
+  exportScript,
   HIDDEN_PATHS,
   SANDBOX_HOME,
   sandboxPath,
@@ -514,9 +516,12 @@ export class LocalProvider implements Provider {
       const callEnvs = validateEnvs(opts.envs, 'envs');
       const cwd = opts.cwd !== undefined ? resolveSandboxPath(opts.cwd) : undefined;
       const sb = await this.require(sandboxId);
-      const argv = cwd !== undefined ? ['/bin/sh', '-c', CHDIR_SCRIPT, 'sh', cwd, sb.spec.shell, '-c', command] : [sb.spec.shell, '-c', command];
+      const inner = [sb.spec.shell, '-c', envPrelude(sb.spec.shell), sb.spec.shell, command];
+      const argv = cwd !== undefined ? ['/bin/sh', '-c', CHDIR_SCRIPT, 'sh', cwd, ...inner] : inner;
       const r = await this.run(sb, argv, {
-        env: { ...this.baseEnv(), ...sb.spec.envs, ...callEnvs },
+        // Only this fixed environment exists outside the sandbox; the caller's is sourced inside.
+        env: { PATH: sandboxPath(this.nodeBinDirs) },
+        envScript: exportScript({ ...this.baseEnv(), ...sb.spec.envs, ...callEnvs }),
         timeoutMs: opts.timeoutS * 1000,
         maxOutputBytes,
         keepTail: true,
@@ -615,7 +620,15 @@ export class LocalProvider implements Provider {
   private async run(
     sb: LiveSandbox,
     argv: string[],
-    opts: { env: Record<string, string>; timeoutMs: number; maxOutputBytes: number; withMetaFd: boolean; keepTail?: boolean; stdin?: Buffer },
+    opts: {
+      env: Record<string, string>;
+      envScript?: string;
+      timeoutMs: number;
+      maxOutputBytes: number;
+      withMetaFd: boolean;
+      keepTail?: boolean;
+      stdin?: Buffer;
+    },
   ): Promise<CaptureResult> {
     const cmd: Command = buildEnterCommand(
       sb.keeper.pid1.pid,
