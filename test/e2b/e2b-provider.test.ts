@@ -292,6 +292,24 @@ describe('e2b provider against the fake', () => {
       await provider.kill(id);
     }
   });
+  test('the connection cache is bounded; an evicted sandbox reconnects without extension', async () => {
+    const small = createE2bProvider({ apiKey: fake.apiKey, apiUrl: fake.apiUrl, sandboxUrl: fake.sandboxUrl, maxConnections: 1 });
+    try {
+      const a = (await small.create({ timeoutS: 60 })).sandbox_id;
+      const b = (await small.create({ timeoutS: 60 })).sandbox_id;
+      const mark = fake.calls.length;
+      await small.exec(b, 'true', { timeoutS: 5 });
+      expect(fake.calls.length).toBe(mark);
+      await small.exec(a, 'true', { timeoutS: 5 });
+      const connects = fake.calls.slice(mark).filter((c) => c.path.endsWith('/connect'));
+      expect(connects.map((c) => [c.path, c.extendedLifetime])).toEqual([[`/v2/sandboxes/${a}/connect`, false]]);
+      await small.kill(a);
+      await small.kill(b);
+    } finally {
+      await small.close();
+    }
+  });
+
   test('a sandbox killed elsewhere is not_found for exec and file calls (envd says 502, not a timeout)', async () => {
     const other = providerFor(fake);
     try {

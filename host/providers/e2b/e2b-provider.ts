@@ -41,6 +41,8 @@ export interface E2bProviderOpts {
   killGraceS?: number;
   /** Subtracted from the remaining lifetime a connect asks for, so request latency never extends it. */
   connectMarginMs?: number;
+  /** Most envd connections (Sandbox objects) kept for reuse; the least recently used is dropped. */
+  maxConnections?: number;
 }
 
 const HOME = '/home/user';
@@ -84,8 +86,16 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
   const domain = opts.domain ?? process.env.E2B_DOMAIN;
   const killGraceS = opts.killGraceS ?? 2;
   const connectMarginMs = opts.connectMarginMs ?? 2000;
+  const maxConnections = opts.maxConnections ?? 256;
   // Sandbox objects (with their envd token) obtained in this process, per sandbox id.
+  // Sandboxes that expire are never told to us, so the cache is bounded (least recently used
+  // goes first); a forgotten sandbox is simply reconnected, without extension, on its next use.
   const connected = new Map<string, Promise<Sandbox>>();
+  function remember(sandboxId: string, p: Promise<Sandbox>): void {
+    connected.delete(sandboxId);
+    connected.set(sandboxId, p);
+    if (connected.size > maxConnections) connected.delete(connected.keys().next().value!);
+  }
 
   function conn(): { apiKey: string; logger: typeof QUIET_LOGGER; domain?: string; apiUrl?: string; sandboxUrl?: string; requestTimeoutMs?: number } {
     if (!apiKey) {
@@ -121,9 +131,11 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     let p = connected.get(sandboxId);
     if (!p) {
       p = connectQuietly(sandboxId);
-      connected.set(sandboxId, p);
-      p.catch(() => connected.delete(sandboxId));
+      p.catch(() => {
+        if (connected.get(sandboxId) === p) connected.delete(sandboxId);
+      });
     }
+    remember(sandboxId, p);
     return p;
   }
 
@@ -180,7 +192,7 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
           ...(o.envs ? { envs: o.envs } : {}),
         }),
       );
-      connected.set(sb.sandboxId, Promise.resolve(sb));
+      remember(sb.sandboxId, Promise.resolve(sb));
       try {
         return toMetadata(await Sandbox.getInfo(sb.sandboxId, c));
       } catch (e) {
