@@ -1,5 +1,5 @@
 // Atomically replacing a task's status file. Free of zod on purpose: the supervisor uses it.
-import { closeSync, fsyncSync, openSync, renameSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TaskStatus } from '../shared/status.js';
 import { TASK_FILES } from './paths.js';
@@ -7,14 +7,24 @@ import { TASK_FILES } from './paths.js';
 /** Writes `data` to `path` so that a reader sees either the old or the new content, never a mix. */
 export function writeFileAtomic(path: string, data: string): void {
   const tmp = `${path}.tmp-${process.pid}`;
-  const fd = openSync(tmp, 'w', 0o600);
   try {
-    writeSync(fd, data);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+    const fd = openSync(tmp, 'w', 0o600);
+    try {
+      writeSync(fd, data);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, path);
+  } catch (err) {
+    // A full disk must not also leave half a temp file for every attempt.
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // never created
+    }
+    throw err;
   }
-  renameSync(tmp, path);
 }
 
 /** Replaces the task's status file atomically (temp file, fsync, rename). */

@@ -1,7 +1,7 @@
 // Stopping tasks: cancel (TERM, then KILL, to the whole group), timeouts, a supervisor killed
 // with -9, the saved outcome of a finished task, and status files read during transitions.
 import { spawn } from 'node:child_process';
-import { readFileSync, statSync } from 'node:fs';
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TaskStatusSchema } from '../../shared/status.js';
@@ -148,6 +148,55 @@ describe('a lost supervisor', () => {
     const cancelled = await cancel(w, id);
     expect(cancelled).toMatchObject({ state: 'unknown', error: { code: 'supervisor_missing' } });
     await waitFor(() => !isAlive(status.group!.pgid), 'the orphaned group to be stopped');
+  });
+});
+
+describe('unverified processes', () => {
+  /** Start time (field 22 of /proc/<pid>/stat) of a live process. */
+  const startTimeOf = (pid: number) => {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+  };
+
+  it('never signals a recorded pid whose start time does not match (a reused pid)', async () => {
+    const w = world();
+    // A live bystander in its own process group stands in for a process that reused the pids.
+    const bystander = spawn('sleep', ['300'], { detached: true, stdio: 'ignore' });
+    strays.push(bystander.pid!);
+    const real = startTimeOf(bystander.pid!);
+    const id = newTaskId();
+    const dir = taskDirOf(w, id);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const status = {
+      format: 1, task_id: id, state: 'running', reason: null,
+      supervisor: { pid: bystander.pid, start_time: real - 1 },
+      group: { pgid: bystander.pid, leader_start_time: real + 1 },
+      exit_code: null, signal: null, started_at: 1, finished_at: null, stdout_truncated: false, stderr_truncated: false,
+    };
+    writeFileSync(join(dir, 'status.json'), JSON.stringify(status));
+
+    expect(await callView(w, { protocol: 1, op: 'get', task_id: id })).toMatchObject({ state: 'unknown', error: { code: 'supervisor_missing' } });
+    expect(await cancel(w, id)).toMatchObject({ state: 'unknown' });
+    expect(isAlive(bystander.pid!)).toBe(true);
+    expect(readStatusJson(w, id).state).toBe('running');
+  });
+
+  it('reads a status of another format, or a damaged one, as unknown and signals nothing', async () => {
+    const w = world();
+    const bystander = spawn('sleep', ['300'], { detached: true, stdio: 'ignore' });
+    strays.push(bystander.pid!);
+    const real = startTimeOf(bystander.pid!);
+    for (const [text, code] of [
+      [JSON.stringify({ format: 2, state: 'running', supervisor: { pid: bystander.pid, start_time: real } }), 'invalid_status'],
+      ['{"format":1,"state":"runn', 'invalid_status'],
+    ] as const) {
+      const id = newTaskId();
+      mkdirSync(taskDirOf(w, id), { recursive: true, mode: 0o700 });
+      writeFileSync(join(taskDirOf(w, id), 'status.json'), text);
+      expect(await callView(w, { protocol: 1, op: 'get', task_id: id })).toMatchObject({ state: 'unknown', error: { code } });
+      expect(await cancel(w, id)).toMatchObject({ state: 'unknown', error: { code } });
+    }
+    expect(isAlive(bystander.pid!)).toBe(true);
   });
 });
 
