@@ -12,6 +12,7 @@ import {
   type ToolPaths,
 } from '../../host/providers/local/bwrap-args.js';
 import { fileStatusError, FILE_STATUS, parseListing, resolveSandboxPath } from '../../host/providers/local/files.js';
+import { coverInherited } from '../../host/providers/local/exec.js';
 import { classifyBwrapFailure } from '../../host/providers/local/keeper.js';
 import { defaultStateDir, isSandboxId, newSandboxId, newSandboxUid, SANDBOX_UID_BASE, SANDBOX_UID_COUNT } from '../../host/providers/local/state.js';
 
@@ -173,5 +174,13 @@ describe('classifyBwrapFailure', () => {
     expect(classifyBwrapFailure('bwrap: No permissions to creating new namespace', 1)).toBe('userns_refused');
     expect(classifyBwrapFailure('', 125)).toBe('cgroup_unavailable');
     expect(classifyBwrapFailure('bwrap: Can\'t mount proc', 1)).toBe('bwrap_failed');
+  });
+});
+
+describe('coverInherited', () => {
+  it('puts /dev/null over inherited descriptors, never over our own pipes', () => {
+    expect(coverInherited(['ignore', 'pipe', 'pipe', 'pipe'], { fds: [3, 6], devNullFd: 42 })).toEqual(['ignore', 'pipe', 'pipe', 'pipe', 'ignore', 'ignore', 42]);
+    expect(coverInherited(['ignore', 'pipe', 'pipe', 'ignore'], { fds: [3], devNullFd: 42 })).toEqual(['ignore', 'pipe', 'pipe', 42]);
+    expect(coverInherited(['ignore', 'pipe', 'pipe'])).toEqual(['ignore', 'pipe', 'pipe']);
   });
 });

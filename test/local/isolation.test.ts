@@ -1,13 +1,14 @@
 // Isolation of local sandboxes, each property asserted from inside a real sandbox.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
+import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { readKeeperRecord, readSpec } from '../../host/providers/local/state.js';
-import { KEEPER_SCRIPT, sandboxesAvailable, tempStateDir } from './helpers.js';
+import { cleanNodeEnv, KEEPER_SCRIPT, REPO, sandboxesAvailable, tempStateDir } from './helpers.js';
 
 describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
   const state = tempStateDir();
@@ -111,6 +112,22 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
     // …while nsenter, which runs on the host, neither logged to the host's /tmp nor to the command's stderr.
     expect(readdirSync(tmpdir()).filter((n) => n.startsWith(probe))).toEqual([]);
     expect(r.stderr.toString()).not.toContain('nsenter');
+  });
+
+  it("no descriptor the server inherited (a host socket here) reaches pid 1 or a command", async () => {
+    const script = join(state.dir, 'fd-probe.mjs');
+    await build({ entryPoints: [join(REPO, 'test/local/fixtures/fd-probe.ts')], bundle: true, platform: 'node', format: 'esm', outfile: script, logLevel: 'silent' });
+    // The server process inherits a socket of ours as fd 100 without close-on-exec (node itself
+    // marks low inherited descriptors close-on-exec, not all of them).
+    const child = spawn('/bin/bash', ['-c', 'exec 100<&5 5<&-; exec "$@"', 'bash', process.execPath, script, state.dir, KEEPER_SCRIPT], {
+      env: cleanNodeEnv(),
+      stdio: ['ignore', 'pipe', 'inherit', 'ignore', 'ignore', 'pipe'],
+    });
+    let out = '';
+    child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(code).toBe(0);
+    expect(JSON.parse(out)).toEqual({ exitCode: 0, out: '/dev/null\n/dev/null\n' });
   });
 
   it("has its own /tmp, not the host's", async () => {

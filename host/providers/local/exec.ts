@@ -28,6 +28,31 @@ export interface CaptureOpts {
   killWaitMs?: number;
   /** Told the process group id once the command runs (so a kill can end it early). */
   onSpawn?: (pgid: number) => void;
+  /** Inherited descriptors to cover with /dev/null in the child (see coverInherited). */
+  cover?: FdCover;
+}
+
+/** Descriptors this process would pass on by accident, and an open /dev/null to put in their place. */
+export interface FdCover {
+  fds: readonly number[];
+  devNullFd: number;
+}
+
+type StdioEntry = 'pipe' | 'ignore' | number;
+
+/**
+ * Completes a spawn stdio array so that every descriptor in `cover.fds` is /dev/null in the child
+ * (spawn dup2s it there) instead of whatever this process inherited: spawn itself passes on any
+ * descriptor that lacks close-on-exec, and bwrap and nsenter do not close them either.
+ */
+export function coverInherited(base: readonly StdioEntry[], cover?: FdCover): StdioEntry[] {
+  const out = [...base];
+  if (!cover) return out;
+  for (const fd of cover.fds) {
+    while (out.length <= fd) out.push('ignore');
+    if (out[fd] === 'ignore') out[fd] = cover.devNullFd;
+  }
+  return out;
 }
 
 export interface CaptureResult {
@@ -103,13 +128,16 @@ export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<Capture
       detached: true,
       ...(cmd.uid !== undefined ? { uid: cmd.uid } : {}),
       ...(cmd.gid !== undefined ? { gid: cmd.gid } : {}),
-      stdio: [
-        opts.stdin ? 'pipe' : 'ignore',
-        'pipe',
-        'pipe',
-        ...(opts.withMetaFd || opts.envScript !== undefined ? ([opts.withMetaFd ? 'pipe' : 'ignore'] as const) : []),
-        ...(opts.envScript !== undefined ? (['pipe'] as const) : []),
-      ],
+      stdio: coverInherited(
+        [
+          opts.stdin ? 'pipe' : 'ignore',
+          'pipe',
+          'pipe',
+          ...(opts.withMetaFd || opts.envScript !== undefined ? ([opts.withMetaFd ? 'pipe' : 'ignore'] as const) : []),
+          ...(opts.envScript !== undefined ? (['pipe'] as const) : []),
+        ],
+        opts.cover,
+      ),
     });
     if (child.pid !== undefined) opts.onSpawn?.(child.pid);
     const sink = () => (opts.keepTail ? new TailKeepingSink(opts.maxOutputBytes) : new CappedSink(opts.maxOutputBytes));

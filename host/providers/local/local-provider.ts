@@ -3,7 +3,7 @@
 // through their state directories and /proc, and runs commands and file scripts inside them
 // with setpriv + nsenter. Every failure leaves here as a ProviderError.
 import { spawn } from 'node:child_process';
-import { accessSync, constants as fsConstants, existsSync, lstatSync, mkdirSync, realpathSync, statSync } from 'node:fs';
+import { accessSync, constants as fsConstants, existsSync, lstatSync, mkdirSync, openSync, realpathSync, statSync } from 'node:fs';
 import { availableParallelism, totalmem } from 'node:os';
 import { basename, delimiter, dirname, join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -37,10 +37,10 @@ import {
 } from './bwrap-args.js';
 import { removeCgroups } from './cgroups.js';
 import { keeperFailureError, LOCAL_DETAILS, toProviderError } from './errors.js';
-import { captureCommand, killProcessGroup, SpawnFailedError, type CaptureResult } from './exec.js';
+import { captureCommand, coverInherited, killProcessGroup, SpawnFailedError, type CaptureResult, type FdCover } from './exec.js';
 import { fileStatusError, LIST_SCRIPT, parseListing, READ_SCRIPT, resolveSandboxPath, WRITE_SCRIPT } from './files.js';
 import type { KeeperReport } from './keeper.js';
-import { isAlive, signalIfAlive } from './proc.js';
+import { inheritableFds, isAlive, signalIfAlive } from './proc.js';
 import {
   defaultStateDir,
   dirAgeMs,
@@ -198,6 +198,8 @@ export class LocalProvider implements Provider {
   private tools: ToolPaths | null = null;
   private readonly toolOverrides: Partial<ToolPaths>;
   private readonly cache = new Map<string, { spec: SandboxSpec; keeper: KeeperRecord }>();
+  /** Descriptors our parent left open for children, covered in every keeper and command we start. */
+  private readonly cover: FdCover | undefined;
   /** Process groups of this instance's running commands, per sandbox (ended by kill). */
   private readonly running = new Map<string, Set<number>>();
 
@@ -225,6 +227,9 @@ export class LocalProvider implements Provider {
       // The path itself is enough.
     }
     this.nodeBinDirs = [...dirs];
+    const fds = inheritableFds();
+    // Kept open for the life of the process: a closed number could be reused by another file.
+    this.cover = fds.length > 0 ? { fds, devNullFd: openSync('/dev/null', 'r+') } : undefined;
   }
 
   // ---- lifecycle -------------------------------------------------------------------------
@@ -341,7 +346,7 @@ export class LocalProvider implements Provider {
         cwd: '/',
         env,
         detached: true,
-        stdio: ['ignore', 'ignore', process.env.SANDBOX_MCP_DEBUG ? 'inherit' : 'ignore', 'pipe'],
+        stdio: coverInherited(['ignore', 'ignore', process.env.SANDBOX_MCP_DEBUG ? 2 : 'ignore', 'pipe'], this.cover),
       });
       const pipe = child.stdio[3] as Readable;
       let text = '';
@@ -641,7 +646,12 @@ export class LocalProvider implements Provider {
     if (!groups) this.running.set(sb.id, (groups = new Set()));
     let pgid: number | undefined;
     try {
-      return await captureCommand(cmd, { ...opts, drainGraceMs: this.drainGraceMs, onSpawn: (p) => groups.add((pgid = p)) });
+      return await captureCommand(cmd, {
+        ...opts,
+        drainGraceMs: this.drainGraceMs,
+        onSpawn: (p) => groups.add((pgid = p)),
+        ...(this.cover ? { cover: this.cover } : {}),
+      });
     } catch (e) {
       if (e instanceof SpawnFailedError) {
         if (e.code === 'ENOENT') throw new ProviderError('unavailable', { code: 'nsenter_missing', detail: LOCAL_DETAILS.nsenterMissing });
