@@ -1,6 +1,6 @@
 // What the local provider says when the machine cannot run sandboxes, and how it treats state
 // it cannot trust (pid reuse), plus the keeper honouring a shortened deadline.
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -47,6 +47,25 @@ describe.skipIf(!sandboxesAvailable())('local provider environment checks', () =
     }
     // Failed creates leave nothing behind.
     expect(readdirSync(join(state.dir, 'local')).filter((n) => !n.startsWith('.'))).toEqual([]);
+  });
+
+  it('refuses a state directory others may write or that belongs to another user (it decides what runs and what is signalled)', async () => {
+    const open = mkdtempSync(join(tmpdir(), 'open-state-'));
+    try {
+      chmodSync(open, 0o777);
+      const p = createLocalProvider({ stateDir: open, keeperScript: KEEPER_SCRIPT });
+      await expect(p.create({})).rejects.toMatchObject({ category: 'permission_denied', code: 'state_dir_not_private' });
+      await expect(p.list({ limit: 10, offset: 0 })).rejects.toMatchObject({ category: 'permission_denied' });
+      await expect(p.getInfo('abcdefghijkl')).rejects.toMatchObject({ category: 'permission_denied' });
+      expect(readdirSync(join(open, 'local'))).toEqual([]);
+      if (process.getuid?.() === 0) {
+        chmodSync(open, 0o700);
+        chownSync(open, 65534, 65534);
+        await expect(p.list({ limit: 10, offset: 0 })).rejects.toMatchObject({ category: 'permission_denied' });
+      }
+    } finally {
+      rmSync(open, { recursive: true, force: true });
+    }
   });
 
   it('never trusts a recorded pid whose start time differs (pid reuse): cleans up, signals nothing', async () => {

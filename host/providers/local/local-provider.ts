@@ -42,6 +42,7 @@ import { fileStatusError, LIST_SCRIPT, parseListing, READ_SCRIPT, resolveSandbox
 import type { KeeperReport } from './keeper.js';
 import { inheritableFds, isAlive, signalIfAlive } from './proc.js';
 import {
+  assertPrivateState,
   defaultStateDir,
   dirAgeMs,
   ensureSandboxesDir,
@@ -198,6 +199,7 @@ export class LocalProvider implements Provider {
   private tools: ToolPaths | null = null;
   private readonly toolOverrides: Partial<ToolPaths>;
   private readonly cache = new Map<string, { spec: SandboxSpec; keeper: KeeperRecord }>();
+  private stateTrusted = false;
   /** Descriptors our parent left open for children, covered in every keeper and command we start. */
   private readonly cover: FdCover | undefined;
   /** Process groups of this instance's running commands, per sandbox (ended by kill). */
@@ -443,6 +445,7 @@ export class LocalProvider implements Provider {
       // Every local sandbox is running; any other status (e.g. paused) matches none.
       if (opts.status !== undefined && opts.status !== 'running') return [];
       if (opts.region !== undefined && opts.region !== 'local') return [];
+      this.trustState();
       sweepTombstones(this.sandboxes);
       const found: SandboxMetadata[] = [];
       const ids = listSandboxIds(this.sandboxes);
@@ -710,6 +713,7 @@ export class LocalProvider implements Provider {
    */
   private async inspect(id: string): Promise<LiveSandbox | null> {
     if (!isSandboxId(id)) return null;
+    this.trustState();
     const dir = join(this.sandboxes, id);
     let cached = this.cache.get(id);
     if (!cached) {
@@ -738,6 +742,13 @@ export class LocalProvider implements Provider {
       signalIfAlive(cached.keeper.keeper, 'SIGCONT');
     }
     return null;
+  }
+
+  /** Checks once that nobody else can write the state we act on (see assertPrivateState). */
+  private trustState(): void {
+    if (this.stateTrusted) return;
+    assertPrivateState(this.stateDir);
+    if (existsSync(this.sandboxes)) this.stateTrusted = true;
   }
 
   /** Does what a keeper would have done: kill everything recorded, remove cgroups and state. */

@@ -2,11 +2,12 @@
 // so a restarted server (or another server) finds, verifies and cleans up sandboxes. The
 // sandbox's files are not here: /home/user and /tmp are tmpfs mounts that die with the sandbox.
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import type { Identity, ToolPaths } from './bwrap-args.js';
 import type { ProcIdentity } from './proc.js';
+import { ProviderError } from '../../errors.js';
 
 /** Immutable description of a sandbox, written before its keeper starts. */
 export interface SandboxSpec {
@@ -84,12 +85,41 @@ export function sandboxesDir(stateDir: string): string {
   return join(stateDir, 'local');
 }
 
-/** Creates the state and sandboxes directories (0700). */
+/** Creates the state and sandboxes directories (0700) and checks that they are ours alone. */
 export function ensureSandboxesDir(stateDir: string): string {
   mkdirSync(stateDir, { recursive: true, mode: 0o700 });
   const dir = sandboxesDir(stateDir);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
+  assertPrivateState(stateDir);
   return dir;
+}
+
+const NOT_PRIVATE = new ProviderError('permission_denied', {
+  code: 'state_dir_not_private',
+  detail: 'The state directory belongs to another user or others may write to it; point SANDBOX_MCP_STATE_DIR at a private directory.',
+});
+
+function isPrivateDir(st: Stats, uid: number): boolean {
+  return st.isDirectory() && st.uid === uid && (st.mode & 0o022) === 0;
+}
+
+/**
+ * Throws permission_denied unless the state directory and its sandboxes directory are
+ * directories of this user that nobody else may write: whoever can write them decides which
+ * programs the keeper runs and which pids the provider signals. A missing directory passes.
+ */
+export function assertPrivateState(stateDir: string): void {
+  const uid = process.geteuid?.() ?? 0;
+  for (const [path, st] of [[stateDir, statSync], [sandboxesDir(stateDir), lstatSync]] as const) {
+    let stats: Stats;
+    try {
+      stats = st(path);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw e;
+    }
+    if (!isPrivateDir(stats, uid)) throw NOT_PRIVATE;
+  }
 }
 
 /** Writes a private file atomically (temp file, then rename). */
