@@ -173,16 +173,21 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
 
   it('exec: timeout kills the process group, output is capped, stdin and cwd work', async () => {
     const { sandbox_id: id } = await create();
-    const slow = await provider.exec(id, 'sleep 54321; echo never', { timeoutS: 1 });
+    // A child in the command's process group (a pipeline member, a background job) dies with it.
+    const slow = await provider.exec(id, 'sleep 54321 & sleep 54322 | cat; echo never', { timeoutS: 1 });
     expect(slow).toMatchObject({ timedOut: true, exitCode: 137 });
     expect(slow.stdout.toString()).toBe('');
     const ps = await provider.exec(id, 'cat /proc/[0-9]*/cmdline | tr "\\0" " "', { timeoutS: 10 });
-    expect(ps.stdout.toString()).not.toContain('54321');
+    expect(ps.stdout.toString()).not.toMatch(/5432[12]/);
 
     const big = await provider.exec(id, 'head -c 300000 /dev/zero; head -c 5 /dev/zero >&2', { timeoutS: 10, maxOutputBytes: 1000 });
     expect(big).toMatchObject({ exitCode: 0, stdoutTruncated: true, stderrTruncated: false });
     expect(big.stdout.length).toBe(1000);
     expect(big.stderr.length).toBe(5);
+    // Commands keep the head and the tail of their output (the end is where errors are).
+    const ends = await provider.exec(id, 'printf START; head -c 300000 /dev/zero; printf END', { timeoutS: 10, maxOutputBytes: 1000 });
+    expect(ends).toMatchObject({ stdoutTruncated: true });
+    expect([ends.stdout.length, ends.stdout.subarray(0, 5).toString(), ends.stdout.subarray(-3).toString()]).toEqual([1000, 'START', 'END']);
 
     const echo = await provider.exec(id, 'cat', { timeoutS: 10, stdin: Buffer.from([1, 2, 3, 0, 255]) });
     expect([...echo.stdout]).toEqual([1, 2, 3, 0, 255]);
