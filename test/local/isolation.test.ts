@@ -63,6 +63,11 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
     await expect(provider.writeFile(id, '/usr/sandbox-probe', Buffer.from('x'))).rejects.toMatchObject({ category: 'permission_denied' });
   });
 
+  it('cannot write /sys or /proc/sys', async () => {
+    const r = await sh('echo 1 > /proc/sys/kernel/ns_last_pid; echo $?; echo never > /sys/kernel/mm/transparent_hugepage/enabled; echo $?');
+    expect(r.out).toBe('1\n1\n');
+  });
+
   it('cannot remount / read-write', async () => {
     const r = await sh('mount -o remount,rw / 2>/dev/null; echo $?; touch /sandbox-probe 2>/dev/null; echo $?');
     expect(r.out.trim().split('\n').map(Number).every((c) => c !== 0)).toBe(true);
