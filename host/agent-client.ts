@@ -67,24 +67,29 @@ export interface AgentCallOpts {
 
 /** Sends protocol requests to the agent inside a sandbox through a provider's exec. */
 export class AgentClient {
+  // One install per sandbox at a time (concurrent calls into a fresh sandbox share it), and a
+  // count of completed installs so a call that raced one does not install again.
+  private readonly pendingInstalls = new Map<string, Promise<void>>();
+  private readonly installs = new Map<string, number>();
+
   constructor(private readonly bundle: AgentBundle) {}
 
   /** The shell command that runs one request; its length is what the 96 KiB cap measures. */
-  commandFor(request: AgentRequestInput, pushedTmp?: string): string {
+  commandFor(request: AgentRequestInput): string {
     const file = `"$HOME/${AGENT_INSTALL_DIR}/${this.bundle.fileName}"`;
-    const install = pushedTmp
-      ? `[ -f ${file} ] || mv -f "$HOME/${pushedTmp}" ${file}; rm -f "$HOME/${pushedTmp}"; `
-      : `[ -f ${file} ] || exit ${EXIT_AGENT_MISSING}; `;
-    return `${install}exec node ${file} call ${encodeRequest(request)}`;
+    return `[ -f ${file} ] || exit ${EXIT_AGENT_MISSING}; exec node ${file} call ${encodeRequest(request)}`;
   }
 
   /** Sends one request and returns the raw, schema-checked response line. */
   async callRaw(provider: Provider, sandboxId: string, request: AgentRequestInput, opts: AgentCallOpts): Promise<{ line: string; response: AgentResponse }> {
-    let result = await provider.exec(sandboxId, this.commandFor(request), { timeoutS: opts.timeoutS });
+    const key = `${provider.id}:${sandboxId}`;
+    const installsBefore = this.installs.get(key) ?? 0;
+    const command = this.commandFor(request);
+    let result = await provider.exec(sandboxId, command, { timeoutS: opts.timeoutS });
     if (result.exitCode === EXIT_AGENT_MISSING) {
-      const tmp = `${AGENT_INSTALL_DIR}/.${this.bundle.fileName}.${randomBytes(6).toString('hex')}`;
-      await provider.writeFile(sandboxId, tmp, this.bundle.bytes);
-      result = await provider.exec(sandboxId, this.commandFor(request, tmp), { timeoutS: opts.timeoutS });
+      // Unless a concurrent call installed it meanwhile, install it (once, shared), then ask again.
+      if ((this.installs.get(key) ?? 0) === installsBefore) await this.install(provider, sandboxId, key);
+      result = await provider.exec(sandboxId, command, { timeoutS: opts.timeoutS });
     }
     if (result.timedOut) throw new ProviderError('timeout', { code: 'agent_timeout' });
     if (result.exitCode === EXIT_NODE_MISSING) {
@@ -102,6 +107,25 @@ export class AgentClient {
       throw new ProviderError('internal', { code: 'agent_failed', detail: 'The in-sandbox agent answered outside the protocol.' });
     }
     return { line, response: response.data };
+  }
+
+  /** Uploads the agent under a temporary name and moves it into place; concurrent callers share one install. */
+  private install(provider: Provider, sandboxId: string, key: string): Promise<void> {
+    let pending = this.pendingInstalls.get(key);
+    if (!pending) {
+      const file = `"$HOME/${AGENT_INSTALL_DIR}/${this.bundle.fileName}"`;
+      const tmp = `${AGENT_INSTALL_DIR}/.${this.bundle.fileName}.${randomBytes(6).toString('hex')}`;
+      pending = (async () => {
+        await provider.writeFile(sandboxId, tmp, this.bundle.bytes);
+        // rename(2) is atomic: another server never runs a half-written agent.
+        await provider.exec(sandboxId, `[ -f ${file} ] || mv -f "$HOME/${tmp}" ${file}; rm -f "$HOME/${tmp}"`, { timeoutS: 60 });
+        this.installs.set(key, (this.installs.get(key) ?? 0) + 1);
+      })();
+      this.pendingInstalls.set(key, pending);
+      const settled = () => this.pendingInstalls.delete(key);
+      pending.then(settled, settled);
+    }
+    return pending;
   }
 
   /** Sends one request and returns its validated result, or throws the agent's error as a ProviderError. */

@@ -8,11 +8,12 @@ import { ConfigError, loadConfig, type ServerConfig } from './config.js';
 import { isProviderError } from './errors.js';
 import { createLogger } from './log.js';
 import { SecretMasker } from './mask.js';
+import { TaskRetention } from './retention.js';
 import { createLocalProvider } from './providers/local/local-provider.js';
 import { createProviderRegistry, lazyProvider } from './providers/registry.js';
 import { parseSandboxRef } from './sandbox-ref.js';
 import type { ServerDeps } from './tools/tool.js';
-import { serveHttp } from './transports/http.js';
+import { isLoopback, isWildcard, serveHttp } from './transports/http.js';
 import { serveStdio } from './transports/stdio.js';
 
 declare const __HOST_VERSION__: string;
@@ -23,7 +24,10 @@ Usage:
   sandbox-mcp [--provider local|e2b]          serve MCP over stdio (one session; on EOF its
                                               unretained sandboxes are destroyed)
   sandbox-mcp http [--host 127.0.0.1] [--port 8765] [--idle-timeout 1800] [--provider local|e2b]
-                                              serve Streamable HTTP at /mcp (bearer token required)
+                   [--allowed-host NAME[:PORT]]...
+                                              serve Streamable HTTP at /mcp (bearer token required;
+                                              Host/Origin must name the bound address or an
+                                              --allowed-host; a wildcard --host needs them)
   sandbox-mcp agent <sandbox_id> <op> [json]  send one raw agent protocol request (op: hello,
                                               start, get, cancel, selftest; json: extra fields)
                                               and print the raw response line
@@ -35,7 +39,8 @@ Configuration (flags win over environment):
                                      (local: bubblewrap sandboxes on this machine; e2b: E2B cloud)
   SANDBOX_MCP_STATE_DIR              local provider state (default $XDG_STATE_HOME/sandbox-mcp,
                                      else ~/.local/state/sandbox-mcp)
-  SANDBOX_MCP_TOKEN                  HTTP bearer token (default: generated, printed once to stderr)
+  SANDBOX_MCP_TOKEN                  HTTP bearer token, 16+ characters (default: generated,
+                                     printed once to stderr)
   SANDBOX_MCP_DEBUG                  log debug lines (stderr)
   E2B_API_KEY, E2B_DOMAIN            E2B credentials and domain (E2B_API_URL/E2B_SANDBOX_URL
                                      override endpoints)
@@ -54,10 +59,14 @@ function buildDeps(config: ServerConfig): ServerDeps & { close(): Promise<void> 
     providers,
     agent: new AgentClient(loadAgentBundle()),
     masker: new SecretMasker(config.secretValues),
+    retention: new TaskRetention(),
     log,
     close: () => providers.closeAll(),
   };
 }
+
+/** A shorter bearer token is too easy to guess. */
+const MIN_TOKEN_CHARS = 16;
 
 function fail(message: string, code = 2): never {
   process.stderr.write(`sandbox-mcp: ${message}\n`);
@@ -75,6 +84,7 @@ async function main(argv: string[]): Promise<void> {
       host: { type: 'string', default: '127.0.0.1' },
       port: { type: 'string', default: '8765' },
       'idle-timeout': { type: 'string', default: '1800' },
+      'allowed-host': { type: 'string', multiple: true, default: [] },
     },
   });
   if (values.help) return void process.stdout.write(HELP);
@@ -93,9 +103,18 @@ async function main(argv: string[]): Promise<void> {
     const idleS = Number(values['idle-timeout']);
     if (!Number.isInteger(port) || port < 0 || port > 65535) fail('--port must be an integer 0-65535');
     if (!Number.isInteger(idleS) || idleS < 1) fail('--idle-timeout must be a positive integer (seconds)');
-    const token = process.env.SANDBOX_MCP_TOKEN || randomBytes(24).toString('base64url');
-    const handle = await serveHttp(deps, { host: values.host, port, token, idleTimeoutMs: idleS * 1000 });
+    const extraHosts = values['allowed-host'].flatMap((h) => h.split(',')).map((h) => h.trim()).filter(Boolean);
+    if (isWildcard(values.host) && extraHosts.length === 0) {
+      fail('--host is a wildcard address: name the host names clients will use with --allowed-host (Host/Origin are checked against them)');
+    }
+    const envToken = process.env.SANDBOX_MCP_TOKEN;
+    if (envToken !== undefined && envToken.length < MIN_TOKEN_CHARS) fail(`SANDBOX_MCP_TOKEN must be at least ${MIN_TOKEN_CHARS} characters`);
+    const token = envToken || randomBytes(24).toString('base64url');
+    const handle = await serveHttp(deps, { host: values.host, port, token, idleTimeoutMs: idleS * 1000, extraHosts });
     process.stderr.write(`sandbox-mcp: listening on ${handle.url}\n`);
+    if (!isLoopback(values.host)) {
+      process.stderr.write('sandbox-mcp: warning: listening beyond loopback; the bearer token travels in plain HTTP — put TLS in front\n');
+    }
     if (!process.env.SANDBOX_MCP_TOKEN) process.stderr.write(`sandbox-mcp: bearer token (shown once): ${token}\n`);
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);
@@ -115,6 +134,7 @@ async function main(argv: string[]): Promise<void> {
       } catch {
         fail('json must be a JSON object');
       }
+      if (extra === null || typeof extra !== 'object' || Array.isArray(extra)) fail('json must be a JSON object');
     }
     const ref = parseSandboxRef(sandboxId, config.defaultProvider);
     // Raw on purpose: the agent validates, so this command can probe its error handling too.
@@ -135,6 +155,10 @@ export async function runCli(argv: string[]): Promise<void> {
   } catch (e) {
     if (e instanceof ConfigError) fail(e.message);
     if (isProviderError(e)) fail(`${e.category}: ${e.suggestion}`, 1);
+    const code = (e as NodeJS.ErrnoException | undefined)?.code;
+    if (code === 'EADDRINUSE') fail('the port is already in use (choose another with --port)', 1);
+    if (code === 'EACCES') fail('not allowed to listen on that port (use one above 1023)', 1);
+    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') fail('--host is not an address of this machine', 1);
     if (e instanceof TypeError && 'code' in e && String(e.code).startsWith('ERR_PARSE_ARGS')) fail('invalid arguments (see sandbox-mcp --help)');
     fail(`unexpected ${e instanceof Error ? e.name : 'error'}`, 1);
   }

@@ -24,7 +24,8 @@ export const ALL_TOOLS: readonly ToolDef[] = [...sandboxTools, ...execTools, ...
 export const INSTRUCTIONS = [
   'sandbox-mcp gives you Linux sandboxes. Workflow:',
   '1. create_sandbox (it becomes your default; sandboxes you create are destroyed when this session ends, unless you started a task in them).',
-  '2. run_command / run_code for short synchronous work; files with read_file, write_file, list_files, upload_file, download_file.',
+  '   A sandbox lives `timeout` seconds (default 300) and tasks never extend it: for long tasks create it with a longer timeout or call set_sandbox_timeout.',
+  '2. run_command / run_code for short synchronous work (clients often cut calls at about 60 s); files with read_file, write_file, list_files, upload_file, download_file.',
   '3. For long work, start_task and SAVE both sandbox_id and task_id: they keep working across disconnects and server restarts.',
   '4. Read output with get_task, passing the returned stdout_next_offset / stderr_next_offset each time; use wait (up to 30 s) instead of polling in a loop.',
   '5. cancel_task stops a task; when finished, destroy retained sandboxes with kill_sandbox.',
@@ -82,20 +83,20 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, u
   return rest;
 }
 
-/** Destroys the session's sandboxes that were not retained by a task. */
+/** Destroys the session's sandboxes that no task retains (now, or once an in-flight start fails). */
 export async function closeSession(deps: ServerDeps, session: Session): Promise<void> {
-  const toKill = session.close();
-  await Promise.all(
-    toKill.map(async (qualified) => {
-      const ref = parseSandboxRef(qualified, deps.config.defaultProvider);
-      try {
-        await deps.providers.get(ref.provider).kill(ref.id);
-      } catch (e) {
-        if (!isProviderError(e) || e.category !== 'not_found') deps.log.warn('session cleanup failed', { category: isProviderError(e) ? e.category : 'internal' });
-      }
-    }),
-  );
-  if (toKill.length) deps.log.info('session closed', { destroyed: toKill.length });
+  const destroy = async (qualified: string): Promise<void> => {
+    const ref = parseSandboxRef(qualified, deps.config.defaultProvider);
+    try {
+      await deps.providers.get(ref.provider).kill(ref.id);
+    } catch (e) {
+      if (!isProviderError(e) || e.category !== 'not_found') deps.log.warn('session cleanup failed', { category: isProviderError(e) ? e.category : 'internal' });
+    }
+  };
+  const owned = session.close();
+  const now = owned.filter((id) => deps.retention.mayDestroy(id, () => destroy(id)));
+  await Promise.all(now.map(destroy));
+  if (owned.length) deps.log.info('session closed', { destroyed: now.length, kept: owned.length - now.length });
 }
 
 /** A low-level MCP Server wired to one session. */

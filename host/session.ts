@@ -1,13 +1,11 @@
-// One MCP session's state: its default sandbox, the sandboxes it owns (created here) with their
-// renewal durations, and which of those are retained (a task was started in them). Sandboxes
-// merely inspected or referenced by explicit id are never adopted.
+// One MCP session's state: its default sandbox and the sandboxes it owns (created here) with
+// their renewal durations. Sandboxes merely inspected or referenced by explicit id are never
+// adopted. Which owned sandboxes survive the session is TaskRetention's business (process-wide).
 
 /** What a session knows about a sandbox it created. */
 interface OwnedSandbox {
   /** Seconds each ordinary exec/file tool renews the lifetime to. */
   renewS: number;
-  /** A task was started here: the sandbox outlives the session. */
-  isRetained: boolean;
 }
 
 /** Per-session ownership, default selection and renewal policy. */
@@ -24,7 +22,7 @@ export class Session {
   /** Records a sandbox created in this session and makes it the default. False if the session already closed. */
   adopt(qualifiedId: string, renewS: number): boolean {
     if (this.closed) return false;
-    this.owned.set(qualifiedId, { renewS, isRetained: false });
+    this.owned.set(qualifiedId, { renewS });
     this.defaultSandbox = qualifiedId;
     return true;
   }
@@ -40,22 +38,16 @@ export class Session {
     if (entry) entry.renewS = renewS;
   }
 
-  /** start_task: keep the whole sandbox when the session ends. */
-  retain(qualifiedId: string): void {
-    const entry = this.owned.get(qualifiedId);
-    if (entry) entry.isRetained = true;
-  }
-
   /** After kill_sandbox: forget it, and clear the default if it was the default. */
   forget(qualifiedId: string): void {
     this.owned.delete(qualifiedId);
     if (this.defaultSandbox === qualifiedId) this.defaultSandbox = undefined;
   }
 
-  /** Ends the session; returns the owned sandboxes that were not retained, for the caller to destroy. */
+  /** Ends the session; returns the sandboxes it owned, for the caller to destroy unless retained. */
   close(): string[] {
     this.closed = true;
-    const toKill = [...this.owned].filter(([, s]) => !s.isRetained).map(([id]) => id);
+    const toKill = [...this.owned.keys()];
     this.owned.clear();
     this.defaultSandbox = undefined;
     return toKill;

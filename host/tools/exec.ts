@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
 import { LIMITS } from '../../shared/limits.js';
+import { secretValuesOf } from '../config.js';
 import type { ExecOpts, ExecResult } from '../providers/provider.js';
 import type { SandboxRef } from '../sandbox-ref.js';
 import { EnvsSchema, SandboxIdSchema, defineTool, intIn, renewIfOwned, resolveSandbox, type ToolContext } from './tool.js';
@@ -33,11 +34,20 @@ function renderStream(data: Buffer, isTruncated: boolean, ctx: ToolContext): str
 }
 
 /** Renews a session-owned sandbox, runs the command with the tool output cap, and shapes the result. */
-async function runCapped(ctx: ToolContext, sandboxId: string | undefined, prepare: (ref: SandboxRef) => Promise<string>, opts: Omit<ExecOpts, 'maxOutputBytes'>) {
+async function runCapped(
+  ctx: ToolContext,
+  sandboxId: string | undefined,
+  prepare: (ref: SandboxRef) => Promise<string>,
+  opts: Omit<ExecOpts, 'maxOutputBytes'>,
+  cleanupAfterTimeout?: string,
+) {
   const ref = resolveSandbox(ctx, sandboxId);
   await renewIfOwned(ctx, ref);
   const command = await prepare(ref);
-  const r = await ctx.deps.providers.get(ref.provider).exec(ref.id, command, { ...opts, maxOutputBytes: EXEC_OUTPUT_CAP_BYTES });
+  const provider = ctx.deps.providers.get(ref.provider);
+  const r = await provider.exec(ref.id, command, { ...opts, maxOutputBytes: EXEC_OUTPUT_CAP_BYTES });
+  // A timeout kills the whole group, shell traps included: clean up from outside.
+  if (r.timedOut && cleanupAfterTimeout) await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30 }).catch(() => undefined);
   return { result: toResult(r, ctx) };
 }
 
@@ -57,17 +67,19 @@ const runCommand = defineTool({
   title: 'Run command',
   description:
     'Run a shell command (bash -c) in a sandbox and wait for it (timeout 1-3600 s, default 60; the whole process group is killed at the timeout). ' +
-    'Returns exit_code and stdout/stderr, each capped at 64 KiB (first and last 32 KiB) with *_truncated flags. For long or long-running work use start_task.',
+    'Returns exit_code and stdout/stderr, each capped at 64 KiB (first and last 32 KiB) with *_truncated flags; on a timeout timed_out is true and exit_code is ' +
+    'whatever the killed shell reported. Anything that may take more than about 50 s, or prints a lot, belongs in start_task.',
   input: z.strictObject({
-    command: z.string().min(1).max(LIMITS.commandMaxChars),
-    sandbox_id: SandboxIdSchema.optional(),
-    cwd: z.string().min(1).max(4096).optional(),
-    envs: EnvsSchema.optional(),
-    timeout: intIn(1, 3600).default(60),
+    command: z.string().min(1).max(LIMITS.commandMaxChars).describe('Shell command (bash -c).'),
+    sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
+    cwd: z.string().min(1).max(4096).optional().describe('Working directory (relative paths are under the sandbox home).'),
+    envs: EnvsSchema.optional().describe('Extra environment variables for this command.'),
+    timeout: intIn(1, 3600).default(60).describe('Seconds before the command\'s process group is killed (timed_out).'),
   }),
   output: ExecResultSchema,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async run(args, ctx) {
+    if (args.envs) ctx.deps.masker.add(secretValuesOf(args.envs));
     return runCapped(ctx, args.sandbox_id, async () => args.command, {
       timeoutS: args.timeout,
       ...(args.cwd !== undefined ? { cwd: args.cwd } : {}),
@@ -102,6 +114,7 @@ const runCode = defineTool({
         return `trap 'rm -f ${path}' EXIT; ${interpreter} ${path}`;
       },
       { timeoutS: args.timeout },
+      `rm -f ${path}`,
     );
   },
 });

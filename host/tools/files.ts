@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto';
 import * as z from 'zod';
 import { ProviderError } from '../errors.js';
-import { SandboxIdSchema, defineTool, intIn, renewIfOwned, resolveSandbox, shellQuote, type ExtraContent } from './tool.js';
+import { SandboxIdSchema, defineTool, intIn, renewIfOwned, resolveSandbox, type ExtraContent } from './tool.js';
 
 const MIB = 1024 * 1024;
 /** read_file returns at most this much text; download_file pages beyond. */
@@ -20,7 +20,7 @@ const PathSchema = z.string().min(1).max(4096);
 const readFile = defineTool({
   name: 'read_file',
   title: 'Read text file',
-  description: 'Read a file as UTF-8 text (at most 1 MiB; `truncated` is set beyond, use download_file to page).',
+  description: 'Read a text file as UTF-8 (at most 1 MiB; `truncated` is set beyond, use download_file to page). Binary files are refused: use download_file.',
   input: z.strictObject({ path: PathSchema, sandbox_id: SandboxIdSchema.optional() }),
   output: z.strictObject({ path: z.string(), content: z.string(), size: z.number().int(), truncated: z.boolean() }),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
@@ -28,6 +28,9 @@ const readFile = defineTool({
     const ref = resolveSandbox(ctx, args.sandbox_id);
     await renewIfOwned(ctx, ref);
     const r = await ctx.deps.providers.get(ref.provider).readFile(ref.id, args.path, { offset: 0, length: READ_FILE_CAP_BYTES });
+    if (r.data.includes(0)) {
+      throw new ProviderError('invalid_argument', { code: 'binary_file', detail: 'The file is binary (it contains NUL bytes); read it with download_file.' });
+    }
     return { result: { path: args.path, content: r.data.toString('utf8'), size: r.size, truncated: r.size > r.data.length } };
   },
 });
@@ -40,10 +43,10 @@ const writeFile = defineTool({
   output: z.strictObject({ path: z.string(), bytes_written: z.number().int() }),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
+    const data = Buffer.from(args.content, 'utf8');
+    if (data.length > UPLOAD_CAP_BYTES) throw tooLarge('content', 'write larger files with upload_file in chunks');
     const ref = resolveSandbox(ctx, args.sandbox_id);
     await renewIfOwned(ctx, ref);
-    const data = Buffer.from(args.content, 'utf8');
-    if (data.length > UPLOAD_CAP_BYTES) throw tooLarge('content');
     await ctx.deps.providers.get(ref.provider).writeFile(ref.id, args.path, data);
     return { result: { path: args.path, bytes_written: data.length } };
   },
@@ -78,8 +81,9 @@ const uploadFile = defineTool({
   name: 'upload_file',
   title: 'Upload binary file',
   description:
-    'Write base64-encoded bytes to a file (at most 3 MiB decoded per call), creating parent directories. For larger files send chunks in order with append=true after the first. ' +
-    'Returns the bytes written, the file\'s size and the sha256 of the whole file after this write.',
+    'Write base64-encoded bytes to a file (at most 3 MiB decoded per call), creating parent directories; append=true adds to the end (creating the file if missing). ' +
+    'For larger files send chunks in order with append=true after the first. Returns the bytes written, the file\'s size after the write and the sha256 of this chunk ' +
+    '(as download_file does), so each chunk can be verified; compare size before retrying an append.',
   input: z.strictObject({
     path: PathSchema,
     data_base64: z.string().max(Math.ceil(UPLOAD_CAP_BYTES / 3) * 4),
@@ -93,33 +97,36 @@ const uploadFile = defineTool({
       throw new ProviderError('invalid_argument', { detail: 'field `data_base64` is not valid base64' });
     }
     const data = Buffer.from(args.data_base64, 'base64');
-    if (data.length > UPLOAD_CAP_BYTES) throw tooLarge('data_base64');
+    if (data.length > UPLOAD_CAP_BYTES) throw tooLarge('data_base64', 'send chunks in order with append=true');
     const ref = resolveSandbox(ctx, args.sandbox_id);
     await renewIfOwned(ctx, ref);
-    const provider = ctx.deps.providers.get(ref.provider);
-    const { size } = await provider.writeFile(ref.id, args.path, data, { append: args.append });
-    // Hash inside the sandbox so a chunked upload can be verified end to end without reading it back.
-    const hashed = await provider.exec(ref.id, `cd "$HOME" && sha256sum < ${shellQuote(args.path)}`, { timeoutS: 120, maxOutputBytes: 4096 });
-    const sha256 = /^[0-9a-f]{64}/.exec(hashed.stdout.toString('utf8'))?.[0];
-    if (hashed.exitCode !== 0 || !sha256) throw new ProviderError('internal', { code: 'hash_failed', detail: 'The file was written but its sha256 could not be computed in the sandbox.' });
-    return { result: { path: args.path, bytes_written: data.length, size, sha256 } };
+    const { size } = await ctx.deps.providers.get(ref.provider).writeFile(ref.id, args.path, data, { append: args.append });
+    return { result: { path: args.path, bytes_written: data.length, size, sha256: sha256(data) } };
   },
 });
 
-const IMAGE_TYPES: Record<string, string> = {
-  png: 'image/png',
-  jpg: 'image/jpeg',
-  jpeg: 'image/jpeg',
-  gif: 'image/gif',
-  webp: 'image/webp',
-};
+/** Image types by their leading bytes (never by file name alone). */
+function imageMimeType(data: Buffer): string | undefined {
+  if (data.subarray(0, 8).equals(Buffer.from('89504e470d0a1a0a', 'hex'))) return 'image/png';
+  if (data.subarray(0, 3).equals(Buffer.from('ffd8ff', 'hex'))) return 'image/jpeg';
+  if (data.subarray(0, 4).toString('latin1') === 'GIF8') return 'image/gif';
+  if (data.subarray(0, 4).toString('latin1') === 'RIFF' && data.subarray(8, 12).toString('latin1') === 'WEBP') return 'image/webp';
+  return undefined;
+}
+
+/** Images larger than this come back as base64 only: clients limit image blocks. */
+export const IMAGE_BLOCK_CAP_BYTES = MIB;
+
+function sha256(data: Buffer): string {
+  return createHash('sha256').update(data).digest('hex');
+}
 
 const downloadFile = defineTool({
   name: 'download_file',
   title: 'Download binary file',
   description:
     'Read bytes of a file as base64 (from offset, length 1 B-4 MiB, default 1 MiB), with the file size, eof and the sha256 of this chunk. ' +
-    'Images (png, jpeg, gif, webp) read whole also come back as an image content block.',
+    'A whole PNG, JPEG, GIF or WebP image of at most 1 MiB also comes back as an image content block.',
   input: z.strictObject({
     path: PathSchema,
     sandbox_id: SandboxIdSchema.optional(),
@@ -142,8 +149,8 @@ const downloadFile = defineTool({
     const r = await ctx.deps.providers.get(ref.provider).readFile(ref.id, args.path, { offset: args.offset, length: args.length });
     const dataBase64 = r.data.toString('base64');
     const eof = args.offset + r.data.length >= r.size;
-    const mimeType = IMAGE_TYPES[args.path.split('.').pop()?.toLowerCase() ?? ''];
-    const content: ExtraContent[] = mimeType && args.offset === 0 && eof ? [{ type: 'image', data: dataBase64, mimeType }] : [];
+    const mimeType = args.offset === 0 && eof && r.data.length <= IMAGE_BLOCK_CAP_BYTES ? imageMimeType(r.data) : undefined;
+    const content: ExtraContent[] = mimeType ? [{ type: 'image', data: dataBase64, mimeType }] : [];
     return {
       result: {
         path: args.path,
@@ -151,7 +158,7 @@ const downloadFile = defineTool({
         bytes: r.data.length,
         size: r.size,
         eof,
-        sha256: createHash('sha256').update(r.data).digest('hex'),
+        sha256: sha256(r.data),
         data_base64: dataBase64,
       },
       content,
@@ -159,8 +166,8 @@ const downloadFile = defineTool({
   },
 });
 
-function tooLarge(field: string): ProviderError {
-  return new ProviderError('invalid_argument', { detail: `field \`${field}\` is too large (maximum ${UPLOAD_CAP_BYTES} bytes per call; send chunks with append)` });
+function tooLarge(field: string, hint: string): ProviderError {
+  return new ProviderError('invalid_argument', { detail: `field \`${field}\` is too large (maximum ${UPLOAD_CAP_BYTES} bytes per call; ${hint})` });
 }
 
 /** The five file and transfer tools. */

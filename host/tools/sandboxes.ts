@@ -1,9 +1,9 @@
 // Lifecycle tools: create, kill, list, inspect, extend.
 import * as z from 'zod';
 import { PROVIDER_IDS, secretValuesOf } from '../config.js';
-import { ProviderError } from '../errors.js';
+import { ProviderError, isProviderError } from '../errors.js';
 import { qualify } from '../sandbox-ref.js';
-import { EnvsSchema, MetadataSchema, SandboxIdSchema, defineTool, intIn, qualifyMetadata, resolveSandbox } from './tool.js';
+import { EnvsSchema, MetadataSchema, SandboxIdSchema, defineTool, intIn, qualifyMetadata, resolveSandbox, type ToolContext } from './tool.js';
 
 /** The lifetime a sandbox gets when create_sandbox names none (E2B's default too). */
 export const DEFAULT_SANDBOX_TIMEOUT_S = 300;
@@ -58,11 +58,22 @@ const killSandbox = defineTool({
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
     const ref = resolveSandbox(ctx, args.sandbox_id);
-    await ctx.deps.providers.get(ref.provider).kill(ref.id);
-    ctx.session.forget(ref.qualified);
+    try {
+      await ctx.deps.providers.get(ref.provider).kill(ref.id);
+    } catch (e) {
+      // Already gone (expired, killed elsewhere): it must not linger as this session's default.
+      if (isProviderError(e) && e.category === 'not_found') forget(ctx, ref.qualified);
+      throw e;
+    }
+    forget(ctx, ref.qualified);
     return { result: { success: true, sandbox_id: ref.qualified } };
   },
 });
+
+function forget(ctx: ToolContext, qualifiedId: string): void {
+  ctx.session.forget(qualifiedId);
+  ctx.deps.retention.forget(qualifiedId);
+}
 
 const listSandboxes = defineTool({
   name: 'list_sandboxes',
@@ -109,9 +120,13 @@ const setSandboxTimeout = defineTool({
   title: 'Set sandbox lifetime',
   description:
     'Set a sandbox\'s lifetime to `timeout` seconds from now. For a sandbox this session created, later command and file tools renew with this duration.',
-  input: z.strictObject({ timeout: intIn(1, MAX_SANDBOX_TIMEOUT_S), sandbox_id: SandboxIdSchema.optional() }),
+  input: z.strictObject({
+    timeout: intIn(1, MAX_SANDBOX_TIMEOUT_S).describe('New lifetime in seconds, counted from now.'),
+    sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
+  }),
   output: z.strictObject({ success: z.boolean(), sandbox_id: z.string(), timeout: z.number() }),
-  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+  // Destructive: a short timeout ends the sandbox and everything in it.
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
     const ref = resolveSandbox(ctx, args.sandbox_id);
     await ctx.deps.providers.get(ref.provider).setTimeout(ref.id, args.timeout);

@@ -4,8 +4,8 @@
 import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
 import { LIMITS } from '../../shared/limits.js';
-import { PROTOCOL_VERSION, TaskIdSchema, TaskViewSchema, type AgentRequestInput, type TaskView } from '../../shared/protocol.js';
-import { ProviderError, isProviderError, type ErrorCategory } from '../errors.js';
+import { PROTOCOL_VERSION, TASK_ID_PATTERN, TaskViewSchema, type AgentRequestInput, type TaskView } from '../../shared/protocol.js';
+import { ProviderError, isProviderError } from '../errors.js';
 import { parseSandboxRef } from '../sandbox-ref.js';
 import { SandboxIdSchema, defineTool, intIn, resolveSandbox, type ToolContext } from './tool.js';
 
@@ -16,15 +16,21 @@ type TaskResult = z.infer<typeof TaskResultSchema>;
 const START_CALL_TIMEOUT_S = 60;
 const CALL_SLACK_S = 30;
 
-// After these, the submission may or may not have started the task: answer `unknown` with the handle.
-const UNCERTAIN: ReadonlySet<ErrorCategory> = new Set(['timeout', 'unavailable', 'internal']);
+/**
+ * Whether a failed submission may still have started the task: the exec timed out or broke, or
+ * the agent's answer was lost. An answer from the agent (ok:false) is certain, and so is a
+ * sandbox that does not exist.
+ */
+function isUncertain(e: ProviderError): boolean {
+  return e.category === 'timeout' || e.category === 'unavailable' || e.code === 'agent_failed';
+}
 
 function present(sandboxId: string, view: TaskView, ctx: ToolContext): TaskResult {
   const { masker } = ctx.deps;
   return { sandbox_id: sandboxId, ...view, stdout: masker.mask(view.stdout), stderr: masker.mask(view.stderr) };
 }
 
-function unknownView(taskId: string, category: ErrorCategory, message: string): TaskView {
+function unknownView(taskId: string, code: string, message: string): TaskView {
   return {
     task_id: taskId,
     state: 'unknown',
@@ -39,7 +45,7 @@ function unknownView(taskId: string, category: ErrorCategory, message: string): 
     stderr_size: 0,
     stdout_truncated: false,
     stderr_truncated: false,
-    error: { code: category, message },
+    error: { code, message },
   };
 }
 
@@ -52,10 +58,12 @@ const startTask = defineTool({
     'The sandbox is retained when this session ends; destroy it with kill_sandbox when done. ' +
     'Never extends the sandbox lifetime: its deadline can stop the task first. If the state is "unknown", inspect with get_task; do not blindly resubmit.',
   input: z.strictObject({
-    command: z.string().min(1).max(LIMITS.commandMaxChars),
-    sandbox_id: SandboxIdSchema.optional(),
-    cwd: z.string().min(1).max(4096).optional(),
-    timeout: intIn(1, LIMITS.taskTimeoutMaxS).default(LIMITS.taskTimeoutDefaultS),
+    command: z.string().min(1).max(LIMITS.commandMaxChars).describe('Shell command (bash -c).'),
+    sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
+    cwd: z.string().min(1).max(4096).optional().describe('Working directory (relative paths are under the sandbox home).'),
+    timeout: intIn(1, LIMITS.taskTimeoutMaxS)
+      .default(LIMITS.taskTimeoutDefaultS)
+      .describe('Seconds until the TASK is stopped (timed_out). Not the sandbox lifetime: the sandbox may end first.'),
   }),
   output: TaskResultSchema,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
@@ -71,32 +79,39 @@ const startTask = defineTool({
       timeout_s: args.timeout,
       ...(args.cwd !== undefined ? { cwd: args.cwd } : {}),
     };
-    if (Buffer.byteLength(ctx.deps.agent.commandFor(request, '.x'.repeat(64))) > LIMITS.encodedRequestMaxBytes) {
+    if (Buffer.byteLength(ctx.deps.agent.commandFor(request)) > LIMITS.encodedRequestMaxBytes) {
       throw new ProviderError('invalid_argument', {
         detail: `field \`command\` is too large once encoded (the encoded request is capped at ${LIMITS.encodedRequestMaxBytes} bytes); put long scripts in a file with write_file`,
       });
     }
     const provider = ctx.deps.providers.get(ref.provider);
-    ctx.session.retain(ref.qualified);
+    // Held from before submission, so a session closing meanwhile cannot destroy the sandbox under it.
+    ctx.deps.retention.begin(ref.qualified);
+    let isHeld = false;
     try {
       const view = await ctx.deps.agent.call(provider, ref.id, { ...request, op: 'start' }, { timeoutS: START_CALL_TIMEOUT_S });
+      isHeld = true;
       return { result: present(ref.qualified, view, ctx) };
     } catch (e) {
-      if (isProviderError(e) && UNCERTAIN.has(e.category)) {
+      if (isProviderError(e) && isUncertain(e)) {
+        isHeld = true;
         ctx.deps.log.warn('task submission uncertain', { category: e.category });
-        return { result: present(ref.qualified, unknownView(taskId, e.category, e.suggestion), ctx) };
+        return { result: present(ref.qualified, unknownView(taskId, e.code ?? e.category, e.suggestion), ctx) };
       }
       throw e;
+    } finally {
+      await ctx.deps.retention.end(ref.qualified, isHeld);
     }
   },
 });
 
 const handleShape = {
-  sandbox_id: SandboxIdSchema,
-  task_id: TaskIdSchema,
-  stdout_offset: intIn(0, LIMITS.streamCapBytes).default(0),
-  stderr_offset: intIn(0, LIMITS.streamCapBytes).default(0),
-  limit: intIn(1, LIMITS.pageMaxBytes).default(LIMITS.pageDefaultBytes),
+  sandbox_id: SandboxIdSchema.describe('The sandbox_id returned by start_task (qualified, e.g. local:abc).'),
+  // Classic zod around the shared pattern: tool schemas carry descriptions, the protocol's do not.
+  task_id: z.string().regex(TASK_ID_PATTERN, 'must be 32 lowercase hexadecimal characters').describe('The 32-hex task_id returned by start_task.'),
+  stdout_offset: intIn(0, LIMITS.streamCapBytes).default(0).describe('Byte offset to read stdout from: the previous stdout_next_offset.'),
+  stderr_offset: intIn(0, LIMITS.streamCapBytes).default(0).describe('Byte offset to read stderr from: the previous stderr_next_offset.'),
+  limit: intIn(1, LIMITS.pageMaxBytes).default(LIMITS.pageDefaultBytes).describe('Bytes per stream in this page.'),
 };
 
 type Handle = { sandbox_id: string; task_id: string; stdout_offset: number; stderr_offset: number; limit: number };
@@ -129,7 +144,10 @@ const getTask = defineTool({
   description:
     'Read a task\'s state and a page of its output (limit bytes per stream from the given byte offsets; pass the returned *_next_offset next time; re-reading replays the page). ' +
     'wait (0-30 s) returns as soon as there is new output or the state changes. A nonzero exit_code is task data, not an error. Works from any session.',
-  input: z.strictObject({ ...handleShape, wait: intIn(0, LIMITS.waitMaxS).default(0) }),
+  input: z.strictObject({
+    ...handleShape,
+    wait: intIn(0, LIMITS.waitMaxS).default(0).describe('Seconds to wait for new output or a state change before answering (long poll).'),
+  }),
   output: TaskResultSchema,
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {

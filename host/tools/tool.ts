@@ -7,6 +7,7 @@ import type { ProviderId, ServerConfig } from '../config.js';
 import { ProviderError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { SecretMasker } from '../mask.js';
+import type { TaskRetention } from '../retention.js';
 import type { Provider, SandboxMetadata } from '../providers/provider.js';
 import { parseSandboxRef, qualify, type SandboxRef } from '../sandbox-ref.js';
 import type { Session } from '../session.js';
@@ -22,6 +23,7 @@ export interface ServerDeps {
   providers: ProviderRegistry;
   agent: AgentClient;
   masker: SecretMasker;
+  retention: TaskRetention;
   log: Logger;
 }
 
@@ -123,7 +125,3 @@ export async function renewIfOwned(ctx: ToolContext, ref: SandboxRef): Promise<v
   }
 }
 
-/** Quotes a string for a POSIX shell (single quotes). */
-export function shellQuote(text: string): string {
-  return `'${text.replace(/'/g, `'\\''`)}'`;
-}

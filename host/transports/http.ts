@@ -12,6 +12,8 @@ import type { ServerDeps } from '../tools/tool.js';
 export interface HttpOpts {
   host: string;
   port: number;
+  /** Extra Host header names (host or host:port) clients may use, e.g. a DNS name of this machine. */
+  extraHosts?: string[];
   token: string;
   /** A session with no request for this long is closed and cleaned up. */
   idleTimeoutMs: number;
@@ -19,8 +21,8 @@ export interface HttpOpts {
   sweepIntervalMs?: number;
 }
 
-/** Largest accepted request body: the transport's own default (upload_file chunks fit). */
-const MAX_BODY_BYTES = 4 * 1024 * 1024;
+/** Largest accepted request body: a full 3 MiB upload_file chunk is 4 MiB of base64 plus JSON-RPC framing. */
+const MAX_BODY_BYTES = 4 * 1024 * 1024 + 64 * 1024;
 
 interface HttpSession {
   transport: StreamableHTTPServerTransport;
@@ -36,15 +38,27 @@ export interface HttpHandle {
   close(): Promise<void>;
 }
 
-/** Host header values that name the bound address (plus localhost aliases of a loopback bind). */
-export function allowedHosts(host: string, port: number): Set<string> {
-  const names = new Set([host.includes(':') ? `[${host}]` : host]);
-  if (host === '127.0.0.1' || host === 'localhost' || host === '::1') {
-    names.add('127.0.0.1');
-    names.add('localhost');
-    names.add('[::1]');
-  }
-  return new Set([...names].map((n) => `${n}:${port}`));
+/** Host header values (lowercase host:port) that name the bound address, its loopback aliases and any extras. */
+export function allowedHosts(host: string, port: number, extras: readonly string[] = []): Set<string> {
+  const names = new Set([bracket(host)]);
+  if (isLoopback(host)) for (const alias of ['127.0.0.1', 'localhost', '[::1]']) names.add(alias);
+  const allowed = new Set([...names].map((n) => `${n}:${port}`.toLowerCase()));
+  for (const extra of extras) allowed.add((/:\d+$/.test(extra) ? extra : `${extra}:${port}`).toLowerCase());
+  return allowed;
+}
+
+/** True for an address only this machine can reach. */
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\./.test(host);
+}
+
+/** A wildcard bind has no address a Host header could name: it needs explicit --allowed-host names. */
+export function isWildcard(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '';
+}
+
+function bracket(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
 }
 
 function sameToken(given: string, expected: string): boolean {
@@ -78,7 +92,7 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
 /** Serves MCP over Streamable HTTP until close(). */
 export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpHandle> {
   const sessions = new Map<string, HttpSession>();
-  let hosts = allowedHosts(opts.host, opts.port);
+  let hosts = allowedHosts(opts.host, opts.port, opts.extraHosts);
 
   async function openSession(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
     const { server, close } = createServer(deps);
@@ -109,15 +123,16 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const host = req.headers.host ?? '';
+    const host = (req.headers.host ?? '').toLowerCase();
     if (!hosts.has(host)) return reject(res, 403, 'Forbidden: Host header does not match the server address');
-    const origin = req.headers.origin;
+    const origin = req.headers.origin?.toLowerCase();
     if (origin !== undefined && ![...hosts].some((h) => origin === `http://${h}`)) {
       return reject(res, 403, 'Forbidden: Origin does not match the server address');
     }
     if ((req.url ?? '').split('?')[0] !== '/mcp') return reject(res, 404, 'Not found: the MCP endpoint is /mcp');
-    const auth = req.headers.authorization ?? '';
-    if (!auth.startsWith('Bearer ') || !sameToken(auth.slice(7), opts.token)) {
+    // The auth scheme is case-insensitive (RFC 7235); the token is not.
+    const auth = /^bearer +(\S+)$/i.exec(req.headers.authorization ?? '');
+    if (!auth || !sameToken(auth[1]!, opts.token)) {
       return reject(res, 401, 'Unauthorized: a bearer token is required', { 'www-authenticate': 'Bearer' });
     }
     let body: unknown;
@@ -160,7 +175,7 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
     httpServer.listen(opts.port, opts.host, () => resolve());
   });
   const port = (httpServer.address() as AddressInfo).port;
-  hosts = allowedHosts(opts.host, port);
+  hosts = allowedHosts(opts.host, port, opts.extraHosts);
 
   const sweep = setInterval(() => {
     const now = Date.now();
@@ -174,9 +189,8 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
   }, opts.sweepIntervalMs ?? Math.min(30_000, Math.max(100, opts.idleTimeoutMs / 4)));
   sweep.unref();
 
-  const shownHost = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
   return {
-    url: `http://${shownHost}:${port}/mcp`,
+    url: `http://${bracket(opts.host)}:${port}/mcp`,
     port,
     async close() {
       clearInterval(sweep);

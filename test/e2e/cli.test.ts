@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { HOST_JS, REPO, requirePrerequisites, serverEnv, tempStateDir } from './harness.js';
+import { HOST_JS, REPO, destroyAll, requirePrerequisites, serverEnv, tempStateDir } from './harness.js';
 
 const stateDir = tempStateDir();
 let provider: Provider;
@@ -26,8 +26,8 @@ beforeAll(async () => {
   sandboxId = (await provider.create({ timeoutS: 600 })).sandbox_id;
 });
 afterAll(async () => {
-  await provider?.kill(sandboxId).catch(() => undefined);
   await provider?.close();
+  await destroyAll(stateDir);
 });
 
 describe('sandbox-mcp CLI', () => {
@@ -77,5 +77,9 @@ describe('sandbox-mcp CLI', () => {
     expect((await cli(['frobnicate'])).code).toBe(2);
     expect((await cli(['--provider', 'nope'])).code).toBe(2);
     expect((await cli(['http', '--port', 'x'])).code).toBe(2);
+    const wildcard = await cli(['http', '--host', '0.0.0.0', '--port', '0']);
+    expect(wildcard.code).toBe(2);
+    expect(wildcard.stderr).toContain('--allowed-host');
+    expect((await cli(['agent', sandboxId, 'hello', '[1,2]'])).code).toBe(2);
   });
 });

@@ -102,7 +102,10 @@ describe('e2b through MCP (against the fake)', () => {
     const a = await ok(s.client, 'create_sandbox', {});
     const b = await ok(s.client, 'create_sandbox', {});
     const mark = fake.envdCalls.length;
-    for (const id of [a.sandbox_id, b.sandbox_id, rawId(a.sandbox_id)]) {
+    // Concurrent first calls into a fresh sandbox share one push.
+    const concurrent = await Promise.all([1, 2, 3].map(() => ok(s.client, 'start_task', { sandbox_id: a.sandbox_id, command: 'true' })));
+    for (const t of concurrent) expect(t.state).not.toBe('unknown');
+    for (const id of [b.sandbox_id, rawId(a.sandbox_id)]) {
       const t = await ok(s.client, 'start_task', { sandbox_id: id, command: 'true' });
       expect(t.sandbox_id).toMatch(/^e2b:/);
     }

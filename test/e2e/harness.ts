@@ -4,10 +4,11 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { expect } from 'vitest';
+import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 
 export const REPO = resolve(import.meta.dirname, '../..');
 export const HOST_JS = process.env.SANDBOX_MCP_E2E_HOST ?? join(REPO, 'dist/host.js');
@@ -23,6 +24,17 @@ export function requirePrerequisites(): void {
 /** A fresh private state directory for one test file's local sandboxes. */
 export function tempStateDir(): string {
   return mkdtempSync(join(tmpdir(), 'sandbox-mcp-e2e-'));
+}
+
+/** Destroys every local sandbox left in a test file's state directory, then the directory. */
+export async function destroyAll(stateDir: string): Promise<void> {
+  const provider = createLocalProvider({ stateDir });
+  try {
+    for (const sb of await provider.list({ limit: 1000, offset: 0 })) await provider.kill(sb.sandbox_id).catch(() => undefined);
+  } finally {
+    await provider.close();
+    rmSync(stateDir, { recursive: true, force: true });
+  }
 }
 
 /** A clean environment for the server: no NODE_EXTRA_CA_CERTS, only what the test sets. */

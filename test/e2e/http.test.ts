@@ -1,6 +1,6 @@
 // Streamable HTTP: token, Host/Origin checks, separate sessions, DELETE and idle cleanup.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ok, requirePrerequisites, startHttp, tempStateDir, toolError, waitFor, type HttpServer } from './harness.js';
+import { destroyAll, ok, requirePrerequisites, startHttp, tempStateDir, toolError, waitFor, type HttpServer } from './harness.js';
 
 const stateDir = tempStateDir();
 let server: HttpServer;
@@ -11,6 +11,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await server?.stop();
+  await destroyAll(stateDir);
 });
 
 const initialize = JSON.stringify({
@@ -32,7 +33,7 @@ describe('HTTP transport', () => {
   it('requires the bearer token', async () => {
     expect((await rawPost({})).status).toBe(401);
     expect((await rawPost({ authorization: 'Bearer wrong' })).status).toBe(401);
-    const good = await rawPost({ authorization: `Bearer ${server.token}` });
+    const good = await rawPost({ authorization: `bearer ${server.token}` }); // the scheme is case-insensitive
     expect(good.status).toBe(200);
     expect(good.headers.get('mcp-session-id')).toBeTruthy();
   });
@@ -72,6 +73,16 @@ describe('HTTP transport', () => {
     await ok(b.client, 'kill_sandbox', {});
     await b.transport.terminateSession();
     await b.client.close();
+  });
+
+  it('accepts a full 3 MiB upload_file chunk in one request', async () => {
+    const { client, transport } = await server.connect();
+    await ok(client, 'create_sandbox', {});
+    const { randomBytes, createHash } = await import('node:crypto');
+    const chunk = randomBytes(3 * 1024 * 1024);
+    const r = await ok(client, 'upload_file', { path: 'big.bin', data_base64: chunk.toString('base64') });
+    expect(r).toMatchObject({ bytes_written: chunk.length, size: chunk.length, sha256: createHash('sha256').update(chunk).digest('hex') });
+    await transport.terminateSession();
   });
 
   it('ends an idle session with the same cleanup', async () => {

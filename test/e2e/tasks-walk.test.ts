@@ -1,7 +1,7 @@
 // The seeds' walk over stdio with real local sandboxes: a task outlives its MCP session and its
 // server process, and a NEW server process reads, cancels and cleans up.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectStdio, ok, requirePrerequisites, tempStateDir, toolError, waitFor, type StdioServer } from './harness.js';
+import { connectStdio, destroyAll, ok, requirePrerequisites, tempStateDir, toolError, waitFor, type StdioServer } from './harness.js';
 
 const stateDir = tempStateDir();
 const env = { SANDBOX_MCP_STATE_DIR: stateDir };
@@ -15,12 +15,8 @@ async function server(): Promise<StdioServer> {
 
 beforeAll(() => requirePrerequisites());
 afterAll(async () => {
-  // Destroy whatever a failed test left behind.
-  const s = await connectStdio(env);
-  const { sandboxes } = await ok(s.client, 'list_sandboxes', {});
-  for (const sb of sandboxes) await s.client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: sb.sandbox_id } });
-  await s.close();
   await Promise.allSettled(open.map((o) => o.close()));
+  await destroyAll(stateDir);
 });
 
 describe('reconnectable tasks through MCP', () => {

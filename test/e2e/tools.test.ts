@@ -2,7 +2,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OP_NAMES } from '../../shared/protocol.js';
-import { connectStdio, ok, requirePrerequisites, tempStateDir, toolError, type StdioServer } from './harness.js';
+import { connectStdio, destroyAll, ok, requirePrerequisites, tempStateDir, toolError, type StdioServer } from './harness.js';
 
 const TOOL_NAMES = [
   'create_sandbox',
@@ -35,6 +35,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await s?.close();
+  await destroyAll(stateDir);
 });
 
 async function sandboxCount(): Promise<number> {
@@ -80,7 +81,8 @@ describe('the tool surface', () => {
       ['create_sandbox', { timeout: '60' }, 'timeout'],
       ['create_sandbox', { timeout: 86401 }, 'timeout'],
       ['create_sandbox', { cpu: 0 }, 'cpu'],
-      ['create_sandbox', { envs: { GOOD: 'x', BAD: 7 } }, 'envs.BAD'],
+      ['create_sandbox', { envs: { GOOD: 'x', SK_LIVE_SECRETNAME: 7 } }, 'envs.<key>', 'SK_LIVE_SECRETNAME'],
+      ['create_sandbox', { 'sk-live-SECRETKEYNAME': 1 }, '<key>', 'sk-live-SECRETKEYNAME'],
       ['list_sandboxes', { limit: 101 }, 'limit'],
       ['list_sandboxes', { offset: -1 }, 'offset'],
       ['get_sandbox', { sandbox_id: '' }, 'sandbox_id'],
@@ -175,20 +177,35 @@ describe('the tool surface', () => {
     expect((await toolError(s.client, 'read_file', { path: '/nonexistent/file' })).category).toBe('not_found');
   });
 
+  it('run_code removes its temp file even when the timeout kills it', async () => {
+    const r = await ok(s.client, 'run_code', { code: 'import time\nprint("started", flush=True)\ntime.sleep(30)', timeout: 1 });
+    expect(r.timed_out).toBe(true);
+    expect(r.stdout).toBe('started\n');
+    const left = await ok(s.client, 'run_command', { command: 'ls /tmp | grep -c sandbox-mcp-code || true' });
+    expect(left.stdout.trim()).toBe('0');
+  });
+
+  it('refuses binary files in read_file, pointing to download_file', async () => {
+    await ok(s.client, 'upload_file', { path: 'bin.dat', data_base64: Buffer.from([0x41, 0, 0x42]).toString('base64') });
+    const e = await toolError(s.client, 'read_file', { path: 'bin.dat' });
+    expect(e).toMatchObject({ category: 'invalid_argument', code: 'binary_file' });
+    expect(e.suggestion).toContain('download_file');
+  });
+
   it('round-trips a binary file of several MiB in chunks, sha256 checked', async () => {
     const data = randomBytes(5 * 1024 * 1024 + 123);
     const chunk = 2 * 1024 * 1024;
     let last: Record<string, any> = {};
     for (let off = 0; off < data.length; off += chunk) {
-      last = await ok(s.client, 'upload_file', {
-        path: 'blob.bin',
-        data_base64: data.subarray(off, off + chunk).toString('base64'),
-        append: off > 0,
-      });
+      const part = data.subarray(off, off + chunk);
+      last = await ok(s.client, 'upload_file', { path: 'blob.bin', data_base64: part.toString('base64'), append: off > 0 });
+      expect(last.sha256).toBe(createHash('sha256').update(part).digest('hex'));
+      expect(last.size).toBe(off + part.length);
     }
     const fullHash = createHash('sha256').update(data).digest('hex');
     expect(last.size).toBe(data.length);
-    expect(last.sha256).toBe(fullHash);
+    const inSandbox = await ok(s.client, 'run_command', { command: 'sha256sum < blob.bin' });
+    expect(inSandbox.stdout.slice(0, 64)).toBe(fullHash);
 
     const parts: Buffer[] = [];
     let offset = 0;

@@ -6,6 +6,7 @@ import { AgentClient } from '../../host/agent-client.js';
 import { ProviderError } from '../../host/errors.js';
 import { createLogger } from '../../host/log.js';
 import { SecretMasker } from '../../host/mask.js';
+import { TaskRetention } from '../../host/retention.js';
 import type { Provider, SandboxMetadata } from '../../host/providers/provider.js';
 import { callTool, closeSession } from '../../host/server.js';
 import { Session } from '../../host/session.js';
@@ -91,6 +92,7 @@ function deps(provider: Provider): ServerDeps {
     providers: { get: () => provider },
     agent: new AgentClient({ bytes: Buffer.from(''), fileName: 'agent-test.cjs', version: 'test' }),
     masker: new SecretMasker(),
+    retention: new TaskRetention(),
     log: createLogger({ write: () => undefined }),
   };
 }
@@ -209,5 +211,63 @@ describe('start_task submission outcomes', () => {
     const r = await callTool(d, new Session(), 'start_task', { sandbox_id: 'local:gone', command: 'true' });
     expect(r.isError).toBe(true);
     expect(JSON.parse((r.content[0] as { text: string }).text).error.category).toBe('not_found');
+  });
+});
+
+describe('task retention', () => {
+  const kills = (calls: Call[]) => calls.filter((c) => c.op === 'kill').map((c) => c.id);
+
+  it('a start_task that certainly failed does not retain the sandbox', async () => {
+    const p = recordingProvider();
+    p.provider.exec = async () => {
+      throw new ProviderError('invalid_argument', { code: 'invalid_request' });
+    };
+    const d = deps(p.provider);
+    const session = new Session();
+    await callTool(d, session, 'create_sandbox', {});
+    expect((await callTool(d, session, 'start_task', { command: 'true', cwd: '/nonexistent' })).isError).toBe(true);
+    await closeSession(d, session);
+    expect(kills(p.calls)).toEqual(['sb1']);
+  });
+
+  it('a start in flight at close holds the sandbox, which is destroyed if the start then fails', async () => {
+    const p = recordingProvider();
+    let fail!: () => void;
+    p.provider.exec = () => new Promise((_, reject) => (fail = () => reject(new ProviderError('not_found'))));
+    const d = deps(p.provider);
+    const session = new Session();
+    await callTool(d, session, 'create_sandbox', {});
+    const inFlight = callTool(d, session, 'start_task', { command: 'true' });
+    await closeSession(d, session);
+    expect(kills(p.calls)).toEqual([]);
+    fail();
+    expect((await inFlight).isError).toBe(true);
+    expect(kills(p.calls)).toEqual(['sb1']);
+  });
+
+  it('a task started from another session of the process retains the sandbox', async () => {
+    const p = recordingProvider();
+    const d = deps(p.provider);
+    const owner = new Session();
+    const other = new Session();
+    await callTool(d, owner, 'create_sandbox', {});
+    await callTool(d, other, 'start_task', { sandbox_id: 'local:sb1', command: 'sleep 9' });
+    await closeSession(d, owner);
+    expect(kills(p.calls)).toEqual([]);
+  });
+});
+
+describe('kill_sandbox', () => {
+  it('forgets a default that turned out to be gone already', async () => {
+    const p = recordingProvider();
+    p.provider.kill = async () => {
+      throw new ProviderError('not_found');
+    };
+    const d = deps(p.provider);
+    const session = new Session();
+    await callTool(d, session, 'create_sandbox', {});
+    const r = await callTool(d, session, 'kill_sandbox', {});
+    expect(r.isError).toBe(true);
+    expect(session.defaultSandbox).toBeUndefined();
   });
 });
