@@ -28,6 +28,11 @@ export interface CaptureOpts {
   killWaitMs?: number;
   /** Told the process group id once the command runs (so a kill can end it early). */
   onSpawn?: (pgid: number) => void;
+  /**
+   * Told when the leader has exited and been reaped: from then on its pid, and so the group id,
+   * may be reused by an unrelated process, and must no longer be signalled.
+   */
+  onExit?: () => void;
   /** Inherited descriptors to cover with /dev/null in the child (see coverInherited). */
   cover?: FdCover;
 }
@@ -193,6 +198,7 @@ export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<Capture
     }
     child.on('exit', (code, signal) => {
       exit = { code, signal };
+      opts.onExit?.();
       timers.push(setTimeout(settle, drainGraceMs));
     });
     child.on('close', settle);

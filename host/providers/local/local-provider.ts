@@ -653,6 +653,9 @@ export class LocalProvider implements Provider {
         ...opts,
         drainGraceMs: this.drainGraceMs,
         onSpawn: (p) => groups.add((pgid = p)),
+        onExit: () => {
+          if (pgid !== undefined) groups.delete(pgid);
+        },
         ...(this.cover ? { cover: this.cover } : {}),
       });
     } catch (e) {
