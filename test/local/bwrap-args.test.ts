@@ -96,10 +96,16 @@ describe('launch and enter commands', () => {
     expect(cmd.gid).toBe(65534);
     const asUser = buildEnterCommand(4242, ['true'], user, tools);
     expect(asUser.uid).toBeUndefined();
+    // With a cgroup, root joins it first (cgroup v2 requires it), then setpriv drops everything before nsenter.
     const limited = buildEnterCommand(4242, ['true'], root, tools, ['/cg/m/cgroup.procs']);
     expect(limited.file).toBe('/bin/sh');
-    expect(limited.args).toContain('/usr/bin/nsenter');
-    expect(limited.uid).toBe(65534);
+    expect(limited.uid).toBeUndefined();
+    const rest = limited.args.slice(limited.args.indexOf('--') + 1);
+    expect(rest.slice(0, 7)).toEqual(['/usr/bin/setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs']);
+    expect(rest[7]).toBe('/usr/bin/nsenter');
+    const limitedUser = buildEnterCommand(4242, ['true'], user, tools, ['/cg/m/cgroup.procs']);
+    expect(limitedUser.args).not.toContain('/usr/bin/setpriv');
+    expect(limitedUser.uid).toBeUndefined();
   });
 
   it('names the sandbox uid "user" and gives a sane PATH', () => {

@@ -131,7 +131,8 @@ export function buildLaunchCommand(bwrapArgs: string[], id: Identity, tools: Too
  * The full command that runs `argv` inside a sandbox whose pid 1 has host pid `pid1`. As root,
  * the command carries uid/gid for spawn to drop to (libuv clears supplementary groups; setuid
  * clears every capability) — one exec fewer than setpriv, which is most of exec's overhead.
- * The cgroup join then runs as the sandbox uid: the keeper hands it the cgroup.procs files.
+ * With cgroups, the join runs before the drop (as the keeper's does), then setpriv drops: cgroup
+ * v2 lets only a writer of the common ancestor's cgroup.procs move a process, i.e. root.
  */
 export function buildEnterCommand(
   pid1: number,
@@ -144,9 +145,7 @@ export function buildEnterCommand(
     file: tools.nsenter,
     args: ['-t', String(pid1), '--preserve-credentials', '-U', '-p', '-m', '-i', '-u', '-r', '-w', '--', ...argv],
   };
-  if (cgroupProcsFiles.length > 0) {
-    cmd = { file: tools.sh, args: ['-c', CGROUP_JOIN_SCRIPT, 'sh', ...cgroupProcsFiles, '--', cmd.file, ...cmd.args] };
-  }
+  if (cgroupProcsFiles.length > 0) return wrap(cmd, id, tools, cgroupProcsFiles);
   return id.dropPrivileges ? { ...cmd, uid: id.uid, gid: id.gid } : cmd;
 }
 

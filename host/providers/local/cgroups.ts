@@ -2,7 +2,7 @@
 // cgroup v1 controllers (as root; also hybrid hosts) and with a cgroup v2 subtree where the cpu
 // and memory controllers are delegated to us. Anything else is reported, never ignored.
 import { chownSync, existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
 
 /** Limits to enforce; an absent field is not limited. */
 export interface CgroupLimits {
@@ -122,16 +122,25 @@ function createAndLimit(name: string, limits: CgroupLimits, created: string[]): 
     }
     const v2 = mounts.find((m) => m.fsType === 'cgroup2');
     if (!v2) throw new CgroupUnavailableError('cgroup_unavailable');
-    const dir = makeChild(v2, own.get(''), name, created);
-    const available = readFileSync(join(dir, 'cgroup.controllers'), 'utf8').trim().split(/\s+/);
-    if ((wantCpu && !available.includes('cpu')) || (wantMemory && !available.includes('memory'))) {
-      throw new CgroupUnavailableError('cgroup_unavailable');
+    // Beside our own cgroup (its parent enables controllers for its children, ours included, and
+    // may be delegated to us); else, as root, at the top of the hierarchy, whose controllers
+    // systemd enables. Not below ours: a cgroup holding processes cannot enable any for children.
+    for (const parentPath of new Set([posix.dirname(own.get('') ?? '/'), v2.root])) {
+      const dir = makeChild(v2, parentPath, name, created);
+      const available = readFileSync(join(dir, 'cgroup.controllers'), 'utf8').trim().split(/\s+/);
+      if ((wantCpu && !available.includes('cpu')) || (wantMemory && !available.includes('memory'))) {
+        rmdirSync(dir);
+        created.pop();
+        continue;
+      }
+      if (wantCpu) writeKnob(dir, 'cpu.max', `${Math.round(limits.cpu! * CFS_PERIOD_US)} ${CFS_PERIOD_US}`);
+      if (wantMemory) {
+        writeKnob(dir, 'memory.max', String(limits.memoryMb! * MIB));
+        if (existsSync(join(dir, 'memory.swap.max'))) writeKnob(dir, 'memory.swap.max', '0');
+      }
+      return created;
     }
-    if (wantCpu) writeKnob(dir, 'cpu.max', `${Math.round(limits.cpu! * CFS_PERIOD_US)} ${CFS_PERIOD_US}`);
-    if (wantMemory) {
-      writeKnob(dir, 'memory.max', String(limits.memoryMb! * MIB));
-      if (existsSync(join(dir, 'memory.swap.max'))) writeKnob(dir, 'memory.swap.max', '0');
-    }
+    throw new CgroupUnavailableError('cgroup_unavailable');
     return created;
   }
 }
