@@ -8,7 +8,7 @@ import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { isAlive } from '../../host/providers/local/proc.js';
-import { readKeeperRecord, type KeeperRecord } from '../../host/providers/local/state.js';
+import { readKeeperRecord, readSpec, type KeeperRecord } from '../../host/providers/local/state.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { cleanNodeEnv, KEEPER_SCRIPT, REPO, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
 
@@ -158,6 +158,28 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
     expect(first).toEqual([all[0]]);
     expect(second).toEqual([all[1]]);
     expect(await provider.list({ limit: 5, offset: all.length })).toEqual([]);
+  });
+
+  it('concurrent creates and racing kills from two instances leave nothing behind', async () => {
+    const metas = await Promise.all(Array.from({ length: 4 }, () => create({ timeoutS: 60 })));
+    const ids = metas.map((m) => m.sandbox_id);
+    expect(new Set(ids).size).toBe(4);
+    const uids = ids.map((id) => readSpec(sandboxDir(id))!.identity.uid);
+    if (process.getuid?.() === 0) expect(new Set(uids).size).toBe(4);
+    const records = ids.map(keeperOf);
+    const other = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
+    const outcomes = await Promise.allSettled([
+      ...ids.map((id) => provider.kill(id)),
+      ...ids.map((id) => other.kill(id)),
+      ...ids.map((id) => other.exec(id, 'sleep 20', { timeoutS: 30 })),
+    ]);
+    // Every call either succeeded or found the sandbox gone; none failed otherwise.
+    for (const o of outcomes) if (o.status === 'rejected') expect(o.reason).toMatchObject({ category: 'not_found' });
+    for (const rec of records) expect(isAlive(rec.keeper) || isAlive(rec.pid1) || isAlive(rec.bwrap)).toBe(false);
+    for (const id of ids) expect(existsSync(sandboxDir(id))).toBe(false);
+    const left = (await provider.list({ limit: 100, offset: 0 })).map((m) => m.sandbox_id);
+    for (const id of ids) expect(left).not.toContain(id);
+    await other.close();
   });
 
   it('a sandbox whose keeper was SIGKILLed is cleaned up and reported not_found', async () => {
