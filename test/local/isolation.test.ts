@@ -22,13 +22,18 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
     return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
   };
 
+  const hostSecret = `host-secret-${marker}`;
+
   beforeAll(async () => {
+    // The server's own environment (API keys…) must never reach a sandbox.
+    process.env.SANDBOX_MCP_PROBE_API_KEY = hostSecret;
     provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
     id = (await provider.create({ timeoutS: 120 })).sandbox_id;
     hostSleeper = spawn('sleep', [marker], { stdio: 'ignore' });
   });
 
   afterAll(async () => {
+    delete process.env.SANDBOX_MCP_PROBE_API_KEY;
     hostSleeper?.kill('SIGKILL');
     await provider.kill(id).catch(() => {});
     await provider.close();
@@ -61,6 +66,13 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
     expect(r.out.trim().split('\n')).toEqual(['1', '1', '1']);
     expect(existsSync('/usr/sandbox-probe') || existsSync('/etc/sandbox-probe')).toBe(false);
     await expect(provider.writeFile(id, '/usr/sandbox-probe', Buffer.from('x'))).rejects.toMatchObject({ category: 'permission_denied' });
+  });
+
+  it("never sees the server's environment (pid 1 or commands)", async () => {
+    const r = await sh('tr "\\0" "\\n" < /proc/1/environ; env');
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('HOME=/home/user');
+    expect(r.out).not.toContain(hostSecret);
   });
 
   it('cannot write /sys or /proc/sys', async () => {
