@@ -45,7 +45,7 @@ function errorResult(e: ProviderError): CallToolResult {
 }
 
 /** Runs one tool call: validate, run, shape the result. Never throws for tool-level failures. */
-export async function callTool(deps: ServerDeps, session: Session, name: string, args: unknown): Promise<CallToolResult> {
+export async function callTool(deps: ServerDeps, session: Session, name: string, args: unknown, signal?: AbortSignal): Promise<CallToolResult> {
   const tool = toolsByName.get(name);
   if (!tool) throw new McpError(ErrorCode.InvalidParams, 'unknown tool');
   const started = Date.now();
@@ -55,7 +55,7 @@ export async function callTool(deps: ServerDeps, session: Session, name: string,
     return errorResult(new ProviderError('invalid_argument', { detail: describeIssue(parsed.error, args ?? {}) }));
   }
   try {
-    const { result, content = [] } = await tool.run(parsed.data, { deps, session });
+    const { result, content = [] } = await tool.run(parsed.data, { deps, session, ...(signal ? { signal } : {}) });
     deps.log.info('tool call', { tool: name, outcome: 'ok', ms: Date.now() - started });
     return { content: [{ type: 'text', text: JSON.stringify(result) }, ...content], structuredContent: result as Record<string, unknown> };
   } catch (e) {
@@ -106,8 +106,8 @@ export function createServer(deps: ServerDeps): { server: Server; session: Sessi
   const tools = listTools();
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
   const inFlight = new Set<Promise<unknown>>();
-  server.setRequestHandler(CallToolRequestSchema, (request) => {
-    const call = callTool(deps, session, request.params.name, request.params.arguments);
+  server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
+    const call = callTool(deps, session, request.params.name, request.params.arguments, extra.signal);
     inFlight.add(call);
     void call.finally(() => inFlight.delete(call)).catch(() => undefined);
     return call;

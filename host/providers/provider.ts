@@ -47,6 +47,11 @@ export interface ExecOpts {
    * keeps its first half and its last half (see OutputCapture) and sets *Truncated.
    */
   maxOutputBytes?: number;
+  /**
+   * Aborted when the caller gave up (e.g. the MCP client cancelled the call): the provider kills
+   * the command's process group as at a timeout and returns promptly.
+   */
+  signal?: AbortSignal;
 }
 
 export interface ExecResult {

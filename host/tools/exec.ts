@@ -45,9 +45,9 @@ async function runCapped(
   await renewIfOwned(ctx, ref);
   const command = await prepare(ref);
   const provider = ctx.deps.providers.get(ref.provider);
-  const r = await provider.exec(ref.id, command, { ...opts, maxOutputBytes: EXEC_OUTPUT_CAP_BYTES });
-  // A timeout kills the whole group, shell traps included: clean up from outside.
-  if (r.timedOut && cleanupAfterTimeout) await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30 }).catch(() => undefined);
+  const r = await provider.exec(ref.id, command, { ...opts, maxOutputBytes: EXEC_OUTPUT_CAP_BYTES, ...(ctx.signal ? { signal: ctx.signal } : {}) });
+  // A timeout (or a cancelled call) kills the whole group, shell traps included: clean up from outside.
+  if ((r.timedOut || ctx.signal?.aborted) && cleanupAfterTimeout) await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30 }).catch(() => undefined);
   return { result: toResult(r, ctx) };
 }
 

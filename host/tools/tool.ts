@@ -30,6 +30,8 @@ export interface ServerDeps {
 export interface ToolContext {
   deps: ServerDeps;
   session: Session;
+  /** Aborted when the client cancels the call (notifications/cancelled) or the connection closes. */
+  signal?: AbortSignal;
 }
 
 /** A content block beyond the JSON text (e.g. an image for download_file). */
