@@ -14,7 +14,8 @@ import {
 import { fileStatusError, FILE_STATUS, parseListing, resolveSandboxPath } from '../../host/providers/local/files.js';
 import { coverInherited } from '../../host/providers/local/exec.js';
 import { classifyBwrapFailure } from '../../host/providers/local/keeper.js';
-import { defaultStateDir, isSandboxId, newSandboxId, newSandboxUid, SANDBOX_UID_BASE, SANDBOX_UID_COUNT } from '../../host/providers/local/state.js';
+import { createLocalProvider } from '../../host/providers/local/local-provider.js';
+import { defaultStateDir, isSandboxId, newSandboxId, newSandboxUid, SANDBOX_UID_BASE, SANDBOX_UID_COUNT, specNetwork, type SandboxSpec } from '../../host/providers/local/state.js';
 
 const tools: ToolPaths = { bwrap: '/usr/bin/bwrap', nsenter: '/usr/bin/nsenter', setpriv: '/usr/bin/setpriv', sh: '/bin/sh' };
 const root: Identity = { uid: 65534, gid: 65534, dropPrivileges: true };
@@ -29,12 +30,18 @@ function pairIndex(args: string[], flag: string, ...values: string[]): number {
 describe('buildBwrapArgs', () => {
   const args = buildBwrapArgs(base);
 
-  it('unshares user, pid, ipc and uts, with pid 1 itself as the main process', () => {
-    for (const f of ['--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--as-pid-1', '--die-with-parent', '--new-session']) {
+  it('unshares user, pid, ipc, uts and (by default) net, with pid 1 itself as the main process', () => {
+    for (const f of ['--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--as-pid-1', '--die-with-parent', '--new-session']) {
       expect(args).toContain(f);
     }
-    expect(args).not.toContain('--unshare-net');
     expect(args.slice(-4)).toEqual(['--', '/bin/bash', '-c', PID1_SCRIPT]);
+  });
+
+  it("shares the host's network only when asked to", () => {
+    expect(buildBwrapArgs({ ...base, network: 'isolated' })).toContain('--unshare-net');
+    const shared = buildBwrapArgs({ ...base, network: 'host' });
+    expect(shared).not.toContain('--unshare-net');
+    expect(shared).toContain('--unshare-user');
   });
 
   it('avoids the flags that nest a second user namespace (nsenter could not enter)', () => {
@@ -91,7 +98,11 @@ describe('launch and enter commands', () => {
   it('enters every namespace with preserved credentials, dropping to the sandbox uid as root', () => {
     const cmd = buildEnterCommand(4242, ['/bin/bash', '-c', 'true'], root, tools);
     expect(cmd.file).toBe('/usr/bin/nsenter');
-    expect(cmd.args).toEqual(['-t', '4242', '--preserve-credentials', '-U', '-p', '-m', '-i', '-u', '-r', '-w', '--', '/bin/bash', '-c', 'true']);
+    expect(cmd.args).toEqual(['-t', '4242', '--preserve-credentials', '-U', '-p', '-m', '-i', '-u', '-n', '-r', '-w', '--', '/bin/bash', '-c', 'true']);
+    // A sandbox sharing the host's network has no namespace of its own to enter (and may not enter the host's).
+    const shared = buildEnterCommand(4242, ['true'], root, tools, [], 'host');
+    expect(shared.args).toEqual(['-t', '4242', '--preserve-credentials', '-U', '-p', '-m', '-i', '-u', '-r', '-w', '--', 'true']);
+    expect(buildEnterCommand(4242, ['true'], root, tools, [], 'isolated').args).toContain('-n');
     expect(cmd.uid).toBe(65534);
     expect(cmd.gid).toBe(65534);
     const asUser = buildEnterCommand(4242, ['true'], user, tools);
@@ -137,6 +148,16 @@ describe('ids and state paths', () => {
     expect(ids.size).toBe(200);
     for (const id of ids) expect(id).toMatch(/^[a-z0-9]{12}$/);
     for (const bad of ['', '../../etc/x', 'ABCDEFGHIJKL', 'abc', 'abcdefghijk/', '.gone-abcdefghijkl']) expect(isSandboxId(bad)).toBe(false);
+  });
+
+  it("reads the network a sandbox was made with: specs from before the option shared the host's", () => {
+    const spec = { version: 1, id: 'abcdefghijkl' } as SandboxSpec;
+    expect(specNetwork(spec)).toBe('host');
+    expect(specNetwork({ ...spec, network: 'host' })).toBe('host');
+    expect(specNetwork({ ...spec, network: 'isolated' })).toBe('isolated');
+    // Anything else fails closed.
+    expect(specNetwork({ ...spec, network: 'bogus' as never })).toBe('isolated');
+    expect(() => createLocalProvider({ stateDir: '/nonexistent', network: 'bridge' as never })).toThrow(expect.objectContaining({ category: 'invalid_argument' }));
   });
 
   it('resolves the state directory from the environment in order', () => {

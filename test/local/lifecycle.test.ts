@@ -225,6 +225,77 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
     expect(signalled).toMatchObject({ exitCode: 143, timedOut: false });
   });
 
+  it('exec: an aborted signal kills the process group and returns; an already-aborted one starts nothing', async () => {
+    const { sandbox_id: id } = await create();
+    const processes = async () => (await provider.exec(id, 'cat /proc/[0-9]*/cmdline | tr "\\0" " "', { timeoutS: 10 })).stdout.toString();
+    const ac = new AbortController();
+    const running = provider.exec(id, 'sleep 30 & sleep 31; wait', { timeoutS: 50, signal: ac.signal });
+    await waitFor(async () => {
+      const ps = await processes();
+      return ps.includes('sleep 30 ') && ps.includes('sleep 31 ');
+    });
+    ac.abort();
+    // Killed like at a timeout (well before the 50 s one), but not reported as one.
+    expect(await running).toMatchObject({ exitCode: 137, timedOut: false });
+    const after = await processes();
+    expect(after).not.toContain('sleep 30 ');
+    expect(after).not.toContain('sleep 31 ');
+
+    const aborted = new AbortController();
+    aborted.abort();
+    await expect(provider.exec(id, 'touch /tmp/ran', { timeoutS: 10, signal: aborted.signal })).rejects.toMatchObject({
+      category: 'conflict',
+      code: 'cancelled',
+    });
+    expect((await provider.exec(id, 'test -e /tmp/ran; echo $?', { timeoutS: 10 })).stdout.toString()).toBe('1\n');
+    // A signal aborted after the command finished changes nothing.
+    const late = new AbortController();
+    const done = await provider.exec(id, 'echo done', { timeoutS: 10, signal: late.signal });
+    late.abort();
+    expect(done).toMatchObject({ exitCode: 0, timedOut: false });
+  }, 30_000);
+
+  it('files: FIFOs, sockets and devices are refused promptly, never written into or read from', async () => {
+    const { sandbox_id: id } = await create();
+    // No reader: opening it for writing would block until the file operation's own 120 s timeout.
+    await provider.exec(id, 'mkfifo /tmp/lonely', { timeoutS: 10 });
+    await expect(provider.writeFile(id, '/tmp/lonely', Buffer.from('x'))).rejects.toMatchObject({ category: 'invalid_argument', code: 'ENOTREG' });
+    await expect(provider.readFile(id, '/tmp/lonely')).rejects.toMatchObject({ category: 'invalid_argument', code: 'ENOTREG' });
+    // A reader waits on the FIFO: a write into it would land in /tmp/got.
+    await provider.exec(id, 'mkfifo /home/user/pipe && { cat /home/user/pipe > /tmp/got 2>/dev/null & echo $! > /tmp/reader; }', { timeoutS: 10 });
+    await provider.exec(id, 'node -e "require(\'net\').createServer().listen(\'/tmp/sock\')" >/dev/null 2>&1 &', { timeoutS: 10 });
+    await waitFor(async () => (await provider.exec(id, 'test -S /tmp/sock', { timeoutS: 10 })).exitCode === 0);
+    const refused = { category: 'invalid_argument', code: 'ENOTREG' };
+    for (const path of ['pipe', '/home/user/pipe', '/tmp/sock', '/dev/null']) {
+      const err = await provider.writeFile(id, path, Buffer.from('leak')).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(err).toMatchObject(refused);
+      expect(JSON.stringify(err)).not.toMatch(/pipe|sock|dev/);
+    }
+    await expect(provider.writeFile(id, 'pipe', Buffer.from('leak'), { append: true })).rejects.toMatchObject(refused);
+    for (const path of ['pipe', '/tmp/sock', '/dev/zero']) await expect(provider.readFile(id, path)).rejects.toMatchObject(refused);
+    // A symlink to the FIFO is the FIFO.
+    await provider.exec(id, 'ln -s /home/user/pipe /tmp/link', { timeoutS: 10 });
+    await expect(provider.writeFile(id, '/tmp/link', Buffer.from('leak'))).rejects.toMatchObject(refused);
+    // Nothing reached the reader: end it with an empty write of our own and look.
+    const got = await provider.exec(
+      id,
+      ': > /home/user/pipe; r=$(cat /tmp/reader); while [ -e /proc/$r ]; do sleep 0.02; done; wc -c < /tmp/got; test -p /home/user/pipe && echo fifo',
+      { timeoutS: 10 },
+    );
+    expect(got.stdout.toString()).toBe('0\nfifo\n');
+    // Regular files still work, write-only ones included.
+    expect(await provider.writeFile(id, 'plain', Buffer.from('abc'))).toEqual({ size: 3 });
+    expect(await provider.writeFile(id, 'plain', Buffer.from('de'), { append: true })).toEqual({ size: 5 });
+    await provider.exec(id, 'chmod 200 plain', { timeoutS: 10 });
+    expect(await provider.writeFile(id, 'plain', Buffer.from('xyz'))).toEqual({ size: 3 });
+    expect(await provider.writeFile(id, 'plain', Buffer.from('!'), { append: true })).toEqual({ size: 4 });
+    await provider.exec(id, 'chmod 600 plain', { timeoutS: 10 });
+    expect((await provider.readFile(id, 'plain')).data.toString()).toBe('xyz!');
+  }, 30_000);
+
   it('a command running when the sandbox is killed reports not_found', async () => {
     const { sandbox_id: id } = await create();
     const running = provider.exec(id, 'sleep 30', { timeoutS: 60 }).then(

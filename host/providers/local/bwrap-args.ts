@@ -17,6 +17,16 @@ export const SANDBOX_HOME = '/home/user';
 export const SANDBOX_HOSTNAME = 'sandbox';
 
 /**
+ * A sandbox's network: `isolated` (the default) is a network namespace of its own holding only
+ * its own loopback, so neither the host's loopback services nor its abstract Unix sockets are
+ * reachable; `host` shares the host's network namespace.
+ */
+export type NetworkMode = 'isolated' | 'host';
+
+/** Every accepted NetworkMode, the default first. */
+export const NETWORK_MODES: readonly NetworkMode[] = ['isolated', 'host'];
+
+/**
  * Pid 1 of every sandbox: announce readiness on fd 4, drop every inherited descriptor, then
  * loop forever. Being pid 1 itself (bwrap --as-pid-1) makes it immune to signals sent from
  * inside the sandbox (`kill -9 -1`, `pkill sleep`); the loop's `wait` reaps reparented orphans.
@@ -40,6 +50,8 @@ export interface BwrapArgsOpts {
   roBindPaths?: readonly string[];
   /** Cover /var/run too (when it is a directory rather than the usual symlink to /run). */
   hideVarRun?: boolean;
+  /** Default `isolated`: only `host` leaves the network namespace shared. */
+  network?: NetworkMode;
 }
 
 /** The bwrap arguments (without the program name) that start one sandbox. */
@@ -50,6 +62,8 @@ export function buildBwrapArgs(opts: BwrapArgsOpts): string[] {
     '--as-pid-1',
     '--json-status-fd', String(opts.statusFd),
     '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts',
+    // bwrap brings the new namespace's loopback up itself.
+    ...(opts.network === 'host' ? [] : ['--unshare-net']),
     '--hostname', SANDBOX_HOSTNAME,
     '--ro-bind', '/', '/',
     '--proc', '/proc',
@@ -128,7 +142,9 @@ export function buildLaunchCommand(bwrapArgs: string[], id: Identity, tools: Too
 }
 
 /**
- * The full command that runs `argv` inside a sandbox whose pid 1 has host pid `pid1`. As root,
+ * The full command that runs `argv` inside a sandbox whose pid 1 has host pid `pid1`, in its
+ * network namespace too unless the sandbox shares the host's (`network` must be the mode it was
+ * created with: entering the host's namespace from the sandbox's user namespace is refused). As root,
  * the command carries uid/gid for spawn to drop to (libuv clears supplementary groups; setuid
  * clears every capability) — one exec fewer than setpriv, which is most of exec's overhead.
  * With cgroups, the join runs before the drop (as the keeper's does), then setpriv drops: cgroup
@@ -140,10 +156,12 @@ export function buildEnterCommand(
   id: Identity,
   tools: ToolPaths,
   cgroupProcsFiles: readonly string[] = [],
+  network: NetworkMode = 'isolated',
 ): Command {
+  const namespaces = ['-U', '-p', '-m', '-i', '-u', ...(network === 'host' ? [] : ['-n'])];
   let cmd: Command = {
     file: tools.nsenter,
-    args: ['-t', String(pid1), '--preserve-credentials', '-U', '-p', '-m', '-i', '-u', '-r', '-w', '--', ...argv],
+    args: ['-t', String(pid1), '--preserve-credentials', ...namespaces, '-r', '-w', '--', ...argv],
   };
   if (cgroupProcsFiles.length > 0) return wrap(cmd, id, tools, cgroupProcsFiles);
   return id.dropPrivileges ? { ...cmd, uid: id.uid, gid: id.gid } : cmd;

@@ -1,6 +1,6 @@
 // Runs one command on the host side of a sandbox entry (setpriv/nsenter chain) and captures its
-// output: capped per stream while the rest is drained, a timeout that kills the whole process
-// group, and an optional side channel on fd 3 for the provider's own scripts.
+// output: capped per stream while the rest is drained, a timeout (or the caller's abort) that
+// kills the whole process group, and an optional side channel on fd 3 for the provider's own scripts.
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
@@ -35,6 +35,11 @@ export interface CaptureOpts {
   onExit?: () => void;
   /** Inherited descriptors to cover with /dev/null in the child (see coverInherited). */
   cover?: FdCover;
+  /**
+   * The caller gave up: kills the process group as the timeout does (timedOut stays false).
+   * Already aborted, nothing is spawned (CancelledError).
+   */
+  signal?: AbortSignal;
 }
 
 /** Descriptors this process would pass on by accident, and an open /dev/null to put in their place. */
@@ -122,10 +127,23 @@ class TailKeepingSink {
   }
 }
 
-/** Spawns `cmd` in a new process group and captures it; never rejects except for SpawnFailedError. */
+/** The signal was aborted before the command could start: nothing was spawned. */
+export class CancelledError extends Error {
+  constructor() {
+    super('cancelled');
+    this.name = 'CancelledError';
+  }
+}
+
+/**
+ * Spawns `cmd` in a new process group and captures it; never rejects except for SpawnFailedError
+ * and (signal already aborted, nothing spawned) CancelledError.
+ */
 export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<CaptureResult> {
   const drainGraceMs = opts.drainGraceMs ?? 100;
   const killWaitMs = opts.killWaitMs ?? 5000;
+  const abortSignal = opts.signal;
+  if (abortSignal?.aborted) return Promise.reject(new CancelledError());
   return new Promise((resolve, reject) => {
     const child = spawn(cmd.file, cmd.args, {
       cwd: '/',
@@ -159,6 +177,7 @@ export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<Capture
       if (settled) return;
       settled = true;
       for (const t of timers) clearTimeout(t);
+      abortSignal?.removeEventListener('abort', onAbort);
       for (const s of streams) s?.destroy();
       const code = exit?.code ?? null;
       const signal = exit?.signal ?? null;
@@ -176,11 +195,22 @@ export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<Capture
     const killGroup = (): void => {
       if (child.pid !== undefined) killProcessGroup(child.pid);
     };
+    let killing = false;
+    // Once the leader is reaped its group id may be reused: after exit, only the drain grace remains.
+    const kill = (): void => {
+      if (exit || killing) return;
+      killing = true;
+      killGroup();
+      timers.push(setTimeout(settle, killWaitMs));
+    };
+    const onAbort = (): void => kill();
+    abortSignal?.addEventListener('abort', onAbort, { once: true });
 
     child.on('error', (e: NodeJS.ErrnoException) => {
       if (settled) return;
       settled = true;
       for (const t of timers) clearTimeout(t);
+      abortSignal?.removeEventListener('abort', onAbort);
       reject(new SpawnFailedError(e.code ?? 'spawn'));
     });
     child.stdout?.on('data', (b: Buffer) => out.push(b));
@@ -204,10 +234,9 @@ export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<Capture
     child.on('close', settle);
     timers.push(
       setTimeout(() => {
-        if (exit) return;
+        if (exit || killing) return;
         timedOut = true;
-        killGroup();
-        timers.push(setTimeout(settle, killWaitMs));
+        kill();
       }, opts.timeoutMs),
     );
   });

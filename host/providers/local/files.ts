@@ -18,18 +18,33 @@ export const FILE_STATUS = {
 } as const;
 
 // Arguments: path, offset (bytes), length (bytes or empty for "to the end").
+// Only regular files are read (a FIFO would block until someone writes to it). As in
+// WRITE_SCRIPT, what is opened is checked again; a read-write open never blocks on a FIFO a
+// process inside swapped in, a read-only one (the fallback for files we may not write) could.
 export const READ_SCRIPT = `
 p=$1
 [ -e "$p" ] || exit ${FILE_STATUS.notFound}
 [ -d "$p" ] && exit ${FILE_STATUS.isDirectory}
 [ -f "$p" ] || exit ${FILE_STATUS.notRegular}
 [ -r "$p" ] || exit ${FILE_STATUS.permission}
-stat -L -c %s -- "$p" >&3 || exit ${FILE_STATUS.permission}
+if { [ -w "$p" ] && command exec 5<>"$p"; } 2>/dev/null; then :
+elif { command exec 5<"$p"; } 2>/dev/null; then :
+else
+  [ -e "$p" ] || exit ${FILE_STATUS.notFound}
+  exit ${FILE_STATUS.permission}
+fi
+[ -f /proc/self/fd/5 ] || exit ${FILE_STATUS.notRegular}
+stat -L -c %s /proc/self/fd/5 >&3 || exit ${FILE_STATUS.permission}
 exec 3>&-
-if [ -n "$3" ]; then tail -c +$(($2 + 1)) -- "$p" | head -c "$3"; else tail -c +$(($2 + 1)) -- "$p"; fi
+if [ -n "$3" ]; then tail -c +$(($2 + 1)) <&5 | head -c "$3"; else tail -c +$(($2 + 1)) <&5; fi
 `;
 
 // Arguments: path, mode (w = overwrite, a = append). Data on stdin.
+// Only regular files are written: a FIFO would block the open until someone reads it, a device
+// or socket is no file. The path is opened read-write first, which never blocks on a FIFO, and
+// what was opened is checked (a process inside may swap the path after the tests above); the
+// data then goes through /proc/self/fd/5, i.e. into the very file checked. A file the sandbox
+// user may write but not read cannot be opened so; it is opened for appending (after the same checks).
 export const WRITE_SCRIPT = `
 p=$1
 d=$(dirname -- "$p")
@@ -42,15 +57,24 @@ if [ ! -d "$d" ]; then
   fi
 fi
 [ -d "$p" ] && exit ${FILE_STATUS.isDirectory}
+if [ -e "$p" ] && [ ! -f "$p" ]; then exit ${FILE_STATUS.notRegular}; fi
 if [ -e "$p" ] && [ ! -w "$p" ]; then exit ${FILE_STATUS.permission}; fi
 if [ ! -e "$p" ] && [ ! -w "$d" ]; then exit ${FILE_STATUS.permission}; fi
-if [ "$2" = a ]; then cat >> "$p"; else cat > "$p"; fi 2>/dev/null || {
-  # A dangling symlink whose target directory does not exist (in the sandbox's view).
-  [ -L "$p" ] && [ ! -e "$p" ] && exit ${FILE_STATUS.notFound}
-  [ -w "$d" ] || exit ${FILE_STATUS.permission}
+if ! { command exec 5<>"$p"; } 2>/dev/null; then
+  if [ -f "$p" ] && [ -w "$p" ] && [ ! -r "$p" ] && { command exec 5>>"$p"; } 2>/dev/null; then :; else
+    # A dangling symlink whose target directory does not exist (in the sandbox's view).
+    [ -L "$p" ] && [ ! -e "$p" ] && exit ${FILE_STATUS.notFound}
+    if [ -e "$p" ] && [ ! -f "$p" ]; then exit ${FILE_STATUS.notRegular}; fi
+    [ -w "$d" ] || exit ${FILE_STATUS.permission}
+    exit ${FILE_STATUS.noSpace}
+  fi
+fi
+[ -f /proc/self/fd/5 ] || exit ${FILE_STATUS.notRegular}
+if [ "$2" = a ]; then cat >> /proc/self/fd/5; else cat > /proc/self/fd/5; fi 2>/dev/null || {
+  [ -w /proc/self/fd/5 ] || exit ${FILE_STATUS.permission}
   exit ${FILE_STATUS.noSpace}
 }
-stat -L -c %s -- "$p" >&3
+stat -L -c %s /proc/self/fd/5 >&3
 `;
 
 // Arguments: path, depth, max entries. Breadth first (one find per level), so a capped listing

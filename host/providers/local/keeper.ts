@@ -12,7 +12,7 @@ import type { Readable, Writable } from 'node:stream';
 import { buildBwrapArgs, buildLaunchCommand, groupFile, passwdFile } from './bwrap-args.js';
 import { CgroupUnavailableError, createCgroups, removeCgroups } from './cgroups.js';
 import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, type ProcIdentity } from './proc.js';
-import { KEEPER_FILE, readDeadline, readSpec, removeSandboxDir, writePrivateFile, type KeeperRecord } from './state.js';
+import { KEEPER_FILE, readDeadline, readSpec, removeSandboxDir, specNetwork, writePrivateFile, type KeeperRecord } from './state.js';
 
 /** Static failure codes the keeper reports to the provider (mapped to ProviderErrors there). */
 export type KeeperFailure =
@@ -103,6 +103,7 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
     hidePaths: spec.hidePaths,
     roBindPaths: spec.roBindPaths,
     hideVarRun: spec.hideVarRun,
+    network: specNetwork(spec),
   });
   const cmd = buildLaunchCommand(bwrapArgs, spec.identity, spec.tools, cgroups.map((d) => join(d, 'cgroup.procs')));
   const passwd = passwdFile(spec.identity, spec.shell);

@@ -28,16 +28,18 @@ import {
   envPrelude,
   exportScript,
   HIDDEN_PATHS,
+  NETWORK_MODES,
   SANDBOX_HOME,
   sandboxPath,
   SCRATCH_PATHS,
   type Command,
   type Identity,
+  type NetworkMode,
   type ToolPaths,
 } from './bwrap-args.js';
 import { removeCgroups } from './cgroups.js';
 import { keeperFailureError, LOCAL_DETAILS, toProviderError } from './errors.js';
-import { captureCommand, coverInherited, killProcessGroup, SpawnFailedError, type CaptureResult, type FdCover } from './exec.js';
+import { CancelledError, captureCommand, coverInherited, killProcessGroup, SpawnFailedError, type CaptureResult, type FdCover } from './exec.js';
 import { fileStatusError, LIST_SCRIPT, parseListing, READ_SCRIPT, resolveSandboxPath, WRITE_SCRIPT } from './files.js';
 import type { KeeperReport } from './keeper.js';
 import { inheritableFds, isAlive, signalIfAlive } from './proc.js';
@@ -56,6 +58,7 @@ import {
   removeSandboxDir,
   sandboxesDir,
   SPEC_FILE,
+  specNetwork,
   sweepTombstones,
   writeDeadline,
   writePrivateFile,
@@ -89,7 +92,16 @@ export interface LocalProviderOpts {
   drainGraceMs?: number;
   /** Absolute paths of the system tools, instead of searching PATH (tests point these at fakes). */
   tools?: Partial<ToolPaths>;
+  /**
+   * Network of the sandboxes this instance creates (default `isolated`: only their own loopback).
+   * `host` shares the host's network namespace: its interfaces, its loopback services and its
+   * abstract Unix sockets. Recorded per sandbox, so every instance enters each one correctly.
+   */
+  network?: NetworkMode;
 }
+
+export type { NetworkMode } from './bwrap-args.js';
+export { NETWORK_MODES } from './bwrap-args.js';
 
 /** Name of this provider (prefix of qualified ids). */
 export const LOCAL_PROVIDER_ID = 'local';
@@ -194,6 +206,7 @@ export class LocalProvider implements Provider {
   private readonly killWaitMs: number;
   private readonly fileOpTimeoutMs: number;
   private readonly drainGraceMs: number;
+  private readonly network: NetworkMode;
   private readonly shell: string;
   private readonly nodeBinDirs: string[];
   private tools: ToolPaths | null = null;
@@ -221,6 +234,9 @@ export class LocalProvider implements Provider {
     this.fileOpTimeoutMs = opts.fileOpTimeoutMs ?? 120_000;
     this.drainGraceMs = opts.drainGraceMs ?? 100;
     this.toolOverrides = opts.tools ?? {};
+    const network = opts.network ?? 'isolated';
+    if (!NETWORK_MODES.includes(network)) throw invalid("The local provider's network must be 'isolated' or 'host'.");
+    this.network = network;
     this.shell = existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
     const dirs = new Set<string>([dirname(this.nodePath)]);
     try {
@@ -317,6 +333,7 @@ export class LocalProvider implements Provider {
       hidePaths: this.hidePaths(),
       roBindPaths: this.roBindPaths(),
       hideVarRun: isRealDir('/var/run'),
+      network: this.network,
     };
     writePrivateFile(join(dir, SPEC_FILE), JSON.stringify(spec) + '\n');
     writeDeadline(dir, createdAtMs + timeoutS * 1000);
@@ -523,6 +540,7 @@ export class LocalProvider implements Provider {
       if (!isNonNegativeInt(maxOutputBytes)) throw invalid('maxOutputBytes must be an integer of at least 0.');
       const callEnvs = validateEnvs(opts.envs, 'envs');
       const cwd = opts.cwd !== undefined ? resolveSandboxPath(opts.cwd) : undefined;
+      if (opts.signal?.aborted) throw cancelled();
       const sb = await this.require(sandboxId);
       const inner = [sb.spec.shell, '-c', envPrelude(sb.spec.shell), sb.spec.shell, command];
       const argv = cwd !== undefined ? ['/bin/sh', '-c', CHDIR_SCRIPT, 'sh', cwd, ...inner] : inner;
@@ -535,6 +553,7 @@ export class LocalProvider implements Provider {
         keepTail: true,
         withMetaFd: cwd !== undefined,
         ...(opts.stdin ? { stdin: opts.stdin } : {}),
+        ...(opts.signal ? { signal: opts.signal } : {}),
       });
       if (r.exitCode !== 0 && !this.stillAlive(sb)) throw new ProviderError('not_found', { detail: LOCAL_DETAILS.endedDuringCommand });
       if (cwd !== undefined && r.exitCode === 1 && !r.timedOut && r.meta.toString() !== '.') {
@@ -636,6 +655,7 @@ export class LocalProvider implements Provider {
       withMetaFd: boolean;
       keepTail?: boolean;
       stdin?: Buffer;
+      signal?: AbortSignal;
     },
   ): Promise<CaptureResult> {
     const cmd: Command = buildEnterCommand(
@@ -644,6 +664,7 @@ export class LocalProvider implements Provider {
       sb.spec.identity,
       sb.spec.tools,
       sb.keeper.cgroups.map((d) => join(d, 'cgroup.procs')),
+      specNetwork(sb.spec),
     );
     let groups = this.running.get(sb.id);
     if (!groups) this.running.set(sb.id, (groups = new Set()));
@@ -659,6 +680,7 @@ export class LocalProvider implements Provider {
         ...(this.cover ? { cover: this.cover } : {}),
       });
     } catch (e) {
+      if (e instanceof CancelledError) throw cancelled();
       if (e instanceof SpawnFailedError) {
         if (e.code === 'ENOENT') throw new ProviderError('unavailable', { code: 'nsenter_missing', detail: LOCAL_DETAILS.nsenterMissing });
         throw new ProviderError('insufficient_resources', { code: e.code });
@@ -774,6 +796,11 @@ function isRealDir(path: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** The caller gave up before the command started: nothing ran. */
+function cancelled(): ProviderError {
+  return new ProviderError('conflict', { code: 'cancelled', detail: 'The call was cancelled before the command started.' });
 }
 
 function sleep(ms: number): Promise<void> {

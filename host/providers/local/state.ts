@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import type { Identity, ToolPaths } from './bwrap-args.js';
+import type { Identity, NetworkMode, ToolPaths } from './bwrap-args.js';
 import type { ProcIdentity } from './proc.js';
 import { ProviderError } from '../../errors.js';
 
@@ -23,6 +23,13 @@ export interface SandboxSpec {
   hidePaths: string[];
   roBindPaths: string[];
   hideVarRun: boolean;
+  /** Absent in specs written before sandboxes had a network of their own: those share the host's. */
+  network?: NetworkMode;
+}
+
+/** The network mode a sandbox was created with (see SandboxSpec.network). */
+export function specNetwork(spec: SandboxSpec): NetworkMode {
+  return spec.network === undefined || spec.network === 'host' ? 'host' : 'isolated';
 }
 
 /** What the keeper records once the sandbox accepts commands. */
