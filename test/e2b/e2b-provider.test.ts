@@ -1,10 +1,10 @@
 // The e2b provider with the real `e2b` SDK against the in-repo fake of E2B (test/e2b-fake).
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createE2bProvider } from '../../host/providers/e2b/e2b-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { isProviderError, type ProviderError } from '../../host/errors.js';
-import { INJECTED_MESSAGE, startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
+import { INJECTED_MESSAGE, SANDBOX_MARKER_VAR, startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
 
 let fake: FakeE2b;
 let provider: Provider;
@@ -37,6 +37,35 @@ function pidAlive(pid: number): boolean {
     return true;
   } catch {
     return false;
+  }
+}
+
+/** Live (not zombie) host processes of a fake sandbox, as [pid, argv joined by spaces]. */
+function sandboxProcesses(sandboxId: string): Array<[number, string]> {
+  const out: Array<[number, string]> = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (!readFileSync(`/proc/${name}/environ`, 'latin1').split('\0').includes(`${SANDBOX_MARKER_VAR}=${sandboxId}`)) continue;
+      if (/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${name}/stat`, 'latin1'))) continue;
+      out.push([Number(name), readFileSync(`/proc/${name}/cmdline`, 'latin1').split('\0').join(' ').trim()]);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return out;
+}
+
+/** Resolves `p`, or fails if it has not settled within a bound far above its expected time. */
+async function within<T>(p: Promise<T>, boundMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`not settled within ${boundMs} ms`)), boundMs);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -151,6 +180,75 @@ describe('e2b provider against the fake', () => {
     expect(gone).toMatchObject({ category: 'not_found', status: 404 });
     expect((await caught(provider.kill(id))).category).toBe('not_found');
     expect((await caught(provider.exec(id, 'true', { timeoutS: 5 }))).category).toBe('not_found');
+  });
+
+  test('a cancelled exec kills the whole process group and resolves with the output so far', async () => {
+    const { sandbox_id: id } = await provider.create({ timeoutS: 120 });
+    try {
+      const sleeps = () => sandboxProcesses(id).filter(([, argv]) => /^sleep 3[01]$/.test(argv));
+      const ac = new AbortController();
+      const running = provider.exec(id, 'echo started; sleep 30 & sleep 31; wait', { timeoutS: 600, signal: ac.signal });
+      await until(() => sleeps().length === 2);
+      const pids = sleeps().map(([pid]) => pid);
+      ac.abort();
+      // Both sleeps would keep it running for 30 s; the bound is far above the grace period.
+      const r = await within(running, 15_000);
+      expect(r).toMatchObject({ exitCode: 143, timedOut: false });
+      expect(r.stdout.toString()).toBe('started\n');
+      expect(r.stderr.toString()).toBe('');
+      // The wrapper waits until the group is empty before it reports.
+      expect(sandboxProcesses(id).filter(([pid]) => pids.includes(pid))).toEqual([]);
+
+      // A command that ignores TERM gets KILL once the grace period (1 s here) has passed.
+      const stubborn = new AbortController();
+      const ignoring = provider.exec(id, 'trap "" TERM; sleep 31 & sleep 30; wait', { timeoutS: 600, signal: stubborn.signal });
+      await until(() => sleeps().length === 2);
+      stubborn.abort();
+      expect(await within(ignoring, 15_000)).toMatchObject({ exitCode: 137, timedOut: false });
+      expect(sleeps()).toEqual([]);
+
+      // An abort after the command finished changes nothing.
+      const late = new AbortController();
+      expect(await provider.exec(id, 'echo done', { timeoutS: 10, signal: late.signal })).toMatchObject({ exitCode: 0, timedOut: false });
+      late.abort();
+      expect((await provider.exec(id, 'echo still', { timeoutS: 10 })).stdout.toString()).toBe('still\n');
+    } finally {
+      await provider.kill(id);
+    }
+  });
+
+  test('a cancelled exec whose wrapper cannot be reached gives up after the grace period, exit code unknown', async () => {
+    const quick = createE2bProvider({ apiKey: fake.apiKey, apiUrl: fake.apiUrl, sandboxUrl: fake.sandboxUrl, killGraceS: 1, cancelSettleMs: 300 });
+    const { sandbox_id: id } = await quick.create({ timeoutS: 60 });
+    try {
+      const ac = new AbortController();
+      const running = quick.exec(id, 'echo started; exec sleep 32', { timeoutS: 600, signal: ac.signal, stdin: Buffer.alloc(0) });
+      await until(() => sandboxProcesses(id).some(([, argv]) => argv === 'sleep 32'));
+      // envd refuses the command that would signal the wrapper.
+      fake.injectFailure({ path: '/process.Process/Start', status: 503, times: 1 });
+      ac.abort();
+      const r = await within(running, 15_000);
+      expect(r).toMatchObject({ exitCode: null, timedOut: false });
+      expect(r.stdout.toString()).toBe('started\n');
+    } finally {
+      fake.clearFailures();
+      await quick.kill(id);
+      await quick.close();
+    }
+  });
+
+  test('an exec cancelled before it started runs nothing and fails with conflict/cancelled', async () => {
+    const { sandbox_id: id } = await provider.create({ timeoutS: 60 });
+    try {
+      const mark = fake.envdCalls.length;
+      const err = await caught(provider.exec(id, 'touch ran', { timeoutS: 10, signal: AbortSignal.abort() }));
+      expect(err).toMatchObject({ category: 'conflict', code: 'cancelled' });
+      expect(err.message).toBe('The call was cancelled before the command started.');
+      expect(fake.envdCalls.slice(mark)).toEqual([]);
+      expect(existsSync(`${fake.sandbox(id)!.home}/ran`)).toBe(false);
+    } finally {
+      await provider.kill(id);
+    }
   });
 
   test('the sandbox deadline removes it and kills its processes', async () => {

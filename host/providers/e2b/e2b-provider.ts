@@ -5,7 +5,7 @@
 // left changes nothing. Only setTimeout changes a lifetime.
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { CommandExitError, Sandbox } from 'e2b';
+import { CommandExitError, Sandbox, type CommandHandle } from 'e2b';
 import { ProviderError } from '../../errors.js';
 import { OutputCapture } from '../output-capture.js';
 import type {
@@ -22,7 +22,7 @@ import type {
   WriteFileOpts,
 } from '../provider.js';
 import { mapE2bError, mapped } from './errors.js';
-import { buildExecScript, EXEC_COMMAND_VAR, TIMED_OUT_EXIT } from './exec-script.js';
+import { buildExecScript, CANCEL_SIGNAL, EXEC_COMMAND_VAR, TIMED_OUT_EXIT } from './exec-script.js';
 import { toMetadata } from './metadata.js';
 
 /** Configuration from the server (never from tool arguments). */
@@ -37,8 +37,13 @@ export interface E2bProviderOpts {
   sandboxUrl?: string;
   /** Per-request timeout of control-plane and envd calls (the SDK's default is 60 s). */
   requestTimeoutMs?: number;
-  /** Seconds between TERM and KILL of a timed-out command's process group. */
+  /** Seconds between TERM and KILL of a timed-out or cancelled command's process group. */
   killGraceS?: number;
+  /**
+   * After a cancelled exec's group has had its grace period, how long more to wait for the wrapper
+   * to report before giving up on it (SIGKILL to the wrapper, exit code unknown).
+   */
+  cancelSettleMs?: number;
   /** Subtracted from the remaining lifetime a connect asks for, so request latency never extends it. */
   connectMarginMs?: number;
   /** Most envd connections (Sandbox objects) kept for reuse; the least recently used is dropped. */
@@ -54,6 +59,10 @@ const MAX_COMMAND_BYTES = 120 * 1024;
 const ENVD_BACKSTOP_S = 15;
 const STATUSES = ['running', 'paused'] as const;
 const QUIET_LOGGER = {};
+
+function cancelledBeforeStart(): ProviderError {
+  return new ProviderError('conflict', { code: 'cancelled', detail: 'The call was cancelled before the command started.' });
+}
 
 const UNSUPPORTED_RESOURCES =
   'E2B has no region, cpu or memory options: cpu and memory are chosen by building a template (e2b template build --cpu-count/--memory-mb); region is not an E2B option.';
@@ -72,6 +81,16 @@ function shellPathExpr(p: string): { expr: string; env: Record<string, string> }
   return { expr: `"\${${key}}"`, env: { [key]: p } };
 }
 
+/** The command's exit code; a nonzero one arrives as CommandExitError. */
+async function exitOf(handle: CommandHandle): Promise<number> {
+  try {
+    return (await handle.wait()).exitCode;
+  } catch (e) {
+    if (e instanceof CommandExitError) return e.exitCode;
+    throw e;
+  }
+}
+
 function toArrayBuffer(b: Buffer): ArrayBuffer {
   return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer;
 }
@@ -85,6 +104,7 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
   const apiKey = opts.apiKey ?? process.env.E2B_API_KEY;
   const domain = opts.domain ?? process.env.E2B_DOMAIN;
   const killGraceS = opts.killGraceS ?? 2;
+  const cancelSettleMs = opts.cancelSettleMs ?? 5000;
   const connectMarginMs = opts.connectMarginMs ?? 2000;
   const maxConnections = opts.maxConnections ?? 256;
   // Sandbox objects (with their envd token) obtained in this process, per sandbox id.
@@ -177,6 +197,37 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     }
   }
 
+  // Cancels a running exec when `signal` aborts: the wrapper gets CANCEL_SIGNAL through a second
+  // envd command (the SDK can only send SIGKILL, which the wrapper cannot trap), and its trap
+  // signals the command's group. `gaveUp` resolves to -1 (unknown) if the wrapper has not
+  // reported within the grace period plus cancelSettleMs; the wrapper is then SIGKILLed.
+  function watchCancel(sb: Sandbox, handle: CommandHandle, signal: AbortSignal): { requested: boolean; gaveUp: Promise<number>; dispose: () => void } {
+    let timer: NodeJS.Timeout | undefined;
+    let resolveGaveUp: (code: number) => void = () => undefined;
+    const state = {
+      requested: false,
+      gaveUp: new Promise<number>((r) => (resolveGaveUp = r)),
+      dispose: () => {
+        signal.removeEventListener('abort', onAbort);
+        if (timer) clearTimeout(timer);
+      },
+    };
+    function onAbort(): void {
+      if (state.requested) return;
+      state.requested = true;
+      timer = setTimeout(() => {
+        void handle.kill().catch(() => false);
+        void handle.disconnect();
+        resolveGaveUp(-1);
+      }, killGraceS * 1000 + cancelSettleMs);
+      timer.unref();
+      sb.commands.run(`kill -${CANCEL_SIGNAL} ${handle.pid}`, { timeoutMs: cancelSettleMs }).catch(() => undefined);
+    }
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    return state;
+  }
+
   const provider: Provider = {
     id: 'e2b',
 
@@ -249,11 +300,14 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
       if (Buffer.byteLength(command) > MAX_COMMAND_BYTES) {
         throw new ProviderError('invalid_argument', { code: 'CommandTooLong', detail: 'The command is too long for one process argument (about 120 KiB); put it in a file.' });
       }
+      if (o.signal?.aborted) throw cancelledBeforeStart();
       const cap = o.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
       const stdout = new OutputCapture(cap);
       const stderr = new OutputCapture(cap);
       const startedMs = Date.now();
       const exitCode = await withEnvd(sandboxId, async (sb) => {
+        // Connecting may have taken a while: a call cancelled meanwhile still starts nothing.
+        if (o.signal?.aborted) throw cancelledBeforeStart();
         // The SDK hands output over decoded as UTF-8; it is re-encoded here for the byte caps.
         const handle = await sb.commands.run(buildExecScript(o.timeoutS, killGraceS), {
           background: true,
@@ -264,16 +318,20 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
           onStdout: (s: string) => stdout.push(Buffer.from(s, 'utf8')),
           onStderr: (s: string) => stderr.push(Buffer.from(s, 'utf8')),
         });
+        const cancel = o.signal ? watchCancel(sb, handle, o.signal) : undefined;
         try {
           if (o.stdin !== undefined) {
             if (o.stdin.length > 0) await handle.sendStdin(new Uint8Array(o.stdin));
             await handle.closeStdin();
           }
-          return (await handle.wait()).exitCode;
+          return await Promise.race([exitOf(handle), ...(cancel ? [cancel.gaveUp] : [])]);
         } catch (e) {
-          if (e instanceof CommandExitError) return e.exitCode;
+          // Cancelled while feeding stdin (the wrapper may be gone): report the outcome, not the failure.
+          if (cancel?.requested) return await Promise.race([exitOf(handle), cancel.gaveUp]);
           await handle.kill().catch(() => false);
           throw e;
+        } finally {
+          cancel?.dispose();
         }
       });
       const timedOut = exitCode === TIMED_OUT_EXIT && Date.now() - startedMs >= o.timeoutS * 1000 - 250;
