@@ -39,6 +39,9 @@ Configuration (flags win over environment):
                                      (local: bubblewrap sandboxes on this machine; e2b: E2B cloud)
   SANDBOX_MCP_STATE_DIR              local provider state (default $XDG_STATE_HOME/sandbox-mcp,
                                      else ~/.local/state/sandbox-mcp)
+  SANDBOX_MCP_LOCAL_NETWORK          isolated (default: a local sandbox has only its own
+                                     loopback) or host (shares this machine's network,
+                                     including its loopback services)
   SANDBOX_MCP_TOKEN                  HTTP bearer token, 16+ characters (default: generated,
                                      printed once to stderr)
   SANDBOX_MCP_DEBUG                  log debug lines (stderr)
@@ -51,7 +54,7 @@ or PASSWORD are masked in command and task output. Logs go to stderr only.
 function buildDeps(config: ServerConfig): ServerDeps & { close(): Promise<void> } {
   const log = createLogger({ isDebug: Boolean(process.env.SANDBOX_MCP_DEBUG) });
   const providers = createProviderRegistry({
-    local: () => createLocalProvider(config.stateDir ? { stateDir: config.stateDir } : {}),
+    local: () => createLocalProvider({ network: config.localNetwork, ...(config.stateDir ? { stateDir: config.stateDir } : {}) }),
     e2b: () => lazyProvider('e2b', async () => (await import('./providers/e2b/e2b-provider.js')).createE2bProvider(config.e2b)),
   });
   return {

@@ -4,11 +4,16 @@ import { SECRET_NAME_PATTERN, LIMITS } from '../shared/limits.js';
 export const PROVIDER_IDS = ['local', 'e2b'] as const;
 export type ProviderId = (typeof PROVIDER_IDS)[number];
 
+export const LOCAL_NETWORKS = ['isolated', 'host'] as const;
+export type LocalNetwork = (typeof LOCAL_NETWORKS)[number];
+
 export interface ServerConfig {
   /** The provider that unqualified ids and create_sandbox without `provider` use. */
   defaultProvider: ProviderId;
   /** Local provider state directory override (SANDBOX_MCP_STATE_DIR). */
   stateDir?: string;
+  /** Local sandboxes' network: their own (default) or the host's (SANDBOX_MCP_LOCAL_NETWORK=host). */
+  localNetwork: LocalNetwork;
   e2b: { apiKey?: string; domain?: string };
   /** Values of this server's own secret-named environment variables, masked in task and exec output. */
   secretValues: string[];
@@ -23,8 +28,13 @@ export function loadConfig(env: NodeJS.ProcessEnv, providerFlag?: string): Serve
   if (!(PROVIDER_IDS as readonly string[]).includes(provider)) {
     throw new ConfigError(`unknown provider (expected one of: ${PROVIDER_IDS.join(', ')})`);
   }
+  const localNetwork = env.SANDBOX_MCP_LOCAL_NETWORK || 'isolated';
+  if (!(LOCAL_NETWORKS as readonly string[]).includes(localNetwork)) {
+    throw new ConfigError(`SANDBOX_MCP_LOCAL_NETWORK must be one of: ${LOCAL_NETWORKS.join(', ')}`);
+  }
   return {
     defaultProvider: provider as ProviderId,
+    localNetwork: localNetwork as LocalNetwork,
     ...(env.SANDBOX_MCP_STATE_DIR ? { stateDir: env.SANDBOX_MCP_STATE_DIR } : {}),
     e2b: {
       ...(env.E2B_API_KEY ? { apiKey: env.E2B_API_KEY } : {}),

@@ -3,10 +3,11 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { HOST_JS, REPO, destroyAll, requirePrerequisites, serverEnv, tempStateDir } from './harness.js';
+import { HOST_JS, REPO, connectStdio, destroyAll, ok, requirePrerequisites, serverEnv, tempStateDir } from './harness.js';
 
 const stateDir = tempStateDir();
 let provider: Provider;
@@ -46,7 +47,7 @@ describe('sandbox-mcp CLI', () => {
   it('--help documents the transports, configuration and debugging commands', async () => {
     const { code, stdout } = await cli(['--help']);
     expect(code).toBe(0);
-    for (const word of ['http', '--port', '--provider', 'SANDBOX_MCP_STATE_DIR', 'SANDBOX_MCP_TOKEN', 'E2B_API_KEY', 'agent <sandbox_id>', 'selftest <sandbox_id>']) {
+    for (const word of ['http', '--port', '--provider', 'SANDBOX_MCP_STATE_DIR', 'SANDBOX_MCP_LOCAL_NETWORK', 'SANDBOX_MCP_TOKEN', 'E2B_API_KEY', 'agent <sandbox_id>', 'selftest <sandbox_id>']) {
       expect(stdout).toContain(word);
     }
   });
@@ -71,6 +72,27 @@ describe('sandbox-mcp CLI', () => {
     expect(line.result.ok).toBe(true);
     expect(line.result.checks.length).toBeGreaterThanOrEqual(5);
     expect(r.code).toBe(0);
+  });
+
+  it('gives local sandboxes their own network unless SANDBOX_MCP_LOCAL_NETWORK=host', async () => {
+    const interfaces = async (network?: string) => {
+      const s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, ...(network ? { SANDBOX_MCP_LOCAL_NETWORK: network } : {}) });
+      try {
+        await ok(s.client, 'create_sandbox', {});
+        const r = await ok(s.client, 'run_command', { command: "awk -F: 'NR>2{print $1}' /proc/net/dev" });
+        return r.stdout.split('\n').map((l: string) => l.trim()).filter(Boolean).sort();
+      } finally {
+        await s.close();
+      }
+    };
+    expect(await interfaces()).toEqual(['lo']);
+    const hostInterfaces = readFileSync('/proc/net/dev', 'utf8').split('\n').slice(2).map((l) => l.split(':')[0]!.trim()).filter(Boolean).sort();
+    expect(await interfaces('host')).toEqual(hostInterfaces);
+    expect((await cli(['--help'])).code).toBe(0);
+    const bad = await new Promise<number>((resolve) =>
+      execFile(process.execPath, [HOST_JS], { env: serverEnv({ SANDBOX_MCP_LOCAL_NETWORK: 'bogus' }) }, (e) => resolve(Number((e as { code?: number } | null)?.code ?? 0))),
+    );
+    expect(bad).toBe(2);
   });
 
   it('refuses unknown commands and bad flags with exit 2', async () => {

@@ -2,7 +2,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OP_NAMES } from '../../shared/protocol.js';
-import { connectStdio, destroyAll, ok, requirePrerequisites, tempStateDir, toolError, type StdioServer } from './harness.js';
+import { connectStdio, destroyAll, ok, requirePrerequisites, tempStateDir, toolError, waitFor, type StdioServer } from './harness.js';
 
 const TOOL_NAMES = [
   'create_sandbox',
@@ -158,6 +158,16 @@ describe('the tool surface', () => {
     expect(big.stdout.endsWith('aEND\n')).toBe(true);
     expect(big.stdout).toContain('output truncated');
     expect(Buffer.byteLength(big.stdout)).toBeLessThan(64 * 1024 + 200);
+  });
+
+  it('kills the process group of a run_command whose call the client cancelled', async () => {
+    const count = async () => (await ok(s.client, 'run_command', { command: "pgrep -c -xf 'sleep 100[34]' || true" })).stdout.trim();
+    const abort = new AbortController();
+    const call = s.client.callTool({ name: 'run_command', arguments: { command: 'sleep 1003 & sleep 1004; wait', timeout: 600 } }, undefined, { signal: abort.signal });
+    await waitFor(async () => (await count()) === '2', 'both sleeps to run');
+    abort.abort();
+    await expect(call).rejects.toThrow();
+    await waitFor(async () => (await count()) === '0', 'the cancelled command to be killed');
   });
 
   it('run_code runs python, javascript and bash', async () => {

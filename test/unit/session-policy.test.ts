@@ -88,7 +88,7 @@ function recordingProvider() {
 
 function deps(provider: Provider): ServerDeps {
   return {
-    config: { defaultProvider: 'local', e2b: {}, secretValues: [] },
+    config: { defaultProvider: 'local', localNetwork: 'isolated', e2b: {}, secretValues: [] },
     providers: { get: () => provider },
     agent: new AgentClient({ bytes: Buffer.from(''), fileName: 'agent-test.cjs', version: 'test' }),
     masker: new SecretMasker(),
