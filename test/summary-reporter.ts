@@ -1,0 +1,22 @@
+// Ends a test run with one plain line, "tests: N passed, N failed[, N skipped]", that any CI log
+// reader understands (vitest's own summary is styled for terminals).
+import type { Reporter, TestModule } from 'vitest/node';
+
+export default class SummaryReporter implements Reporter {
+  onTestRunEnd(testModules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<unknown>): void {
+    const counts = { passed: 0, failed: 0, skipped: 0 };
+    for (const module of testModules) {
+      for (const test of module.children.allTests()) {
+        const state = test.result().state;
+        if (state === 'passed') counts.passed++;
+        else if (state === 'failed') counts.failed++;
+        else counts.skipped++;
+      }
+      // A file that failed to load has no tests to count but must not read as a pass.
+      if (module.state() === 'failed' && [...module.children.allTests()].length === 0) counts.failed++;
+    }
+    counts.failed += unhandledErrors.length;
+    const skipped = counts.skipped ? `, ${counts.skipped} skipped` : '';
+    process.stdout.write(`\ntests: ${counts.passed} passed, ${counts.failed} failed${skipped}\n`);
+  }
+}
