@@ -3,36 +3,26 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { TaskStatusSchema } from '../../shared/status.js';
 import {
   callView,
-  destroyWorld,
   ensureBuilt,
   fixture,
   isAlive,
   newTaskId,
-  newWorld,
   pgidOf,
   readStatusJson,
   taskDirOf,
   waitFor,
   waitTerminal,
   type AgentWorld,
+  worldsPerTest,
 } from './helpers.js';
 
 beforeAll(() => ensureBuilt());
 
-const worlds: AgentWorld[] = [];
-const strays: number[] = [];
-const world = (env: Record<string, string> = {}) => {
-  const w = newWorld(env);
-  worlds.push(w);
-  return w;
-};
-afterEach(() => {
-  for (const w of worlds.splice(0)) destroyWorld(w, strays.splice(0));
-});
+const { world, strays } = worldsPerTest();
 
 const start = (w: AgentWorld, command: string, extra: Record<string, unknown> = {}) =>
   callView(w, { protocol: 1, op: 'start', task_id: newTaskId(), command, ...extra });

@@ -6,6 +6,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, mkdirSync }
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { afterEach } from 'vitest';
 import { encodeRequest, ResponseSchema, TaskViewSchema, type AgentRequestInput, type AgentResponse, type TaskView } from '../../shared/protocol.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -133,6 +134,26 @@ export function pgidOf(pid: number): number | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * A per-test factory of worlds, all destroyed after each test (with any stray pids a test records),
+ * so a failing test never leaves processes behind.
+ */
+export function worldsPerTest(): { world: (env?: Record<string, string>) => AgentWorld; strays: number[] } {
+  const worlds: AgentWorld[] = [];
+  const strays: number[] = [];
+  afterEach(() => {
+    for (const w of worlds.splice(0)) destroyWorld(w, strays.splice(0));
+  });
+  return {
+    world: (env = {}) => {
+      const w = newWorld(env);
+      worlds.push(w);
+      return w;
+    },
+    strays,
+  };
 }
 
 /** Kills every supervisor and task group recorded under the world, then removes it. */

@@ -4,7 +4,7 @@ import { execFileSync, spawn, type StdioOptions } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Readable } from 'node:stream';
 import { encodeRequest, type TaskView } from '../../shared/protocol.js';
 import {
@@ -12,31 +12,22 @@ import {
   agentEnv,
   call,
   callView,
-  destroyWorld,
   ensureBuilt,
   fixture,
   isAlive,
   newTaskId,
-  newWorld,
   sleep,
   taskDirOf,
   TERMINAL,
   waitFor,
   waitTerminal,
   type AgentWorld,
+  worldsPerTest,
 } from './helpers.js';
 
 beforeAll(() => ensureBuilt());
 
-const worlds: AgentWorld[] = [];
-const world = (env: Record<string, string> = {}) => {
-  const w = newWorld(env);
-  worlds.push(w);
-  return w;
-};
-afterEach(() => {
-  for (const w of worlds.splice(0)) destroyWorld(w);
-});
+const { world } = worldsPerTest();
 
 const start = (w: AgentWorld, command: string, extra: Record<string, unknown> = {}) =>
   callView(w, { protocol: 1, op: 'start', task_id: (extra.task_id as string) ?? newTaskId(), command, ...extra });
