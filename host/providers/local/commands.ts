@@ -1,0 +1,61 @@
+// exec: one shell command in a sandbox, as its user, with the sandbox's and the call's
+// environment sourced inside (never given to the host-side nsenter), an optional cwd, a timeout
+// and capped output.
+import { ProviderError } from '../../errors.js';
+import type { ExecOpts, ExecResult } from '../provider.js';
+import { CHDIR_SCRIPT, envPrelude, exportScript, sandboxPath } from './bwrap-args.js';
+import { cancelled, type CommandRunner } from './command-runner.js';
+import { LOCAL_DETAILS } from './errors.js';
+import { resolveSandboxPath } from './files.js';
+import { isStillAlive, type SandboxRegistry } from './sandbox-registry.js';
+import type { LocalSettings } from './settings.js';
+import { invalid, isNonNegativeInt, validateEnvs } from './validation.js';
+
+const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
+
+/** The exec operation of the local provider. */
+export class SandboxCommands {
+  constructor(
+    private readonly settings: Pick<LocalSettings, 'nodeBinDirs'>,
+    private readonly registry: SandboxRegistry,
+    private readonly runner: CommandRunner,
+  ) {}
+
+  /** Runs `command` with the sandbox's shell; throws (not yet mapped) for bad arguments or a gone sandbox. */
+  async exec(sandboxId: string, command: string, opts: ExecOpts): Promise<ExecResult> {
+    if (typeof command !== 'string' || command.includes('\0')) throw invalid('command must be a string without NUL bytes.');
+    if (typeof opts.timeoutS !== 'number' || !(opts.timeoutS > 0)) throw invalid('timeout must be a positive number of seconds.');
+    const maxOutputBytes = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+    if (!isNonNegativeInt(maxOutputBytes)) throw invalid('maxOutputBytes must be an integer of at least 0.');
+    const callEnvs = validateEnvs(opts.envs, 'envs');
+    const cwd = opts.cwd !== undefined ? resolveSandboxPath(opts.cwd) : undefined;
+    if (opts.signal?.aborted) throw cancelled();
+    const sb = await this.registry.require(sandboxId);
+    const inner = [sb.spec.shell, '-c', envPrelude(sb.spec.shell), sb.spec.shell, command];
+    const argv = cwd !== undefined ? ['/bin/sh', '-c', CHDIR_SCRIPT, 'sh', cwd, ...inner] : inner;
+    const r = await this.runner.run(sb, argv, {
+      // Only this fixed environment exists outside the sandbox; the caller's is sourced inside.
+      env: { PATH: sandboxPath(this.settings.nodeBinDirs) },
+      envScript: exportScript({ ...this.runner.baseEnv(), ...sb.spec.envs, ...callEnvs }),
+      timeoutMs: opts.timeoutS * 1000,
+      maxOutputBytes,
+      keepTail: true,
+      withMetaFd: cwd !== undefined,
+      ...(opts.stdin ? { stdin: opts.stdin } : {}),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
+    if (r.exitCode !== 0 && !isStillAlive(sb)) throw new ProviderError('not_found', { detail: LOCAL_DETAILS.endedDuringCommand });
+    if (cwd !== undefined && r.exitCode === 1 && !r.timedOut && r.meta.toString() !== '.') {
+      // invalid_argument, as E2B's envd reports it: the call's argument is wrong, not the sandbox.
+      throw new ProviderError('invalid_argument', { code: 'cwd_not_found', detail: LOCAL_DETAILS.cwdMissing });
+    }
+    return {
+      exitCode: r.exitCode,
+      stdout: r.stdout,
+      stderr: r.stderr,
+      stdoutTruncated: r.stdoutTruncated,
+      stderrTruncated: r.stderrTruncated,
+      timedOut: r.timedOut,
+    };
+  }
+}

@@ -1,0 +1,134 @@
+// create: validate the options, check the host once, pick the sandbox's identity, write its spec
+// and deadline, then start its keeper and wait for the ready report. A failed start leaves no state.
+import { mkdirSync } from 'node:fs';
+import { availableParallelism, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { ProviderError } from '../../errors.js';
+import type { CreateOpts, SandboxMetadata } from '../provider.js';
+import type { Identity, ToolPaths } from './bwrap-args.js';
+import { keeperFailureError, LOCAL_DETAILS } from './errors.js';
+import type { KeeperReport } from './keeper.js';
+import { startKeeper } from './keeper-start.js';
+import { sandboxMetadata } from './lifecycle.js';
+import { preflight } from './preflight.js';
+import { buildSandboxSpec } from './sandbox-spec.js';
+import type { SandboxRegistry } from './sandbox-registry.js';
+import type { LocalSettings } from './settings.js';
+import {
+  ensureSandboxesDir,
+  listSandboxIds,
+  newSandboxId,
+  newSandboxUid,
+  readDeadline,
+  readKeeperRecord,
+  readSpec,
+  removeSandboxDir,
+  SPEC_FILE,
+  writeDeadline,
+  writePrivateFile,
+} from './state.js';
+import { assertLifetimeS, invalid, validateEnvs } from './validation.js';
+
+/** Smallest memory limit, in MB, that leaves room for the sandbox's own pid 1 and a shell. */
+export const MIN_MEMORY_MB = 32;
+
+/** Creates sandboxes; holds what concurrent creates of one instance share (tools, uids in use). */
+export class SandboxCreator {
+  private tools: ToolPaths | null = null;
+  /** Uids handed to creates still in progress (not yet visible in the state directory). */
+  private readonly pendingUids = new Set<number>();
+
+  constructor(
+    private readonly settings: LocalSettings,
+    private readonly registry: SandboxRegistry,
+  ) {}
+
+  /** Creates a running sandbox and returns its metadata; throws (not yet mapped) on any failure. */
+  async create(opts: CreateOpts): Promise<SandboxMetadata> {
+    if (opts.template !== undefined && opts.template !== 'base') {
+      throw new ProviderError('not_found', { code: 'template_not_found', detail: LOCAL_DETAILS.templateOnlyBase });
+    }
+    if (opts.region !== undefined && opts.region !== 'local') throw invalid(LOCAL_DETAILS.regionOnlyLocal);
+    const timeoutS = opts.timeoutS ?? this.settings.defaultTimeoutS;
+    assertLifetimeS(timeoutS);
+    if (opts.cpu !== undefined) {
+      if (!Number.isSafeInteger(opts.cpu) || opts.cpu < 1) throw invalid('cpu must be an integer of at least 1.');
+      if (opts.cpu > availableParallelism()) {
+        throw new ProviderError('insufficient_resources', { detail: 'cpu asks for more CPUs than this machine has.' });
+      }
+    }
+    if (opts.memoryMb !== undefined) {
+      if (!Number.isSafeInteger(opts.memoryMb) || opts.memoryMb < MIN_MEMORY_MB) {
+        throw invalid(`memory must be an integer of at least ${MIN_MEMORY_MB} MB.`);
+      }
+      if (opts.memoryMb * 1024 * 1024 > totalmem()) {
+        throw new ProviderError('insufficient_resources', { detail: 'memory asks for more than this machine has.' });
+      }
+    }
+    const envs = validateEnvs(opts.envs, 'envs');
+    this.tools ??= preflight(this.settings);
+    const tools = this.tools;
+
+    const sandboxes = ensureSandboxesDir(this.settings.stateDir);
+    const identity = this.newIdentity(sandboxes);
+    try {
+      return await this.createWith(sandboxes, identity, timeoutS, envs, tools, opts);
+    } finally {
+      this.pendingUids.delete(identity.uid);
+    }
+  }
+
+  /** As root, a uid no live sandbox of this state directory (or a create in progress) uses. */
+  private newIdentity(sandboxes: string): Identity {
+    if (!this.settings.uidPerSandbox) return this.settings.identity;
+    const taken = new Set(this.pendingUids);
+    for (const id of listSandboxIds(sandboxes)) {
+      const uid = readSpec(join(sandboxes, id))?.identity.uid;
+      if (uid !== undefined) taken.add(uid);
+    }
+    const uid = newSandboxUid(taken);
+    this.pendingUids.add(uid);
+    return { uid, gid: uid, dropPrivileges: true };
+  }
+
+  private async createWith(
+    sandboxes: string,
+    identity: Identity,
+    timeoutS: number,
+    envs: Record<string, string>,
+    tools: ToolPaths,
+    opts: CreateOpts,
+  ): Promise<SandboxMetadata> {
+    const id = newSandboxId();
+    const dir = join(sandboxes, id);
+    mkdirSync(dir, { mode: 0o700 });
+    const createdAtMs = Date.now();
+    const spec = buildSandboxSpec(this.settings, {
+      id,
+      createdAtMs,
+      envs,
+      cpu: opts.cpu ?? null,
+      memoryMb: opts.memoryMb ?? null,
+      identity,
+      tools,
+    });
+    writePrivateFile(join(dir, SPEC_FILE), JSON.stringify(spec) + '\n');
+    writeDeadline(dir, createdAtMs + timeoutS * 1000);
+
+    let report: KeeperReport | null;
+    try {
+      report = await startKeeper(dir, this.settings);
+    } catch (e) {
+      await this.registry.forceCleanup(id, readKeeperRecord(dir));
+      throw e;
+    }
+    if (!report.ok) {
+      removeSandboxDir(sandboxes, id);
+      throw keeperFailureError(report.code);
+    }
+    const keeper = readKeeperRecord(dir);
+    if (!keeper) throw new ProviderError('internal');
+    this.registry.remember(id, spec, keeper);
+    return sandboxMetadata(spec, readDeadline(dir) ?? createdAtMs + timeoutS * 1000);
+  }
+}

@@ -1,0 +1,82 @@
+// readFile, writeFile and listFiles: each runs one of the in-sandbox scripts of files.ts as the
+// sandbox user, bounded in time and output, and maps the script's exit status.
+import { ProviderError } from '../../errors.js';
+import type { FileEntry, ListFilesOpts, ReadFileOpts, ReadFileResult, WriteFileOpts } from '../provider.js';
+import type { CommandRunner } from './command-runner.js';
+import type { CaptureResult } from './exec.js';
+import { fileStatusError, LIST_SCRIPT, parseListing, READ_SCRIPT, resolveSandboxPath, WRITE_SCRIPT } from './files.js';
+import { isStillAlive, sandboxGone, type SandboxRegistry } from './sandbox-registry.js';
+import type { LocalSettings } from './settings.js';
+import { invalid, isNonNegativeInt } from './validation.js';
+
+const READ_CAP_BYTES = 1024 * 1024 * 1024;
+const LIST_OUTPUT_CAP_BYTES = 64 * 1024 * 1024;
+
+/** The file operations of the local provider. */
+export class SandboxFiles {
+  constructor(
+    private readonly settings: Pick<LocalSettings, 'fileOpTimeoutMs'>,
+    private readonly registry: SandboxRegistry,
+    private readonly runner: CommandRunner,
+  ) {}
+
+  /** Bytes of a regular file from `offset` (to the end or `length`), with the file's size. */
+  async readFile(sandboxId: string, path: string, opts: ReadFileOpts = {}): Promise<ReadFileResult> {
+    const offset = opts.offset ?? 0;
+    if (!isNonNegativeInt(offset)) throw invalid('offset must be an integer of at least 0.');
+    if (opts.length !== undefined && !isNonNegativeInt(opts.length)) throw invalid('length must be an integer of at least 0.');
+    const abs = resolveSandboxPath(path);
+    const length = opts.length === undefined ? '' : String(opts.length);
+    const r = await this.runScript(sandboxId, READ_SCRIPT, [abs, String(offset), length], {
+      maxOutputBytes: opts.length ?? READ_CAP_BYTES,
+    });
+    const size = Number(r.meta.toString().trim());
+    if (!Number.isSafeInteger(size)) throw new ProviderError('internal');
+    return { data: r.stdout, size };
+  }
+
+  /** Writes (or appends) `data`, creating parent directories; resolves with the file's new size. */
+  async writeFile(sandboxId: string, path: string, data: Buffer, opts: WriteFileOpts = {}): Promise<{ size: number }> {
+    if (!Buffer.isBuffer(data)) throw invalid('data must be bytes.');
+    const abs = resolveSandboxPath(path);
+    const r = await this.runScript(sandboxId, WRITE_SCRIPT, [abs, opts.append ? 'a' : 'w'], { stdin: data, maxOutputBytes: 0 });
+    const size = Number(r.meta.toString().trim());
+    if (!Number.isSafeInteger(size)) throw new ProviderError('internal');
+    return { size };
+  }
+
+  /** At most `opts.maxEntries` entries of a directory, `opts.depth` levels deep. */
+  async listFiles(sandboxId: string, path: string, opts: ListFilesOpts): Promise<FileEntry[]> {
+    if (!Number.isSafeInteger(opts.depth) || opts.depth < 1) throw invalid('depth must be an integer of at least 1.');
+    if (!Number.isSafeInteger(opts.maxEntries) || opts.maxEntries < 1) throw invalid('maxEntries must be an integer of at least 1.');
+    const abs = resolveSandboxPath(path);
+    const r = await this.runScript(sandboxId, LIST_SCRIPT, [abs, String(opts.depth), String(opts.maxEntries)], {
+      maxOutputBytes: LIST_OUTPUT_CAP_BYTES,
+    });
+    return parseListing(r.stdout).slice(0, opts.maxEntries);
+  }
+
+  /** Runs one of the file scripts as the sandbox user and maps its status. */
+  private async runScript(
+    sandboxId: string,
+    script: string,
+    args: string[],
+    opts: { stdin?: Buffer; maxOutputBytes: number },
+  ): Promise<CaptureResult> {
+    const sb = await this.registry.require(sandboxId);
+    const r = await this.runner.run(sb, ['/bin/sh', '-c', script, 'sh', ...args], {
+      env: { ...this.runner.baseEnv(), LC_ALL: 'C.UTF-8' },
+      timeoutMs: this.settings.fileOpTimeoutMs,
+      maxOutputBytes: opts.maxOutputBytes,
+      withMetaFd: true,
+      ...(opts.stdin ? { stdin: opts.stdin } : {}),
+    });
+    if (r.timedOut) throw new ProviderError('timeout');
+    const err = fileStatusError(r.exitCode);
+    if (err) {
+      if (!isStillAlive(sb)) throw sandboxGone();
+      throw err;
+    }
+    return r;
+  }
+}

@@ -1,0 +1,77 @@
+// Starting a sandbox's keeper (keeper.ts): a detached node process, covered descriptors, and
+// its one-line JSON report on fd 3 within a bounded wait.
+import { spawn } from 'node:child_process';
+import { basename, dirname, join, resolve } from 'node:path';
+import type { Readable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { ProviderError } from '../../errors.js';
+import { sandboxPath } from './bwrap-args.js';
+import { LOCAL_DETAILS } from './errors.js';
+import { coverInherited } from './exec.js';
+import type { KeeperReport } from './keeper.js';
+import type { LocalSettings } from './settings.js';
+
+/** Path of dist/keeper.js: beside this file when bundled into dist/, else the repository's build output. */
+export function defaultKeeperScript(): string {
+  const self = fileURLToPath(import.meta.url);
+  if (basename(dirname(self)) === 'dist') return join(dirname(self), 'keeper.js');
+  // The CLI is code-split: this module may sit in dist/chunks/.
+  if (basename(dirname(self)) === 'chunks') return join(dirname(self), '..', 'keeper.js');
+  return resolve(dirname(self), '..', '..', '..', 'dist', 'keeper.js');
+}
+
+/** What starting a keeper needs from the provider's settings. */
+export type KeeperStartOpts = Pick<LocalSettings, 'nodePath' | 'keeperScript' | 'startTimeoutMs' | 'cover'>;
+
+/**
+ * Spawns the detached keeper of the sandbox in `dir` and resolves with its report; rejects with a
+ * ProviderError (and SIGKILLs the keeper) when it cannot start or reports nothing in time.
+ */
+export function startKeeper(dir: string, opts: KeeperStartOpts): Promise<KeeperReport> {
+  return new Promise((resolvePromise, reject) => {
+    const env: Record<string, string> = { PATH: process.env.PATH ?? sandboxPath() };
+    if (process.env.SANDBOX_MCP_DEBUG) env.SANDBOX_MCP_DEBUG = process.env.SANDBOX_MCP_DEBUG;
+    // A small heap keeps each idle keeper light; it holds no data.
+    const child = spawn(opts.nodePath, ['--max-old-space-size=32', '--max-semi-space-size=1', '--v8-pool-size=0', opts.keeperScript, dir], {
+      cwd: '/',
+      env,
+      detached: true,
+      stdio: coverInherited(['ignore', 'ignore', process.env.SANDBOX_MCP_DEBUG ? 2 : 'ignore', 'pipe'], opts.cover),
+    });
+    const pipe = child.stdio[3] as Readable;
+    let text = '';
+    let done = false;
+    const finish = (r: KeeperReport | Error): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      pipe.destroy();
+      child.unref();
+      if (r instanceof Error) {
+        try {
+          child.kill('SIGKILL');
+        } catch {
+          // Already gone.
+        }
+        reject(r);
+      } else resolvePromise(r);
+    };
+    const timer = setTimeout(
+      () => finish(new ProviderError('timeout', { code: 'start_timeout', detail: LOCAL_DETAILS.startTimeout })),
+      opts.startTimeoutMs + 5_000,
+    );
+    child.on('error', () => finish(new ProviderError('unavailable', { detail: LOCAL_DETAILS.hostBundleMissing })));
+    pipe.on('error', () => {});
+    pipe.on('data', (b: Buffer) => {
+      text += b.toString('utf8');
+      const nl = text.indexOf('\n');
+      if (nl < 0) return;
+      try {
+        finish(JSON.parse(text.slice(0, nl)) as KeeperReport);
+      } catch {
+        finish(new ProviderError('internal'));
+      }
+    });
+    pipe.on('end', () => finish(new ProviderError('internal', { code: 'keeper_failed' })));
+  });
+}

@@ -1,0 +1,96 @@
+// list, getInfo, setTimeout and kill of existing sandboxes (create is create-sandbox.ts). The
+// keeper owns each sandbox's deadline: setTimeout rewrites it and signals the keeper, kill asks
+// the keeper to end the sandbox and finishes the job itself when the keeper cannot.
+import { existsSync } from 'node:fs';
+import type { ListOpts, SandboxMetadata } from '../provider.js';
+import type { CommandRunner } from './command-runner.js';
+import { isAlive, signalIfAlive } from './proc.js';
+import { sandboxGone, type SandboxRegistry } from './sandbox-registry.js';
+import type { LocalSettings } from './settings.js';
+import { listSandboxIds, sweepTombstones, writeDeadline, type SandboxSpec } from './state.js';
+import { assertLifetimeS, invalid, isNonNegativeInt } from './validation.js';
+
+/** The provider-neutral metadata of a running local sandbox. */
+export function sandboxMetadata(spec: SandboxSpec, endAtMs: number): SandboxMetadata {
+  return {
+    sandbox_id: spec.id,
+    template: 'base',
+    status: 'running',
+    region: 'local',
+    started_at: new Date(spec.createdAtMs).toISOString(),
+    end_at: new Date(endAtMs).toISOString(),
+    cpu_count: spec.cpu,
+    memory_mb: spec.memoryMb,
+    disk_size_mb: null,
+  };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Operations on existing sandboxes; each throws (not yet mapped) on failure. */
+export class SandboxLifecycle {
+  constructor(
+    private readonly settings: Pick<LocalSettings, 'sandboxes' | 'killWaitMs'>,
+    private readonly registry: SandboxRegistry,
+    private readonly runner: CommandRunner,
+  ) {}
+
+  /** The live sandboxes, oldest first, paged by offset and limit. */
+  async list(opts: ListOpts): Promise<SandboxMetadata[]> {
+    if (!isNonNegativeInt(opts.offset)) throw invalid('offset must be an integer of at least 0.');
+    if (!isNonNegativeInt(opts.limit) || opts.limit < 1) throw invalid('limit must be an integer of at least 1.');
+    // Every local sandbox is running; any other status (e.g. paused) matches none.
+    if (opts.status !== undefined && opts.status !== 'running') return [];
+    if (opts.region !== undefined && opts.region !== 'local') return [];
+    this.registry.trustState();
+    sweepTombstones(this.settings.sandboxes);
+    const found: SandboxMetadata[] = [];
+    const ids = listSandboxIds(this.settings.sandboxes);
+    for (const id of ids) {
+      const sb = await this.registry.inspect(id);
+      if (sb) found.push(sandboxMetadata(sb.spec, sb.endAtMs));
+    }
+    found.sort((a, b) => (a.started_at! < b.started_at! ? -1 : a.started_at! > b.started_at! ? 1 : a.sandbox_id < b.sandbox_id ? -1 : 1));
+    return found.slice(opts.offset, opts.offset + opts.limit);
+  }
+
+  /** The metadata of one live sandbox. */
+  async getInfo(sandboxId: string): Promise<SandboxMetadata> {
+    const sb = await this.registry.require(sandboxId);
+    return sandboxMetadata(sb.spec, sb.endAtMs);
+  }
+
+  /** Moves the sandbox's deadline to `timeoutS` from now. */
+  async setTimeout(sandboxId: string, timeoutS: number): Promise<void> {
+    assertLifetimeS(timeoutS);
+    const sb = await this.registry.require(sandboxId);
+    try {
+      writeDeadline(sb.dir, Date.now() + timeoutS * 1000);
+    } catch {
+      throw sandboxGone();
+    }
+    signalIfAlive(sb.keeper.keeper, 'SIGCONT');
+    if (!signalIfAlive(sb.keeper.keeper, 'SIGUSR1')) {
+      await this.registry.inspect(sandboxId);
+      throw sandboxGone();
+    }
+  }
+
+  /** Ends the sandbox and everything in it, and removes its state. */
+  async kill(sandboxId: string): Promise<void> {
+    const sb = await this.registry.require(sandboxId);
+    const keeper = sb.keeper.keeper;
+    // A stopped keeper would never act on SIGTERM.
+    signalIfAlive(keeper, 'SIGCONT');
+    signalIfAlive(keeper, 'SIGTERM');
+    const deadline = Date.now() + this.settings.killWaitMs;
+    while (isAlive(keeper) && Date.now() < deadline) await sleep(2);
+    // The keeper normally removed everything; finish the job if it died or hung midway.
+    if (isAlive(keeper) || existsSync(sb.dir)) await this.registry.forceCleanup(sandboxId, sb.keeper);
+    this.registry.forget(sandboxId);
+    // Commands of ours still waiting on the dead sandbox (e.g. a stopped nsenter) end now.
+    this.runner.killCommands(sandboxId);
+  }
+}

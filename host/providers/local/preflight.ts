@@ -1,0 +1,49 @@
+// Before the first sandbox: is this Linux, and where are bwrap, nsenter, setpriv and the built
+// keeper? Each missing piece is an unavailable (or unsupported) ProviderError with a fix in it.
+import { accessSync, constants as fsConstants, existsSync, statSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import { ProviderError } from '../../errors.js';
+import type { ToolPaths } from './bwrap-args.js';
+import { LOCAL_DETAILS } from './errors.js';
+import type { LocalSettings } from './settings.js';
+
+function isExecutable(path: string): boolean {
+  try {
+    accessSync(path, fsConstants.X_OK);
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
+
+function findExecutable(name: string): string | null {
+  const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin'];
+  for (const dir of dirs) {
+    if (dir && isExecutable(join(dir, name))) return join(dir, name);
+  }
+  return null;
+}
+
+/** The system tools sandboxes are built and entered with; throws the first missing prerequisite. */
+export function preflight(settings: Pick<LocalSettings, 'toolOverrides' | 'identity' | 'keeperScript' | 'shell'>): ToolPaths {
+  if (process.platform !== 'linux') throw new ProviderError('unsupported', { detail: LOCAL_DETAILS.notLinux });
+  const o = settings.toolOverrides;
+  // A tool given explicitly is used or reported missing, never searched for elsewhere.
+  const tool = (name: keyof ToolPaths): string | null => {
+    const path = o[name];
+    if (path === undefined) return findExecutable(name);
+    return isExecutable(path) ? path : null;
+  };
+  const bwrap = tool('bwrap');
+  if (!bwrap) throw new ProviderError('unavailable', { code: 'bwrap_missing', detail: LOCAL_DETAILS.bwrapMissing });
+  const nsenter = tool('nsenter');
+  if (!nsenter) throw new ProviderError('unavailable', { code: 'nsenter_missing', detail: LOCAL_DETAILS.nsenterMissing });
+  const setpriv = tool('setpriv');
+  if (!setpriv && settings.identity.dropPrivileges) {
+    throw new ProviderError('unavailable', { code: 'setpriv_missing', detail: LOCAL_DETAILS.setprivMissing });
+  }
+  if (!existsSync(settings.keeperScript)) {
+    throw new ProviderError('unavailable', { code: 'host_bundle_missing', detail: LOCAL_DETAILS.hostBundleMissing });
+  }
+  return { bwrap, nsenter, setpriv: setpriv ?? 'setpriv', sh: existsSync('/bin/sh') ? '/bin/sh' : settings.shell };
+}

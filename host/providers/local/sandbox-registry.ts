@@ -1,0 +1,130 @@
+// Finding live sandboxes: through their state directories, verified against /proc (a recorded
+// pid counts only while its start time matches). Whatever is found dead or overdue is cleaned
+// up on the spot, so callers see a sandbox as either live or absent.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { ProviderError } from '../../errors.js';
+import { removeCgroups } from './cgroups.js';
+import { LOCAL_DETAILS } from './errors.js';
+import { isAlive, signalIfAlive } from './proc.js';
+import type { LocalSettings } from './settings.js';
+import {
+  assertPrivateState,
+  dirAgeMs,
+  isSandboxId,
+  readDeadline,
+  readKeeperRecord,
+  readSpec,
+  removeSandboxDir,
+  type KeeperRecord,
+  type SandboxSpec,
+} from './state.js';
+
+// A keeper this late past its deadline is presumed stuck: the provider enforces the deadline itself.
+const OVERDUE_MS = 5_000;
+
+/** A sandbox verified live just now: its spec, its keeper's record and its current deadline. */
+export interface LiveSandbox {
+  id: string;
+  dir: string;
+  spec: SandboxSpec;
+  keeper: KeeperRecord;
+  endAtMs: number;
+}
+
+/** The not_found error for a sandbox that does not exist (any more). */
+export function sandboxGone(): ProviderError {
+  return new ProviderError('not_found', { detail: LOCAL_DETAILS.sandboxGone });
+}
+
+/** True while the sandbox's pid 1 and its keeper both still run. */
+export function isStillAlive(sb: LiveSandbox): boolean {
+  return isAlive(sb.keeper.pid1) && isAlive(sb.keeper.keeper);
+}
+
+/** The sandboxes of one state directory, with their records cached while they stay verifiably live. */
+export class SandboxRegistry {
+  private readonly cache = new Map<string, { spec: SandboxSpec; keeper: KeeperRecord }>();
+  private stateTrusted = false;
+
+  constructor(private readonly settings: Pick<LocalSettings, 'stateDir' | 'sandboxes' | 'startTimeoutMs'>) {}
+
+  /** Records a sandbox just created by this instance. */
+  remember(id: string, spec: SandboxSpec, keeper: KeeperRecord): void {
+    this.cache.set(id, { spec, keeper });
+  }
+
+  /** Drops one sandbox's cached records (it was killed). */
+  forget(id: string): void {
+    this.cache.delete(id);
+  }
+
+  /** Drops every cached record. */
+  clear(): void {
+    this.cache.clear();
+  }
+
+  /** The live sandbox `sandboxId`; throws not_found otherwise. */
+  async require(sandboxId: string): Promise<LiveSandbox> {
+    if (typeof sandboxId !== 'string') throw sandboxGone();
+    const sb = await this.inspect(sandboxId);
+    if (!sb) throw sandboxGone();
+    return sb;
+  }
+
+  /**
+   * Finds a sandbox and verifies its keeper and pid 1 against /proc (pid reuse: start times must
+   * match). Dead or half-dead sandboxes are cleaned up and reported as absent (null).
+   */
+  async inspect(id: string): Promise<LiveSandbox | null> {
+    if (!isSandboxId(id)) return null;
+    this.trustState();
+    const dir = join(this.settings.sandboxes, id);
+    let cached = this.cache.get(id);
+    if (!cached) {
+      const spec = readSpec(dir);
+      const keeper = spec ? readKeeperRecord(dir) : null;
+      if (!spec || !keeper) {
+        // Being created by someone (no record yet), or a creation that crashed long ago.
+        const age = dirAgeMs(dir);
+        if (age !== null && age > this.settings.startTimeoutMs * 3) await this.forceCleanup(id, keeper);
+        return null;
+      }
+      cached = { spec, keeper };
+    }
+    const keeperAlive = isAlive(cached.keeper.keeper);
+    const pid1Alive = keeperAlive && isAlive(cached.keeper.pid1);
+    const endAtMs = pid1Alive ? readDeadline(dir) : null;
+    if (keeperAlive && pid1Alive && endAtMs !== null && Date.now() < endAtMs + OVERDUE_MS) {
+      this.cache.set(id, cached);
+      return { id, dir, spec: cached.spec, keeper: cached.keeper, endAtMs };
+    }
+    this.cache.delete(id);
+    if (!keeperAlive || (endAtMs !== null && Date.now() >= endAtMs + OVERDUE_MS)) {
+      await this.forceCleanup(id, cached.keeper);
+    } else {
+      // The keeper is tearing the sandbox down right now; make sure it is not stopped.
+      signalIfAlive(cached.keeper.keeper, 'SIGCONT');
+    }
+    return null;
+  }
+
+  /** Checks once that nobody else can write the state we act on (see assertPrivateState). */
+  trustState(): void {
+    if (this.stateTrusted) return;
+    assertPrivateState(this.settings.stateDir);
+    if (existsSync(this.settings.sandboxes)) this.stateTrusted = true;
+  }
+
+  /** Does what a keeper would have done: kill everything recorded, remove cgroups and state. */
+  async forceCleanup(id: string, keeper: KeeperRecord | null): Promise<void> {
+    this.cache.delete(id);
+    if (keeper) {
+      signalIfAlive(keeper.keeper, 'SIGKILL');
+      signalIfAlive(keeper.pid1, 'SIGKILL');
+      signalIfAlive(keeper.bwrap, 'SIGKILL');
+      await removeCgroups(keeper.cgroups);
+    }
+    removeSandboxDir(this.settings.sandboxes, id);
+  }
+}

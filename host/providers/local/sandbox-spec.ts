@@ -1,0 +1,90 @@
+// The spec of a new sandbox (state.ts writes it, the keeper builds the sandbox from it): the
+// caller's choices plus what this host needs hidden or bound back inside the sandbox.
+import { lstatSync, realpathSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { HIDDEN_PATHS, SCRATCH_PATHS, type Identity, type ToolPaths } from './bwrap-args.js';
+import type { LocalSettings } from './settings.js';
+import type { SandboxSpec } from './state.js';
+
+/** The per-sandbox choices of a spec; the rest comes from the provider's settings and this host. */
+export interface SandboxSpecOpts {
+  id: string;
+  createdAtMs: number;
+  envs: Record<string, string>;
+  cpu: number | null;
+  memoryMb: number | null;
+  identity: Identity;
+  tools: ToolPaths;
+}
+
+/** The complete spec of a new sandbox. */
+export function buildSandboxSpec(
+  settings: Pick<LocalSettings, 'stateDir' | 'nodePath' | 'identity' | 'shell' | 'network'>,
+  opts: SandboxSpecOpts,
+): SandboxSpec {
+  return {
+    version: 1,
+    id: opts.id,
+    createdAtMs: opts.createdAtMs,
+    envs: opts.envs,
+    cpu: opts.cpu,
+    memoryMb: opts.memoryMb,
+    identity: opts.identity,
+    tools: opts.tools,
+    shell: settings.shell,
+    hidePaths: hidePaths(settings.stateDir),
+    roBindPaths: roBindPaths(settings.nodePath, settings.identity.dropPrivileges),
+    hideVarRun: isRealDir('/var/run'),
+    network: settings.network,
+  };
+}
+
+function isUnder(path: string, prefixes: readonly string[]): boolean {
+  return prefixes.some((p) => path === p || path.startsWith(p + '/'));
+}
+
+/** True when every directory on the way to `path` can be searched by "others" (the dropped uid). */
+function traversableByOthers(path: string): boolean {
+  for (let dir = dirname(path); ; dir = dirname(dir)) {
+    try {
+      if ((statSync(dir).mode & 0o001) === 0) return false;
+    } catch {
+      return false;
+    }
+    if (dir === '/') return true;
+  }
+}
+
+function isRealDir(path: string): boolean {
+  try {
+    const st = lstatSync(path);
+    return st.isDirectory() && !st.isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
+/** The state directory must be invisible inside sandboxes wherever it lives. */
+function hidePaths(stateDir: string): string[] {
+  let state = stateDir;
+  try {
+    state = realpathSync(state);
+  } catch {
+    // Use it as given.
+  }
+  return isUnder(state, [...HIDDEN_PATHS, ...SCRATCH_PATHS]) ? [] : [state];
+}
+
+/** node's prefix, bound back when the sandbox's hidden paths (/home, /root…) would hide it. */
+function roBindPaths(nodePath: string, dropPrivileges: boolean): string[] {
+  let node: string;
+  try {
+    node = realpathSync(nodePath);
+  } catch {
+    return [];
+  }
+  if (!isUnder(node, [...HIDDEN_PATHS, ...SCRATCH_PATHS])) return [];
+  const prefix = dirname(dirname(node));
+  if (dropPrivileges && !traversableByOthers(join(prefix, 'bin'))) return [];
+  return [prefix];
+}

@@ -1,0 +1,120 @@
+// The local provider's options and the settings resolved from them once, at construction: every
+// other module of the provider reads these, never the options themselves.
+import { existsSync, openSync, realpathSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { NETWORK_MODES, type Identity, type NetworkMode, type ToolPaths } from './bwrap-args.js';
+import type { FdCover } from './exec.js';
+import { defaultKeeperScript } from './keeper-start.js';
+import { inheritableFds } from './proc.js';
+import { defaultStateDir, sandboxesDir } from './state.js';
+import { invalid } from './validation.js';
+
+/** Options of the local provider; every one has a working default. */
+export interface LocalProviderOpts {
+  /** State directory (default: $SANDBOX_MCP_STATE_DIR, $XDG_STATE_HOME/sandbox-mcp, ~/.local/state/sandbox-mcp). */
+  stateDir?: string;
+  /** The built keeper entry (`node <keeperScript> <dir>`); default dist/keeper.js next to the host bundle. */
+  keeperScript?: string;
+  /** Node binary for keepers (default: this process's). */
+  nodePath?: string;
+  /** Lifetime of a sandbox when create gives none (default 300 s, like E2B). */
+  defaultTimeoutS?: number;
+  /**
+   * One fixed uid/gid for every sandbox when the host runs as root. By default each sandbox gets
+   * a uid (and equal gid) of its own from an unassigned range (see SANDBOX_UID_BASE).
+   */
+  sandboxUid?: number;
+  sandboxGid?: number;
+  /** How long create waits for the keeper to report a ready sandbox (default 20 s). */
+  startTimeoutMs?: number;
+  /** How long kill waits for the keeper to finish before cleaning up itself (default 5 s). */
+  killWaitMs?: number;
+  /** Upper bound for one file operation (default 120 s). */
+  fileOpTimeoutMs?: number;
+  /** After a command exits, how long its output pipes may stay open (background children) (default 100 ms). */
+  drainGraceMs?: number;
+  /** Absolute paths of the system tools, instead of searching PATH (tests point these at fakes). */
+  tools?: Partial<ToolPaths>;
+  /**
+   * Network of the sandboxes this instance creates (default `isolated`: only their own loopback).
+   * `host` shares the host's network namespace: its interfaces, its loopback services and its
+   * abstract Unix sockets. Recorded per sandbox, so every instance enters each one correctly.
+   */
+  network?: NetworkMode;
+}
+
+/** Default lifetime, in seconds, of a sandbox created without a timeout. */
+export const DEFAULT_TIMEOUT_S = 300;
+
+/** LocalProviderOpts with every default applied; fixed for the life of a provider instance. */
+export interface LocalSettings {
+  readonly stateDir: string;
+  /** The directory holding one state directory per sandbox (inside stateDir). */
+  readonly sandboxes: string;
+  readonly keeperScript: string;
+  readonly nodePath: string;
+  readonly defaultTimeoutS: number;
+  /** The fixed identity of every sandbox, or (root without sandboxUid) the template of per-sandbox ones. */
+  readonly identity: Identity;
+  readonly uidPerSandbox: boolean;
+  readonly startTimeoutMs: number;
+  readonly killWaitMs: number;
+  readonly fileOpTimeoutMs: number;
+  readonly drainGraceMs: number;
+  readonly toolOverrides: Partial<ToolPaths>;
+  readonly network: NetworkMode;
+  readonly shell: string;
+  /** Directories of the node binary (as given and resolved), put on the sandbox's PATH. */
+  readonly nodeBinDirs: string[];
+  /** Descriptors our parent left open for children, covered in every keeper and command we start. */
+  readonly cover: FdCover | undefined;
+}
+
+/** Applies the defaults; throws invalid_argument for an unknown network mode. */
+export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
+  const stateDir = resolve(opts.stateDir ?? defaultStateDir());
+  const sandboxes = sandboxesDir(stateDir);
+  const keeperScript = opts.keeperScript ?? defaultKeeperScript();
+  const nodePath = opts.nodePath ?? process.execPath;
+  const defaultTimeoutS = opts.defaultTimeoutS ?? DEFAULT_TIMEOUT_S;
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const identity: Identity = isRoot
+    ? { uid: opts.sandboxUid ?? 65534, gid: opts.sandboxGid ?? 65534, dropPrivileges: true }
+    : { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0, dropPrivileges: false };
+  const uidPerSandbox = isRoot && opts.sandboxUid === undefined;
+  const startTimeoutMs = opts.startTimeoutMs ?? 20_000;
+  const killWaitMs = opts.killWaitMs ?? 5_000;
+  const fileOpTimeoutMs = opts.fileOpTimeoutMs ?? 120_000;
+  const drainGraceMs = opts.drainGraceMs ?? 100;
+  const toolOverrides = opts.tools ?? {};
+  const network = opts.network ?? 'isolated';
+  if (!NETWORK_MODES.includes(network)) throw invalid("The local provider's network must be 'isolated' or 'host'.");
+  const shell = existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
+  const dirs = new Set<string>([dirname(nodePath)]);
+  try {
+    dirs.add(dirname(realpathSync(nodePath)));
+  } catch {
+    // The path itself is enough.
+  }
+  const fds = inheritableFds();
+  // Kept open for the life of the process: a closed number could be reused by another file.
+  const cover = fds.length > 0 ? { fds, devNullFd: openSync('/dev/null', 'r+') } : undefined;
+  return {
+    stateDir,
+    sandboxes,
+    keeperScript,
+    nodePath,
+    defaultTimeoutS,
+    identity,
+    uidPerSandbox,
+    startTimeoutMs,
+    killWaitMs,
+    fileOpTimeoutMs,
+    drainGraceMs,
+    toolOverrides,
+    network,
+    shell,
+    nodeBinDirs: [...dirs],
+    cover,
+  };
+}

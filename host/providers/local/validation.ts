@@ -1,0 +1,37 @@
+// Checks of call arguments shared by the provider's operations. Each failure is an
+// invalid_argument ProviderError whose detail names the argument, never its value.
+import { ProviderError } from '../../errors.js';
+
+/** Accepted lifetime bounds, in seconds. */
+export const MIN_TIMEOUT_S = 1;
+export const MAX_TIMEOUT_S = 86_400;
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** The invalid_argument error with a static detail. */
+export function invalid(detail: string): ProviderError {
+  return new ProviderError('invalid_argument', { detail });
+}
+
+/** A copy of `envs` whose names are identifiers and whose values are strings without NUL bytes; throws otherwise. */
+export function validateEnvs(envs: Record<string, string> | undefined, what: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(envs ?? {})) {
+    if (!ENV_NAME.test(name)) throw invalid(`${what}: an environment variable name is not a valid identifier.`);
+    if (typeof value !== 'string' || value.includes('\0')) throw invalid(`${what}: an environment variable value is not a string without NUL bytes.`);
+    out[name] = value;
+  }
+  return out;
+}
+
+/** True for a safe integer of at least 0. */
+export function isNonNegativeInt(n: unknown): n is number {
+  return typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
+}
+
+/** Throws unless `timeoutS` is a sandbox lifetime within MIN_TIMEOUT_S..MAX_TIMEOUT_S. */
+export function assertLifetimeS(timeoutS: unknown): asserts timeoutS is number {
+  if (typeof timeoutS !== 'number' || !(timeoutS >= MIN_TIMEOUT_S && timeoutS <= MAX_TIMEOUT_S)) {
+    throw invalid(`timeout must be between ${MIN_TIMEOUT_S} and ${MAX_TIMEOUT_S} seconds.`);
+  }
+}
