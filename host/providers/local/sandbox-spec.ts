@@ -2,20 +2,12 @@
 // caller's choices plus what this host needs hidden or bound back inside the sandbox.
 import { lstatSync, realpathSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { HIDDEN_PATHS, SCRATCH_PATHS, type Identity, type ToolPaths } from './bwrap-args.js';
+import { HIDDEN_PATHS, SCRATCH_PATHS } from './bwrap-args.js';
 import type { LocalSettings } from './settings.js';
 import type { SandboxSpec } from './state.js';
 
 /** The per-sandbox choices of a spec; the rest comes from the provider's settings and this host. */
-export interface SandboxSpecOpts {
-  id: string;
-  createdAtMs: number;
-  envs: Record<string, string>;
-  cpu: number | null;
-  memoryMb: number | null;
-  identity: Identity;
-  tools: ToolPaths;
-}
+export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools'>;
 
 /** The complete spec of a new sandbox. */
 export function buildSandboxSpec(
