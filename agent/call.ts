@@ -23,7 +23,11 @@ declare const __AGENT_VERSION__: string;
 /** The agent's own version, fixed at build time. */
 export const AGENT_VERSION: string = typeof __AGENT_VERSION__ === 'string' ? __AGENT_VERSION__ : '0.0.0-dev';
 
-const fail = (code: AgentErrorCode, message: string): AgentResponse => ({ protocol: PROTOCOL_VERSION, ok: false, error: { code, message } });
+const fail = (code: AgentErrorCode, message: string): AgentResponse => ({
+  protocol: PROTOCOL_VERSION,
+  ok: false,
+  error: { code, message },
+});
 
 /** Answers one encoded request; never throws. */
 export async function handleCall(arg: string | undefined): Promise<AgentResponse> {
@@ -33,7 +37,8 @@ export async function handleCall(arg: string | undefined): Promise<AgentResponse
   } catch {
     return fail('invalid_request', 'the request must be base64url-encoded JSON');
   }
-  if (input === null || typeof input !== 'object' || Array.isArray(input)) return fail('invalid_request', 'the request must be a JSON object');
+  if (input === null || typeof input !== 'object' || Array.isArray(input))
+    return fail('invalid_request', 'the request must be a JSON object');
   // The major version decides how to read everything else, so it is checked first.
   const protocol = (input as { protocol?: unknown }).protocol;
   if (protocol === undefined) return fail('invalid_request', 'field `protocol` is required');
@@ -83,6 +88,9 @@ export async function handleCall(arg: string | undefined): Promise<AgentResponse
     if (err instanceof AgentFailure) return fail(err.code, err.message);
     debug(`internal error: ${(err as Error).stack ?? String(err)}`);
     // Only the error code: a message could quote paths or command text.
-    return fail('internal', `the agent failed unexpectedly (${(err as NodeJS.ErrnoException).code ?? 'error'}); rerun with AGENT_DEBUG=1 for details`);
+    return fail(
+      'internal',
+      `the agent failed unexpectedly (${(err as NodeJS.ErrnoException).code ?? 'error'}); rerun with AGENT_DEBUG=1 for details`,
+    );
   }
 }

@@ -65,12 +65,7 @@ export interface PipeReader {
  * call, and returning false pauses reading. No per-read allocation: a drained gigabyte is some
  * 250,000 reads.
  */
-export function drainFd(
-  readFd: number,
-  buffer: Buffer,
-  onData: (bytes: Buffer, length: number) => boolean,
-  onEnd: () => void,
-): PipeReader {
+export function drainFd(readFd: number, buffer: Buffer, onData: (bytes: Buffer, length: number) => boolean, onEnd: () => void): PipeReader {
   const { Socket } = net();
   let ended = false;
   const finish = () => {

@@ -21,7 +21,10 @@ export function stateDir(env: NodeJS.ProcessEnv = process.env): string {
   if (explicit) return explicit;
   const home = homeDir(env);
   if (home === null) {
-    throw new AgentFailure('internal', 'no state directory: HOME is unset and this user has no home directory; set HOME or SANDBOX_AGENT_STATE_DIR');
+    throw new AgentFailure(
+      'internal',
+      'no state directory: HOME is unset and this user has no home directory; set HOME or SANDBOX_AGENT_STATE_DIR',
+    );
   }
   return join(home, '.local', 'state', 'sandbox-agent');
 }

@@ -34,7 +34,11 @@ export async function runSelftest(): Promise<SelftestResult> {
     scratch = mkdtempSync(join(tmpdir(), 'sandbox-agent-selftest-'));
   } catch (err) {
     // Still a report: the checks that need no scratch space run, the others fail saying why.
-    checks.push({ name: 'scratch', ok: false, detail: `no scratch directory in the temp dir (${(err as NodeJS.ErrnoException).code ?? 'error'}); set TMPDIR` });
+    checks.push({
+      name: 'scratch',
+      ok: false,
+      detail: `no scratch directory in the temp dir (${(err as NodeJS.ErrnoException).code ?? 'error'}); set TMPDIR`,
+    });
   }
   const inScratch = (fn: (dir: string) => Promise<string | undefined> | string | undefined) => () => {
     if (scratch === undefined) throw new Error('skipped: no scratch directory');
@@ -82,13 +86,19 @@ function checkAtomicRename(scratch: string): undefined {
 
 async function checkProcessGroup(): Promise<string> {
   const { spawn } = childProcess();
-  const child = spawn(pickShell(), ['-c', 'sleep 30 & sleep 30 & echo ready; wait'], { detached: true, stdio: ['ignore', 'pipe', 'ignore'] });
+  const child = spawn(pickShell(), ['-c', 'sleep 30 & sleep 30 & echo ready; wait'], {
+    detached: true,
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   try {
     await new Promise<void>((resolve, reject) => {
       child.stdout!.once('data', () => resolve());
       child.once('error', reject);
-      void exited.then(() => reject(new Error('the shell exited early')));
+      exited.then(
+        () => reject(new Error('the shell exited early')),
+        (err: unknown) => reject(err instanceof Error ? err : new Error(String(err))),
+      );
     });
     const pgid = child.pid!;
     assert(readProcStat(pgid)?.pgid === pgid, 'a detached child does not lead its own process group');
@@ -170,8 +180,14 @@ async function checkSupervisor(scratch: string): Promise<string> {
   assert(status.kind === 'ok', 'the supervisor wrote no readable status');
   assert(status.status.state === 'succeeded', `the supervised command ended ${status.status.state}, expected succeeded`);
   const log = readFileSync(join(dir, TASK_FILES.stdout));
-  assert(log.length === LIMITS.streamCapBytes && status.status.stdout_truncated, 'the supervisor did not cap stdout at exactly 1 MiB with truncation');
-  assert(!log.includes(token) && log.subarray(0, SECRET_MARKER.length).toString() === SECRET_MARKER, 'the supervisor did not mask an environment secret');
+  assert(
+    log.length === LIMITS.streamCapBytes && status.status.stdout_truncated,
+    'the supervisor did not cap stdout at exactly 1 MiB with truncation',
+  );
+  assert(
+    !log.includes(token) && log.subarray(0, SECRET_MARKER.length).toString() === SECRET_MARKER,
+    'the supervisor did not mask an environment secret',
+  );
   assert(existsSync(join(dir, TASK_FILES.stderr)), 'the supervisor wrote no stderr log');
   return `capped, masked and finished with exit code ${String(status.status.exit_code)}`;
 }

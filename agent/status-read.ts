@@ -5,10 +5,7 @@ import { STATUS_FORMAT_VERSION, TaskStatusSchema, type TaskStatus } from '../sha
 import { TASK_FILES } from './paths.js';
 
 /** The outcome of reading a status file. */
-export type StatusRead =
-  | { kind: 'ok'; status: TaskStatus }
-  | { kind: 'missing' }
-  | { kind: 'invalid'; message: string };
+export type StatusRead = { kind: 'ok'; status: TaskStatus } | { kind: 'missing' } | { kind: 'invalid'; message: string };
 
 /** Reads and validates the task's status file; never throws for a missing or malformed file. */
 export function readStatus(dir: string): StatusRead {
@@ -27,7 +24,10 @@ export function readStatus(dir: string): StatusRead {
   }
   const format = (raw as { format?: unknown } | null)?.format;
   if (format !== STATUS_FORMAT_VERSION) {
-    return { kind: 'invalid', message: `status format ${typeof format === 'number' ? format : '(none)'} is not supported by this agent (expects ${STATUS_FORMAT_VERSION})` };
+    return {
+      kind: 'invalid',
+      message: `status format ${typeof format === 'number' ? format : '(none)'} is not supported by this agent (expects ${STATUS_FORMAT_VERSION})`,
+    };
   }
   const parsed = TaskStatusSchema.safeParse(raw);
   if (!parsed.success) return { kind: 'invalid', message: 'the status file does not match its format' };

@@ -67,7 +67,8 @@ export async function runSupervisor(dir: string): Promise<void> {
   let pgid = 0;
   let termSent = false;
   let killTimer: NodeJS.Timeout | undefined;
-  let timeoutTimer: NodeJS.Timeout | undefined;
+  // Set once the command runs; the stop paths above clear it.
+  let timeoutTimer: NodeJS.Timeout | undefined = undefined;
   let isFinal = false;
 
   const terminateGroup = () => {
@@ -173,7 +174,8 @@ export async function runSupervisor(dir: string): Promise<void> {
   writeStatus(dir, status);
 
   spawned.once('exit', (code, signal) => {
-    void (async () => {
+    // A failure here cannot be reported anywhere better than the status, which finish() writes.
+    (async () => {
       clearTimeout(timeoutTimer);
       status.exit_code = code ?? (signal ? 128 + (osConstants.signals[signal] ?? 0) : null);
       status.signal = signal;
@@ -191,7 +193,11 @@ export async function runSupervisor(dir: string): Promise<void> {
       for (const s of sockets) s.destroy();
       for (const h of helpers) h.kill('SIGKILL');
       finish();
-    })();
+    })().catch((err: unknown) => {
+      debug(`exit handling failed: ${String(err)}`);
+      status.reason ??= 'supervisor_error';
+      finish({ code: 'supervisor_error', message: 'the supervisor failed while stopping the task' });
+    });
   });
 
   if (pipes) {

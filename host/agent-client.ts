@@ -81,7 +81,12 @@ export class AgentClient {
   }
 
   /** Sends one request and returns the raw, schema-checked response line. */
-  async callRaw(provider: Provider, sandboxId: string, request: AgentRequestInput, opts: AgentCallOpts): Promise<{ line: string; response: AgentResponse }> {
+  async callRaw(
+    provider: Provider,
+    sandboxId: string,
+    request: AgentRequestInput,
+    opts: AgentCallOpts,
+  ): Promise<{ line: string; response: AgentResponse }> {
     const key = `${provider.id}:${sandboxId}`;
     const installsBefore = this.installs.get(key) ?? 0;
     const command = this.commandFor(request);
@@ -93,7 +98,10 @@ export class AgentClient {
     }
     if (result.timedOut) throw new ProviderError('timeout', { code: 'agent_timeout' });
     if (result.exitCode === EXIT_NODE_MISSING) {
-      throw new ProviderError('unsupported', { code: 'node_missing', detail: 'Node.js (node) is not available in this sandbox; the task agent needs it. Use a template with Node.js 20 or later.' });
+      throw new ProviderError('unsupported', {
+        code: 'node_missing',
+        detail: 'Node.js (node) is not available in this sandbox; the task agent needs it. Use a template with Node.js 20 or later.',
+      });
     }
     const line = result.stdout.toString('utf8').trim().split('\n').pop() ?? '';
     let parsed: unknown;
@@ -139,7 +147,8 @@ export class AgentClient {
     if (!response.ok) throw agentErrorToProviderError(response.error.code, response.error.message);
     const schema = RESULT_SCHEMAS[request.op];
     const result = schema.safeParse(response.result);
-    if (!result.success) throw new ProviderError('internal', { code: 'agent_failed', detail: 'The in-sandbox agent answered outside the protocol.' });
+    if (!result.success)
+      throw new ProviderError('internal', { code: 'agent_failed', detail: 'The in-sandbox agent answered outside the protocol.' });
     return result.data as ReturnType<(typeof RESULT_SCHEMAS)[Op]['parse']>;
   }
 }

@@ -106,12 +106,16 @@ async function main(argv: string[]): Promise<void> {
     const idleS = Number(values['idle-timeout']);
     if (!Number.isInteger(port) || port < 0 || port > 65535) fail('--port must be an integer 0-65535');
     if (!Number.isInteger(idleS) || idleS < 1) fail('--idle-timeout must be a positive integer (seconds)');
-    const extraHosts = values['allowed-host'].flatMap((h) => h.split(',')).map((h) => h.trim()).filter(Boolean);
+    const extraHosts = values['allowed-host']
+      .flatMap((h) => h.split(','))
+      .map((h) => h.trim())
+      .filter(Boolean);
     if (isWildcard(values.host) && extraHosts.length === 0) {
       fail('--host is a wildcard address: name the host names clients will use with --allowed-host (Host/Origin are checked against them)');
     }
     const envToken = process.env.SANDBOX_MCP_TOKEN;
-    if (envToken !== undefined && envToken.length < MIN_TOKEN_CHARS) fail(`SANDBOX_MCP_TOKEN must be at least ${MIN_TOKEN_CHARS} characters`);
+    if (envToken !== undefined && envToken.length < MIN_TOKEN_CHARS)
+      fail(`SANDBOX_MCP_TOKEN must be at least ${MIN_TOKEN_CHARS} characters`);
     const token = envToken || randomBytes(24).toString('base64url');
     const handle = await serveHttp(deps, { host: values.host, port, token, idleTimeoutMs: idleS * 1000, extraHosts });
     process.stderr.write(`sandbox-mcp: listening on ${handle.url}\n`);
@@ -162,7 +166,8 @@ export async function runCli(argv: string[]): Promise<void> {
     if (code === 'EADDRINUSE') fail('the port is already in use (choose another with --port)', 1);
     if (code === 'EACCES') fail('not allowed to listen on that port (use one above 1023)', 1);
     if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') fail('--host is not an address of this machine', 1);
-    if (e instanceof TypeError && 'code' in e && String(e.code).startsWith('ERR_PARSE_ARGS')) fail('invalid arguments (see sandbox-mcp --help)');
+    if (e instanceof TypeError && 'code' in e && String(e.code).startsWith('ERR_PARSE_ARGS'))
+      fail('invalid arguments (see sandbox-mcp --help)');
     fail(`unexpected ${e instanceof Error ? e.name : 'error'}`, 1);
   }
 }

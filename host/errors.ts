@@ -1,5 +1,6 @@
 // The fixed failure categories a tool may report, each with a static recovery suggestion.
 // Raw provider messages, URLs, paths of the host and stack traces never go into these errors.
+import { definedFields } from './util/defined-fields.js';
 
 /** The only categories a provider failure is ever reported as. */
 export const ERROR_CATEGORIES = [
@@ -61,8 +62,7 @@ export class ProviderError extends Error {
   toJSON(): { category: ErrorCategory; status?: number; code?: string; suggestion: string } {
     return {
       category: this.category,
-      ...(this.status !== undefined ? { status: this.status } : {}),
-      ...(this.code !== undefined ? { code: this.code } : {}),
+      ...definedFields({ status: this.status, code: this.code }),
       suggestion: this.suggestion,
     };
   }

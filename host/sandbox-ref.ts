@@ -19,7 +19,9 @@ export function parseSandboxRef(text: string, defaultProvider: ProviderId, field
   const provider = colon === -1 ? defaultProvider : text.slice(0, colon);
   const id = colon === -1 ? text : text.slice(colon + 1);
   if (!(PROVIDER_IDS as readonly string[]).includes(provider)) {
-    throw new ProviderError('invalid_argument', { detail: `field \`${field}\` names an unknown provider (expected one of: ${PROVIDER_IDS.join(', ')})` });
+    throw new ProviderError('invalid_argument', {
+      detail: `field \`${field}\` names an unknown provider (expected one of: ${PROVIDER_IDS.join(', ')})`,
+    });
   }
   if (!RAW_ID.test(id)) {
     throw new ProviderError('invalid_argument', { detail: `field \`${field}\` is not a valid sandbox id` });

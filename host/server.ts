@@ -2,7 +2,13 @@
 // validation (naming the field, never echoing the value), structured results, and the session's
 // cleanup. Tool failures are `isError` results; only protocol misuse is a JSON-RPC error.
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+  type CallToolResult,
+} from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod';
 import { describeIssue } from '../shared/protocol.js';
 import { ProviderError, isProviderError } from './errors.js';
@@ -13,6 +19,7 @@ import { fileTools } from './tools/files.js';
 import { sandboxTools } from './tools/sandboxes.js';
 import { taskTools } from './tools/tasks.js';
 import type { ServerDeps, ToolDef } from './tools/tool.js';
+import { definedFields } from './util/defined-fields.js';
 
 declare const __HOST_VERSION__: string;
 const VERSION = typeof __HOST_VERSION__ === 'string' ? __HOST_VERSION__ : '0.0.0-dev';
@@ -45,7 +52,13 @@ function errorResult(e: ProviderError): CallToolResult {
 }
 
 /** Runs one tool call: validate, run, shape the result. Never throws for tool-level failures. */
-export async function callTool(deps: ServerDeps, session: Session, name: string, args: unknown, signal?: AbortSignal): Promise<CallToolResult> {
+export async function callTool(
+  deps: ServerDeps,
+  session: Session,
+  name: string,
+  args: unknown,
+  signal?: AbortSignal,
+): Promise<CallToolResult> {
   const tool = toolsByName.get(name);
   if (!tool) throw new McpError(ErrorCode.InvalidParams, 'unknown tool');
   const started = Date.now();
@@ -55,19 +68,31 @@ export async function callTool(deps: ServerDeps, session: Session, name: string,
     return errorResult(new ProviderError('invalid_argument', { detail: describeIssue(parsed.error, args ?? {}) }));
   }
   try {
-    const { result, content = [] } = await tool.run(parsed.data, { deps, session, ...(signal ? { signal } : {}) });
+    const { result, content = [] } = await tool.run(parsed.data, { deps, session, ...definedFields({ signal }) });
     deps.log.info('tool call', { tool: name, outcome: 'ok', ms: Date.now() - started });
     return { content: [{ type: 'text', text: JSON.stringify(result) }, ...content], structuredContent: result as Record<string, unknown> };
   } catch (e) {
     const error = isProviderError(e) ? e : new ProviderError('internal');
     // Only the error's class name: an unexpected exception's message may carry values or paths.
-    deps.log.info('tool call', { tool: name, outcome: error.category, ms: Date.now() - started, ...(isProviderError(e) ? {} : { unexpected: e instanceof Error ? e.name : typeof e }) });
+    deps.log.info('tool call', {
+      tool: name,
+      outcome: error.category,
+      ms: Date.now() - started,
+      ...(isProviderError(e) ? {} : { unexpected: e instanceof Error ? e.name : typeof e }),
+    });
     return errorResult(error);
   }
 }
 
 /** The tools/list entries: JSON Schemas generated from the same zod schemas that validate calls. */
-export function listTools(): { name: string; title: string; description: string; inputSchema: Record<string, unknown>; outputSchema: Record<string, unknown>; annotations: Record<string, unknown> }[] {
+export function listTools(): {
+  name: string;
+  title: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+  outputSchema: Record<string, unknown>;
+  annotations: Record<string, unknown>;
+}[] {
   return ALL_TOOLS.map((t) => ({
     name: t.name,
     title: t.title,
@@ -90,7 +115,8 @@ export async function closeSession(deps: ServerDeps, session: Session): Promise<
     try {
       await deps.providers.get(ref.provider).kill(ref.id);
     } catch (e) {
-      if (!isProviderError(e) || e.category !== 'not_found') deps.log.warn('session cleanup failed', { category: isProviderError(e) ? e.category : 'internal' });
+      if (!isProviderError(e) || e.category !== 'not_found')
+        deps.log.warn('session cleanup failed', { category: isProviderError(e) ? e.category : 'internal' });
     }
   };
   const owned = session.close();

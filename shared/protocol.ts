@@ -69,14 +69,7 @@ export type AgentRequest = z.infer<typeof RequestSchema>;
 export type AgentRequestInput = z.input<typeof RequestSchema>;
 
 /** Error codes the agent can answer with. */
-export const AGENT_ERROR_CODES = [
-  'protocol_mismatch',
-  'invalid_request',
-  'task_limit',
-  'not_found',
-  'spawn_failed',
-  'internal',
-] as const;
+export const AGENT_ERROR_CODES = ['protocol_mismatch', 'invalid_request', 'task_limit', 'not_found', 'spawn_failed', 'internal'] as const;
 export type AgentErrorCode = (typeof AGENT_ERROR_CODES)[number];
 
 export const AgentErrorSchema = z.strictObject({ code: z.enum(AGENT_ERROR_CODES), message: z.string() });
@@ -158,9 +151,7 @@ export function describeIssue(error: z.core.$ZodError, input: unknown): string {
     case 'unrecognized_keys':
       return `unexpected field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `\`${nameOf(k)}\``).join(', ')}`;
     case 'invalid_type':
-      what = !hasPath(input, issue.path)
-        ? 'is required'
-        : `must be ${issue.expected === 'int' ? 'an integer' : `a ${issue.expected}`}`;
+      what = !hasPath(input, issue.path) ? 'is required' : `must be ${issue.expected === 'int' ? 'an integer' : `a ${issue.expected}`}`;
       break;
     case 'too_big':
       what = `is too ${issue.origin === 'string' || issue.origin === 'array' ? 'long' : 'large'} (maximum ${String(issue.maximum)})`;

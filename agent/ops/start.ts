@@ -131,10 +131,14 @@ function resolveCwd(cwd: string | undefined): string {
   if (cwd !== undefined && isAbsolute(cwd)) path = cwd;
   else {
     const home = homeDir();
-    if (home === null) throw new AgentFailure('invalid_request', 'field `cwd` must be an absolute path here: HOME is unset and this user has no home directory');
+    if (home === null)
+      throw new AgentFailure(
+        'invalid_request',
+        'field `cwd` must be an absolute path here: HOME is unset and this user has no home directory',
+      );
     path = cwd === undefined ? home : resolve(home, cwd);
   }
-  let isDir = false;
+  let isDir: boolean;
   try {
     isDir = statSync(path).isDirectory();
   } catch {

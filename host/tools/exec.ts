@@ -8,6 +8,7 @@ import { secretValuesOf } from '../config.js';
 import type { ExecOpts, ExecResult } from '../providers/provider.js';
 import type { SandboxRef } from '../sandbox-ref.js';
 import { EnvsSchema, SandboxIdSchema, defineTool, intIn, renewIfOwned, resolveSandbox, type ToolContext } from './tool.js';
+import { definedFields } from '../util/defined-fields.js';
 
 /** Most bytes of one stream a run_command/run_code result holds. */
 export const EXEC_OUTPUT_CAP_BYTES = 64 * 1024;
@@ -21,7 +22,6 @@ const ExecResultSchema = z.strictObject({
   stderr_truncated: z.boolean(),
   timed_out: z.boolean(),
 });
-
 
 /** Decodes one captured stream, marking where the provider dropped its middle, and masks secrets. */
 function renderStream(data: Buffer, isTruncated: boolean, ctx: ToolContext): string {
@@ -45,9 +45,14 @@ async function runCapped(
   await renewIfOwned(ctx, ref);
   const command = await prepare(ref);
   const provider = ctx.deps.providers.get(ref.provider);
-  const r = await provider.exec(ref.id, command, { ...opts, maxOutputBytes: EXEC_OUTPUT_CAP_BYTES, ...(ctx.signal ? { signal: ctx.signal } : {}) });
+  const r = await provider.exec(ref.id, command, {
+    ...opts,
+    maxOutputBytes: EXEC_OUTPUT_CAP_BYTES,
+    ...definedFields({ signal: ctx.signal }),
+  });
   // A timeout (or a cancelled call) kills the whole group, shell traps included: clean up from outside.
-  if ((r.timedOut || ctx.signal?.aborted) && cleanupAfterTimeout) await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30 }).catch(() => undefined);
+  if ((r.timedOut || ctx.signal?.aborted) && cleanupAfterTimeout)
+    await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30 }).catch(() => undefined);
   return { result: toResult(r, ctx) };
 }
 
@@ -74,7 +79,7 @@ const runCommand = defineTool({
     sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
     cwd: z.string().min(1).max(4096).optional().describe('Working directory (relative paths are under the sandbox home).'),
     envs: EnvsSchema.optional().describe('Extra environment variables for this command.'),
-    timeout: intIn(1, 3600).default(60).describe('Seconds before the command\'s process group is killed (timed_out).'),
+    timeout: intIn(1, 3600).default(60).describe("Seconds before the command's process group is killed (timed_out)."),
   }),
   output: ExecResultSchema,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
@@ -82,8 +87,7 @@ const runCommand = defineTool({
     if (args.envs) ctx.deps.masker.add(secretValuesOf(args.envs));
     return runCapped(ctx, args.sandbox_id, async () => args.command, {
       timeoutS: args.timeout,
-      ...(args.cwd !== undefined ? { cwd: args.cwd } : {}),
-      ...(args.envs !== undefined ? { envs: args.envs } : {}),
+      ...definedFields({ cwd: args.cwd, envs: args.envs }),
     });
   },
 });

@@ -20,7 +20,8 @@ const PathSchema = z.string().min(1).max(4096);
 const readFile = defineTool({
   name: 'read_file',
   title: 'Read text file',
-  description: 'Read a text file as UTF-8 (at most 1 MiB; `truncated` is set beyond, use download_file to page). Binary files are refused: use download_file.',
+  description:
+    'Read a text file as UTF-8 (at most 1 MiB; `truncated` is set beyond, use download_file to page). Binary files are refused: use download_file.',
   input: z.strictObject({ path: PathSchema, sandbox_id: SandboxIdSchema.optional() }),
   output: z.strictObject({ path: z.string(), content: z.string(), size: z.number().int(), truncated: z.boolean() }),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
@@ -29,7 +30,10 @@ const readFile = defineTool({
     await renewIfOwned(ctx, ref);
     const r = await ctx.deps.providers.get(ref.provider).readFile(ref.id, args.path, { offset: 0, length: READ_FILE_CAP_BYTES });
     if (r.data.includes(0)) {
-      throw new ProviderError('invalid_argument', { code: 'binary_file', detail: 'The file is binary (it contains NUL bytes); read it with download_file.' });
+      throw new ProviderError('invalid_argument', {
+        code: 'binary_file',
+        detail: 'The file is binary (it contains NUL bytes); read it with download_file.',
+      });
     }
     return { result: { path: args.path, content: r.data.toString('utf8'), size: r.size, truncated: r.size > r.data.length } };
   },
@@ -70,7 +74,9 @@ const listFiles = defineTool({
   async run(args, ctx) {
     const ref = resolveSandbox(ctx, args.sandbox_id);
     await renewIfOwned(ctx, ref);
-    const entries = await ctx.deps.providers.get(ref.provider).listFiles(ref.id, args.path, { depth: args.depth, maxEntries: LIST_FILES_CAP + 1 });
+    const entries = await ctx.deps.providers
+      .get(ref.provider)
+      .listFiles(ref.id, args.path, { depth: args.depth, maxEntries: LIST_FILES_CAP + 1 });
     return { result: { path: args.path, entries: entries.slice(0, LIST_FILES_CAP), truncated: entries.length > LIST_FILES_CAP } };
   },
 });
@@ -82,7 +88,7 @@ const uploadFile = defineTool({
   title: 'Upload binary file',
   description:
     'Write base64-encoded bytes to a file (at most 3 MiB decoded per call), creating parent directories; append=true adds to the end (creating the file if missing). ' +
-    'For larger files send chunks in order with append=true after the first. Returns the bytes written, the file\'s size after the write and the sha256 of this chunk ' +
+    "For larger files send chunks in order with append=true after the first. Returns the bytes written, the file's size after the write and the sha256 of this chunk " +
     '(as download_file does), so each chunk can be verified; compare size before retrying an append.',
   input: z.strictObject({
     path: PathSchema,
@@ -167,7 +173,9 @@ const downloadFile = defineTool({
 });
 
 function tooLarge(field: string, hint: string): ProviderError {
-  return new ProviderError('invalid_argument', { detail: `field \`${field}\` is too large (maximum ${UPLOAD_CAP_BYTES} bytes per call; ${hint})` });
+  return new ProviderError('invalid_argument', {
+    detail: `field \`${field}\` is too large (maximum ${UPLOAD_CAP_BYTES} bytes per call; ${hint})`,
+  });
 }
 
 /** The five file and transfer tools. */

@@ -3,19 +3,28 @@ import * as z from 'zod';
 import { PROVIDER_IDS, secretValuesOf } from '../config.js';
 import { ProviderError, isProviderError } from '../errors.js';
 import { qualify } from '../sandbox-ref.js';
-import { EnvsSchema, MetadataSchema, SandboxIdSchema, defineTool, intIn, qualifyMetadata, resolveSandbox, type ToolContext } from './tool.js';
+import {
+  EnvsSchema,
+  MetadataSchema,
+  SandboxIdSchema,
+  defineTool,
+  intIn,
+  qualifyMetadata,
+  resolveSandbox,
+  type ToolContext,
+} from './tool.js';
+import { definedFields } from '../util/defined-fields.js';
 
 /** The lifetime a sandbox gets when create_sandbox names none (E2B's default too). */
 export const DEFAULT_SANDBOX_TIMEOUT_S = 300;
 const MAX_SANDBOX_TIMEOUT_S = 86400;
 
-
 const createSandbox = defineTool({
   name: 'create_sandbox',
   title: 'Create sandbox',
   description:
-    'Create a new sandbox and make it this session\'s default. It is destroyed when the session ends unless a task was started in it. ' +
-    'Omitted options keep the provider\'s defaults. Keep secrets in the server\'s configuration; envs given here are visible to the model.',
+    "Create a new sandbox and make it this session's default. It is destroyed when the session ends unless a task was started in it. " +
+    "Omitted options keep the provider's defaults. Keep secrets in the server's configuration; envs given here are visible to the model.",
   input: z.strictObject({
     template: z.string().min(1).max(200).optional(),
     timeout: intIn(1, MAX_SANDBOX_TIMEOUT_S).optional().describe('Lifetime in seconds (default 300).'),
@@ -23,7 +32,7 @@ const createSandbox = defineTool({
     region: z.string().min(1).max(100).optional(),
     cpu: z.number().int().min(1).max(1024).optional().describe('CPU cores.'),
     memory: z.number().int().min(1).max(1048576).optional().describe('Memory in MB.'),
-    provider: z.enum(PROVIDER_IDS).optional().describe('A configured provider id; default is the server\'s.'),
+    provider: z.enum(PROVIDER_IDS).optional().describe("A configured provider id; default is the server's."),
   }),
   output: MetadataSchema,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
@@ -31,19 +40,24 @@ const createSandbox = defineTool({
     const providerId = args.provider ?? ctx.deps.config.defaultProvider;
     const provider = ctx.deps.providers.get(providerId);
     if (args.envs) ctx.deps.masker.add(secretValuesOf(args.envs));
-    const meta = await provider.create({
-      ...(args.template !== undefined ? { template: args.template } : {}),
-      ...(args.timeout !== undefined ? { timeoutS: args.timeout } : {}),
-      ...(args.envs !== undefined ? { envs: args.envs } : {}),
-      ...(args.region !== undefined ? { region: args.region } : {}),
-      ...(args.cpu !== undefined ? { cpu: args.cpu } : {}),
-      ...(args.memory !== undefined ? { memoryMb: args.memory } : {}),
-    });
+    const meta = await provider.create(
+      definedFields({
+        template: args.template,
+        timeoutS: args.timeout,
+        envs: args.envs,
+        region: args.region,
+        cpu: args.cpu,
+        memoryMb: args.memory,
+      }),
+    );
     const ref = qualify(providerId, meta.sandbox_id);
     if (!ctx.session.adopt(ref.qualified, args.timeout ?? DEFAULT_SANDBOX_TIMEOUT_S)) {
       // The session ended while we were creating: nobody owns this sandbox, so it must not outlive us.
       await provider.kill(ref.id).catch(() => undefined);
-      throw new ProviderError('conflict', { code: 'session_closed', detail: 'The session ended while the sandbox was being created; it was destroyed.' });
+      throw new ProviderError('conflict', {
+        code: 'session_closed',
+        detail: 'The session ended while the sandbox was being created; it was destroyed.',
+      });
     }
     return { result: qualifyMetadata(providerId, meta) };
   },
@@ -52,7 +66,8 @@ const createSandbox = defineTool({
 const killSandbox = defineTool({
   name: 'kill_sandbox',
   title: 'Destroy sandbox',
-  description: 'Destroy a sandbox and everything in it, including its tasks and their logs (the complete cleanup). Defaults to the session default.',
+  description:
+    'Destroy a sandbox and everything in it, including its tasks and their logs (the complete cleanup). Defaults to the session default.',
   input: z.strictObject({ sandbox_id: SandboxIdSchema.optional() }),
   output: z.strictObject({ success: z.boolean(), sandbox_id: z.string() }),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
@@ -95,17 +110,19 @@ const listSandboxes = defineTool({
     const items = await ctx.deps.providers.get(providerId).list({
       limit: args.limit,
       offset: args.offset,
-      ...(args.status !== undefined ? { status: args.status } : {}),
-      ...(args.region !== undefined ? { region: args.region } : {}),
+      ...definedFields({ status: args.status, region: args.region }),
     });
-    return { result: { sandboxes: items.slice(0, args.limit).map((m) => qualifyMetadata(providerId, m)), limit: args.limit, offset: args.offset } };
+    return {
+      result: { sandboxes: items.slice(0, args.limit).map((m) => qualifyMetadata(providerId, m)), limit: args.limit, offset: args.offset },
+    };
   },
 });
 
 const getSandbox = defineTool({
   name: 'get_sandbox',
   title: 'Inspect sandbox',
-  description: 'Current metadata of a sandbox (the session default when sandbox_id is omitted). Never creates, resumes or extends a sandbox.',
+  description:
+    'Current metadata of a sandbox (the session default when sandbox_id is omitted). Never creates, resumes or extends a sandbox.',
   input: z.strictObject({ sandbox_id: SandboxIdSchema.optional() }),
   output: MetadataSchema,
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
@@ -119,7 +136,7 @@ const setSandboxTimeout = defineTool({
   name: 'set_sandbox_timeout',
   title: 'Set sandbox lifetime',
   description:
-    'Set a sandbox\'s lifetime to `timeout` seconds from now. For a sandbox this session created, later command and file tools renew with this duration.',
+    "Set a sandbox's lifetime to `timeout` seconds from now. For a sandbox this session created, later command and file tools renew with this duration.",
   input: z.strictObject({
     timeout: intIn(1, MAX_SANDBOX_TIMEOUT_S).describe('New lifetime in seconds, counted from now.'),
     sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),

@@ -8,6 +8,7 @@ import { PROTOCOL_VERSION, TASK_ID_PATTERN, TaskViewSchema, type AgentRequestInp
 import { ProviderError, isProviderError } from '../errors.js';
 import { parseSandboxRef } from '../sandbox-ref.js';
 import { SandboxIdSchema, defineTool, intIn, resolveSandbox, type ToolContext } from './tool.js';
+import { definedFields } from '../util/defined-fields.js';
 
 const TaskResultSchema = z.strictObject({ sandbox_id: z.string(), ...TaskViewSchema.shape });
 type TaskResult = z.infer<typeof TaskResultSchema>;
@@ -77,7 +78,7 @@ const startTask = defineTool({
       task_id: taskId,
       command: args.command,
       timeout_s: args.timeout,
-      ...(args.cwd !== undefined ? { cwd: args.cwd } : {}),
+      ...definedFields({ cwd: args.cwd }),
     };
     if (Buffer.byteLength(ctx.deps.agent.commandFor(request)) > LIMITS.encodedRequestMaxBytes) {
       throw new ProviderError('invalid_argument', {
@@ -108,7 +109,10 @@ const startTask = defineTool({
 const handleShape = {
   sandbox_id: SandboxIdSchema.describe('The sandbox_id returned by start_task (qualified, e.g. local:abc).'),
   // Classic zod around the shared pattern: tool schemas carry descriptions, the protocol's do not.
-  task_id: z.string().regex(TASK_ID_PATTERN, 'must be 32 lowercase hexadecimal characters').describe('The 32-hex task_id returned by start_task.'),
+  task_id: z
+    .string()
+    .regex(TASK_ID_PATTERN, 'must be 32 lowercase hexadecimal characters')
+    .describe('The 32-hex task_id returned by start_task.'),
   stdout_offset: intIn(0, LIMITS.streamCapBytes).default(0).describe('Byte offset to read stdout from: the previous stdout_next_offset.'),
   stderr_offset: intIn(0, LIMITS.streamCapBytes).default(0).describe('Byte offset to read stderr from: the previous stderr_next_offset.'),
   limit: intIn(1, LIMITS.pageMaxBytes).default(LIMITS.pageDefaultBytes).describe('Bytes per stream in this page.'),
@@ -120,7 +124,12 @@ type Handle = { sandbox_id: string; task_id: string; stdout_offset: number; stde
  * get and cancel: by explicit handle only — never the session default, never adopted into this
  * session's cleanup, never a lifetime extension.
  */
-async function queryTask(ctx: ToolContext, handle: Handle, op: { op: 'get'; wait_s: number } | { op: 'cancel' }, timeoutS: number): Promise<TaskResult> {
+async function queryTask(
+  ctx: ToolContext,
+  handle: Handle,
+  op: { op: 'get'; wait_s: number } | { op: 'cancel' },
+  timeoutS: number,
+): Promise<TaskResult> {
   const ref = parseSandboxRef(handle.sandbox_id, ctx.deps.config.defaultProvider);
   const view = await ctx.deps.agent.call(
     ctx.deps.providers.get(ref.provider),
@@ -142,7 +151,7 @@ const getTask = defineTool({
   name: 'get_task',
   title: 'Read background task',
   description:
-    'Read a task\'s state and a page of its output (limit bytes per stream from the given byte offsets; pass the returned *_next_offset next time; re-reading replays the page). ' +
+    "Read a task's state and a page of its output (limit bytes per stream from the given byte offsets; pass the returned *_next_offset next time; re-reading replays the page). " +
     'wait (0-30 s) returns as soon as there is new output or the state changes. A nonzero exit_code is task data, not an error. Works from any session.',
   input: z.strictObject({
     ...handleShape,

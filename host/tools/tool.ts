@@ -68,7 +68,10 @@ export const SandboxIdSchema = z.string().min(1).max(200);
 
 /** Environment variables: POSIX names to string values. */
 export const EnvsSchema = z.record(
-  z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name').max(256),
+  z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
+    .max(256),
   z.string().max(32768),
 );
 
@@ -126,4 +129,3 @@ export async function renewIfOwned(ctx: ToolContext, ref: SandboxRef): Promise<v
     ctx.deps.log.warn('renewal failed', { category: e instanceof ProviderError ? e.category : 'internal' });
   }
 }
-

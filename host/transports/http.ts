@@ -104,6 +104,10 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
         await close();
         await server.close().catch(() => undefined);
       })());
+    // From transport callbacks, which cannot wait: a failure is logged, never lost silently.
+    const endQuietly = (): void => {
+      end().catch((e: unknown) => deps.log.warn('http session cleanup failed', { unexpected: e instanceof Error ? e.name : typeof e }));
+    };
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
@@ -112,14 +116,14 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
         deps.log.info('http session opened');
       },
       onsessionclosed: () => {
-        void end();
+        endQuietly();
       },
     });
-    server.onclose = () => void end();
+    server.onclose = endQuietly;
     await server.connect(transport);
     await transport.handleRequest(req, res, body);
     if (entry) entry.activeRequests--;
-    else void end(); // initialization failed: nothing to keep
+    else endQuietly(); // initialization failed: nothing to keep
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -177,16 +181,21 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
   const port = (httpServer.address() as AddressInfo).port;
   hosts = allowedHosts(opts.host, port, opts.extraHosts);
 
-  const sweep = setInterval(() => {
-    const now = Date.now();
-    for (const entry of sessions.values()) {
-      // A long get_task wait holds a request open: that session is not idle.
-      if (entry.activeRequests === 0 && now - entry.lastSeenMs > opts.idleTimeoutMs) {
-        deps.log.info('http session idle; closing');
-        void entry.end();
+  const sweep = setInterval(
+    () => {
+      const now = Date.now();
+      for (const entry of sessions.values()) {
+        // A long get_task wait holds a request open: that session is not idle.
+        if (entry.activeRequests === 0 && now - entry.lastSeenMs > opts.idleTimeoutMs) {
+          deps.log.info('http session idle; closing');
+          entry
+            .end()
+            .catch((e: unknown) => deps.log.warn('http session cleanup failed', { unexpected: e instanceof Error ? e.name : typeof e }));
+        }
       }
-    }
-  }, opts.sweepIntervalMs ?? Math.min(30_000, Math.max(100, opts.idleTimeoutMs / 4)));
+    },
+    opts.sweepIntervalMs ?? Math.min(30_000, Math.max(100, opts.idleTimeoutMs / 4)),
+  );
   sweep.unref();
 
   return {

@@ -158,14 +158,25 @@ describe('unverified processes', () => {
     const dir = taskDirOf(w, id);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const status = {
-      format: 1, task_id: id, state: 'running', reason: null,
+      format: 1,
+      task_id: id,
+      state: 'running',
+      reason: null,
       supervisor: { pid: bystander.pid, start_time: real - 1 },
       group: { pgid: bystander.pid, leader_start_time: real + 1 },
-      exit_code: null, signal: null, started_at: 1, finished_at: null, stdout_truncated: false, stderr_truncated: false,
+      exit_code: null,
+      signal: null,
+      started_at: 1,
+      finished_at: null,
+      stdout_truncated: false,
+      stderr_truncated: false,
     };
     writeFileSync(join(dir, 'status.json'), JSON.stringify(status));
 
-    expect(await callView(w, { protocol: 1, op: 'get', task_id: id })).toMatchObject({ state: 'unknown', error: { code: 'supervisor_missing' } });
+    expect(await callView(w, { protocol: 1, op: 'get', task_id: id })).toMatchObject({
+      state: 'unknown',
+      error: { code: 'supervisor_missing' },
+    });
     expect(await cancel(w, id)).toMatchObject({ state: 'unknown' });
     expect(isAlive(bystander.pid!)).toBe(true);
     expect(readStatusJson(w, id).state).toBe('running');

@@ -7,7 +7,14 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach } from 'vitest';
-import { encodeRequest, ResponseSchema, TaskViewSchema, type AgentRequestInput, type AgentResponse, type TaskView } from '../../shared/protocol.js';
+import {
+  encodeRequest,
+  ResponseSchema,
+  TaskViewSchema,
+  type AgentRequestInput,
+  type AgentResponse,
+  type TaskView,
+} from '../../shared/protocol.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const AGENT = join(ROOT, 'dist/agent.cjs');
@@ -54,10 +61,15 @@ export interface RawResult {
 /** Runs `node dist/agent.cjs <args>` and collects its output. */
 export function runAgent(world: AgentWorld, args: string[], extraEnv: Record<string, string> = {}): Promise<RawResult> {
   return new Promise((resolvePromise) => {
-    execFile(process.execPath, [AGENT, ...args], { env: agentEnv(world, extraEnv), timeout: 60_000, maxBuffer: 8 << 20 }, (err, stdout, stderr) => {
-      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : -1) : 0;
-      resolvePromise({ exitCode: code, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [AGENT, ...args],
+      { env: agentEnv(world, extraEnv), timeout: 60_000, maxBuffer: 8 << 20 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : -1) : 0;
+        resolvePromise({ exitCode: code, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -71,7 +83,11 @@ export async function callRaw(world: AgentWorld, arg: string, extraEnv: Record<s
 }
 
 /** Sends one request; returns the parsed response. */
-export function call(world: AgentWorld, request: AgentRequestInput | Record<string, unknown>, extraEnv: Record<string, string> = {}): Promise<AgentResponse> {
+export function call(
+  world: AgentWorld,
+  request: AgentRequestInput | Record<string, unknown>,
+  extraEnv: Record<string, string> = {},
+): Promise<AgentResponse> {
   return callRaw(world, encodeRequest(request as AgentRequestInput), extraEnv);
 }
 
@@ -112,7 +128,10 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const taskDirOf = (world: AgentWorld, taskId: string) => join(world.stateDir, 'tasks', taskId);
 
 /** The task's status file as JSON (throws if absent). */
-export function readStatusJson(world: AgentWorld, taskId: string): { supervisor: { pid: number } | null; group: { pgid: number } | null; state: string } {
+export function readStatusJson(
+  world: AgentWorld,
+  taskId: string,
+): { supervisor: { pid: number } | null; group: { pgid: number } | null; state: string } {
   return JSON.parse(readFileSync(join(taskDirOf(world, taskId), 'status.json'), 'utf8'));
 }
 

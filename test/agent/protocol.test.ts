@@ -36,7 +36,13 @@ describe('bundle', () => {
     const res = await call(world, { protocol: 1, op: 'hello' });
     expect(res.ok).toBe(true);
     const hello = HelloResultSchema.parse(res.ok ? res.result : null);
-    expect(hello).toEqual({ agent_version: pkg.version, protocol: 1, state_dir: world.stateDir, max_tasks: 128, stream_cap_bytes: 1048576 });
+    expect(hello).toEqual({
+      agent_version: pkg.version,
+      protocol: 1,
+      state_dir: world.stateDir,
+      max_tasks: 128,
+      stream_cap_bytes: 1048576,
+    });
     expect(readFileSync(AGENT, 'utf8')).toContain(JSON.stringify(pkg.version));
     const manifest = JSON.parse(readFileSync(join(ROOT, 'dist/agent-manifest.json'), 'utf8')) as { file_name: string };
     expect(manifest.file_name).toMatch(new RegExp(`^agent-${pkg.version.replace(/\./g, '\\.')}-[0-9a-f]{16}\\.cjs$`));
@@ -97,7 +103,15 @@ describe('selftest', () => {
     expect(res.exitCode).toBe(0);
     const report = SelftestResultSchema.parse(JSON.parse(res.stdout));
     expect(report.ok).toBe(true);
-    expect(report.checks.map((c) => c.name)).toEqual(['proc', 'state_dir', 'atomic_rename', 'process_group', 'log_cap', 'masking', 'supervisor']);
+    expect(report.checks.map((c) => c.name)).toEqual([
+      'proc',
+      'state_dir',
+      'atomic_rename',
+      'process_group',
+      'log_cap',
+      'masking',
+      'supervisor',
+    ]);
     expect(report.checks.every((c) => c.ok)).toBe(true);
   });
 

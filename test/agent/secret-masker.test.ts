@@ -113,7 +113,15 @@ describe('SecretMasker', () => {
   });
 
   it('takes values only from variables whose names contain KEY, TOKEN, SECRET or PASSWORD', () => {
-    const env = { API_KEY: 'k-1234', github_token: 't-1234', MySecretThing: 's-1234', DB_PASSWORD: 'p-1234', PATH: '/usr/bin', SHORT_KEY: 'abc', EMPTY_TOKEN: '' };
+    const env = {
+      API_KEY: 'k-1234',
+      github_token: 't-1234',
+      MySecretThing: 's-1234',
+      DB_PASSWORD: 'p-1234',
+      PATH: '/usr/bin',
+      SHORT_KEY: 'abc',
+      EMPTY_TOKEN: '',
+    };
     expect(secretValuesFromEnv(env).sort()).toEqual(['k-1234', 'p-1234', 's-1234', 't-1234']);
   });
 });

@@ -112,7 +112,13 @@ describe('without mkfifo and cat', () => {
     // A PATH with just what the command needs: no mkfifo, no cat.
     const bin = join(w.home, 'bin');
     mkdirSync(bin);
-    for (const tool of ['bash', 'head', 'tr', 'printenv', 'sleep']) symlinkSync(execFileSync('bash', ['-c', `command -v ${tool}`]).toString().trim(), join(bin, tool));
+    for (const tool of ['bash', 'head', 'tr', 'printenv', 'sleep'])
+      symlinkSync(
+        execFileSync('bash', ['-c', `command -v ${tool}`])
+          .toString()
+          .trim(),
+        join(bin, tool),
+      );
     const env = { PATH: bin, AGENT_DEBUG: '1' };
     const cmd = `${fixture('print-secret.sh', 'FALLBACK_TOKEN')}; ${fixture('spew-bytes.sh', String(3 * 1024 * 1024))}`;
     const { task_id: id } = await callView(w, { protocol: 1, op: 'start', task_id: newTaskId(), command: cmd }, env);
@@ -223,7 +229,10 @@ describe('start', () => {
     let out = '';
     agent.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     // 'exit', not 'close': close would also wait for the leaked pipe.
-    await Promise.all([new Promise((resolve) => agent.once('exit', resolve)), new Promise((resolve) => agent.stdout!.once('end', resolve))]);
+    await Promise.all([
+      new Promise((resolve) => agent.once('exit', resolve)),
+      new Promise((resolve) => agent.stdout!.once('end', resolve)),
+    ]);
     expect(JSON.parse(out)).toMatchObject({ ok: true, result: { state: 'running' } });
     // Only the exited agent held the other end, so EOF comes now, not when the task ends.
     expect(await Promise.race([eof, sleep(15_000).then(() => false)])).toBe(true);
@@ -248,7 +257,11 @@ describe('start', () => {
     const w = world();
     const notADir = join(w.home, 'plain-file');
     writeFileSync(notADir, '');
-    const res = await call(w, { protocol: 1, op: 'start', task_id: newTaskId(), command: 'true' }, { SANDBOX_AGENT_STATE_DIR: join(notADir, 'state') });
+    const res = await call(
+      w,
+      { protocol: 1, op: 'start', task_id: newTaskId(), command: 'true' },
+      { SANDBOX_AGENT_STATE_DIR: join(notADir, 'state') },
+    );
     expect(res).toMatchObject({ ok: false, error: { code: 'internal', message: expect.stringContaining('SANDBOX_AGENT_STATE_DIR') } });
     expect(res.ok ? '' : res.error.message).not.toContain(notADir);
   });
@@ -287,7 +300,14 @@ describe('unknown states', () => {
     const id = newTaskId();
     mkdirSync(join(w.stateDir, 'tasks', id), { recursive: true, mode: 0o700 });
     const view = await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 1 });
-    expect(view).toMatchObject({ state: 'unknown', exit_code: null, started_at: null, stdout: '', stdout_size: 0, error: { code: 'no_status' } });
+    expect(view).toMatchObject({
+      state: 'unknown',
+      exit_code: null,
+      started_at: null,
+      stdout: '',
+      stdout_size: 0,
+      error: { code: 'no_status' },
+    });
     expect(await callView(w, { protocol: 1, op: 'cancel', task_id: id })).toMatchObject({ state: 'unknown' });
   });
 });

@@ -91,7 +91,9 @@ report(`supervisor peak RSS while draining: ${(Math.max(...peaksKb) / 1024).toFi
 
 // --- get latency ----------------------------------------------------------------------------
 const getId = randomBytes(16).toString('hex');
-spawnSync(process.execPath, [AGENT, 'call', encodeRequest({ protocol: 1, op: 'start', task_id: getId, command: 'echo hello' })], { env: cleanEnv });
+spawnSync(process.execPath, [AGENT, 'call', encodeRequest({ protocol: 1, op: 'start', task_id: getId, command: 'echo hello' })], {
+  env: cleanEnv,
+});
 const getArg = encodeRequest({ protocol: 1, op: 'get', task_id: getId });
 const runGet = () => {
   const r = spawnSync(process.execPath, [AGENT, 'call', getArg], { env: cleanEnv, encoding: 'utf8' });
@@ -110,7 +112,9 @@ for (let i = 0; i < 40; i++) {
 }
 const n0 = median(nodeMs);
 const g = median(getMs);
-report(`get latency: node -e 0 ${n0.toFixed(1)} ms, agent get ${g.toFixed(1)} ms, ratio ${(g / n0).toFixed(2)}x (medians of 40, interleaved; target <= 1.5x)`);
+report(
+  `get latency: node -e 0 ${n0.toFixed(1)} ms, agent get ${g.toFixed(1)} ms, ratio ${(g / n0).toFixed(2)}x (medians of 40, interleaved; target <= 1.5x)`,
+);
 
 describe('agent get latency vs node -e 0 (clean environment)', () => {
   bench('node -e 0', runNode, { time: 1000, warmupIterations: 3 });

@@ -95,13 +95,17 @@ if (available) {
   }
   const d = median(direct);
   const p = median(viaProvider);
-  report(`exec true: direct ${d.toFixed(2)} ms, provider ${p.toFixed(2)} ms, overhead ${(p - d).toFixed(2)} ms, ratio ${(p / d).toFixed(2)}x (medians of 200; target overhead <= 3 ms)`);
+  report(
+    `exec true: direct ${d.toFixed(2)} ms, provider ${p.toFixed(2)} ms, overhead ${(p - d).toFixed(2)} ms, ratio ${(p / d).toFixed(2)}x (medians of 200; target overhead <= 3 ms)`,
+  );
 
   const ck = await sample(30, async () => {
     const m = await provider.create({ timeoutS: 60 });
     await provider.kill(m.sandbox_id);
   });
-  report(`create+kill: median ${median(ck).toFixed(1)} ms, min ${Math.min(...ck).toFixed(1)}, max ${Math.max(...ck).toFixed(1)} (30 runs; target <= 150 ms median)`);
+  report(
+    `create+kill: median ${median(ck).toFixed(1)} ms, min ${Math.min(...ck).toFixed(1)}, max ${Math.max(...ck).toFixed(1)} (30 runs; target <= 150 ms median)`,
+  );
 
   const t = performance.now();
   const ids = (await Promise.all(Array.from({ length: 20 }, () => provider.create({ timeoutS: 300 })))).map((m) => m.sandbox_id);

@@ -114,7 +114,8 @@ export function handleControlPlane(
     const states = (url.searchParams.get('state') ?? 'running,paused').split(',');
     if (states.some((x) => !STATES.includes(x))) return { status: sendApiError(res, 400, 'invalid state') };
     const rawLimit = url.searchParams.get('limit') ?? '100';
-    if (!/^\d+$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > 100) return { status: sendApiError(res, 400, 'limit must be in [1, 100]') };
+    if (!/^\d+$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > 100)
+      return { status: sendApiError(res, 400, 'limit must be in [1, 100]') };
     // The server may return fewer than asked (pageSize), never more.
     const limit = Math.min(Number(rawLimit), state.pageSize);
     const start = Number(url.searchParams.get('nextToken') ? Buffer.from(url.searchParams.get('nextToken')!, 'base64url').toString() : 0);

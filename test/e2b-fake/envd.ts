@@ -3,7 +3,19 @@
 // sandbox with the E2b-Sandbox-Id header and carry its X-Access-Token. Like envd, a command's
 // deadline (Connect-Timeout-Ms) and SendSignal signal only the process, never its group.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createReadStream, existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
+import {
+  createReadStream,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  type Stats,
+} from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import path from 'node:path';
 import { decodeEnvelope, openStream, RpcError, sendUnary } from './connect-rpc.js';
@@ -14,7 +26,13 @@ import type { FakeSandbox } from './fake-sandbox.js';
 type Json = Record<string, any>;
 
 function entryInfo(sb: FakeSandbox, hostP: string, st: Stats): Json {
-  const type = st.isSymbolicLink() ? 'FILE_TYPE_SYMLINK' : st.isDirectory() ? 'FILE_TYPE_DIRECTORY' : st.isFile() ? 'FILE_TYPE_FILE' : 'FILE_TYPE_UNSPECIFIED';
+  const type = st.isSymbolicLink()
+    ? 'FILE_TYPE_SYMLINK'
+    : st.isDirectory()
+      ? 'FILE_TYPE_DIRECTORY'
+      : st.isFile()
+        ? 'FILE_TYPE_FILE'
+        : 'FILE_TYPE_UNSPECIFIED';
   return {
     name: path.basename(hostP),
     type,
@@ -97,7 +115,10 @@ function processRpc(sb: FakeSandbox, method: string, req: Json): Json {
   switch (method) {
     case 'List':
       return {
-        processes: [...sb.processes.entries()].map(([pid, c]) => ({ pid, config: { cmd: c.spawnfile, args: c.spawnargs.slice(1), envs: {} } })),
+        processes: [...sb.processes.entries()].map(([pid, c]) => ({
+          pid,
+          config: { cmd: c.spawnfile, args: c.spawnargs.slice(1), envs: {} },
+        })),
       };
     case 'SendInput':
       child(sb, pidOf(req)).stdin?.write(Buffer.from(String(req.input?.stdin ?? ''), 'base64'));
@@ -141,19 +162,23 @@ function startProcess(sb: FakeSandbox, req: Json, inReq: IncomingMessage, res: S
   c.stdout!.on('data', (d: Buffer) => stream.send({ event: { data: { stdout: d.toString('base64') } } }));
   c.stderr!.on('data', (d: Buffer) => stream.send({ event: { data: { stderr: d.toString('base64') } } }));
   const timeoutMs = Number(inReq.headers['connect-timeout-ms'] ?? 0);
-  const deadline = timeoutMs > 0 ? setTimeout(() => {
-    c.kill('SIGKILL');
-    stream.end(new RpcError('deadline_exceeded', 'deadline exceeded'));
-  }, timeoutMs) : undefined;
+  const deadline =
+    timeoutMs > 0
+      ? setTimeout(() => {
+          c.kill('SIGKILL');
+          stream.end(new RpcError('deadline_exceeded', 'deadline exceeded'));
+        }, timeoutMs)
+      : undefined;
   const pingS = Number(inReq.headers['keepalive-ping-interval'] ?? 0);
   const ping = pingS > 0 ? setInterval(() => stream.send({ event: { keepalive: {} } }), pingS * 1000) : undefined;
   c.on('close', (code, signal) => {
     sb.processes.delete(pid);
     if (deadline) clearTimeout(deadline);
     if (ping) clearInterval(ping);
-    const end = code !== null
-      ? { exitCode: code, exited: true, status: `exit status ${code}` }
-      : { exitCode: -1, exited: false, status: `signal: ${signal}` };
+    const end =
+      code !== null
+        ? { exitCode: code, exited: true, status: `exit status ${code}` }
+        : { exitCode: -1, exited: false, status: `signal: ${signal}` };
     stream.send({ event: { end } });
     stream.end();
   });
@@ -163,7 +188,11 @@ async function uploadFile(sb: FakeSandbox, url: URL, req: IncomingMessage, body:
   const files: Array<{ path: string; data: Buffer }> = [];
   const target = url.searchParams.get('path') ?? '';
   if (String(req.headers['content-type'] ?? '').startsWith('multipart/form-data')) {
-    const form = await new Request('http://fake/', { method: 'POST', headers: { 'content-type': String(req.headers['content-type']) }, body }).formData();
+    const form = await new Request('http://fake/', {
+      method: 'POST',
+      headers: { 'content-type': String(req.headers['content-type']) },
+      body,
+    }).formData();
     for (const v of form.getAll('file')) {
       if (typeof v === 'string') continue;
       files.push({ path: target || v.name, data: Buffer.from(await v.arrayBuffer()) });

@@ -76,7 +76,10 @@ export async function startFakeE2b(opts: FakeE2bOpts = {}): Promise<FakeE2b> {
 
   function injected(req: IncomingMessage, url: URL, res: ServerResponse): number | undefined {
     const f = failures.find(
-      (x) => x.left > 0 && (!x.method || x.method === req.method) && (typeof x.path === 'string' ? x.path === url.pathname : x.path.test(url.pathname)),
+      (x) =>
+        x.left > 0 &&
+        (!x.method || x.method === req.method) &&
+        (typeof x.path === 'string' ? x.path === url.pathname : x.path.test(url.pathname)),
     );
     if (!f) return undefined;
     f.left -= 1;

@@ -57,7 +57,9 @@ test('the agent answers hello inside a fake E2B sandbox', async () => {
 
 test('the agent starts a short task and reports its outcome', async () => {
   const taskId = randomBytes(16).toString('hex');
-  const started = TaskViewSchema.parse(await call({ protocol: 1, op: 'start', task_id: taskId, command: 'echo out; echo err >&2; exit 3', timeout_s: 30 }));
+  const started = TaskViewSchema.parse(
+    await call({ protocol: 1, op: 'start', task_id: taskId, command: 'echo out; echo err >&2; exit 3', timeout_s: 30 }),
+  );
   expect(started.task_id).toBe(taskId);
   let view: TaskView = started;
   for (let i = 0; i < 20 && !TERMINAL_STATES.has(view.state); i++) {

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createE2bProvider } from '../../host/providers/e2b/e2b-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { isProviderError, type ProviderError } from '../../host/errors.js';
-import { INJECTED_MESSAGE, SANDBOX_MARKER_VAR, startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
+import { SANDBOX_MARKER_VAR, startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
 
 let fake: FakeE2b;
 let provider: Provider;
@@ -18,7 +18,7 @@ async function caught(p: Promise<unknown>): Promise<ProviderError> {
     await p;
   } catch (e) {
     if (isProviderError(e)) return e;
-    throw new Error(`not a ProviderError: ${String((e as Error)?.name)}`);
+    throw new Error(`not a ProviderError: ${String((e as Error)?.name)}`, { cause: e });
   }
   throw new Error('expected a failure');
 }
@@ -218,7 +218,13 @@ describe('e2b provider against the fake', () => {
   });
 
   test('a cancelled exec whose wrapper cannot be reached gives up after the grace period, exit code unknown', async () => {
-    const quick = createE2bProvider({ apiKey: fake.apiKey, apiUrl: fake.apiUrl, sandboxUrl: fake.sandboxUrl, killGraceS: 1, cancelSettleMs: 300 });
+    const quick = createE2bProvider({
+      apiKey: fake.apiKey,
+      apiUrl: fake.apiUrl,
+      sandboxUrl: fake.sandboxUrl,
+      killGraceS: 1,
+      cancelSettleMs: 300,
+    });
     const { sandbox_id: id } = await quick.create({ timeoutS: 60 });
     try {
       const ac = new AbortController();
@@ -435,7 +441,11 @@ describe('e2b provider against the fake', () => {
 
   test('the fake refuses what the E2B API refuses, instead of clamping it', async () => {
     const post = (p: string, body: unknown) =>
-      fetch(`${fake.apiUrl}${p}`, { method: 'POST', headers: { 'X-API-KEY': fake.apiKey, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      fetch(`${fake.apiUrl}${p}`, {
+        method: 'POST',
+        headers: { 'X-API-KEY': fake.apiKey, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
     const get = (p: string) => fetch(`${fake.apiUrl}${p}`, { headers: { 'X-API-KEY': fake.apiKey } });
     const { sandbox_id: id } = await provider.create({ timeoutS: 60 });
     try {

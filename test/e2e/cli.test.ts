@@ -33,7 +33,13 @@ afterAll(async () => {
 
 describe('sandbox-mcp CLI', () => {
   it('`npm start` serves MCP on a clean stdout', async () => {
-    const transport = new StdioClientTransport({ command: 'npm', args: ['start'], cwd: REPO, env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir }), stderr: 'pipe' });
+    const transport = new StdioClientTransport({
+      command: 'npm',
+      args: ['start'],
+      cwd: REPO,
+      env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir }),
+      stderr: 'pipe',
+    });
     const errors: Error[] = [];
     transport.onerror = (e) => errors.push(e);
     const client = new Client({ name: 'npm-start', version: '1' });
@@ -47,7 +53,17 @@ describe('sandbox-mcp CLI', () => {
   it('--help documents the transports, configuration and debugging commands', async () => {
     const { code, stdout } = await cli(['--help']);
     expect(code).toBe(0);
-    for (const word of ['http', '--port', '--provider', 'SANDBOX_MCP_STATE_DIR', 'SANDBOX_MCP_LOCAL_NETWORK', 'SANDBOX_MCP_TOKEN', 'E2B_API_KEY', 'agent <sandbox_id>', 'selftest <sandbox_id>']) {
+    for (const word of [
+      'http',
+      '--port',
+      '--provider',
+      'SANDBOX_MCP_STATE_DIR',
+      'SANDBOX_MCP_LOCAL_NETWORK',
+      'SANDBOX_MCP_TOKEN',
+      'E2B_API_KEY',
+      'agent <sandbox_id>',
+      'selftest <sandbox_id>',
+    ]) {
       expect(stdout).toContain(word);
     }
   });
@@ -80,17 +96,28 @@ describe('sandbox-mcp CLI', () => {
       try {
         await ok(s.client, 'create_sandbox', {});
         const r = await ok(s.client, 'run_command', { command: "awk -F: 'NR>2{print $1}' /proc/net/dev" });
-        return r.stdout.split('\n').map((l: string) => l.trim()).filter(Boolean).sort();
+        return r.stdout
+          .split('\n')
+          .map((l: string) => l.trim())
+          .filter(Boolean)
+          .sort();
       } finally {
         await s.close();
       }
     };
     expect(await interfaces()).toEqual(['lo']);
-    const hostInterfaces = readFileSync('/proc/net/dev', 'utf8').split('\n').slice(2).map((l) => l.split(':')[0]!.trim()).filter(Boolean).sort();
+    const hostInterfaces = readFileSync('/proc/net/dev', 'utf8')
+      .split('\n')
+      .slice(2)
+      .map((l) => l.split(':')[0]!.trim())
+      .filter(Boolean)
+      .sort();
     expect(await interfaces('host')).toEqual(hostInterfaces);
     expect((await cli(['--help'])).code).toBe(0);
     const bad = await new Promise<number>((resolve) =>
-      execFile(process.execPath, [HOST_JS], { env: serverEnv({ SANDBOX_MCP_LOCAL_NETWORK: 'bogus' }) }, (e) => resolve(Number((e as { code?: number } | null)?.code ?? 0))),
+      execFile(process.execPath, [HOST_JS], { env: serverEnv({ SANDBOX_MCP_LOCAL_NETWORK: 'bogus' }) }, (e) =>
+        resolve(Number((e as { code?: number } | null)?.code ?? 0)),
+      ),
     );
     expect(bad).toBe(2);
   });

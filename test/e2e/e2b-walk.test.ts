@@ -18,7 +18,9 @@ const rawId = (qualified: string) => qualified.replace(/^e2b:/, '');
 
 /** Control-plane calls that change a lifetime: any /timeout, and any connect the fake saw lengthen one. */
 function lifetimeCalls(fromIndex: number) {
-  return fake.calls.slice(fromIndex).filter((c) => /\/timeout$/.test(c.path) || c.extendedLifetime !== false && c.path.endsWith('/connect'));
+  return fake.calls
+    .slice(fromIndex)
+    .filter((c) => /\/timeout$/.test(c.path) || (c.extendedLifetime !== false && c.path.endsWith('/connect')));
 }
 
 const uploads = (fromIndex: number) => fake.envdCalls.slice(fromIndex).filter((c) => c.path === '/files').length;
@@ -86,7 +88,11 @@ describe('e2b through MCP (against the fake)', () => {
     // Inspecting and extending an id outside the session are single static calls: no connect, no resume.
     const staticMark = fake.calls.length;
     expect((await ok(second.client, 'get_sandbox', { sandbox_id: sb.sandbox_id })).end_at).toBe(new Date(endAt).toISOString());
-    expect(await ok(second.client, 'set_sandbox_timeout', { sandbox_id: sb.sandbox_id, timeout: 900 })).toEqual({ success: true, sandbox_id: sb.sandbox_id, timeout: 900 });
+    expect(await ok(second.client, 'set_sandbox_timeout', { sandbox_id: sb.sandbox_id, timeout: 900 })).toEqual({
+      success: true,
+      sandbox_id: sb.sandbox_id,
+      timeout: 900,
+    });
     expect(fake.calls.slice(staticMark).map((c) => [c.method, c.path, c.body])).toEqual([
       ['GET', `/sandboxes/${rawId(sb.sandbox_id)}`, undefined],
       ['POST', `/sandboxes/${rawId(sb.sandbox_id)}/timeout`, { timeout: 900 }],
@@ -233,10 +239,14 @@ describe('e2b through MCP (against the fake)', () => {
       const page = await ok(s.client, 'list_sandboxes', { limit: 3, offset: 1 });
       expect(page).toMatchObject({ limit: 3, offset: 1 });
       expect(page.sandboxes.map((m: { sandbox_id: string }) => m.sandbox_id)).toEqual(all.slice(1, 4).map((m) => m.sandbox_id));
-      expect((await ok(s.client, 'list_sandboxes', { limit: 2, offset: 4 })).sandboxes.map((m: { sandbox_id: string }) => m.sandbox_id)).toEqual([all[4]!.sandbox_id]);
+      expect(
+        (await ok(s.client, 'list_sandboxes', { limit: 2, offset: 4 })).sandboxes.map((m: { sandbox_id: string }) => m.sandbox_id),
+      ).toEqual([all[4]!.sandbox_id]);
       expect((await ok(s.client, 'list_sandboxes', { offset: 5 })).sandboxes).toEqual([]);
 
-      const running = (await ok(s.client, 'list_sandboxes', { status: 'running' })).sandboxes.map((m: { sandbox_id: string }) => m.sandbox_id);
+      const running = (await ok(s.client, 'list_sandboxes', { status: 'running' })).sandboxes.map(
+        (m: { sandbox_id: string }) => m.sandbox_id,
+      );
       expect(running.sort()).toEqual(created.slice(1).sort());
       const paused = (await ok(s.client, 'list_sandboxes', { status: 'paused' })).sandboxes;
       expect(paused.map((m: { sandbox_id: string; status: string }) => [m.sandbox_id, m.status])).toEqual([[created[0], 'paused']]);

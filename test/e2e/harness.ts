@@ -123,7 +123,11 @@ export async function ok<T = Record<string, any>>(client: Client, name: string, 
 }
 
 /** The error object of a tool call that must fail: {category, suggestion, status?, code?} plus the raw text. */
-export async function toolError(client: Client, name: string, args: Record<string, unknown> = {}): Promise<{ category: string; suggestion: string; code?: string; text: string }> {
+export async function toolError(
+  client: Client,
+  name: string,
+  args: Record<string, unknown> = {},
+): Promise<{ category: string; suggestion: string; code?: string; text: string }> {
   const r = (await client.callTool({ name, arguments: args })) as CallToolResult;
   expect(r.isError, `${name} should fail`).toBe(true);
   const text = (r.content[0] as { text: string }).text;

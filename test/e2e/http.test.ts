@@ -43,7 +43,13 @@ describe('HTTP transport', () => {
     const { request } = await import('node:http');
     const status = await new Promise<number>((resolve, reject) => {
       const req = request(
-        { host: server.url.hostname, port: server.url.port, path: '/mcp', method: 'POST', headers: { host: `evil.example:${server.url.port}`, authorization: `Bearer ${server.token}`, 'content-type': 'application/json' } },
+        {
+          host: server.url.hostname,
+          port: server.url.port,
+          path: '/mcp',
+          method: 'POST',
+          headers: { host: `evil.example:${server.url.port}`, authorization: `Bearer ${server.token}`, 'content-type': 'application/json' },
+        },
         (res) => {
           res.resume();
           resolve(res.statusCode ?? 0);
@@ -56,7 +62,7 @@ describe('HTTP transport', () => {
     expect((await rawPost({ authorization: `Bearer ${server.token}`, origin: 'http://evil.example' })).status).toBe(403);
   });
 
-  it('keeps separate defaults per session, and DELETE destroys the session\'s sandboxes', async () => {
+  it("keeps separate defaults per session, and DELETE destroys the session's sandboxes", async () => {
     const a = await server.connect();
     const b = await server.connect();
     const sa = await ok(a.client, 'create_sandbox', {});
@@ -67,7 +73,10 @@ describe('HTTP transport', () => {
 
     await a.transport.terminateSession(); // HTTP DELETE
     await a.client.close();
-    await waitFor(async () => (await b.client.callTool({ name: 'get_sandbox', arguments: { sandbox_id: sa.sandbox_id } })).isError === true, 'the DELETEd session\'s sandbox to be destroyed');
+    await waitFor(
+      async () => (await b.client.callTool({ name: 'get_sandbox', arguments: { sandbox_id: sa.sandbox_id } })).isError === true,
+      "the DELETEd session's sandbox to be destroyed",
+    );
     expect((await toolError(b.client, 'get_sandbox', { sandbox_id: sa.sandbox_id })).category).toBe('not_found');
     expect((await ok(b.client, 'get_sandbox', {})).status).toBe('running');
     await ok(b.client, 'kill_sandbox', {});
@@ -90,7 +99,12 @@ describe('HTTP transport', () => {
     const sc = await ok(c.client, 'create_sandbox', {});
     const watcher = await server.connect();
     // The watcher's own calls keep it alive while c goes idle (timeout 2 s).
-    await waitFor(async () => (await watcher.client.callTool({ name: 'get_sandbox', arguments: { sandbox_id: sc.sandbox_id } })).isError === true, 'the idle session\'s sandbox to be destroyed', 60_000, 500);
+    await waitFor(
+      async () => (await watcher.client.callTool({ name: 'get_sandbox', arguments: { sandbox_id: sc.sandbox_id } })).isError === true,
+      "the idle session's sandbox to be destroyed",
+      60_000,
+      500,
+    );
     expect((await toolError(watcher.client, 'get_sandbox', { sandbox_id: sc.sandbox_id })).category).toBe('not_found');
     await watcher.transport.terminateSession();
   });

@@ -48,10 +48,14 @@ describe('reconnectable tasks through MCP', () => {
 
     // Read on from the returned offset until the state changes.
     let next = page;
-    await waitFor(async () => {
-      next = await ok(second.client, 'get_task', { ...handle, stdout_offset: page.stdout_next_offset, wait: 15 });
-      return next.state !== 'running';
-    }, 'the task to finish', 60_000);
+    await waitFor(
+      async () => {
+        next = await ok(second.client, 'get_task', { ...handle, stdout_offset: page.stdout_next_offset, wait: 15 });
+        return next.state !== 'running';
+      },
+      'the task to finish',
+      60_000,
+    );
     expect(next.state).toBe('succeeded');
     expect(next.exit_code).toBe(0);
     expect(next.stdout).toBe('AFTER');

@@ -163,7 +163,11 @@ describe('the tool surface', () => {
   it('kills the process group of a run_command whose call the client cancelled', async () => {
     const count = async () => (await ok(s.client, 'run_command', { command: "pgrep -c -xf 'sleep 100[34]' || true" })).stdout.trim();
     const abort = new AbortController();
-    const call = s.client.callTool({ name: 'run_command', arguments: { command: 'sleep 1003 & sleep 1004; wait', timeout: 600 } }, undefined, { signal: abort.signal });
+    const call = s.client.callTool(
+      { name: 'run_command', arguments: { command: 'sleep 1003 & sleep 1004; wait', timeout: 600 } },
+      undefined,
+      { signal: abort.signal },
+    );
     await waitFor(async () => (await count()) === '2', 'both sleeps to run');
     abort.abort();
     await expect(call).rejects.toThrow();
@@ -177,7 +181,10 @@ describe('the tool surface', () => {
   });
 
   it('writes, reads and lists text files', async () => {
-    expect(await ok(s.client, 'write_file', { path: 'notes/a/b.txt', content: 'héllo\n' })).toEqual({ path: 'notes/a/b.txt', bytes_written: 7 });
+    expect(await ok(s.client, 'write_file', { path: 'notes/a/b.txt', content: 'héllo\n' })).toEqual({
+      path: 'notes/a/b.txt',
+      bytes_written: 7,
+    });
     const read = await ok(s.client, 'read_file', { path: '/home/user/notes/a/b.txt' });
     expect(read).toEqual({ path: '/home/user/notes/a/b.txt', content: 'héllo\n', size: 7, truncated: false });
     const listed = await ok(s.client, 'list_files', { path: 'notes', depth: 2 });

@@ -15,7 +15,16 @@ import { fileStatusError, FILE_STATUS, parseListing, resolveSandboxPath } from '
 import { coverInherited } from '../../host/providers/local/exec.js';
 import { classifyBwrapFailure } from '../../host/providers/local/keeper.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
-import { defaultStateDir, isSandboxId, newSandboxId, newSandboxUid, SANDBOX_UID_BASE, SANDBOX_UID_COUNT, specNetwork, type SandboxSpec } from '../../host/providers/local/state.js';
+import {
+  defaultStateDir,
+  isSandboxId,
+  newSandboxId,
+  newSandboxUid,
+  SANDBOX_UID_BASE,
+  SANDBOX_UID_COUNT,
+  specNetwork,
+  type SandboxSpec,
+} from '../../host/providers/local/state.js';
 
 const tools: ToolPaths = { bwrap: '/usr/bin/bwrap', nsenter: '/usr/bin/nsenter', setpriv: '/usr/bin/setpriv', sh: '/bin/sh' };
 const root: Identity = { uid: 65534, gid: 65534, dropPrivileges: true };
@@ -31,7 +40,16 @@ describe('buildBwrapArgs', () => {
   const args = buildBwrapArgs(base);
 
   it('unshares user, pid, ipc, uts and (by default) net, with pid 1 itself as the main process', () => {
-    for (const f of ['--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--as-pid-1', '--die-with-parent', '--new-session']) {
+    for (const f of [
+      '--unshare-user',
+      '--unshare-pid',
+      '--unshare-ipc',
+      '--unshare-uts',
+      '--unshare-net',
+      '--as-pid-1',
+      '--die-with-parent',
+      '--new-session',
+    ]) {
       expect(args).toContain(f);
     }
     expect(args.slice(-4)).toEqual(['--', '/bin/bash', '-c', PID1_SCRIPT]);
@@ -84,7 +102,16 @@ describe('launch and enter commands', () => {
   it('as root, bwrap runs under setpriv with no capabilities', () => {
     const cmd = buildLaunchCommand(['--x'], root, tools);
     expect(cmd.file).toBe('/usr/bin/setpriv');
-    expect(cmd.args).toEqual(expect.arrayContaining(['--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs']));
+    expect(cmd.args).toEqual(
+      expect.arrayContaining([
+        '--reuid=65534',
+        '--regid=65534',
+        '--clear-groups',
+        '--inh-caps=-all',
+        '--bounding-set=-all',
+        '--no-new-privs',
+      ]),
+    );
     expect(cmd.args.slice(-2)).toEqual(['/usr/bin/bwrap', '--x']);
     expect(buildLaunchCommand(['--x'], user, tools)).toEqual({ file: '/usr/bin/bwrap', args: ['--x'] });
   });
@@ -98,7 +125,23 @@ describe('launch and enter commands', () => {
   it('enters every namespace with preserved credentials, dropping to the sandbox uid as root', () => {
     const cmd = buildEnterCommand(4242, ['/bin/bash', '-c', 'true'], root, tools);
     expect(cmd.file).toBe('/usr/bin/nsenter');
-    expect(cmd.args).toEqual(['-t', '4242', '--preserve-credentials', '-U', '-p', '-m', '-i', '-u', '-n', '-r', '-w', '--', '/bin/bash', '-c', 'true']);
+    expect(cmd.args).toEqual([
+      '-t',
+      '4242',
+      '--preserve-credentials',
+      '-U',
+      '-p',
+      '-m',
+      '-i',
+      '-u',
+      '-n',
+      '-r',
+      '-w',
+      '--',
+      '/bin/bash',
+      '-c',
+      'true',
+    ]);
     // A sandbox sharing the host's network has no namespace of its own to enter (and may not enter the host's).
     const shared = buildEnterCommand(4242, ['true'], root, tools, [], 'host');
     expect(shared.args).toEqual(['-t', '4242', '--preserve-credentials', '-U', '-p', '-m', '-i', '-u', '-r', '-w', '--', 'true']);
@@ -112,7 +155,15 @@ describe('launch and enter commands', () => {
     expect(limited.file).toBe('/bin/sh');
     expect(limited.uid).toBeUndefined();
     const rest = limited.args.slice(limited.args.indexOf('--') + 1);
-    expect(rest.slice(0, 7)).toEqual(['/usr/bin/setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs']);
+    expect(rest.slice(0, 7)).toEqual([
+      '/usr/bin/setpriv',
+      '--reuid=65534',
+      '--regid=65534',
+      '--clear-groups',
+      '--inh-caps=-all',
+      '--bounding-set=-all',
+      '--no-new-privs',
+    ]);
     expect(rest[7]).toBe('/usr/bin/nsenter');
     const limitedUser = buildEnterCommand(4242, ['true'], user, tools, ['/cg/m/cgroup.procs']);
     expect(limitedUser.args).not.toContain('/usr/bin/setpriv');
@@ -124,7 +175,11 @@ describe('launch and enter commands', () => {
     expect(groupFile(root)).toContain('user:x:65534:');
     // Unmapped host owners (root's files) show as the overflow id: named nobody, never `user`.
     const own: Identity = { uid: 0x7000_1234, gid: 0x7000_1234, dropPrivileges: true };
-    expect(passwdFile(own, '/bin/bash').split('\n').filter((l) => l.includes(':65534:'))).toEqual(['nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin']);
+    expect(
+      passwdFile(own, '/bin/bash')
+        .split('\n')
+        .filter((l) => l.includes(':65534:')),
+    ).toEqual(['nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin']);
     expect(groupFile(own)).toContain('nogroup:x:65534:');
     expect(passwdFile(root, '/bin/bash')).not.toContain('nobody');
     expect(sandboxPath(['/usr/bin', '/opt/node/bin'])).toBe('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/opt/node/bin');
@@ -147,7 +202,8 @@ describe('ids and state paths', () => {
     const ids = new Set(Array.from({ length: 200 }, () => newSandboxId()));
     expect(ids.size).toBe(200);
     for (const id of ids) expect(id).toMatch(/^[a-z0-9]{12}$/);
-    for (const bad of ['', '../../etc/x', 'ABCDEFGHIJKL', 'abc', 'abcdefghijk/', '.gone-abcdefghijkl']) expect(isSandboxId(bad)).toBe(false);
+    for (const bad of ['', '../../etc/x', 'ABCDEFGHIJKL', 'abc', 'abcdefghijk/', '.gone-abcdefghijkl'])
+      expect(isSandboxId(bad)).toBe(false);
   });
 
   it("reads the network a sandbox was made with: specs from before the option shared the host's", () => {
@@ -157,7 +213,9 @@ describe('ids and state paths', () => {
     expect(specNetwork({ ...spec, network: 'isolated' })).toBe('isolated');
     // Anything else fails closed.
     expect(specNetwork({ ...spec, network: 'bogus' as never })).toBe('isolated');
-    expect(() => createLocalProvider({ stateDir: '/nonexistent', network: 'bridge' as never })).toThrow(expect.objectContaining({ category: 'invalid_argument' }));
+    expect(() => createLocalProvider({ stateDir: '/nonexistent', network: 'bridge' as never })).toThrow(
+      expect.objectContaining({ category: 'invalid_argument' }),
+    );
   });
 
   it('resolves the state directory from the environment in order', () => {
@@ -200,13 +258,21 @@ describe('classifyBwrapFailure', () => {
     expect(classifyBwrapFailure('bwrap: Creating new namespace failed: No space left on device', 1)).toBe('userns_refused');
     expect(classifyBwrapFailure('bwrap: No permissions to creating new namespace', 1)).toBe('userns_refused');
     expect(classifyBwrapFailure('', 125)).toBe('cgroup_unavailable');
-    expect(classifyBwrapFailure('bwrap: Can\'t mount proc', 1)).toBe('bwrap_failed');
+    expect(classifyBwrapFailure("bwrap: Can't mount proc", 1)).toBe('bwrap_failed');
   });
 });
 
 describe('coverInherited', () => {
   it('puts /dev/null over inherited descriptors, never over our own pipes', () => {
-    expect(coverInherited(['ignore', 'pipe', 'pipe', 'pipe'], { fds: [3, 6], devNullFd: 42 })).toEqual(['ignore', 'pipe', 'pipe', 'pipe', 'ignore', 'ignore', 42]);
+    expect(coverInherited(['ignore', 'pipe', 'pipe', 'pipe'], { fds: [3, 6], devNullFd: 42 })).toEqual([
+      'ignore',
+      'pipe',
+      'pipe',
+      'pipe',
+      'ignore',
+      'ignore',
+      42,
+    ]);
     expect(coverInherited(['ignore', 'pipe', 'pipe', 'ignore'], { fds: [3], devNullFd: 42 })).toEqual(['ignore', 'pipe', 'pipe', 42]);
     expect(coverInherited(['ignore', 'pipe', 'pipe'])).toEqual(['ignore', 'pipe', 'pipe']);
   });

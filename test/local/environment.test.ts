@@ -35,11 +35,19 @@ describe.skipIf(!sandboxesAvailable())('local provider environment checks', () =
   it('refused user namespaces: says which restriction and how to lift it', async () => {
     const cases = [
       { stderr: 'bwrap: setting up uid map: Permission denied', code: 'userns_apparmor', text: /AppArmor/ },
-      { stderr: 'bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces', code: 'userns_refused', text: /enable them/ },
+      {
+        stderr: 'bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces',
+        code: 'userns_refused',
+        text: /enable them/,
+      },
       { stderr: 'bwrap: Creating new namespace failed: No space left on device', code: 'userns_refused', text: /user namespaces/ },
     ];
     for (const c of cases) {
-      const p = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT, tools: { bwrap: fakeBwrap(c.code + Math.random(), c.stderr) } });
+      const p = createLocalProvider({
+        stateDir: state.dir,
+        keeperScript: KEEPER_SCRIPT,
+        tools: { bwrap: fakeBwrap(c.code + Math.random(), c.stderr) },
+      });
       const err = await p.create({}).catch((e: unknown) => e);
       expect(err).toMatchObject({ category: 'unavailable', code: c.code });
       expect((err as Error).message).toMatch(c.text);
@@ -74,11 +82,23 @@ describe.skipIf(!sandboxesAvailable())('local provider environment checks', () =
     const dir = join(state.dir, 'local', 'reusedpid000');
     mkdirSync(dir, { recursive: true });
     const stale = { pid: process.pid, startTime: String(Number(me.startTime) + 1) };
-    writeFileSync(join(dir, 'spec.json'), JSON.stringify({
-      version: 1, id: 'reusedpid000', createdAtMs: Date.now(), envs: {}, cpu: null, memoryMb: null,
-      identity: { uid: 65534, gid: 65534, dropPrivileges: true }, tools: { bwrap: 'bwrap', nsenter: 'nsenter', setpriv: 'setpriv', sh: '/bin/sh' },
-      shell: '/bin/sh', hidePaths: [], roBindPaths: [], hideVarRun: false,
-    }));
+    writeFileSync(
+      join(dir, 'spec.json'),
+      JSON.stringify({
+        version: 1,
+        id: 'reusedpid000',
+        createdAtMs: Date.now(),
+        envs: {},
+        cpu: null,
+        memoryMb: null,
+        identity: { uid: 65534, gid: 65534, dropPrivileges: true },
+        tools: { bwrap: 'bwrap', nsenter: 'nsenter', setpriv: 'setpriv', sh: '/bin/sh' },
+        shell: '/bin/sh',
+        hidePaths: [],
+        roBindPaths: [],
+        hideVarRun: false,
+      }),
+    );
     writeFileSync(join(dir, 'keeper.json'), JSON.stringify({ version: 1, keeper: stale, bwrap: stale, pid1: stale, cgroups: [] }));
     writeFileSync(join(dir, 'deadline'), String(Date.now() + 60_000));
     expect((await p.list({ limit: 100, offset: 0 })).map((m) => m.sandbox_id)).not.toContain('reusedpid000');

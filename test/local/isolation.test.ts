@@ -1,5 +1,5 @@
 // Isolation of local sandboxes, each property asserted from inside a real sandbox.
-import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -82,7 +82,13 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
 
   it('cannot remount / read-write', async () => {
     const r = await sh('mount -o remount,rw / 2>/dev/null; echo $?; touch /sandbox-probe 2>/dev/null; echo $?');
-    expect(r.out.trim().split('\n').map(Number).every((c) => c !== 0)).toBe(true);
+    expect(
+      r.out
+        .trim()
+        .split('\n')
+        .map(Number)
+        .every((c) => c !== 0),
+    ).toBe(true);
   });
 
   it('runs without capabilities, as the unprivileged sandbox user', async () => {
@@ -96,31 +102,34 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
     expect(r.out).toBe('1\nnobody\nuser\n');
   });
 
-  it.runIf(process.getuid?.() === 0)('as root, runs under a uid of its own: no other sandbox or host nobody process can signal it', async () => {
-    const other = await provider.create({ timeoutS: 60 });
-    try {
-      const dirOf = (sid: string) => join(state.dir, 'local', sid);
-      const mine = readSpec(dirOf(id))!.identity;
-      const theirs = readSpec(dirOf(other.sandbox_id))!.identity;
-      expect(mine.uid).not.toBe(theirs.uid);
-      for (const uid of [mine.uid, theirs.uid]) expect([0, 65534]).not.toContain(uid);
-      expect((await sh('id -u')).out.trim()).toBe(String(mine.uid));
-      // The kernel's own check: a process with the other sandbox's uid, or nobody's, may not signal this pid 1.
-      const pid1 = readKeeperRecord(dirOf(id))!.pid1.pid;
-      expect(readFileSync(`/proc/${pid1}/status`, 'utf8')).toMatch(new RegExp(`\\nUid:\\t${mine.uid}\\t`));
-      // The shell's kill builtin: /bin/kill (procps) is not on every machine.
-      const canSignal = (uid: number) => spawnSync('/bin/sh', ['-c', `kill -0 ${pid1}`], { uid, gid: uid, stdio: 'ignore' }).status === 0;
-      expect([canSignal(theirs.uid), canSignal(65534), canSignal(mine.uid)]).toEqual([false, false, true]);
-    } finally {
-      await provider.kill(other.sandbox_id);
-    }
-  });
+  it.runIf(process.getuid?.() === 0)(
+    'as root, runs under a uid of its own: no other sandbox or host nobody process can signal it',
+    async () => {
+      const other = await provider.create({ timeoutS: 60 });
+      try {
+        const dirOf = (sid: string) => join(state.dir, 'local', sid);
+        const mine = readSpec(dirOf(id))!.identity;
+        const theirs = readSpec(dirOf(other.sandbox_id))!.identity;
+        expect(mine.uid).not.toBe(theirs.uid);
+        for (const uid of [mine.uid, theirs.uid]) expect([0, 65534]).not.toContain(uid);
+        expect((await sh('id -u')).out.trim()).toBe(String(mine.uid));
+        // The kernel's own check: a process with the other sandbox's uid, or nobody's, may not signal this pid 1.
+        const pid1 = readKeeperRecord(dirOf(id))!.pid1.pid;
+        expect(readFileSync(`/proc/${pid1}/status`, 'utf8')).toMatch(new RegExp(`\\nUid:\\t${mine.uid}\\t`));
+        // The shell's kill builtin: /bin/kill (procps) is not on every machine.
+        const canSignal = (uid: number) => spawnSync('/bin/sh', ['-c', `kill -0 ${pid1}`], { uid, gid: uid, stdio: 'ignore' }).status === 0;
+        expect([canSignal(theirs.uid), canSignal(65534), canSignal(mine.uid)]).toEqual([false, false, true]);
+      } finally {
+        await provider.kill(other.sandbox_id);
+      }
+    },
+  );
 
   it("the caller's environment applies inside only: the host-side helpers' loader never sees it", async () => {
     const probe = `ld-probe-${marker}`;
     const r = await provider.exec(id, `/bin/true; ls /tmp | grep -q ${probe} && echo logged; printf %s "$ODD"`, {
       timeoutS: 30,
-      envs: { LD_DEBUG: 'files', LD_DEBUG_OUTPUT: `/tmp/${probe}`, ODD: "it's $(id) `x` \\ \n\"end\"" },
+      envs: { LD_DEBUG: 'files', LD_DEBUG_OUTPUT: `/tmp/${probe}`, ODD: 'it\'s $(id) `x` \\ \n"end"' },
     });
     // Inside, the loader obeyed them (its log landed in the sandbox's /tmp) and odd values arrive intact…
     expect(r.stdout.toString()).toBe(`logged\nit's $(id) \`x\` \\ \n"end"`);
@@ -129,9 +138,16 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
     expect(r.stderr.toString()).not.toContain('nsenter');
   });
 
-  it("no descriptor the server inherited (a host socket here) reaches pid 1 or a command", async () => {
+  it('no descriptor the server inherited (a host socket here) reaches pid 1 or a command', async () => {
     const script = join(state.dir, 'fd-probe.mjs');
-    await build({ entryPoints: [join(REPO, 'test/local/fixtures/fd-probe.ts')], bundle: true, platform: 'node', format: 'esm', outfile: script, logLevel: 'silent' });
+    await build({
+      entryPoints: [join(REPO, 'test/local/fixtures/fd-probe.ts')],
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      outfile: script,
+      logLevel: 'silent',
+    });
     // The server process inherits a socket of ours as fd 100 without close-on-exec (node itself
     // marks low inherited descriptors close-on-exec, not all of them).
     const child = spawn('/bin/bash', ['-c', 'exec 100<&5 5<&-; exec "$@"', 'bash', process.execPath, script, state.dir, KEEPER_SCRIPT], {

@@ -46,7 +46,14 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
     expect(Object.keys(meta).sort()).toEqual(
       ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'].sort(),
     );
-    expect(meta).toMatchObject({ template: 'base', status: 'running', region: 'local', cpu_count: null, memory_mb: null, disk_size_mb: null });
+    expect(meta).toMatchObject({
+      template: 'base',
+      status: 'running',
+      region: 'local',
+      cpu_count: null,
+      memory_mb: null,
+      disk_size_mb: null,
+    });
     expect(meta.sandbox_id).toMatch(/^[a-z0-9]{12}$/);
     expect(Date.parse(meta.end_at!) - Date.parse(meta.started_at!)).toBe(60_000);
     expect(Date.parse(meta.started_at!)).toBeGreaterThanOrEqual(before - 1000);
@@ -69,7 +76,11 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
     expect(await provider.writeFile(id, 'data/deep/blob.bin', Buffer.from([0, 255]), { append: true })).toEqual({ size: bytes.length + 2 });
     const sum = await provider.exec(id, 'sha256sum data/deep/blob.bin | cut -c1-64', { timeoutS: 10 });
     const { createHash } = await import('node:crypto');
-    expect(sum.stdout.toString().trim()).toBe(createHash('sha256').update(Buffer.concat([bytes, Buffer.from([0, 255])])).digest('hex'));
+    expect(sum.stdout.toString().trim()).toBe(
+      createHash('sha256')
+        .update(Buffer.concat([bytes, Buffer.from([0, 255])]))
+        .digest('hex'),
+    );
     expect(await provider.writeFile(id, 'data/empty', Buffer.alloc(0))).toEqual({ size: 0 });
 
     const entries = await provider.listFiles(id, '.', { depth: 3, maxEntries: 100 });
@@ -128,7 +139,11 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
     expect(pid).toMatch(/^\d+$/);
     const seen = await provider.exec(id, `tr '\\0' ' ' < /proc/${pid}/cmdline`, { timeoutS: 10 });
     expect(seen.stdout.toString()).toBe('sleep 4321 ');
-    const killed = await provider.exec(id, `kill -TERM ${pid}; for i in $(seq 100); do [ -e /proc/${pid} ] || break; sleep 0.05; done; [ ! -e /proc/${pid} ]`, { timeoutS: 10 });
+    const killed = await provider.exec(
+      id,
+      `kill -TERM ${pid}; for i in $(seq 100); do [ -e /proc/${pid} ] || break; sleep 0.05; done; [ ! -e /proc/${pid} ]`,
+      { timeoutS: 10 },
+    );
     expect(killed.exitCode).toBe(0);
   });
 
@@ -209,7 +224,11 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
     // Commands keep the head and the tail of their output (the end is where errors are).
     const ends = await provider.exec(id, 'printf START; head -c 300000 /dev/zero; printf END', { timeoutS: 10, maxOutputBytes: 1000 });
     expect(ends).toMatchObject({ stdoutTruncated: true });
-    expect([ends.stdout.length, ends.stdout.subarray(0, 5).toString(), ends.stdout.subarray(-3).toString()]).toEqual([1000, 'START', 'END']);
+    expect([ends.stdout.length, ends.stdout.subarray(0, 5).toString(), ends.stdout.subarray(-3).toString()]).toEqual([
+      1000,
+      'START',
+      'END',
+    ]);
 
     const echo = await provider.exec(id, 'cat', { timeoutS: 10, stdin: Buffer.from([1, 2, 3, 0, 255]) });
     expect([...echo.stdout]).toEqual([1, 2, 3, 0, 255]);
@@ -219,7 +238,10 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
     expect(inDir.stdout.toString()).toBe('/tmp/work\nx\n');
     const rel = await provider.exec(id, 'pwd', { timeoutS: 10, cwd: '.' });
     expect(rel.stdout.toString()).toBe('/home/user\n');
-    await expect(provider.exec(id, 'pwd', { timeoutS: 10, cwd: '/no/such/dir' })).rejects.toMatchObject({ category: 'invalid_argument', code: 'cwd_not_found' });
+    await expect(provider.exec(id, 'pwd', { timeoutS: 10, cwd: '/no/such/dir' })).rejects.toMatchObject({
+      category: 'invalid_argument',
+      code: 'cwd_not_found',
+    });
 
     const signalled = await provider.exec(id, 'kill -TERM $$', { timeoutS: 10 });
     expect(signalled).toMatchObject({ exitCode: 143, timedOut: false });
@@ -259,11 +281,16 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
     const { sandbox_id: id } = await create();
     // No reader: opening it for writing would block until the file operation's own 120 s timeout.
     await provider.exec(id, 'mkfifo /tmp/lonely', { timeoutS: 10 });
-    await expect(provider.writeFile(id, '/tmp/lonely', Buffer.from('x'))).rejects.toMatchObject({ category: 'invalid_argument', code: 'ENOTREG' });
+    await expect(provider.writeFile(id, '/tmp/lonely', Buffer.from('x'))).rejects.toMatchObject({
+      category: 'invalid_argument',
+      code: 'ENOTREG',
+    });
     await expect(provider.readFile(id, '/tmp/lonely')).rejects.toMatchObject({ category: 'invalid_argument', code: 'ENOTREG' });
     // A reader waits on the FIFO: a write into it would land in /tmp/got.
-    await provider.exec(id, 'mkfifo /home/user/pipe && { cat /home/user/pipe > /tmp/got 2>/dev/null & echo $! > /tmp/reader; }', { timeoutS: 10 });
-    await provider.exec(id, 'node -e "require(\'net\').createServer().listen(\'/tmp/sock\')" >/dev/null 2>&1 &', { timeoutS: 10 });
+    await provider.exec(id, 'mkfifo /home/user/pipe && { cat /home/user/pipe > /tmp/got 2>/dev/null & echo $! > /tmp/reader; }', {
+      timeoutS: 10,
+    });
+    await provider.exec(id, "node -e \"require('net').createServer().listen('/tmp/sock')\" >/dev/null 2>&1 &", { timeoutS: 10 });
     await waitFor(async () => (await provider.exec(id, 'test -S /tmp/sock', { timeoutS: 10 })).exitCode === 0);
     const refused = { category: 'invalid_argument', code: 'ENOTREG' };
     for (const path of ['pipe', '/home/user/pipe', '/tmp/sock', '/dev/null']) {
@@ -302,7 +329,9 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
       () => null,
       (e: unknown) => e,
     );
-    await waitFor(async () => (await provider.exec(id, 'cat /proc/[0-9]*/cmdline | tr "\\0" " "', { timeoutS: 5 })).stdout.toString().includes('sleep 30'));
+    await waitFor(async () =>
+      (await provider.exec(id, 'cat /proc/[0-9]*/cmdline | tr "\\0" " "', { timeoutS: 5 })).stdout.toString().includes('sleep 30'),
+    );
     await provider.kill(id);
     expect(await running).toMatchObject({ category: 'not_found' });
   });
@@ -314,7 +343,9 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
       () => (outcome = 'resolved'),
       (e: unknown) => (outcome = e),
     );
-    await waitFor(async () => (await provider.exec(id, 'grep -l "^State:.*T (stopped)" /proc/[0-9]*/status', { timeoutS: 5 })).stdout.length > 0);
+    await waitFor(
+      async () => (await provider.exec(id, 'grep -l "^State:.*T (stopped)" /proc/[0-9]*/status', { timeoutS: 5 })).stdout.length > 0,
+    );
     await provider.kill(id);
     // Well before the command's own 50 s timeout.
     await waitFor(() => outcome !== 'pending', 20_000);
@@ -353,7 +384,9 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
     await expect(provider.create({ region: 'us-east-1' })).rejects.toMatchObject({ category: 'invalid_argument' });
     await expect(provider.create({ timeoutS: 86_401 })).rejects.toMatchObject({ category: 'invalid_argument' });
     await expect(provider.setTimeout(id, 0)).rejects.toMatchObject({ category: 'invalid_argument' });
-    await expect(provider.exec(id, 'true', { timeoutS: 5, envs: { 'BAD=NAME': 'x' } })).rejects.toMatchObject({ category: 'invalid_argument' });
+    await expect(provider.exec(id, 'true', { timeoutS: 5, envs: { 'BAD=NAME': 'x' } })).rejects.toMatchObject({
+      category: 'invalid_argument',
+    });
     const err = await provider.readFile(id, 'missing.txt').catch((e: Error) => e);
     expect(String((err as Error).message)).not.toContain(state.dir);
     expect(JSON.stringify(err)).not.toContain('/home/user/missing.txt');
@@ -368,7 +401,9 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
       expect(e).toMatchObject({ category: 'unsupported' });
       expect((e as Error).message).toMatch(/cgroup/);
       // Root with cgroup v1 cpu and memory controllers (this kind of machine) always can.
-      const v1 = readFileSync('/proc/self/mounts', 'utf8').split('\n').filter((l) => l.split(' ')[2] === 'cgroup');
+      const v1 = readFileSync('/proc/self/mounts', 'utf8')
+        .split('\n')
+        .filter((l) => l.split(' ')[2] === 'cgroup');
       const hasV1 = (c: string) => v1.some((l) => (l.split(' ')[3] ?? '').split(',').includes(c));
       expect(process.getuid?.() === 0 && hasV1('cpu') && hasV1('memory')).toBe(false);
       return;

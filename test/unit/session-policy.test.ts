@@ -25,7 +25,15 @@ function recordingProvider() {
   const holds = new Map<string, Promise<void>>();
   let n = 0;
   const meta = (id: string): SandboxMetadata => ({
-    sandbox_id: id, template: 'base', status: 'running', region: 'local', started_at: null, end_at: null, cpu_count: null, memory_mb: null, disk_size_mb: null,
+    sandbox_id: id,
+    template: 'base',
+    status: 'running',
+    region: 'local',
+    started_at: null,
+    end_at: null,
+    cpu_count: null,
+    memory_mb: null,
+    disk_size_mb: null,
   });
   const gate = async (op: string) => {
     const h = holds.get(op);
@@ -60,7 +68,14 @@ function recordingProvider() {
     },
     async exec(id) {
       calls.push({ op: 'exec', id });
-      return { exitCode: 0, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0), stdoutTruncated: false, stderrTruncated: false, timedOut: false };
+      return {
+        exitCode: 0,
+        stdout: Buffer.alloc(0),
+        stderr: Buffer.alloc(0),
+        stdoutTruncated: false,
+        stderrTruncated: false,
+        timedOut: false,
+      };
     },
     async readFile() {
       return { data: Buffer.alloc(0), size: 0 };

@@ -117,7 +117,14 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     if (connected.size > maxConnections) connected.delete(connected.keys().next().value!);
   }
 
-  function conn(): { apiKey: string; logger: typeof QUIET_LOGGER; domain?: string; apiUrl?: string; sandboxUrl?: string; requestTimeoutMs?: number } {
+  function conn(): {
+    apiKey: string;
+    logger: typeof QUIET_LOGGER;
+    domain?: string;
+    apiUrl?: string;
+    sandboxUrl?: string;
+    requestTimeoutMs?: number;
+  } {
     if (!apiKey) {
       throw new ProviderError('authentication', {
         code: 'MissingApiKey',
@@ -201,7 +208,11 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
   // envd command (the SDK can only send SIGKILL, which the wrapper cannot trap), and its trap
   // signals the command's group. `gaveUp` resolves to -1 (unknown) if the wrapper has not
   // reported within the grace period plus cancelSettleMs; the wrapper is then SIGKILLed.
-  function watchCancel(sb: Sandbox, handle: CommandHandle, signal: AbortSignal): { requested: boolean; gaveUp: Promise<number>; dispose: () => void } {
+  function watchCancel(
+    sb: Sandbox,
+    handle: CommandHandle,
+    signal: AbortSignal,
+  ): { requested: boolean; gaveUp: Promise<number>; dispose: () => void } {
     let timer: NodeJS.Timeout | undefined;
     let resolveGaveUp: (code: number) => void = () => undefined;
     const state = {
@@ -215,11 +226,15 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     function onAbort(): void {
       if (state.requested) return;
       state.requested = true;
-      timer = setTimeout(() => {
-        void handle.kill().catch(() => false);
-        void handle.disconnect();
-        resolveGaveUp(-1);
-      }, killGraceS * 1000 + cancelSettleMs);
+      timer = setTimeout(
+        () => {
+          // Best effort after the grace period: the watcher reports the outcome, not these calls.
+          handle.kill().catch(() => false);
+          handle.disconnect().catch(() => undefined);
+          resolveGaveUp(-1);
+        },
+        killGraceS * 1000 + cancelSettleMs,
+      );
       timer.unref();
       sb.commands.run(`kill -${CANCEL_SIGNAL} ${handle.pid}`, { timeoutMs: cancelSettleMs }).catch(() => undefined);
     }
@@ -298,7 +313,10 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
 
     async exec(sandboxId: string, command: string, o: ExecOpts): Promise<ExecResult> {
       if (Buffer.byteLength(command) > MAX_COMMAND_BYTES) {
-        throw new ProviderError('invalid_argument', { code: 'CommandTooLong', detail: 'The command is too long for one process argument (about 120 KiB); put it in a file.' });
+        throw new ProviderError('invalid_argument', {
+          code: 'CommandTooLong',
+          detail: 'The command is too long for one process argument (about 120 KiB); put it in a file.',
+        });
       }
       if (o.signal?.aborted) throw cancelledBeforeStart();
       const cap = o.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
@@ -351,7 +369,8 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
       const abs = resolveSandboxPath(p);
       return withEnvd(sandboxId, async (sb) => {
         const info = await sb.files.getInfo(abs);
-        if (info.type === 'dir') throw new ProviderError('invalid_argument', { code: 'IsADirectory', detail: 'The path is a directory; use list_files.' });
+        if (info.type === 'dir')
+          throw new ProviderError('invalid_argument', { code: 'IsADirectory', detail: 'The path is a directory; use list_files.' });
         const size = info.size;
         const start = Math.min(o.offset ?? 0, size);
         const end = Math.min(size, o.length !== undefined ? start + o.length : size);

@@ -31,8 +31,7 @@ export const NETWORK_MODES: readonly NetworkMode[] = ['isolated', 'host'];
  * loop forever. Being pid 1 itself (bwrap --as-pid-1) makes it immune to signals sent from
  * inside the sandbox (`kill -9 -1`, `pkill sleep`); the loop's `wait` reaps reparented orphans.
  */
-export const PID1_SCRIPT =
-  'printf ready >&4; exec 3>&- 4>&- 5<&- 6<&- </dev/null >/dev/null 2>&1; while :; do sleep 86400 & wait $!; done';
+export const PID1_SCRIPT = 'printf ready >&4; exec 3>&- 4>&- 5<&- 6<&- </dev/null >/dev/null 2>&1; while :; do sleep 86400 & wait $!; done';
 
 export interface BwrapArgsOpts {
   /** Descriptor on which bwrap reports `{"child-pid": …}` (the host pid of the sandbox's pid 1). */
@@ -56,6 +55,8 @@ export interface BwrapArgsOpts {
 
 /** The bwrap arguments (without the program name) that start one sandbox. */
 export function buildBwrapArgs(opts: BwrapArgsOpts): string[] {
+  // Each flag stays on one line with its values (hence prettier-ignore).
+  // prettier-ignore
   const args = [
     '--die-with-parent',
     '--new-session',
@@ -70,6 +71,7 @@ export function buildBwrapArgs(opts: BwrapArgsOpts): string[] {
     '--tmpfs', '/dev',
   ];
   for (const dev of SANDBOX_DEVICES) args.push('--dev-bind', dev, dev);
+  // prettier-ignore
   args.push(
     '--symlink', '/proc/self/fd', '/dev/fd',
     '--symlink', '/proc/self/fd/0', '/dev/stdin',
@@ -83,6 +85,7 @@ export function buildBwrapArgs(opts: BwrapArgsOpts): string[] {
   for (const path of SCRATCH_PATHS) args.push('--perms', '1777', '--tmpfs', path);
   // Last, so that nothing mounted above can cover them again.
   for (const path of opts.roBindPaths ?? []) args.push('--ro-bind', path, path);
+  // prettier-ignore
   args.push(
     '--ro-bind-data', String(opts.passwdFd), '/etc/passwd',
     '--ro-bind-data', String(opts.groupFd), '/etc/group',
@@ -120,6 +123,7 @@ export interface Command {
 const CGROUP_JOIN_SCRIPT = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
 
 function setprivArgs(id: Identity): string[] {
+  // prettier-ignore
   return [
     `--reuid=${id.uid}`, `--regid=${id.gid}`, '--clear-groups',
     '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs',
@@ -159,7 +163,7 @@ export function buildEnterCommand(
   network: NetworkMode = 'isolated',
 ): Command {
   const namespaces = ['-U', '-p', '-m', '-i', '-u', ...(network === 'host' ? [] : ['-n'])];
-  let cmd: Command = {
+  const cmd: Command = {
     file: tools.nsenter,
     args: ['-t', String(pid1), '--preserve-credentials', ...namespaces, '-r', '-w', '--', ...argv],
   };
@@ -182,9 +186,7 @@ const ENV_VAR = '__sandbox_mcp_env';
  * clears the positional parameters before the command runs.
  */
 export function envPrelude(shell: string): string {
-  const read = shell.endsWith('bash')
-    ? `IFS= read -r -d '' -u ${ENV_FD} ${ENV_VAR}`
-    : `${ENV_VAR}=$(cat <&${ENV_FD})`;
+  const read = shell.endsWith('bash') ? `IFS= read -r -d '' -u ${ENV_FD} ${ENV_VAR}` : `${ENV_VAR}=$(cat <&${ENV_FD})`;
   return `${read}; exec ${ENV_FD}<&-; [ -n "$${ENV_VAR}" ] || exit 125; eval "$${ENV_VAR}"; unset ${ENV_VAR}; eval "set --; $1"`;
 }
 

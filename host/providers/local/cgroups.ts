@@ -101,8 +101,7 @@ function createAndLimit(name: string, limits: CgroupLimits, created: string[]): 
   {
     const mounts = readMounts();
     const own = ownCgroups();
-    const v1 = (controller: string) =>
-      mounts.find((m) => m.fsType === 'cgroup' && m.superOptions.includes(controller));
+    const v1 = (controller: string) => mounts.find((m) => m.fsType === 'cgroup' && m.superOptions.includes(controller));
     const cpuMount = v1('cpu');
     const memMount = v1('memory');
     if ((!wantCpu || cpuMount) && (!wantMemory || memMount)) {

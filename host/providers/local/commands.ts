@@ -10,6 +10,7 @@ import { resolveSandboxPath } from './files.js';
 import { isStillAlive, type SandboxRegistry } from './sandbox-registry.js';
 import type { LocalSettings } from './settings.js';
 import { invalid, isNonNegativeInt, validateEnvs } from './validation.js';
+import { definedFields } from '../../util/defined-fields.js';
 
 const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
 
@@ -41,8 +42,7 @@ export class SandboxCommands {
       maxOutputBytes,
       keepTail: true,
       withMetaFd: cwd !== undefined,
-      ...(opts.stdin ? { stdin: opts.stdin } : {}),
-      ...(opts.signal ? { signal: opts.signal } : {}),
+      ...definedFields({ stdin: opts.stdin, signal: opts.signal }),
     });
     if (r.exitCode !== 0 && !isStillAlive(sb)) throw new ProviderError('not_found', { detail: LOCAL_DETAILS.endedDuringCommand });
     if (cwd !== undefined && r.exitCode === 1 && !r.timedOut && r.meta.toString() !== '.') {

@@ -6,8 +6,7 @@ import type { KeeperFailure } from './keeper.js';
 /** Static "what is wrong and how to fix it" texts for the environment checks. */
 export const LOCAL_DETAILS = {
   notLinux: 'The local provider needs Linux (bubblewrap and namespaces); use the e2b provider elsewhere.',
-  bwrapMissing:
-    'bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap, dnf install bubblewrap) and retry.',
+  bwrapMissing: 'bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap, dnf install bubblewrap) and retry.',
   nsenterMissing: "util-linux's nsenter is not installed: install util-linux and retry.",
   setprivMissing: "util-linux's setpriv is not installed (needed to drop root in sandboxes): install util-linux and retry.",
   hostBundleMissing: 'The built keeper (dist/keeper.js) is missing: run `npm run build` and retry.',

@@ -6,6 +6,7 @@ import { constants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { OutputCapture } from '../output-capture.js';
 import type { Command } from './bwrap-args.js';
+import { definedFields } from '../../util/defined-fields.js';
 
 export interface CaptureOpts {
   env: Record<string, string>;
@@ -149,8 +150,7 @@ export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<Capture
       cwd: '/',
       env: opts.env,
       detached: true,
-      ...(cmd.uid !== undefined ? { uid: cmd.uid } : {}),
-      ...(cmd.gid !== undefined ? { gid: cmd.gid } : {}),
+      ...definedFields({ uid: cmd.uid, gid: cmd.gid }),
       stdio: coverInherited(
         [
           opts.stdin ? 'pipe' : 'ignore',

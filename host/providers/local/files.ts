@@ -117,7 +117,10 @@ export function fileStatusError(exitCode: number | null): ProviderError | null {
     case FILE_STATUS.notDirectory:
       return new ProviderError('invalid_argument', { code: 'ENOTDIR', detail: 'A component of the path is not a directory.' });
     case FILE_STATUS.noSpace:
-      return new ProviderError('insufficient_resources', { code: 'ENOSPC', detail: 'The write failed: the sandbox is out of space or memory.' });
+      return new ProviderError('insufficient_resources', {
+        code: 'ENOSPC',
+        detail: 'The write failed: the sandbox is out of space or memory.',
+      });
     default:
       return new ProviderError('internal');
   }

@@ -15,13 +15,7 @@ import { KEEPER_FILE, readDeadline, readSpec, removeSandboxDir, specNetwork, wri
 
 /** Static failure codes the keeper reports to the provider (mapped to ProviderErrors there). */
 export type KeeperFailure =
-  | 'spec_invalid'
-  | 'cgroup_unavailable'
-  | 'tool_missing'
-  | 'userns_refused'
-  | 'userns_apparmor'
-  | 'bwrap_failed'
-  | 'start_timeout';
+  'spec_invalid' | 'cgroup_unavailable' | 'tool_missing' | 'userns_refused' | 'userns_apparmor' | 'bwrap_failed' | 'start_timeout';
 
 /** The one line the keeper writes on fd 3. */
 export type KeeperReport = { ok: true } | { ok: false; code: KeeperFailure };
@@ -83,10 +77,14 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
 
   let cgroups: string[];
   try {
-    cgroups = createCgroups(`sandbox-mcp-${spec.id}`, {
-      ...(spec.cpu !== null ? { cpu: spec.cpu } : {}),
-      ...(spec.memoryMb !== null ? { memoryMb: spec.memoryMb } : {}),
-    }, spec.identity.dropPrivileges ? spec.identity : undefined);
+    cgroups = createCgroups(
+      `sandbox-mcp-${spec.id}`,
+      {
+        ...(spec.cpu !== null ? { cpu: spec.cpu } : {}),
+        ...(spec.memoryMb !== null ? { memoryMb: spec.memoryMb } : {}),
+      },
+      spec.identity.dropPrivileges ? spec.identity : undefined,
+    );
   } catch (e) {
     report({ ok: false, code: e instanceof CgroupUnavailableError ? e.code : 'cgroup_unavailable' });
     removeState();
@@ -104,7 +102,12 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
     hideVarRun: spec.hideVarRun,
     network: specNetwork(spec),
   });
-  const cmd = buildLaunchCommand(bwrapArgs, spec.identity, spec.tools, cgroups.map((d) => join(d, 'cgroup.procs')));
+  const cmd = buildLaunchCommand(
+    bwrapArgs,
+    spec.identity,
+    spec.tools,
+    cgroups.map((d) => join(d, 'cgroup.procs')),
+  );
   const passwd = passwdFile(spec.identity, spec.shell);
   const group = groupFile(spec.identity);
 
@@ -133,7 +136,15 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
     child.on('error', () => finish({ failure: 'tool_missing' }));
     child.on('exit', (code) => finish({ failure: classifyBwrapFailure(stderr, code) }));
     const stdio = child.stdio as unknown as (Readable | Writable | null | undefined)[];
-    const [, , err, statusPipe, readyPipe, passwdPipe, groupPipe] = stdio as [unknown, unknown, Readable, Readable, Readable, Writable, Writable];
+    const [, , err, statusPipe, readyPipe, passwdPipe, groupPipe] = stdio as [
+      unknown,
+      unknown,
+      Readable,
+      Readable,
+      Readable,
+      Writable,
+      Writable,
+    ];
     err?.on('data', (b: Buffer) => {
       if (stderr.length < STDERR_KEEP_BYTES) stderr += b.toString('utf8');
     });
@@ -150,7 +161,10 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
       ready += b.toString('utf8');
       check();
     });
-    for (const [pipe, text] of [[passwdPipe, passwd], [groupPipe, group]] as const) {
+    for (const [pipe, text] of [
+      [passwdPipe, passwd],
+      [groupPipe, group],
+    ] as const) {
       pipe?.on('error', () => {});
       pipe?.end(text);
     }
@@ -165,7 +179,8 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
 
   let pidNs: string | null = null;
   let hasExited = false;
-  void exited.then(() => (hasExited = true));
+  bwrapChild.once('exit', () => (hasExited = true));
+  if (bwrapChild.exitCode !== null || bwrapChild.signalCode !== null) hasExited = true;
   const stopSandbox = async (pid1: ProcIdentity | null, bwrapId: ProcIdentity | null): Promise<void> => {
     if (pid1) signalIfAlive(pid1, 'SIGKILL');
     if (bwrapId) signalIfAlive(bwrapId, 'SIGKILL');
@@ -201,6 +216,11 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
   writePrivateFile(join(dir, KEEPER_FILE), JSON.stringify(record) + '\n');
 
   let terminating: Promise<void> | null = null;
+  // Started from signal handlers and timers too; every caller shares this one promise, whose
+  // failure the final `await terminate()` below reports, so the early starts drop theirs.
+  const startTerminate = (): void => {
+    terminate().catch(() => undefined);
+  };
   let timer: NodeJS.Timeout | undefined;
   const terminate = (): Promise<void> =>
     (terminating ??= (async () => {
@@ -215,16 +235,17 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
     const endAtMs = readDeadline(dir);
     // No deadline file means someone removed the state: the sandbox must not outlive it.
     if (endAtMs === null || endAtMs <= Date.now()) {
-      void terminate();
+      startTerminate();
       return;
     }
     timer = setTimeout(schedule, Math.min(endAtMs - Date.now(), recheckMs));
   };
-  const onTerm = (): void => void terminate();
+  const onTerm = startTerminate;
   process.on('SIGTERM', onTerm);
   process.on('SIGUSR1', schedule);
   // pid 1 died some other way (killed from the host): clean up just the same.
-  void exited.then(terminate);
+  bwrapChild.once('exit', startTerminate);
+  if (hasExited) startTerminate();
   schedule();
   report({ ok: true });
   await exited;

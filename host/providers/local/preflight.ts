@@ -17,7 +17,15 @@ function isExecutable(path: string): boolean {
 }
 
 function findExecutable(name: string): string | null {
-  const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin'];
+  const dirs = [
+    ...(process.env.PATH ?? '').split(delimiter),
+    '/usr/local/sbin',
+    '/usr/local/bin',
+    '/usr/sbin',
+    '/usr/bin',
+    '/sbin',
+    '/bin',
+  ];
   for (const dir of dirs) {
     if (dir && isExecutable(join(dir, name))) return join(dir, name);
   }

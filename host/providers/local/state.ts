@@ -117,7 +117,10 @@ function isPrivateDir(st: Stats, uid: number): boolean {
  */
 export function assertPrivateState(stateDir: string): void {
   const uid = process.geteuid?.() ?? 0;
-  for (const [path, st] of [[stateDir, statSync], [sandboxesDir(stateDir), lstatSync]] as const) {
+  for (const [path, st] of [
+    [stateDir, statSync],
+    [sandboxesDir(stateDir), lstatSync],
+  ] as const) {
     let stats: Stats;
     try {
       stats = st(path);

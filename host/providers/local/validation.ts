@@ -18,7 +18,8 @@ export function validateEnvs(envs: Record<string, string> | undefined, what: str
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(envs ?? {})) {
     if (!ENV_NAME.test(name)) throw invalid(`${what}: an environment variable name is not a valid identifier.`);
-    if (typeof value !== 'string' || value.includes('\0')) throw invalid(`${what}: an environment variable value is not a string without NUL bytes.`);
+    if (typeof value !== 'string' || value.includes('\0'))
+      throw invalid(`${what}: an environment variable value is not a string without NUL bytes.`);
     out[name] = value;
   }
   return out;
