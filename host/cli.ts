@@ -12,7 +12,7 @@ import { TaskRetention } from './retention.js';
 import { createLocalProvider } from './providers/local/local-provider.js';
 import { createProviderRegistry, lazyProvider } from './providers/registry.js';
 import { parseSandboxRef } from './sandbox-ref.js';
-import type { ServerDeps } from './tools/tool.js';
+import type { ServerDeps } from './server-deps.js';
 import { isLoopback, isWildcard, serveHttp } from './transports/http.js';
 import { serveStdio } from './transports/stdio.js';
 

@@ -18,7 +18,8 @@ import { execTools } from './tools/exec.js';
 import { fileTools } from './tools/files.js';
 import { sandboxTools } from './tools/sandboxes.js';
 import { taskTools } from './tools/tasks.js';
-import type { ServerDeps, ToolDef } from './tools/tool.js';
+import type { ServerDeps } from './server-deps.js';
+import type { ToolDef } from './tools/tool.js';
 import { definedFields } from './util/defined-fields.js';
 
 declare const __HOST_VERSION__: string;

@@ -1,7 +1,7 @@
 // Providers by id, created on first use so a server that never touches E2B never needs its
 // credentials (the e2b provider reports a missing key as an `authentication` error per call).
 import type { ProviderId } from '../config.js';
-import type { ProviderRegistry } from '../tools/tool.js';
+import type { ProviderRegistry } from '../server-deps.js';
 import type { Provider } from './provider.js';
 
 /** A registry over lazily-built providers; closeAll() releases those that were built. */

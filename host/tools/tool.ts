@@ -2,30 +2,12 @@
 // metadata qualification. Tool handlers throw ProviderError; the server turns it into an
 // `isError` result. They never format provider errors themselves.
 import * as z from 'zod';
-import type { AgentClient } from '../agent-client.js';
-import type { ProviderId, ServerConfig } from '../config.js';
+import type { ProviderId } from '../config.js';
 import { ProviderError } from '../errors.js';
-import type { Logger } from '../log.js';
-import type { SecretMasker } from '../mask.js';
-import type { TaskRetention } from '../retention.js';
-import type { Provider, SandboxMetadata } from '../providers/provider.js';
+import type { SandboxMetadata } from '../providers/provider.js';
 import { parseSandboxRef, qualify, type SandboxRef } from '../sandbox-ref.js';
+import type { ServerDeps } from '../server-deps.js';
 import type { Session } from '../session.js';
-
-/** Looks up a provider by id; throws a ProviderError when it cannot be configured. */
-export interface ProviderRegistry {
-  get(id: ProviderId): Provider;
-}
-
-/** What every handler may use; one per server process, shared by all sessions. */
-export interface ServerDeps {
-  config: ServerConfig;
-  providers: ProviderRegistry;
-  agent: AgentClient;
-  masker: SecretMasker;
-  retention: TaskRetention;
-  log: Logger;
-}
 
 export interface ToolContext {
   deps: ServerDeps;

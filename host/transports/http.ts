@@ -7,7 +7,7 @@ import { randomUUID, timingSafeEqual, createHash } from 'node:crypto';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createServer } from '../server.js';
-import type { ServerDeps } from '../tools/tool.js';
+import type { ServerDeps } from '../server-deps.js';
 
 export interface HttpOpts {
   host: string;

@@ -2,7 +2,7 @@
 // session's unretained sandboxes are destroyed and the process exits.
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { createServer } from '../server.js';
-import type { ServerDeps } from '../tools/tool.js';
+import type { ServerDeps } from '../server-deps.js';
 
 /** Serves one MCP session on stdin/stdout until EOF; resolves after cleanup. */
 export async function serveStdio(deps: ServerDeps): Promise<void> {

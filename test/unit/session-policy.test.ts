@@ -10,7 +10,7 @@ import { TaskRetention } from '../../host/retention.js';
 import type { Provider, SandboxMetadata } from '../../host/providers/provider.js';
 import { callTool, closeSession } from '../../host/server.js';
 import { Session } from '../../host/session.js';
-import type { ServerDeps } from '../../host/tools/tool.js';
+import type { ServerDeps } from '../../host/server-deps.js';
 
 interface Call {
   op: string;
