@@ -1,11 +1,9 @@
 // Server configuration from flags and environment. Credentials live here, never in tool arguments.
 import { SECRET_NAME_PATTERN, LIMITS } from '../shared/limits.js';
+import { NETWORK_MODES, type NetworkMode } from './providers/provider.js';
 
 export const PROVIDER_IDS = ['local', 'e2b'] as const;
 export type ProviderId = (typeof PROVIDER_IDS)[number];
-
-export const LOCAL_NETWORKS = ['isolated', 'host'] as const;
-export type LocalNetwork = (typeof LOCAL_NETWORKS)[number];
 
 export interface ServerConfig {
   /** The provider that unqualified ids and create_sandbox without `provider` use. */
@@ -13,7 +11,7 @@ export interface ServerConfig {
   /** Local provider state directory override (SANDBOX_MCP_STATE_DIR). */
   stateDir?: string;
   /** Local sandboxes' network: their own (default) or the host's (SANDBOX_MCP_LOCAL_NETWORK=host). */
-  localNetwork: LocalNetwork;
+  localNetwork: NetworkMode;
   e2b: { apiKey?: string; domain?: string };
   /** Values of this server's own secret-named environment variables, masked in task and exec output. */
   secretValues: string[];
@@ -28,13 +26,13 @@ export function loadConfig(env: NodeJS.ProcessEnv, providerFlag?: string): Serve
   if (!(PROVIDER_IDS as readonly string[]).includes(provider)) {
     throw new ConfigError(`unknown provider (expected one of: ${PROVIDER_IDS.join(', ')})`);
   }
-  const localNetwork = env.SANDBOX_MCP_LOCAL_NETWORK || 'isolated';
-  if (!(LOCAL_NETWORKS as readonly string[]).includes(localNetwork)) {
-    throw new ConfigError(`SANDBOX_MCP_LOCAL_NETWORK must be one of: ${LOCAL_NETWORKS.join(', ')}`);
+  const localNetwork = env.SANDBOX_MCP_LOCAL_NETWORK || NETWORK_MODES[0];
+  if (!(NETWORK_MODES as readonly string[]).includes(localNetwork)) {
+    throw new ConfigError(`SANDBOX_MCP_LOCAL_NETWORK must be one of: ${NETWORK_MODES.join(', ')}`);
   }
   return {
     defaultProvider: provider as ProviderId,
-    localNetwork: localNetwork as LocalNetwork,
+    localNetwork: localNetwork as NetworkMode,
     ...(env.SANDBOX_MCP_STATE_DIR ? { stateDir: env.SANDBOX_MCP_STATE_DIR } : {}),
     e2b: {
       ...(env.E2B_API_KEY ? { apiKey: env.E2B_API_KEY } : {}),

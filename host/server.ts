@@ -12,6 +12,7 @@ import {
 import * as z from 'zod';
 import { describeIssue } from '../shared/protocol.js';
 import { ProviderError, isProviderError } from './errors.js';
+import { SANDBOX_LIFETIME_DEFAULT_S } from './providers/provider.js';
 import { parseSandboxRef } from './sandbox-ref.js';
 import { Session } from './session.js';
 import { execTools } from './tools/exec.js';
@@ -32,7 +33,7 @@ export const ALL_TOOLS: readonly ToolDef[] = [...sandboxTools, ...execTools, ...
 export const INSTRUCTIONS = [
   'sandbox-mcp gives you Linux sandboxes. Workflow:',
   '1. create_sandbox (it becomes your default; sandboxes you create are destroyed when this session ends, unless you started a task in them).',
-  '   A sandbox lives `timeout` seconds (default 300) and tasks never extend it: for long tasks create it with a longer timeout or call set_sandbox_timeout.',
+  `   A sandbox lives \`timeout\` seconds (default ${SANDBOX_LIFETIME_DEFAULT_S}) and tasks never extend it: for long tasks create it with a longer timeout or call set_sandbox_timeout.`,
   '2. run_command / run_code for short synchronous work (clients often cut calls at about 60 s); files with read_file, write_file, list_files, upload_file, download_file.',
   '3. For long work, start_task and SAVE both sandbox_id and task_id: they keep working across disconnects and server restarts.',
   '4. Read output with get_task, passing the returned stdout_next_offset / stderr_next_offset each time; use wait (up to 30 s) instead of polling in a loop.',

@@ -56,8 +56,11 @@ export class OutputCapture {
     return Buffer.concat([...this.head, ...this.tail]);
   }
 
-  /** Where the head ends inside `data`: the place a "bytes omitted" marker belongs. */
+  /**
+   * How many leading bytes of `data` are the stream's first bytes: all of them when nothing was
+   * dropped, else where the head ends (the place a "bytes omitted" marker belongs).
+   */
   get splitAt(): number {
-    return this.headBytes;
+    return this.truncated ? this.headBytes : this.headBytes + this.tailBytes;
   }
 }

@@ -1,9 +1,50 @@
-// The one interface every sandbox provider implements. Ids here are the provider's own
-// (unqualified); the tool layer adds and strips the `provider:` prefix. Every method throws only
-// ProviderError (host/errors.ts): the provider maps its failures once, at this boundary.
-// File paths are sandbox paths; a relative path resolves against the sandbox user's home
-// directory ($HOME, /home/user on both providers). exec runs with the sandbox's environment
-// (its create envs plus per-call envs) and HOME set, so `$HOME/...` works in commands.
+// The provider contract: the one interface every sandbox provider implements, and the facts both
+// providers and the tools share (the sandbox home and its path rule, lifetime bounds, the default
+// output cap, network modes, the cancelled-before-start error). Each fact is written here once.
+// Ids here are the provider's own (unqualified); the tool layer adds and strips the `provider:`
+// prefix. Every method throws only ProviderError (host/errors.ts): the provider maps its failures
+// once, at this boundary. exec runs with the sandbox's environment (its create envs plus per-call
+// envs) and HOME set to SANDBOX_HOME, so `$HOME/...` works in commands.
+import { posix } from 'node:path';
+import { ProviderError } from '../errors.js';
+
+/** The sandbox user's home directory on every provider: $HOME, and where relative paths resolve. */
+export const SANDBOX_HOME = '/home/user';
+
+/**
+ * The one path rule of every provider, for file paths and working directories: `~` and `~/…` are
+ * the home, other relative paths (`x`, `./x`, `../x`) resolve against the home, absolute paths
+ * stay; `.` and `..` are normalised away. Only a leading `~` is special (`a/~` is a name). Throws
+ * invalid_argument for a NUL byte, which no path may hold.
+ */
+export function resolveSandboxPath(path: string): string {
+  if (path.includes('\0')) throw new ProviderError('invalid_argument', { detail: 'The path contains a NUL byte.' });
+  // `./` keeps what follows `~/` relative even when it starts with more slashes (`~//x`).
+  const fromHome = path === '~' ? '.' : path.startsWith('~/') ? `./${path.slice(2)}` : path;
+  return posix.resolve(SANDBOX_HOME, fromHome);
+}
+
+/** Sandbox lifetimes, in seconds: the accepted bounds and the default when create names none (E2B's too). */
+export const SANDBOX_LIFETIME_MIN_S = 1;
+export const SANDBOX_LIFETIME_MAX_S = 86_400;
+export const SANDBOX_LIFETIME_DEFAULT_S = 300;
+
+/** exec's per-stream capture cap when ExecOpts.maxOutputBytes is not given. */
+export const DEFAULT_EXEC_OUTPUT_CAP_BYTES = 1024 * 1024;
+
+/**
+ * Every network mode of a local sandbox, the default first: `isolated` is a network namespace of
+ * its own holding only its own loopback, so neither the host's loopback services nor its abstract
+ * Unix sockets are reachable; `host` shares the host's network namespace.
+ */
+export const NETWORK_MODES = ['isolated', 'host'] as const;
+/** One of NETWORK_MODES. */
+export type NetworkMode = (typeof NETWORK_MODES)[number];
+
+/** exec's error when its signal was aborted before the command started: nothing ran. */
+export function cancelledBeforeStart(): ProviderError {
+  return new ProviderError('conflict', { code: 'cancelled', detail: 'The call was cancelled before the command started.' });
+}
 
 /** Exactly the nine metadata fields the tools may disclose. Times are ISO 8601 or null. */
 export interface SandboxMetadata {
@@ -37,14 +78,16 @@ export interface ListOpts {
 
 /** A shell command run synchronously inside a sandbox (by bash -c, or sh where bash is missing). */
 export interface ExecOpts {
+  /** Working directory, by resolveSandboxPath (default: the home). */
   cwd?: string;
   envs?: Record<string, string>;
   stdin?: Buffer;
   /** Kills the command's whole process group when it elapses. */
   timeoutS: number;
   /**
-   * Per-stream capture cap (default 1 MiB). Beyond it the stream is still drained; the result
-   * keeps its first half and its last half (see OutputCapture) and sets *Truncated.
+   * Per-stream capture cap (default DEFAULT_EXEC_OUTPUT_CAP_BYTES). Beyond it the stream is still
+   * drained; the result keeps bytes from its start and from its end, says where they meet
+   * (*HeadBytes) and sets *Truncated.
    */
   maxOutputBytes?: number;
   /**
@@ -59,8 +102,15 @@ export interface ExecResult {
   exitCode: number | null;
   stdout: Buffer;
   stderr: Buffer;
+  /** True when bytes were dropped from the middle of stdout. */
   stdoutTruncated: boolean;
   stderrTruncated: boolean;
+  /**
+   * How many leading bytes of `stdout` are the stream's first bytes; the rest are its last bytes.
+   * All of them when nothing was dropped; when truncated, the dropped middle sat at this offset.
+   */
+  stdoutHeadBytes: number;
+  stderrHeadBytes: number;
   timedOut: boolean;
 }
 
@@ -105,6 +155,7 @@ export interface Provider {
   /** Destroys the sandbox; throws not_found when it does not exist. */
   kill(sandboxId: string): Promise<void>;
   exec(sandboxId: string, command: string, opts: ExecOpts): Promise<ExecResult>;
+  /** Paths of the file methods resolve by resolveSandboxPath. */
   readFile(sandboxId: string, path: string, opts?: ReadFileOpts): Promise<ReadFileResult>;
   /** Creates parent directories; returns the file's size after the write. */
   writeFile(sandboxId: string, path: string, data: Buffer, opts?: WriteFileOpts): Promise<{ size: number }>;

@@ -24,12 +24,10 @@ const ExecResultSchema = z.strictObject({
 });
 
 /** Decodes one captured stream, marking where the provider dropped its middle, and masks secrets. */
-function renderStream(data: Buffer, isTruncated: boolean, ctx: ToolContext): string {
+function renderStream(data: Buffer, isTruncated: boolean, headBytes: number, ctx: ToolContext): string {
   if (!isTruncated) return ctx.deps.masker.mask(data.toString('utf8'));
-  // OutputCapture keeps the first half of the cap, then the last half.
-  const split = Math.ceil(EXEC_OUTPUT_CAP_BYTES / 2);
-  const head = ctx.deps.masker.mask(data.subarray(0, split).toString('utf8'));
-  const tail = ctx.deps.masker.mask(data.subarray(split).toString('utf8'));
+  const head = ctx.deps.masker.mask(data.subarray(0, headBytes).toString('utf8'));
+  const tail = ctx.deps.masker.mask(data.subarray(headBytes).toString('utf8'));
   return head + OMITTED_MARKER + tail;
 }
 
@@ -59,8 +57,8 @@ async function runCapped(
 function toResult(r: ExecResult, ctx: ToolContext): z.infer<typeof ExecResultSchema> {
   return {
     exit_code: r.exitCode,
-    stdout: renderStream(r.stdout, r.stdoutTruncated, ctx),
-    stderr: renderStream(r.stderr, r.stderrTruncated, ctx),
+    stdout: renderStream(r.stdout, r.stdoutTruncated, r.stdoutHeadBytes, ctx),
+    stderr: renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ctx),
     stdout_truncated: r.stdoutTruncated,
     stderr_truncated: r.stderrTruncated,
     timed_out: r.timedOut,

@@ -2,6 +2,7 @@
 import * as z from 'zod';
 import { PROVIDER_IDS, secretValuesOf } from '../config.js';
 import { ProviderError, isProviderError } from '../errors.js';
+import { SANDBOX_LIFETIME_DEFAULT_S, SANDBOX_LIFETIME_MAX_S, SANDBOX_LIFETIME_MIN_S } from '../providers/provider.js';
 import { qualify } from '../sandbox-ref.js';
 import {
   EnvsSchema,
@@ -15,9 +16,8 @@ import {
 } from './tool.js';
 import { definedFields } from '../util/defined-fields.js';
 
-/** The lifetime a sandbox gets when create_sandbox names none (E2B's default too). */
-export const DEFAULT_SANDBOX_TIMEOUT_S = 300;
-const MAX_SANDBOX_TIMEOUT_S = 86400;
+/** A sandbox lifetime argument: whole seconds within the contract's bounds. */
+const LifetimeSchema = intIn(SANDBOX_LIFETIME_MIN_S, SANDBOX_LIFETIME_MAX_S);
 
 const createSandbox = defineTool({
   name: 'create_sandbox',
@@ -27,7 +27,7 @@ const createSandbox = defineTool({
     "Omitted options keep the provider's defaults. Keep secrets in the server's configuration; envs given here are visible to the model.",
   input: z.strictObject({
     template: z.string().min(1).max(200).optional(),
-    timeout: intIn(1, MAX_SANDBOX_TIMEOUT_S).optional().describe('Lifetime in seconds (default 300).'),
+    timeout: LifetimeSchema.optional().describe(`Lifetime in seconds (default ${SANDBOX_LIFETIME_DEFAULT_S}).`),
     envs: EnvsSchema.optional().describe('Environment variables for every command in the sandbox.'),
     region: z.string().min(1).max(100).optional(),
     cpu: z.number().int().min(1).max(1024).optional().describe('CPU cores.'),
@@ -51,7 +51,7 @@ const createSandbox = defineTool({
       }),
     );
     const ref = qualify(providerId, meta.sandbox_id);
-    if (!ctx.session.adopt(ref.qualified, args.timeout ?? DEFAULT_SANDBOX_TIMEOUT_S)) {
+    if (!ctx.session.adopt(ref.qualified, args.timeout ?? SANDBOX_LIFETIME_DEFAULT_S)) {
       // The session ended while we were creating: nobody owns this sandbox, so it must not outlive us.
       await provider.kill(ref.id).catch(() => undefined);
       throw new ProviderError('conflict', {
@@ -138,7 +138,7 @@ const setSandboxTimeout = defineTool({
   description:
     "Set a sandbox's lifetime to `timeout` seconds from now. For a sandbox this session created, later command and file tools renew with this duration.",
   input: z.strictObject({
-    timeout: intIn(1, MAX_SANDBOX_TIMEOUT_S).describe('New lifetime in seconds, counted from now.'),
+    timeout: LifetimeSchema.describe('New lifetime in seconds, counted from now.'),
     sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
   }),
   output: z.strictObject({ success: z.boolean(), sandbox_id: z.string(), timeout: z.number() }),

@@ -6,6 +6,7 @@ import * as z from 'zod';
 import { LIMITS } from '../../shared/limits.js';
 import { PROTOCOL_VERSION, TASK_ID_PATTERN, TaskViewSchema, type AgentRequestInput, type TaskView } from '../../shared/protocol.js';
 import { ProviderError, isProviderError } from '../errors.js';
+import { resolveSandboxPath } from '../providers/provider.js';
 import { parseSandboxRef } from '../sandbox-ref.js';
 import { SandboxIdSchema, defineTool, intIn, resolveSandbox, type ToolContext } from './tool.js';
 import { definedFields } from '../util/defined-fields.js';
@@ -70,6 +71,8 @@ const startTask = defineTool({
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async run(args, ctx) {
     const ref = resolveSandbox(ctx, args.sandbox_id);
+    // Resolved here, so a task's cwd follows the same path rule as every other tool's.
+    const cwd = args.cwd !== undefined ? resolveSandboxPath(args.cwd) : undefined;
     // The handle exists before submission, so an uncertain outcome can still be inspected later.
     const taskId = randomBytes(16).toString('hex');
     const request: AgentRequestInput = {
@@ -78,7 +81,7 @@ const startTask = defineTool({
       task_id: taskId,
       command: args.command,
       timeout_s: args.timeout,
-      ...definedFields({ cwd: args.cwd }),
+      ...definedFields({ cwd }),
     };
     if (Buffer.byteLength(ctx.deps.agent.commandFor(request)) > LIMITS.encodedRequestMaxBytes) {
       throw new ProviderError('invalid_argument', {

@@ -194,6 +194,20 @@ describe('the tool surface', () => {
     expect((await toolError(s.client, 'read_file', { path: '/nonexistent/file' })).category).toBe('not_found');
   });
 
+  it('reads `~` and `~/…` as the home in file paths, run_command and start_task working directories', async () => {
+    await ok(s.client, 'write_file', { path: '~/tilde/t.txt', content: 'tilde\n' });
+    expect((await ok(s.client, 'read_file', { path: '/home/user/tilde/t.txt' })).content).toBe('tilde\n');
+    expect((await ok(s.client, 'read_file', { path: 'tilde/t.txt' })).content).toBe('tilde\n');
+    expect((await ok(s.client, 'run_command', { command: 'pwd', cwd: '~/tilde' })).stdout).toBe('/home/user/tilde\n');
+    expect((await ok(s.client, 'run_command', { command: 'pwd', cwd: '~' })).stdout).toBe('/home/user\n');
+    const task = await ok(s.client, 'start_task', { command: 'pwd; cat t.txt', cwd: '~/tilde' });
+    let view = task;
+    for (let i = 0; i < 20 && view.state === 'running'; i++) {
+      view = await ok(s.client, 'get_task', { sandbox_id: sandboxId, task_id: task.task_id, wait: 5 });
+    }
+    expect([view.state, view.stdout]).toEqual(['succeeded', '/home/user/tilde\ntilde\n']);
+  });
+
   it('run_code removes its temp file even when the timeout kills it', async () => {
     const r = await ok(s.client, 'run_code', { code: 'import time\nprint("started", flush=True)\ntime.sleep(30)', timeout: 1 });
     expect(r.timed_out).toBe(true);

@@ -11,7 +11,7 @@ import {
   type Identity,
   type ToolPaths,
 } from '../../host/providers/local/bwrap-args.js';
-import { fileStatusError, FILE_STATUS, parseListing, resolveSandboxPath } from '../../host/providers/local/files.js';
+import { fileStatusError, FILE_STATUS, parseListing } from '../../host/providers/local/files.js';
 import { coverInherited } from '../../host/providers/local/exec.js';
 import { classifyBwrapFailure } from '../../host/providers/local/keeper.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
@@ -226,13 +226,6 @@ describe('ids and state paths', () => {
 });
 
 describe('file helpers', () => {
-  it('resolves relative paths against /home/user', () => {
-    expect(resolveSandboxPath('a/b')).toBe('/home/user/a/b');
-    expect(resolveSandboxPath('../x')).toBe('/home/x');
-    expect(resolveSandboxPath('/etc/hosts')).toBe('/etc/hosts');
-    expect(() => resolveSandboxPath('a\0b')).toThrow(expect.objectContaining({ category: 'invalid_argument' }));
-  });
-
   it('maps script statuses to fixed categories', () => {
     expect(fileStatusError(0)).toBeNull();
     expect(fileStatusError(FILE_STATUS.notFound)?.category).toBe('not_found');

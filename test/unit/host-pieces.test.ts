@@ -12,6 +12,8 @@ describe('OutputCapture', () => {
     c.push(Buffer.from('defg'));
     expect(c.data.toString()).toBe('abcdefg');
     expect(c.truncated).toBe(false);
+    // Nothing was dropped: every kept byte is from the stream's start, tail half included.
+    expect(c.splitAt).toBe(7);
   });
 
   it('keeps the first and last halves of a longer stream, across chunk boundaries', () => {

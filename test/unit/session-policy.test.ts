@@ -74,6 +74,8 @@ function recordingProvider() {
         stderr: Buffer.alloc(0),
         stdoutTruncated: false,
         stderrTruncated: false,
+        stdoutHeadBytes: 0,
+        stderrHeadBytes: 0,
         timedOut: false,
       };
     },

@@ -4,22 +4,25 @@
 // lifetime — E2B's connect only ever lengthens a running sandbox's TTL, so asking for what is
 // left changes nothing. Only setTimeout changes a lifetime.
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import { CommandExitError, Sandbox, type CommandHandle } from 'e2b';
 import { ProviderError } from '../../errors.js';
 import { OutputCapture } from '../output-capture.js';
-import type {
-  CreateOpts,
-  ExecOpts,
-  ExecResult,
-  FileEntry,
-  ListFilesOpts,
-  ListOpts,
-  Provider,
-  ReadFileOpts,
-  ReadFileResult,
-  SandboxMetadata,
-  WriteFileOpts,
+import {
+  cancelledBeforeStart,
+  DEFAULT_EXEC_OUTPUT_CAP_BYTES,
+  resolveSandboxPath,
+  SANDBOX_HOME,
+  type CreateOpts,
+  type ExecOpts,
+  type ExecResult,
+  type FileEntry,
+  type ListFilesOpts,
+  type ListOpts,
+  type Provider,
+  type ReadFileOpts,
+  type ReadFileResult,
+  type SandboxMetadata,
+  type WriteFileOpts,
 } from '../provider.js';
 import { mapE2bError, mapped } from './errors.js';
 import { buildExecScript, CANCEL_SIGNAL, EXEC_COMMAND_VAR, TIMED_OUT_EXIT } from './exec-script.js';
@@ -50,9 +53,7 @@ export interface E2bProviderOpts {
   maxConnections?: number;
 }
 
-const HOME = '/home/user';
 const DEFAULT_TEMPLATE = 'base';
-const DEFAULT_MAX_OUTPUT = 1024 * 1024;
 // Linux caps one argv or environment string at 128 KiB; the command is one of each.
 const MAX_COMMAND_BYTES = 120 * 1024;
 // envd's own deadline for exec is a backstop behind the wrapper's watchdog.
@@ -60,24 +61,14 @@ const ENVD_BACKSTOP_S = 15;
 const STATUSES = ['running', 'paused'] as const;
 const QUIET_LOGGER = {};
 
-function cancelledBeforeStart(): ProviderError {
-  return new ProviderError('conflict', { code: 'cancelled', detail: 'The call was cancelled before the command started.' });
-}
-
 const UNSUPPORTED_RESOURCES =
   'E2B has no region, cpu or memory options: cpu and memory are chosen by building a template (e2b template build --cpu-count/--memory-mb); region is not an E2B option.';
-
-/** Resolves a sandbox path: relative paths and `~` are under the sandbox user's home. */
-export function resolveSandboxPath(p: string): string {
-  if (p === '~') return HOME;
-  if (p.startsWith('~/')) return path.posix.join(HOME, p.slice(2));
-  return path.posix.resolve(HOME, p);
-}
 
 /** A sandbox path as a shell word: under the home it is written relative to $HOME. */
 function shellPathExpr(p: string): { expr: string; env: Record<string, string> } {
   const key = `P${randomBytes(4).toString('hex')}`;
-  if (p === HOME || p.startsWith(HOME + '/')) return { expr: `"$HOME/\${${key}}"`, env: { [key]: p.slice(HOME.length + 1) } };
+  if (p === SANDBOX_HOME || p.startsWith(SANDBOX_HOME + '/'))
+    return { expr: `"$HOME/\${${key}}"`, env: { [key]: p.slice(SANDBOX_HOME.length + 1) } };
   return { expr: `"\${${key}}"`, env: { [key]: p } };
 }
 
@@ -319,7 +310,7 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
         });
       }
       if (o.signal?.aborted) throw cancelledBeforeStart();
-      const cap = o.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
+      const cap = o.maxOutputBytes ?? DEFAULT_EXEC_OUTPUT_CAP_BYTES;
       const stdout = new OutputCapture(cap);
       const stderr = new OutputCapture(cap);
       const startedMs = Date.now();
@@ -359,6 +350,8 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
         stderr: stderr.data,
         stdoutTruncated: stdout.truncated,
         stderrTruncated: stderr.truncated,
+        stdoutHeadBytes: stdout.splitAt,
+        stderrHeadBytes: stderr.splitAt,
         timedOut,
       };
     },

@@ -1,6 +1,7 @@
 // Pure argv builders for the local provider: the bubblewrap command line that creates a sandbox
 // and the setpriv + nsenter command line that enters one. Nothing here touches the system, so
 // the exact flags are unit-tested (test/local/bwrap-args.test.ts); the integration tests run them.
+import { SANDBOX_HOME, type NetworkMode } from '../provider.js';
 
 /** Device nodes bound into the sandbox's private /dev (not `--dev`: it nests a user namespace). */
 export const SANDBOX_DEVICES = ['/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom', '/dev/tty'] as const;
@@ -11,20 +12,7 @@ export const HIDDEN_PATHS = ['/home', '/root', '/run'] as const;
 /** Private writable scratch directories (sticky, world-writable like on the host). */
 export const SCRATCH_PATHS = ['/tmp', '/var/tmp', '/dev/shm'] as const;
 
-/** The sandbox user's home, where relative paths resolve. */
-export const SANDBOX_HOME = '/home/user';
-
 export const SANDBOX_HOSTNAME = 'sandbox';
-
-/**
- * A sandbox's network: `isolated` (the default) is a network namespace of its own holding only
- * its own loopback, so neither the host's loopback services nor its abstract Unix sockets are
- * reachable; `host` shares the host's network namespace.
- */
-export type NetworkMode = 'isolated' | 'host';
-
-/** Every accepted NetworkMode, the default first. */
-export const NETWORK_MODES: readonly NetworkMode[] = ['isolated', 'host'];
 
 /**
  * Pid 1 of every sandbox: announce readiness on fd 4, drop every inherited descriptor, then

@@ -2,7 +2,8 @@
 // with the process groups of running commands tracked per sandbox so that kill can end them.
 import { join } from 'node:path';
 import { ProviderError } from '../../errors.js';
-import { buildEnterCommand, SANDBOX_HOME, sandboxPath, type Command } from './bwrap-args.js';
+import { cancelledBeforeStart, SANDBOX_HOME } from '../provider.js';
+import { buildEnterCommand, sandboxPath, type Command } from './bwrap-args.js';
 import { LOCAL_DETAILS } from './errors.js';
 import { CancelledError, captureCommand, killProcessGroup, SpawnFailedError, type CaptureResult } from './exec.js';
 import type { LiveSandbox } from './sandbox-registry.js';
@@ -19,11 +20,6 @@ export interface SandboxRunOpts {
   keepTail?: boolean;
   stdin?: Buffer;
   signal?: AbortSignal;
-}
-
-/** The caller gave up before the command started: nothing ran. */
-export function cancelled(): ProviderError {
-  return new ProviderError('conflict', { code: 'cancelled', detail: 'The call was cancelled before the command started.' });
 }
 
 /** Runs commands inside sandboxes and remembers which of them still run. */
@@ -77,7 +73,7 @@ export class CommandRunner {
         ...(this.settings.cover ? { cover: this.settings.cover } : {}),
       });
     } catch (e) {
-      if (e instanceof CancelledError) throw cancelled();
+      if (e instanceof CancelledError) throw cancelledBeforeStart();
       if (e instanceof SpawnFailedError) {
         if (e.code === 'ENOENT') throw new ProviderError('unavailable', { code: 'nsenter_missing', detail: LOCAL_DETAILS.nsenterMissing });
         throw new ProviderError('insufficient_resources', { code: e.code });

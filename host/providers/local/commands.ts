@@ -2,17 +2,14 @@
 // environment sourced inside (never given to the host-side nsenter), an optional cwd, a timeout
 // and capped output.
 import { ProviderError } from '../../errors.js';
-import type { ExecOpts, ExecResult } from '../provider.js';
+import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath, type ExecOpts, type ExecResult } from '../provider.js';
 import { CHDIR_SCRIPT, envPrelude, exportScript, sandboxPath } from './bwrap-args.js';
-import { cancelled, type CommandRunner } from './command-runner.js';
+import type { CommandRunner } from './command-runner.js';
 import { LOCAL_DETAILS } from './errors.js';
-import { resolveSandboxPath } from './files.js';
 import { isStillAlive, type SandboxRegistry } from './sandbox-registry.js';
 import type { LocalSettings } from './settings.js';
 import { invalid, isNonNegativeInt, validateEnvs } from './validation.js';
 import { definedFields } from '../../util/defined-fields.js';
-
-const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
 
 /** The exec operation of the local provider. */
 export class SandboxCommands {
@@ -26,11 +23,11 @@ export class SandboxCommands {
   async exec(sandboxId: string, command: string, opts: ExecOpts): Promise<ExecResult> {
     if (typeof command !== 'string' || command.includes('\0')) throw invalid('command must be a string without NUL bytes.');
     if (typeof opts.timeoutS !== 'number' || !(opts.timeoutS > 0)) throw invalid('timeout must be a positive number of seconds.');
-    const maxOutputBytes = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+    const maxOutputBytes = opts.maxOutputBytes ?? DEFAULT_EXEC_OUTPUT_CAP_BYTES;
     if (!isNonNegativeInt(maxOutputBytes)) throw invalid('maxOutputBytes must be an integer of at least 0.');
     const callEnvs = validateEnvs(opts.envs, 'envs');
     const cwd = opts.cwd !== undefined ? resolveSandboxPath(opts.cwd) : undefined;
-    if (opts.signal?.aborted) throw cancelled();
+    if (opts.signal?.aborted) throw cancelledBeforeStart();
     const sb = await this.registry.require(sandboxId);
     const inner = [sb.spec.shell, '-c', envPrelude(sb.spec.shell), sb.spec.shell, command];
     const argv = cwd !== undefined ? ['/bin/sh', '-c', CHDIR_SCRIPT, 'sh', cwd, ...inner] : inner;
@@ -55,6 +52,8 @@ export class SandboxCommands {
       stderr: r.stderr,
       stdoutTruncated: r.stdoutTruncated,
       stderrTruncated: r.stderrTruncated,
+      stdoutHeadBytes: r.stdoutHeadBytes,
+      stderrHeadBytes: r.stderrHeadBytes,
       timedOut: r.timedOut,
     };
   }

@@ -74,6 +74,9 @@ export interface CaptureResult {
   stderr: Buffer;
   stdoutTruncated: boolean;
   stderrTruncated: boolean;
+  /** How many leading bytes of stdout/stderr are the stream's first bytes (see ExecResult). */
+  stdoutHeadBytes: number;
+  stderrHeadBytes: number;
   timedOut: boolean;
   meta: Buffer;
 }
@@ -109,6 +112,10 @@ class CappedSink {
   buffer(): Buffer {
     return Buffer.concat(this.chunks, this.size);
   }
+  /** Every kept byte is from the stream's start. */
+  get headBytes(): number {
+    return this.size;
+  }
 }
 
 /** OutputCapture behind CappedSink's face: head and tail of the cap. */
@@ -125,6 +132,9 @@ class TailKeepingSink {
   }
   buffer(): Buffer {
     return this.capture.data;
+  }
+  get headBytes(): number {
+    return this.capture.splitAt;
   }
 }
 
@@ -188,6 +198,8 @@ export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<Capture
         stderr: err.buffer(),
         stdoutTruncated: out.truncated,
         stderrTruncated: err.truncated,
+        stdoutHeadBytes: out.headBytes,
+        stderrHeadBytes: err.headBytes,
         timedOut,
         meta: meta.buffer(),
       });

@@ -1,10 +1,17 @@
 // readFile, writeFile and listFiles: each runs one of the in-sandbox scripts of files.ts as the
 // sandbox user, bounded in time and output, and maps the script's exit status.
 import { ProviderError } from '../../errors.js';
-import type { FileEntry, ListFilesOpts, ReadFileOpts, ReadFileResult, WriteFileOpts } from '../provider.js';
+import {
+  resolveSandboxPath,
+  type FileEntry,
+  type ListFilesOpts,
+  type ReadFileOpts,
+  type ReadFileResult,
+  type WriteFileOpts,
+} from '../provider.js';
 import type { CommandRunner } from './command-runner.js';
 import type { CaptureResult } from './exec.js';
-import { fileStatusError, LIST_SCRIPT, parseListing, READ_SCRIPT, resolveSandboxPath, WRITE_SCRIPT } from './files.js';
+import { fileStatusError, LIST_SCRIPT, parseListing, READ_SCRIPT, WRITE_SCRIPT } from './files.js';
 import { isStillAlive, sandboxGone, type SandboxRegistry } from './sandbox-registry.js';
 import type { LocalSettings } from './settings.js';
 import { invalid, isNonNegativeInt } from './validation.js';

@@ -5,7 +5,6 @@
 import { posix } from 'node:path';
 import type { FileEntry } from '../provider.js';
 import { ProviderError } from '../../errors.js';
-import { SANDBOX_HOME } from './bwrap-args.js';
 
 /** Exit statuses of the file scripts (chosen above any status the tools themselves use). */
 export const FILE_STATUS = {
@@ -91,12 +90,6 @@ while [ "$i" -le "$2" ]; do
 done | head -z -n "$3"
 exit 0
 `;
-
-/** Resolves a sandbox path: relative paths are relative to /home/user; rejects NUL bytes. */
-export function resolveSandboxPath(path: string): string {
-  if (path.includes('\0')) throw new ProviderError('invalid_argument', { detail: 'The path contains a NUL byte.' });
-  return posix.resolve(SANDBOX_HOME, path);
-}
 
 /** Maps a file script's exit status to the ProviderError it means (null for success). */
 export function fileStatusError(exitCode: number | null): ProviderError | null {

@@ -25,12 +25,9 @@ import { SandboxLifecycle } from './lifecycle.js';
 import { SandboxRegistry } from './sandbox-registry.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
 
-export type { NetworkMode } from './bwrap-args.js';
-export { NETWORK_MODES } from './bwrap-args.js';
 export { MIN_MEMORY_MB } from './create-sandbox.js';
 export { defaultKeeperScript } from './keeper-start.js';
-export { DEFAULT_TIMEOUT_S, type LocalProviderOpts } from './settings.js';
-export { MAX_TIMEOUT_S, MIN_TIMEOUT_S } from './validation.js';
+export { type LocalProviderOpts } from './settings.js';
 
 /** Name of this provider (prefix of qualified ids). */
 export const LOCAL_PROVIDER_ID = 'local';

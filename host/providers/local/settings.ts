@@ -2,7 +2,8 @@
 // other module of the provider reads these, never the options themselves.
 import { existsSync, openSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { NETWORK_MODES, type Identity, type NetworkMode, type ToolPaths } from './bwrap-args.js';
+import { NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
+import type { Identity, ToolPaths } from './bwrap-args.js';
 import type { FdCover } from './exec.js';
 import { defaultKeeperScript } from './keeper-start.js';
 import { inheritableFds } from './proc.js';
@@ -17,7 +18,7 @@ export interface LocalProviderOpts {
   keeperScript?: string;
   /** Node binary for keepers (default: this process's). */
   nodePath?: string;
-  /** Lifetime of a sandbox when create gives none (default 300 s, like E2B). */
+  /** Lifetime of a sandbox when create gives none (default SANDBOX_LIFETIME_DEFAULT_S). */
   defaultTimeoutS?: number;
   /**
    * One fixed uid/gid for every sandbox when the host runs as root. By default each sandbox gets
@@ -42,9 +43,6 @@ export interface LocalProviderOpts {
    */
   network?: NetworkMode;
 }
-
-/** Default lifetime, in seconds, of a sandbox created without a timeout. */
-export const DEFAULT_TIMEOUT_S = 300;
 
 /** LocalProviderOpts with every default applied; fixed for the life of a provider instance. */
 export interface LocalSettings {
@@ -76,7 +74,7 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   const sandboxes = sandboxesDir(stateDir);
   const keeperScript = opts.keeperScript ?? defaultKeeperScript();
   const nodePath = opts.nodePath ?? process.execPath;
-  const defaultTimeoutS = opts.defaultTimeoutS ?? DEFAULT_TIMEOUT_S;
+  const defaultTimeoutS = opts.defaultTimeoutS ?? SANDBOX_LIFETIME_DEFAULT_S;
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   const identity: Identity = isRoot
     ? { uid: opts.sandboxUid ?? 65534, gid: opts.sandboxGid ?? 65534, dropPrivileges: true }
@@ -87,8 +85,9 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   const fileOpTimeoutMs = opts.fileOpTimeoutMs ?? 120_000;
   const drainGraceMs = opts.drainGraceMs ?? 100;
   const toolOverrides = opts.tools ?? {};
-  const network = opts.network ?? 'isolated';
-  if (!NETWORK_MODES.includes(network)) throw invalid("The local provider's network must be 'isolated' or 'host'.");
+  const network = opts.network ?? NETWORK_MODES[0];
+  if (!(NETWORK_MODES as readonly string[]).includes(network))
+    throw invalid(`The local provider's network must be ${NETWORK_MODES.map((m) => `'${m}'`).join(' or ')}.`);
   const shell = existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
   const dirs = new Set<string>([dirname(nodePath)]);
   try {

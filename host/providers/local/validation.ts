@@ -1,10 +1,7 @@
 // Checks of call arguments shared by the provider's operations. Each failure is an
 // invalid_argument ProviderError whose detail names the argument, never its value.
 import { ProviderError } from '../../errors.js';
-
-/** Accepted lifetime bounds, in seconds. */
-export const MIN_TIMEOUT_S = 1;
-export const MAX_TIMEOUT_S = 86_400;
+import { SANDBOX_LIFETIME_MAX_S, SANDBOX_LIFETIME_MIN_S } from '../provider.js';
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
@@ -30,9 +27,9 @@ export function isNonNegativeInt(n: unknown): n is number {
   return typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
 }
 
-/** Throws unless `timeoutS` is a sandbox lifetime within MIN_TIMEOUT_S..MAX_TIMEOUT_S. */
+/** Throws unless `timeoutS` is a sandbox lifetime within the contract's bounds. */
 export function assertLifetimeS(timeoutS: unknown): asserts timeoutS is number {
-  if (typeof timeoutS !== 'number' || !(timeoutS >= MIN_TIMEOUT_S && timeoutS <= MAX_TIMEOUT_S)) {
-    throw invalid(`timeout must be between ${MIN_TIMEOUT_S} and ${MAX_TIMEOUT_S} seconds.`);
+  if (typeof timeoutS !== 'number' || !(timeoutS >= SANDBOX_LIFETIME_MIN_S && timeoutS <= SANDBOX_LIFETIME_MAX_S)) {
+    throw invalid(`timeout must be between ${SANDBOX_LIFETIME_MIN_S} and ${SANDBOX_LIFETIME_MAX_S} seconds.`);
   }
 }
