@@ -53,7 +53,7 @@ function errorResult(e: ProviderError): CallToolResult {
   return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error: e.toJSON() }) }] };
 }
 
-/** Runs one tool call: validate, run, shape the result. Never throws for tool-level failures. */
+/** Runs one tool call by name: validate, run, check, shape the result. Never throws for tool-level failures. */
 export async function callTool(
   deps: ServerDeps,
   session: Session,
@@ -63,6 +63,22 @@ export async function callTool(
 ): Promise<CallToolResult> {
   const tool = toolsByName.get(name);
   if (!tool) throw new McpError(ErrorCode.InvalidParams, 'unknown tool');
+  return runTool(tool, deps, session, args, signal);
+}
+
+/**
+ * Runs one call of `tool`: its input is validated before it runs and its result against its
+ * output schema before anyone sees it, so a client gets a result of the declared shape or an
+ * error result, never a malformed answer. Never throws for tool-level failures.
+ */
+export async function runTool(
+  tool: ToolDef,
+  deps: ServerDeps,
+  session: Session,
+  args: unknown,
+  signal?: AbortSignal,
+): Promise<CallToolResult> {
+  const name = tool.name;
   const started = Date.now();
   const parsed = tool.input.safeParse(args ?? {});
   if (!parsed.success) {
@@ -71,6 +87,13 @@ export async function callTool(
   }
   try {
     const { result, content = [] } = await tool.run(parsed.data, { deps, session, ...definedFields({ signal }) });
+    const checked = tool.output.safeParse(result);
+    if (!checked.success) {
+      // A bug of ours, not the caller's: name the tool and the field, never a value.
+      deps.log.warn('tool result does not match its output schema', { tool: name, issue: describeIssue(checked.error, result) });
+      deps.log.info('tool call', { tool: name, outcome: 'internal', ms: Date.now() - started });
+      return errorResult(new ProviderError('internal', { code: 'output_schema_mismatch' }));
+    }
     deps.log.info('tool call', { tool: name, outcome: 'ok', ms: Date.now() - started });
     return { content: [{ type: 'text', text: JSON.stringify(result) }, ...content], structuredContent: result as Record<string, unknown> };
   } catch (e) {
