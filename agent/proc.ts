@@ -1,14 +1,6 @@
 // Identifying processes through /proc, so that no signal ever reaches a recycled pid.
 import { readdirSync, readFileSync } from 'node:fs';
-
-/** What /proc/<pid>/stat tells us about a process. */
-export interface ProcStat {
-  /** One-letter state; `Z` is a zombie (dead, not yet reaped). */
-  state: string;
-  pgid: number;
-  /** Field 22: start time in clock ticks since boot; with the pid it identifies a process. */
-  startTime: number;
-}
+import { parseProcStat, type ProcStat } from '../shared/proc-stat.js';
 
 /** Parses /proc/<pid>/stat; null when the process does not exist (or /proc is unreadable). */
 export function readProcStat(pid: number): ProcStat | null {
@@ -18,14 +10,7 @@ export function readProcStat(pid: number): ProcStat | null {
   } catch {
     return null;
   }
-  // The command name (field 2) may contain spaces and parentheses: parse after the last ')'.
-  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  // fields[0] is field 3 (state), so field N is fields[N - 3].
-  const state = fields[0];
-  const pgid = Number(fields[2]);
-  const startTime = Number(fields[19]);
-  if (!state || !Number.isSafeInteger(pgid) || !Number.isSafeInteger(startTime)) return null;
-  return { state, pgid, startTime };
+  return parseProcStat(text);
 }
 
 /** True when `pid` is alive (not a zombie) and started at `startTime`: the very process we recorded. */

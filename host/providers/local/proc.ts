@@ -1,6 +1,7 @@
 // Process identity from /proc. A pid alone is not an identity (pids are reused), so every pid
 // the local provider records is paired with its start time and checked again before use.
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { parseProcStat } from '../../../shared/proc-stat.js';
 
 /** A process as recorded in state: pid plus /proc start time (clock ticks since boot). */
 export interface ProcIdentity {
@@ -15,18 +16,17 @@ const PF_EXITING = 0x4;
 /** The start time of a live process, or null when it is gone, exiting or a zombie. */
 export function readStartTime(pid: number): string | null {
   if (!Number.isInteger(pid) || pid <= 0) return null;
-  let stat: string;
+  let text: string;
   try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
   } catch {
     return null;
   }
-  // comm (field 2) may contain spaces and parentheses: parse after the last ')'.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const state = fields[0];
-  if (state === 'Z' || state === 'X' || state === 'x') return null;
-  if ((Number(fields[6]) & PF_EXITING) !== 0) return null;
-  return fields[19] ?? null;
+  const stat = parseProcStat(text);
+  if (!stat || stat.state === 'Z' || stat.state === 'X' || stat.state === 'x') return null;
+  if ((stat.flags & PF_EXITING) !== 0) return null;
+  // Recorded as text in keeper records, as the kernel writes it.
+  return String(stat.startTime);
 }
 
 /** True when the recorded process still runs (same pid and same start time). */
