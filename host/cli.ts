@@ -14,7 +14,7 @@ import { createProviderRegistry, lazyProvider } from './providers/registry.js';
 import { parseSandboxRef } from './sandbox-ref.js';
 import type { ServerDeps } from './server-deps.js';
 import { isLoopback, isWildcard, serveHttp } from './transports/http.js';
-import { serveStdio } from './transports/stdio.js';
+import { serveStdio, shutdownSignal } from './transports/stdio.js';
 
 declare const __HOST_VERSION__: string;
 
@@ -123,10 +123,8 @@ async function main(argv: string[]): Promise<void> {
       process.stderr.write('sandbox-mcp: warning: listening beyond loopback; the bearer token travels in plain HTTP — put TLS in front\n');
     }
     if (!process.env.SANDBOX_MCP_TOKEN) process.stderr.write(`sandbox-mcp: bearer token (shown once): ${token}\n`);
-    await new Promise<void>((resolve) => {
-      process.once('SIGINT', resolve);
-      process.once('SIGTERM', resolve);
-    });
+    const signal = await shutdownSignal();
+    deps.log.info('http server stopping', { reason: signal });
     await handle.close();
     await deps.close();
     process.exit(0);

@@ -8,6 +8,7 @@ import { createServer as createHttpServer, type IncomingMessage, type ServerResp
 import type { AddressInfo } from 'node:net';
 import { createServer } from '../server.js';
 import type { ServerDeps } from '../server-deps.js';
+import { screenEnvelope, type Refused } from './message-check.js';
 
 export interface HttpOpts {
   host: string;
@@ -73,6 +74,28 @@ function reject(res: ServerResponse, status: number, message: string, headers: R
   res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
 }
 
+/**
+ * The first message of a body (one message, or each of a batch) that screenEnvelope refuses. The
+ * SDK would answer it with a generic parse error, or not at all for a message in a batch.
+ */
+function refuseMalformed(body: unknown): Refused | undefined {
+  for (const message of Array.isArray(body) ? body : [body]) {
+    const screened = screenEnvelope(message);
+    if (!screened.ok) return screened;
+  }
+  return undefined;
+}
+
+function replyRefused(res: ServerResponse, refused: Refused): void {
+  if (!refused.reply) {
+    // Nothing to answer (a notification or a response): accepted and dropped, as JSON-RPC asks.
+    res.writeHead(202).end();
+    return;
+  }
+  res.writeHead(400, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(refused.reply));
+}
+
 async function readBody(req: IncomingMessage): Promise<unknown> {
   const chunks: Buffer[] = [];
   let size = 0;
@@ -95,7 +118,7 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
   let hosts = allowedHosts(opts.host, opts.port, opts.extraHosts);
 
   async function openSession(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
-    const { server, close } = createServer(deps);
+    const { server, connect, close } = createServer(deps);
     let entry: HttpSession | undefined;
     let ended: Promise<void> | undefined;
     const end = () =>
@@ -120,7 +143,7 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
       },
     });
     server.onclose = endQuietly;
-    await server.connect(transport);
+    await connect(transport);
     await transport.handleRequest(req, res, body);
     if (entry) entry.activeRequests--;
     else endQuietly(); // initialization failed: nothing to keep
@@ -146,6 +169,13 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
       } catch (e) {
         const status = (e as { status?: number }).status ?? 400;
         return reject(res, status, status === 413 ? 'Request body too large' : 'Parse error: invalid JSON');
+      }
+    }
+    if (body !== undefined) {
+      const refused = refuseMalformed(body);
+      if (refused) {
+        deps.log.info('refused a message', { reason: refused.reason });
+        return replyRefused(res, refused);
       }
     }
     const sessionId = req.headers['mcp-session-id'];
