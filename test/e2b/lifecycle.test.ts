@@ -5,6 +5,7 @@ import { SandboxError, SandboxNotFoundError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createLifecycle, type Lifecycle } from '../../host/providers/e2b/lifecycle.js';
 import { isProviderError } from '../../host/errors.js';
+import { SANDBOX_LIFETIME_DEFAULT_S } from '../../host/providers/provider.js';
 import { callsSince, startSdkWorld, type SdkWorld } from './sdk-world.js';
 
 let world: SdkWorld;
@@ -29,6 +30,23 @@ describe('e2b lifecycle', () => {
     const mark2 = world.fake.calls.length;
     expect((await sandbox.commands.run('echo $GREETING')).stdout).toBe('hi\n');
     expect(callsSince(world.fake, mark2)).toEqual([]);
+  });
+
+  test("a create without a timeout asks for the contract's default lifetime, not E2B's API default", async () => {
+    // What E2B would apply to a create that names no timeout (the fake follows the API spec: 15 s).
+    const bare = await fetch(`${world.fake.apiUrl}/v2/sandboxes`, {
+      method: 'POST',
+      headers: { 'X-API-KEY': world.fake.apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify({ templateID: 'base' }),
+    });
+    const bareSandbox = world.fake.sandbox(((await bare.json()) as { sandboxID: string }).sandboxID)!;
+    expect(Math.round((bareSandbox.endAt.getTime() - bareSandbox.startedAt.getTime()) / 1000)).toBe(15);
+
+    const mark = world.fake.calls.length;
+    const { metadata } = await lifecycle.create({});
+    expect(world.fake.calls[mark]!.body).toMatchObject({ templateID: 'base', timeout: SANDBOX_LIFETIME_DEFAULT_S });
+    const lifetimeS = (Date.parse(metadata.end_at!) - Date.parse(metadata.started_at!)) / 1000;
+    expect(Math.round(lifetimeS)).toBe(SANDBOX_LIFETIME_DEFAULT_S);
   });
 
   test('a create whose metadata cannot be read kills the sandbox and throws the SDK error', async () => {

@@ -5,13 +5,16 @@
 import { Sandbox } from 'e2b';
 import { ProviderError } from '../../errors.js';
 import { definedFields } from '../../util/defined-fields.js';
-import type { CreateOpts, ListOpts, SandboxMetadata } from '../provider.js';
+import { SANDBOX_LIFETIME_DEFAULT_S, type CreateOpts, type ListOpts, type SandboxMetadata } from '../provider.js';
 import { toMetadata } from './metadata.js';
 import type { SdkOpts } from './sdk-opts.js';
 
 /** Lifecycle calls on E2B's control plane; only setTimeout changes a lifetime. */
 export interface Lifecycle {
-  /** Creates a sandbox; returns its connection (for envd) and its metadata. Nothing is left running on failure. */
+  /**
+   * Creates a sandbox living `timeoutS` (default SANDBOX_LIFETIME_DEFAULT_S); returns its connection
+   * (for envd) and its metadata. Nothing is left running on failure.
+   */
   create(opts: CreateOpts): Promise<{ sandbox: Sandbox; metadata: SandboxMetadata }>;
   /** The window [offset, offset + limit) of the account's sandboxes, walking the SDK's pages. */
   list(opts: ListOpts): Promise<SandboxMetadata[]>;
@@ -42,7 +45,10 @@ export function createLifecycle(sdkOpts: () => SdkOpts): Lifecycle {
       const c = sdkOpts();
       const sandbox = await Sandbox.create(o.template ?? DEFAULT_TEMPLATE, {
         ...c,
-        ...definedFields({ timeoutMs: o.timeoutS !== undefined ? o.timeoutS * 1000 : undefined, envs: o.envs }),
+        // Always sent: the SDK adds no default, and E2B's API default (15 s in its spec) is not the
+        // lifetime the tools document and the session's renewal assumes.
+        timeoutMs: (o.timeoutS ?? SANDBOX_LIFETIME_DEFAULT_S) * 1000,
+        ...definedFields({ envs: o.envs }),
       });
       try {
         return { sandbox, metadata: toMetadata(await Sandbox.getInfo(sandbox.sandboxId, c)) };
