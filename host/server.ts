@@ -15,6 +15,8 @@ import * as z from 'zod';
 import { describeIssue } from '../shared/protocol.js';
 import { ProviderError, isProviderError } from './errors.js';
 import { SANDBOX_LIFETIME_DEFAULT_S } from './providers/provider.js';
+import { OPERATOR, type Principal } from './principal.js';
+import { scopeProviders } from './providers/owner-scope.js';
 import { parseSandboxRef } from './sandbox-ref.js';
 import { Session } from './session.js';
 import { execTools } from './tools/exec.js';
@@ -178,8 +180,12 @@ function screenRequests(transport: Transport, deps: ServerDeps): void {
   };
 }
 
-/** A low-level MCP Server wired to one session. */
-export function createServer(deps: ServerDeps): SessionServer {
+/**
+ * A low-level MCP Server wired to one session of `principal`. Its tools reach providers only
+ * through a registry scoped to that principal, so none can skip the ownership check.
+ */
+export function createServer(processDeps: ServerDeps, principal: Principal = OPERATOR): SessionServer {
+  const deps: ServerDeps = { ...processDeps, providers: scopeProviders(processDeps.providers, principal, processDeps.owners) };
   const session = new Session();
   const server = new Server({ name: 'sandbox-mcp', version: VERSION }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
   // Only the error's class name: a transport's or handler's message may carry values.

@@ -12,6 +12,7 @@ import { startKeeper } from './keeper-start.js';
 import { sandboxMetadata } from './lifecycle.js';
 import { preflight } from './preflight.js';
 import { buildSandboxSpec } from './sandbox-spec.js';
+import { definedFields } from '../../util/defined-fields.js';
 import type { SandboxRegistry } from './sandbox-registry.js';
 import type { LocalSettings } from './settings.js';
 import {
@@ -111,6 +112,7 @@ export class SandboxCreator {
       memoryMb: opts.memoryMb ?? null,
       identity,
       tools,
+      ...definedFields({ owner: opts.owner }),
     });
     writePrivateFile(join(dir, SPEC_FILE), JSON.stringify(spec) + '\n');
     writeDeadline(dir, createdAtMs + timeoutS * 1000);

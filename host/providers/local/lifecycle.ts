@@ -50,7 +50,8 @@ export class SandboxLifecycle {
     const ids = listSandboxIds(this.settings.sandboxes);
     for (const id of ids) {
       const sb = await this.registry.inspect(id);
-      if (sb) found.push(sandboxMetadata(sb.spec, sb.endAtMs));
+      // The owner filter comes before the window, so offset and limit count the owner's sandboxes only.
+      if (sb && (opts.owner === undefined || sb.spec.owner === opts.owner)) found.push(sandboxMetadata(sb.spec, sb.endAtMs));
     }
     found.sort((a, b) => (a.started_at! < b.started_at! ? -1 : a.started_at! > b.started_at! ? 1 : a.sandbox_id < b.sandbox_id ? -1 : 1));
     return found.slice(opts.offset, opts.offset + opts.limit);
@@ -60,6 +61,16 @@ export class SandboxLifecycle {
   async getInfo(sandboxId: string): Promise<SandboxMetadata> {
     const sb = await this.registry.require(sandboxId);
     return sandboxMetadata(sb.spec, sb.endAtMs);
+  }
+
+  /** The owner its spec records, or null. */
+  async getOwner(sandboxId: string): Promise<string | null> {
+    return (await this.registry.require(sandboxId)).spec.owner ?? null;
+  }
+
+  /** The create envs its spec records: every command starts with them. */
+  async getEnvironment(sandboxId: string): Promise<Record<string, string>> {
+    return { ...(await this.registry.require(sandboxId)).spec.envs };
   }
 
   /** Moves the sandbox's deadline to `timeoutS` from now. */

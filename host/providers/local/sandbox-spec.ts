@@ -5,9 +5,10 @@ import { dirname, join } from 'node:path';
 import { HIDDEN_PATHS, SCRATCH_PATHS } from './bwrap-args.js';
 import type { LocalSettings } from './settings.js';
 import type { SandboxSpec } from './state.js';
+import { definedFields } from '../../util/defined-fields.js';
 
 /** The per-sandbox choices of a spec; the rest comes from the provider's settings and this host. */
-export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools'>;
+export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools' | 'owner'>;
 
 /** The complete spec of a new sandbox. */
 export function buildSandboxSpec(
@@ -28,6 +29,7 @@ export function buildSandboxSpec(
     roBindPaths: roBindPaths(settings.nodePath, settings.identity.dropPrivileges),
     hideVarRun: isRealDir('/var/run'),
     network: settings.network,
+    ...definedFields({ owner: opts.owner }),
   };
 }
 

@@ -26,6 +26,8 @@ export interface SandboxSpec {
   hideVarRun: boolean;
   /** Absent in specs written before sandboxes had a network of their own: those share the host's. */
   network?: NetworkMode;
+  /** The principal that created it (CreateOpts.owner); absent: none recorded. */
+  owner?: string;
 }
 
 /** The network mode a sandbox was created with (see SandboxSpec.network). */
