@@ -41,7 +41,6 @@ async function runCapped(
   cleanupAfterTimeout?: string,
 ) {
   const ref = resolveSandbox(ctx, sandboxId);
-  if (opts.envs) ctx.deps.masker.add(ref.qualified, secretValuesOf(opts.envs));
   await learnSecrets(ctx, ref);
   await renewIfOwned(ctx, ref);
   const command = await prepare(ref);
@@ -51,6 +50,9 @@ async function runCapped(
     maxOutputBytes: EXEC_OUTPUT_CAP_BYTES,
     ...definedFields({ signal: ctx.signal }),
   });
+  // Only once the provider ran it (so the caller may see this sandbox) do its envs join the
+  // sandbox's masking: else anyone could mask words out of another principal's output.
+  if (opts.envs) ctx.deps.masker.add(ref.qualified, secretValuesOf(opts.envs));
   // A timeout (or a cancelled call) kills the whole group, shell traps included: clean up from outside.
   if ((r.timedOut || ctx.signal?.aborted) && cleanupAfterTimeout)
     await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30 }).catch(() => undefined);

@@ -79,7 +79,9 @@ const killSandbox = defineTool({
       await ctx.deps.providers.get(ref.provider).kill(ref.id);
     } catch (e) {
       // Already gone (expired, killed elsewhere): it must not linger as this session's default.
-      if (isProviderError(e) && e.category === 'not_found') forget(ctx, ref.qualified);
+      // Only the session's own state: not_found may also be another principal's sandbox, whose
+      // retention and masking are none of this caller's business.
+      if (isProviderError(e) && e.category === 'not_found') ctx.session.forget(ref.qualified);
       throw e;
     }
     forget(ctx, ref.qualified);

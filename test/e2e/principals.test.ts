@@ -60,7 +60,7 @@ type Conn = { client: Client; transport: StreamableHTTPClientTransport };
 function sandboxCalls(sandboxId: string, taskId: string): [string, Record<string, unknown>][] {
   return [
     ['get_sandbox', { sandbox_id: sandboxId }],
-    ['run_command', { sandbox_id: sandboxId, command: 'echo ran > ran.txt' }],
+    ['run_command', { sandbox_id: sandboxId, command: 'echo ran > ran.txt', envs: { BOB_KEY: 'alice-data' } }],
     ['run_code', { sandbox_id: sandboxId, code: 'print(1)' }],
     ['read_file', { sandbox_id: sandboxId, path: 'alice.txt' }],
     ['write_file', { sandbox_id: sandboxId, path: 'alice.txt', content: 'overwritten' }],
@@ -94,7 +94,10 @@ for (const provider of ['local', 'e2b'] as const) {
     });
 
     it("A's sandbox and task are not_found for B in every tool, exactly as an id that never existed; the admin sees both", async () => {
-      const { alice, bob, root } = { alice: conns.alice.client, bob: conns.bob.client, root: conns.root.client };
+      const { bob, root } = { bob: conns.bob.client, root: conns.root.client };
+      // Alice's own session ends during the test: her task must keep her sandbox whatever Bob tried.
+      const aliceSession = await server.connect({ authorization: `Bearer ${TOKENS.alice}` });
+      const alice = aliceSession.client;
       const a = (await ok(alice, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
       await ok(alice, 'write_file', { path: 'alice.txt', content: 'alice-data' });
       const task = (await ok(alice, 'start_task', { command: 'sleep 300', timeout: 600 })).task_id as string;
@@ -113,11 +116,18 @@ for (const provider of ['local', 'e2b'] as const) {
       expect(await listed(alice)).toEqual([a]);
       expect(await listed(root)).toEqual(expect.arrayContaining([a, b]));
 
-      // Nothing B tried happened: the file, the task and the lifetime are A's as before.
+      // Nothing B tried happened: the file, the task and the lifetime are A's as before, and B's
+      // envs did not join the masking of A's output.
       expect((await ok(alice, 'read_file', { path: 'alice.txt' })).content).toBe('alice-data');
-      expect((await ok(alice, 'run_command', { command: 'ls ran.txt 2>&1 || echo absent' })).stdout).toContain('absent');
+      expect((await ok(alice, 'run_command', { command: 'cat alice.txt; test -e ran.txt || echo absent' })).stdout).toBe(
+        'alice-data' + 'absent\n',
+      );
       expect((await ok(alice, 'get_task', { sandbox_id: a, task_id: task })).state).toBe('running');
       expect((await ok(alice, 'get_sandbox', { sandbox_id: a })).status).toBe('running');
+      // A's session ends: the task retains the sandbox (B's kill_sandbox did not release it).
+      await aliceSession.transport.terminateSession();
+      await aliceSession.client.close();
+      expect((await ok(root, 'get_sandbox', { sandbox_id: a })).status).toBe('running');
 
       // The admin reads and stops A's task, and destroys both sandboxes.
       expect((await ok(root, 'get_sandbox', { sandbox_id: a })).sandbox_id).toBe(a);
@@ -125,7 +135,7 @@ for (const provider of ['local', 'e2b'] as const) {
       expect((await ok(root, 'cancel_task', { sandbox_id: a, task_id: task })).state).toBe('cancelled');
       await ok(root, 'kill_sandbox', { sandbox_id: a });
       await ok(root, 'kill_sandbox', { sandbox_id: b });
-      expect((await toolError(alice, 'get_sandbox', { sandbox_id: a })).category).toBe('not_found');
+      expect((await toolError(conns.alice.client, 'get_sandbox', { sandbox_id: a })).category).toBe('not_found');
     });
 
     it("list_sandboxes pages through the principal's own sandboxes only (filtered before offset and limit)", async () => {
