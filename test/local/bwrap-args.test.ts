@@ -10,10 +10,10 @@ import {
   sandboxPath,
   type Identity,
   type ToolPaths,
-} from '../../host/providers/local/bwrap-args.js';
-import { fileStatusError, FILE_STATUS, parseListing } from '../../host/providers/local/files.js';
-import { coverInherited } from '../../host/providers/local/exec.js';
-import { classifyBwrapFailure } from '../../host/providers/local/keeper.js';
+} from '../../host/providers/local/launch/bwrap-args.js';
+import { fileStatusError, FILE_STATUS, parseListing } from '../../host/providers/local/files/scripts.js';
+import { coverInherited } from '../../host/providers/local/exec/capture.js';
+import { classifyBwrapFailure } from '../../host/providers/local/keeper/keeper.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import {
   defaultStateDir,
@@ -24,7 +24,7 @@ import {
   SANDBOX_UID_COUNT,
   specNetwork,
   type SandboxSpec,
-} from '../../host/providers/local/state.js';
+} from '../../host/providers/local/sandbox/state-dir.js';
 
 const tools: ToolPaths = { bwrap: '/usr/bin/bwrap', nsenter: '/usr/bin/nsenter', setpriv: '/usr/bin/setpriv', sh: '/bin/sh' };
 const root: Identity = { uid: 65534, gid: 65534, dropPrivileges: true };

@@ -16,17 +16,17 @@ import type {
   SandboxMetadata,
   WriteFileOpts,
 } from '../provider.js';
-import { CommandRunner } from './command-runner.js';
-import { SandboxCommands } from './commands.js';
-import { SandboxCreator } from './create-sandbox.js';
+import { CommandRunner } from './exec/command-runner.js';
+import { SandboxCommands } from './exec/exec.js';
+import { SandboxCreator } from './lifecycle/create.js';
 import { toProviderError } from './errors.js';
-import { SandboxFiles } from './file-ops.js';
-import { SandboxLifecycle } from './lifecycle.js';
-import { SandboxRegistry } from './sandbox-registry.js';
+import { SandboxFiles } from './files/operations.js';
+import { SandboxLifecycle } from './lifecycle/manage.js';
+import { SandboxRegistry } from './sandbox/registry.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
 
-export { MIN_MEMORY_MB } from './create-sandbox.js';
-export { defaultKeeperScript } from './keeper-start.js';
+export { MIN_MEMORY_MB } from './lifecycle/create.js';
+export { defaultKeeperScript } from './keeper/start.js';
 export { type LocalProviderOpts } from './settings.js';
 
 /** Name of this provider (prefix of qualified ids). */

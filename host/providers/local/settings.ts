@@ -3,11 +3,11 @@
 import { existsSync, openSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
-import type { Identity, ToolPaths } from './bwrap-args.js';
-import type { FdCover } from './exec.js';
-import { defaultKeeperScript } from './keeper-start.js';
-import { inheritableFds } from './proc.js';
-import { defaultStateDir, sandboxesDir } from './state.js';
+import type { Identity, ToolPaths } from './launch/bwrap-args.js';
+import type { FdCover } from './exec/capture.js';
+import { defaultKeeperScript } from './keeper/start.js';
+import { inheritableFds } from './system/proc.js';
+import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
 import { invalid } from './validation.js';
 
 /** Options of the local provider; every one has a working default. */

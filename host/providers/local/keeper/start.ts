@@ -4,12 +4,12 @@ import { spawn } from 'node:child_process';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { ProviderError } from '../../errors.js';
-import { sandboxPath } from './bwrap-args.js';
-import { LOCAL_DETAILS } from './errors.js';
-import { coverInherited } from './exec.js';
+import { ProviderError } from '../../../errors.js';
+import { sandboxPath } from '../launch/bwrap-args.js';
+import { LOCAL_DETAILS } from '../errors.js';
+import { coverInherited } from '../exec/capture.js';
 import type { KeeperReport } from './keeper.js';
-import type { LocalSettings } from './settings.js';
+import type { LocalSettings } from '../settings.js';
 
 /** Path of dist/keeper.js: beside this file when bundled into dist/, else the repository's build output. */
 export function defaultKeeperScript(): string {
@@ -17,7 +17,7 @@ export function defaultKeeperScript(): string {
   if (basename(dirname(self)) === 'dist') return join(dirname(self), 'keeper.js');
   // The CLI is code-split: this module may sit in dist/chunks/.
   if (basename(dirname(self)) === 'chunks') return join(dirname(self), '..', 'keeper.js');
-  return resolve(dirname(self), '..', '..', '..', 'dist', 'keeper.js');
+  return resolve(dirname(self), '..', '..', '..', '..', 'dist', 'keeper.js');
 }
 
 /** What starting a keeper needs from the provider's settings. */

@@ -2,9 +2,9 @@
 // caller's choices plus what this host needs hidden or bound back inside the sandbox.
 import { lstatSync, realpathSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { HIDDEN_PATHS, SCRATCH_PATHS } from './bwrap-args.js';
-import type { LocalSettings } from './settings.js';
-import type { SandboxSpec } from './state.js';
+import { HIDDEN_PATHS, SCRATCH_PATHS } from '../launch/bwrap-args.js';
+import type { LocalSettings } from '../settings.js';
+import type { SandboxSpec } from './state-dir.js';
 
 /** The per-sandbox choices of a spec; the rest comes from the provider's settings and this host. */
 export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools'>;

@@ -2,13 +2,13 @@
 // keeper owns each sandbox's deadline: setTimeout rewrites it and signals the keeper, kill asks
 // the keeper to end the sandbox and finishes the job itself when the keeper cannot.
 import { existsSync } from 'node:fs';
-import type { ListOpts, SandboxMetadata } from '../provider.js';
-import type { CommandRunner } from './command-runner.js';
-import { isAlive, signalIfAlive } from './proc.js';
-import { sandboxGone, type SandboxRegistry } from './sandbox-registry.js';
-import type { LocalSettings } from './settings.js';
-import { listSandboxIds, sweepTombstones, writeDeadline, type SandboxSpec } from './state.js';
-import { assertLifetimeS, invalid, isNonNegativeInt } from './validation.js';
+import type { ListOpts, SandboxMetadata } from '../../provider.js';
+import type { CommandRunner } from '../exec/command-runner.js';
+import { isAlive, signalIfAlive } from '../system/proc.js';
+import { sandboxGone, type SandboxRegistry } from '../sandbox/registry.js';
+import type { LocalSettings } from '../settings.js';
+import { listSandboxIds, sweepTombstones, writeDeadline, type SandboxSpec } from '../sandbox/state-dir.js';
+import { assertLifetimeS, invalid, isNonNegativeInt } from '../validation.js';
 
 /** The provider-neutral metadata of a running local sandbox. */
 export function sandboxMetadata(spec: SandboxSpec, endAtMs: number): SandboxMetadata {

@@ -1,7 +1,7 @@
 // Process identity from /proc. A pid alone is not an identity (pids are reused), so every pid
 // the local provider records is paired with its start time and checked again before use.
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { parseProcStat } from '../../../shared/proc-stat.js';
+import { parseProcStat } from '../../../../shared/proc-stat.js';
 
 /** A process as recorded in state: pid plus /proc start time (clock ticks since boot). */
 export interface ProcIdentity {

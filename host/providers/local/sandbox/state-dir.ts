@@ -5,10 +5,10 @@ import { randomBytes } from 'node:crypto';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import type { NetworkMode } from '../provider.js';
-import type { Identity, ToolPaths } from './bwrap-args.js';
-import type { ProcIdentity } from './proc.js';
-import { ProviderError } from '../../errors.js';
+import type { NetworkMode } from '../../provider.js';
+import type { Identity, ToolPaths } from '../launch/bwrap-args.js';
+import type { ProcIdentity } from '../system/proc.js';
+import { ProviderError } from '../../../errors.js';
 
 /** Immutable description of a sandbox, written before its keeper starts. */
 export interface SandboxSpec {

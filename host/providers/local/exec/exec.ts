@@ -1,15 +1,15 @@
 // exec: one shell command in a sandbox, as its user, with the sandbox's and the call's
 // environment sourced inside (never given to the host-side nsenter), an optional cwd, a timeout
 // and capped output.
-import { ProviderError } from '../../errors.js';
-import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath, type ExecOpts, type ExecResult } from '../provider.js';
-import { CHDIR_SCRIPT, envPrelude, exportScript, sandboxPath } from './bwrap-args.js';
+import { ProviderError } from '../../../errors.js';
+import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath, type ExecOpts, type ExecResult } from '../../provider.js';
+import { CHDIR_SCRIPT, envPrelude, exportScript, sandboxPath } from '../launch/bwrap-args.js';
 import type { CommandRunner } from './command-runner.js';
-import { LOCAL_DETAILS } from './errors.js';
-import { isStillAlive, type SandboxRegistry } from './sandbox-registry.js';
-import type { LocalSettings } from './settings.js';
-import { invalid, isNonNegativeInt, validateEnvs } from './validation.js';
-import { definedFields } from '../../util/defined-fields.js';
+import { LOCAL_DETAILS } from '../errors.js';
+import { isStillAlive, type SandboxRegistry } from '../sandbox/registry.js';
+import type { LocalSettings } from '../settings.js';
+import { invalid, isNonNegativeInt, validateEnvs } from '../validation.js';
+import { definedFields } from '../../../util/defined-fields.js';
 
 /** The exec operation of the local provider. */
 export class SandboxCommands {

@@ -3,11 +3,11 @@
 // up on the spot, so callers see a sandbox as either live or absent.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { ProviderError } from '../../errors.js';
-import { removeCgroups } from './cgroups.js';
-import { LOCAL_DETAILS } from './errors.js';
-import { isAlive, signalIfAlive } from './proc.js';
-import type { LocalSettings } from './settings.js';
+import { ProviderError } from '../../../errors.js';
+import { removeCgroups } from '../system/cgroups.js';
+import { LOCAL_DETAILS } from '../errors.js';
+import { isAlive, signalIfAlive } from '../system/proc.js';
+import type { LocalSettings } from '../settings.js';
 import {
   assertPrivateState,
   dirAgeMs,
@@ -18,7 +18,7 @@ import {
   removeSandboxDir,
   type KeeperRecord,
   type SandboxSpec,
-} from './state.js';
+} from './state-dir.js';
 
 // A keeper this late past its deadline is presumed stuck: the provider enforces the deadline itself.
 const OVERDUE_MS = 5_000;

@@ -1,7 +1,7 @@
 // Pure argv builders for the local provider: the bubblewrap command line that creates a sandbox
 // and the setpriv + nsenter command line that enters one. Nothing here touches the system, so
 // the exact flags are unit-tested (test/local/bwrap-args.test.ts); the integration tests run them.
-import { SANDBOX_HOME, type NetworkMode } from '../provider.js';
+import { SANDBOX_HOME, type NetworkMode } from '../../provider.js';
 
 /** Device nodes bound into the sandbox's private /dev (not `--dev`: it nests a user namespace). */
 export const SANDBOX_DEVICES = ['/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom', '/dev/tty'] as const;

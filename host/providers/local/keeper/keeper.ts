@@ -8,10 +8,18 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
-import { buildBwrapArgs, buildLaunchCommand, groupFile, passwdFile } from './bwrap-args.js';
-import { CgroupUnavailableError, createCgroups, removeCgroups } from './cgroups.js';
-import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, type ProcIdentity } from './proc.js';
-import { KEEPER_FILE, readDeadline, readSpec, removeSandboxDir, specNetwork, writePrivateFile, type KeeperRecord } from './state.js';
+import { buildBwrapArgs, buildLaunchCommand, groupFile, passwdFile } from '../launch/bwrap-args.js';
+import { CgroupUnavailableError, createCgroups, removeCgroups } from '../system/cgroups.js';
+import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
+import {
+  KEEPER_FILE,
+  readDeadline,
+  readSpec,
+  removeSandboxDir,
+  specNetwork,
+  writePrivateFile,
+  type KeeperRecord,
+} from '../sandbox/state-dir.js';
 
 /** Static failure codes the keeper reports to the provider (mapped to ProviderErrors there). */
 export type KeeperFailure =

@@ -3,17 +3,17 @@
 import { mkdirSync } from 'node:fs';
 import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { ProviderError } from '../../errors.js';
-import type { CreateOpts, SandboxMetadata } from '../provider.js';
-import type { Identity, ToolPaths } from './bwrap-args.js';
-import { keeperFailureError, LOCAL_DETAILS } from './errors.js';
-import type { KeeperReport } from './keeper.js';
-import { startKeeper } from './keeper-start.js';
-import { sandboxMetadata } from './lifecycle.js';
-import { preflight } from './preflight.js';
-import { buildSandboxSpec } from './sandbox-spec.js';
-import type { SandboxRegistry } from './sandbox-registry.js';
-import type { LocalSettings } from './settings.js';
+import { ProviderError } from '../../../errors.js';
+import type { CreateOpts, SandboxMetadata } from '../../provider.js';
+import type { Identity, ToolPaths } from '../launch/bwrap-args.js';
+import { keeperFailureError, LOCAL_DETAILS } from '../errors.js';
+import type { KeeperReport } from '../keeper/keeper.js';
+import { startKeeper } from '../keeper/start.js';
+import { sandboxMetadata } from './manage.js';
+import { preflight } from '../system/preflight.js';
+import { buildSandboxSpec } from '../sandbox/spec.js';
+import type { SandboxRegistry } from '../sandbox/registry.js';
+import type { LocalSettings } from '../settings.js';
 import {
   ensureSandboxesDir,
   listSandboxIds,
@@ -26,8 +26,8 @@ import {
   SPEC_FILE,
   writeDeadline,
   writePrivateFile,
-} from './state.js';
-import { assertLifetimeS, invalid, validateEnvs } from './validation.js';
+} from '../sandbox/state-dir.js';
+import { assertLifetimeS, invalid, validateEnvs } from '../validation.js';
 
 /** Smallest memory limit, in MB, that leaves room for the sandbox's own pid 1 and a shell. */
 export const MIN_MEMORY_MB = 32;

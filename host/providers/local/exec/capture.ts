@@ -4,9 +4,9 @@
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
-import { OutputCapture } from '../output-capture.js';
-import type { Command } from './bwrap-args.js';
-import { definedFields } from '../../util/defined-fields.js';
+import { OutputCapture } from '../../output-capture.js';
+import type { Command } from '../launch/bwrap-args.js';
+import { definedFields } from '../../../util/defined-fields.js';
 
 export interface CaptureOpts {
   env: Record<string, string>;
