@@ -3,10 +3,10 @@
 import { existsSync, openSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
-import type { Identity, ToolPaths } from './launch/bwrap-args.js';
-import type { FdCover } from './exec/capture.js';
+import type { Identity, ToolPaths } from './launch/command-lines.js';
+import type { FdCover } from './system/inherited-fds.js';
 import { defaultKeeperScript } from './keeper/start.js';
-import { inheritableFds } from './system/proc.js';
+import { inheritableFds } from './system/inherited-fds.js';
 import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
 import { invalid } from './validation.js';
 

@@ -3,7 +3,7 @@
 // and capped output.
 import { ProviderError } from '../../../errors.js';
 import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath, type ExecOpts, type ExecResult } from '../../provider.js';
-import { CHDIR_SCRIPT, envPrelude, exportScript, sandboxPath } from '../launch/bwrap-args.js';
+import { CHDIR_SCRIPT, envPrelude, exportScript, sandboxPath } from '../launch/environment.js';
 import type { CommandRunner } from './command-runner.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import { isStillAlive, type SandboxRegistry } from '../sandbox/registry.js';
@@ -12,7 +12,7 @@ import { invalid, isNonNegativeInt, validateEnvs } from '../validation.js';
 import { definedFields } from '../../../util/defined-fields.js';
 
 /** The exec operation of the local provider. */
-export class SandboxCommands {
+export class SandboxExec {
   constructor(
     private readonly settings: Pick<LocalSettings, 'nodeBinDirs'>,
     private readonly registry: SandboxRegistry,

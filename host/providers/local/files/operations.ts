@@ -1,4 +1,4 @@
-// readFile, writeFile and listFiles: each runs one of the in-sandbox scripts of files.ts as the
+// readFile, writeFile and listFiles: each runs one of the in-sandbox scripts of scripts.ts as the
 // sandbox user, bounded in time and output, and maps the script's exit status.
 import { ProviderError } from '../../../errors.js';
 import {

@@ -8,26 +8,16 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
-import { buildBwrapArgs, buildLaunchCommand, groupFile, passwdFile } from '../launch/bwrap-args.js';
+import { buildBwrapArgs } from '../launch/bwrap-args.js';
+import { buildLaunchCommand } from '../launch/command-lines.js';
+import { groupFile, passwdFile } from '../launch/passwd.js';
+import type { KeeperFailure, KeeperReport } from './report.js';
 import { CgroupUnavailableError, createCgroups, removeCgroups } from '../system/cgroups.js';
 import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
-import {
-  KEEPER_FILE,
-  readDeadline,
-  readSpec,
-  removeSandboxDir,
-  specNetwork,
-  writePrivateFile,
-  type KeeperRecord,
-} from '../sandbox/state-dir.js';
+import { KEEPER_FILE, readDeadline, readSpec, removeSandboxDir, writePrivateFile, type KeeperRecord } from '../sandbox/state-dir.js';
+import { specNetwork } from '../sandbox/spec.js';
 
-/** Static failure codes the keeper reports to the provider (mapped to ProviderErrors there). */
-export type KeeperFailure =
-  'spec_invalid' | 'cgroup_unavailable' | 'tool_missing' | 'userns_refused' | 'userns_apparmor' | 'bwrap_failed' | 'start_timeout';
-
-/** The one line the keeper writes on fd 3. */
-export type KeeperReport = { ok: true } | { ok: false; code: KeeperFailure };
-
+/** Timings and the report descriptor of runKeeper; every one has a working default. */
 export interface KeeperOpts {
   /** Descriptor of the readiness pipe from the provider. */
   reportFd?: number;

@@ -1,14 +1,14 @@
-// Starting a sandbox's keeper (keeper.ts): a detached node process, covered descriptors, and
+// Starting a sandbox's keeper (keeper.ts), on the server's side: a detached node process, covered descriptors, and
 // its one-line JSON report on fd 3 within a bounded wait.
 import { spawn } from 'node:child_process';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { ProviderError } from '../../../errors.js';
-import { sandboxPath } from '../launch/bwrap-args.js';
+import { sandboxPath } from '../launch/environment.js';
 import { LOCAL_DETAILS } from '../errors.js';
-import { coverInherited } from '../exec/capture.js';
-import type { KeeperReport } from './keeper.js';
+import { coverInherited } from '../system/inherited-fds.js';
+import type { KeeperReport } from './report.js';
 import type { LocalSettings } from '../settings.js';
 
 /** Path of dist/keeper.js: beside this file when bundled into dist/, else the repository's build output. */

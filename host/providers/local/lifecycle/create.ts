@@ -5,11 +5,11 @@ import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { ProviderError } from '../../../errors.js';
 import type { CreateOpts, SandboxMetadata } from '../../provider.js';
-import type { Identity, ToolPaths } from '../launch/bwrap-args.js';
+import type { Identity, ToolPaths } from '../launch/command-lines.js';
 import { keeperFailureError, LOCAL_DETAILS } from '../errors.js';
-import type { KeeperReport } from '../keeper/keeper.js';
+import type { KeeperReport } from '../keeper/report.js';
 import { startKeeper } from '../keeper/start.js';
-import { sandboxMetadata } from './manage.js';
+import { sandboxMetadata } from './metadata.js';
 import { preflight } from '../system/preflight.js';
 import { buildSandboxSpec } from '../sandbox/spec.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
@@ -17,8 +17,6 @@ import type { LocalSettings } from '../settings.js';
 import {
   ensureSandboxesDir,
   listSandboxIds,
-  newSandboxId,
-  newSandboxUid,
   readDeadline,
   readKeeperRecord,
   readSpec,
@@ -27,6 +25,7 @@ import {
   writeDeadline,
   writePrivateFile,
 } from '../sandbox/state-dir.js';
+import { newSandboxId, newSandboxUid } from '../sandbox/ids.js';
 import { assertLifetimeS, invalid, validateEnvs } from '../validation.js';
 
 /** Smallest memory limit, in MB, that leaves room for the sandbox's own pid 1 and a shell. */

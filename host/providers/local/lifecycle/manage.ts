@@ -1,29 +1,15 @@
-// list, getInfo, setTimeout and kill of existing sandboxes (create is create-sandbox.ts). The
+// list, getInfo, setTimeout and kill of existing sandboxes (create is create.ts). The
 // keeper owns each sandbox's deadline: setTimeout rewrites it and signals the keeper, kill asks
 // the keeper to end the sandbox and finishes the job itself when the keeper cannot.
 import { existsSync } from 'node:fs';
 import type { ListOpts, SandboxMetadata } from '../../provider.js';
+import { sandboxMetadata } from './metadata.js';
 import type { CommandRunner } from '../exec/command-runner.js';
 import { isAlive, signalIfAlive } from '../system/proc.js';
 import { sandboxGone, type SandboxRegistry } from '../sandbox/registry.js';
 import type { LocalSettings } from '../settings.js';
-import { listSandboxIds, sweepTombstones, writeDeadline, type SandboxSpec } from '../sandbox/state-dir.js';
+import { listSandboxIds, sweepTombstones, writeDeadline } from '../sandbox/state-dir.js';
 import { assertLifetimeS, invalid, isNonNegativeInt } from '../validation.js';
-
-/** The provider-neutral metadata of a running local sandbox. */
-export function sandboxMetadata(spec: SandboxSpec, endAtMs: number): SandboxMetadata {
-  return {
-    sandbox_id: spec.id,
-    template: 'base',
-    status: 'running',
-    region: 'local',
-    started_at: new Date(spec.createdAtMs).toISOString(),
-    end_at: new Date(endAtMs).toISOString(),
-    cpu_count: spec.cpu,
-    memory_mb: spec.memoryMb,
-    disk_size_mb: null,
-  };
-}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));

@@ -11,14 +11,14 @@ import type { LocalSettings } from '../settings.js';
 import {
   assertPrivateState,
   dirAgeMs,
-  isSandboxId,
   readDeadline,
   readKeeperRecord,
   readSpec,
   removeSandboxDir,
   type KeeperRecord,
-  type SandboxSpec,
 } from './state-dir.js';
+import { isSandboxId } from './ids.js';
+import { type SandboxSpec } from './spec.js';
 
 // A keeper this late past its deadline is presumed stuck: the provider enforces the deadline itself.
 const OVERDUE_MS = 5_000;

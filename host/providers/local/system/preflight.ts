@@ -3,7 +3,7 @@
 import { accessSync, constants as fsConstants, existsSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { ProviderError } from '../../../errors.js';
-import type { ToolPaths } from '../launch/bwrap-args.js';
+import type { ToolPaths } from '../launch/command-lines.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import type { LocalSettings } from '../settings.js';
 
