@@ -6,7 +6,7 @@ import { groupFile, passwdFile } from '../../host/providers/local/launch/passwd.
 import { sandboxPath } from '../../host/providers/local/launch/environment.js';
 import { fileStatusError, FILE_STATUS, parseListing } from '../../host/providers/local/files/scripts.js';
 import { coverInherited } from '../../host/providers/local/system/inherited-fds.js';
-import { classifyBwrapFailure } from '../../host/providers/local/keeper/keeper.js';
+import { classifyBwrapFailure } from '../../host/providers/local/keeper/bwrap-process.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { defaultStateDir } from '../../host/providers/local/sandbox/state-dir.js';
 import { isSandboxId, newSandboxId, newSandboxUid, SANDBOX_UID_BASE, SANDBOX_UID_COUNT } from '../../host/providers/local/sandbox/ids.js';

@@ -41,6 +41,7 @@ export function keeperFailureError(code: KeeperFailure): ProviderError {
     case 'bwrap_failed':
       return new ProviderError('unavailable', { code, detail: LOCAL_DETAILS.bwrapFailed });
     case 'spec_invalid':
+    case 'keeper_failed':
       return new ProviderError('internal', { code });
   }
 }

@@ -1,21 +1,20 @@
 // The keeper: one detached host process per sandbox, started as `node dist/keeper.js <dir>`.
-// It runs bubblewrap as its direct child (bwrap --die-with-parent: if the keeper dies, so does
-// the sandbox), reports readiness on fd 3, and owns the deadline: at end_at — whether or not any
-// server is running — it SIGKILLs the sandbox's pid 1 (which takes everything inside with it),
-// removes the cgroups and the state directory, and exits. SIGTERM means "now" (kill_sandbox);
-// SIGUSR1 means "the deadline file changed" (set_sandbox_timeout).
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, writeSync } from 'node:fs';
+// It runs bubblewrap as its direct child (if the keeper dies, so does the sandbox), reports
+// readiness on fd 3, and owns the deadline: at end_at — whether or not any server is running —
+// it SIGKILLs the sandbox's pid 1 (which takes everything inside with it), gives back what it
+// holds (cgroups), removes the state directory, and exits. SIGTERM means "now" (kill_sandbox);
+// SIGUSR1 means "the deadline file changed" (set_sandbox_timeout). Read runKeeper top to bottom:
+// each phase is a function below it, and everything they share is one KeeperState.
 import { basename, dirname, join } from 'node:path';
-import type { Readable, Writable } from 'node:stream';
-import { buildBwrapArgs } from '../launch/bwrap-args.js';
-import { buildLaunchCommand } from '../launch/command-lines.js';
-import { groupFile, passwdFile } from '../launch/passwd.js';
-import type { KeeperFailure, KeeperReport } from './report.js';
-import { CgroupUnavailableError, createCgroups, removeCgroups } from '../system/cgroups.js';
+import { createLogger } from '../../../log.js';
+import { definedFields } from '../../../util/defined-fields.js';
+import { readDeadline, readSpec, removeSandboxDir, writePrivateFile, KEEPER_FILE, type KeeperRecord } from '../sandbox/state-dir.js';
+import type { SandboxSpec } from '../sandbox/spec.js';
+import { CgroupUnavailableError, createCgroups } from '../system/cgroups.js';
 import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
-import { KEEPER_FILE, readDeadline, readSpec, removeSandboxDir, writePrivateFile, type KeeperRecord } from '../sandbox/state-dir.js';
-import { specNetwork } from '../sandbox/spec.js';
+import { spawnBwrap, type BwrapProcess } from './bwrap-process.js';
+import { heldCgroups, HeldResources } from './held-resources.js';
+import { reportOnce, type KeeperReport } from './report.js';
 
 /** Timings and the report descriptor of runKeeper; every one has a working default. */
 export interface KeeperOpts {
@@ -29,225 +28,196 @@ export interface KeeperOpts {
   exitWaitMs?: number;
 }
 
-const STDERR_KEEP_BYTES = 8192;
-
-/** Classifies bwrap's start-up failure from its stderr; the text itself never leaves the keeper. */
-export function classifyBwrapFailure(stderr: string, exitCode: number | null): KeeperFailure {
-  if (exitCode === 125) return 'cgroup_unavailable';
-  if (/setting up uid map: Permission denied/i.test(stderr)) return 'userns_apparmor';
-  if (/new namespace|user namespace|No space left on device|unshare|setgroups|uid map/i.test(stderr)) return 'userns_refused';
-  if (/No such file or directory/.test(stderr) && /execvp|exec /i.test(stderr)) return 'tool_missing';
-  return 'bwrap_failed';
+/** Everything the keeper's phases share, filled in as they run. */
+interface KeeperState {
+  readonly dir: string;
+  readonly spec: SandboxSpec;
+  /** Aborted by whatever ends the sandbox: SIGTERM, the deadline, pid 1's end, a fault of the keeper. */
+  readonly ending: AbortController;
+  /** What the keeper holds for the sandbox's lifetime (its cgroups; see held-resources.ts). */
+  readonly held: HeldResources;
+  cgroups: string[];
+  bwrap: BwrapProcess | null;
+  /** The processes to kill at the end, verified by start time (set once pid 1 is ready). */
+  pid1: ProcIdentity | null;
+  bwrapId: ProcIdentity | null;
+  /** pid 1's pid namespace, whose host-side nsenter halves must die for the namespace to end. */
+  pidNs: string | null;
 }
+
+const READY: KeeperReport = { ok: true };
 
 /** Entry point of the keeper (`<sandbox dir>` as the only argument); resolves only when the sandbox is gone. */
 export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<void> {
-  const reportFd = opts.reportFd ?? 3;
-  const startTimeoutMs = opts.startTimeoutMs ?? 15_000;
-  const recheckMs = opts.recheckMs ?? 30_000;
-  const exitWaitMs = opts.exitWaitMs ?? 5_000;
+  const report = reportOnce(opts.reportFd ?? 3);
   const dir = args[0];
-  let reported = false;
-  const report = (msg: KeeperReport): void => {
-    if (reported) return;
-    reported = true;
-    try {
-      writeSync(reportFd, JSON.stringify(msg) + '\n');
-      closeSync(reportFd);
-    } catch {
-      // The provider gave up waiting; the sandbox still lives until its deadline.
-    }
+  const spec = dir === undefined ? null : readSpec(dir);
+  if (dir === undefined || spec === null) return report({ ok: false, code: 'spec_invalid' });
+  const keeper: KeeperState = {
+    dir,
+    spec,
+    ending: new AbortController(),
+    held: new HeldResources(),
+    cgroups: [],
+    bwrap: null,
+    pid1: null,
+    bwrapId: null,
+    pidNs: null,
   };
-  // A detached keeper has no terminal; these must never end it by accident.
-  process.on('SIGHUP', () => {});
-  process.on('SIGINT', () => {});
-
-  const spec = dir ? readSpec(dir) : null;
-  if (!dir || !spec) {
-    report({ ok: false, code: 'spec_invalid' });
-    return;
-  }
-  const sandboxes = dirname(dir);
-  const id = basename(dir);
-  const removeState = (): void => {
-    removeSandboxDir(sandboxes, id);
-  };
-
-  let cgroups: string[];
+  const stopListening = listenForEndings(keeper);
+  // Until the sandbox is ready, anything that goes wrong (a throw included) is a start failure.
+  let outcome: KeeperReport;
   try {
-    cgroups = createCgroups(
+    outcome = makeCgroups(keeper);
+    if (outcome.ok) outcome = await launchBwrap(keeper, opts.startTimeoutMs ?? 15_000);
+    if (outcome.ok) outcome = recordKeeper(keeper);
+    if (outcome.ok) {
+      report(READY);
+      await superviseDeadline(keeper, opts.recheckMs ?? 30_000);
+    }
+  } catch (e) {
+    logFault(e);
+    outcome = { ok: false, code: 'keeper_failed' };
+  }
+  await terminate(keeper, opts.exitWaitMs ?? 5_000);
+  // A failure is reported only now, so that nothing of the failed sandbox outlives the report.
+  report(outcome);
+  removeSandboxDir(dirname(dir), basename(dir));
+  stopListening();
+  await keeper.bwrap?.exited;
+}
+
+/**
+ * Routes every way the keeper can be told or forced to end into `keeper.ending`, and gives back
+ * what it holds if the process exits anyway. Returns the function that stops listening.
+ */
+function listenForEndings(keeper: KeeperState): () => void {
+  const end = (): void => keeper.ending.abort();
+  const onFault = (e: unknown): void => {
+    logFault(e);
+    end();
+  };
+  const ignore = (): void => {};
+  const releaseNow = (): void => keeper.held.releaseAllNow();
+  // A detached keeper has no terminal; these must never end it by accident.
+  process.on('SIGHUP', ignore);
+  process.on('SIGINT', ignore);
+  process.on('SIGTERM', end);
+  process.on('uncaughtException', onFault);
+  process.on('unhandledRejection', onFault);
+  // Stays registered: a last synchronous try for whatever could not be released in time.
+  process.on('exit', releaseNow);
+  return () => {
+    process.off('SIGTERM', end);
+    process.off('uncaughtException', onFault);
+    process.off('unhandledRejection', onFault);
+  };
+}
+
+/** Creates the sandbox's cgroups (when it has cpu/memory limits) and holds them until the end. */
+function makeCgroups(keeper: KeeperState): KeeperReport {
+  const { spec } = keeper;
+  try {
+    keeper.cgroups = createCgroups(
       `sandbox-mcp-${spec.id}`,
-      {
-        ...(spec.cpu !== null ? { cpu: spec.cpu } : {}),
-        ...(spec.memoryMb !== null ? { memoryMb: spec.memoryMb } : {}),
-      },
+      definedFields({ cpu: spec.cpu ?? undefined, memoryMb: spec.memoryMb ?? undefined }),
       spec.identity.dropPrivileges ? spec.identity : undefined,
     );
   } catch (e) {
-    report({ ok: false, code: e instanceof CgroupUnavailableError ? e.code : 'cgroup_unavailable' });
-    removeState();
-    return;
+    return { ok: false, code: e instanceof CgroupUnavailableError ? e.code : 'cgroup_unavailable' };
   }
+  keeper.held.hold(heldCgroups(keeper.cgroups));
+  return READY;
+}
 
-  const bwrapArgs = buildBwrapArgs({
-    statusFd: 3,
-    readyFd: 4,
-    passwdFd: 5,
-    groupFd: 6,
-    shell: spec.shell,
-    hidePaths: spec.hidePaths,
-    roBindPaths: spec.roBindPaths,
-    hideVarRun: spec.hideVarRun,
-    network: specNetwork(spec),
-  });
-  const cmd = buildLaunchCommand(
-    bwrapArgs,
-    spec.identity,
-    spec.tools,
-    cgroups.map((d) => join(d, 'cgroup.procs')),
-  );
-  const passwd = passwdFile(spec.identity, spec.shell);
-  const group = groupFile(spec.identity);
+/** Spawns bwrap and waits until pid 1 is ready, bwrap fails, the start times out or the keeper is told to end. */
+async function launchBwrap(keeper: KeeperState, startTimeoutMs: number): Promise<KeeperReport> {
+  const bwrap = spawnBwrap(keeper.spec, keeper.cgroups, startTimeoutMs);
+  keeper.bwrap = bwrap;
+  const started = await Promise.race([bwrap.started, whenAborted(keeper.ending.signal)]);
+  if (started === 'aborted') return { ok: false, code: 'keeper_failed' };
+  if ('failure' in started) return { ok: false, code: started.failure };
+  keeper.pidNs = pidNamespace(started.pid1);
+  keeper.pid1 = identify(started.pid1);
+  keeper.bwrapId = bwrap.child.pid !== undefined ? identify(bwrap.child.pid) : null;
+  return READY;
+}
 
-  let child: ChildProcess;
-  const started = await new Promise<{ pid1: number } | { failure: KeeperFailure }>((resolve) => {
-    child = spawn(cmd.file, cmd.args, {
-      cwd: '/',
-      env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C.UTF-8' },
-      stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
-    });
-    let stderr = '';
-    let status = '';
-    let ready = '';
-    let pid1: number | null = null;
-    let done = false;
-    const finish = (r: { pid1: number } | { failure: KeeperFailure }): void => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      resolve(r);
-    };
-    const check = (): void => {
-      if (pid1 !== null && ready.includes('ready')) finish({ pid1 });
-    };
-    const timer = setTimeout(() => finish({ failure: 'start_timeout' }), startTimeoutMs);
-    child.on('error', () => finish({ failure: 'tool_missing' }));
-    child.on('exit', (code) => finish({ failure: classifyBwrapFailure(stderr, code) }));
-    const stdio = child.stdio as unknown as (Readable | Writable | null | undefined)[];
-    const [, , err, statusPipe, readyPipe, passwdPipe, groupPipe] = stdio as [
-      unknown,
-      unknown,
-      Readable,
-      Readable,
-      Readable,
-      Writable,
-      Writable,
-    ];
-    err?.on('data', (b: Buffer) => {
-      if (stderr.length < STDERR_KEEP_BYTES) stderr += b.toString('utf8');
-    });
-    statusPipe?.on('data', (b: Buffer) => {
-      if (pid1 !== null) return;
-      status += b.toString('utf8');
-      const m = /"child-pid":\s*(\d+)/.exec(status);
-      if (m) {
-        pid1 = Number(m[1]);
-        check();
-      }
-    });
-    readyPipe?.on('data', (b: Buffer) => {
-      ready += b.toString('utf8');
-      check();
-    });
-    for (const [pipe, text] of [
-      [passwdPipe, passwd],
-      [groupPipe, group],
-    ] as const) {
-      pipe?.on('error', () => {});
-      pipe?.end(text);
-    }
-    for (const p of [err, statusPipe, readyPipe]) p?.on('error', () => {});
-  });
+/** Writes keeper.json, the record by which every server finds and verifies this sandbox. */
+function recordKeeper(keeper: KeeperState): KeeperReport {
+  const self = identify(process.pid);
+  if (!self || !keeper.pid1 || !keeper.bwrapId) return { ok: false, code: 'bwrap_failed' };
+  const record: KeeperRecord = { version: 1, keeper: self, bwrap: keeper.bwrapId, pid1: keeper.pid1, cgroups: keeper.cgroups };
+  writePrivateFile(join(keeper.dir, KEEPER_FILE), JSON.stringify(record) + '\n');
+  return READY;
+}
 
-  const bwrapChild = child!;
-  const exited = new Promise<void>((resolve) => {
-    if (bwrapChild.exitCode !== null || bwrapChild.signalCode !== null) resolve();
-    else bwrapChild.once('exit', () => resolve());
-  });
+/**
+ * Resolves once the sandbox must end: its deadline passed or its deadline file is gone (someone
+ * removed the state: the sandbox must not outlive it), pid 1 ended, SIGTERM, or a fault. SIGUSR1
+ * re-reads the deadline; so does a recheck timer, in case a signal was lost.
+ */
+async function superviseDeadline(keeper: KeeperState, recheckMs: number): Promise<void> {
+  const { ending } = keeper;
+  const bwrap = keeper.bwrap!;
+  let timer: NodeJS.Timeout | undefined;
+  const checkDeadline = (): void => {
+    clearTimeout(timer);
+    if (ending.signal.aborted) return;
+    const endAtMs = readDeadline(keeper.dir);
+    if (endAtMs === null || endAtMs <= Date.now()) return ending.abort();
+    timer = setTimeout(checkDeadline, Math.min(endAtMs - Date.now(), recheckMs));
+  };
+  // pid 1 died some other way (killed from the host): end just the same.
+  const onBwrapExit = (): void => ending.abort();
+  bwrap.child.once('exit', onBwrapExit);
+  if (bwrap.hasExited()) ending.abort();
+  process.on('SIGUSR1', checkDeadline);
+  try {
+    checkDeadline();
+    await whenAborted(ending.signal);
+  } finally {
+    clearTimeout(timer);
+    process.off('SIGUSR1', checkDeadline);
+    bwrap.child.off('exit', onBwrapExit);
+  }
+}
 
-  let pidNs: string | null = null;
-  let hasExited = false;
-  bwrapChild.once('exit', () => (hasExited = true));
-  if (bwrapChild.exitCode !== null || bwrapChild.signalCode !== null) hasExited = true;
-  const stopSandbox = async (pid1: ProcIdentity | null, bwrapId: ProcIdentity | null): Promise<void> => {
-    if (pid1) signalIfAlive(pid1, 'SIGKILL');
-    if (bwrapId) signalIfAlive(bwrapId, 'SIGKILL');
-    else if (bwrapChild.exitCode === null && bwrapChild.signalCode === null) bwrapChild.kill('SIGKILL');
+/** Ends the sandbox: kills pid 1 and bwrap, waits (bounded) for bwrap to exit, gives back what the keeper held. */
+async function terminate(keeper: KeeperState, exitWaitMs: number): Promise<void> {
+  keeper.ending.abort();
+  const { bwrap } = keeper;
+  if (bwrap) {
+    signalIfAlive(keeper.pid1 ?? undefined, 'SIGKILL');
+    if (keeper.bwrapId) signalIfAlive(keeper.bwrapId, 'SIGKILL');
+    else if (!bwrap.hasExited()) bwrap.child.kill('SIGKILL');
     // Commands entered with nsenter keep a host-side half that must reap its child before the
     // namespace can finish dying; a stopped one never would.
     const deadline = Date.now() + exitWaitMs;
-    while (!hasExited && Date.now() < deadline) {
-      if (pidNs) killNamespaceEnterers(pidNs, [process.pid]);
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 50).unref())]);
+    while (!bwrap.hasExited() && Date.now() < deadline) {
+      if (keeper.pidNs) killNamespaceEnterers(keeper.pidNs, [process.pid]);
+      await Promise.race([bwrap.exited, sleep(50)]);
     }
-    await removeCgroups(cgroups);
-  };
-
-  if ('failure' in started) {
-    await stopSandbox(null, null);
-    report({ ok: false, code: started.failure });
-    removeState();
-    return;
   }
+  await keeper.held.releaseAll();
+  for (const s of bwrap?.child.stdio ?? []) s?.destroy();
+}
 
-  const self = identify(process.pid);
-  const bwrapId = bwrapChild.pid !== undefined ? identify(bwrapChild.pid) : null;
-  const pid1 = identify(started.pid1);
-  pidNs = pidNamespace(started.pid1);
-  if (!self || !bwrapId || !pid1) {
-    await stopSandbox(pid1, bwrapId);
-    report({ ok: false, code: 'bwrap_failed' });
-    removeState();
-    return;
-  }
-  const record: KeeperRecord = { version: 1, keeper: self, bwrap: bwrapId, pid1, cgroups };
-  writePrivateFile(join(dir, KEEPER_FILE), JSON.stringify(record) + '\n');
+/** Resolves with 'aborted' once `signal` is aborted (at once if it already is). */
+function whenAborted(signal: AbortSignal): Promise<'aborted'> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve('aborted');
+    else signal.addEventListener('abort', () => resolve('aborted'), { once: true });
+  });
+}
 
-  let terminating: Promise<void> | null = null;
-  // Started from signal handlers and timers too; every caller shares this one promise, whose
-  // failure the final `await terminate()` below reports, so the early starts drop theirs.
-  const startTerminate = (): void => {
-    terminate().catch(() => undefined);
-  };
-  let timer: NodeJS.Timeout | undefined;
-  const terminate = (): Promise<void> =>
-    (terminating ??= (async () => {
-      if (timer) clearTimeout(timer);
-      await stopSandbox(pid1, bwrapId);
-      removeState();
-      for (const s of bwrapChild.stdio) s?.destroy();
-    })());
-  const schedule = (): void => {
-    if (terminating) return;
-    if (timer) clearTimeout(timer);
-    const endAtMs = readDeadline(dir);
-    // No deadline file means someone removed the state: the sandbox must not outlive it.
-    if (endAtMs === null || endAtMs <= Date.now()) {
-      startTerminate();
-      return;
-    }
-    timer = setTimeout(schedule, Math.min(endAtMs - Date.now(), recheckMs));
-  };
-  const onTerm = startTerminate;
-  process.on('SIGTERM', onTerm);
-  process.on('SIGUSR1', schedule);
-  // pid 1 died some other way (killed from the host): clean up just the same.
-  bwrapChild.once('exit', startTerminate);
-  if (hasExited) startTerminate();
-  schedule();
-  report({ ok: true });
-  await exited;
-  await terminate();
-  process.off('SIGTERM', onTerm);
-  process.off('SIGUSR1', schedule);
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms).unref());
+}
+
+/** A fault of the keeper's own, on stderr when debugging (the keeper's stderr is /dev/null otherwise). */
+function logFault(e: unknown): void {
+  createLogger({ isDebug: Boolean(process.env.SANDBOX_MCP_DEBUG) }).debug('keeper fault', {
+    code: (e as NodeJS.ErrnoException | null)?.code,
+  });
 }
