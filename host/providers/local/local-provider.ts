@@ -28,6 +28,7 @@ import { toProviderError } from './errors.js';
 import { SandboxFiles } from './files/operations.js';
 import { SandboxLifecycle } from './lifecycle/manage.js';
 import { SandboxRegistry } from './sandbox/registry.js';
+import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
 
 export { MIN_MEMORY_MB } from './lifecycle/create.js';
@@ -54,6 +55,8 @@ export class LocalProvider implements Provider {
   private readonly lifecycle: SandboxLifecycle;
   private readonly commands: SandboxExec;
   private readonly files: SandboxFiles;
+  /** The start-up sweep of dead sandboxes (sandbox/sweep.ts), running in the background. */
+  private readonly sweep: Promise<void>;
 
   constructor(opts: LocalProviderOpts = {}) {
     const settings = resolveSettings(opts);
@@ -63,6 +66,7 @@ export class LocalProvider implements Provider {
     this.lifecycle = new SandboxLifecycle(settings, this.registry, runner);
     this.commands = new SandboxExec(settings, this.registry, runner);
     this.files = new SandboxFiles(settings, this.registry, runner);
+    this.sweep = sweepDeadSandboxes(this.registry);
   }
 
   async create(opts: CreateOpts): Promise<SandboxMetadata> {
@@ -86,6 +90,7 @@ export class LocalProvider implements Provider {
   }
 
   async close(): Promise<void> {
+    await this.sweep;
     this.registry.clear();
   }
 

@@ -8,7 +8,7 @@ import type { CommandRunner } from '../exec/command-runner.js';
 import { isAlive, signalIfAlive } from '../system/proc.js';
 import { sandboxGone, type SandboxRegistry } from '../sandbox/registry.js';
 import type { LocalSettings } from '../settings.js';
-import { listSandboxIds, sweepTombstones, writeDeadline } from '../sandbox/state-dir.js';
+import { writeDeadline } from '../sandbox/state-dir.js';
 import { assertLifetimeS, invalid, isNonNegativeInt } from '../validation.js';
 
 function sleep(ms: number): Promise<void> {
@@ -18,7 +18,7 @@ function sleep(ms: number): Promise<void> {
 /** Operations on existing sandboxes; each throws (not yet mapped) on failure. */
 export class SandboxLifecycle {
   constructor(
-    private readonly settings: Pick<LocalSettings, 'sandboxes' | 'killWaitMs'>,
+    private readonly settings: Pick<LocalSettings, 'killWaitMs'>,
     private readonly registry: SandboxRegistry,
     private readonly runner: CommandRunner,
   ) {}
@@ -30,14 +30,7 @@ export class SandboxLifecycle {
     // Every local sandbox is running; any other status (e.g. paused) matches none.
     if (opts.status !== undefined && opts.status !== 'running') return [];
     if (opts.region !== undefined && opts.region !== 'local') return [];
-    this.registry.trustState();
-    sweepTombstones(this.settings.sandboxes);
-    const found: SandboxMetadata[] = [];
-    const ids = listSandboxIds(this.settings.sandboxes);
-    for (const id of ids) {
-      const sb = await this.registry.inspect(id);
-      if (sb) found.push(sandboxMetadata(sb.spec, sb.endAtMs));
-    }
+    const found = (await this.registry.inspectAll()).map((sb) => sandboxMetadata(sb.spec, sb.endAtMs));
     found.sort((a, b) => (a.started_at! < b.started_at! ? -1 : a.started_at! > b.started_at! ? 1 : a.sandbox_id < b.sandbox_id ? -1 : 1));
     return found.slice(opts.offset, opts.offset + opts.limit);
   }

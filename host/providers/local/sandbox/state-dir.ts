@@ -82,6 +82,7 @@ export function writePrivateFile(path: string, data: string): void {
 export const SPEC_FILE = 'spec.json';
 export const KEEPER_FILE = 'keeper.json';
 export const DEADLINE_FILE = 'deadline';
+export const CREATOR_FILE = 'creator.json';
 
 function readJson<T>(path: string): T | null {
   try {
@@ -101,6 +102,20 @@ export function readSpec(dir: string): SandboxSpec | null {
 export function readKeeperRecord(dir: string): KeeperRecord | null {
   const rec = readJson<KeeperRecord>(join(dir, KEEPER_FILE));
   return rec && rec.version === 1 ? rec : null;
+}
+
+/**
+ * Marks the directory as a create in progress of the server process `creator`, first thing after
+ * making it: until keeper.json appears, only a live creator keeps another server's sweep away.
+ */
+export function writeCreator(dir: string, creator: ProcIdentity): void {
+  writePrivateFile(join(dir, CREATOR_FILE), JSON.stringify(creator) + '\n');
+}
+
+/** The server process that created the sandbox, or null when not recorded (or unreadable). */
+export function readCreator(dir: string): ProcIdentity | null {
+  const creator = readJson<ProcIdentity>(join(dir, CREATOR_FILE));
+  return creator && typeof creator.pid === 'number' && typeof creator.startTime === 'string' ? creator : null;
 }
 
 /** The deadline in epoch milliseconds, or null when unreadable. */
