@@ -77,6 +77,25 @@ describe.skipIf(!sandboxesAvailable())('start-up sweep of dead sandboxes', () =>
     expect((await sweeper.exec(id!, 'echo started', { timeoutS: 10 })).stdout.toString()).toBe('started\n');
   });
 
+  it('a keeper killed -9 while starting: the create fails and the cgroups it made are removed too', async () => {
+    const bwrap = fakes.gated('killed-while-starting');
+    const before = new Set(readdirSync(join(state.dir, 'local')));
+    const creating = provider({ tools: { bwrap: bwrap.path } }).create({ timeoutS: 120, ...limits });
+    creating.catch(() => undefined); // awaited below; no unhandled rejection if a check fails first
+    await waitFor(() => readDrop(bwrap.drop) !== null);
+    const { pid, keeperPid, cgroupDirs } = readDrop(bwrap.drop)!;
+    expect(cgroupDirs.length > 0).toBe(canMakeCgroups());
+    const [id] = readdirSync(join(state.dir, 'local')).filter((n) => !before.has(n) && !n.startsWith('.'));
+    // No keeper record yet: only the keeper's early list names the cgroups.
+    expect(readKeeperRecord(sandboxDir(id!))).toBeNull();
+    process.kill(keeperPid, 'SIGKILL');
+    // The real bwrap would die with its parent; the stand-in is told to.
+    process.kill(pid, 'SIGKILL');
+    await expect(creating).rejects.toMatchObject({ category: 'internal', code: 'keeper_failed' });
+    for (const dir of cgroupDirs) expect(existsSync(dir)).toBe(false);
+    expect(existsSync(sandboxDir(id!))).toBe(false);
+  });
+
   it('sweeps a create whose server died before its keeper recorded the sandbox (nobody can finish it)', async () => {
     const me = identify(process.pid)!;
     const dir = sandboxDir('orphancreate');

@@ -8,7 +8,15 @@
 import { basename, dirname, join } from 'node:path';
 import { createLogger } from '../../../log.js';
 import { definedFields } from '../../../util/defined-fields.js';
-import { readDeadline, readSpec, removeSandboxDir, writePrivateFile, KEEPER_FILE, type KeeperRecord } from '../sandbox/state-dir.js';
+import {
+  readDeadline,
+  readSpec,
+  removeSandboxDir,
+  writeCgroupsList,
+  writePrivateFile,
+  KEEPER_FILE,
+  type KeeperRecord,
+} from '../sandbox/state-dir.js';
 import type { SandboxSpec } from '../sandbox/spec.js';
 import { CgroupUnavailableError, createCgroups } from '../system/cgroups.js';
 import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
@@ -114,7 +122,7 @@ function listenForEndings(keeper: KeeperState): () => void {
   };
 }
 
-/** Creates the sandbox's cgroups (when it has cpu/memory limits) and holds them until the end. */
+/** Creates the sandbox's cgroups (when it has cpu/memory limits), holds them until the end and lists them in the state. */
 function makeCgroups(keeper: KeeperState): KeeperReport {
   const { spec } = keeper;
   try {
@@ -127,6 +135,7 @@ function makeCgroups(keeper: KeeperState): KeeperReport {
     return { ok: false, code: e instanceof CgroupUnavailableError ? e.code : 'cgroup_unavailable' };
   }
   keeper.held.hold(heldCgroups(keeper.cgroups));
+  if (keeper.cgroups.length > 0) writeCgroupsList(keeper.dir, keeper.cgroups);
   return READY;
 }
 

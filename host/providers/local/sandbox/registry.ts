@@ -15,6 +15,7 @@ import {
   assertPrivateState,
   dirAgeMs,
   listSandboxIds,
+  readCgroupsList,
   readCreator,
   readDeadline,
   readKeeperRecord,
@@ -168,8 +169,9 @@ export class SandboxRegistry {
       signalIfAlive(keeper.keeper, 'SIGKILL');
       signalIfAlive(keeper.pid1, 'SIGKILL');
       signalIfAlive(keeper.bwrap, 'SIGKILL');
-      await removeCgroups(keeper.cgroups);
     }
+    // Without a record (its keeper died while starting), the cgroups it made are listed on their own.
+    await removeCgroups(keeper?.cgroups ?? readCgroupsList(join(this.settings.sandboxes, id)));
     removeSandboxDir(this.settings.sandboxes, id);
   }
 }

@@ -83,6 +83,7 @@ export const SPEC_FILE = 'spec.json';
 export const KEEPER_FILE = 'keeper.json';
 export const DEADLINE_FILE = 'deadline';
 export const CREATOR_FILE = 'creator.json';
+export const CGROUPS_FILE = 'cgroups.json';
 
 function readJson<T>(path: string): T | null {
   try {
@@ -116,6 +117,20 @@ export function writeCreator(dir: string, creator: ProcIdentity): void {
 export function readCreator(dir: string): ProcIdentity | null {
   const creator = readJson<ProcIdentity>(join(dir, CREATOR_FILE));
   return creator && typeof creator.pid === 'number' && typeof creator.startTime === 'string' ? creator : null;
+}
+
+/**
+ * Lists the cgroups the keeper made, as soon as it made them: a keeper killed before it wrote
+ * its record leaves them to whoever cleans up the directory (see readCgroupsList).
+ */
+export function writeCgroupsList(dir: string, cgroups: readonly string[]): void {
+  writePrivateFile(join(dir, CGROUPS_FILE), JSON.stringify(cgroups) + '\n');
+}
+
+/** The cgroups listed by writeCgroupsList (none when missing or unreadable). */
+export function readCgroupsList(dir: string): string[] {
+  const list = readJson<unknown>(join(dir, CGROUPS_FILE));
+  return Array.isArray(list) ? list.filter((d): d is string => typeof d === 'string') : [];
 }
 
 /** The deadline in epoch milliseconds, or null when unreadable. */
