@@ -32,8 +32,7 @@ import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
 
 export { MIN_MEMORY_MB } from './lifecycle/create.js';
-export { defaultKeeperScript } from './keeper/start.js';
-export { type LocalProviderOpts } from './settings.js';
+export { defaultKeeperScript, type LocalProviderOpts } from './settings.js';
 
 /** Name of this provider (prefix of qualified ids). */
 export const LOCAL_PROVIDER_ID = 'local';

@@ -6,7 +6,6 @@ import { dirname, join } from 'node:path';
 import type { NetworkMode } from '../../provider.js';
 import { HIDDEN_PATHS, SCRATCH_PATHS } from '../launch/bwrap-args.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
-import type { LocalSettings } from '../settings.js';
 
 /** Immutable description of a sandbox, written before its keeper starts. */
 export interface SandboxSpec {
@@ -34,11 +33,18 @@ export function specNetwork(spec: SandboxSpec): NetworkMode {
 /** The per-sandbox choices of a spec; the rest comes from the provider's settings and this host. */
 export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools'>;
 
+/** What a new spec takes from the provider's settings (LocalSettings has each of these). */
+export interface SpecSettings {
+  readonly stateDir: string;
+  readonly nodePath: string;
+  /** The provider's identity template: whether sandboxes drop root decides what can be bound back. */
+  readonly identity: Identity;
+  readonly shell: string;
+  readonly network: NetworkMode;
+}
+
 /** The complete spec of a new sandbox. */
-export function buildSandboxSpec(
-  settings: Pick<LocalSettings, 'stateDir' | 'nodePath' | 'identity' | 'shell' | 'network'>,
-  opts: SandboxSpecOpts,
-): SandboxSpec {
+export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts): SandboxSpec {
   return {
     version: 1,
     id: opts.id,
