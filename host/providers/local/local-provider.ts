@@ -21,11 +21,11 @@ import type {
   SandboxMetadata,
   WriteFileOpts,
 } from '../provider.js';
+import { toProviderError } from './errors.js';
 import { CommandRunner } from './exec/command-runner.js';
 import { SandboxExec } from './exec/exec.js';
-import { SandboxCreator } from './lifecycle/create.js';
-import { toProviderError } from './errors.js';
 import { SandboxFiles } from './files/operations.js';
+import { SandboxCreator } from './lifecycle/create.js';
 import { SandboxLifecycle } from './lifecycle/manage.js';
 import { SandboxRegistry } from './sandbox/registry.js';
 import { sweepDeadSandboxes } from './sandbox/sweep.js';

@@ -5,9 +5,9 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
 import type { Identity, ToolPaths } from './launch/command-lines.js';
+import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
 import type { FdCover } from './system/inherited-fds.js';
 import { inheritableFds } from './system/inherited-fds.js';
-import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
 import { invalid } from './validation.js';
 
 /** Options of the local provider; every one has a working default. */

@@ -4,10 +4,10 @@
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
+import { definedFields } from '../../../util/defined-fields.js';
 import { OutputCapture } from '../../output-capture.js';
 import type { Command } from '../launch/command-lines.js';
 import { coverInherited, type FdCover } from '../system/inherited-fds.js';
-import { definedFields } from '../../../util/defined-fields.js';
 
 /** How captureCommand runs one command: its environment, input, bounds and side channels. */
 export interface CaptureOpts {

@@ -9,12 +9,12 @@ import {
   type ReadFileResult,
   type WriteFileOpts,
 } from '../../provider.js';
-import type { CommandRunner } from '../exec/command-runner.js';
 import type { CaptureResult } from '../exec/capture.js';
-import { fileStatusError, LIST_SCRIPT, parseListing, READ_SCRIPT, WRITE_SCRIPT } from './scripts.js';
+import type { CommandRunner } from '../exec/command-runner.js';
 import { isStillAlive, sandboxGone, type SandboxRegistry } from '../sandbox/registry.js';
 import type { LocalSettings } from '../settings.js';
 import { invalid, isNonNegativeInt } from '../validation.js';
+import { fileStatusError, LIST_SCRIPT, parseListing, READ_SCRIPT, WRITE_SCRIPT } from './scripts.js';
 
 const READ_CAP_BYTES = 1024 * 1024 * 1024;
 const LIST_OUTPUT_CAP_BYTES = 64 * 1024 * 1024;

@@ -8,6 +8,7 @@
 import { basename, dirname, join } from 'node:path';
 import { createLogger } from '../../../log.js';
 import { definedFields } from '../../../util/defined-fields.js';
+import type { SandboxSpec } from '../sandbox/spec.js';
 import {
   readDeadline,
   readSpec,
@@ -17,7 +18,6 @@ import {
   KEEPER_FILE,
   type KeeperRecord,
 } from '../sandbox/state-dir.js';
-import type { SandboxSpec } from '../sandbox/spec.js';
 import { CgroupUnavailableError, createCgroups } from '../system/cgroups.js';
 import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
 import { spawnBwrap, type BwrapProcess } from './bwrap-process.js';

@@ -3,11 +3,11 @@
 import { spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { ProviderError } from '../../../errors.js';
-import { sandboxPath } from '../launch/environment.js';
 import { LOCAL_DETAILS } from '../errors.js';
+import { sandboxPath } from '../launch/environment.js';
+import type { LocalSettings } from '../settings.js';
 import { coverInherited } from '../system/inherited-fds.js';
 import type { KeeperReport } from './report.js';
-import type { LocalSettings } from '../settings.js';
 
 /** What starting a keeper needs from the provider's settings. */
 export type KeeperStartOpts = Pick<LocalSettings, 'nodePath' | 'keeperScript' | 'startTimeoutMs' | 'cover'>;

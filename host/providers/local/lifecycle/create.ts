@@ -6,16 +6,13 @@ import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { ProviderError } from '../../../errors.js';
 import type { CreateOpts, SandboxMetadata } from '../../provider.js';
-import type { Identity, ToolPaths } from '../launch/command-lines.js';
 import { keeperFailureError, LOCAL_DETAILS } from '../errors.js';
 import type { KeeperReport } from '../keeper/report.js';
 import { startKeeper } from '../keeper/start.js';
-import { sandboxMetadata } from './metadata.js';
-import { preflight } from '../system/preflight.js';
-import { buildSandboxSpec, type SandboxSpec } from '../sandbox/spec.js';
-import { identify, type ProcIdentity } from '../system/proc.js';
+import type { Identity, ToolPaths } from '../launch/command-lines.js';
+import { newSandboxId, newSandboxUid } from '../sandbox/ids.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
-import type { LocalSettings } from '../settings.js';
+import { buildSandboxSpec, type SandboxSpec } from '../sandbox/spec.js';
 import {
   ensureSandboxesDir,
   listSandboxIds,
@@ -28,8 +25,11 @@ import {
   writeDeadline,
   writePrivateFile,
 } from '../sandbox/state-dir.js';
-import { newSandboxId, newSandboxUid } from '../sandbox/ids.js';
+import type { LocalSettings } from '../settings.js';
+import { preflight } from '../system/preflight.js';
+import { identify, type ProcIdentity } from '../system/proc.js';
 import { assertLifetimeS, invalid, validateEnvs } from '../validation.js';
+import { sandboxMetadata } from './metadata.js';
 
 /** Smallest memory limit, in MB, that leaves room for the sandbox's own pid 1 and a shell. */
 export const MIN_MEMORY_MB = 32;

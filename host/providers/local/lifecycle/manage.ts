@@ -3,13 +3,13 @@
 // the keeper to end the sandbox and finishes the job itself when the keeper cannot.
 import { existsSync } from 'node:fs';
 import type { ListOpts, SandboxMetadata } from '../../provider.js';
-import { sandboxMetadata } from './metadata.js';
 import type { CommandRunner } from '../exec/command-runner.js';
-import { isAlive, signalIfAlive } from '../system/proc.js';
 import { sandboxGone, type SandboxRegistry } from '../sandbox/registry.js';
-import type { LocalSettings } from '../settings.js';
 import { writeDeadline } from '../sandbox/state-dir.js';
+import type { LocalSettings } from '../settings.js';
+import { isAlive, signalIfAlive } from '../system/proc.js';
 import { assertLifetimeS, invalid, isNonNegativeInt } from '../validation.js';
+import { sandboxMetadata } from './metadata.js';
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));

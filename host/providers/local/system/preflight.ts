@@ -3,8 +3,8 @@
 import { accessSync, constants as fsConstants, existsSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { ProviderError } from '../../../errors.js';
-import type { ToolPaths } from '../launch/command-lines.js';
 import { LOCAL_DETAILS } from '../errors.js';
+import type { ToolPaths } from '../launch/command-lines.js';
 import type { LocalSettings } from '../settings.js';
 
 function isExecutable(path: string): boolean {
