@@ -113,7 +113,7 @@ export class SandboxRegistry {
   }
 
   /**
-   * Every live sandbox of the state directory, oldest directory name first; whatever is dead is
+   * Every live sandbox of the state directory (in no particular order); whatever is dead is
    * cleaned up on the way (this is also the start-up sweep, see sweep.ts).
    */
   async inspectAll(): Promise<LiveSandbox[]> {
