@@ -24,7 +24,7 @@ export function resolveSandboxPath(path: string): string {
   return posix.resolve(SANDBOX_HOME, fromHome);
 }
 
-/** Sandbox lifetimes, in seconds: the accepted bounds and the default when create names none (E2B's too). */
+/** Sandbox lifetimes, in seconds: the accepted bounds and the default every provider applies when create names none. */
 export const SANDBOX_LIFETIME_MIN_S = 1;
 export const SANDBOX_LIFETIME_MAX_S = 86_400;
 export const SANDBOX_LIFETIME_DEFAULT_S = 300;

@@ -18,7 +18,8 @@ export interface FakeState {
   apiKey: string;
   pageSize: number;
   envdVersion: string;
-  defaultTimeoutS: number;
+  createDefaultTimeoutS: number;
+  connectDefaultTimeoutS: number;
   sandboxes: Map<string, FakeSandbox>;
 }
 
@@ -95,7 +96,7 @@ export function handleControlPlane(
     if (typeof envs !== 'object' || Object.values(envs as object).some((v) => typeof v !== 'string')) {
       return { status: sendApiError(res, 400, 'envVars must map names to strings') };
     }
-    const timeoutS = t ?? state.defaultTimeoutS;
+    const timeoutS = t ?? state.createDefaultTimeoutS;
     const sb = new FakeSandbox({
       templateId: b.templateID,
       timeoutS,
@@ -161,7 +162,7 @@ export function handleControlPlane(
     // (the SDK sends `{}` when the caller names none).
     const t = timeoutField(b, false);
     if (typeof t === 'string') return { status: sendApiError(res, 400, t) };
-    const timeoutS = t ?? state.defaultTimeoutS;
+    const timeoutS = t ?? state.connectDefaultTimeoutS;
     const wasPaused = sb.state === 'paused';
     sb.state = 'running';
     const requestedEnd = Date.now() + timeoutS * 1000;

@@ -31,8 +31,10 @@ export interface FakeE2bOpts {
   pageSize?: number;
   /** envd version reported to the SDK (default 0.5.7: stdin close and octet-stream upload). */
   envdVersion?: string;
-  /** Lifetime applied when create or connect sends no timeout (default 300, E2B's). */
-  defaultTimeoutS?: number;
+  /** Lifetime applied when create sends no timeout (default 15, E2B's API spec for NewSandbox). */
+  createDefaultTimeoutS?: number;
+  /** Lifetime applied when connect sends no timeout (default 300, what E2B applies). */
+  connectDefaultTimeoutS?: number;
 }
 
 /** A recorded envd request (method path and sandbox), for tests that count agent pushes etc. */
@@ -67,7 +69,8 @@ export async function startFakeE2b(opts: FakeE2bOpts = {}): Promise<FakeE2b> {
     apiKey: opts.apiKey ?? 'e2b_fake_test_key',
     pageSize: opts.pageSize ?? 100,
     envdVersion: opts.envdVersion ?? '0.5.7',
-    defaultTimeoutS: opts.defaultTimeoutS ?? 300,
+    createDefaultTimeoutS: opts.createDefaultTimeoutS ?? 15,
+    connectDefaultTimeoutS: opts.connectDefaultTimeoutS ?? 300,
     sandboxes: new Map(),
   };
   const calls: ControlPlaneCall[] = [];

@@ -16,6 +16,7 @@ import {
   TimeoutError,
 } from 'e2b';
 import { isProviderError, ProviderError, type ErrorCategory } from '../../errors.js';
+import { definedFields } from '../../util/defined-fields.js';
 
 type ErrorClass = abstract new (...args: never[]) => Error;
 
@@ -95,11 +96,7 @@ export function mapE2bError(e: unknown): ProviderError {
     if (e instanceof cls) {
       const code = cls.name;
       const s = statusOf(e) ?? status;
-      return new ProviderError(category, {
-        code,
-        ...(s !== undefined ? { status: s } : {}),
-        ...(DETAILS[code] ? { detail: DETAILS[code] } : {}),
-      });
+      return new ProviderError(category, { code, ...definedFields({ status: s, detail: DETAILS[code] }) });
     }
   }
   if (e instanceof SandboxError) {
@@ -107,10 +104,7 @@ export function mapE2bError(e: unknown): ProviderError {
     const rpc = n !== undefined && n < 100 ? CONNECT_CODE_TABLE[n] : undefined;
     if (rpc) return new ProviderError(rpc[1], { code: rpc[0] });
     const s = statusOf(e) ?? (n !== undefined && n >= 100 ? n : undefined);
-    return new ProviderError((s !== undefined && STATUS_TABLE[s]) || 'internal', {
-      code: 'SandboxError',
-      ...(s !== undefined ? { status: s } : {}),
-    });
+    return new ProviderError((s !== undefined && STATUS_TABLE[s]) || 'internal', { code: 'SandboxError', ...definedFields({ status: s }) });
   }
   if (e instanceof Error) {
     // AbortSignal.timeout → TimeoutError DOMException; fetch network failures → TypeError.

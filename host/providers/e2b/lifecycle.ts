@@ -1,0 +1,96 @@
+// Sandbox lifecycle on E2B's control plane: create, list, getInfo, setTimeout, kill. Everything but
+// create uses the SDK's static methods, which never connect to a sandbox (no resume, no lifetime
+// change). Failures are the SDK's own errors, unmapped, or a ProviderError for an option E2B does
+// not have; the provider maps them.
+import { Sandbox } from 'e2b';
+import { ProviderError } from '../../errors.js';
+import { definedFields } from '../../util/defined-fields.js';
+import { SANDBOX_LIFETIME_DEFAULT_S, type CreateOpts, type ListOpts, type SandboxMetadata } from '../provider.js';
+import { toMetadata } from './metadata.js';
+import type { SdkOpts } from './sdk-opts.js';
+
+/** Lifecycle calls on E2B's control plane; only setTimeout changes a lifetime. */
+export interface Lifecycle {
+  /**
+   * Creates a sandbox living `timeoutS` (default SANDBOX_LIFETIME_DEFAULT_S); returns its connection
+   * (for envd) and its metadata. Nothing is left running on failure.
+   */
+  create(opts: CreateOpts): Promise<{ sandbox: Sandbox; metadata: SandboxMetadata }>;
+  /** The window [offset, offset + limit) of the account's sandboxes, walking the SDK's pages. */
+  list(opts: ListOpts): Promise<SandboxMetadata[]>;
+  getInfo(sandboxId: string): Promise<SandboxMetadata>;
+  /** Sets the lifetime to `timeoutS` from now. */
+  setTimeout(sandboxId: string, timeoutS: number): Promise<void>;
+  /** Kills the sandbox; false when E2B does not know it. */
+  kill(sandboxId: string): Promise<boolean>;
+}
+
+const DEFAULT_TEMPLATE = 'base';
+const STATUSES = ['running', 'paused'] as const;
+/** The SDK's largest list page. */
+const MAX_PAGE = 100;
+
+const UNSUPPORTED_RESOURCES =
+  'E2B has no region, cpu or memory options: cpu and memory are chosen by building a template (e2b template build --cpu-count/--memory-mb); region is not an E2B option.';
+
+function unsupportedResources(): ProviderError {
+  return new ProviderError('unsupported', { code: 'UnsupportedOption', detail: UNSUPPORTED_RESOURCES });
+}
+
+/** Lifecycle calls over `sdkOpts` (called per call, so a missing key fails that call only). */
+export function createLifecycle(sdkOpts: () => SdkOpts): Lifecycle {
+  return {
+    async create(o) {
+      if (o.region !== undefined || o.cpu !== undefined || o.memoryMb !== undefined) throw unsupportedResources();
+      const c = sdkOpts();
+      const sandbox = await Sandbox.create(o.template ?? DEFAULT_TEMPLATE, {
+        ...c,
+        // Always sent: the SDK adds no default, and E2B's API default (15 s in its spec) is not the
+        // lifetime the tools document and the session's renewal assumes.
+        timeoutMs: (o.timeoutS ?? SANDBOX_LIFETIME_DEFAULT_S) * 1000,
+        ...definedFields({ envs: o.envs }),
+      });
+      try {
+        return { sandbox, metadata: toMetadata(await Sandbox.getInfo(sandbox.sandboxId, c)) };
+      } catch (e) {
+        // Nobody would learn this sandbox's id: do not leave it running.
+        await Sandbox.kill(sandbox.sandboxId, c).catch(() => undefined);
+        throw e;
+      }
+    },
+
+    async list(o) {
+      if (o.status !== undefined && !(STATUSES as readonly string[]).includes(o.status)) {
+        throw new ProviderError('invalid_argument', { code: 'InvalidStatus', detail: 'E2B sandbox status is one of: running, paused.' });
+      }
+      if (o.region !== undefined) throw unsupportedResources();
+      const pages = Sandbox.list({
+        ...sdkOpts(),
+        ...definedFields({ query: o.status !== undefined ? { state: [o.status as (typeof STATUSES)[number]] } : undefined }),
+        limit: Math.min(MAX_PAGE, o.offset + o.limit),
+      });
+      // Only the requested window is kept: a large offset walks pages without holding them.
+      const window: SandboxMetadata[] = [];
+      let seen = 0;
+      while (pages.hasNext && window.length < o.limit) {
+        for (const item of await pages.nextItems()) {
+          if (seen >= o.offset && window.length < o.limit) window.push(toMetadata(item));
+          seen += 1;
+        }
+      }
+      return window;
+    },
+
+    async getInfo(sandboxId) {
+      return toMetadata(await Sandbox.getInfo(sandboxId, sdkOpts()));
+    },
+
+    async setTimeout(sandboxId, timeoutS) {
+      await Sandbox.setTimeout(sandboxId, timeoutS * 1000, sdkOpts());
+    },
+
+    async kill(sandboxId) {
+      return Sandbox.kill(sandboxId, sdkOpts());
+    },
+  };
+}
