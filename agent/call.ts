@@ -4,6 +4,8 @@ import { LIMITS } from '../shared/limits.js';
 import {
   decodeRequest,
   describeIssue,
+  OP_NAMES,
+  PROTOCOL_MINOR,
   PROTOCOL_VERSION,
   RequestSchema,
   type AgentErrorCode,
@@ -13,6 +15,8 @@ import {
 import { AgentFailure, debug } from './errors.js';
 import { cancelTask } from './ops/cancel.js';
 import { getTask } from './ops/get.js';
+import { sendInput } from './ops/input.js';
+import { listTasks } from './ops/list.js';
 import { startTask } from './ops/start.js';
 import { stateDir } from './paths.js';
 import { runSelftest } from './selftest.js';
@@ -56,6 +60,8 @@ export async function handleCall(arg: string | undefined): Promise<AgentResponse
         const result: HelloResult = {
           agent_version: AGENT_VERSION,
           protocol: PROTOCOL_VERSION,
+          protocol_minor: PROTOCOL_MINOR,
+          ops: [...OP_NAMES],
           state_dir: stateDir(),
           max_tasks: LIMITS.maxTasks,
           stream_cap_bytes: LIMITS.streamCapBytes,
@@ -63,7 +69,7 @@ export async function handleCall(arg: string | undefined): Promise<AgentResponse
         return { protocol: PROTOCOL_VERSION, ok: true, result };
       }
       case 'start': {
-        const opts = { taskId: req.task_id, command: req.command, timeoutS: req.timeout_s };
+        const opts = { taskId: req.task_id, command: req.command, timeoutS: req.timeout_s, stdin: req.stdin };
         const result = await startTask(req.cwd === undefined ? opts : { ...opts, cwd: req.cwd }, timings);
         return { protocol: PROTOCOL_VERSION, ok: true, result };
       }
@@ -81,6 +87,12 @@ export async function handleCall(arg: string | undefined): Promise<AgentResponse
         );
         return { protocol: PROTOCOL_VERSION, ok: true, result };
       }
+      case 'input': {
+        const result = await sendInput({ taskId: req.task_id, data: req.data, eof: req.eof }, timings);
+        return { protocol: PROTOCOL_VERSION, ok: true, result };
+      }
+      case 'list':
+        return { protocol: PROTOCOL_VERSION, ok: true, result: listTasks() };
       case 'selftest':
         return { protocol: PROTOCOL_VERSION, ok: true, result: await runSelftest() };
     }

@@ -1,6 +1,7 @@
 // One task stream on its way to disk: secrets masked first, then at most `capBytes` written.
 // The cap counts bytes written (after masking); everything beyond is read and dropped so the
-// command never blocks on a full pipe.
+// command never blocks on a full pipe. A write the filesystem refuses (ENOSPC, say) ends the log
+// there the same way: the stream is truncated, never the command stopped.
 import { writeSync } from 'node:fs';
 import { SecretMasker } from './secret-masker.js';
 
@@ -8,6 +9,7 @@ import { SecretMasker } from './secret-masker.js';
 export class CappedLog {
   private written = 0;
   private dropped = false;
+  private failedWith: string | null = null;
   private readonly masker: SecretMasker;
 
   constructor(
@@ -23,14 +25,23 @@ export class CappedLog {
     return this.written;
   }
 
-  /** True once any byte of output (masked) did not fit under the cap. */
+  /** True once any byte of output (masked) did not fit under the cap, or could not be written. */
   get isTruncated(): boolean {
     return this.dropped;
   }
 
+  /** The error code of the write that ended the log early (e.g. `ENOSPC`); null while writes succeed. */
+  get writeError(): string | null {
+    return this.failedWith;
+  }
+
+  private get isClosedForWrites(): boolean {
+    return this.written >= this.capBytes || this.failedWith !== null;
+  }
+
   /** Takes `length` bytes of raw command output from `bytes`, whose memory may be reused once this returns. */
   push(bytes: Buffer, length: number = bytes.length): void {
-    if (this.written >= this.capBytes) {
+    if (this.isClosedForWrites) {
       // Full: nothing more can be written, so skip masking (and any allocation) and count the loss.
       if (length > 0) this.dropped = true;
       return;
@@ -40,7 +51,7 @@ export class CappedLog {
 
   /** End of stream: writes what the masker held back (a partial secret is not a secret). */
   end(): void {
-    if (this.written >= this.capBytes) {
+    if (this.isClosedForWrites) {
       if (this.masker.pendingBytes > 0) this.dropped = true;
       return;
     }
@@ -48,11 +59,22 @@ export class CappedLog {
   }
 
   private write(bytes: Buffer): void {
+    if (this.failedWith !== null) {
+      if (bytes.length > 0) this.dropped = true;
+      return;
+    }
     const room = this.capBytes - this.written;
     const n = Math.min(room, bytes.length);
     if (n < bytes.length) this.dropped = true;
     let off = 0;
-    while (off < n) off += writeSync(this.fd, bytes, off, n - off);
-    this.written += n;
+    try {
+      while (off < n) off += writeSync(this.fd, bytes, off, n - off);
+    } catch (err) {
+      // Whatever part of the file was written stays; no later byte may land after a gap.
+      this.failedWith = (err as NodeJS.ErrnoException).code ?? 'EIO';
+      this.dropped = true;
+    } finally {
+      this.written += off;
+    }
   }
 }

@@ -5,10 +5,12 @@
 // it hands the FIFO to `cat > /dev/null`, which drains at the kernel's pace. mkfifo and cat
 // come with coreutils; without them we fall back to plain child-process pipes (slower, same
 // result).
-import { closeSync, constants, openSync, unlinkSync } from 'node:fs';
+import { closeSync, constants, openSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
+import { makeFifos } from './fifo.js';
 import { childProcess, net } from './node-modules.js';
+import { removeFileQuietly } from './remove-file.js';
 
 /** A pipe whose write end goes to the command and whose read end the supervisor drains. */
 export interface FifoPipe {
@@ -20,14 +22,8 @@ export interface FifoPipe {
 
 /** Creates `count` FIFO pipes (the FIFO names are unlinked at once); null if mkfifo is unavailable. */
 export function createFifoPipes(dir: string, count: number): FifoPipe[] | null {
-  const { execFileSync } = childProcess();
   const paths = Array.from({ length: count }, (_, i) => join(dir, `.pipe-${process.pid}-${i}`));
-  try {
-    execFileSync('mkfifo', ['-m', '600', ...paths], { stdio: 'ignore' });
-  } catch {
-    for (const p of paths) tryUnlink(p);
-    return null;
-  }
+  if (!makeFifos(paths)) return null;
   const pipes: FifoPipe[] = [];
   try {
     for (const p of paths) {
@@ -45,7 +41,7 @@ export function createFifoPipes(dir: string, count: number): FifoPipe[] | null {
     }
     return null;
   } finally {
-    for (const p of paths) tryUnlink(p);
+    for (const p of paths) removeFileQuietly(p);
   }
 }
 
@@ -110,13 +106,5 @@ export function discardRestWithCat(readFd: number): ChildProcess | null {
     return helper;
   } catch {
     return null;
-  }
-}
-
-function tryUnlink(path: string): void {
-  try {
-    unlinkSync(path);
-  } catch {
-    // already gone
   }
 }

@@ -3,6 +3,7 @@ import { mkdirSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import { userInfo } from 'node:os';
 import { AgentFailure } from './errors.js';
+import { isNoSpaceError, stateDirFull } from './no-space.js';
 
 /** $HOME, else the user's home from the password database; null when neither exists. */
 export function homeDir(env: NodeJS.ProcessEnv = process.env): string | null {
@@ -49,6 +50,7 @@ export function ensureTasksDir(env: NodeJS.ProcessEnv = process.env): string {
     chmodSync(root, 0o700);
     chmodSync(tasks, 0o700);
   } catch (err) {
+    if (isNoSpaceError(err)) throw stateDirFull();
     throw new AgentFailure(
       'internal',
       `the state directory cannot be created or made private (${(err as NodeJS.ErrnoException).code ?? 'error'}); set SANDBOX_AGENT_STATE_DIR (or HOME) to a writable place`,
@@ -63,4 +65,10 @@ export const TASK_FILES = {
   status: 'status.json',
   stdout: 'stdout.log',
   stderr: 'stderr.log',
+  /** The FIFO the command reads as stdin while `input` may write to it (absent with `stdin: false`). */
+  stdin: 'stdin.fifo',
+  /** The same FIFO once `eof` closed it: kept under this name so `input` can say why it refuses. */
+  stdinClosed: 'stdin.closed',
+  /** Pre-allocated room for the final status on a full filesystem (see status-reserve.ts). */
+  statusReserve: 'status.reserve',
 } as const;

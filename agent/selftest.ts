@@ -1,6 +1,6 @@
 // `agent.cjs selftest`: checks, in a scratch directory, everything the agent relies on inside a
 // sandbox: /proc, process groups, atomic rename, private state directory, the log cap and
-// masking (in-process and through a real supervisor).
+// masking (in-process and through a real supervisor), and a task's stdin pipe.
 import { existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, closeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -9,11 +9,13 @@ import type { SelftestResult } from '../shared/protocol.js';
 import { CappedLog } from './capped-log.js';
 import { ensureTasksDir, stateDir, TASK_FILES } from './paths.js';
 import { hasLiveGroupMembers, readProcStat, signalGroup } from './proc.js';
+import type { TaskStatus } from '../shared/status.js';
+import { deliverInput } from './ops/input.js';
 import { writeFileAtomic } from './status-file.js';
 import { readStatus } from './status-read.js';
-import type { TaskRequestFile } from './supervisor.js';
+import type { TaskRequestFile } from './task-request.js';
 import { pickShell } from './supervisor.js';
-import { sleep } from './timing.js';
+import { DEFAULT_TIMINGS, sleep } from './timing.js';
 import { childProcess, crypto } from './node-modules.js';
 
 type Check = SelftestResult['checks'][number];
@@ -52,6 +54,7 @@ export async function runSelftest(): Promise<SelftestResult> {
     await run('log_cap', inScratch(checkCap));
     await run('masking', inScratch(checkMasking));
     await run('supervisor', inScratch(checkSupervisor));
+    await run('stdin', inScratch(checkStdin));
   } finally {
     if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true });
   }
@@ -140,48 +143,17 @@ async function checkMasking(scratch: string): Promise<undefined> {
 }
 
 async function checkSupervisor(scratch: string): Promise<string> {
-  const { spawn } = childProcess();
   const { randomBytes } = crypto();
-  const dir = join(scratch, 'task');
-  mkdirSync(dir, { mode: 0o700 });
-  const request: TaskRequestFile = {
-    task_id: randomBytes(16).toString('hex'),
-    command: `printf '%s' "$SANDBOX_SELFTEST_TOKEN"; head -c ${LIMITS.streamCapBytes + 4096} /dev/zero`,
-    cwd: scratch,
-    timeout_s: 20,
-    grace_ms: 500,
-    drain_ms: 200,
-    poll_ms: 20,
-  };
-  writeFileAtomic(join(dir, TASK_FILES.request), JSON.stringify(request));
   const token = randomBytes(16).toString('hex');
-  const child = spawn(process.execPath, [resolve(process.argv[1]!), 'supervise', dir], {
-    detached: true,
-    stdio: 'ignore',
-    env: { ...process.env, SANDBOX_SELFTEST_TOKEN: token },
-  });
-  let spawnError: string | undefined;
-  child.once('error', (err: NodeJS.ErrnoException) => (spawnError = err.code ?? 'error'));
-  let exited = false;
-  child.once('exit', () => (exited = true));
-  let status = readStatus(dir);
-  try {
-    for (let i = 0; i < 1000 && !(status.kind === 'ok' && status.status.state !== 'running') && spawnError === undefined; i++) {
-      await sleep(10);
-      status = readStatus(dir);
-    }
-  } finally {
-    // Not finished in time: ask the supervisor to stop its command (as cancel does) rather than
-    // leave both running. It is verifiably ours: our own child, not yet reaped.
-    if (!exited && !(status.kind === 'ok' && status.status.state !== 'running')) child.kill('SIGTERM');
-    child.unref();
-  }
-  assert(spawnError === undefined, `the supervisor could not be started (${spawnError})`);
-  assert(status.kind === 'ok', 'the supervisor wrote no readable status');
-  assert(status.status.state === 'succeeded', `the supervised command ended ${status.status.state}, expected succeeded`);
+  const { dir, status } = await superviseInScratch(
+    scratch,
+    'task',
+    { command: `printf '%s' "$SANDBOX_SELFTEST_TOKEN"; head -c ${LIMITS.streamCapBytes + 4096} /dev/zero` },
+    { SANDBOX_SELFTEST_TOKEN: token },
+  );
   const log = readFileSync(join(dir, TASK_FILES.stdout));
   assert(
-    log.length === LIMITS.streamCapBytes && status.status.stdout_truncated,
+    log.length === LIMITS.streamCapBytes && status.stdout_truncated,
     'the supervisor did not cap stdout at exactly 1 MiB with truncation',
   );
   assert(
@@ -189,5 +161,80 @@ async function checkSupervisor(scratch: string): Promise<string> {
     'the supervisor did not mask an environment secret',
   );
   assert(existsSync(join(dir, TASK_FILES.stderr)), 'the supervisor wrote no stderr log');
-  return `capped, masked and finished with exit code ${String(status.status.exit_code)}`;
+  return `capped, masked and finished with exit code ${String(status.exit_code)}`;
+}
+
+async function checkStdin(scratch: string): Promise<string> {
+  const { dir } = await superviseInScratch(
+    scratch,
+    'stdin-task',
+    { command: `read -r line; printf 'got:%s|' "$line"; cat`, stdin: true },
+    {},
+    async (dir, running) => {
+      const delivered = await deliverInput(dir, running, Buffer.from('ping\nrest'), true, { ...DEFAULT_TIMINGS, inputWaitMs: 2000 });
+      assert(delivered.bytes_written === 9 && delivered.stdin_closed, 'input was not taken whole, or stdin was not closed');
+    },
+  );
+  assert(readFileSync(join(dir, TASK_FILES.stdout), 'utf8') === 'got:ping|rest', 'the command did not read the input, then EOF');
+  return 'a waiting `read` got its line, and `cat` ended at eof';
+}
+
+/**
+ * Runs a real supervisor on `command` in a scratch task directory until the task succeeds (at most
+ * 10 s), calling `whileRunning` once it reports `running`; returns the directory and final status.
+ */
+async function superviseInScratch(
+  scratch: string,
+  name: string,
+  task: { command: string; stdin?: boolean },
+  env: Record<string, string>,
+  whileRunning?: (dir: string, running: TaskStatus) => Promise<void>,
+): Promise<{ dir: string; status: TaskStatus }> {
+  const { spawn } = childProcess();
+  const { randomBytes } = crypto();
+  const dir = join(scratch, name);
+  mkdirSync(dir, { mode: 0o700 });
+  const request: TaskRequestFile = {
+    task_id: randomBytes(16).toString('hex'),
+    command: task.command,
+    cwd: scratch,
+    timeout_s: 20,
+    grace_ms: 500,
+    drain_ms: 200,
+    poll_ms: 20,
+    stdin: task.stdin ?? false,
+  };
+  writeFileAtomic(join(dir, TASK_FILES.request), JSON.stringify(request));
+  const child = spawn(process.execPath, [resolve(process.argv[1]!), 'supervise', dir], {
+    detached: true,
+    stdio: 'ignore',
+    env: { ...process.env, ...env },
+  });
+  let spawnError: string | undefined;
+  child.once('error', (err: NodeJS.ErrnoException) => (spawnError = err.code ?? 'error'));
+  let exited = false;
+  child.once('exit', () => (exited = true));
+  let status = readStatus(dir);
+  const isDone = () => status.kind === 'ok' && status.status.state !== 'running';
+  try {
+    let pending = whileRunning;
+    for (let i = 0; i < 1000 && !isDone() && spawnError === undefined; i++) {
+      if (pending && status.kind === 'ok') {
+        const running = status.status;
+        pending = undefined;
+        await whileRunning!(dir, running);
+      }
+      await sleep(10);
+      status = readStatus(dir);
+    }
+  } finally {
+    // Not finished in time: ask the supervisor to stop its command (as cancel does) rather than
+    // leave both running. It is verifiably ours: our own child, not yet reaped.
+    if (!exited && !isDone()) child.kill('SIGTERM');
+    child.unref();
+  }
+  assert(spawnError === undefined, `the supervisor could not be started (${spawnError})`);
+  assert(status.kind === 'ok', 'the supervisor wrote no readable status');
+  assert(status.status.state === 'succeeded', `the supervised command ended ${status.status.state}, expected succeeded`);
+  return { dir, status: status.status };
 }

@@ -1,44 +1,83 @@
 // The per-task supervisor (`agent.cjs supervise <task dir>`), started detached by `start`.
-// Like tini: a linear start-up (read the request, open logs, spawn the command in its own
-// process group, record `running`), then events until done: output is masked into capped logs,
-// a timeout or a cancel (SIGTERM to us) escalates TERM -> KILL on the group, and when the group
-// leader exits the remaining group members are cleaned up, the pipes drained, the final status
-// written. The first termination reason wins.
+// Like tini, it reads as a script: a linear start-up (read the request, reserve room for the
+// final status, open the logs and the stdin pipe, spawn the command in its own process group,
+// record `running`), then it waits for the group leader to exit while events do the rest: output
+// is masked into capped logs, a timeout or a cancel (SIGTERM to us) escalates TERM -> KILL on the
+// group, `input` with eof (SIGUSR2) closes the stdin pipe. Once the leader has exited, the
+// remaining group members are stopped, the pipes drained and the final status written. The first
+// termination reason wins.
 import type { ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { LIMITS } from '../shared/limits.js';
 import { STATUS_FORMAT_VERSION, type TaskStatus, type TerminationReason } from '../shared/status.js';
 import { CappedLog } from './capped-log.js';
-import { createFifoPipes, discardRestWithCat, drainFd, type PipeReader } from './drain-pipes.js';
+import { createFifoPipes, discardRestWithCat, drainFd, type FifoPipe, type PipeReader } from './drain-pipes.js';
 import { debug } from './errors.js';
+import { closeInheritedFds } from './inherited-fds.js';
+import { isNoSpaceError } from './no-space.js';
+import { childProcess } from './node-modules.js';
 import { TASK_FILES } from './paths.js';
 import { hasLiveGroupMembers, readProcStat, signalGroup } from './proc.js';
 import { secretValuesFromEnv } from './secret-masker.js';
 import { writeStatus } from './status-file.js';
+import { createStatusReserve, writeFinalStatus } from './status-reserve.js';
+import { openStdinPipe, STDIN_EOF_SIGNAL, type StdinPipe } from './stdin-pipe.js';
+import { readTaskRequest, type TaskRequestFile } from './task-request.js';
 import { sleep } from './timing.js';
-import { childProcess } from './node-modules.js';
-import { closeInheritedFds } from './inherited-fds.js';
-
-/** What `start` leaves in request.json for the supervisor (the environment travels by inheritance). */
-export interface TaskRequestFile {
-  task_id: string;
-  command: string;
-  cwd: string;
-  timeout_s: number;
-  grace_ms: number;
-  drain_ms: number;
-  poll_ms: number;
-}
 
 /** Shared read buffer: reads larger than a pipe's capacity (64 KiB by default) never happen. */
 const READ_BUFFER_BYTES = 256 * 1024;
+
+/**
+ * The command raises its own oom_score_adj to this before it runs, so that under memory pressure
+ * the kernel's OOM killer picks a command process over the supervisor that must record its
+ * outcome. Only a privileged process may lower a score, so the supervisor cannot protect itself;
+ * raising is always allowed. 500, not 1000: memory use still ranks the sandbox's processes, so a
+ * large hog elsewhere is still chosen before a task's small shell.
+ */
+export const COMMAND_OOM_SCORE_ADJ = 500;
 
 /** bash like the seeds' platform, /bin/sh where bash is missing. */
 export function pickShell(): string {
   for (const candidate of ['/bin/bash', '/usr/bin/bash']) if (existsSync(candidate)) return candidate;
   return '/bin/sh';
+}
+
+type TaskError = NonNullable<TaskStatus['error']>;
+
+/** Everything one supervisor knows about its task; the phases below read and update it. */
+interface Supervision {
+  readonly dir: string;
+  readonly req: TaskRequestFile;
+  /** The record written to status.json at each transition, and finally with the outcome. */
+  readonly status: TaskStatus;
+  /** The command's process group (its leader's pid); 0 until spawned. */
+  pgid: number;
+  isTermSent: boolean;
+  isFinal: boolean;
+  killTimer: NodeJS.Timeout | undefined;
+  timeoutTimer: NodeJS.Timeout | undefined;
+  /** stdout and stderr, in that order; null until opened. */
+  logs: readonly [CappedLog, CappedLog] | null;
+  logFds: number[];
+  stdin: StdinPipe | null;
+  /** Readers and helpers draining the command's output, and a promise that both streams ended. */
+  drains: { readers: { destroy(): void }[]; helpers: ChildProcess[]; ended: Promise<void>; streamEnded: () => void };
+}
+
+/** How the group leader ended. */
+interface LeaderExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** Where the command's stdin and output go. */
+interface CommandStdio {
+  stdin: StdinPipe | null;
+  /** FIFO pipes for stdout and stderr; null means plain child-process pipes. */
+  outputs: FifoPipe[] | null;
 }
 
 const nowS = () => Math.floor(Date.now() / 1000);
@@ -47,201 +86,31 @@ const nowS = () => Math.floor(Date.now() / 1000);
 export async function runSupervisor(dir: string): Promise<void> {
   // Whoever started us may have leaked descriptors (selftest's caller, say); the command must not hold them.
   closeInheritedFds();
-  const req = JSON.parse(readFileSync(join(dir, TASK_FILES.request), 'utf8')) as TaskRequestFile;
-  const self = readProcStat(process.pid);
-  const status: TaskStatus = {
-    format: STATUS_FORMAT_VERSION,
-    task_id: req.task_id,
-    state: 'running',
-    reason: null,
-    supervisor: self ? { pid: process.pid, start_time: self.startTime } : null,
-    group: null,
-    exit_code: null,
-    signal: null,
-    started_at: null,
-    finished_at: null,
-    stdout_truncated: false,
-    stderr_truncated: false,
-  };
-
-  let pgid = 0;
-  let termSent = false;
-  let killTimer: NodeJS.Timeout | undefined;
-  // Set once the command runs; the stop paths above clear it.
-  let timeoutTimer: NodeJS.Timeout | undefined = undefined;
-  let isFinal = false;
-
-  const terminateGroup = () => {
-    if (termSent || !pgid) return;
-    termSent = true;
-    debug(`TERM to group ${pgid}`);
-    signalGroup(pgid, 'SIGTERM');
-    // A stopped process only acts on TERM once continued.
-    signalGroup(pgid, 'SIGCONT');
-    killTimer = setTimeout(() => {
-      debug(`KILL to group ${pgid}`);
-      signalGroup(pgid, 'SIGKILL');
-    }, req.grace_ms);
-  };
-
-  const stop = (reason: TerminationReason) => {
-    if (status.reason !== null || isFinal) return;
-    status.reason = reason;
-    clearTimeout(timeoutTimer);
-    // Signals are handled between event-loop turns, and start-up spawns before its first turn.
-    if (!pgid) return;
-    writeStatus(dir, status);
-    terminateGroup();
-  };
-  // `cancel` asks by SIGTERM; the others cover a supervisor stopped by hand.
-  for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(sig, () => stop('cancel'));
-
-  const outFd = openSync(join(dir, TASK_FILES.stdout), 'w', 0o600);
-  const errFd = openSync(join(dir, TASK_FILES.stderr), 'w', 0o600);
-  const secrets = secretValuesFromEnv(process.env);
-  const logs = [new CappedLog(outFd, LIMITS.streamCapBytes, secrets), new CappedLog(errFd, LIMITS.streamCapBytes, secrets)] as const;
-
-  const finish = (error?: { code: string; message: string }) => {
-    if (isFinal) return;
-    isFinal = true;
-    logs[0].end();
-    logs[1].end();
-    status.stdout_truncated = logs[0].isTruncated;
-    status.stderr_truncated = logs[1].isTruncated;
-    status.state = finalState(status.reason, status.exit_code);
-    status.finished_at = nowS();
-    if (error) status.error = error;
-    writeStatus(dir, status);
-    closeSync(outFd);
-    closeSync(errFd);
-    debug(`final state ${status.state}`);
-    process.exit(0);
-  };
-
-  process.on('uncaughtException', (err) => {
-    debug(`supervisor error: ${err.stack ?? String(err)}`);
-    if (pgid) {
-      signalGroup(pgid, 'SIGKILL');
-    }
-    if (status.reason === null) status.reason = 'supervisor_error';
-    try {
-      finish({ code: 'supervisor_error', message: 'the task supervisor failed; the task was stopped' });
-    } catch {
-      process.exit(1);
-    }
-  });
-
-  let openStreams = 2;
-  let onStreamsEnded: () => void = () => {};
-  const streamsEnded = new Promise<void>((resolve) => (onStreamsEnded = resolve));
-  const streamEnded = () => {
-    if (--openStreams === 0) onStreamsEnded();
-  };
-  const sockets = [] as { destroy(): void }[];
-  const helpers: ChildProcess[] = [];
-  const { spawn } = childProcess();
-  const pipes = createFifoPipes(dir, 2);
-  if (!pipes) debug('no FIFOs (mkfifo missing?): draining plain child-process pipes');
-  let spawned: ChildProcess;
+  const sup = beginSupervision(dir);
+  listenForRequests(sup);
+  process.on('uncaughtException', (err) => failSupervision(sup, err));
   try {
-    spawned = spawn(pickShell(), ['-c', req.command], {
-      cwd: req.cwd,
-      env: process.env,
-      detached: true, // setsid: the command leads its own session and process group
-      stdio: ['ignore', pipes ? pipes[0]!.writeFd : 'pipe', pipes ? pipes[1]!.writeFd : 'pipe'],
-    });
+    await supervise(sup);
   } catch (err) {
-    status.reason = 'supervisor_error';
-    finish({ code: 'spawn_failed', message: `the command could not be started (${(err as NodeJS.ErrnoException).code ?? 'error'})` });
-    return;
+    failSupervision(sup, err as Error);
   }
-  // Only the command may hold the write ends: EOF must mean the command's side is done.
-  if (pipes) for (const p of pipes) closeSync(p.writeFd);
-  if (spawned.pid === undefined) {
-    spawned.once('error', (err: NodeJS.ErrnoException) => {
-      status.reason = 'supervisor_error';
-      finish({ code: 'spawn_failed', message: `the command could not be started (${err.code ?? 'error'})` });
-    });
-    return;
-  }
-  spawned.on('error', (err) => debug(`child error: ${String(err)}`));
+}
 
-  // The leader cannot have been reaped yet (that needs the event loop), so /proc still has it.
-  pgid = spawned.pid;
-  const leader = readProcStat(pgid);
-  status.group = { pgid, leader_start_time: leader?.startTime ?? 0 };
-  status.started_at = nowS();
-  writeStatus(dir, status);
-
-  spawned.once('exit', (code, signal) => {
-    // A failure here cannot be reported anywhere better than the status, which finish() writes.
-    (async () => {
-      clearTimeout(timeoutTimer);
-      status.exit_code = code ?? (signal ? 128 + (osConstants.signals[signal] ?? 0) : null);
-      status.signal = signal;
-      if (status.reason === null) status.reason = 'exit';
-      debug(`leader exited code=${String(code)} signal=${String(signal)}`);
-      // Completion, failure and stops alike: nothing of the group may outlive its task.
-      const giveUpAt = Date.now() + req.grace_ms + 1000;
-      while (hasLiveGroupMembers(pgid) && Date.now() < giveUpAt) {
-        terminateGroup();
-        await sleep(req.poll_ms);
-      }
-      clearTimeout(killTimer);
-      // The group is gone; a process that escaped it (setsid) may still hold the pipes open.
-      await Promise.race([streamsEnded, sleep(req.drain_ms)]);
-      for (const s of sockets) s.destroy();
-      for (const h of helpers) h.kill('SIGKILL');
-      finish();
-    })().catch((err: unknown) => {
-      debug(`exit handling failed: ${String(err)}`);
-      status.reason ??= 'supervisor_error';
-      finish({ code: 'supervisor_error', message: 'the supervisor failed while stopping the task' });
-    });
-  });
-
-  if (pipes) {
-    const buffer = Buffer.allocUnsafe(READ_BUFFER_BYTES);
-    for (const [i, p] of pipes.entries()) {
-      let reader: PipeReader | undefined = undefined;
-      const handOff = () => {
-        const helper = discardRestWithCat(p.readFd);
-        if (!helper) return reader!.resume();
-        reader!.detach();
-        helpers.push(helper);
-        helper.once('exit', streamEnded);
-      };
-      reader = drainFd(
-        p.readFd,
-        buffer,
-        (bytes, n) => {
-          logs[i]!.push(bytes, n);
-          if (!logs[i]!.isTruncated) return true;
-          // Full, and already losing bytes: nothing more will be written, so pass the pipe on.
-          setImmediate(handOff);
-          return false;
-        },
-        streamEnded,
-      );
-      sockets.push(reader);
-    }
-  } else {
-    [spawned.stdout!, spawned.stderr!].forEach((stream, i) => {
-      let ended = false;
-      const end = () => {
-        if (!ended) {
-          ended = true;
-          streamEnded();
-        }
-      };
-      stream.on('data', (chunk: Buffer) => logs[i]!.push(chunk));
-      stream.on('end', end);
-      stream.on('error', end);
-      stream.on('close', end);
-      sockets.push(stream);
-    });
-  }
-  timeoutTimer = setTimeout(() => stop('timeout'), req.timeout_s * 1000);
+/** The task's life, start-up to final status. */
+async function supervise(sup: Supervision): Promise<void> {
+  // Start-up runs without yielding up to recordRunning: a signal is handled only after that.
+  if (!createStatusReserve(sup.dir)) finish(sup, withReason(sup, 'supervisor_error', STATE_DIR_FULL_AT_START));
+  openLogs(sup);
+  const stdio = openCommandStdio(sup);
+  const child = spawnCommand(sup, stdio);
+  if (!child) return; // the spawn failure is recorded when the child reports it
+  recordRunning(sup, child);
+  drainOutput(sup, stdio, child);
+  armTimeout(sup);
+  recordExit(sup, await leaderExit(child));
+  await stopRemainingGroup(sup);
+  await drainRest(sup);
+  finish(sup);
 }
 
 /** The terminal state for a termination reason; the first reason recorded wins. */
@@ -255,5 +124,333 @@ export function finalState(reason: TerminationReason | null, exitCode: number | 
       return exitCode === 0 ? 'succeeded' : 'failed';
     default:
       return 'failed';
+  }
+}
+
+// --- start-up ---------------------------------------------------------------------------------
+
+function beginSupervision(dir: string): Supervision {
+  const req = readTaskRequest(dir);
+  const self = readProcStat(process.pid);
+  let streamEnded: () => void = () => {};
+  let openStreams = 2;
+  const ended = new Promise<void>((resolve) => {
+    streamEnded = () => {
+      if (--openStreams === 0) resolve();
+    };
+  });
+  return {
+    dir,
+    req,
+    status: {
+      format: STATUS_FORMAT_VERSION,
+      task_id: req.task_id,
+      state: 'running',
+      reason: null,
+      supervisor: self ? { pid: process.pid, start_time: self.startTime } : null,
+      group: null,
+      exit_code: null,
+      signal: null,
+      started_at: null,
+      finished_at: null,
+      stdout_truncated: false,
+      stderr_truncated: false,
+    },
+    pgid: 0,
+    isTermSent: false,
+    isFinal: false,
+    killTimer: undefined,
+    timeoutTimer: undefined,
+    logs: null,
+    logFds: [],
+    stdin: null,
+    drains: { readers: [], helpers: [], ended, streamEnded },
+  };
+}
+
+/** `cancel` asks by SIGTERM (the others cover a supervisor stopped by hand); `input` with eof by SIGUSR2. */
+function listenForRequests(sup: Supervision): void {
+  for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(sig, () => requestStop(sup, 'cancel'));
+  // Installed before the FIFO exists, so no `input` can find a supervisor that would die of the signal.
+  process.on(STDIN_EOF_SIGNAL, () => sup.stdin?.close());
+}
+
+function openLogs(sup: Supervision): void {
+  const secrets = secretValuesFromEnv(process.env);
+  sup.logFds = [openSync(join(sup.dir, TASK_FILES.stdout), 'w', 0o600), openSync(join(sup.dir, TASK_FILES.stderr), 'w', 0o600)];
+  sup.logs = [new CappedLog(sup.logFds[0]!, LIMITS.streamCapBytes, secrets), new CappedLog(sup.logFds[1]!, LIMITS.streamCapBytes, secrets)];
+}
+
+function openCommandStdio(sup: Supervision): CommandStdio {
+  if (sup.req.stdin === true) {
+    sup.stdin = openStdinPipe(sup.dir);
+    if (!sup.stdin) debug('no stdin FIFO (mkfifo missing?): the command reads /dev/null');
+  }
+  const outputs = createFifoPipes(sup.dir, 2);
+  if (!outputs) debug('no FIFOs (mkfifo missing?): draining plain child-process pipes');
+  return { stdin: sup.stdin, outputs };
+}
+
+/** Spawns the command as the leader of a new session and process group; null if that failed (being recorded). */
+function spawnCommand(sup: Supervision, stdio: CommandStdio): ChildProcess | null {
+  const shell = pickShell();
+  let child: ChildProcess;
+  try {
+    child = childProcess().spawn(
+      existsSync('/bin/sh') ? '/bin/sh' : shell,
+      ['-c', RAISE_OOM_SCORE_THEN_EXEC, 'sandbox-task', shell, '-c', sup.req.command],
+      {
+        cwd: sup.req.cwd,
+        env: process.env,
+        detached: true, // setsid: the command leads its own session and process group
+        stdio: [
+          stdio.stdin ? stdio.stdin.readFd : 'ignore',
+          stdio.outputs ? stdio.outputs[0]!.writeFd : 'pipe',
+          stdio.outputs ? stdio.outputs[1]!.writeFd : 'pipe',
+        ],
+      },
+    );
+  } catch (err) {
+    finish(sup, withReason(sup, 'supervisor_error', spawnFailed(err)));
+  }
+  // Only the command may hold these ends: EOF on an output must mean the command's side is done,
+  // and a reader of stdin held by us would keep `input` from ever seeing the command go away.
+  if (stdio.outputs) for (const p of stdio.outputs) closeSync(p.writeFd);
+  if (stdio.stdin) closeSync(stdio.stdin.readFd);
+  if (child.pid === undefined) {
+    child.once('error', (err) => finish(sup, withReason(sup, 'supervisor_error', spawnFailed(err))));
+    return null;
+  }
+  child.on('error', (err) => debug(`child error: ${String(err)}`));
+  return child;
+}
+
+/**
+ * Run by the command's first process before the command: raise its own OOM score (inherited by
+ * everything it starts; quietly kept as is where the score is higher already), then become the shell.
+ */
+const RAISE_OOM_SCORE_THEN_EXEC = `{ echo ${COMMAND_OOM_SCORE_ADJ} > /proc/self/oom_score_adj; } 2>/dev/null; exec "$@"`;
+
+function recordRunning(sup: Supervision, child: ChildProcess): void {
+  // The leader cannot have been reaped yet (that needs the event loop), so /proc still has it.
+  sup.pgid = child.pid!;
+  const leader = readProcStat(sup.pgid);
+  sup.status.group = { pgid: sup.pgid, leader_start_time: leader?.startTime ?? 0 };
+  sup.status.started_at = nowS();
+  if (!writeProgress(sup)) {
+    // A task nobody can see, query or cancel must not run: stop it and record why, in the reserve.
+    signalGroup(sup.pgid, 'SIGKILL');
+    finish(sup, withReason(sup, 'supervisor_error', STATE_DIR_FULL_AT_START));
+  }
+  if (sup.status.reason !== null) terminateGroup(sup);
+}
+
+/** Masked output into the capped logs; a full log hands its pipe to `cat > /dev/null`. */
+function drainOutput(sup: Supervision, stdio: CommandStdio, child: ChildProcess): void {
+  const logs = sup.logs!;
+  const { readers, helpers, streamEnded } = sup.drains;
+  if (!stdio.outputs) {
+    [child.stdout!, child.stderr!].forEach((stream, i) => {
+      let isEnded = false;
+      const end = () => {
+        if (!isEnded) {
+          isEnded = true;
+          streamEnded();
+        }
+      };
+      stream.on('data', (chunk: Buffer) => logs[i]!.push(chunk));
+      stream.on('end', end);
+      stream.on('error', end);
+      stream.on('close', end);
+      readers.push(stream);
+    });
+    return;
+  }
+  const buffer = Buffer.allocUnsafe(READ_BUFFER_BYTES);
+  for (const [i, pipe] of stdio.outputs.entries()) {
+    let reader: PipeReader | undefined = undefined;
+    const handOff = () => {
+      const helper = discardRestWithCat(pipe.readFd);
+      if (!helper) return reader!.resume();
+      reader!.detach();
+      helpers.push(helper);
+      helper.once('exit', streamEnded);
+    };
+    reader = drainFd(
+      pipe.readFd,
+      buffer,
+      (bytes, n) => {
+        logs[i]!.push(bytes, n);
+        if (!logs[i]!.isTruncated) return true;
+        // Full (or its disk is), and already losing bytes: nothing more will be written, so pass the pipe on.
+        setImmediate(handOff);
+        return false;
+      },
+      streamEnded,
+    );
+    readers.push(reader);
+  }
+}
+
+function armTimeout(sup: Supervision): void {
+  sup.timeoutTimer = setTimeout(() => requestStop(sup, 'timeout'), sup.req.timeout_s * 1000);
+}
+
+// --- stopping -----------------------------------------------------------------------------------
+
+/** Records the first termination reason and starts TERM -> KILL on the group. */
+function requestStop(sup: Supervision, reason: TerminationReason): void {
+  if (sup.status.reason !== null || sup.isFinal) return;
+  sup.status.reason = reason;
+  clearTimeout(sup.timeoutTimer);
+  if (!sup.pgid) return; // recordRunning stops the group once there is one
+  writeProgress(sup);
+  terminateGroup(sup);
+}
+
+/** TERM to the group (once), and KILL after the grace period unless the group is gone by then. */
+function terminateGroup(sup: Supervision): void {
+  if (sup.isTermSent || !sup.pgid) return;
+  sup.isTermSent = true;
+  const pgid = sup.pgid;
+  debug(`TERM to group ${pgid}`);
+  signalGroup(pgid, 'SIGTERM');
+  // A stopped process only acts on TERM once continued.
+  signalGroup(pgid, 'SIGCONT');
+  sup.killTimer = setTimeout(() => {
+    debug(`KILL to group ${pgid}`);
+    signalGroup(pgid, 'SIGKILL');
+  }, sup.req.grace_ms);
+}
+
+function leaderExit(child: ChildProcess): Promise<LeaderExit> {
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+}
+
+function recordExit(sup: Supervision, exit: LeaderExit): void {
+  clearTimeout(sup.timeoutTimer);
+  sup.status.exit_code = exit.code ?? (exit.signal ? 128 + (osConstants.signals[exit.signal] ?? 0) : null);
+  sup.status.signal = exit.signal;
+  if (sup.status.reason === null) sup.status.reason = 'exit';
+  debug(`leader exited code=${String(exit.code)} signal=${String(exit.signal)}`);
+}
+
+/** Completion, failure and stops alike: nothing of the group may outlive its task. */
+async function stopRemainingGroup(sup: Supervision): Promise<void> {
+  const giveUpAt = Date.now() + sup.req.grace_ms + 1000;
+  while (hasLiveGroupMembers(sup.pgid) && Date.now() < giveUpAt) {
+    terminateGroup(sup);
+    await sleep(sup.req.poll_ms);
+  }
+  clearTimeout(sup.killTimer);
+  // A stalled event loop can reach giveUpAt before the KILL timer ever ran: whatever is left gets KILL now.
+  if (hasLiveGroupMembers(sup.pgid)) {
+    debug(`KILL to group ${sup.pgid} after the cleanup deadline`);
+    signalGroup(sup.pgid, 'SIGKILL');
+  }
+}
+
+/** The group is gone; a process that escaped it (setsid) may still hold the pipes open, so the wait is bounded. */
+async function drainRest(sup: Supervision): Promise<void> {
+  await Promise.race([sup.drains.ended, sleep(sup.req.drain_ms)]);
+  for (const r of sup.drains.readers) r.destroy();
+  for (const h of sup.drains.helpers) h.kill('SIGKILL');
+}
+
+// --- the outcome --------------------------------------------------------------------------------
+
+/** Writes a non-final status; false when the filesystem is full (the final status still gets the reserve). */
+function writeProgress(sup: Supervision): boolean {
+  try {
+    writeStatus(sup.dir, sup.status);
+    return true;
+  } catch (err) {
+    if (!isNoSpaceError(err)) throw err;
+    debug('state directory full: a progress status was not written');
+    return false;
+  }
+}
+
+/** Records the final status and exits. A failure while finishing exits at once: there is nowhere better to record it. */
+function finish(sup: Supervision, error?: TaskError): never {
+  if (sup.isFinal) process.exit(1);
+  sup.isFinal = true;
+  clearTimeout(sup.timeoutTimer);
+  const { status } = sup;
+  if (sup.logs) {
+    for (const log of sup.logs) log.end();
+    status.stdout_truncated = sup.logs[0].isTruncated;
+    status.stderr_truncated = sup.logs[1].isTruncated;
+  }
+  status.state = finalState(status.reason, status.exit_code);
+  status.finished_at = nowS();
+  const cause = error ?? logWriteError(sup.logs);
+  if (cause) status.error = cause;
+  try {
+    writeFinalStatus(sup.dir, status);
+  } catch (err) {
+    // Readers find the supervisor gone and the filesystem full, and say so.
+    debug(`final status not written: ${String(err)}`);
+    process.exit(1);
+  }
+  // After the final status: until then, a running task's stdin must still be where `input` looks.
+  sup.stdin?.remove();
+  for (const fd of sup.logFds) closeQuietly(fd);
+  debug(`final state ${status.state}`);
+  process.exit(0);
+}
+
+/** Why a log ended early, if a write failed: the outcome stands, the logs are short. */
+function logWriteError(logs: Supervision['logs']): TaskError | undefined {
+  const code = logs?.map((l) => l.writeError).find((c) => c !== null);
+  if (!code) return undefined;
+  if (code === 'ENOSPC' || code === 'EDQUOT') {
+    return {
+      code: 'state_dir_full',
+      message:
+        "the state directory's filesystem filled up while the task ran: its logs end early (marked truncated); the outcome is the command's own",
+    };
+  }
+  return {
+    code: 'log_write_failed',
+    message: `writing the task's logs failed (${code}): they end early (marked truncated); the outcome is the command's own`,
+  };
+}
+
+/** Anything unexpected: stop the group at once and record a supervisor failure. */
+function failSupervision(sup: Supervision, err: Error): void {
+  debug(`supervisor error: ${err.stack ?? String(err)}`);
+  if (sup.pgid) signalGroup(sup.pgid, 'SIGKILL');
+  const error = isNoSpaceError(err)
+    ? STATE_DIR_FULL_WHILE_RUNNING
+    : { code: 'supervisor_error', message: 'the task supervisor failed; the task was stopped' };
+  finish(sup, withReason(sup, 'supervisor_error', error));
+}
+
+/** Sets the termination reason unless one was recorded first, and passes the error on. */
+function withReason(sup: Supervision, reason: TerminationReason, error: TaskError): TaskError {
+  sup.status.reason ??= reason;
+  return error;
+}
+
+function spawnFailed(err: unknown): TaskError {
+  return { code: 'spawn_failed', message: `the command could not be started (${(err as NodeJS.ErrnoException).code ?? 'error'})` };
+}
+
+const STATE_DIR_FULL_AT_START: TaskError = {
+  code: 'state_dir_full',
+  message: "the state directory's filesystem is full: the task could not be recorded, so its command was not run (or was stopped at once)",
+};
+
+const STATE_DIR_FULL_WHILE_RUNNING: TaskError = {
+  code: 'state_dir_full',
+  message: "the state directory's filesystem is full: the supervisor could not go on, so the task was stopped",
+};
+
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // a deferred write error has nowhere to go now
   }
 }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { TaskState, TaskView } from '../shared/protocol.js';
 import type { TaskStatus } from '../shared/status.js';
 import { TASK_FILES } from './paths.js';
+import { hasNoSpaceLeft } from './no-space.js';
 import { isSameLiveProcess } from './proc.js';
 import { readStatus } from './status-read.js';
 
@@ -23,11 +24,23 @@ export interface ObservedTask {
 
 /**
  * Reads the status and checks that a `running` task still has its supervisor (same pid and
- * start time). Anything that cannot be confirmed is `unknown`, never success.
+ * start time). Anything that cannot be confirmed is `unknown`, never success; where the state
+ * directory's filesystem is full, that is named as the likely cause.
  */
 export function observeTask(dir: string): ObservedTask {
   const read = readStatus(dir);
   if (read.kind === 'missing') {
+    if (hasNoSpaceLeft(dir)) {
+      return {
+        state: 'unknown',
+        status: null,
+        error: {
+          code: 'state_dir_full',
+          message:
+            "the task has no status record and the state directory's filesystem is full: most likely its supervisor could not record anything",
+        },
+      };
+    }
     return {
       state: 'unknown',
       status: null,
@@ -41,6 +54,17 @@ export function observeTask(dir: string): ObservedTask {
   // The supervisor may have written its final status and exited between the two looks.
   const again = readStatus(dir);
   if (again.kind === 'ok' && again.status.state !== 'running') return withError(again.status.state, again.status);
+  if (hasNoSpaceLeft(dir)) {
+    return {
+      state: 'unknown',
+      status,
+      error: {
+        code: 'state_dir_full',
+        message:
+          "the task supervisor is no longer running and the state directory's filesystem is full: most likely it could not record the outcome, which is lost",
+      },
+    };
+  }
   return {
     state: 'unknown',
     status,

@@ -16,6 +16,8 @@ export interface Timings {
   startReportMs: number;
   /** After the first status, start waits this long more for a short command to finish. */
   startSettleMs: number;
+  /** input: how long a write may wait for room in a full stdin pipe, and for `eof` to be confirmed. */
+  inputWaitMs: number;
 }
 
 /** Production defaults; graceMs + drainMs stays below cancelConfirmMs so a stubborn task is still confirmed. */
@@ -26,6 +28,7 @@ export const DEFAULT_TIMINGS: Timings = {
   cancelConfirmMs: LIMITS.cancelConfirmMs,
   startReportMs: 5000,
   startSettleMs: 100,
+  inputWaitMs: 1000,
 };
 
 const ENV_NAMES: Record<keyof Timings, string> = {
@@ -35,6 +38,7 @@ const ENV_NAMES: Record<keyof Timings, string> = {
   cancelConfirmMs: 'SANDBOX_AGENT_CANCEL_CONFIRM_MS',
   startReportMs: 'SANDBOX_AGENT_START_REPORT_MS',
   startSettleMs: 'SANDBOX_AGENT_START_SETTLE_MS',
+  inputWaitMs: 'SANDBOX_AGENT_INPUT_WAIT_MS',
 };
 
 /** The defaults, each overridden by its SANDBOX_AGENT_* variable when that holds a non-negative integer. */

@@ -51,6 +51,10 @@ const AGENT_ERROR_CATEGORIES: Record<AgentErrorCode, ErrorCategory> = {
   task_limit: 'insufficient_resources',
   not_found: 'not_found',
   spawn_failed: 'internal',
+  task_finished: 'conflict',
+  no_stdin: 'conflict',
+  stdin_closed: 'conflict',
+  state_dir_full: 'insufficient_resources',
   internal: 'internal',
 };
 

@@ -18,6 +18,11 @@ export const LIMITS = {
   encodedRequestMaxBytes: 96 * 1024,
   /** cancel waits at most this long for a confirmed terminal state. */
   cancelConfirmMs: 3000,
+  /**
+   * Largest `data` of one `input` request, in UTF-8 bytes: half a pipe's default capacity, and
+   * small enough that ordinary text stays under encodedRequestMaxBytes once JSON-escaped and base64'd.
+   */
+  inputMaxBytes: 32 * 1024,
   /** Secret values shorter than this are not masked (they would mask ordinary text). */
   secretMinBytes: 4,
 } as const;

@@ -1,4 +1,4 @@
-// The host <-> agent protocol, version 1. Both sides and the tests validate with these schemas;
+// The host <-> agent protocol, version 1.1. Both sides and the tests validate with these schemas;
 // nothing here may import from host/ or agent/.
 // zod/mini, not classic zod: the agent bundles this, and classic zod triples node's start-up time.
 import * as z from 'zod/mini';
@@ -7,9 +7,18 @@ import { LIMITS } from './limits.js';
 /** Major protocol version. A request with any other major is answered with `protocol_mismatch`. */
 export const PROTOCOL_VERSION = 1;
 
-/** The operations the agent understands, in the order the README documents them. */
-export const OP_NAMES = ['hello', 'start', 'get', 'cancel', 'selftest'] as const;
+/**
+ * Minor protocol version: additions an older agent of the same major lacks. 1 added the `input`
+ * and `list` ops and `stdin` on `start`. Requests carry only the major; `hello` reports the minor.
+ */
+export const PROTOCOL_MINOR = 1;
+
+/** The operations the agent understands, in the order the protocol documentation lists them. */
+export const OP_NAMES = ['hello', 'start', 'get', 'cancel', 'input', 'list', 'selftest'] as const;
 export type OpName = (typeof OP_NAMES)[number];
+
+/** The operations of minor version 0: what an agent whose `hello` reports no `ops` understands. */
+export const MINOR_0_OP_NAMES: readonly OpName[] = ['hello', 'start', 'get', 'cancel', 'selftest'];
 
 /** Task states; `unknown` is never success, only "we cannot confirm". */
 export const TASK_STATES = ['running', 'succeeded', 'failed', 'cancelled', 'timed_out', 'unknown'] as const;
@@ -41,6 +50,8 @@ export const StartRequestSchema = z.strictObject({
   command: z.string().check(z.minLength(1), z.maxLength(LIMITS.commandMaxChars)),
   cwd: z.optional(z.string().check(z.minLength(1))),
   timeout_s: z._default(int(1, LIMITS.taskTimeoutMaxS), LIMITS.taskTimeoutDefaultS),
+  /** true: stdin is a pipe the supervisor holds open, fed by `input`; false: /dev/null. (minor 1) */
+  stdin: z._default(z.boolean(), true),
 });
 export const GetRequestSchema = z.strictObject({
   protocol: anyInt(),
@@ -56,20 +67,54 @@ export const CancelRequestSchema = z.strictObject({
   ...offsetsAndLimit,
 });
 
+/** Text for a task's stdin: at most LIMITS.inputMaxBytes once encoded as UTF-8. */
+export const InputDataSchema = z.string().check(
+  // Characters never outnumber UTF-8 bytes, so the cheap check rejects most oversized input first.
+  z.maxLength(LIMITS.inputMaxBytes),
+  z.refine((s) => Buffer.byteLength(s, 'utf8') <= LIMITS.inputMaxBytes, { params: { maximum_bytes: LIMITS.inputMaxBytes } }),
+);
+/** Writes `data` to a running task's stdin, then closes it if `eof`. (minor 1) */
+export const InputRequestSchema = z.strictObject({
+  protocol: anyInt(),
+  op: z.literal('input'),
+  task_id: TaskIdSchema,
+  data: InputDataSchema,
+  eof: z._default(z.boolean(), false),
+});
+/** Lists this sandbox user's tasks, newest first. (minor 1) */
+export const ListRequestSchema = z.strictObject({ protocol: anyInt(), op: z.literal('list') });
+
 /** Any valid request; `op` selects the shape. */
 export const RequestSchema = z.discriminatedUnion('op', [
   HelloRequestSchema,
   StartRequestSchema,
   GetRequestSchema,
   CancelRequestSchema,
+  InputRequestSchema,
+  ListRequestSchema,
   SelftestRequestSchema,
 ]);
 export type AgentRequest = z.infer<typeof RequestSchema>;
 /** A request as a caller writes it: defaults may be omitted. */
 export type AgentRequestInput = z.input<typeof RequestSchema>;
 
-/** Error codes the agent can answer with. */
-export const AGENT_ERROR_CODES = ['protocol_mismatch', 'invalid_request', 'task_limit', 'not_found', 'spawn_failed', 'internal'] as const;
+/**
+ * Error codes the agent can answer with. Minor 1 added: `task_finished` (input to a task that no
+ * longer runs), `no_stdin` (input to a task without a stdin pipe), `stdin_closed` (input after
+ * `eof`, or the command closed its stdin), `state_dir_full` (no space left for task state).
+ */
+export const AGENT_ERROR_CODES = [
+  'protocol_mismatch',
+  'invalid_request',
+  'task_limit',
+  'not_found',
+  'spawn_failed',
+  'task_finished',
+  'no_stdin',
+  'stdin_closed',
+  'state_dir_full',
+  'internal',
+] as const;
 export type AgentErrorCode = (typeof AGENT_ERROR_CODES)[number];
 
 export const AgentErrorSchema = z.strictObject({ code: z.enum(AGENT_ERROR_CODES), message: z.string() });
@@ -97,14 +142,35 @@ export const TaskViewSchema = z.strictObject({
 });
 export type TaskView = z.infer<typeof TaskViewSchema>;
 
+/** One task as `list` reports it: the task view without output pages. */
+export const TaskSummarySchema = z.omit(TaskViewSchema, { stdout: true, stderr: true, stdout_next_offset: true, stderr_next_offset: true });
+export type TaskSummary = z.infer<typeof TaskSummarySchema>;
+
+/** What `list` returns: at most LIMITS.maxTasks tasks, newest first; `truncated` if more exist. */
+export const ListResultSchema = z.strictObject({ tasks: z.array(TaskSummarySchema), truncated: z.boolean() });
+export type ListResult = z.infer<typeof ListResultSchema>;
+
+/** What `input` returns: how many UTF-8 bytes of `data` the pipe took, and whether stdin is now closed. */
+export const InputResultSchema = z.strictObject({ task_id: TaskIdSchema, bytes_written: nonNegInt(), stdin_closed: z.boolean() });
+export type InputResult = z.infer<typeof InputResultSchema>;
+
 export const HelloResultSchema = z.strictObject({
   agent_version: z.string(),
   protocol: anyInt(),
+  /** Absent from agents of minor version 0. */
+  protocol_minor: z.optional(anyInt()),
+  /** The ops this agent understands; absent from agents of minor version 0 (see MINOR_0_OP_NAMES). */
+  ops: z.optional(z.array(z.string())),
   state_dir: z.string(),
   max_tasks: anyInt(),
   stream_cap_bytes: anyInt(),
 });
 export type HelloResult = z.infer<typeof HelloResultSchema>;
+
+/** True when the agent that answered `hello` understands `op` (an agent of minor 0 lists no ops). */
+export function agentSupportsOp(hello: HelloResult, op: OpName): boolean {
+  return (hello.ops ?? MINOR_0_OP_NAMES).includes(op);
+}
 
 export const SelftestCheckSchema = z.strictObject({ name: z.string(), ok: z.boolean(), detail: z.optional(z.string()) });
 export const SelftestResultSchema = z.strictObject({ ok: z.boolean(), checks: z.array(SelftestCheckSchema) });
@@ -123,6 +189,8 @@ export const RESULT_SCHEMAS = {
   start: TaskViewSchema,
   get: TaskViewSchema,
   cancel: TaskViewSchema,
+  input: InputResultSchema,
+  list: ListResultSchema,
   selftest: SelftestResultSchema,
 } as const satisfies Record<OpName, z.ZodMiniType>;
 
@@ -168,6 +236,11 @@ export function describeIssue(error: z.core.$ZodError, input: unknown, shownName
     case 'invalid_union':
       what = 'does not match any allowed shape';
       break;
+    case 'custom': {
+      const maxBytes = (issue.params as { maximum_bytes?: unknown } | undefined)?.maximum_bytes;
+      what = typeof maxBytes === 'number' ? `is too long (maximum ${maxBytes} bytes of UTF-8)` : 'is invalid';
+      break;
+    }
     default:
       what = 'is invalid';
   }

@@ -1,16 +1,17 @@
 // start: create the task directory exclusively, launch a detached supervisor, and report what it
 // observed shortly afterwards. The exclusive mkdir is what makes "same task_id twice runs once"
 // hold even for concurrent starts.
-import { existsSync, mkdirSync, openSync, readdirSync, rmdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readdirSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { LIMITS } from '../../shared/limits.js';
 import { TERMINAL_STATES, type TaskView } from '../../shared/protocol.js';
 import { STATUS_FORMAT_VERSION } from '../../shared/status.js';
 import { AgentFailure } from '../errors.js';
+import { isNoSpaceError, stateDirFull } from '../no-space.js';
 import { ensureTasksDir, homeDir, TASK_FILES } from '../paths.js';
 import { writeFileAtomic, writeStatus } from '../status-file.js';
 import { readStatus } from '../status-read.js';
-import type { TaskRequestFile } from '../supervisor.js';
+import type { TaskRequestFile } from '../task-request.js';
 import { buildView, observeTask } from '../task-view.js';
 import { sleep, type Timings } from '../timing.js';
 import { childProcess } from '../node-modules.js';
@@ -22,6 +23,8 @@ export interface StartOpts {
   command: string;
   cwd?: string;
   timeoutS: number;
+  /** Whether the command gets a held-open stdin pipe (else /dev/null). */
+  stdin: boolean;
 }
 
 const START_POLL_MS = 10;
@@ -38,6 +41,7 @@ export async function startTask(opts: StartOpts, timings: Timings): Promise<Task
       mkdirSync(dir, { mode: 0o700 });
       isNew = true;
     } catch (err) {
+      if (isNoSpaceError(err)) throw stateDirFull();
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
     if (isNew) {
@@ -64,8 +68,15 @@ async function launch(dir: string, opts: StartOpts, cwd: string, timings: Timing
     grace_ms: timings.graceMs,
     drain_ms: timings.drainMs,
     poll_ms: timings.pollMs,
+    stdin: opts.stdin,
   };
-  writeFileAtomic(join(dir, TASK_FILES.request), JSON.stringify(request) + '\n');
+  try {
+    writeFileAtomic(join(dir, TASK_FILES.request), JSON.stringify(request) + '\n');
+  } catch (err) {
+    // Nothing ran: leave no directory behind that would read as a task forever.
+    rmSync(dir, { recursive: true, force: true });
+    throw isNoSpaceError(err) ? stateDirFull() : err;
+  }
   // stdio must not be ours: the host's exec returns only when every holder of its pipes is gone.
   // Nor any other descriptor the host's exec leaked to us: the supervisor would inherit it.
   closeInheritedFds();

@@ -39,6 +39,8 @@ describe('bundle', () => {
     expect(hello).toEqual({
       agent_version: pkg.version,
       protocol: 1,
+      protocol_minor: 1,
+      ops: ['hello', 'start', 'get', 'cancel', 'input', 'list', 'selftest'],
       state_dir: world.stateDir,
       max_tasks: 128,
       stream_cap_bytes: 1048576,
@@ -111,6 +113,7 @@ describe('selftest', () => {
       'log_cap',
       'masking',
       'supervisor',
+      'stdin',
     ]);
     expect(report.checks.every((c) => c.ok)).toBe(true);
   });

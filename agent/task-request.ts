@@ -1,0 +1,24 @@
+// request.json: what `start` leaves in a task directory for its supervisor (the environment
+// travels by inheritance). Read by the supervisor once, and by `input` to tell why a task has
+// no stdin pipe.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { TASK_FILES } from './paths.js';
+
+/** The task request as written by `start`; fields marked optional are absent from older agents' files. */
+export interface TaskRequestFile {
+  task_id: string;
+  command: string;
+  cwd: string;
+  timeout_s: number;
+  grace_ms: number;
+  drain_ms: number;
+  poll_ms: number;
+  /** true: the command reads a held-open pipe that `input` feeds; false or absent: /dev/null. */
+  stdin?: boolean;
+}
+
+/** Reads the task's request file; throws if it is missing or not JSON. */
+export function readTaskRequest(dir: string): TaskRequestFile {
+  return JSON.parse(readFileSync(join(dir, TASK_FILES.request), 'utf8')) as TaskRequestFile;
+}

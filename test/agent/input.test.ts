@@ -1,0 +1,189 @@
+// A task's stdin: held open by the supervisor unless `stdin: false`, fed by `input` from separate
+// agent processes (as a restarted host would), closed by `eof`; every refusal names its reason.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { InputResultSchema, type AgentResponse, type InputResult } from '../../shared/protocol.js';
+import {
+  AGENT,
+  agentEnv,
+  call,
+  callView,
+  ensureBuilt,
+  isAlive,
+  newTaskId,
+  readStatusJson,
+  sleep,
+  taskDirOf,
+  waitFor,
+  waitTerminal,
+  type AgentWorld,
+  worldsPerTest,
+} from './helpers.js';
+
+beforeAll(() => ensureBuilt());
+
+const { world, strays } = worldsPerTest();
+
+const start = (w: AgentWorld, command: string, extra: Record<string, unknown> = {}) =>
+  callView(w, { protocol: 1, op: 'start', task_id: newTaskId(), command, ...extra });
+
+const input = (w: AgentWorld, taskId: string, data: string, eof?: boolean): Promise<AgentResponse> =>
+  call(
+    w,
+    eof === undefined ? { protocol: 1, op: 'input', task_id: taskId, data } : { protocol: 1, op: 'input', task_id: taskId, data, eof },
+  );
+
+async function inputOk(w: AgentWorld, taskId: string, data: string, eof?: boolean): Promise<InputResult> {
+  const res = await input(w, taskId, data, eof);
+  if (!res.ok) throw new Error(`input answered ${res.error.code}: ${res.error.message}`);
+  return InputResultSchema.parse(res.result);
+}
+
+async function inputError(w: AgentWorld, taskId: string, data: string, eof?: boolean) {
+  const res = await input(w, taskId, data, eof);
+  if (res.ok) throw new Error('expected ok:false');
+  return res.error;
+}
+
+describe('stdin held open', () => {
+  it('makes `read` wait until input arrives from a separate agent process, then the task succeeds', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'read x; echo "got:$x"');
+    // Waiting, not at EOF: still running after a long-poll that would have seen it end.
+    expect(await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 1 })).toMatchObject({ state: 'running', stdout: '' });
+    expect(await inputOk(w, id, 'hello\n')).toEqual({ task_id: id, bytes_written: 6, stdin_closed: false });
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'got:hello\n' });
+  });
+
+  it('ends `cat` after input with eof, keeping everything written before it', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'cat');
+    expect(await inputOk(w, id, 'abc ')).toMatchObject({ bytes_written: 4, stdin_closed: false });
+    expect(await inputOk(w, id, 'héllo', true)).toEqual({ task_id: id, bytes_written: 6, stdin_closed: true });
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: 'abc héllo' });
+  });
+
+  it('passes stdin on to the commands the shell runs (a pipeline reads it)', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'tr a-z A-Z | head -c 5');
+    await inputOk(w, id, 'shout and more', true);
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: 'SHOUT' });
+  });
+
+  it('keeps the old behaviour with stdin: false (/dev/null: `cat` ends at once) and refuses input saying so', async () => {
+    const w = world();
+    const { task_id: catId } = await start(w, 'cat; echo "cat ended"', { stdin: false });
+    expect(await waitTerminal(w, catId)).toMatchObject({ state: 'succeeded', stdout: 'cat ended\n' });
+    const { task_id: id } = await start(w, 'sleep 300', { stdin: false });
+    const err = await inputError(w, id, 'hello');
+    expect(err).toEqual({ code: 'no_stdin', message: expect.stringContaining('stdin: false') });
+    await callView(w, { protocol: 1, op: 'cancel', task_id: id });
+  });
+});
+
+describe('refusals', () => {
+  it('refuses input to a finished task with task_finished', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'exit 2');
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'failed' });
+    expect(await inputError(w, id, 'late\n')).toEqual({ code: 'task_finished', message: expect.stringContaining('failed') });
+  });
+
+  it('refuses input to a task whose supervisor is gone (unknown), signalling nothing', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'read x; sleep 300');
+    const status = readStatusJson(w, id);
+    strays.push(status.group!.pgid);
+    process.kill(status.supervisor!.pid, 'SIGKILL');
+    await waitFor(async () => (await callView(w, { protocol: 1, op: 'get', task_id: id })).state === 'unknown', 'unknown');
+    expect(await inputError(w, id, 'x\n')).toMatchObject({ code: 'task_finished', message: expect.stringContaining('unknown') });
+    expect(isAlive(status.group!.pgid)).toBe(true);
+  });
+
+  it('answers not_found for a task this user never started', async () => {
+    expect((await inputError(world(), newTaskId(), 'x')).code).toBe('not_found');
+  });
+
+  it('refuses more input after eof with stdin_closed, but a repeated bare eof is no error', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'cat; sleep 300');
+    expect(await inputOk(w, id, 'one', true)).toMatchObject({ stdin_closed: true });
+    expect(await inputError(w, id, 'two')).toEqual({ code: 'stdin_closed', message: expect.stringContaining('already closed') });
+    expect(await inputOk(w, id, '', true)).toEqual({ task_id: id, bytes_written: 0, stdin_closed: true });
+    expect((await callView(w, { protocol: 1, op: 'cancel', task_id: id })).stdout).toBe('one');
+  });
+
+  it('refuses input once the command closed its stdin', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'exec 0<&-; echo closed; sleep 300');
+    await waitFor(async () => (await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 1 })).stdout === 'closed\n', 'closed');
+    expect(await inputError(w, id, 'x')).toEqual({ code: 'stdin_closed', message: expect.stringContaining('not reading') });
+    await callView(w, { protocol: 1, op: 'cancel', task_id: id });
+  });
+
+  it('refuses input to a task started by an older agent (no stdin in its request), saying so', async () => {
+    const w = world();
+    const id = newTaskId();
+    const dir = taskDirOf(w, id);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // request.json exactly as agents before protocol 1.1 wrote it, supervised by this build.
+    const request = { task_id: id, command: 'sleep 300', cwd: w.home, timeout_s: 300, grace_ms: 2000, drain_ms: 500, poll_ms: 50 };
+    writeFileSync(join(dir, 'request.json'), JSON.stringify(request));
+    const supervisor = execFileSync('bash', ['-c', `"$0" "$1" supervise "$2" >/dev/null 2>&1 & echo $!`, process.execPath, AGENT, dir], {
+      env: agentEnv(w),
+    });
+    strays.push(Number(supervisor));
+    await waitFor(async () => (await callView(w, { protocol: 1, op: 'get', task_id: id })).state === 'running', 'running');
+    expect(await inputError(w, id, 'x')).toEqual({ code: 'no_stdin', message: expect.stringContaining('older agent') });
+    await callView(w, { protocol: 1, op: 'cancel', task_id: id });
+  });
+
+  it('rejects data over the byte cap naming the field (multibyte text counts in bytes), without echoing it', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'cat');
+    // 20,000 characters, 40,000 bytes of UTF-8.
+    const err = await inputError(w, id, 'é'.repeat(20_000));
+    expect(err).toEqual({ code: 'invalid_request', message: 'field `data` is too long (maximum 32768 bytes of UTF-8)' });
+    expect(await inputOk(w, id, 'é'.repeat(16_384), true)).toMatchObject({ bytes_written: 32_768, stdin_closed: true });
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout_size: 32_768 });
+  });
+});
+
+describe('a full pipe', () => {
+  it('never hangs: it takes what fits within the bound, reports the bytes, and does not close stdin early', async () => {
+    const w = world({ SANDBOX_AGENT_INPUT_WAIT_MS: '200' });
+    // Reads nothing until told by a file, so the pipe (64 KiB) fills up.
+    const go = join(w.home, 'go');
+    const { task_id: id } = await start(w, `while [ ! -e ${go} ]; do sleep 0.05; done; wc -c`);
+    const chunk = 'x'.repeat(32_768);
+    let accepted = 0;
+    let last: InputResult | undefined;
+    for (let i = 0; i < 4; i++) {
+      last = await inputOk(w, id, chunk, i === 3);
+      accepted += last.bytes_written;
+    }
+    expect(accepted).toBeLessThan(4 * 32_768);
+    expect(accepted).toBeGreaterThan(0);
+    // Part of the data did not fit, so eof was not applied: the rest may still follow.
+    expect(last).toMatchObject({ stdin_closed: false });
+    writeFileSync(go, '');
+    await sleep(200);
+    expect(await inputOk(w, id, '', true)).toMatchObject({ stdin_closed: true });
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: `${accepted}\n` });
+  });
+});
+
+describe('privacy', () => {
+  it('never writes input anywhere in the state directory (not masked, not logged)', async () => {
+    const w = world({ AGENT_DEBUG: '1' });
+    const token = `input-${newTaskId()}`;
+    const { task_id: id } = await start(w, 'read x; test -n "$x"');
+    await inputOk(w, id, `${token}\n`, true);
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded' });
+    const files = readdirSync(taskDirOf(w, id));
+    expect(files).toContain('supervisor-debug.log');
+    for (const f of files) expect(readFileSync(join(taskDirOf(w, id), f), 'latin1')).not.toContain(token);
+  });
+});

@@ -1,0 +1,138 @@
+// list: this sandbox user's tasks, newest first, with get's state rules, and as cheap as get.
+import { execFile } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { encodeRequest, ListResultSchema, type ListResult } from '../../shared/protocol.js';
+import {
+  AGENT,
+  agentEnv,
+  call,
+  callView,
+  ensureBuilt,
+  fixture,
+  isAlive,
+  newTaskId,
+  readStatusJson,
+  waitFor,
+  waitTerminal,
+  type AgentWorld,
+  worldsPerTest,
+} from './helpers.js';
+
+beforeAll(() => ensureBuilt());
+
+const { world, strays } = worldsPerTest();
+
+const start = (w: AgentWorld, command: string) => callView(w, { protocol: 1, op: 'start', task_id: newTaskId(), command });
+
+async function list(w: AgentWorld): Promise<ListResult> {
+  const res = await call(w, { protocol: 1, op: 'list' });
+  if (!res.ok) throw new Error(`list answered ${res.error.code}`);
+  return ListResultSchema.parse(res.result);
+}
+
+describe('list', () => {
+  it('is empty before any task, without creating the state directory', async () => {
+    const w = world();
+    expect(await list(w)).toEqual({ tasks: [], truncated: false });
+  });
+
+  it('shows running, finished and supervisor-less tasks, newest first, with the states get reports', async () => {
+    const w = world();
+    const ok = await start(w, 'echo hello');
+    const failed = await start(w, `${fixture('exit-n.sh', '4')}`);
+    const running = await start(w, fixture('forever.sh'));
+    const orphaned = await start(w, fixture('forever.sh'));
+    await waitTerminal(w, ok.task_id);
+    await waitTerminal(w, failed.task_id);
+    const lost = readStatusJson(w, orphaned.task_id);
+    strays.push(lost.group!.pgid);
+    process.kill(lost.supervisor!.pid, 'SIGKILL');
+    await waitFor(() => !isAlive(lost.supervisor!.pid), 'the supervisor to die');
+
+    const { tasks, truncated } = await list(w);
+    expect(truncated).toBe(false);
+    expect(tasks.map((t) => t.task_id)).toEqual([orphaned.task_id, running.task_id, failed.task_id, ok.task_id]);
+    const [o, r, f, s] = tasks;
+    expect(s).toMatchObject({ state: 'succeeded', exit_code: 0, stdout_size: 6, stderr_size: 0, stdout_truncated: false });
+    expect(s!.finished_at).toBeGreaterThanOrEqual(s!.started_at!);
+    expect(f).toMatchObject({ state: 'failed', exit_code: 4, stdout_size: 15, stderr_size: 10 });
+    expect(r).toMatchObject({ state: 'running', exit_code: null, finished_at: null });
+    expect(r!.started_at).toEqual(expect.any(Number));
+    expect(o).toMatchObject({ state: 'unknown', exit_code: null, error: { code: 'supervisor_missing' } });
+    // The same verdicts get gives, field for field.
+    for (const t of tasks) {
+      const view = await callView(w, { protocol: 1, op: 'get', task_id: t.task_id });
+      const { stdout: _o, stderr: _e, stdout_next_offset: _on, stderr_next_offset: _en, ...summary } = view;
+      expect(t).toEqual(summary);
+    }
+    await callView(w, { protocol: 1, op: 'cancel', task_id: running.task_id });
+    await callView(w, { protocol: 1, op: 'cancel', task_id: orphaned.task_id });
+  });
+
+  it('reports a directory without a status as unknown, and skips entries that are not tasks', async () => {
+    const w = world();
+    const tasks = join(w.stateDir, 'tasks');
+    const id = newTaskId();
+    mkdirSync(join(tasks, id), { recursive: true, mode: 0o700 });
+    mkdirSync(join(tasks, 'not-a-task'));
+    writeFileSync(join(tasks, 'stray-file'), '');
+    expect((await list(w)).tasks).toEqual([
+      {
+        task_id: id,
+        state: 'unknown',
+        exit_code: null,
+        started_at: null,
+        finished_at: null,
+        stdout_size: 0,
+        stderr_size: 0,
+        stdout_truncated: false,
+        stderr_truncated: false,
+        error: { code: 'no_status', message: expect.any(String) },
+      },
+    ]);
+  });
+
+  it('stays within the 128-task cap, saying when there were more (made by hand)', async () => {
+    const w = world();
+    const tasks = join(w.stateDir, 'tasks');
+    mkdirSync(tasks, { recursive: true, mode: 0o700 });
+    for (let i = 0; i < 130; i++) mkdirSync(join(tasks, newTaskId()));
+    const result = await list(w);
+    expect(result.tasks).toHaveLength(128);
+    expect(result.truncated).toBe(true);
+  });
+});
+
+describe('cost', () => {
+  /** The builtin modules a `call` of this request loaded that spawning ops need (child_process, net). */
+  const spawnModulesLoaded = (w: AgentWorld, request: object) =>
+    new Promise<string[]>((resolve, reject) => {
+      const preload = join(w.home, 'preload.cjs');
+      writeFileSync(
+        preload,
+        `process.on('exit', () => require('fs').writeSync(2, '\\nMODULES ' + JSON.stringify(process.moduleLoadList.filter((m) => /^NativeModule (child_process|net)$/.test(m))) + '\\n'));`,
+      );
+      execFile(
+        process.execPath,
+        ['-r', preload, AGENT, 'call', encodeRequest(request as never)],
+        { env: agentEnv(w) },
+        (err, stdout, stderr) => {
+          if (err) return reject(err);
+          expect(JSON.parse(stdout)).toMatchObject({ ok: true });
+          resolve(JSON.parse(/^MODULES (.*)$/m.exec(stderr)![1]!) as string[]);
+        },
+      );
+    });
+
+  it('loads neither child_process nor net for list or get (start does, which shows the probe works)', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'echo hi');
+    await waitTerminal(w, id);
+    expect(await spawnModulesLoaded(w, { protocol: 1, op: 'list' })).toEqual([]);
+    expect(await spawnModulesLoaded(w, { protocol: 1, op: 'get', task_id: id })).toEqual([]);
+    const started = await spawnModulesLoaded(w, { protocol: 1, op: 'start', task_id: newTaskId(), command: 'true' });
+    expect(started).toContain('NativeModule child_process');
+  });
+});
