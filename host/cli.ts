@@ -16,7 +16,8 @@ import { createProviderRegistry, lazyProvider } from './providers/registry.js';
 import { parseSandboxRef } from './sandbox-ref.js';
 import type { ServerDeps } from './server-deps.js';
 import { isLoopback, isWildcard, serveHttp } from './transports/http.js';
-import { serveStdio, shutdownSignal } from './transports/stdio.js';
+import { shutdownSignal } from './shutdown-signal.js';
+import { serveStdio } from './transports/stdio.js';
 
 declare const __HOST_VERSION__: string;
 

@@ -134,7 +134,8 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
       onsessioninitialized: (id) => {
         entry = { transport, principal, lastSeenMs: Date.now(), activeRequests: 1, end };
         sessions.set(id, entry);
-        deps.log.info('http session opened');
+        // The principal's name is not a secret, and says whose session this was.
+        deps.log.info('http session opened', principal.kind === 'named' ? { principal: principal.name } : {});
       },
       onsessionclosed: () => {
         endQuietly();
