@@ -108,7 +108,16 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, u
   return rest;
 }
 
-/** Destroys the session's sandboxes that no task retains (now, or once an in-flight start fails). */
+/** The instructions of a server started with --keep-sandboxes: sandboxes outlive sessions. */
+const KEEP_SANDBOXES_INSTRUCTIONS = INSTRUCTIONS.replace(
+  'sandboxes you create are destroyed when this session ends, unless you started a task in them',
+  'sandboxes you create outlive this session until their timeout: destroy them with kill_sandbox when done',
+);
+
+/**
+ * Destroys the session's sandboxes that no task retains (now, or once an in-flight start fails);
+ * with --keep-sandboxes, none: they live until their own deadline.
+ */
 export async function closeSession(deps: ServerDeps, session: Session): Promise<void> {
   const destroy = async (qualified: string): Promise<void> => {
     const ref = parseSandboxRef(qualified, deps.config.defaultProvider);
@@ -120,15 +129,24 @@ export async function closeSession(deps: ServerDeps, session: Session): Promise<
     }
   };
   const owned = session.close();
+  if (deps.config.keepSandboxes) {
+    if (owned.length) deps.log.info('session closed', { destroyed: 0, kept: owned.length });
+    return;
+  }
   const now = owned.filter((id) => deps.retention.mayDestroy(id, () => destroy(id)));
   await Promise.all(now.map(destroy));
   if (owned.length) deps.log.info('session closed', { destroyed: now.length, kept: owned.length - now.length });
 }
 
-/** A low-level MCP Server wired to one session. */
-export function createServer(deps: ServerDeps): { server: Server; session: Session; close: () => Promise<void> } {
-  const session = new Session();
-  const server = new Server({ name: 'sandbox-mcp', version: VERSION }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
+/** A low-level MCP Server wired to one session; a stdio session notes in create results that its sandboxes end with it. */
+export function createServer(
+  deps: ServerDeps,
+  opts: { transport?: 'stdio' | 'http' } = {},
+): { server: Server; session: Session; close: () => Promise<void> } {
+  const keep = deps.config.keepSandboxes === true;
+  const session = new Session({ hasCleanupNote: opts.transport === 'stdio' && !keep });
+  const instructions = keep ? KEEP_SANDBOXES_INSTRUCTIONS : INSTRUCTIONS;
+  const server = new Server({ name: 'sandbox-mcp', version: VERSION }, { capabilities: { tools: {} }, instructions });
   const tools = listTools();
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
   const inFlight = new Set<Promise<unknown>>();

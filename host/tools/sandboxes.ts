@@ -15,6 +15,14 @@ import {
 } from './tool.js';
 import { definedFields } from '../util/defined-fields.js';
 
+/**
+ * Added to create_sandbox's text in sessions whose sandboxes end with them (stdio): a client that
+ * starts a server per call would otherwise lose the sandbox right after this call, unawares.
+ */
+export const CLEANUP_NOTE =
+  'Note: this sandbox is destroyed when this MCP session ends (a client that starts the server for each call ends it right after this call), ' +
+  'unless a task is started in it with start_task. To keep sandboxes until their own timeout, run the server with --keep-sandboxes (SANDBOX_MCP_KEEP_SANDBOXES=1).';
+
 /** The lifetime a sandbox gets when create_sandbox names none (E2B's default too). */
 export const DEFAULT_SANDBOX_TIMEOUT_S = 300;
 const MAX_SANDBOX_TIMEOUT_S = 86400;
@@ -59,7 +67,8 @@ const createSandbox = defineTool({
         detail: 'The session ended while the sandbox was being created; it was destroyed.',
       });
     }
-    return { result: qualifyMetadata(providerId, meta) };
+    const result = qualifyMetadata(providerId, meta);
+    return ctx.session.opts.hasCleanupNote ? { result, content: [{ type: 'text', text: CLEANUP_NOTE }] } : { result };
   },
 });
 

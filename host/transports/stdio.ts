@@ -6,7 +6,7 @@ import type { ServerDeps } from '../tools/tool.js';
 
 /** Serves one MCP session on stdin/stdout until EOF; resolves after cleanup. */
 export async function serveStdio(deps: ServerDeps): Promise<void> {
-  const { server, close } = createServer(deps);
+  const { server, close } = createServer(deps, { transport: 'stdio' });
   const transport = new StdioServerTransport();
   await server.connect(transport);
   deps.log.info('serving stdio');
