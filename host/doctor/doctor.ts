@@ -59,7 +59,8 @@ export async function collectChecks(config: ServerConfig): Promise<Check[]> {
     const bwrap = checkBubblewrap(config.bwrapPath);
     const utilLinux = checkUtilLinux(isRoot);
     checks.push(bwrap.check, ...utilLinux.checks);
-    if (bwrap.path) checks.push(await checkUserNamespaces(bwrap.path, utilLinux.setpriv, isRoot));
+    // Only a bwrap that passed its own check is worth trying namespaces with.
+    if (bwrap.path && bwrap.check.status !== 'fail') checks.push(await checkUserNamespaces(bwrap.path, utilLinux.setpriv, isRoot));
     checks.push(await checkCgroups(), checkStateDir(resolve(config.stateDir ?? defaultStateDir())), checkServerFiles());
     if (checks.some((c) => c.status === 'fail')) {
       checks.push(fail('sandbox', 'not tried: a check above failed', 'fix the failures above, then run sandbox-mcp doctor again'));
