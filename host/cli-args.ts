@@ -25,7 +25,7 @@ const SERVING: readonly CommandName[] = ['stdio', 'http'];
 export const OPTIONS = {
   help: { type: 'boolean', short: 'h', commands: COMMANDS },
   version: { type: 'boolean', commands: COMMANDS },
-  provider: { type: 'string', commands: ['stdio', 'http', 'doctor', 'agent', 'selftest'] },
+  provider: { type: 'string', commands: COMMANDS },
   'keep-sandboxes': { type: 'boolean', commands: SERVING },
   host: { type: 'string', commands: ['http'] },
   port: { type: 'string', commands: ['http'] },

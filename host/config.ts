@@ -36,8 +36,7 @@ export interface ConfigFlags {
 
 /** Reads the configuration from the environment and the command line's flags. */
 export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): ServerConfig {
-  const providerFlag = flags.provider;
-  const provider = providerFlag ?? env.SANDBOX_MCP_PROVIDER ?? 'local';
+  const provider = flags.provider ?? env.SANDBOX_MCP_PROVIDER ?? 'local';
   if (!(PROVIDER_IDS as readonly string[]).includes(provider)) {
     throw new ConfigError(`unknown provider (expected one of: ${PROVIDER_IDS.join(', ')})`);
   }

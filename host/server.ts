@@ -27,16 +27,24 @@ const VERSION = typeof __HOST_VERSION__ === 'string' ? __HOST_VERSION__ : '0.0.0
 /** Every tool, in the order tools/list shows them. */
 export const ALL_TOOLS: readonly ToolDef[] = [...sandboxTools, ...execTools, ...fileTools, ...taskTools] as unknown as ToolDef[];
 
-/** What the initialize result tells a model about the workflow. */
-export const INSTRUCTIONS = [
-  'sandbox-mcp gives you Linux sandboxes. Workflow:',
-  '1. create_sandbox (it becomes your default; sandboxes you create are destroyed when this session ends, unless you started a task in them).',
-  '   A sandbox lives `timeout` seconds (default 300) and tasks never extend it: for long tasks create it with a longer timeout or call set_sandbox_timeout.',
-  '2. run_command / run_code for short synchronous work (clients often cut calls at about 60 s); files with read_file, write_file, list_files, upload_file, download_file.',
-  '3. For long work, start_task and SAVE both sandbox_id and task_id: they keep working across disconnects and server restarts.',
-  '4. Read output with get_task, passing the returned stdout_next_offset / stderr_next_offset each time; use wait (up to 30 s) instead of polling in a loop.',
-  '5. cancel_task stops a task; when finished, destroy retained sandboxes with kill_sandbox.',
-].join('\n');
+/** What becomes of the sandboxes a session creates, as the instructions tell it (see --keep-sandboxes). */
+const SESSION_END = {
+  destroyed: 'sandboxes you create are destroyed when this session ends, unless you started a task in them',
+  kept: 'sandboxes you create outlive this session until their timeout: destroy them with kill_sandbox when done',
+};
+
+/** What the initialize result tells a model about the workflow; `keepSandboxes` as the server option. */
+export function instructionsFor(keepSandboxes: boolean): string {
+  return [
+    'sandbox-mcp gives you Linux sandboxes. Workflow:',
+    `1. create_sandbox (it becomes your default; ${keepSandboxes ? SESSION_END.kept : SESSION_END.destroyed}).`,
+    '   A sandbox lives `timeout` seconds (default 300) and tasks never extend it: for long tasks create it with a longer timeout or call set_sandbox_timeout.',
+    '2. run_command / run_code for short synchronous work (clients often cut calls at about 60 s); files with read_file, write_file, list_files, upload_file, download_file.',
+    '3. For long work, start_task and SAVE both sandbox_id and task_id: they keep working across disconnects and server restarts.',
+    '4. Read output with get_task, passing the returned stdout_next_offset / stderr_next_offset each time; use wait (up to 30 s) instead of polling in a loop.',
+    '5. cancel_task stops a task; when finished, destroy retained sandboxes with kill_sandbox.',
+  ].join('\n');
+}
 
 /** How long session close waits for in-flight tool calls to settle. */
 const IN_FLIGHT_GRACE_MS = 30_000;
@@ -108,12 +116,6 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, u
   return rest;
 }
 
-/** The instructions of a server started with --keep-sandboxes: sandboxes outlive sessions. */
-const KEEP_SANDBOXES_INSTRUCTIONS = INSTRUCTIONS.replace(
-  'sandboxes you create are destroyed when this session ends, unless you started a task in them',
-  'sandboxes you create outlive this session until their timeout: destroy them with kill_sandbox when done',
-);
-
 /**
  * Destroys the session's sandboxes that no task retains (now, or once an in-flight start fails);
  * with --keep-sandboxes, none: they live until their own deadline.
@@ -145,8 +147,10 @@ export function createServer(
 ): { server: Server; session: Session; close: () => Promise<void> } {
   const keep = deps.config.keepSandboxes === true;
   const session = new Session({ hasCleanupNote: opts.transport === 'stdio' && !keep });
-  const instructions = keep ? KEEP_SANDBOXES_INSTRUCTIONS : INSTRUCTIONS;
-  const server = new Server({ name: 'sandbox-mcp', version: VERSION }, { capabilities: { tools: {} }, instructions });
+  const server = new Server(
+    { name: 'sandbox-mcp', version: VERSION },
+    { capabilities: { tools: {} }, instructions: instructionsFor(keep) },
+  );
   const tools = listTools();
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
   const inFlight = new Set<Promise<unknown>>();
