@@ -1,5 +1,6 @@
 // The command line: every mistake is named (an unknown option, a flag given to a command it does
 // not apply to, a missing value) without echoing a value; defaults match the help text.
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { HELP, OPTIONS, UsageError, parseCommandLine } from '../../host/cli-args.js';
 
@@ -97,5 +98,19 @@ describe('parseCommandLine', () => {
 
   it('documents every option in --help', () => {
     for (const name of Object.keys(OPTIONS)) expect(HELP).toContain(`--${name}`);
+  });
+});
+
+describe("the README's configuration table", () => {
+  it('lists exactly the flags and environment variables --help lists', () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const section = readme.split('\n## Configuration\n')[1]!.split('\n## ')[0]!;
+    const table = section
+      .split('\n')
+      .filter((l) => l.startsWith('|'))
+      .join('\n');
+    const names = (text: string) => [...new Set(text.match(/--[a-z][a-z-]*|\b(?:SANDBOX_MCP|E2B)_[A-Z_]+\b/g) ?? [])].sort();
+    expect(names(table)).toEqual(names(HELP));
+    expect(names(table).length).toBeGreaterThanOrEqual(20);
   });
 });
