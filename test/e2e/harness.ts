@@ -4,6 +4,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -81,10 +82,11 @@ export interface HttpServer {
 
 /**
  * Starts `sandbox-mcp http` on a free loopback port and waits until it listens. With a tokens
- * file in `env` (SANDBOX_MCP_TOKENS_FILE) no plain token is set, and `token` is empty.
+ * file in `env` (SANDBOX_MCP_TOKENS_FILE) no plain token is set, and `token` is empty; else the
+ * token is `env.SANDBOX_MCP_TOKEN` when given, or a fresh one.
  */
 export async function startHttp(env: Record<string, string>, args: string[] = []): Promise<HttpServer> {
-  const token = env.SANDBOX_MCP_TOKENS_FILE ? '' : 'test-token-' + Math.random().toString(36).slice(2);
+  const token = env.SANDBOX_MCP_TOKENS_FILE ? '' : (env.SANDBOX_MCP_TOKEN ?? 'test-token-' + randomBytes(12).toString('hex'));
   const child = spawn(process.execPath, [HOST_JS, 'http', '--port', '0', ...args], {
     env: serverEnv({ ...env, ...(token ? { SANDBOX_MCP_TOKEN: token } : {}) }),
     stdio: ['ignore', 'ignore', 'pipe'],

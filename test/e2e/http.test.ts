@@ -1,13 +1,33 @@
-// Streamable HTTP: token, Host/Origin checks, separate sessions, DELETE and idle cleanup.
+// Streamable HTTP: token, Host/Origin checks, the request-body cap, separate sessions, DELETE and
+// idle cleanup.
+import { spawn } from 'node:child_process';
+import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { destroyAll, ok, requirePrerequisites, startHttp, tempStateDir, toolError, waitFor, type HttpServer } from './harness.js';
+import {
+  HOST_JS,
+  destroyAll,
+  ok,
+  requirePrerequisites,
+  serverEnv,
+  startHttp,
+  tempStateDir,
+  toolError,
+  waitFor,
+  type HttpServer,
+} from './harness.js';
 
 const stateDir = tempStateDir();
 let server: HttpServer;
+/** Names the shared server accepts besides its address: one without a port (the bound one applies), one with. */
+const EXTRA_HOST = 'sandbox.example';
+const EXTRA_HOST_WITH_PORT = 'other.example:4242';
+/** The README's request-body cap: a full 3 MiB upload chunk (4 MiB of base64) plus 64 KiB of framing. */
+const MAX_BODY_BYTES = 4 * 1024 * 1024 + 64 * 1024;
 
 beforeAll(async () => {
   requirePrerequisites();
-  server = await startHttp({ SANDBOX_MCP_STATE_DIR: stateDir }, ['--idle-timeout', '2']);
+  // The default idle timeout: no test's session may end while it waits for something slow.
+  server = await startHttp({ SANDBOX_MCP_STATE_DIR: stateDir }, ['--allowed-host', EXTRA_HOST, '--allowed-host', EXTRA_HOST_WITH_PORT]);
 });
 afterAll(async () => {
   await server?.stop();
@@ -29,6 +49,38 @@ async function rawPost(headers: Record<string, string>): Promise<Response> {
   });
 }
 
+/**
+ * POSTs `body` (default: initialize) to the shared server with raw node:http, which, unlike fetch,
+ * lets a test set the Host header. Resolves with the status once the answer's head arrives.
+ */
+function rawRequest(headers: Record<string, string>, body: string = initialize): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    let status: number | undefined;
+    const req = request(
+      {
+        host: server.url.hostname,
+        port: server.url.port,
+        path: '/mcp',
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${server.token}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          ...headers,
+        },
+      },
+      (res) => {
+        status = res.statusCode ?? 0;
+        res.resume();
+        resolve(status);
+      },
+    );
+    // A server that answers before reading the whole body may close the socket under the upload.
+    req.on('error', (e) => (status === undefined ? reject(e) : undefined));
+    req.end(body);
+  });
+}
+
 describe('HTTP transport', () => {
   it('requires the bearer token', async () => {
     expect((await rawPost({})).status).toBe(401);
@@ -39,27 +91,64 @@ describe('HTTP transport', () => {
   });
 
   it('rejects a foreign Host or Origin (DNS rebinding)', async () => {
-    // fetch will not let us set Host, so speak raw HTTP for that case.
-    const { request } = await import('node:http');
-    const status = await new Promise<number>((resolve, reject) => {
-      const req = request(
-        {
-          host: server.url.hostname,
-          port: server.url.port,
-          path: '/mcp',
-          method: 'POST',
-          headers: { host: `evil.example:${server.url.port}`, authorization: `Bearer ${server.token}`, 'content-type': 'application/json' },
-        },
-        (res) => {
-          res.resume();
-          resolve(res.statusCode ?? 0);
-        },
-      );
-      req.on('error', reject);
-      req.end(initialize);
+    expect(await rawRequest({ host: `evil.example:${server.url.port}` })).toBe(403);
+    expect(await rawRequest({ origin: 'http://evil.example' })).toBe(403);
+    // An allowed name on another port than the one it was given with is foreign too.
+    expect(await rawRequest({ host: `other.example:${server.url.port}` })).toBe(403);
+    expect(await rawRequest({ origin: `http://${EXTRA_HOST}:1` })).toBe(403);
+  });
+
+  it('accepts names given with --allowed-host, and the loopback aliases, in Host and Origin', async () => {
+    const port = server.url.port;
+    for (const name of [`${EXTRA_HOST}:${port}`, EXTRA_HOST_WITH_PORT, `localhost:${port}`, `127.0.0.1:${port}`]) {
+      expect(await rawRequest({ host: name }), `Host ${name}`).toBe(200);
+      expect(await rawRequest({ host: name, origin: `http://${name}` }), `Host and Origin ${name}`).toBe(200);
+    }
+    // The Origin is checked on its own: a browser on an allowed name may call the bound address.
+    expect(await rawRequest({ origin: `http://${EXTRA_HOST}:${port}` })).toBe(200);
+    expect(await rawRequest({ origin: `http://localhost:${port}` })).toBe(200);
+  });
+
+  it('takes a request body up to 4 MiB + 64 KiB and answers 413 beyond it', async () => {
+    // JSON allows trailing whitespace: the same initialize request, padded to the exact size.
+    const padded = (bytes: number) => initialize + ' '.repeat(bytes - Buffer.byteLength(initialize));
+    expect(await rawRequest({}, padded(MAX_BODY_BYTES))).toBe(200);
+    expect(await rawRequest({}, padded(MAX_BODY_BYTES + 1))).toBe(413);
+    // The server goes on serving.
+    expect(await rawRequest({})).toBe(200);
+  });
+
+  it('refuses to start with a SANDBOX_MCP_TOKEN shorter than 16 characters, never echoing it', async () => {
+    const short = 'fifteen-chars-x';
+    expect(short).toHaveLength(15);
+    const refused = await new Promise<{ code: number | null | 'listening'; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [HOST_JS, 'http', '--port', '0'], {
+        env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_TOKEN: short }),
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => {
+        stderr += d.toString();
+        // A server that took the token would listen forever: stop it and say so.
+        if (stderr.includes('listening on')) child.kill('SIGKILL');
+      });
+      child.on('exit', (code) => resolve({ code: stderr.includes('listening on') ? 'listening' : code, stderr }));
     });
-    expect(status).toBe(403);
-    expect((await rawPost({ authorization: `Bearer ${server.token}`, origin: 'http://evil.example' })).status).toBe(403);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('at least 16 characters');
+    expect(refused.stderr).not.toContain('listening');
+    expect(refused.stderr).not.toContain(short);
+
+    // Sixteen characters are enough: the server starts and the token opens a session.
+    const exact = await startHttp({ SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_TOKEN: 'sixteen-chars-xy' });
+    try {
+      expect(exact.token).toHaveLength(16);
+      const { client, transport } = await exact.connect();
+      expect((await client.listTools()).tools.length).toBeGreaterThan(0);
+      await transport.terminateSession();
+    } finally {
+      await exact.stop();
+    }
   });
 
   it("keeps separate defaults per session, and DELETE destroys the session's sandboxes", async () => {
@@ -95,18 +184,24 @@ describe('HTTP transport', () => {
   });
 
   it('ends an idle session with the same cleanup', async () => {
-    const c = await server.connect();
-    const sc = await ok(c.client, 'create_sandbox', {});
-    const watcher = await server.connect();
-    // The watcher's own calls keep it alive while c goes idle (timeout 2 s).
-    await waitFor(
-      async () => (await watcher.client.callTool({ name: 'get_sandbox', arguments: { sandbox_id: sc.sandbox_id } })).isError === true,
-      "the idle session's sandbox to be destroyed",
-      60_000,
-      500,
-    );
-    expect((await toolError(watcher.client, 'get_sandbox', { sandbox_id: sc.sandbox_id })).category).toBe('not_found');
-    await watcher.transport.terminateSession();
+    // A server of its own with a 1 s idle timeout: only the session under test can go idle there.
+    const idle = await startHttp({ SANDBOX_MCP_STATE_DIR: stateDir }, ['--idle-timeout', '1']);
+    try {
+      const c = await idle.connect();
+      const sc = await ok(c.client, 'create_sandbox', {});
+      // Watched from the shared server, whose sessions never go idle during a test.
+      const watcher = await server.connect();
+      await waitFor(
+        async () => (await watcher.client.callTool({ name: 'get_sandbox', arguments: { sandbox_id: sc.sandbox_id } })).isError === true,
+        "the idle session's sandbox to be destroyed",
+        60_000,
+        250,
+      );
+      expect((await toolError(watcher.client, 'get_sandbox', { sandbox_id: sc.sandbox_id })).category).toBe('not_found');
+      await watcher.transport.terminateSession();
+    } finally {
+      await idle.stop();
+    }
   });
 
   it('answers odd JSON-RPC with errors that name the problem and never echo a value', async () => {
