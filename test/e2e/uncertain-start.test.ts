@@ -1,0 +1,75 @@
+// "A submission whose outcome is uncertain returns state unknown with the same handle", against a
+// real local sandbox: the agent exec that carries start_task is killed after the real agent
+// started the task and before its answer reaches the server. The fault is made inside the
+// sandbox, with the sandbox user's own rights: the installed agent is swapped for a one-shot
+// wrapper that runs the real agent, puts it back, and dies by SIGKILL without passing the answer on.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AGENT_INSTALL_DIR } from '../../host/agent-client.js';
+import { REPO, connectStdio, destroyAll, ok, requirePrerequisites, tempStateDir, toolError, waitFor, type StdioServer } from './harness.js';
+
+const stateDir = tempStateDir();
+const open: StdioServer[] = [];
+
+const WRAPPER = `// One-shot fault: the real agent runs (and may start a task), then its answer is lost.
+const { spawnSync } = require('node:child_process');
+const { renameSync } = require('node:fs');
+const real = __filename + '.real';
+spawnSync(process.execPath, [real, ...process.argv.slice(2)], { stdio: ['ignore', 'ignore', 'inherit'] });
+renameSync(real, __filename);
+process.kill(process.pid, 'SIGKILL');
+`;
+
+async function server(): Promise<StdioServer> {
+  const s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
+  open.push(s);
+  return s;
+}
+
+beforeAll(() => requirePrerequisites());
+afterAll(async () => {
+  await Promise.allSettled(open.map((s) => s.close()));
+  await destroyAll(stateDir);
+});
+
+describe('an uncertain start_task submission (local sandbox)', () => {
+  it('answers `unknown` with the handle of the task that really started, and retains the sandbox', async () => {
+    const first = await server();
+    const sandbox = (await ok(first.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
+    // Any task call installs this build's agent in the sandbox; a get_task retains nothing.
+    const absent = await toolError(first.client, 'get_task', { sandbox_id: sandbox, task_id: '0'.repeat(32) });
+    expect(absent.category).toBe('not_found');
+
+    const agentFile = JSON.parse(readFileSync(join(REPO, 'dist/agent-manifest.json'), 'utf8')).file_name as string;
+    const installed = `${AGENT_INSTALL_DIR}/${agentFile}`;
+    await ok(first.client, 'run_command', { sandbox_id: sandbox, command: `mv -f ~/${installed} ~/${installed}.real` });
+    await ok(first.client, 'write_file', { sandbox_id: sandbox, path: `~/${installed}`, content: WRAPPER });
+
+    const started = await ok(first.client, 'start_task', {
+      sandbox_id: sandbox,
+      command: 'echo started; while [ ! -e ~/go ]; do sleep 0.05; done; echo finished',
+      timeout: 120,
+    });
+    expect(started).toMatchObject({ sandbox_id: sandbox, state: 'unknown', exit_code: null, error: { code: 'agent_failed' } });
+    expect(started.task_id).toMatch(/^[0-9a-f]{32}$/);
+    expect(first.stderr()).toContain('task submission uncertain');
+
+    // The start held the sandbox: it outlives the session that created it.
+    await first.close();
+    const second = await server();
+    expect((await ok(second.client, 'get_sandbox', { sandbox_id: sandbox })).status).toBe('running');
+
+    // The handle is the real task's: inspect it instead of resubmitting.
+    const handle = { sandbox_id: sandbox, task_id: started.task_id as string };
+    await waitFor(async () => (await ok(second.client, 'get_task', { ...handle, wait: 5 })).stdout === 'started\n', 'the task to start');
+    await ok(second.client, 'write_file', { sandbox_id: sandbox, path: 'go', content: '' });
+    let view: Record<string, any> = {};
+    await waitFor(async () => {
+      view = await ok(second.client, 'get_task', { ...handle, wait: 5 });
+      return view.state !== 'running';
+    }, 'the task to finish');
+    expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'started\nfinished\n' });
+    await ok(second.client, 'kill_sandbox', { sandbox_id: sandbox });
+  });
+});
