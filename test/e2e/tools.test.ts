@@ -1,4 +1,6 @@
-// The fifteen tools through a real MCP client over stdio, against real local sandboxes.
+// The fifteen tools through a real MCP client over stdio, against real local sandboxes. Each test
+// sets up what it needs: tests that only run things share one sandbox made in beforeAll and name
+// it explicitly; tests about the session default use a session of their own.
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OP_NAMES } from '../../shared/protocol.js';
@@ -24,14 +26,18 @@ const TOOL_NAMES = [
 const METADATA_FIELDS = ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'];
 const SECRET = 'sk-live-' + randomBytes(12).toString('hex');
 
+const SERVER_ENV = { MY_SERVICE_TOKEN: 'server-side-token-value' };
+
 const stateDir = tempStateDir();
 let s: StdioServer;
-let sandboxId: string;
+/** Created in beforeAll with a secret-named and a plain env; tests address it by id and never destroy it. */
+let shared: string;
 
 beforeAll(async () => {
   requirePrerequisites();
   // The server's own secret-named variable must be masked too.
-  s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, MY_SERVICE_TOKEN: 'server-side-token-value' });
+  s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, ...SERVER_ENV });
+  shared = (await ok(s.client, 'create_sandbox', { timeout: 600, envs: { API_SECRET_KEY: SECRET, PLAIN: 'visible' } })).sandbox_id;
 });
 afterAll(async () => {
   await s?.close();
@@ -40,6 +46,25 @@ afterAll(async () => {
 
 async function sandboxCount(): Promise<number> {
   return (await ok(s.client, 'list_sandboxes', {})).sandboxes.length;
+}
+
+/** Runs `use` in a new server session (no default sandbox yet), then ends it. */
+async function inFreshSession(use: (session: StdioServer) => Promise<void>): Promise<void> {
+  const fresh = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, ...SERVER_ENV });
+  try {
+    await use(fresh);
+  } finally {
+    await fresh.close();
+  }
+}
+
+/** Polls get_task (bounded) until the task leaves `running`; returns the last view. */
+async function finished(task: Record<string, any>): Promise<Record<string, any>> {
+  let view: Record<string, any> = task;
+  for (let i = 0; i < 20 && view.state === 'running'; i++) {
+    view = await ok(s.client, 'get_task', { sandbox_id: task.sandbox_id, task_id: task.task_id, wait: 5 });
+  }
+  return view;
 }
 
 describe('the tool surface', () => {
@@ -64,12 +89,14 @@ describe('the tool surface', () => {
   });
 
   it('get_sandbox with no default is a tool error and creates nothing', async () => {
-    const before = await sandboxCount();
-    const e = await toolError(s.client, 'get_sandbox', {});
-    expect(e.category).toBe('invalid_argument');
-    expect(e.suggestion).toMatch(/create_sandbox/);
-    expect((await toolError(s.client, 'run_command', { command: 'true' })).code).toBe('no_default_sandbox');
-    expect(await sandboxCount()).toBe(before);
+    await inFreshSession(async (fresh) => {
+      const before = await sandboxCount();
+      const e = await toolError(fresh.client, 'get_sandbox', {});
+      expect(e.category).toBe('invalid_argument');
+      expect(e.suggestion).toMatch(/create_sandbox/);
+      expect((await toolError(fresh.client, 'run_command', { command: 'true' })).code).toBe('no_default_sandbox');
+      expect(await sandboxCount()).toBe(before);
+    });
   });
 
   it('rejects bad input before any provider call, naming the field and never echoing the value', async () => {
@@ -111,48 +138,57 @@ describe('the tool surface', () => {
   });
 
   it('creates a sandbox with exactly the nine metadata fields and makes it the default', async () => {
-    const meta = await ok(s.client, 'create_sandbox', { timeout: 300, envs: { API_SECRET_KEY: SECRET, PLAIN: 'visible' } });
-    sandboxId = meta.sandbox_id;
-    expect(Object.keys(meta).sort()).toEqual(METADATA_FIELDS);
-    expect(meta.template).toBe('base');
-    const info = await ok(s.client, 'get_sandbox', {});
-    expect(Object.keys(info).sort()).toEqual(METADATA_FIELDS);
-    expect(info.sandbox_id).toBe(sandboxId);
-    const listed = await ok(s.client, 'list_sandboxes', { status: 'running' });
-    for (const item of listed.sandboxes) expect(Object.keys(item).sort()).toEqual(METADATA_FIELDS);
-    expect(listed.sandboxes.map((m: { sandbox_id: string }) => m.sandbox_id)).toContain(sandboxId);
+    await inFreshSession(async (fresh) => {
+      const meta = await ok(fresh.client, 'create_sandbox', { timeout: 300 });
+      expect(Object.keys(meta).sort()).toEqual(METADATA_FIELDS);
+      expect(meta.template).toBe('base');
+      const info = await ok(fresh.client, 'get_sandbox', {});
+      expect(Object.keys(info).sort()).toEqual(METADATA_FIELDS);
+      expect(info.sandbox_id).toBe(meta.sandbox_id);
+      const listed = await ok(fresh.client, 'list_sandboxes', { status: 'running' });
+      for (const item of listed.sandboxes) expect(Object.keys(item).sort()).toEqual(METADATA_FIELDS);
+      expect(listed.sandboxes.map((m: { sandbox_id: string }) => m.sandbox_id)).toContain(meta.sandbox_id);
+    });
   });
 
   it('set_sandbox_timeout moves end_at from now', async () => {
-    const before = await ok(s.client, 'get_sandbox', {});
-    const r = await ok(s.client, 'set_sandbox_timeout', { timeout: 7200 });
-    expect(r).toEqual({ success: true, sandbox_id: sandboxId, timeout: 7200 });
-    const after = await ok(s.client, 'get_sandbox', {});
+    const before = await ok(s.client, 'get_sandbox', { sandbox_id: shared });
+    const r = await ok(s.client, 'set_sandbox_timeout', { sandbox_id: shared, timeout: 7200 });
+    expect(r).toEqual({ success: true, sandbox_id: shared, timeout: 7200 });
+    const after = await ok(s.client, 'get_sandbox', { sandbox_id: shared });
     const remainingS = (Date.parse(after.end_at) - Date.now()) / 1000;
     expect(remainingS).toBeGreaterThan(3600);
     expect(Date.parse(after.end_at)).toBeGreaterThan(Date.parse(before.end_at));
   });
 
   it('masks secrets from create envs and from the server environment in run_command and task output', async () => {
-    const run = await ok(s.client, 'run_command', { command: 'echo "$API_SECRET_KEY $PLAIN"; echo server-side-token-value >&2' });
+    const run = await ok(s.client, 'run_command', {
+      sandbox_id: shared,
+      command: 'echo "$API_SECRET_KEY $PLAIN"; echo server-side-token-value >&2',
+    });
     expect(run.exit_code).toBe(0);
     expect(run.stdout).not.toContain(SECRET);
     expect(run.stdout).toContain('[MASKED] visible');
     expect(run.stderr).toBe('[MASKED]\n');
-    const task = await ok(s.client, 'start_task', { command: 'printf "%s" "$API_SECRET_KEY"; echo; echo server-side-token-value' });
-    let view = task;
-    for (let i = 0; i < 20 && view.state === 'running'; i++) {
-      view = await ok(s.client, 'get_task', { sandbox_id: sandboxId, task_id: task.task_id, wait: 5 });
-    }
+    const task = await ok(s.client, 'start_task', {
+      sandbox_id: shared,
+      command: 'printf "%s" "$API_SECRET_KEY"; echo; echo server-side-token-value',
+    });
+    const view = await finished(task);
     expect(view.state).toBe('succeeded');
     expect(view.stdout).toBe('[MASKED]\n[MASKED]\n');
   });
 
   it('run_command reports exit codes, cwd and per-call envs, and caps output with explicit truncation', async () => {
-    const r = await ok(s.client, 'run_command', { command: 'pwd; echo "$X"; exit 7', cwd: '/tmp', envs: { X: 'per-call' } });
+    const r = await ok(s.client, 'run_command', {
+      sandbox_id: shared,
+      command: 'pwd; echo "$X"; exit 7',
+      cwd: '/tmp',
+      envs: { X: 'per-call' },
+    });
     expect(r.exit_code).toBe(7);
     expect(r.stdout).toBe('/tmp\nper-call\n');
-    const big = await ok(s.client, 'run_command', { command: 'head -c 200000 /dev/zero | tr "\\0" a; echo END' });
+    const big = await ok(s.client, 'run_command', { sandbox_id: shared, command: 'head -c 200000 /dev/zero | tr "\\0" a; echo END' });
     expect(big.stdout_truncated).toBe(true);
     expect(big.stdout.startsWith('a'.repeat(32768))).toBe(true);
     expect(big.stdout.endsWith('aEND\n')).toBe(true);
@@ -161,10 +197,11 @@ describe('the tool surface', () => {
   });
 
   it('kills the process group of a run_command whose call the client cancelled', async () => {
-    const count = async () => (await ok(s.client, 'run_command', { command: "pgrep -c -xf 'sleep 100[34]' || true" })).stdout.trim();
+    const count = async () =>
+      (await ok(s.client, 'run_command', { sandbox_id: shared, command: "pgrep -c -xf 'sleep 100[34]' || true" })).stdout.trim();
     const abort = new AbortController();
     const call = s.client.callTool(
-      { name: 'run_command', arguments: { command: 'sleep 1003 & sleep 1004; wait', timeout: 600 } },
+      { name: 'run_command', arguments: { sandbox_id: shared, command: 'sleep 1003 & sleep 1004; wait', timeout: 600 } },
       undefined,
       { signal: abort.signal },
     );
@@ -175,50 +212,57 @@ describe('the tool surface', () => {
   });
 
   it('run_code runs python, javascript and bash', async () => {
-    expect((await ok(s.client, 'run_code', { code: 'print(6*7)' })).stdout).toBe('42\n');
-    expect((await ok(s.client, 'run_code', { code: 'console.log([1,2].length)', language: 'javascript' })).stdout).toBe('2\n');
-    expect((await ok(s.client, 'run_code', { code: 'echo $((2+3))', language: 'bash' })).stdout).toBe('5\n');
+    expect((await ok(s.client, 'run_code', { sandbox_id: shared, code: 'print(6*7)' })).stdout).toBe('42\n');
+    expect((await ok(s.client, 'run_code', { sandbox_id: shared, code: 'console.log([1,2].length)', language: 'javascript' })).stdout).toBe(
+      '2\n',
+    );
+    expect((await ok(s.client, 'run_code', { sandbox_id: shared, code: 'echo $((2+3))', language: 'bash' })).stdout).toBe('5\n');
   });
 
   it('writes, reads and lists text files', async () => {
-    expect(await ok(s.client, 'write_file', { path: 'notes/a/b.txt', content: 'héllo\n' })).toEqual({
+    expect(await ok(s.client, 'write_file', { sandbox_id: shared, path: 'notes/a/b.txt', content: 'héllo\n' })).toEqual({
       path: 'notes/a/b.txt',
       bytes_written: 7,
     });
-    const read = await ok(s.client, 'read_file', { path: '/home/user/notes/a/b.txt' });
+    const read = await ok(s.client, 'read_file', { sandbox_id: shared, path: '/home/user/notes/a/b.txt' });
     expect(read).toEqual({ path: '/home/user/notes/a/b.txt', content: 'héllo\n', size: 7, truncated: false });
-    const listed = await ok(s.client, 'list_files', { path: 'notes', depth: 2 });
+    const listed = await ok(s.client, 'list_files', { sandbox_id: shared, path: 'notes', depth: 2 });
     const names = listed.entries.map((e: { name: string; type: string }) => `${e.type}:${e.name}`).sort();
     expect(names).toEqual(['directory:a', 'file:b.txt']);
     expect(listed.truncated).toBe(false);
-    expect((await toolError(s.client, 'read_file', { path: '/nonexistent/file' })).category).toBe('not_found');
+    expect((await toolError(s.client, 'read_file', { sandbox_id: shared, path: '/nonexistent/file' })).category).toBe('not_found');
   });
 
   it('reads `~` and `~/…` as the home in file paths, run_command and start_task working directories', async () => {
-    await ok(s.client, 'write_file', { path: '~/tilde/t.txt', content: 'tilde\n' });
-    expect((await ok(s.client, 'read_file', { path: '/home/user/tilde/t.txt' })).content).toBe('tilde\n');
-    expect((await ok(s.client, 'read_file', { path: 'tilde/t.txt' })).content).toBe('tilde\n');
-    expect((await ok(s.client, 'run_command', { command: 'pwd', cwd: '~/tilde' })).stdout).toBe('/home/user/tilde\n');
-    expect((await ok(s.client, 'run_command', { command: 'pwd', cwd: '~' })).stdout).toBe('/home/user\n');
-    const task = await ok(s.client, 'start_task', { command: 'pwd; cat t.txt', cwd: '~/tilde' });
-    let view = task;
-    for (let i = 0; i < 20 && view.state === 'running'; i++) {
-      view = await ok(s.client, 'get_task', { sandbox_id: sandboxId, task_id: task.task_id, wait: 5 });
-    }
+    await ok(s.client, 'write_file', { sandbox_id: shared, path: '~/tilde/t.txt', content: 'tilde\n' });
+    expect((await ok(s.client, 'read_file', { sandbox_id: shared, path: '/home/user/tilde/t.txt' })).content).toBe('tilde\n');
+    expect((await ok(s.client, 'read_file', { sandbox_id: shared, path: 'tilde/t.txt' })).content).toBe('tilde\n');
+    expect((await ok(s.client, 'run_command', { sandbox_id: shared, command: 'pwd', cwd: '~/tilde' })).stdout).toBe('/home/user/tilde\n');
+    expect((await ok(s.client, 'run_command', { sandbox_id: shared, command: 'pwd', cwd: '~' })).stdout).toBe('/home/user\n');
+    const task = await ok(s.client, 'start_task', { sandbox_id: shared, command: 'pwd; cat t.txt', cwd: '~/tilde' });
+    const view = await finished(task);
     expect([view.state, view.stdout]).toEqual(['succeeded', '/home/user/tilde\ntilde\n']);
   });
 
   it('run_code removes its temp file even when the timeout kills it', async () => {
-    const r = await ok(s.client, 'run_code', { code: 'import time\nprint("started", flush=True)\ntime.sleep(30)', timeout: 1 });
+    const r = await ok(s.client, 'run_code', {
+      sandbox_id: shared,
+      code: 'import time\nprint("started", flush=True)\ntime.sleep(30)',
+      timeout: 1,
+    });
     expect(r.timed_out).toBe(true);
     expect(r.stdout).toBe('started\n');
-    const left = await ok(s.client, 'run_command', { command: 'ls /tmp | grep -c sandbox-mcp-code || true' });
+    const left = await ok(s.client, 'run_command', { sandbox_id: shared, command: 'ls /tmp | grep -c sandbox-mcp-code || true' });
     expect(left.stdout.trim()).toBe('0');
   });
 
   it('refuses binary files in read_file, pointing to download_file', async () => {
-    await ok(s.client, 'upload_file', { path: 'bin.dat', data_base64: Buffer.from([0x41, 0, 0x42]).toString('base64') });
-    const e = await toolError(s.client, 'read_file', { path: 'bin.dat' });
+    await ok(s.client, 'upload_file', {
+      sandbox_id: shared,
+      path: 'bin.dat',
+      data_base64: Buffer.from([0x41, 0, 0x42]).toString('base64'),
+    });
+    const e = await toolError(s.client, 'read_file', { sandbox_id: shared, path: 'bin.dat' });
     expect(e).toMatchObject({ category: 'invalid_argument', code: 'binary_file' });
     expect(e.suggestion).toContain('download_file');
   });
@@ -229,19 +273,24 @@ describe('the tool surface', () => {
     let last: Record<string, any> = {};
     for (let off = 0; off < data.length; off += chunk) {
       const part = data.subarray(off, off + chunk);
-      last = await ok(s.client, 'upload_file', { path: 'blob.bin', data_base64: part.toString('base64'), append: off > 0 });
+      last = await ok(s.client, 'upload_file', {
+        sandbox_id: shared,
+        path: 'blob.bin',
+        data_base64: part.toString('base64'),
+        append: off > 0,
+      });
       expect(last.sha256).toBe(createHash('sha256').update(part).digest('hex'));
       expect(last.size).toBe(off + part.length);
     }
     const fullHash = createHash('sha256').update(data).digest('hex');
     expect(last.size).toBe(data.length);
-    const inSandbox = await ok(s.client, 'run_command', { command: 'sha256sum < blob.bin' });
+    const inSandbox = await ok(s.client, 'run_command', { sandbox_id: shared, command: 'sha256sum < blob.bin' });
     expect(inSandbox.stdout.slice(0, 64)).toBe(fullHash);
 
     const parts: Buffer[] = [];
     let offset = 0;
     for (;;) {
-      const page = await ok(s.client, 'download_file', { path: 'blob.bin', offset, length: 3 * 1024 * 1024 });
+      const page = await ok(s.client, 'download_file', { sandbox_id: shared, path: 'blob.bin', offset, length: 3 * 1024 * 1024 });
       const bytes = Buffer.from(page.data_base64, 'base64');
       expect(page.sha256).toBe(createHash('sha256').update(bytes).digest('hex'));
       expect(page.size).toBe(data.length);
@@ -250,13 +299,15 @@ describe('the tool surface', () => {
       if (page.eof) break;
     }
     expect(createHash('sha256').update(Buffer.concat(parts)).digest('hex')).toBe(fullHash);
-    expect((await toolError(s.client, 'upload_file', { path: 'x', data_base64: 'not base64!' })).suggestion).toContain('`data_base64`');
+    expect((await toolError(s.client, 'upload_file', { sandbox_id: shared, path: 'x', data_base64: 'not base64!' })).suggestion).toContain(
+      '`data_base64`',
+    );
   });
 
   it('returns images from download_file as an image content block too', async () => {
     const png = Buffer.from('89504e470d0a1a0a0000000d4948445200000001000000010806000000', 'hex');
-    await ok(s.client, 'upload_file', { path: 'pic.png', data_base64: png.toString('base64') });
-    const r = await s.client.callTool({ name: 'download_file', arguments: { path: 'pic.png' } });
+    await ok(s.client, 'upload_file', { sandbox_id: shared, path: 'pic.png', data_base64: png.toString('base64') });
+    const r = await s.client.callTool({ name: 'download_file', arguments: { sandbox_id: shared, path: 'pic.png' } });
     const image = (r.content as { type: string; mimeType?: string; data?: string }[]).find((c) => c.type === 'image');
     expect(image?.mimeType).toBe('image/png');
     expect(image?.data).toBe(png.toString('base64'));
@@ -278,11 +329,17 @@ describe('the tool surface', () => {
   });
 
   it('logs to stderr without secrets, argument values or output', async () => {
+    await ok(s.client, 'run_command', {
+      sandbox_id: shared,
+      command: 'echo "$API_SECRET_KEY $LOGGED_VALUE"; echo server-side-token-value',
+      envs: { LOGGED_VALUE: 'per-call-value' },
+    });
+    await toolError(s.client, 'get_task', { sandbox_id: shared, task_id: 'NOT-A-TASK-ID-VALUE' });
     const log = s.stderr();
     expect(log).toContain('"tool":"run_command"');
     expect(log).not.toContain(SECRET);
     expect(log).not.toContain('server-side-token-value');
-    expect(log).not.toContain('per-call');
+    expect(log).not.toContain('per-call-value');
     expect(log).not.toContain('NOT-A-TASK-ID-VALUE');
     for (const line of log.trim().split('\n')) expect(() => JSON.parse(line)).not.toThrow();
   });
