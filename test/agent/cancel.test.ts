@@ -203,22 +203,31 @@ describe('unverified processes', () => {
 
 describe('status file', () => {
   it('always parses for a reader hammering it through every transition', async () => {
-    const w = world({ SANDBOX_AGENT_GRACE_MS: '300' });
+    // No race against a grace period: the task answers TERM only once the reader has seen the
+    // `running:cancel` record and says so with a file (the KILL after the grace never comes).
+    const w = world({ SANDBOX_AGENT_GRACE_MS: '120000' });
     const id = newTaskId();
     const path = join(taskDirOf(w, id), 'status.json');
+    const seen = join(w.home, 'reader-saw-cancel');
     // A separate process, so that its tight loop does not stall the agent calls.
     const reader = spawn(
       process.execPath,
       [
         '-e',
-        `const fs = require('fs'); let reads = 0, bad = 0, states = new Set(); const until = Date.now() + 30000;
+        `const fs = require('fs'); let reads = 0, bad = 0, states = new Set(); const until = Date.now() + 60000;
          while (Date.now() < until) {
            let text; try { text = fs.readFileSync(process.argv[1], 'utf8'); } catch { continue; }
            reads++;
-           try { const s = JSON.parse(text); states.add(s.state + ':' + s.reason); if (s.state !== 'running') break; } catch { bad++; }
+           try {
+             const s = JSON.parse(text);
+             states.add(s.state + ':' + s.reason);
+             if (s.state === 'running' && s.reason === 'cancel' && !fs.existsSync(process.argv[2])) fs.writeFileSync(process.argv[2], '');
+             if (s.state !== 'running') break;
+           } catch { bad++; }
          }
          console.log(JSON.stringify({ reads, bad, states: [...states] }));`,
         path,
+        seen,
       ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
@@ -226,7 +235,8 @@ describe('status file', () => {
     reader.stdout.on('data', (d: Buffer) => (out += d.toString()));
     const readerDone = new Promise((resolve) => reader.on('exit', resolve));
 
-    await callView(w, { protocol: 1, op: 'start', task_id: id, command: fixture('ignore-sigterm.sh') });
+    const command = `trap 'until [ -e ${seen} ]; do sleep 0.05; done; exit 0' TERM; echo ready; while :; do sleep 0.05; done`;
+    await callView(w, { protocol: 1, op: 'start', task_id: id, command });
     await waitOutput(w, id, 'ready');
     expect(await cancel(w, id)).toMatchObject({ state: 'cancelled' });
     await readerDone;

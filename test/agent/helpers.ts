@@ -39,12 +39,23 @@ export interface AgentWorld {
   env: Record<string, string>;
 }
 
-/** Creates a fresh state directory and HOME; `env` adds variables (e.g. secrets, timings). */
+/**
+ * Bounds on waits that end as soon as their event happens: generous, so a loaded machine never
+ * turns a slow supervisor into a failed test. A test of the bound itself sets its own value.
+ */
+export const GENEROUS_WAITS: Record<string, string> = {
+  // cancel: how long to wait for the supervisor to confirm a terminal state.
+  SANDBOX_AGENT_CANCEL_CONFIRM_MS: '30000',
+  // input: how long to wait for room in the pipe, and for the supervisor to confirm `eof`.
+  SANDBOX_AGENT_INPUT_WAIT_MS: '30000',
+};
+
+/** Creates a fresh state directory and HOME; `env` adds variables (e.g. secrets, timings) over GENEROUS_WAITS. */
 export function newWorld(env: Record<string, string> = {}): AgentWorld {
   const base = mkdtempSync(join(tmpdir(), 'agent-test-'));
   const home = join(base, 'home');
   mkdirSync(home);
-  return { stateDir: join(base, 'state'), home, env };
+  return { stateDir: join(base, 'state'), home, env: { ...GENEROUS_WAITS, ...env } };
 }
 
 /** The clean environment an agent call gets: PATH, HOME, the state dir and the world's extras. */

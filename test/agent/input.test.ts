@@ -11,10 +11,10 @@ import {
   call,
   callView,
   ensureBuilt,
+  GENEROUS_WAITS,
   isAlive,
   newTaskId,
   readStatusJson,
-  sleep,
   taskDirOf,
   waitFor,
   waitTerminal,
@@ -29,14 +29,21 @@ const { world, strays } = worldsPerTest();
 const start = (w: AgentWorld, command: string, extra: Record<string, unknown> = {}) =>
   callView(w, { protocol: 1, op: 'start', task_id: newTaskId(), command, ...extra });
 
-const input = (w: AgentWorld, taskId: string, data: string, eof?: boolean): Promise<AgentResponse> =>
+const input = (w: AgentWorld, taskId: string, data: string, eof?: boolean, extraEnv: Record<string, string> = {}): Promise<AgentResponse> =>
   call(
     w,
     eof === undefined ? { protocol: 1, op: 'input', task_id: taskId, data } : { protocol: 1, op: 'input', task_id: taskId, data, eof },
+    extraEnv,
   );
 
-async function inputOk(w: AgentWorld, taskId: string, data: string, eof?: boolean): Promise<InputResult> {
-  const res = await input(w, taskId, data, eof);
+async function inputOk(
+  w: AgentWorld,
+  taskId: string,
+  data: string,
+  eof?: boolean,
+  extraEnv: Record<string, string> = {},
+): Promise<InputResult> {
+  const res = await input(w, taskId, data, eof, extraEnv);
   if (!res.ok) throw new Error(`input answered ${res.error.code}: ${res.error.message}`);
   return InputResultSchema.parse(res.result);
 }
@@ -169,8 +176,10 @@ describe('a full pipe', () => {
     // Part of the data did not fit, so eof was not applied: the rest may still follow.
     expect(last).toMatchObject({ stdin_closed: false });
     writeFileSync(go, '');
-    await sleep(200);
-    expect(await inputOk(w, id, '', true)).toMatchObject({ stdin_closed: true });
+    // The eof call alone gets a generous bound: the supervisor's confirmation may be slow under load.
+    expect(await inputOk(w, id, '', true, { SANDBOX_AGENT_INPUT_WAIT_MS: GENEROUS_WAITS.SANDBOX_AGENT_INPUT_WAIT_MS! })).toMatchObject({
+      stdin_closed: true,
+    });
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: `${accepted}\n` });
   });
 });
