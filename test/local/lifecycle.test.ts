@@ -10,6 +10,7 @@ import { createLocalProvider } from '../../host/providers/local/local-provider.j
 import { isAlive } from '../../host/providers/local/system/proc.js';
 import { readKeeperRecord, readSpec, type KeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import type { Provider } from '../../host/providers/provider.js';
+import { cgroupSituation } from './fixtures/cgroup-situation.js';
 import { cleanNodeEnv, KEEPER_SCRIPT, REPO, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
 
 const run = promisify(execFile);
@@ -393,32 +394,61 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
     expect(JSON.stringify(err)).not.toContain('/home/user/missing.txt');
   });
 
-  it('enforces cpu/memory with a cgroup where it can, and says why where it cannot', async () => {
-    let meta;
-    try {
-      meta = await create({ cpu: 1, memoryMb: 96 });
-    } catch (e) {
-      // Without a cgroup the keeper may create (non-root on cgroup v1, no delegation), it must say so.
-      expect(e).toMatchObject({ category: 'unsupported' });
-      expect((e as Error).message).toMatch(/cgroup/);
-      // Root with cgroup v1 cpu and memory controllers (this kind of machine) always can.
-      const v1 = readFileSync('/proc/self/mounts', 'utf8')
-        .split('\n')
-        .filter((l) => l.split(' ')[2] === 'cgroup');
-      const hasV1 = (c: string) => v1.some((l) => (l.split(' ')[3] ?? '').split(',').includes(c));
-      expect(process.getuid?.() === 0 && hasV1('cpu') && hasV1('memory')).toBe(false);
-      return;
-    }
-    expect(meta).toMatchObject({ cpu_count: 1, memory_mb: 96 });
-    const id = meta.sandbox_id;
-    // The command itself runs inside the limit: a memory hog is OOM-killed, the sandbox lives on.
-    const hog = await provider.exec(id, 'node -e "const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1))"', { timeoutS: 60 });
-    expect(hog.exitCode).toBe(137);
-    expect((await provider.exec(id, 'echo ok', { timeoutS: 10 })).stdout.toString()).toBe('ok\n');
-    const rec = keeperOf(id);
-    expect(rec.cgroups.length).toBeGreaterThan(0);
-    await provider.kill(id);
-    for (const dir of rec.cgroups) expect(existsSync(dir)).toBe(false);
-    expect(readFileSync('/proc/self/cgroup', 'utf8')).not.toContain(id);
-  });
+  // One test, named after the situation it checks: limits enforced wherever a cgroup with cpu and
+  // memory can be made (v1 or v2), refused as unsupported elsewhere. Never a skip.
+  const situation = cgroupSituation();
+  if (situation.canLimit) {
+    it(`${situation.name}: cpu and memory are enforced by a cgroup the commands run in, removed with the sandbox`, async () => {
+      const meta = await create({ cpu: 1, memoryMb: 96 });
+      expect(meta).toMatchObject({ cpu_count: 1, memory_mb: 96 });
+      const id = meta.sandbox_id;
+      const rec = keeperOf(id);
+      expect(rec.cgroups.length).toBeGreaterThan(0);
+      // The limits are written where the kernel reads them (v1 knobs, or v2's).
+      const knob = (...names: string[]) => {
+        for (const dir of rec.cgroups)
+          for (const name of names) if (existsSync(join(dir, name))) return readFileSync(join(dir, name), 'utf8').trim();
+        throw new Error(`none of ${names.join(', ')} in the sandbox's cgroups`);
+      };
+      if (rec.cgroups.some((dir) => existsSync(join(dir, 'cpu.max')))) {
+        expect(knob('cpu.max')).toBe('100000 100000');
+        expect(knob('memory.max')).toBe(String(96 * 1024 * 1024));
+      } else {
+        expect([knob('cpu.cfs_quota_us'), knob('cpu.cfs_period_us')]).toEqual(['100000', '100000']);
+        expect(knob('memory.limit_in_bytes')).toBe(String(96 * 1024 * 1024));
+      }
+      // Commands run inside: what an exec leaves running is a member of every one of the cgroups.
+      await provider.exec(id, 'sleep 4242 >/dev/null 2>&1 &', { timeoutS: 10 });
+      const isSleeper = (pid: string) => {
+        try {
+          return readFileSync(`/proc/${pid}/cmdline`, 'latin1') === 'sleep\x004242\x00';
+        } catch {
+          return false;
+        }
+      };
+      for (const dir of rec.cgroups) {
+        await waitFor(() => readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').some(isSleeper));
+      }
+      // A memory hog is OOM-killed; the sandbox lives on.
+      const hog = await provider.exec(id, 'node -e "const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1))"', { timeoutS: 60 });
+      expect(hog.exitCode).toBe(137);
+      expect((await provider.exec(id, 'echo ok', { timeoutS: 10 })).stdout.toString()).toBe('ok\n');
+      await provider.kill(id);
+      for (const dir of rec.cgroups) expect(existsSync(dir)).toBe(false);
+      expect(readFileSync('/proc/self/cgroup', 'utf8')).not.toContain(id);
+    });
+  } else {
+    it(`${situation.name}: no cgroup can be made, so cpu or memory is refused as unsupported, saying why`, async () => {
+      for (const limits of [{ cpu: 1 }, { memoryMb: 96 }, { cpu: 1, memoryMb: 96 }]) {
+        const refused = await create(limits).then(
+          () => null,
+          (e: unknown) => e,
+        );
+        expect(refused, JSON.stringify(limits)).toMatchObject({ category: 'unsupported' });
+        expect((refused as Error).message).toMatch(/cgroup/);
+      }
+      // Nothing was left half-made: every sandbox listed is one this file created.
+      for (const listed of await provider.list({ limit: 100, offset: 0 })) expect(created).toContain(listed.sandbox_id);
+    });
+  }
 });
