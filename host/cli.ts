@@ -1,9 +1,11 @@
-// The sandbox-mcp CLI: serve MCP over stdio (default) or Streamable HTTP, plus protocol-level
-// debugging commands that use the same agent client as the server. Loaded by main.ts.
+// The sandbox-mcp CLI: serve MCP over stdio (default) or Streamable HTTP, the operator's commands
+// (host/cli/), and protocol-level debugging commands that use the same agent client as the
+// server. Loaded by main.ts.
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { PROTOCOL_VERSION, type AgentRequestInput } from '../shared/protocol.js';
 import { AgentClient, loadAgentBundle } from './agent-client.js';
+import { isOperatorCommand, runOperatorCommand } from './cli/operator.js';
 import { ConfigError, loadConfig, type ServerConfig } from './config.js';
 import { isProviderError } from './errors.js';
 import { createLogger } from './log.js';
@@ -33,6 +35,26 @@ Usage:
                                               and print the raw response line
   sandbox-mcp selftest <sandbox_id>           run the agent's selftest inside a sandbox
   sandbox-mcp --help | --version
+
+Watching agents (no running server needed; ids as the tools return them, e.g. local:abc):
+  sandbox-mcp ls [--provider local|e2b] [--json]
+        The provider's sandboxes (template, state, started, ends, limits), each with its tasks
+        (state, exit code, started, duration, output sizes; + = cut at the 1 MiB cap).
+        --json prints one JSON object for scripts. Colour only on a terminal, never with NO_COLOR.
+  sandbox-mcp logs <sandbox_id> <task_id> [--follow|-f] [--stderr] [--from N]
+        Print the task's stdout (--stderr: its stderr) from byte N (default 0). --follow keeps
+        printing as it grows until the task ends; Ctrl-C stops following, never the task. At
+        the end the task's state goes to stderr. Exit status: the task's exit code once it
+        ended (0 while it still runs, without --follow), 124 timed out, 125 cancelled,
+        123 outcome unknown, 130 stopped with Ctrl-C.
+  sandbox-mcp shell <sandbox_id> [-- command...]
+        An interactive terminal in the sandbox, as run_command's user and environment, on a
+        fresh pseudo-terminal (yours is never handed in); exits with the shell's status.
+        A command after -- runs instead of the shell (local sandboxes; E2B's terminal API
+        runs only its shell). Needs the native module node-pty.
+  sandbox-mcp kill <sandbox_id>               destroy a sandbox
+  sandbox-mcp cancel <sandbox_id> <task_id>   cancel a task (TERM, then KILL, to its process group)
+  Errors print the tools' category and suggestion and exit 1; a bad command line exits 2.
 
 Configuration (flags win over environment):
   --provider, SANDBOX_MCP_PROVIDER   default provider for create_sandbox and unqualified ids
@@ -76,7 +98,14 @@ function fail(message: string, code = 2): never {
   process.exit(code);
 }
 
+/** The first positional argument (the command), skipping --provider's value. */
+function commandOf(argv: string[]): string | undefined {
+  return parseArgs({ args: argv, options: { provider: { type: 'string' } }, strict: false, allowPositionals: true }).positionals[0];
+}
+
 async function main(argv: string[]): Promise<void> {
+  // The operator's commands parse their own options (host/cli/operator.ts).
+  if (isOperatorCommand(commandOf(argv))) process.exit(await runOperatorCommand(argv, process.env, buildDeps, HELP));
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

@@ -12,6 +12,7 @@ import { mapE2bError, mapped } from './errors.js';
 import * as files from './files.js';
 import { createLifecycle } from './lifecycle.js';
 import { sdkOptsFrom, type E2bConnectionConfig } from './sdk-opts.js';
+import { openTerminal } from './terminal.js';
 
 /** Configuration from the server (never from tool arguments): where E2B is, the connection cache, command timing. */
 export type E2bProviderOpts = E2bConnectionConfig & ConnectionsOpts & CommandsOpts;
@@ -94,6 +95,10 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     async listFiles(sandboxId, p, o) {
       const abs = resolveSandboxPath(p);
       return onEnvd(sandboxId, (sandbox) => files.listFiles(sandbox, abs, o));
+    },
+
+    async openTerminal(sandboxId, o) {
+      return onEnvd(sandboxId, (sandbox) => openTerminal(sandbox, o));
     },
 
     async close() {

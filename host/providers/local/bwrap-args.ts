@@ -159,6 +159,16 @@ export function buildEnterCommand(
   return id.dropPrivileges ? { ...cmd, uid: id.uid, gid: id.gid } : cmd;
 }
 
+/**
+ * `cmd` with a privilege drop that spawn would have done (its uid/gid) done by setpriv instead, for
+ * spawners that only call setgid/setuid and so would keep root's supplementary groups (node-pty's
+ * fork). A command without uid/gid is returned unchanged.
+ */
+export function dropWithSetpriv(cmd: Command, tools: ToolPaths): Command {
+  if (cmd.uid === undefined || cmd.gid === undefined) return cmd;
+  return { file: tools.setpriv, args: [...setprivArgs({ uid: cmd.uid, gid: cmd.gid, dropPrivileges: true }), cmd.file, ...cmd.args] };
+}
+
 /** The descriptor on which a command's environment reaches the sandbox (see envPrelude). */
 export const ENV_FD = 4;
 

@@ -1,8 +1,8 @@
 // The local provider: bubblewrap sandboxes on this machine, each kept by a detached keeper
 // process that owns its deadline (keeper.ts). This file only composes the parts — lifecycle
-// (create-sandbox.ts, lifecycle.ts), commands (commands.ts) and files (file-ops.ts) over one
-// registry of live sandboxes (sandbox-registry.ts) — and is the boundary where every failure
-// leaves as a ProviderError.
+// (create-sandbox.ts, lifecycle.ts), commands (commands.ts), files (file-ops.ts) and interactive
+// terminals (terminal.ts) over one registry of live sandboxes (sandbox-registry.ts) — and is the
+// boundary where every failure leaves as a ProviderError.
 import type {
   CreateOpts,
   ExecOpts,
@@ -14,6 +14,8 @@ import type {
   ReadFileOpts,
   ReadFileResult,
   SandboxMetadata,
+  TerminalOpts,
+  TerminalSession,
   WriteFileOpts,
 } from '../provider.js';
 import { CommandRunner } from './command-runner.js';
@@ -24,6 +26,7 @@ import { SandboxFiles } from './file-ops.js';
 import { SandboxLifecycle } from './lifecycle.js';
 import { SandboxRegistry } from './sandbox-registry.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
+import { SandboxTerminals } from './terminal.js';
 
 export { MIN_MEMORY_MB } from './create-sandbox.js';
 export { defaultKeeperScript } from './keeper-start.js';
@@ -49,6 +52,7 @@ export class LocalProvider implements Provider {
   private readonly lifecycle: SandboxLifecycle;
   private readonly commands: SandboxCommands;
   private readonly files: SandboxFiles;
+  private readonly terminals: SandboxTerminals;
 
   constructor(opts: LocalProviderOpts = {}) {
     const settings = resolveSettings(opts);
@@ -58,6 +62,7 @@ export class LocalProvider implements Provider {
     this.lifecycle = new SandboxLifecycle(settings, this.registry, runner);
     this.commands = new SandboxCommands(settings, this.registry, runner);
     this.files = new SandboxFiles(settings, this.registry, runner);
+    this.terminals = new SandboxTerminals(settings, this.registry, runner);
   }
 
   async create(opts: CreateOpts): Promise<SandboxMetadata> {
@@ -98,6 +103,10 @@ export class LocalProvider implements Provider {
 
   async listFiles(sandboxId: string, path: string, opts: ListFilesOpts): Promise<FileEntry[]> {
     return asProviderErrors(() => this.files.listFiles(sandboxId, path, opts));
+  }
+
+  async openTerminal(sandboxId: string, opts: TerminalOpts): Promise<TerminalSession> {
+    return asProviderErrors(() => this.terminals.open(sandboxId, opts));
   }
 }
 
