@@ -1,8 +1,8 @@
 // The e2b provider: E2B's cloud behind the Provider interface, on the `e2b` SDK, composed the way
 // the SDK composes Sandbox: lifecycle (static control-plane calls, no connect), connections (envd
-// reached without lengthening a lifetime), commands and files (on a connected sandbox). This file
-// only wires them together and is the one place their failures become ProviderErrors
-// (errors.ts's table). Only setTimeout changes a lifetime.
+// reached without lengthening a lifetime), commands, files and terminals (on a connected
+// sandbox). This file only wires them together and is the one place their failures become
+// ProviderErrors (errors.ts's table). Only setTimeout changes a lifetime.
 import type { Sandbox } from 'e2b';
 import { ProviderError } from '../../errors.js';
 import { resolveSandboxPath, type Provider } from '../provider.js';
