@@ -1,7 +1,7 @@
 // `sandbox-mcp logs`: prints one stream of a task from a byte offset and, with --follow, keeps
 // printing as it grows — by long-polling the agent's `get` (wait_s), never a busy loop — until the
 // task ends; then the final state goes to stderr and the exit status tells the outcome. Ctrl-C
-// ends the in-flight get (its exec), never the task.
+// ends the in-flight get (its exec), never the task. Output is masked as get_task masks it.
 import { LIMITS } from '../../shared/limits.js';
 import { PROTOCOL_VERSION, type TaskView } from '../../shared/protocol.js';
 import type { ServerDeps } from '../server-deps.js';
@@ -119,13 +119,15 @@ export async function followLogs(deps: Pick<ServerDeps, 'providers' | 'agent' | 
   let waitS = 0;
   let view: TaskView;
   try {
+    // As get_task: the sandbox's own secrets join the masking before any output is shown.
+    await deps.masker.learn(opts.sandbox.qualified, () => provider.getEnvironment(opts.sandbox.id));
     for (;;) {
       view = await get(offset, waitS);
       const next = view[`${opts.stream}_next_offset`];
       const size = view[`${opts.stream}_size`];
       const isFinal = view.state !== 'running' && next >= size;
       const page = completeCharacters(view[opts.stream], next - offset, isFinal);
-      if (page.text) await io.write(deps.masker.mask(page.text));
+      if (page.text) await io.write(deps.masker.mask(opts.sandbox.qualified, page.text));
       offset += page.bytes;
       if (offset < size && page.bytes > 0) {
         waitS = 0; // more is there already

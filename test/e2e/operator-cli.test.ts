@@ -139,6 +139,13 @@ describe('sandbox-mcp logs', () => {
     expect(now.stderr).toContain('is still running (--follow keeps printing until it ends)');
   });
 
+  it("masks the secret values of the CLI's own environment, as get_task masks the server's", async () => {
+    const taskId = await startTask('printf leak:hunter2hunter2');
+    await waitFor(async () => (await taskState(taskId)) === 'succeeded', 'the task to end');
+    const r = await cli(['logs', sandboxId, taskId], { DEPLOY_TOKEN: 'hunter2hunter2' });
+    expect(r.stdout).toBe('leak:[MASKED]');
+  });
+
   it('Ctrl-C stops following and leaves the task running', async () => {
     const taskId = await startTask('echo started; sleep 600');
     const run = spawnCli(['logs', sandboxId, taskId, '-f']);

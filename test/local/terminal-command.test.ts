@@ -2,8 +2,13 @@
 // first, the privilege drop by setpriv, exec's very enter command) and the in-sandbox prelude.
 // test/e2e/shell.test.ts runs them for real.
 import { describe, expect, it } from 'vitest';
-import { buildEnterCommand, dropWithSetpriv, type Identity, type ToolPaths } from '../../host/providers/local/bwrap-args.js';
-import { buildTerminalCommand, closeFdsScript, TERMINAL_ENV_VAR, TERMINAL_PRELUDE } from '../../host/providers/local/terminal-command.js';
+import { buildEnterCommand, dropWithSetpriv, type Identity, type ToolPaths } from '../../host/providers/local/launch/command-lines.js';
+import {
+  buildTerminalCommand,
+  closeFdsScript,
+  TERMINAL_ENV_VAR,
+  TERMINAL_PRELUDE,
+} from '../../host/providers/local/launch/terminal-command.js';
 
 const tools: ToolPaths = { bwrap: '/usr/bin/bwrap', nsenter: '/usr/bin/nsenter', setpriv: '/usr/bin/setpriv', sh: '/bin/sh' };
 const root: Identity = { uid: 65534, gid: 65534, dropPrivileges: true };

@@ -1,8 +1,15 @@
 // The local provider: bubblewrap sandboxes on this machine, each kept by a detached keeper
-// process that owns its deadline (keeper.ts). This file only composes the parts — lifecycle
-// (create-sandbox.ts, lifecycle.ts), commands (commands.ts), files (file-ops.ts) and interactive
-// terminals (terminal.ts) over one registry of live sandboxes (sandbox-registry.ts) — and is the
-// boundary where every failure leaves as a ProviderError.
+// process that owns its deadline. This file only composes the parts and is the boundary where
+// every failure leaves as a ProviderError. The parts, by folder:
+//   lifecycle/  create, list, getInfo, setTimeout and kill
+//   exec/       running one command inside a sandbox (enter, capture, the runner), and interactive
+//               terminals on a fresh pty (terminal.ts)
+//   files/      reading, writing and listing files, by scripts run inside
+//   sandbox/    what a sandbox is on disk (spec, ids, state directory) and finding the live ones
+//   keeper/     the per-sandbox keeper process, and starting it
+//   launch/     pure builders: the bwrap argv, the launch, enter and terminal command lines, passwd,
+//               environment
+//   system/     this machine: /proc, cgroups, inherited descriptors, the tools (preflight)
 import type {
   CreateOpts,
   ExecOpts,
@@ -18,19 +25,19 @@ import type {
   TerminalSession,
   WriteFileOpts,
 } from '../provider.js';
-import { CommandRunner } from './command-runner.js';
-import { SandboxCommands } from './commands.js';
-import { SandboxCreator } from './create-sandbox.js';
 import { toProviderError } from './errors.js';
-import { SandboxFiles } from './file-ops.js';
-import { SandboxLifecycle } from './lifecycle.js';
-import { SandboxRegistry } from './sandbox-registry.js';
+import { CommandRunner } from './exec/command-runner.js';
+import { SandboxExec } from './exec/exec.js';
+import { SandboxTerminals } from './exec/terminal.js';
+import { SandboxFiles } from './files/operations.js';
+import { SandboxCreator } from './lifecycle/create.js';
+import { SandboxLifecycle } from './lifecycle/manage.js';
+import { SandboxRegistry } from './sandbox/registry.js';
+import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
-import { SandboxTerminals } from './terminal.js';
 
-export { MIN_MEMORY_MB } from './create-sandbox.js';
-export { defaultKeeperScript } from './keeper-start.js';
-export { type LocalProviderOpts } from './settings.js';
+export { MIN_MEMORY_MB } from './lifecycle/create.js';
+export { defaultKeeperScript, type LocalProviderOpts } from './settings.js';
 
 /** Name of this provider (prefix of qualified ids). */
 export const LOCAL_PROVIDER_ID = 'local';
@@ -50,9 +57,11 @@ export class LocalProvider implements Provider {
   private readonly registry: SandboxRegistry;
   private readonly creator: SandboxCreator;
   private readonly lifecycle: SandboxLifecycle;
-  private readonly commands: SandboxCommands;
+  private readonly commands: SandboxExec;
   private readonly files: SandboxFiles;
   private readonly terminals: SandboxTerminals;
+  /** The start-up sweep of dead sandboxes (sandbox/sweep.ts), running in the background. */
+  private readonly sweep: Promise<void>;
 
   constructor(opts: LocalProviderOpts = {}) {
     const settings = resolveSettings(opts);
@@ -60,9 +69,10 @@ export class LocalProvider implements Provider {
     this.registry = new SandboxRegistry(settings);
     this.creator = new SandboxCreator(settings, this.registry);
     this.lifecycle = new SandboxLifecycle(settings, this.registry, runner);
-    this.commands = new SandboxCommands(settings, this.registry, runner);
+    this.commands = new SandboxExec(settings, this.registry, runner);
     this.files = new SandboxFiles(settings, this.registry, runner);
     this.terminals = new SandboxTerminals(settings, this.registry, runner);
+    this.sweep = sweepDeadSandboxes(this.registry);
   }
 
   async create(opts: CreateOpts): Promise<SandboxMetadata> {
@@ -85,7 +95,16 @@ export class LocalProvider implements Provider {
     return asProviderErrors(() => this.lifecycle.kill(sandboxId));
   }
 
+  async getOwner(sandboxId: string): Promise<string | null> {
+    return asProviderErrors(() => this.lifecycle.getOwner(sandboxId));
+  }
+
+  async getEnvironment(sandboxId: string): Promise<Record<string, string>> {
+    return asProviderErrors(() => this.lifecycle.getEnvironment(sandboxId));
+  }
+
   async close(): Promise<void> {
+    await this.sweep;
     this.registry.clear();
   }
 

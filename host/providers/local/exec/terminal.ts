@@ -1,19 +1,19 @@
 // Interactive terminals in local sandboxes: node-pty makes a fresh pseudo-terminal on the host and
-// spawns the enter command (terminal-command.ts) on it, so its slave end is the controlling
+// spawns the enter command (launch/terminal-command.ts) on it, so its slave end is the controlling
 // terminal of the program inside the sandbox. node-pty is a native module, loaded on first use
 // only: a server that never opens a terminal works without it.
 import { constants } from 'node:os';
 import { join } from 'node:path';
 import type { IPty } from 'node-pty';
-import { ProviderError } from '../../errors.js';
-import type { TerminalOpts, TerminalSession } from '../provider.js';
-import { exportScript, sandboxPath } from './bwrap-args.js';
+import { ProviderError } from '../../../errors.js';
+import type { TerminalOpts, TerminalSession } from '../../provider.js';
+import { exportScript, sandboxPath } from '../launch/environment.js';
+import { buildTerminalCommand, TERMINAL_ENV_MAX_BYTES, TERMINAL_ENV_VAR } from '../launch/terminal-command.js';
+import type { SandboxRegistry } from '../sandbox/registry.js';
+import { specNetwork } from '../sandbox/spec.js';
+import type { LocalSettings } from '../settings.js';
+import { invalid } from '../validation.js';
 import type { CommandRunner } from './command-runner.js';
-import type { SandboxRegistry } from './sandbox-registry.js';
-import type { LocalSettings } from './settings.js';
-import { specNetwork } from './state.js';
-import { buildTerminalCommand, TERMINAL_ENV_MAX_BYTES, TERMINAL_ENV_VAR } from './terminal-command.js';
-import { invalid } from './validation.js';
 
 type NodePty = typeof import('node-pty');
 
