@@ -1,62 +1,71 @@
-// The operator commands' pure parts with exact expectations: the command line (every mistake named,
-// no value echoed), people's formatting (columns, times, sizes, colour rules), logs' page joining
+// The operator commands' pure parts with exact expectations: their command line (every mistake
+// named, no value echoed), people's formatting (columns, times, sizes, colour rules), logs' page joining
 // and exit statuses, and the ls rendering of a listing.
 import { describe, expect, it } from 'vitest';
 import { formatBytes, formatDuration, formatRelative, isColourWanted, paint, renderTable } from '../../host/cli/format.js';
 import { completeCharacters, endLine, exitStatusFor, LOGS_EXIT } from '../../host/cli/logs.js';
 import { AGENT_WITHOUT_LIST, ListingSchema, renderListing, type Listing } from '../../host/cli/ls.js';
-import { OperatorUsageError, parseOperatorLine } from '../../host/cli/operator.js';
+import { HELP, parseCommandLine, UsageError } from '../../host/cli-args.js';
 import type { TaskView } from '../../shared/protocol.js';
 
 const TASK = '0123456789abcdef0123456789abcdef';
 
 function usageError(argv: string[]): string {
   try {
-    parseOperatorLine(argv);
+    parseCommandLine(argv);
   } catch (e) {
-    expect(e).toBeInstanceOf(OperatorUsageError);
+    expect(e).toBeInstanceOf(UsageError);
     return (e as Error).message;
   }
   throw new Error(`${argv.join(' ')} was accepted`);
 }
 
-describe('parseOperatorLine', () => {
+describe('the operator commands on the command line', () => {
   it('reads each command with its options, the command anywhere among them', () => {
-    expect(parseOperatorLine(['ls', '--json'])).toMatchObject({ command: 'ls', json: true, args: {} });
-    expect(parseOperatorLine(['--provider', 'e2b', 'ls'])).toMatchObject({ command: 'ls', provider: 'e2b' });
-    expect(parseOperatorLine(['logs', 'local:abc', TASK, '-f', '--stderr', '--from', '10'])).toMatchObject({
+    expect(parseCommandLine(['ls', '--json'])).toMatchObject({ command: 'ls', json: true, args: [] });
+    expect(parseCommandLine(['--provider', 'e2b', 'ls'])).toMatchObject({ command: 'ls', provider: 'e2b' });
+    expect(parseCommandLine(['logs', 'local:abc', TASK, '-f', '--stderr', '--from', '10'])).toMatchObject({
       command: 'logs',
-      args: { sandbox_id: 'local:abc', task_id: TASK },
+      args: ['local:abc', TASK],
       follow: true,
       stderr: true,
-      from: 10,
+      fromByte: 10,
     });
-    expect(parseOperatorLine(['shell', 'abc'])).toMatchObject({ command: 'shell', args: { sandbox_id: 'abc' }, program: [] });
-    expect(parseOperatorLine(['shell', 'abc', '--', 'ls', '-la', '--json'])).toMatchObject({
+    expect(parseCommandLine(['logs', 'abc', TASK])).toMatchObject({ follow: false, stderr: false, fromByte: 0 });
+    expect(parseCommandLine(['shell', 'abc'])).toMatchObject({ command: 'shell', args: ['abc'], program: [] });
+    // After `--`, everything is the program's, options included.
+    expect(parseCommandLine(['shell', 'abc', '--', 'ls', '-la', '--json'])).toMatchObject({
+      args: ['abc'],
       program: ['ls', '-la', '--json'],
       json: false,
     });
-    expect(parseOperatorLine(['kill', 'abc'])).toMatchObject({ command: 'kill', args: { sandbox_id: 'abc' } });
-    expect(parseOperatorLine(['cancel', 'abc', TASK])).toMatchObject({ command: 'cancel', args: { task_id: TASK } });
-    expect(parseOperatorLine(['logs', '--help'])).toMatchObject({ command: 'logs', help: true });
+    expect(parseCommandLine(['kill', 'abc'])).toMatchObject({ command: 'kill', args: ['abc'] });
+    expect(parseCommandLine(['cancel', 'abc', TASK])).toMatchObject({ command: 'cancel', args: ['abc', TASK] });
+    expect(parseCommandLine(['logs', '--help'])).toMatchObject({ command: 'logs', help: true });
   });
 
   it('names what is wrong and never echoes a value', () => {
-    expect(usageError(['ls', '--follow'])).toBe('--follow does not apply to ls (usage: sandbox-mcp ls [--provider local|e2b] [--json])');
-    expect(usageError(['ls', 'extra'])).toContain('usage: sandbox-mcp ls');
-    expect(usageError(['logs', 'abc'])).toContain('usage: sandbox-mcp logs <sandbox_id> <task_id>');
-    expect(usageError(['kill', 'abc', '--', 'x'])).toContain('usage: sandbox-mcp kill');
+    expect(usageError(['ls', '--follow'])).toBe('--follow applies only to: sandbox-mcp logs');
+    expect(usageError(['doctor', '--from', '1'])).toBe('--from applies only to: sandbox-mcp logs');
+    expect(usageError(['ls', 'extra'])).toBe('ls takes no arguments (usage: sandbox-mcp ls [--json] [--provider local|e2b])');
+    expect(usageError(['logs', 'abc'])).toBe('usage: sandbox-mcp logs <sandbox_id> <task_id> [--follow] [--stderr] [--from N]');
+    expect(usageError(['shell'])).toBe('usage: sandbox-mcp shell <sandbox_id> [-- command...]');
+    expect(usageError(['shell', 'abc', 'ls'])).toBe('usage: sandbox-mcp shell <sandbox_id> [-- command...]');
+    expect(usageError(['kill', 'abc', '--', 'x'])).toBe('usage: sandbox-mcp kill <sandbox_id>');
     expect(usageError(['logs', 'abc', TASK, '--from'])).toBe('--from needs a value');
-    expect(usageError(['logs', 'abc', TASK, '--from', '-1'])).toBe('--from must be a byte offset 0-1048576');
-    expect(usageError(['logs', 'abc', TASK, '--from', '1048577'])).toBe('--from must be a byte offset 0-1048576');
+    expect(usageError(['logs', 'abc', TASK, '--from=-1'])).toBe('--from must be an integer 0-1048576');
+    expect(usageError(['logs', 'abc', TASK, '--from', '1048577'])).toBe('--from must be an integer 0-1048576');
+    expect(usageError(['logs', 'abc', TASK, '--from', 'SECRET'])).not.toContain('SECRET');
     expect(usageError(['ls', '--json', '--json'])).toBe('--json is given more than once');
     expect(usageError(['ls', '--json=yes'])).toBe('--json takes no value');
-    const secret = usageError(['cancel', 'abc', 'SECRET-NOT-A-TASK-ID']);
-    expect(secret).toBe('task_id must be 32 lowercase hexadecimal characters (as start_task returned it)');
     const unknown = usageError(['ls', '--token=hunter2-secret']);
     expect(unknown).toBe('unknown option --token (see sandbox-mcp --help)');
     expect(unknown).not.toContain('hunter2');
-    expect(usageError(['ls', '--weird option!'])).toBe('unknown option (see sandbox-mcp --help)');
+  });
+
+  it('are documented in --help, with their exit statuses', () => {
+    for (const command of ['ls', 'logs', 'shell', 'kill', 'cancel']) expect(HELP).toContain(`sandbox-mcp ${command} `);
+    for (const code of Object.values(LOGS_EXIT)) expect(HELP).toContain(String(code));
   });
 });
 
