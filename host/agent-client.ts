@@ -55,6 +55,7 @@ const AGENT_ERROR_CATEGORIES: Record<AgentErrorCode, ErrorCategory> = {
   no_stdin: 'conflict',
   stdin_closed: 'conflict',
   state_dir_full: 'insufficient_resources',
+  task_not_finished: 'conflict',
   internal: 'internal',
 };
 

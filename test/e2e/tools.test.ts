@@ -53,7 +53,7 @@ describe('the tool surface', () => {
     }
     expect(tools.find((t) => t.name === 'get_task')!.annotations!.readOnlyHint).toBe(true);
     expect(tools.find((t) => t.name === 'kill_sandbox')!.annotations!.destructiveHint).toBe(true);
-    expect(OP_NAMES).toEqual(['hello', 'start', 'get', 'cancel', 'input', 'list', 'selftest']);
+    expect(OP_NAMES).toEqual(['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'selftest']);
   });
 
   it('tells the model the workflow in the initialize instructions', () => {
