@@ -21,10 +21,11 @@ declare const __HOST_VERSION__: string;
 const HELP = `sandbox-mcp ${__HOST_VERSION__} — an MCP server for sandboxes with reconnectable background tasks
 
 Usage:
-  sandbox-mcp [--provider local|e2b]          serve MCP over stdio (one session; on EOF its
+  sandbox-mcp [--provider local|e2b] [--background-after S]
+                                              serve MCP over stdio (one session; on EOF its
                                               unretained sandboxes are destroyed)
   sandbox-mcp http [--host 127.0.0.1] [--port 8765] [--idle-timeout 1800] [--provider local|e2b]
-                   [--allowed-host NAME[:PORT]]...
+                   [--allowed-host NAME[:PORT]]... [--background-after S]
                                               serve Streamable HTTP at /mcp (bearer token required;
                                               Host/Origin must name the bound address or an
                                               --allowed-host; a wildcard --host needs them)
@@ -37,6 +38,11 @@ Usage:
 Configuration (flags win over environment):
   --provider, SANDBOX_MCP_PROVIDER   default provider for create_sandbox and unqualified ids
                                      (local: bubblewrap sandboxes on this machine; e2b: E2B cloud)
+  --background-after, SANDBOX_MCP_BACKGROUND_AFTER
+                                     seconds (1-3600): run_command/run_code calls that give no
+                                     background_after use this; a call still running then
+                                     returns a task handle. About 50 suits clients that cut
+                                     calls at 60 s. Unset: calls wait for their command
   SANDBOX_MCP_STATE_DIR              local provider state (default $XDG_STATE_HOME/sandbox-mcp,
                                      else ~/.local/state/sandbox-mcp)
   SANDBOX_MCP_LOCAL_NETWORK          isolated (default: a local sandbox has only its own
@@ -88,11 +94,12 @@ async function main(argv: string[]): Promise<void> {
       port: { type: 'string', default: '8765' },
       'idle-timeout': { type: 'string', default: '1800' },
       'allowed-host': { type: 'string', multiple: true, default: [] },
+      'background-after': { type: 'string' },
     },
   });
   if (values.help) return void process.stdout.write(HELP);
   if (values.version) return void process.stdout.write(`${__HOST_VERSION__}\n`);
-  const config = loadConfig(process.env, values.provider);
+  const config = loadConfig(process.env, values.provider, values['background-after']);
   const deps = buildDeps(config);
   const [sub, ...rest] = positionals;
 

@@ -1,6 +1,7 @@
 // Server configuration from flags and environment. Credentials live here, never in tool arguments.
 import { SECRET_NAME_PATTERN, LIMITS } from '../shared/limits.js';
 import { NETWORK_MODES, type NetworkMode } from './providers/provider.js';
+import { definedFields } from './util/defined-fields.js';
 
 export const PROVIDER_IDS = ['local', 'e2b'] as const;
 export type ProviderId = (typeof PROVIDER_IDS)[number];
@@ -15,13 +16,27 @@ export interface ServerConfig {
   e2b: { apiKey?: string; domain?: string };
   /** Values of this server's own secret-named environment variables, masked in task and exec output. */
   secretValues: string[];
+  /**
+   * run_command/run_code's `background_after` when a call gives none (--background-after,
+   * SANDBOX_MCP_BACKGROUND_AFTER): for clients known to cut calls. Unset: no default.
+   */
+  backgroundAfterS?: number;
+  /** How often a call with a progress token reports progress (SANDBOX_MCP_PROGRESS_INTERVAL_MS; default 10 s). */
+  progressIntervalMs?: number;
 }
+
+/** The bounds of `background_after`, in seconds, for the tool argument and the server option alike. */
+export const BACKGROUND_AFTER_MIN_S = 1;
+export const BACKGROUND_AFTER_MAX_S = 3600;
 
 /** Thrown for a bad flag or environment value; the CLI prints it and exits 2. */
 export class ConfigError extends Error {}
 
-/** Reads the configuration; `providerFlag` (from --provider) wins over SANDBOX_MCP_PROVIDER. */
-export function loadConfig(env: NodeJS.ProcessEnv, providerFlag?: string): ServerConfig {
+/**
+ * Reads the configuration; `providerFlag` (from --provider) wins over SANDBOX_MCP_PROVIDER, and
+ * `backgroundAfterFlag` (--background-after) over SANDBOX_MCP_BACKGROUND_AFTER.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv, providerFlag?: string, backgroundAfterFlag?: string): ServerConfig {
   const provider = providerFlag ?? env.SANDBOX_MCP_PROVIDER ?? 'local';
   if (!(PROVIDER_IDS as readonly string[]).includes(provider)) {
     throw new ConfigError(`unknown provider (expected one of: ${PROVIDER_IDS.join(', ')})`);
@@ -39,7 +54,31 @@ export function loadConfig(env: NodeJS.ProcessEnv, providerFlag?: string): Serve
       ...(env.E2B_DOMAIN ? { domain: env.E2B_DOMAIN } : {}),
     },
     secretValues: secretValuesOf(env),
+    ...definedFields({
+      backgroundAfterS: parseBackgroundAfter(backgroundAfterFlag ?? env.SANDBOX_MCP_BACKGROUND_AFTER),
+      progressIntervalMs: parseProgressInterval(env.SANDBOX_MCP_PROGRESS_INTERVAL_MS),
+    }),
   };
+}
+
+function parseBackgroundAfter(raw: string | undefined): number | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value < BACKGROUND_AFTER_MIN_S || value > BACKGROUND_AFTER_MAX_S) {
+    throw new ConfigError(
+      `--background-after / SANDBOX_MCP_BACKGROUND_AFTER must be a whole number of seconds, ${BACKGROUND_AFTER_MIN_S}-${BACKGROUND_AFTER_MAX_S}`,
+    );
+  }
+  return value;
+}
+
+function parseProgressInterval(raw: string | undefined): number | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value < 1 || value > 3_600_000) {
+    throw new ConfigError('SANDBOX_MCP_PROGRESS_INTERVAL_MS must be a whole number of milliseconds, 1-3600000');
+  }
+  return value;
 }
 
 /** The values of secret-named variables long enough to mask without masking ordinary text. */
