@@ -54,7 +54,7 @@ for (const name of existsSync(join(dist, 'chunks')) ? readdirSync(join(dist, 'ch
 // whole server (MCP and E2B SDKs) would start several times slower and weigh far more per sandbox.
 await build({
   ...common,
-  entryPoints: [join(root, 'host/providers/local/keeper-main.ts')],
+  entryPoints: [join(root, 'host/providers/local/keeper/main.ts')],
   outfile: join(dist, 'keeper.js'),
   format: 'esm',
   packages: 'external',

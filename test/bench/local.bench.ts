@@ -5,8 +5,8 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { bench, describe } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
-import { signalIfAlive } from '../../host/providers/local/proc.js';
-import { readKeeperRecord } from '../../host/providers/local/state.js';
+import { signalIfAlive } from '../../host/providers/local/system/proc.js';
+import { readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { KEEPER_SCRIPT, sandboxesAvailable, tempStateDir } from '../local/helpers.js';
 

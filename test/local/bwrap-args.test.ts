@@ -1,30 +1,16 @@
 // Unit tests of the pure parts of the local provider: argv builders, ids, paths, parsers.
 import { describe, expect, it } from 'vitest';
-import {
-  buildBwrapArgs,
-  buildEnterCommand,
-  buildLaunchCommand,
-  groupFile,
-  passwdFile,
-  PID1_SCRIPT,
-  sandboxPath,
-  type Identity,
-  type ToolPaths,
-} from '../../host/providers/local/bwrap-args.js';
-import { fileStatusError, FILE_STATUS, parseListing } from '../../host/providers/local/files.js';
-import { coverInherited } from '../../host/providers/local/exec.js';
-import { classifyBwrapFailure } from '../../host/providers/local/keeper.js';
+import { buildBwrapArgs, PID1_SCRIPT } from '../../host/providers/local/launch/bwrap-args.js';
+import { buildEnterCommand, buildLaunchCommand, type Identity, type ToolPaths } from '../../host/providers/local/launch/command-lines.js';
+import { groupFile, passwdFile } from '../../host/providers/local/launch/passwd.js';
+import { sandboxPath } from '../../host/providers/local/launch/environment.js';
+import { fileStatusError, FILE_STATUS, parseListing } from '../../host/providers/local/files/scripts.js';
+import { coverInherited } from '../../host/providers/local/system/inherited-fds.js';
+import { classifyBwrapFailure } from '../../host/providers/local/keeper/bwrap-process.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
-import {
-  defaultStateDir,
-  isSandboxId,
-  newSandboxId,
-  newSandboxUid,
-  SANDBOX_UID_BASE,
-  SANDBOX_UID_COUNT,
-  specNetwork,
-  type SandboxSpec,
-} from '../../host/providers/local/state.js';
+import { defaultStateDir } from '../../host/providers/local/sandbox/state-dir.js';
+import { isSandboxId, newSandboxId, newSandboxUid, SANDBOX_UID_BASE, SANDBOX_UID_COUNT } from '../../host/providers/local/sandbox/ids.js';
+import { specNetwork, type SandboxSpec } from '../../host/providers/local/sandbox/spec.js';
 
 const tools: ToolPaths = { bwrap: '/usr/bin/bwrap', nsenter: '/usr/bin/nsenter', setpriv: '/usr/bin/setpriv', sh: '/bin/sh' };
 const root: Identity = { uid: 65534, gid: 65534, dropPrivileges: true };

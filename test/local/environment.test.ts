@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
-import { identify, isAlive } from '../../host/providers/local/proc.js';
-import { readKeeperRecord } from '../../host/providers/local/state.js';
+import { identify, isAlive } from '../../host/providers/local/system/proc.js';
+import { readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import { KEEPER_SCRIPT, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
 
 describe.skipIf(!sandboxesAvailable())('local provider environment checks', () => {

@@ -7,7 +7,7 @@ import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { readKeeperRecord, readSpec } from '../../host/providers/local/state.js';
+import { readKeeperRecord, readSpec } from '../../host/providers/local/sandbox/state-dir.js';
 import { cleanNodeEnv, KEEPER_SCRIPT, REPO, sandboxesAvailable, tempStateDir } from './helpers.js';
 
 describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {

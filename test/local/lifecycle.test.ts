@@ -7,8 +7,8 @@ import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
-import { isAlive } from '../../host/providers/local/proc.js';
-import { readKeeperRecord, readSpec, type KeeperRecord } from '../../host/providers/local/state.js';
+import { isAlive } from '../../host/providers/local/system/proc.js';
+import { readKeeperRecord, readSpec, type KeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { cleanNodeEnv, KEEPER_SCRIPT, REPO, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
 

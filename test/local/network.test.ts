@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
-import { readSpec } from '../../host/providers/local/state.js';
+import { readSpec } from '../../host/providers/local/sandbox/state-dir.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { KEEPER_SCRIPT, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
 

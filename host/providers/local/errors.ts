@@ -1,7 +1,7 @@
 // Every local failure becomes one of the fixed categories here, with static text of ours:
 // keeper start-up codes, missing tools and stray exceptions (whose messages carry host paths).
 import { isProviderError, ProviderError } from '../../errors.js';
-import type { KeeperFailure } from './keeper.js';
+import type { KeeperFailure } from './keeper/report.js';
 
 /** Static "what is wrong and how to fix it" texts for the environment checks. */
 export const LOCAL_DETAILS = {
@@ -41,6 +41,7 @@ export function keeperFailureError(code: KeeperFailure): ProviderError {
     case 'bwrap_failed':
       return new ProviderError('unavailable', { code, detail: LOCAL_DETAILS.bwrapFailed });
     case 'spec_invalid':
+    case 'keeper_failed':
       return new ProviderError('internal', { code });
   }
 }

@@ -1,8 +1,13 @@
 // The local provider: bubblewrap sandboxes on this machine, each kept by a detached keeper
-// process that owns its deadline (keeper.ts). This file only composes the parts — lifecycle
-// (create-sandbox.ts, lifecycle.ts), commands (commands.ts) and files (file-ops.ts) over one
-// registry of live sandboxes (sandbox-registry.ts) — and is the boundary where every failure
-// leaves as a ProviderError.
+// process that owns its deadline. This file only composes the parts and is the boundary where
+// every failure leaves as a ProviderError. The parts, by folder:
+//   lifecycle/  create, list, getInfo, setTimeout and kill
+//   exec/       running one command inside a sandbox (enter, capture, the runner)
+//   files/      reading, writing and listing files, by scripts run inside
+//   sandbox/    what a sandbox is on disk (spec, ids, state directory) and finding the live ones
+//   keeper/     the per-sandbox keeper process, and starting it
+//   launch/     pure builders: the bwrap argv, the launch and enter command lines, passwd, environment
+//   system/     this machine: /proc, cgroups, inherited descriptors, the tools (preflight)
 import type {
   CreateOpts,
   ExecOpts,
@@ -16,18 +21,18 @@ import type {
   SandboxMetadata,
   WriteFileOpts,
 } from '../provider.js';
-import { CommandRunner } from './command-runner.js';
-import { SandboxCommands } from './commands.js';
-import { SandboxCreator } from './create-sandbox.js';
 import { toProviderError } from './errors.js';
-import { SandboxFiles } from './file-ops.js';
-import { SandboxLifecycle } from './lifecycle.js';
-import { SandboxRegistry } from './sandbox-registry.js';
+import { CommandRunner } from './exec/command-runner.js';
+import { SandboxExec } from './exec/exec.js';
+import { SandboxFiles } from './files/operations.js';
+import { SandboxCreator } from './lifecycle/create.js';
+import { SandboxLifecycle } from './lifecycle/manage.js';
+import { SandboxRegistry } from './sandbox/registry.js';
+import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
 
-export { MIN_MEMORY_MB } from './create-sandbox.js';
-export { defaultKeeperScript } from './keeper-start.js';
-export { type LocalProviderOpts } from './settings.js';
+export { MIN_MEMORY_MB } from './lifecycle/create.js';
+export { defaultKeeperScript, type LocalProviderOpts } from './settings.js';
 
 /** Name of this provider (prefix of qualified ids). */
 export const LOCAL_PROVIDER_ID = 'local';
@@ -47,8 +52,10 @@ export class LocalProvider implements Provider {
   private readonly registry: SandboxRegistry;
   private readonly creator: SandboxCreator;
   private readonly lifecycle: SandboxLifecycle;
-  private readonly commands: SandboxCommands;
+  private readonly commands: SandboxExec;
   private readonly files: SandboxFiles;
+  /** The start-up sweep of dead sandboxes (sandbox/sweep.ts), running in the background. */
+  private readonly sweep: Promise<void>;
 
   constructor(opts: LocalProviderOpts = {}) {
     const settings = resolveSettings(opts);
@@ -56,8 +63,9 @@ export class LocalProvider implements Provider {
     this.registry = new SandboxRegistry(settings);
     this.creator = new SandboxCreator(settings, this.registry);
     this.lifecycle = new SandboxLifecycle(settings, this.registry, runner);
-    this.commands = new SandboxCommands(settings, this.registry, runner);
+    this.commands = new SandboxExec(settings, this.registry, runner);
     this.files = new SandboxFiles(settings, this.registry, runner);
+    this.sweep = sweepDeadSandboxes(this.registry);
   }
 
   async create(opts: CreateOpts): Promise<SandboxMetadata> {
@@ -81,6 +89,7 @@ export class LocalProvider implements Provider {
   }
 
   async close(): Promise<void> {
+    await this.sweep;
     this.registry.clear();
   }
 

@@ -1,13 +1,13 @@
 // The local provider's options and the settings resolved from them once, at construction: every
 // other module of the provider reads these, never the options themselves.
 import { existsSync, openSync, realpathSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
-import type { Identity, ToolPaths } from './bwrap-args.js';
-import type { FdCover } from './exec.js';
-import { defaultKeeperScript } from './keeper-start.js';
-import { inheritableFds } from './proc.js';
-import { defaultStateDir, sandboxesDir } from './state.js';
+import type { Identity, ToolPaths } from './launch/command-lines.js';
+import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
+import type { FdCover } from './system/inherited-fds.js';
+import { inheritableFds } from './system/inherited-fds.js';
 import { invalid } from './validation.js';
 
 /** Options of the local provider; every one has a working default. */
@@ -66,6 +66,15 @@ export interface LocalSettings {
   readonly nodeBinDirs: string[];
   /** Descriptors our parent left open for children, covered in every keeper and command we start. */
   readonly cover: FdCover | undefined;
+}
+
+/** Path of dist/keeper.js: beside this file when bundled into dist/, else the repository's build output. */
+export function defaultKeeperScript(): string {
+  const self = fileURLToPath(import.meta.url);
+  if (basename(dirname(self)) === 'dist') return join(dirname(self), 'keeper.js');
+  // The CLI is code-split: this module may sit in dist/chunks/.
+  if (basename(dirname(self)) === 'chunks') return join(dirname(self), '..', 'keeper.js');
+  return resolve(dirname(self), '..', '..', '..', 'dist', 'keeper.js');
 }
 
 /** Applies the defaults; throws invalid_argument for an unknown network mode. */

@@ -1,24 +1,13 @@
-// Starting a sandbox's keeper (keeper.ts): a detached node process, covered descriptors, and
-// its one-line JSON report on fd 3 within a bounded wait.
+// Starting a sandbox's keeper (keeper.ts), on the server's side: a detached node process with
+// covered descriptors, and its one-line JSON report on fd 3 within a bounded wait.
 import { spawn } from 'node:child_process';
-import { basename, dirname, join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
-import { ProviderError } from '../../errors.js';
-import { sandboxPath } from './bwrap-args.js';
-import { LOCAL_DETAILS } from './errors.js';
-import { coverInherited } from './exec.js';
-import type { KeeperReport } from './keeper.js';
-import type { LocalSettings } from './settings.js';
-
-/** Path of dist/keeper.js: beside this file when bundled into dist/, else the repository's build output. */
-export function defaultKeeperScript(): string {
-  const self = fileURLToPath(import.meta.url);
-  if (basename(dirname(self)) === 'dist') return join(dirname(self), 'keeper.js');
-  // The CLI is code-split: this module may sit in dist/chunks/.
-  if (basename(dirname(self)) === 'chunks') return join(dirname(self), '..', 'keeper.js');
-  return resolve(dirname(self), '..', '..', '..', 'dist', 'keeper.js');
-}
+import { ProviderError } from '../../../errors.js';
+import { LOCAL_DETAILS } from '../errors.js';
+import { sandboxPath } from '../launch/environment.js';
+import type { LocalSettings } from '../settings.js';
+import { coverInherited } from '../system/inherited-fds.js';
+import type { KeeperReport } from './report.js';
 
 /** What starting a keeper needs from the provider's settings. */
 export type KeeperStartOpts = Pick<LocalSettings, 'nodePath' | 'keeperScript' | 'startTimeoutMs' | 'cover'>;

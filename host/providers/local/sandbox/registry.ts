@@ -1,24 +1,29 @@
 // Finding live sandboxes: through their state directories, verified against /proc (a recorded
 // pid counts only while its start time matches). Whatever is found dead or overdue is cleaned
-// up on the spot, so callers see a sandbox as either live or absent.
+// up on the spot, so callers see a sandbox as either live or absent; a create still in progress
+// (in this server or another) is absent but left alone.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { ProviderError } from '../../errors.js';
-import { removeCgroups } from './cgroups.js';
-import { LOCAL_DETAILS } from './errors.js';
-import { isAlive, signalIfAlive } from './proc.js';
-import type { LocalSettings } from './settings.js';
+import { ProviderError } from '../../../errors.js';
+import { LOCAL_DETAILS } from '../errors.js';
+import type { LocalSettings } from '../settings.js';
+import { removeCgroups } from '../system/cgroups.js';
+import { isAlive, signalIfAlive } from '../system/proc.js';
+import { isSandboxId } from './ids.js';
+import type { SandboxSpec } from './spec.js';
 import {
   assertPrivateState,
   dirAgeMs,
-  isSandboxId,
+  listSandboxIds,
+  readCgroupsList,
+  readCreator,
   readDeadline,
   readKeeperRecord,
   readSpec,
   removeSandboxDir,
+  sweepTombstones,
   type KeeperRecord,
-  type SandboxSpec,
-} from './state.js';
+} from './state-dir.js';
 
 // A keeper this late past its deadline is presumed stuck: the provider enforces the deadline itself.
 const OVERDUE_MS = 5_000;
@@ -82,15 +87,13 @@ export class SandboxRegistry {
     const dir = join(this.settings.sandboxes, id);
     let cached = this.cache.get(id);
     if (!cached) {
-      const spec = readSpec(dir);
-      const keeper = spec ? readKeeperRecord(dir) : null;
-      if (!spec || !keeper) {
-        // Being created by someone (no record yet), or a creation that crashed long ago.
-        const age = dirAgeMs(dir);
-        if (age !== null && age > this.settings.startTimeoutMs * 3) await this.forceCleanup(id, keeper);
+      const found = this.readRecords(dir);
+      if (found === 'starting') return null;
+      if (found === 'abandoned') {
+        await this.forceCleanup(id, null);
         return null;
       }
-      cached = { spec, keeper };
+      cached = found;
     }
     const keeperAlive = isAlive(cached.keeper.keeper);
     const pid1Alive = keeperAlive && isAlive(cached.keeper.pid1);
@@ -109,6 +112,49 @@ export class SandboxRegistry {
     return null;
   }
 
+  /**
+   * Every live sandbox of the state directory (in no particular order); whatever is dead is
+   * cleaned up on the way (this is also the start-up sweep, see sweep.ts).
+   */
+  async inspectAll(): Promise<LiveSandbox[]> {
+    this.trustState();
+    sweepTombstones(this.settings.sandboxes);
+    const live: LiveSandbox[] = [];
+    for (const id of listSandboxIds(this.settings.sandboxes)) {
+      const sb = await this.inspect(id);
+      if (sb) live.push(sb);
+    }
+    return live;
+  }
+
+  /**
+   * The records of a sandbox directory, or what its lack of them means: `starting` while a
+   * create may still be filling it in, `abandoned` once none can.
+   */
+  private readRecords(dir: string): { spec: SandboxSpec; keeper: KeeperRecord } | 'starting' | 'abandoned' {
+    const spec = readSpec(dir);
+    const keeper = spec ? readKeeperRecord(dir) : null;
+    if (spec && keeper) return { spec, keeper };
+    if (this.mayBeStarting(dir)) return 'starting';
+    // Read again: a record written since the first look belongs to a create that got through
+    // (its creator may have returned the id and only then died).
+    const specNow = readSpec(dir);
+    const keeperNow = specNow ? readKeeperRecord(dir) : null;
+    return specNow && keeperNow ? { spec: specNow, keeper: keeperNow } : 'abandoned';
+  }
+
+  /**
+   * True while a create of `dir` may be in progress: its creating server still runs (pid and start
+   * time), or — no creator recorded yet (the instant after mkdir) or ever (older servers) — the
+   * directory is younger than any create may take.
+   */
+  private mayBeStarting(dir: string): boolean {
+    const creator = readCreator(dir);
+    if (creator) return isAlive(creator);
+    const age = dirAgeMs(dir);
+    return age === null || age <= this.settings.startTimeoutMs * 3;
+  }
+
   /** Checks once that nobody else can write the state we act on (see assertPrivateState). */
   trustState(): void {
     if (this.stateTrusted) return;
@@ -123,8 +169,9 @@ export class SandboxRegistry {
       signalIfAlive(keeper.keeper, 'SIGKILL');
       signalIfAlive(keeper.pid1, 'SIGKILL');
       signalIfAlive(keeper.bwrap, 'SIGKILL');
-      await removeCgroups(keeper.cgroups);
     }
+    // Without a record (its keeper died while starting), the cgroups it made are listed on their own.
+    await removeCgroups(keeper?.cgroups ?? readCgroupsList(join(this.settings.sandboxes, id)));
     removeSandboxDir(this.settings.sandboxes, id);
   }
 }

@@ -1,19 +1,50 @@
-// The spec of a new sandbox (state.ts writes it, the keeper builds the sandbox from it): the
-// caller's choices plus what this host needs hidden or bound back inside the sandbox.
+// A sandbox's spec: what it is made of, fixed at create. The provider builds it (the caller's
+// choices plus what this host needs hidden or bound back inside), the state directory holds it
+// as spec.json, and the keeper builds the sandbox from it.
 import { lstatSync, realpathSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { HIDDEN_PATHS, SCRATCH_PATHS } from './bwrap-args.js';
-import type { LocalSettings } from './settings.js';
-import type { SandboxSpec } from './state.js';
+import type { NetworkMode } from '../../provider.js';
+import { HIDDEN_PATHS, SCRATCH_PATHS } from '../launch/bwrap-args.js';
+import type { Identity, ToolPaths } from '../launch/command-lines.js';
+
+/** Immutable description of a sandbox, written before its keeper starts. */
+export interface SandboxSpec {
+  version: 1;
+  id: string;
+  createdAtMs: number;
+  envs: Record<string, string>;
+  cpu: number | null;
+  memoryMb: number | null;
+  identity: Identity;
+  tools: ToolPaths;
+  shell: string;
+  hidePaths: string[];
+  roBindPaths: string[];
+  hideVarRun: boolean;
+  /** Absent in specs written before sandboxes had a network of their own: those share the host's. */
+  network?: NetworkMode;
+}
+
+/** The network mode a sandbox was created with (see SandboxSpec.network). */
+export function specNetwork(spec: SandboxSpec): NetworkMode {
+  return spec.network === undefined || spec.network === 'host' ? 'host' : 'isolated';
+}
 
 /** The per-sandbox choices of a spec; the rest comes from the provider's settings and this host. */
 export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools'>;
 
+/** What a new spec takes from the provider's settings (LocalSettings has each of these). */
+export interface SpecSettings {
+  readonly stateDir: string;
+  readonly nodePath: string;
+  /** The provider's identity template: whether sandboxes drop root decides what can be bound back. */
+  readonly identity: Identity;
+  readonly shell: string;
+  readonly network: NetworkMode;
+}
+
 /** The complete spec of a new sandbox. */
-export function buildSandboxSpec(
-  settings: Pick<LocalSettings, 'stateDir' | 'nodePath' | 'identity' | 'shell' | 'network'>,
-  opts: SandboxSpecOpts,
-): SandboxSpec {
+export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts): SandboxSpec {
   return {
     version: 1,
     id: opts.id,

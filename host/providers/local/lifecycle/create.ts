@@ -1,33 +1,35 @@
-// create: validate the options, check the host once, pick the sandbox's identity, write its spec
-// and deadline, then start its keeper and wait for the ready report. A failed start leaves no state.
+// create: validate the options, check the host once, pick the sandbox's identity, write its
+// creator mark, spec and deadline, then start its keeper and wait for the ready report. A failed
+// start leaves no state.
 import { mkdirSync } from 'node:fs';
 import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { ProviderError } from '../../errors.js';
-import type { CreateOpts, SandboxMetadata } from '../provider.js';
-import type { Identity, ToolPaths } from './bwrap-args.js';
-import { keeperFailureError, LOCAL_DETAILS } from './errors.js';
-import type { KeeperReport } from './keeper.js';
-import { startKeeper } from './keeper-start.js';
-import { sandboxMetadata } from './lifecycle.js';
-import { preflight } from './preflight.js';
-import { buildSandboxSpec } from './sandbox-spec.js';
-import type { SandboxRegistry } from './sandbox-registry.js';
-import type { LocalSettings } from './settings.js';
+import { ProviderError } from '../../../errors.js';
+import type { CreateOpts, SandboxMetadata } from '../../provider.js';
+import { keeperFailureError, LOCAL_DETAILS } from '../errors.js';
+import type { KeeperReport } from '../keeper/report.js';
+import { startKeeper } from '../keeper/start.js';
+import type { Identity, ToolPaths } from '../launch/command-lines.js';
+import { newSandboxId, newSandboxUid } from '../sandbox/ids.js';
+import type { SandboxRegistry } from '../sandbox/registry.js';
+import { buildSandboxSpec, type SandboxSpec } from '../sandbox/spec.js';
 import {
   ensureSandboxesDir,
   listSandboxIds,
-  newSandboxId,
-  newSandboxUid,
   readDeadline,
   readKeeperRecord,
   readSpec,
   removeSandboxDir,
   SPEC_FILE,
+  writeCreator,
   writeDeadline,
   writePrivateFile,
-} from './state.js';
-import { assertLifetimeS, invalid, validateEnvs } from './validation.js';
+} from '../sandbox/state-dir.js';
+import type { LocalSettings } from '../settings.js';
+import { preflight } from '../system/preflight.js';
+import { identify, type ProcIdentity } from '../system/proc.js';
+import { assertLifetimeS, invalid, validateEnvs } from '../validation.js';
+import { sandboxMetadata } from './metadata.js';
 
 /** Smallest memory limit, in MB, that leaves room for the sandbox's own pid 1 and a shell. */
 export const MIN_MEMORY_MB = 32;
@@ -37,6 +39,8 @@ export class SandboxCreator {
   private tools: ToolPaths | null = null;
   /** Uids handed to creates still in progress (not yet visible in the state directory). */
   private readonly pendingUids = new Set<number>();
+  /** This server process, recorded in each directory it creates (see writeCreator). */
+  private readonly self: ProcIdentity | null = identify(process.pid);
 
   constructor(
     private readonly settings: LocalSettings,
@@ -103,20 +107,22 @@ export class SandboxCreator {
     const dir = join(sandboxes, id);
     mkdirSync(dir, { mode: 0o700 });
     const createdAtMs = Date.now();
-    const spec = buildSandboxSpec(this.settings, {
-      id,
-      createdAtMs,
-      envs,
-      cpu: opts.cpu ?? null,
-      memoryMb: opts.memoryMb ?? null,
-      identity,
-      tools,
-    });
-    writePrivateFile(join(dir, SPEC_FILE), JSON.stringify(spec) + '\n');
-    writeDeadline(dir, createdAtMs + timeoutS * 1000);
-
-    let report: KeeperReport | null;
+    let spec: SandboxSpec;
+    let report: KeeperReport;
     try {
+      // First: from now on, another server's sweep leaves this directory alone while we live.
+      if (this.self) writeCreator(dir, this.self);
+      spec = buildSandboxSpec(this.settings, {
+        id,
+        createdAtMs,
+        envs,
+        cpu: opts.cpu ?? null,
+        memoryMb: opts.memoryMb ?? null,
+        identity,
+        tools,
+      });
+      writePrivateFile(join(dir, SPEC_FILE), JSON.stringify(spec) + '\n');
+      writeDeadline(dir, createdAtMs + timeoutS * 1000);
       report = await startKeeper(dir, this.settings);
     } catch (e) {
       await this.registry.forceCleanup(id, readKeeperRecord(dir));
@@ -127,7 +133,10 @@ export class SandboxCreator {
       throw keeperFailureError(report.code);
     }
     const keeper = readKeeperRecord(dir);
-    if (!keeper) throw new ProviderError('internal');
+    if (!keeper) {
+      await this.registry.forceCleanup(id, null);
+      throw new ProviderError('internal');
+    }
     this.registry.remember(id, spec, keeper);
     return sandboxMetadata(spec, readDeadline(dir) ?? createdAtMs + timeoutS * 1000);
   }

@@ -5,33 +5,10 @@ import { randomBytes } from 'node:crypto';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import type { NetworkMode } from '../provider.js';
-import type { Identity, ToolPaths } from './bwrap-args.js';
-import type { ProcIdentity } from './proc.js';
-import { ProviderError } from '../../errors.js';
-
-/** Immutable description of a sandbox, written before its keeper starts. */
-export interface SandboxSpec {
-  version: 1;
-  id: string;
-  createdAtMs: number;
-  envs: Record<string, string>;
-  cpu: number | null;
-  memoryMb: number | null;
-  identity: Identity;
-  tools: ToolPaths;
-  shell: string;
-  hidePaths: string[];
-  roBindPaths: string[];
-  hideVarRun: boolean;
-  /** Absent in specs written before sandboxes had a network of their own: those share the host's. */
-  network?: NetworkMode;
-}
-
-/** The network mode a sandbox was created with (see SandboxSpec.network). */
-export function specNetwork(spec: SandboxSpec): NetworkMode {
-  return spec.network === undefined || spec.network === 'host' ? 'host' : 'isolated';
-}
+import { ProviderError } from '../../../errors.js';
+import type { ProcIdentity } from '../system/proc.js';
+import { isSandboxId } from './ids.js';
+import type { SandboxSpec } from './spec.js';
 
 /** What the keeper records once the sandbox accepts commands. */
 export interface KeeperRecord {
@@ -40,45 +17,6 @@ export interface KeeperRecord {
   bwrap: ProcIdentity;
   pid1: ProcIdentity;
   cgroups: string[];
-}
-
-const ID_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
-const ID_LENGTH = 12;
-const ID_PATTERN = /^[a-z0-9]{12}$/;
-
-/** A fresh sandbox id: 12 random characters of [a-z0-9] (about 62 bits). */
-export function newSandboxId(): string {
-  const bytes = randomBytes(ID_LENGTH * 2);
-  let id = '';
-  // Rejection sampling keeps the distribution uniform (252 = 7 * 36).
-  for (const b of bytes) {
-    if (b < 252) id += ID_ALPHABET[b % 36];
-    if (id.length === ID_LENGTH) return id;
-  }
-  return id + newSandboxId().slice(0, ID_LENGTH - id.length);
-}
-
-/**
- * Host uids given to sandboxes of a root server, one per sandbox: a range systemd leaves
- * unassigned (above its container range 0x00080000–0x6FFFFFFF, below its "foreign" range
- * 0x7FFE0000), and below 2^31 (spawn's limit). A uid of its own means no other sandbox and no
- * host daemon (e.g. one running as nobody) shares its kernel identity: none can signal, ptrace
- * or enter it, and host-owned files never appear as the sandbox user's own.
- */
-export const SANDBOX_UID_BASE = 0x7000_0000;
-export const SANDBOX_UID_COUNT = 0x0100_0000;
-
-/** A random uid of the sandbox range not in `taken` (the uids of live sandboxes). */
-export function newSandboxUid(taken: ReadonlySet<number>): number {
-  for (;;) {
-    const uid = SANDBOX_UID_BASE + (randomBytes(4).readUInt32BE(0) % SANDBOX_UID_COUNT);
-    if (!taken.has(uid)) return uid;
-  }
-}
-
-/** True for a string shaped like one of our ids (anything else can never name a sandbox). */
-export function isSandboxId(id: string): boolean {
-  return ID_PATTERN.test(id);
 }
 
 /** `$SANDBOX_MCP_STATE_DIR`, else `$XDG_STATE_HOME/sandbox-mcp`, else `~/.local/state/sandbox-mcp`. */
@@ -144,6 +82,8 @@ export function writePrivateFile(path: string, data: string): void {
 export const SPEC_FILE = 'spec.json';
 export const KEEPER_FILE = 'keeper.json';
 export const DEADLINE_FILE = 'deadline';
+export const CREATOR_FILE = 'creator.json';
+export const CGROUPS_FILE = 'cgroups.json';
 
 function readJson<T>(path: string): T | null {
   try {
@@ -163,6 +103,34 @@ export function readSpec(dir: string): SandboxSpec | null {
 export function readKeeperRecord(dir: string): KeeperRecord | null {
   const rec = readJson<KeeperRecord>(join(dir, KEEPER_FILE));
   return rec && rec.version === 1 ? rec : null;
+}
+
+/**
+ * Marks the directory as a create in progress of the server process `creator`, first thing after
+ * making it: until keeper.json appears, only a live creator keeps another server's sweep away.
+ */
+export function writeCreator(dir: string, creator: ProcIdentity): void {
+  writePrivateFile(join(dir, CREATOR_FILE), JSON.stringify(creator) + '\n');
+}
+
+/** The server process that created the sandbox, or null when not recorded (or unreadable). */
+export function readCreator(dir: string): ProcIdentity | null {
+  const creator = readJson<ProcIdentity>(join(dir, CREATOR_FILE));
+  return creator && typeof creator.pid === 'number' && typeof creator.startTime === 'string' ? creator : null;
+}
+
+/**
+ * Lists the cgroups the keeper made, as soon as it made them: a keeper killed before it wrote
+ * its record leaves them to whoever cleans up the directory (see readCgroupsList).
+ */
+export function writeCgroupsList(dir: string, cgroups: readonly string[]): void {
+  writePrivateFile(join(dir, CGROUPS_FILE), JSON.stringify(cgroups) + '\n');
+}
+
+/** The cgroups listed by writeCgroupsList (none when missing or unreadable). */
+export function readCgroupsList(dir: string): string[] {
+  const list = readJson<unknown>(join(dir, CGROUPS_FILE));
+  return Array.isArray(list) ? list.filter((d): d is string => typeof d === 'string') : [];
 }
 
 /** The deadline in epoch milliseconds, or null when unreadable. */

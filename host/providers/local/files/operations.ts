@@ -1,6 +1,6 @@
-// readFile, writeFile and listFiles: each runs one of the in-sandbox scripts of files.ts as the
+// readFile, writeFile and listFiles: each runs one of the in-sandbox scripts of scripts.ts as the
 // sandbox user, bounded in time and output, and maps the script's exit status.
-import { ProviderError } from '../../errors.js';
+import { ProviderError } from '../../../errors.js';
 import {
   resolveSandboxPath,
   type FileEntry,
@@ -8,13 +8,13 @@ import {
   type ReadFileOpts,
   type ReadFileResult,
   type WriteFileOpts,
-} from '../provider.js';
-import type { CommandRunner } from './command-runner.js';
-import type { CaptureResult } from './exec.js';
-import { fileStatusError, LIST_SCRIPT, parseListing, READ_SCRIPT, WRITE_SCRIPT } from './files.js';
-import { isStillAlive, sandboxGone, type SandboxRegistry } from './sandbox-registry.js';
-import type { LocalSettings } from './settings.js';
-import { invalid, isNonNegativeInt } from './validation.js';
+} from '../../provider.js';
+import type { CaptureResult } from '../exec/capture.js';
+import type { CommandRunner } from '../exec/command-runner.js';
+import { isStillAlive, sandboxGone, type SandboxRegistry } from '../sandbox/registry.js';
+import type { LocalSettings } from '../settings.js';
+import { invalid, isNonNegativeInt } from '../validation.js';
+import { fileStatusError, LIST_SCRIPT, parseListing, READ_SCRIPT, WRITE_SCRIPT } from './scripts.js';
 
 const READ_CAP_BYTES = 1024 * 1024 * 1024;
 const LIST_OUTPUT_CAP_BYTES = 64 * 1024 * 1024;

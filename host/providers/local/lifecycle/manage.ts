@@ -1,29 +1,15 @@
-// list, getInfo, setTimeout and kill of existing sandboxes (create is create-sandbox.ts). The
+// list, getInfo, setTimeout and kill of existing sandboxes (create is create.ts). The
 // keeper owns each sandbox's deadline: setTimeout rewrites it and signals the keeper, kill asks
 // the keeper to end the sandbox and finishes the job itself when the keeper cannot.
 import { existsSync } from 'node:fs';
-import type { ListOpts, SandboxMetadata } from '../provider.js';
-import type { CommandRunner } from './command-runner.js';
-import { isAlive, signalIfAlive } from './proc.js';
-import { sandboxGone, type SandboxRegistry } from './sandbox-registry.js';
-import type { LocalSettings } from './settings.js';
-import { listSandboxIds, sweepTombstones, writeDeadline, type SandboxSpec } from './state.js';
-import { assertLifetimeS, invalid, isNonNegativeInt } from './validation.js';
-
-/** The provider-neutral metadata of a running local sandbox. */
-export function sandboxMetadata(spec: SandboxSpec, endAtMs: number): SandboxMetadata {
-  return {
-    sandbox_id: spec.id,
-    template: 'base',
-    status: 'running',
-    region: 'local',
-    started_at: new Date(spec.createdAtMs).toISOString(),
-    end_at: new Date(endAtMs).toISOString(),
-    cpu_count: spec.cpu,
-    memory_mb: spec.memoryMb,
-    disk_size_mb: null,
-  };
-}
+import type { ListOpts, SandboxMetadata } from '../../provider.js';
+import type { CommandRunner } from '../exec/command-runner.js';
+import { sandboxGone, type SandboxRegistry } from '../sandbox/registry.js';
+import { writeDeadline } from '../sandbox/state-dir.js';
+import type { LocalSettings } from '../settings.js';
+import { isAlive, signalIfAlive } from '../system/proc.js';
+import { assertLifetimeS, invalid, isNonNegativeInt } from '../validation.js';
+import { sandboxMetadata } from './metadata.js';
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
@@ -32,7 +18,7 @@ function sleep(ms: number): Promise<void> {
 /** Operations on existing sandboxes; each throws (not yet mapped) on failure. */
 export class SandboxLifecycle {
   constructor(
-    private readonly settings: Pick<LocalSettings, 'sandboxes' | 'killWaitMs'>,
+    private readonly settings: Pick<LocalSettings, 'killWaitMs'>,
     private readonly registry: SandboxRegistry,
     private readonly runner: CommandRunner,
   ) {}
@@ -44,14 +30,7 @@ export class SandboxLifecycle {
     // Every local sandbox is running; any other status (e.g. paused) matches none.
     if (opts.status !== undefined && opts.status !== 'running') return [];
     if (opts.region !== undefined && opts.region !== 'local') return [];
-    this.registry.trustState();
-    sweepTombstones(this.settings.sandboxes);
-    const found: SandboxMetadata[] = [];
-    const ids = listSandboxIds(this.settings.sandboxes);
-    for (const id of ids) {
-      const sb = await this.registry.inspect(id);
-      if (sb) found.push(sandboxMetadata(sb.spec, sb.endAtMs));
-    }
+    const found = (await this.registry.inspectAll()).map((sb) => sandboxMetadata(sb.spec, sb.endAtMs));
     found.sort((a, b) => (a.started_at! < b.started_at! ? -1 : a.started_at! > b.started_at! ? 1 : a.sandbox_id < b.sandbox_id ? -1 : 1));
     return found.slice(opts.offset, opts.offset + opts.limit);
   }

@@ -1,18 +1,18 @@
 // exec: one shell command in a sandbox, as its user, with the sandbox's and the call's
 // environment sourced inside (never given to the host-side nsenter), an optional cwd, a timeout
 // and capped output.
-import { ProviderError } from '../../errors.js';
-import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath, type ExecOpts, type ExecResult } from '../provider.js';
-import { CHDIR_SCRIPT, envPrelude, exportScript, sandboxPath } from './bwrap-args.js';
+import { ProviderError } from '../../../errors.js';
+import { definedFields } from '../../../util/defined-fields.js';
+import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath, type ExecOpts, type ExecResult } from '../../provider.js';
+import { LOCAL_DETAILS } from '../errors.js';
+import { CHDIR_SCRIPT, envPrelude, exportScript, sandboxPath } from '../launch/environment.js';
+import { isStillAlive, type SandboxRegistry } from '../sandbox/registry.js';
+import type { LocalSettings } from '../settings.js';
+import { invalid, isNonNegativeInt, validateEnvs } from '../validation.js';
 import type { CommandRunner } from './command-runner.js';
-import { LOCAL_DETAILS } from './errors.js';
-import { isStillAlive, type SandboxRegistry } from './sandbox-registry.js';
-import type { LocalSettings } from './settings.js';
-import { invalid, isNonNegativeInt, validateEnvs } from './validation.js';
-import { definedFields } from '../../util/defined-fields.js';
 
 /** The exec operation of the local provider. */
-export class SandboxCommands {
+export class SandboxExec {
   constructor(
     private readonly settings: Pick<LocalSettings, 'nodeBinDirs'>,
     private readonly registry: SandboxRegistry,

@@ -153,7 +153,8 @@ function makeChild(mount: MountInfo, ownPath: string | undefined, name: string, 
   return dir;
 }
 
-function removeCgroupsNow(dirs: readonly string[]): string[] {
+/** Removes the cgroups that are empty now; returns those left (still busy), never throws. */
+export function removeCgroupsNow(dirs: readonly string[]): string[] {
   const left: string[] = [];
   for (const dir of dirs) {
     try {

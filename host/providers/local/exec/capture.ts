@@ -4,10 +4,12 @@
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
-import { OutputCapture } from '../output-capture.js';
-import type { Command } from './bwrap-args.js';
-import { definedFields } from '../../util/defined-fields.js';
+import { definedFields } from '../../../util/defined-fields.js';
+import { OutputCapture } from '../../output-capture.js';
+import type { Command } from '../launch/command-lines.js';
+import { coverInherited, type FdCover } from '../system/inherited-fds.js';
 
+/** How captureCommand runs one command: its environment, input, bounds and side channels. */
 export interface CaptureOpts {
   env: Record<string, string>;
   stdin?: Buffer;
@@ -18,7 +20,7 @@ export interface CaptureOpts {
   keepTail?: boolean;
   /** Opens fd 3 as a pipe back to us (scripts report metadata there). */
   withMetaFd?: boolean;
-  /** Written to the command's fd 4 (ENV_PRELUDE sources the sandbox environment from it). */
+  /** Written to the command's fd 4 (envPrelude sources the sandbox environment from it). */
   envScript?: string;
   /**
    * After the command exits, how long to wait for its pipes to close: background processes it
@@ -43,29 +45,7 @@ export interface CaptureOpts {
   signal?: AbortSignal;
 }
 
-/** Descriptors this process would pass on by accident, and an open /dev/null to put in their place. */
-export interface FdCover {
-  fds: readonly number[];
-  devNullFd: number;
-}
-
-type StdioEntry = 'pipe' | 'ignore' | number;
-
-/**
- * Completes a spawn stdio array so that every descriptor in `cover.fds` is /dev/null in the child
- * (spawn dup2s it there) instead of whatever this process inherited: spawn itself passes on any
- * descriptor that lacks close-on-exec, and bwrap and nsenter do not close them either.
- */
-export function coverInherited(base: readonly StdioEntry[], cover?: FdCover): StdioEntry[] {
-  const out = [...base];
-  if (!cover) return out;
-  for (const fd of cover.fds) {
-    while (out.length <= fd) out.push('ignore');
-    if (out[fd] === 'ignore') out[fd] = cover.devNullFd;
-  }
-  return out;
-}
-
+/** How a captured command ended and what it wrote (each stream within its cap). */
 export interface CaptureResult {
   /** Shell convention: the exit status, 128+signal when killed by a signal, null when unknown. */
   exitCode: number | null;

@@ -1,14 +1,15 @@
 // Entering a live sandbox to run one argv (setpriv + nsenter, into its cgroups and namespaces),
 // with the process groups of running commands tracked per sandbox so that kill can end them.
 import { join } from 'node:path';
-import { ProviderError } from '../../errors.js';
-import { cancelledBeforeStart, SANDBOX_HOME } from '../provider.js';
-import { buildEnterCommand, sandboxPath, type Command } from './bwrap-args.js';
-import { LOCAL_DETAILS } from './errors.js';
-import { CancelledError, captureCommand, killProcessGroup, SpawnFailedError, type CaptureResult } from './exec.js';
-import type { LiveSandbox } from './sandbox-registry.js';
-import type { LocalSettings } from './settings.js';
-import { specNetwork } from './state.js';
+import { ProviderError } from '../../../errors.js';
+import { cancelledBeforeStart, SANDBOX_HOME } from '../../provider.js';
+import { LOCAL_DETAILS } from '../errors.js';
+import { buildEnterCommand, type Command } from '../launch/command-lines.js';
+import { sandboxPath } from '../launch/environment.js';
+import type { LiveSandbox } from '../sandbox/registry.js';
+import { specNetwork } from '../sandbox/spec.js';
+import type { LocalSettings } from '../settings.js';
+import { CancelledError, captureCommand, killProcessGroup, SpawnFailedError, type CaptureResult } from './capture.js';
 
 /** How one command runs inside a sandbox (see CaptureOpts). */
 export interface SandboxRunOpts {

@@ -1,7 +1,7 @@
 // Process identity from /proc. A pid alone is not an identity (pids are reused), so every pid
 // the local provider records is paired with its start time and checked again before use.
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { parseProcStat } from '../../../shared/proc-stat.js';
+import { parseProcStat } from '../../../../shared/proc-stat.js';
 
 /** A process as recorded in state: pid plus /proc start time (clock ticks since boot). */
 export interface ProcIdentity {
@@ -93,33 +93,4 @@ export function killNamespaceEnterers(ns: string, exceptPids: readonly number[] 
     count++;
   }
   return count;
-}
-
-// O_CLOEXEC as /proc/<pid>/fdinfo's octal `flags:` shows it.
-const O_CLOEXEC = 0o2000000;
-
-/**
- * This process's descriptors (from 3 up) that a spawned child would inherit: ones our own parent
- * left open without close-on-exec (node opens everything close-on-exec). The provider covers
- * them in every child, so that no host pipe or socket reaches a sandbox.
- */
-export function inheritableFds(): number[] {
-  let names: string[];
-  try {
-    names = readdirSync('/proc/self/fdinfo');
-  } catch {
-    return [];
-  }
-  const fds: number[] = [];
-  for (const name of names) {
-    const fd = Number(name);
-    if (!Number.isInteger(fd) || fd < 3) continue;
-    try {
-      const m = /^flags:\s*([0-7]+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'latin1'));
-      if (m && (parseInt(m[1]!, 8) & O_CLOEXEC) === 0) fds.push(fd);
-    } catch {
-      // Closed meanwhile (e.g. the directory handle of the listing itself).
-    }
-  }
-  return fds.sort((a, b) => a - b);
 }

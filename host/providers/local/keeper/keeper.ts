@@ -1,0 +1,232 @@
+// The keeper: one detached host process per sandbox, started as `node dist/keeper.js <dir>`.
+// It runs bubblewrap as its direct child (if the keeper dies, so does the sandbox), reports
+// readiness on fd 3, and owns the deadline: at end_at — whether or not any server is running —
+// it SIGKILLs the sandbox's pid 1 (which takes everything inside with it), gives back what it
+// holds (cgroups), removes the state directory, and exits. SIGTERM means "now" (kill_sandbox);
+// SIGUSR1 means "the deadline file changed" (set_sandbox_timeout). Read runKeeper top to bottom:
+// each phase is a function below it, and everything they share is one KeeperState.
+import { basename, dirname, join } from 'node:path';
+import { createLogger } from '../../../log.js';
+import { definedFields } from '../../../util/defined-fields.js';
+import type { SandboxSpec } from '../sandbox/spec.js';
+import {
+  readDeadline,
+  readSpec,
+  removeSandboxDir,
+  writeCgroupsList,
+  writePrivateFile,
+  KEEPER_FILE,
+  type KeeperRecord,
+} from '../sandbox/state-dir.js';
+import { CgroupUnavailableError, createCgroups } from '../system/cgroups.js';
+import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
+import { spawnBwrap, type BwrapProcess } from './bwrap-process.js';
+import { heldCgroups, HeldResources } from './held-resources.js';
+import { reportOnce, type KeeperReport } from './report.js';
+
+/** Timings and the report descriptor of runKeeper; every one has a working default. */
+export interface KeeperOpts {
+  /** Descriptor of the readiness pipe from the provider. */
+  reportFd?: number;
+  /** How long bwrap may take to report a ready pid 1. */
+  startTimeoutMs?: number;
+  /** Re-read the deadline file at least this often (covers a lost SIGUSR1 or removed state). */
+  recheckMs?: number;
+  /** How long to wait for bwrap to exit after its pid 1 was killed. */
+  exitWaitMs?: number;
+}
+
+/** Everything the keeper's phases share, filled in as they run. */
+interface KeeperState {
+  readonly dir: string;
+  readonly spec: SandboxSpec;
+  /** Aborted by whatever ends the sandbox: SIGTERM, the deadline, pid 1's end, a fault of the keeper. */
+  readonly ending: AbortController;
+  /** What the keeper holds for the sandbox's lifetime (its cgroups; see held-resources.ts). */
+  readonly held: HeldResources;
+  cgroups: string[];
+  bwrap: BwrapProcess | null;
+  /** The processes to kill at the end, verified by start time (set once pid 1 is ready). */
+  pid1: ProcIdentity | null;
+  bwrapId: ProcIdentity | null;
+  /** pid 1's pid namespace, whose host-side nsenter halves must die for the namespace to end. */
+  pidNs: string | null;
+}
+
+const READY: KeeperReport = { ok: true };
+
+/** Entry point of the keeper (`<sandbox dir>` as the only argument); resolves only when the sandbox is gone. */
+export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<void> {
+  const report = reportOnce(opts.reportFd ?? 3);
+  const dir = args[0];
+  const spec = dir === undefined ? null : readSpec(dir);
+  if (dir === undefined || spec === null) return report({ ok: false, code: 'spec_invalid' });
+  const keeper: KeeperState = {
+    dir,
+    spec,
+    ending: new AbortController(),
+    held: new HeldResources(),
+    cgroups: [],
+    bwrap: null,
+    pid1: null,
+    bwrapId: null,
+    pidNs: null,
+  };
+  const stopListening = listenForEndings(keeper);
+  // Until the sandbox is ready, anything that goes wrong (a throw included) is a start failure.
+  let outcome: KeeperReport;
+  try {
+    outcome = makeCgroups(keeper);
+    if (outcome.ok) outcome = await launchBwrap(keeper, opts.startTimeoutMs ?? 15_000);
+    if (outcome.ok) outcome = recordKeeper(keeper);
+    if (outcome.ok) {
+      report(READY);
+      await superviseDeadline(keeper, opts.recheckMs ?? 30_000);
+    }
+  } catch (e) {
+    logFault(e);
+    outcome = { ok: false, code: 'keeper_failed' };
+  }
+  await terminate(keeper, opts.exitWaitMs ?? 5_000);
+  // A failure is reported only now, so that nothing of the failed sandbox outlives the report.
+  report(outcome);
+  removeSandboxDir(dirname(dir), basename(dir));
+  stopListening();
+  await keeper.bwrap?.exited;
+}
+
+/**
+ * Routes every way the keeper can be told or forced to end into `keeper.ending`, and gives back
+ * what it holds if the process exits anyway. Returns the function that stops listening.
+ */
+function listenForEndings(keeper: KeeperState): () => void {
+  const end = (): void => keeper.ending.abort();
+  const onFault = (e: unknown): void => {
+    logFault(e);
+    end();
+  };
+  const ignore = (): void => {};
+  const releaseNow = (): void => keeper.held.releaseAllNow();
+  // A detached keeper has no terminal; these must never end it by accident.
+  process.on('SIGHUP', ignore);
+  process.on('SIGINT', ignore);
+  process.on('SIGTERM', end);
+  process.on('uncaughtException', onFault);
+  process.on('unhandledRejection', onFault);
+  // Stays registered: a last synchronous try for whatever could not be released in time.
+  process.on('exit', releaseNow);
+  return () => {
+    process.off('SIGTERM', end);
+    process.off('uncaughtException', onFault);
+    process.off('unhandledRejection', onFault);
+  };
+}
+
+/** Creates the sandbox's cgroups (when it has cpu/memory limits), holds them until the end and lists them in the state. */
+function makeCgroups(keeper: KeeperState): KeeperReport {
+  const { spec } = keeper;
+  try {
+    keeper.cgroups = createCgroups(
+      `sandbox-mcp-${spec.id}`,
+      definedFields({ cpu: spec.cpu ?? undefined, memoryMb: spec.memoryMb ?? undefined }),
+      spec.identity.dropPrivileges ? spec.identity : undefined,
+    );
+  } catch (e) {
+    return { ok: false, code: e instanceof CgroupUnavailableError ? e.code : 'cgroup_unavailable' };
+  }
+  keeper.held.hold(heldCgroups(keeper.cgroups));
+  if (keeper.cgroups.length > 0) writeCgroupsList(keeper.dir, keeper.cgroups);
+  return READY;
+}
+
+/** Spawns bwrap and waits until pid 1 is ready, bwrap fails, the start times out or the keeper is told to end. */
+async function launchBwrap(keeper: KeeperState, startTimeoutMs: number): Promise<KeeperReport> {
+  const bwrap = spawnBwrap(keeper.spec, keeper.cgroups, startTimeoutMs);
+  keeper.bwrap = bwrap;
+  const started = await Promise.race([bwrap.started, whenAborted(keeper.ending.signal)]);
+  if (started === 'aborted') return { ok: false, code: 'keeper_failed' };
+  if ('failure' in started) return { ok: false, code: started.failure };
+  keeper.pidNs = pidNamespace(started.pid1);
+  keeper.pid1 = identify(started.pid1);
+  keeper.bwrapId = bwrap.child.pid !== undefined ? identify(bwrap.child.pid) : null;
+  return READY;
+}
+
+/** Writes keeper.json, the record by which every server finds and verifies this sandbox. */
+function recordKeeper(keeper: KeeperState): KeeperReport {
+  const self = identify(process.pid);
+  if (!self || !keeper.pid1 || !keeper.bwrapId) return { ok: false, code: 'bwrap_failed' };
+  const record: KeeperRecord = { version: 1, keeper: self, bwrap: keeper.bwrapId, pid1: keeper.pid1, cgroups: keeper.cgroups };
+  writePrivateFile(join(keeper.dir, KEEPER_FILE), JSON.stringify(record) + '\n');
+  return READY;
+}
+
+/**
+ * Resolves once the sandbox must end: its deadline passed or its deadline file is gone (someone
+ * removed the state: the sandbox must not outlive it), pid 1 ended, SIGTERM, or a fault. SIGUSR1
+ * re-reads the deadline; so does a recheck timer, in case a signal was lost.
+ */
+async function superviseDeadline(keeper: KeeperState, recheckMs: number): Promise<void> {
+  const { ending } = keeper;
+  const bwrap = keeper.bwrap!;
+  let timer: NodeJS.Timeout | undefined;
+  const checkDeadline = (): void => {
+    clearTimeout(timer);
+    if (ending.signal.aborted) return;
+    const endAtMs = readDeadline(keeper.dir);
+    if (endAtMs === null || endAtMs <= Date.now()) return ending.abort();
+    timer = setTimeout(checkDeadline, Math.min(endAtMs - Date.now(), recheckMs));
+  };
+  // pid 1 died some other way (killed from the host): end just the same.
+  const onBwrapExit = (): void => ending.abort();
+  bwrap.child.once('exit', onBwrapExit);
+  if (bwrap.hasExited()) ending.abort();
+  process.on('SIGUSR1', checkDeadline);
+  try {
+    checkDeadline();
+    await whenAborted(ending.signal);
+  } finally {
+    clearTimeout(timer);
+    process.off('SIGUSR1', checkDeadline);
+    bwrap.child.off('exit', onBwrapExit);
+  }
+}
+
+/** Ends the sandbox: kills pid 1 and bwrap, waits (bounded) for bwrap to exit, gives back what the keeper held. */
+async function terminate(keeper: KeeperState, exitWaitMs: number): Promise<void> {
+  keeper.ending.abort();
+  const { bwrap } = keeper;
+  if (bwrap) {
+    signalIfAlive(keeper.pid1 ?? undefined, 'SIGKILL');
+    if (keeper.bwrapId) signalIfAlive(keeper.bwrapId, 'SIGKILL');
+    else if (!bwrap.hasExited()) bwrap.child.kill('SIGKILL');
+    // Commands entered with nsenter keep a host-side half that must reap its child before the
+    // namespace can finish dying; a stopped one never would.
+    const deadline = Date.now() + exitWaitMs;
+    while (!bwrap.hasExited() && Date.now() < deadline) {
+      if (keeper.pidNs) killNamespaceEnterers(keeper.pidNs, [process.pid]);
+      await Promise.race([bwrap.exited, sleep(50)]);
+    }
+  }
+  await keeper.held.releaseAll();
+  for (const s of bwrap?.child.stdio ?? []) s?.destroy();
+}
+
+/** Resolves with 'aborted' once `signal` is aborted (at once if it already is). */
+function whenAborted(signal: AbortSignal): Promise<'aborted'> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve('aborted');
+    else signal.addEventListener('abort', () => resolve('aborted'), { once: true });
+  });
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms).unref());
+}
+
+/** A fault of the keeper's own, on stderr when debugging (the keeper's stderr is /dev/null otherwise). */
+function logFault(e: unknown): void {
+  createLogger({ isDebug: Boolean(process.env.SANDBOX_MCP_DEBUG) }).debug('keeper fault', {
+    code: (e as NodeJS.ErrnoException | null)?.code,
+  });
+}

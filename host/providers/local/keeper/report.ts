@@ -1,0 +1,35 @@
+// The keeper's one-line JSON report to the provider that started it (on fd 3): ready, or a
+// static failure code the provider maps to a ProviderError. No text of the system's crosses it.
+import { closeSync, writeSync } from 'node:fs';
+
+/**
+ * Static failure codes the keeper reports to the provider (mapped to ProviderErrors there).
+ * `keeper_failed`: a fault in the keeper itself, or told to stop before the sandbox was ready.
+ */
+export type KeeperFailure =
+  | 'spec_invalid'
+  | 'cgroup_unavailable'
+  | 'tool_missing'
+  | 'userns_refused'
+  | 'userns_apparmor'
+  | 'bwrap_failed'
+  | 'start_timeout'
+  | 'keeper_failed';
+
+/** The one line the keeper writes on fd 3. */
+export type KeeperReport = { ok: true } | { ok: false; code: KeeperFailure };
+
+/** A function that writes the first report it is given on `fd`, closes it, and ignores every later one. */
+export function reportOnce(fd: number): (report: KeeperReport) => void {
+  let isReported = false;
+  return (report) => {
+    if (isReported) return;
+    isReported = true;
+    try {
+      writeSync(fd, JSON.stringify(report) + '\n');
+      closeSync(fd);
+    } catch {
+      // The provider gave up waiting; the sandbox still lives until its deadline.
+    }
+  };
+}

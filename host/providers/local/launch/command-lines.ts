@@ -1,0 +1,80 @@
+// The full command lines that launch a sandbox (bwrap) and enter one (nsenter): the cgroup join
+// and, as root, the privilege drop wrapped around them. Pure and unit-tested, like bwrap-args.ts.
+import type { NetworkMode } from '../../provider.js';
+
+/** Who runs the sandbox: when the host runs as root, an unprivileged uid of its own with no capabilities. */
+export interface Identity {
+  uid: number;
+  gid: number;
+  /** True when the host runs as root and must drop to uid/gid via setpriv. */
+  dropPrivileges: boolean;
+}
+
+/** Absolute paths of the system tools sandboxes are built and entered with (found by preflight). */
+export interface ToolPaths {
+  bwrap: string;
+  nsenter: string;
+  setpriv: string;
+  sh: string;
+}
+
+/** A program and its arguments, ready for spawn (with uid/gid: spawn drops to them, groups cleared). */
+export interface Command {
+  file: string;
+  args: string[];
+  uid?: number;
+  gid?: number;
+}
+
+// Moves the shell into each cgroup (by its cgroup.procs file) before exec'ing the rest, so the
+// command and everything it forks are accounted from their first instruction.
+const CGROUP_JOIN_SCRIPT = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
+
+function setprivArgs(id: Identity): string[] {
+  // prettier-ignore
+  return [
+    `--reuid=${id.uid}`, `--regid=${id.gid}`, '--clear-groups',
+    '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs',
+  ];
+}
+
+/** Prefixes `inner` with the cgroup join and, as root, the privilege drop. */
+function wrap(inner: Command, id: Identity, tools: ToolPaths, cgroupProcsFiles: readonly string[]): Command {
+  let cmd = inner;
+  if (id.dropPrivileges) cmd = { file: tools.setpriv, args: [...setprivArgs(id), cmd.file, ...cmd.args] };
+  if (cgroupProcsFiles.length > 0) {
+    cmd = { file: tools.sh, args: ['-c', CGROUP_JOIN_SCRIPT, 'sh', ...cgroupProcsFiles, '--', cmd.file, ...cmd.args] };
+  }
+  return cmd;
+}
+
+/** The full command the keeper spawns to start a sandbox. */
+export function buildLaunchCommand(bwrapArgs: string[], id: Identity, tools: ToolPaths, cgroupProcsFiles: readonly string[] = []): Command {
+  return wrap({ file: tools.bwrap, args: bwrapArgs }, id, tools, cgroupProcsFiles);
+}
+
+/**
+ * The full command that runs `argv` inside a sandbox whose pid 1 has host pid `pid1`, in its
+ * network namespace too unless the sandbox shares the host's (`network` must be the mode it was
+ * created with: entering the host's namespace from the sandbox's user namespace is refused). As root,
+ * the command carries uid/gid for spawn to drop to (libuv clears supplementary groups; setuid
+ * clears every capability) — one exec fewer than setpriv, which is most of exec's overhead.
+ * With cgroups, the join runs before the drop (as the keeper's does), then setpriv drops: cgroup
+ * v2 lets only a writer of the common ancestor's cgroup.procs move a process, i.e. root.
+ */
+export function buildEnterCommand(
+  pid1: number,
+  argv: readonly string[],
+  id: Identity,
+  tools: ToolPaths,
+  cgroupProcsFiles: readonly string[] = [],
+  network: NetworkMode = 'isolated',
+): Command {
+  const namespaces = ['-U', '-p', '-m', '-i', '-u', ...(network === 'host' ? [] : ['-n'])];
+  const cmd: Command = {
+    file: tools.nsenter,
+    args: ['-t', String(pid1), '--preserve-credentials', ...namespaces, '-r', '-w', '--', ...argv],
+  };
+  if (cgroupProcsFiles.length > 0) return wrap(cmd, id, tools, cgroupProcsFiles);
+  return id.dropPrivileges ? { ...cmd, uid: id.uid, gid: id.gid } : cmd;
+}

@@ -1,0 +1,39 @@
+// What a command finds inside a sandbox: its PATH, and the shell preludes that source the
+// caller's environment from a descriptor (never through the host-side helpers) and change into
+// its working directory. Pure text, unit-tested.
+
+/** The descriptor on which a command's environment reaches the sandbox (see envPrelude). */
+export const ENV_FD = 4;
+
+const ENV_VAR = '__sandbox_mcp_env';
+
+/**
+ * Shell text that runs `$1` as a command after sourcing its environment from fd 4. The
+ * environment the caller chooses must not reach the host-side helpers (nsenter, the cgroup
+ * join): their dynamic loader would obey LD_PRELOAD, LD_DEBUG_OUTPUT and the like outside the
+ * sandbox. A pipe also keeps values out of command lines, which every host user can read.
+ * fd 4 is a socket (node's pipes are), which /dev/fd cannot reopen: bash reads it with its
+ * `read` builtin (no extra process), other shells with cat. `set --` inside the eval'd text
+ * clears the positional parameters before the command runs.
+ */
+export function envPrelude(shell: string): string {
+  const read = shell.endsWith('bash') ? `IFS= read -r -d '' -u ${ENV_FD} ${ENV_VAR}` : `${ENV_VAR}=$(cat <&${ENV_FD})`;
+  return `${read}; exec ${ENV_FD}<&-; [ -n "$${ENV_VAR}" ] || exit 125; eval "$${ENV_VAR}"; unset ${ENV_VAR}; eval "set --; $1"`;
+}
+
+/** Shell text exporting `env` (names already validated as identifiers), for envPrelude to source. */
+export function exportScript(env: Readonly<Record<string, string>>): string {
+  const lines = Object.entries(env).map(([name, value]) => `export ${name}='${value.replaceAll("'", "'\\''")}'`);
+  // A read-only name (bash's UID, SHELLOPTS…) fails its export, as the environment would be ignored; not the whole source.
+  return lines.join('\n') + '\n:\n';
+}
+
+/** Changes into `$1` (reporting success with one byte on fd 3), then execs the rest unchanged. */
+export const CHDIR_SCRIPT = 'cd -- "$1" 2>/dev/null || exit 1; printf . >&3; exec 3>&-; shift; exec "$@"';
+
+/** The default PATH inside a sandbox, plus extra directories (node's bin) when not already there. */
+export function sandboxPath(extraDirs: readonly string[] = []): string {
+  const dirs = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin'];
+  for (const dir of extraDirs) if (!dirs.includes(dir)) dirs.push(dir);
+  return dirs.join(':');
+}
