@@ -34,14 +34,11 @@ const NOTHING = LIMITS.streamCapBytes;
 const HALF = EXEC_OUTPUT_CAP_BYTES / 2;
 
 /**
- * How a run ended for this call: it finished (the view is terminal) or it goes on as a task.
+ * How a run ended for this call: it finished (the view is terminal), it goes on as a task, or
+ * the caller gave up and the command was stopped (`isStopped`: confirmed).
  * `isPageZero`: the view holds the first page of each log (else its pages are empty).
  */
-interface Outcome {
-  kind: 'finished' | 'promoted';
-  view: TaskView;
-  isPageZero: boolean;
-}
+type Outcome = { kind: 'finished' | 'promoted'; view: TaskView; isPageZero: boolean } | { kind: 'abandoned'; isStopped: boolean };
 
 /** Runs `run` as a task: the usual result if it finishes within backgroundAfterS, else its handle. */
 export async function runPromotable(ctx: ToolContext, ref: SandboxRef, run: PromotableRun): Promise<ExecToolResult> {
@@ -79,12 +76,23 @@ export async function runPromotable(ctx: ToolContext, ref: SandboxRef, run: Prom
       throw e;
     }
     const outcome = await withProgressOfRun(ctx, started, (sizes) => awaitOutcome(ctx, provider, ref, started, deadlineMs, sizes));
+    if (outcome.kind === 'abandoned') {
+      isHeld = !outcome.isStopped;
+      throw new ProviderError('conflict', {
+        code: 'cancelled',
+        detail: outcome.isStopped
+          ? 'The call was cancelled; its command was stopped.'
+          : 'The call was cancelled; stopping its command is not confirmed.',
+      });
+    }
     if (outcome.kind === 'promoted') {
       ctx.deps.log.info('call promoted to a task', { state: outcome.view.state });
       return handleResult(ref, outcome.view, ctx);
     }
-    const result = await finishedResult(ctx, provider, ref, outcome);
-    isHeld = !(await removeTask(ctx, provider, ref, taskId));
+    // Finished: nothing runs any more, so nothing needs the sandbox kept.
+    isHeld = false;
+    const result = await finishedResult(ctx, provider, ref, outcome.view, outcome.isPageZero);
+    await removeTask(ctx, provider, ref, taskId);
     return result;
   } finally {
     await ctx.deps.retention.end(ref.qualified, isHeld);
@@ -183,31 +191,28 @@ async function firstPage(ctx: ToolContext, provider: Provider, ref: SandboxRef, 
  * The caller gave up (cancelled the call, or disconnected) before promotion: nobody holds the
  * task's id, so its command is stopped, as a cancelled call's command is without background_after.
  */
-async function stopAbandoned(ctx: ToolContext, provider: Provider, ref: SandboxRef, taskId: string): Promise<never> {
-  let isStopped = false;
+async function stopAbandoned(ctx: ToolContext, provider: Provider, ref: SandboxRef, taskId: string): Promise<Outcome> {
   try {
-    const view = await ctx.deps.agent.call(
-      provider,
-      ref.id,
-      { protocol: PROTOCOL_VERSION, op: 'cancel', task_id: taskId },
-      { timeoutS: CALL_SLACK_S },
-    );
-    isStopped = isTerminal(view) && (await removeTask(ctx, provider, ref, taskId));
+    const cancel = { protocol: PROTOCOL_VERSION, op: 'cancel', task_id: taskId } as const;
+    const view = await ctx.deps.agent.call(provider, ref.id, cancel, { timeoutS: CALL_SLACK_S });
+    if (!isTerminal(view)) return { kind: 'abandoned', isStopped: false };
+    await removeTask(ctx, provider, ref, taskId);
+    return { kind: 'abandoned', isStopped: true };
   } catch (e) {
     ctx.deps.log.warn('stopping an abandoned call failed', { category: isProviderError(e) ? e.category : 'internal' });
+    return { kind: 'abandoned', isStopped: false };
   }
-  throw new ProviderError('conflict', {
-    code: 'cancelled',
-    detail: isStopped
-      ? 'The call was cancelled; its command was stopped.'
-      : 'The call was cancelled; stopping its command is not confirmed.',
-  });
 }
 
 /** The usual run_command result of a finished task: each stream whole, or its first and last 32 KiB. */
-async function finishedResult(ctx: ToolContext, provider: Provider, ref: SandboxRef, outcome: Outcome): Promise<ExecToolResult> {
-  const { view } = outcome;
-  const [stdout, stderr] = await readCapped(ctx, provider, ref, outcome);
+async function finishedResult(
+  ctx: ToolContext,
+  provider: Provider,
+  ref: SandboxRef,
+  view: TaskView,
+  isPageZero: boolean,
+): Promise<ExecToolResult> {
+  const [stdout, stderr] = await readCapped(ctx, provider, ref, view, isPageZero);
   return {
     exit_code: view.exit_code,
     stdout: renderCapped(ctx, stdout),
@@ -237,10 +242,15 @@ function rangesOf(size: number): Range[] {
 type Pieces = readonly [string] | readonly [string, string];
 
 /** Reads the ranges of both logs with as few gets as possible (one page reads both streams when the lengths match). */
-async function readCapped(ctx: ToolContext, provider: Provider, ref: SandboxRef, outcome: Outcome): Promise<[Pieces, Pieces]> {
-  const { view } = outcome;
+async function readCapped(
+  ctx: ToolContext,
+  provider: Provider,
+  ref: SandboxRef,
+  view: TaskView,
+  isPageZero: boolean,
+): Promise<[Pieces, Pieces]> {
   // The first page suffices when it holds each stream whole.
-  if (outcome.isPageZero && view.stdout_next_offset === view.stdout_size && view.stderr_next_offset === view.stderr_size) {
+  if (isPageZero && view.stdout_next_offset === view.stdout_size && view.stderr_next_offset === view.stderr_size) {
     return [[view.stdout], [view.stderr]];
   }
   const out = rangesOf(view.stdout_size);
@@ -273,14 +283,12 @@ function asPieces(texts: string[]): Pieces {
   return texts.length === 2 ? [texts[0]!, texts[1]!] : [texts[0] ?? ''];
 }
 
-/** Deletes a finished task nobody was told about, freeing its slot; false (and logged) if that failed. */
-async function removeTask(ctx: ToolContext, provider: Provider, ref: SandboxRef, taskId: string): Promise<boolean> {
+/** Deletes a finished task nobody was told about, freeing its slot; a failure is only logged (the slot stays taken). */
+async function removeTask(ctx: ToolContext, provider: Provider, ref: SandboxRef, taskId: string): Promise<void> {
   try {
     await ctx.deps.agent.call(provider, ref.id, { protocol: PROTOCOL_VERSION, op: 'remove', task_id: taskId }, { timeoutS: CALL_SLACK_S });
-    return true;
   } catch (e) {
     ctx.deps.log.warn('removing a finished task failed', { category: isProviderError(e) ? e.category : 'internal' });
-    return false;
   }
 }
 

@@ -98,7 +98,7 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
 
     it('returns exactly the usual result when the command finishes before background_after, capped like the fast path, and leaves no task behind', async () => {
       const s = await server();
-      await ok(s.client, 'create_sandbox', {});
+      const sb = await ok(s.client, 'create_sandbox', {});
       const small = await ok(s.client, 'run_command', { command: 'echo out; echo err >&2; exit 3', background_after: 30 });
       expect(small).toEqual({
         exit_code: 3,
@@ -130,7 +130,10 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       if (opts.hasPrivateTmp) {
         expect((await ok(s.client, 'run_command', { command: 'ls /tmp | grep -c sandbox-mcp-code || true' })).stdout.trim()).toBe('0');
       }
-      await ok(s.client, 'kill_sandbox', {});
+      // Calls that finished retain nothing: the session's end destroys its sandbox as usual.
+      await s.close();
+      const after = await server();
+      expect((await toolError(after.client, 'get_sandbox', { sandbox_id: sb.sandbox_id })).category).toBe('not_found');
     });
 
     it('feeds stdin: a prompt answered through send_task_input from this and from a new server process, cat ended by eof, input to a finished task refused', async () => {
