@@ -5,15 +5,18 @@ import { parseArgs } from 'node:util';
 import { PROTOCOL_VERSION, type AgentRequestInput } from '../shared/protocol.js';
 import { AgentClient, loadAgentBundle } from './agent-client.js';
 import { ConfigError, loadConfig, type ServerConfig } from './config.js';
+import { hashToken, httpTokensFrom, readTokenFromStdin } from './tokens-file.js';
 import { isProviderError } from './errors.js';
 import { createLogger } from './log.js';
 import { SecretMasker } from './mask.js';
 import { TaskRetention } from './retention.js';
 import { createLocalProvider } from './providers/local/local-provider.js';
+import { OwnerCache } from './providers/owner-scope.js';
 import { createProviderRegistry, lazyProvider } from './providers/registry.js';
 import { parseSandboxRef } from './sandbox-ref.js';
 import type { ServerDeps } from './server-deps.js';
 import { isLoopback, isWildcard, serveHttp } from './transports/http.js';
+import { shutdownSignal } from './shutdown-signal.js';
 import { serveStdio } from './transports/stdio.js';
 
 declare const __HOST_VERSION__: string;
@@ -29,6 +32,8 @@ Usage:
                                               serve Streamable HTTP at /mcp (bearer token required;
                                               Host/Origin must name the bound address or an
                                               --allowed-host; a wildcard --host needs them)
+                   [--tokens-file FILE]       named principals, each seeing only its own sandboxes
+  sandbox-mcp token-hash                      read a token on stdin, print the hash a tokens file holds
   sandbox-mcp agent <sandbox_id> <op> [json]  send one raw agent protocol request (op: hello,
                                               start, get, cancel, selftest; json: extra fields)
                                               and print the raw response line
@@ -49,7 +54,11 @@ Configuration (flags win over environment):
                                      loopback) or host (shares this machine's network,
                                      including its loopback services)
   SANDBOX_MCP_TOKEN                  HTTP bearer token, 16+ characters (default: generated,
-                                     printed once to stderr)
+                                     printed once to stderr); its holder sees every sandbox
+  --tokens-file, SANDBOX_MCP_TOKENS_FILE
+                                     HTTP principals instead: lines of \`name role sha256:<hex>\`
+                                     (role user: only its own sandboxes; admin: all); the file
+                                     must be the server user's, mode 600
   SANDBOX_MCP_DEBUG                  log debug lines (stderr)
   E2B_API_KEY, E2B_DOMAIN            E2B credentials and domain (E2B_API_URL/E2B_SANDBOX_URL
                                      override endpoints)
@@ -69,13 +78,11 @@ function buildDeps(config: ServerConfig): ServerDeps & { close(): Promise<void> 
     agent: new AgentClient(loadAgentBundle()),
     masker: new SecretMasker(config.secretValues),
     retention: new TaskRetention(),
+    owners: new OwnerCache(),
     log,
     close: () => providers.closeAll(),
   };
 }
-
-/** A shorter bearer token is too easy to guess. */
-const MIN_TOKEN_CHARS = 16;
 
 function fail(message: string, code = 2): never {
   process.stderr.write(`sandbox-mcp: ${message}\n`);
@@ -95,10 +102,12 @@ async function main(argv: string[]): Promise<void> {
       'idle-timeout': { type: 'string', default: '1800' },
       'allowed-host': { type: 'string', multiple: true, default: [] },
       'background-after': { type: 'string' },
+      'tokens-file': { type: 'string' },
     },
   });
   if (values.help) return void process.stdout.write(HELP);
   if (values.version) return void process.stdout.write(`${__HOST_VERSION__}\n`);
+  if (positionals[0] === 'token-hash') return void process.stdout.write(`${hashToken(await readTokenFromStdin())}\n`);
   const config = loadConfig(process.env, values.provider, values['background-after']);
   const deps = buildDeps(config);
   const [sub, ...rest] = positionals;
@@ -120,20 +129,18 @@ async function main(argv: string[]): Promise<void> {
     if (isWildcard(values.host) && extraHosts.length === 0) {
       fail('--host is a wildcard address: name the host names clients will use with --allowed-host (Host/Origin are checked against them)');
     }
-    const envToken = process.env.SANDBOX_MCP_TOKEN;
-    if (envToken !== undefined && envToken.length < MIN_TOKEN_CHARS)
-      fail(`SANDBOX_MCP_TOKEN must be at least ${MIN_TOKEN_CHARS} characters`);
-    const token = envToken || randomBytes(24).toString('base64url');
-    const handle = await serveHttp(deps, { host: values.host, port, token, idleTimeoutMs: idleS * 1000, extraHosts });
+    const { tokens, principals, generated } = httpTokensFrom(process.env, values['tokens-file'], () =>
+      randomBytes(24).toString('base64url'),
+    );
+    const handle = await serveHttp(deps, { host: values.host, port, tokens, idleTimeoutMs: idleS * 1000, extraHosts });
     process.stderr.write(`sandbox-mcp: listening on ${handle.url}\n`);
     if (!isLoopback(values.host)) {
       process.stderr.write('sandbox-mcp: warning: listening beyond loopback; the bearer token travels in plain HTTP — put TLS in front\n');
     }
-    if (!process.env.SANDBOX_MCP_TOKEN) process.stderr.write(`sandbox-mcp: bearer token (shown once): ${token}\n`);
-    await new Promise<void>((resolve) => {
-      process.once('SIGINT', resolve);
-      process.once('SIGTERM', resolve);
-    });
+    if (generated) process.stderr.write(`sandbox-mcp: bearer token (shown once): ${generated}\n`);
+    if (principals) process.stderr.write(`sandbox-mcp: ${principals} principals from the tokens file; each sees only its own sandboxes\n`);
+    const signal = await shutdownSignal();
+    deps.log.info('http server stopping', { reason: signal });
     await handle.close();
     await deps.close();
     process.exit(0);

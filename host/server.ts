@@ -2,10 +2,12 @@
 // validation (naming the field, never echoing the value), structured results, and the session's
 // cleanup. Tool failures are `isError` results; only protocol misuse is a JSON-RPC error.
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   CallToolRequestSchema,
   ErrorCode,
   ListToolsRequestSchema,
+  isJSONRPCRequest,
   McpError,
   type CallToolResult,
   type ServerNotification,
@@ -16,6 +18,8 @@ import * as z from 'zod';
 import { describeIssue } from '../shared/protocol.js';
 import { ProviderError, isProviderError } from './errors.js';
 import { SANDBOX_LIFETIME_DEFAULT_S } from './providers/provider.js';
+import { OPERATOR, type Principal } from './principal.js';
+import { scopeProviders } from './providers/owner-scope.js';
 import { parseSandboxRef } from './sandbox-ref.js';
 import { Session } from './session.js';
 import { execTools } from './tools/exec.js';
@@ -25,6 +29,7 @@ import { taskTools } from './tools/tasks.js';
 import type { ServerDeps } from './server-deps.js';
 import type { ProgressNotifier } from './tools/progress.js';
 import type { ToolDef } from './tools/tool.js';
+import { screenParams } from './transports/message-check.js';
 import { definedFields } from './util/defined-fields.js';
 
 declare const __HOST_VERSION__: string;
@@ -170,10 +175,41 @@ function progressNotifier(extra: RequestHandlerExtra<ServerRequest, ServerNotifi
   };
 }
 
-/** A low-level MCP Server wired to one session. */
-export function createServer(deps: ServerDeps): { server: Server; session: Session; close: () => Promise<void> } {
+/** What createServer returns: the SDK server, its session, and the two ways to wire and end it. */
+export interface SessionServer {
+  server: Server;
+  session: Session;
+  /** Connects the transport, with requests of the wrong shape refused before the SDK sees them. */
+  connect(transport: Transport): Promise<void>;
+  /** The session's cleanup (once, however often called). */
+  close(): Promise<void>;
+}
+
+/**
+ * Routes a transport's requests through screenParams: a request whose params do not fit its
+ * method is answered with a JSON-RPC error naming the field, where the SDK would answer a raw
+ * zod dump as an internal error.
+ */
+function screenRequests(transport: Transport, deps: ServerDeps): void {
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const reply = isJSONRPCRequest(message) ? screenParams(message) : undefined;
+    if (!reply) return deliver?.(message, extra);
+    deps.log.info('refused a message', { reason: 'invalid_params' });
+    transport.send(reply).catch(() => deps.log.warn('could not answer a refused message'));
+  };
+}
+
+/**
+ * A low-level MCP Server wired to one session of `principal`. Its tools reach providers only
+ * through a registry scoped to that principal, so none can skip the ownership check.
+ */
+export function createServer(processDeps: ServerDeps, principal: Principal = OPERATOR): SessionServer {
+  const deps: ServerDeps = { ...processDeps, providers: scopeProviders(processDeps.providers, principal, processDeps.owners) };
   const session = new Session();
   const server = new Server({ name: 'sandbox-mcp', version: VERSION }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
+  // Only the error's class name: a transport's or handler's message may carry values.
+  server.onerror = (e) => deps.log.warn('mcp protocol error', { unexpected: e instanceof Error ? e.name : typeof e });
   const tools = listTools();
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
   const inFlight = new Set<Promise<unknown>>();
@@ -190,5 +226,13 @@ export function createServer(deps: ServerDeps): { server: Server; session: Sessi
     // themselves; wait for them, boundedly, so the process does not exit under them.
     await Promise.race([Promise.allSettled([...inFlight]), delay(IN_FLIGHT_GRACE_MS)]);
   };
-  return { server, session, close: () => (closing ??= close()) };
+  return {
+    server,
+    session,
+    async connect(transport) {
+      await server.connect(transport);
+      screenRequests(transport, deps);
+    },
+    close: () => (closing ??= close()),
+  };
 }

@@ -4,6 +4,7 @@
 // output is shown: the first and last 32 KiB of a stream with a marker where the middle was cut.
 import * as z from 'zod';
 import { TaskViewSchema } from '../../shared/protocol.js';
+import type { SandboxRef } from '../sandbox-ref.js';
 import type { ToolContext } from './tool.js';
 
 /** Most bytes of one stream a run_command/run_code result holds: its first and last half. */
@@ -67,8 +68,8 @@ export const ExecResultSchema = z
   });
 export type ExecToolResult = z.infer<typeof ExecResultSchema>;
 
-/** Masked text of a stream: one piece, or its head and tail joined by the omitted-output marker. */
-export function renderCapped(ctx: ToolContext, pieces: readonly [string] | readonly [string, string]): string {
-  const masked = pieces.map((p) => ctx.deps.masker.mask(p));
+/** Masked text of a stream of `ref`: one piece, or its head and tail joined by the omitted-output marker. */
+export function renderCapped(ctx: ToolContext, ref: SandboxRef, pieces: readonly [string] | readonly [string, string]): string {
+  const masked = pieces.map((p) => ctx.deps.masker.mask(ref.qualified, p));
   return masked.join(OMITTED_MARKER);
 }

@@ -9,7 +9,7 @@ import { LIMITS } from '../../shared/limits.js';
 import { BACKGROUND_AFTER_MAX_S, BACKGROUND_AFTER_MIN_S, secretValuesOf } from '../config.js';
 import { resolveSandboxPath, type ExecOpts, type ExecResult } from '../providers/provider.js';
 import type { SandboxRef } from '../sandbox-ref.js';
-import { EnvsSchema, SandboxIdSchema, defineTool, intIn, renewIfOwned, resolveSandbox, type ToolContext } from './tool.js';
+import { EnvsSchema, SandboxIdSchema, defineTool, intIn, learnSecrets, renewIfOwned, resolveSandbox, type ToolContext } from './tool.js';
 import { definedFields } from '../util/defined-fields.js';
 import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, renderCapped, type ExecToolResult } from './exec-result.js';
 import { withProgress } from './progress.js';
@@ -23,9 +23,9 @@ const BackgroundAfterSchema = intIn(BACKGROUND_AFTER_MIN_S, BACKGROUND_AFTER_MAX
   );
 
 /** Decodes one captured stream, marking where the provider dropped its middle, and masks secrets. */
-function renderStream(data: Buffer, isTruncated: boolean, headBytes: number, ctx: ToolContext): string {
-  if (!isTruncated) return renderCapped(ctx, [data.toString('utf8')]);
-  return renderCapped(ctx, [data.subarray(0, headBytes).toString('utf8'), data.subarray(headBytes).toString('utf8')]);
+function renderStream(data: Buffer, isTruncated: boolean, headBytes: number, ref: SandboxRef, ctx: ToolContext): string {
+  if (!isTruncated) return renderCapped(ctx, ref, [data.toString('utf8')]);
+  return renderCapped(ctx, ref, [data.subarray(0, headBytes).toString('utf8'), data.subarray(headBytes).toString('utf8')]);
 }
 
 /**
@@ -51,26 +51,33 @@ async function runCapped(
     (s) => `command running for ${s} s`,
     () => provider.exec(ref.id, command, { ...opts, maxOutputBytes: EXEC_OUTPUT_CAP_BYTES, ...definedFields({ signal: ctx.signal }) }),
   );
+  // Only once the provider ran it (so the caller may see this sandbox) do its envs join the
+  // sandbox's masking: else anyone could mask words out of another principal's output.
+  if (opts.envs) ctx.deps.masker.add(ref.qualified, secretValuesOf(opts.envs));
   // A timeout (or a cancelled call) kills the whole group, shell traps included: clean up from outside.
   if ((r.timedOut || ctx.signal?.aborted) && cleanupAfterTimeout)
     await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30 }).catch(() => undefined);
-  return { result: toResult(r, ctx) };
+  return { result: toResult(r, ref, ctx) };
 }
 
-function toResult(r: ExecResult, ctx: ToolContext): ExecToolResult {
+function toResult(r: ExecResult, ref: SandboxRef, ctx: ToolContext): ExecToolResult {
   return {
     exit_code: r.exitCode,
-    stdout: renderStream(r.stdout, r.stdoutTruncated, r.stdoutHeadBytes, ctx),
-    stderr: renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ctx),
+    stdout: renderStream(r.stdout, r.stdoutTruncated, r.stdoutHeadBytes, ref, ctx),
+    stderr: renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ref, ctx),
     stdout_truncated: r.stdoutTruncated,
     stderr_truncated: r.stderrTruncated,
     timed_out: r.timedOut,
   };
 }
 
-/** Resolves the sandbox and renews it if this session owns it: every run_command/run_code does this first. */
+/**
+ * Resolves the sandbox, learns its secrets (before any of its output is shown) and renews it if
+ * this session owns it: every run_command/run_code does this first.
+ */
 async function targetOf(ctx: ToolContext, sandboxId: string | undefined): Promise<SandboxRef> {
   const ref = resolveSandbox(ctx, sandboxId);
+  await learnSecrets(ctx, ref);
   await renewIfOwned(ctx, ref);
   return ref;
 }
@@ -95,7 +102,6 @@ const runCommand = defineTool({
   output: ExecResultSchema,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async run(args, ctx) {
-    if (args.envs) ctx.deps.masker.add(secretValuesOf(args.envs));
     const backgroundAfterS = backgroundAfterFor(ctx, args.background_after, args.timeout);
     const ref = await targetOf(ctx, args.sandbox_id);
     if (backgroundAfterS === undefined) {

@@ -7,6 +7,7 @@
 // it would without `background_after`.
 import { LIMITS } from '../../shared/limits.js';
 import { PROTOCOL_VERSION, TASK_ENV_PREFIX, type AgentRequestInput, type TaskView } from '../../shared/protocol.js';
+import { secretValuesOf } from '../config.js';
 import { ProviderError, isProviderError } from '../errors.js';
 import type { Provider } from '../providers/provider.js';
 import type { SandboxRef } from '../sandbox-ref.js';
@@ -69,12 +70,14 @@ export async function runPromotable(ctx: ToolContext, ref: SandboxRef, run: Prom
       );
     } catch (e) {
       if (isProviderError(e) && isUncertain(e)) {
+        learnEnvs(ctx, ref, run.envs);
         ctx.deps.log.warn('task submission uncertain', { category: e.category });
         return handleResult(ref, unknownView(taskId, e.code ?? e.category, e.suggestion), ctx);
       }
       isHeld = false;
       throw e;
     }
+    learnEnvs(ctx, ref, run.envs);
     const outcome = await withProgressOfRun(ctx, started, (sizes) => awaitOutcome(ctx, provider, ref, started, deadlineMs, sizes));
     if (outcome.kind === 'abandoned') {
       isHeld = !outcome.isStopped;
@@ -97,6 +100,14 @@ export async function runPromotable(ctx: ToolContext, ref: SandboxRef, run: Prom
   } finally {
     await ctx.deps.retention.end(ref.qualified, isHeld);
   }
+}
+
+/**
+ * Once the provider ran the start (so the caller may see this sandbox), the call's secret-named
+ * envs join the sandbox's masking, as on the fast path.
+ */
+function learnEnvs(ctx: ToolContext, ref: SandboxRef, envs: Record<string, string> | undefined): void {
+  if (envs) ctx.deps.masker.add(ref.qualified, secretValuesOf(envs));
 }
 
 /** The task variables as the agent takes them: in its environment, each name behind TASK_ENV_PREFIX. */
@@ -215,8 +226,8 @@ async function finishedResult(
   const [stdout, stderr] = await readCapped(ctx, provider, ref, view, isPageZero);
   return {
     exit_code: view.exit_code,
-    stdout: renderCapped(ctx, stdout),
-    stderr: renderCapped(ctx, stderr),
+    stdout: renderCapped(ctx, ref, stdout),
+    stderr: renderCapped(ctx, ref, stderr),
     stdout_truncated: view.stdout_size > EXEC_OUTPUT_CAP_BYTES || view.stdout_truncated,
     stderr_truncated: view.stderr_size > EXEC_OUTPUT_CAP_BYTES || view.stderr_truncated,
     timed_out: view.state === 'timed_out',

@@ -39,7 +39,6 @@ const createSandbox = defineTool({
   async run(args, ctx) {
     const providerId = args.provider ?? ctx.deps.config.defaultProvider;
     const provider = ctx.deps.providers.get(providerId);
-    if (args.envs) ctx.deps.masker.add(secretValuesOf(args.envs));
     const meta = await provider.create(
       definedFields({
         template: args.template,
@@ -51,6 +50,9 @@ const createSandbox = defineTool({
       }),
     );
     const ref = qualify(providerId, meta.sandbox_id);
+    // This process knows the sandbox's record: its envs are all there is to learn.
+    ctx.deps.masker.add(ref.qualified, secretValuesOf(args.envs ?? {}));
+    ctx.deps.masker.markLearned(ref.qualified);
     if (!ctx.session.adopt(ref.qualified, args.timeout ?? SANDBOX_LIFETIME_DEFAULT_S)) {
       // The session ended while we were creating: nobody owns this sandbox, so it must not outlive us.
       await provider.kill(ref.id).catch(() => undefined);
@@ -77,7 +79,9 @@ const killSandbox = defineTool({
       await ctx.deps.providers.get(ref.provider).kill(ref.id);
     } catch (e) {
       // Already gone (expired, killed elsewhere): it must not linger as this session's default.
-      if (isProviderError(e) && e.category === 'not_found') forget(ctx, ref.qualified);
+      // Only the session's own state: not_found may also be another principal's sandbox, whose
+      // retention and masking are none of this caller's business.
+      if (isProviderError(e) && e.category === 'not_found') ctx.session.forget(ref.qualified);
       throw e;
     }
     forget(ctx, ref.qualified);
@@ -88,6 +92,7 @@ const killSandbox = defineTool({
 function forget(ctx: ToolContext, qualifiedId: string): void {
   ctx.session.forget(qualifiedId);
   ctx.deps.retention.forget(qualifiedId);
+  ctx.deps.masker.forget(qualifiedId);
 }
 
 const listSandboxes = defineTool({

@@ -43,7 +43,7 @@ export function checkEncodedSize(ctx: ToolContext, request: AgentRequestInput): 
 /** A task view as a tool shows it: output masked with the server's secrets, sandbox id qualified. */
 export function present(sandboxId: string, view: TaskView, ctx: ToolContext): TaskResult {
   const { masker } = ctx.deps;
-  return { sandbox_id: sandboxId, ...view, stdout: masker.mask(view.stdout), stderr: masker.mask(view.stderr) };
+  return { sandbox_id: sandboxId, ...view, stdout: masker.mask(sandboxId, view.stdout), stderr: masker.mask(sandboxId, view.stderr) };
 }
 
 /** The view of a task whose state cannot be confirmed (its submission or a read failed uncertainly). */

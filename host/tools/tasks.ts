@@ -8,7 +8,7 @@ import { InputDataSchema, InputResultSchema, PROTOCOL_VERSION, TASK_ID_PATTERN, 
 import { isProviderError } from '../errors.js';
 import { resolveSandboxPath } from '../providers/provider.js';
 import { parseSandboxRef } from '../sandbox-ref.js';
-import { SandboxIdSchema, defineTool, intIn, resolveSandbox, type ToolContext } from './tool.js';
+import { SandboxIdSchema, defineTool, intIn, learnSecrets, resolveSandbox, type ToolContext } from './tool.js';
 import { definedFields } from '../util/defined-fields.js';
 import { withProgress } from './progress.js';
 import {
@@ -61,16 +61,21 @@ const startTask = defineTool({
     ctx.deps.retention.begin(ref.qualified);
     let isHeld = false;
     try {
-      const view = await ctx.deps.agent.call(provider, ref.id, { ...request, op: 'start' }, { timeoutS: START_CALL_TIMEOUT_S });
-      isHeld = true;
-      return { result: present(ref.qualified, view, ctx) };
-    } catch (e) {
-      if (isProviderError(e) && isUncertain(e)) {
+      // Inside the hold (a session closing meanwhile must still see this start in flight), and
+      // before submission: its failure is certain, nothing was started.
+      await learnSecrets(ctx, ref);
+      try {
+        const view = await ctx.deps.agent.call(provider, ref.id, { ...request, op: 'start' }, { timeoutS: START_CALL_TIMEOUT_S });
         isHeld = true;
-        ctx.deps.log.warn('task submission uncertain', { category: e.category });
-        return { result: present(ref.qualified, unknownView(taskId, e.code ?? e.category, e.suggestion), ctx) };
+        return { result: present(ref.qualified, view, ctx) };
+      } catch (e) {
+        if (isProviderError(e) && isUncertain(e)) {
+          isHeld = true;
+          ctx.deps.log.warn('task submission uncertain', { category: e.category });
+          return { result: present(ref.qualified, unknownView(taskId, e.code ?? e.category, e.suggestion), ctx) };
+        }
+        throw e;
       }
-      throw e;
     } finally {
       await ctx.deps.retention.end(ref.qualified, isHeld);
     }
@@ -107,6 +112,7 @@ async function queryTask(
   timeoutS: number,
 ): Promise<TaskResult> {
   const ref = parseSandboxRef(handle.sandbox_id, ctx.deps.config.defaultProvider);
+  await learnSecrets(ctx, ref);
   const view = await ctx.deps.agent.call(
     ctx.deps.providers.get(ref.provider),
     ref.id,

@@ -114,3 +114,12 @@ export async function renewIfOwned(ctx: ToolContext, ref: SandboxRef): Promise<v
     ctx.deps.log.warn('renewal failed', { category: e instanceof ProviderError ? e.category : 'internal' });
   }
 }
+
+/**
+ * Before any output of `ref` is shown: the secrets its own record holds join its masking, once
+ * per process (a server that did not create it learns them here). A failed read fails the call:
+ * output is never shown unmasked for want of the values.
+ */
+export async function learnSecrets(ctx: ToolContext, ref: SandboxRef): Promise<void> {
+  await ctx.deps.masker.learn(ref.qualified, () => ctx.deps.providers.get(ref.provider).getEnvironment(ref.id));
+}

@@ -88,6 +88,14 @@ export class LocalProvider implements Provider {
     return asProviderErrors(() => this.lifecycle.kill(sandboxId));
   }
 
+  async getOwner(sandboxId: string): Promise<string | null> {
+    return asProviderErrors(() => this.lifecycle.getOwner(sandboxId));
+  }
+
+  async getEnvironment(sandboxId: string): Promise<Record<string, string>> {
+    return asProviderErrors(() => this.lifecycle.getEnvironment(sandboxId));
+  }
+
   async close(): Promise<void> {
     await this.sweep;
     this.registry.clear();

@@ -13,6 +13,7 @@ import type { Identity, ToolPaths } from '../launch/command-lines.js';
 import { newSandboxId, newSandboxUid } from '../sandbox/ids.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
 import { buildSandboxSpec, type SandboxSpec } from '../sandbox/spec.js';
+import { definedFields } from '../../../util/defined-fields.js';
 import {
   ensureSandboxesDir,
   listSandboxIds,
@@ -120,6 +121,7 @@ export class SandboxCreator {
         memoryMb: opts.memoryMb ?? null,
         identity,
         tools,
+        ...definedFields({ owner: opts.owner }),
       });
       writePrivateFile(join(dir, SPEC_FILE), JSON.stringify(spec) + '\n');
       writeDeadline(dir, createdAtMs + timeoutS * 1000);

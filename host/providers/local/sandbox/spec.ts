@@ -6,6 +6,7 @@ import { dirname, join } from 'node:path';
 import type { NetworkMode } from '../../provider.js';
 import { HIDDEN_PATHS, SCRATCH_PATHS } from '../launch/bwrap-args.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
+import { definedFields } from '../../../util/defined-fields.js';
 
 /** Immutable description of a sandbox, written before its keeper starts. */
 export interface SandboxSpec {
@@ -23,6 +24,8 @@ export interface SandboxSpec {
   hideVarRun: boolean;
   /** Absent in specs written before sandboxes had a network of their own: those share the host's. */
   network?: NetworkMode;
+  /** The principal that created it (CreateOpts.owner); absent: none recorded. */
+  owner?: string;
 }
 
 /** The network mode a sandbox was created with (see SandboxSpec.network). */
@@ -31,7 +34,7 @@ export function specNetwork(spec: SandboxSpec): NetworkMode {
 }
 
 /** The per-sandbox choices of a spec; the rest comes from the provider's settings and this host. */
-export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools'>;
+export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools' | 'owner'>;
 
 /** What a new spec takes from the provider's settings (LocalSettings has each of these). */
 export interface SpecSettings {
@@ -59,6 +62,7 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
     roBindPaths: roBindPaths(settings.nodePath, settings.identity.dropPrivileges),
     hideVarRun: isRealDir('/var/run'),
     network: settings.network,
+    ...definedFields({ owner: opts.owner }),
   };
 }
 
