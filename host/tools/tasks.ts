@@ -166,7 +166,8 @@ const sendTaskInput = defineTool({
   title: 'Send input to background task',
   description:
     'Write text to a running task\'s stdin: answer a prompt (include its newline, e.g. "y\\n"), feed a REPL. Tasks from start_task and backgrounded run_command/run_code calls keep stdin open. ' +
-    'eof: true closes stdin after the data (ends `cat`, `read` loops). bytes_written below the UTF-8 length of data means the program is not reading: send the rest later. ' +
+    'eof: true closes stdin after the data (ends `cat`, `read` loops); with all of data written, stdin_closed: false means the close was asked for but not yet confirmed (get_task shows the outcome); eof is applied only once all of data was written. ' +
+    'bytes_written below the UTF-8 length of data means the program is not reading: send the rest later. ' +
     'A finished task, or one whose stdin is closed or absent, is a conflict error. Works from any session. The input is neither masked nor logged.',
   input: z.strictObject({
     ...taskRefShape,

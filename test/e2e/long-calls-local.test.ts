@@ -43,7 +43,7 @@ describe('long calls over Streamable HTTP', () => {
     await ok(client, 'create_sandbox', {});
     const progress: Progress[] = [];
     const [slow, promoted] = await Promise.all([
-      client.callTool({ name: 'run_command', arguments: { command: 'sleep 3.5; echo slow' } }, undefined, {
+      client.callTool({ name: 'run_command', arguments: { command: 'sleep 2; echo slow' } }, undefined, {
         onprogress: (p) => progress.push(p),
       }),
       ok(client, 'run_command', { command: 'sleep 30', background_after: 1 }),
