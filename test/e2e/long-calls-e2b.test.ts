@@ -28,5 +28,10 @@ describeLongCalls(
     open.push(s);
     return s;
   },
-  { hasPrivateTmp: false },
+  {
+    hasPrivateTmp: false,
+    // As in e2b-walk.test.ts: any /timeout, and any connect the fake saw lengthen a lifetime.
+    lifetimeCalls: () =>
+      fake.calls.filter((c) => /\/timeout$/.test(c.path) || (c.extendedLifetime !== false && c.path.endsWith('/connect'))).length,
+  },
 );

@@ -68,11 +68,26 @@ function expectSteadyProgress(progress: Progress[], forbidden: string): void {
   }
 }
 
-/** The long-call tests against servers from `server`; `hasPrivateTmp`: the sandbox's /tmp is its own. */
-export function describeLongCalls(provider: string, server: ServerFactory, opts: { hasPrivateTmp: boolean }): void {
+/** What a provider's suite knows beyond the tools. */
+export interface LongCallsOpts {
+  /** The sandbox's /tmp is its own (so run_code's leftovers can be counted there). */
+  hasPrivateTmp: boolean;
+  /** How many lifetime-changing calls the provider has seen so far, where it can tell. */
+  lifetimeCalls?: () => number;
+}
+
+/** The long-call tests against servers from `server`. */
+export function describeLongCalls(provider: string, server: ServerFactory, opts: LongCallsOpts): void {
+  // One server for the tests that need no restart of their own; it is also the "new server
+  // process" of the tests that close their first one (server start-ups dominate this suite).
+  let sharedServer: Promise<StdioServer> | undefined;
+  const shared = () => (sharedServer ??= server());
+
   describe(`long and interactive commands (${provider})`, () => {
-    it('promotes a call still running at background_after to a task handle that get_task reads to the end from a new server process; the sandbox is retained', async () => {
+    it('promotes a call still running at background_after to a task handle that get_task reads to the end from a new server process; the sandbox is retained, one whose call finished is not', async () => {
       const first = await server();
+      const finishedIn = await ok(first.client, 'create_sandbox', {});
+      expect(await ok(first.client, 'run_command', { command: 'echo quick', background_after: 30 })).toMatchObject({ stdout: 'quick\n' });
       const sb = await ok(first.client, 'create_sandbox', { timeout: 600 });
       const handle = await ok(first.client, 'run_command', { command: 'sleep 8; echo done', background_after: 2 });
       expect(Object.keys(handle).sort()).toEqual([...RESULT_FIELDS, ...HANDLE_FIELDS].sort());
@@ -89,16 +104,18 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       expect(handle.task_id).toMatch(/^[0-9a-f]{32}$/);
       await first.close(); // the session ends: the promoted task retains its sandbox
 
-      const second = await server();
+      const second = await shared();
       expect((await ok(second.client, 'get_sandbox', { sandbox_id: sb.sandbox_id })).status).toBe('running');
+      // A supervised call that finished retains nothing: the session's end destroyed its sandbox as usual.
+      expect((await toolError(second.client, 'get_sandbox', { sandbox_id: finishedIn.sandbox_id })).category).toBe('not_found');
       const view = await finalView(second.client, handle);
       expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'done\n' });
       await ok(second.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
     });
 
     it('returns exactly the usual result when the command finishes before background_after, capped like the fast path, and leaves no task behind', async () => {
-      const s = await server();
-      const sb = await ok(s.client, 'create_sandbox', {});
+      const s = await shared();
+      await ok(s.client, 'create_sandbox', {});
       const small = await ok(s.client, 'run_command', { command: 'echo out; echo err >&2; exit 3', background_after: 30 });
       expect(small).toEqual({
         exit_code: 3,
@@ -130,10 +147,7 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       if (opts.hasPrivateTmp) {
         expect((await ok(s.client, 'run_command', { command: 'ls /tmp | grep -c sandbox-mcp-code || true' })).stdout.trim()).toBe('0');
       }
-      // Calls that finished retain nothing: the session's end destroys its sandbox as usual.
-      await s.close();
-      const after = await server();
-      expect((await toolError(after.client, 'get_sandbox', { sandbox_id: sb.sandbox_id })).category).toBe('not_found');
+      await ok(s.client, 'kill_sandbox', {});
     });
 
     it('feeds stdin: a prompt answered through send_task_input from this and from a new server process, cat ended by eof, input to a finished task refused', async () => {
@@ -153,8 +167,11 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       expect(prompt).toMatchObject({ backgrounded: true, state: 'running' });
       const promptAt = { sandbox_id: prompt.sandbox_id, task_id: prompt.task_id };
       await first.close();
-      const second = await server();
+      const second = await shared();
+      const lifetimeBefore = opts.lifetimeCalls?.();
       expect((await ok(second.client, 'send_task_input', { ...promptAt, data: 'hello\n' })).bytes_written).toBe(6);
+      // A task tool: no lifetime extension, even from a process that had to connect afresh.
+      expect(opts.lifetimeCalls?.()).toBe(lifetimeBefore);
       expect(await finalView(second.client, promptAt)).toMatchObject({ state: 'succeeded', stdout: 'name?\ngot:hello\n' });
 
       const cat = await ok(second.client, 'start_task', { sandbox_id: sb.sandbox_id, command: 'cat' });
@@ -180,7 +197,7 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
     });
 
     it('reports progress at the interval with a progress token (fast path, promotable call, get_task wait), and none without one', async () => {
-      const s = await server();
+      const s = await shared();
       const sb = await ok(s.client, 'create_sandbox', {});
       const waiting = await ok(s.client, 'start_task', { command: 'sleep 60' });
       const seen = recordIncoming(s);
