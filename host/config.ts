@@ -1,4 +1,5 @@
 // Server configuration from flags and environment. Credentials live here, never in tool arguments.
+import { isAbsolute } from 'node:path';
 import { SECRET_NAME_PATTERN, LIMITS } from '../shared/limits.js';
 import { NETWORK_MODES, type NetworkMode } from './providers/provider.js';
 import { definedFields } from './util/defined-fields.js';
@@ -13,6 +14,10 @@ export interface ServerConfig {
   stateDir?: string;
   /** Local sandboxes' network: their own (default) or the host's (SANDBOX_MCP_LOCAL_NETWORK=host). */
   localNetwork: NetworkMode;
+  /** The bubblewrap binary local sandboxes use instead of searching PATH (SANDBOX_MCP_BWRAP). */
+  bwrapPath?: string;
+  /** Sandboxes a session created outlive it, until their own deadline (--keep-sandboxes). */
+  keepSandboxes?: boolean;
   e2b: { apiKey?: string; domain?: string };
   /** Values of this server's own secret-named environment variables, masked in task and exec output. */
   secretValues: string[];
@@ -32,12 +37,17 @@ export const BACKGROUND_AFTER_MAX_S = 3600;
 /** Thrown for a bad flag or environment value; the CLI prints it and exits 2. */
 export class ConfigError extends Error {}
 
-/**
- * Reads the configuration; `providerFlag` (from --provider) wins over SANDBOX_MCP_PROVIDER, and
- * `backgroundAfterFlag` (--background-after) over SANDBOX_MCP_BACKGROUND_AFTER.
- */
-export function loadConfig(env: NodeJS.ProcessEnv, providerFlag?: string, backgroundAfterFlag?: string): ServerConfig {
-  const provider = providerFlag ?? env.SANDBOX_MCP_PROVIDER ?? 'local';
+/** What the command line adds to the environment's configuration (a flag wins over its variable). */
+export interface ConfigFlags {
+  provider?: string;
+  keepSandboxes?: boolean;
+  /** --background-after, raw (validated here, as its variable is). */
+  backgroundAfter?: string;
+}
+
+/** Reads the configuration from the environment and the command line's flags. */
+export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): ServerConfig {
+  const provider = flags.provider ?? env.SANDBOX_MCP_PROVIDER ?? 'local';
   if (!(PROVIDER_IDS as readonly string[]).includes(provider)) {
     throw new ConfigError(`unknown provider (expected one of: ${PROVIDER_IDS.join(', ')})`);
   }
@@ -45,20 +55,33 @@ export function loadConfig(env: NodeJS.ProcessEnv, providerFlag?: string, backgr
   if (!(NETWORK_MODES as readonly string[]).includes(localNetwork)) {
     throw new ConfigError(`SANDBOX_MCP_LOCAL_NETWORK must be one of: ${NETWORK_MODES.join(', ')}`);
   }
+  const bwrapPath = env.SANDBOX_MCP_BWRAP || undefined;
+  if (bwrapPath !== undefined && !isAbsolute(bwrapPath)) throw new ConfigError('SANDBOX_MCP_BWRAP must be an absolute path');
+  const keepSandboxes = flags.keepSandboxes || parseSwitch(env, 'SANDBOX_MCP_KEEP_SANDBOXES');
   return {
     defaultProvider: provider as ProviderId,
     localNetwork: localNetwork as NetworkMode,
     ...(env.SANDBOX_MCP_STATE_DIR ? { stateDir: env.SANDBOX_MCP_STATE_DIR } : {}),
+    ...definedFields({ bwrapPath }),
+    keepSandboxes,
     e2b: {
       ...(env.E2B_API_KEY ? { apiKey: env.E2B_API_KEY } : {}),
       ...(env.E2B_DOMAIN ? { domain: env.E2B_DOMAIN } : {}),
     },
     secretValues: secretValuesOf(env),
     ...definedFields({
-      backgroundAfterS: parseBackgroundAfter(backgroundAfterFlag ?? env.SANDBOX_MCP_BACKGROUND_AFTER),
+      backgroundAfterS: parseBackgroundAfter(flags.backgroundAfter ?? env.SANDBOX_MCP_BACKGROUND_AFTER),
       progressIntervalMs: parseProgressInterval(env.SANDBOX_MCP_PROGRESS_INTERVAL_MS),
     }),
   };
+}
+
+/** An on/off variable: unset, empty, 0 or false is off; 1 or true is on; anything else is refused. */
+function parseSwitch(env: NodeJS.ProcessEnv, name: string): boolean {
+  const value = (env[name] ?? '').toLowerCase();
+  if (value === '' || value === '0' || value === 'false') return false;
+  if (value === '1' || value === 'true') return true;
+  throw new ConfigError(`${name} must be 1 or 0`);
 }
 
 function parseBackgroundAfter(raw: string | undefined): number | undefined {

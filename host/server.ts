@@ -38,20 +38,28 @@ const VERSION = typeof __HOST_VERSION__ === 'string' ? __HOST_VERSION__ : '0.0.0
 /** Every tool, in the order tools/list shows them. */
 export const ALL_TOOLS: readonly ToolDef[] = [...sandboxTools, ...execTools, ...fileTools, ...taskTools] as unknown as ToolDef[];
 
-/** What the initialize result tells a model about the workflow. */
-export const INSTRUCTIONS = [
-  'sandbox-mcp gives you Linux sandboxes. Workflow:',
-  '1. create_sandbox (it becomes your default; sandboxes you create are destroyed when this session ends, unless you started a task in them).',
-  `   A sandbox lives \`timeout\` seconds (default ${SANDBOX_LIFETIME_DEFAULT_S}) and tasks never extend it: for long tasks create it with a longer timeout or call set_sandbox_timeout.`,
-  '2. run_command / run_code for synchronous work; files with read_file, write_file, list_files, upload_file, download_file.',
-  '   Clients often cut a call at about 60 s: when a command might take longer (installs, builds, tests), pass background_after (e.g. 50).',
-  '   If it is still running then, the result has backgrounded: true and a task_id: continue with get_task as for start_task.',
-  '3. For long work, start_task and SAVE both sandbox_id and task_id: they keep working across disconnects and server restarts.',
-  '4. Read output with get_task, passing the returned stdout_next_offset / stderr_next_offset each time; use wait (up to 30 s) instead of polling in a loop.',
-  '   A task waiting at a prompt (installer question, REPL) shows it in its output: answer with send_task_input (eof: true closes its stdin).',
-  '5. cancel_task stops a task; when finished, destroy retained sandboxes with kill_sandbox.',
-  'Long calls report notifications/progress every ~10 s when you send a progressToken.',
-].join('\n');
+/** What becomes of the sandboxes a session creates, as the instructions tell it (see --keep-sandboxes). */
+const SESSION_END = {
+  destroyed: 'sandboxes you create are destroyed when this session ends, unless you started a task in them',
+  kept: 'sandboxes you create outlive this session until their timeout: destroy them with kill_sandbox when done',
+};
+
+/** What the initialize result tells a model about the workflow; `keepSandboxes` as the server option. */
+export function instructionsFor(keepSandboxes: boolean): string {
+  return [
+    'sandbox-mcp gives you Linux sandboxes. Workflow:',
+    `1. create_sandbox (it becomes your default; ${keepSandboxes ? SESSION_END.kept : SESSION_END.destroyed}).`,
+    `   A sandbox lives \`timeout\` seconds (default ${SANDBOX_LIFETIME_DEFAULT_S}) and tasks never extend it: for long tasks create it with a longer timeout or call set_sandbox_timeout.`,
+    '2. run_command / run_code for synchronous work; files with read_file, write_file, list_files, upload_file, download_file.',
+    '   Clients often cut a call at about 60 s: when a command might take longer (installs, builds, tests), pass background_after (e.g. 50).',
+    '   If it is still running then, the result has backgrounded: true and a task_id: continue with get_task as for start_task.',
+    '3. For long work, start_task and SAVE both sandbox_id and task_id: they keep working across disconnects and server restarts.',
+    '4. Read output with get_task, passing the returned stdout_next_offset / stderr_next_offset each time; use wait (up to 30 s) instead of polling in a loop.',
+    '   A task waiting at a prompt (installer question, REPL) shows it in its output: answer with send_task_input (eof: true closes its stdin).',
+    '5. cancel_task stops a task; when finished, destroy retained sandboxes with kill_sandbox.',
+    'Long calls report notifications/progress every ~10 s when you send a progressToken.',
+  ].join('\n');
+}
 
 /** How long session close waits for in-flight tool calls to settle. */
 const IN_FLIGHT_GRACE_MS = 30_000;
@@ -148,7 +156,10 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, u
   return rest;
 }
 
-/** Destroys the session's sandboxes that no task retains (now, or once an in-flight start fails). */
+/**
+ * Destroys the session's sandboxes that no task retains (now, or once an in-flight start fails);
+ * with --keep-sandboxes, none: they live until their own deadline.
+ */
 export async function closeSession(deps: ServerDeps, session: Session): Promise<void> {
   const destroy = async (qualified: string): Promise<void> => {
     const ref = parseSandboxRef(qualified, deps.config.defaultProvider);
@@ -160,6 +171,10 @@ export async function closeSession(deps: ServerDeps, session: Session): Promise<
     }
   };
   const owned = session.close();
+  if (deps.config.keepSandboxes) {
+    if (owned.length) deps.log.info('session closed', { destroyed: 0, kept: owned.length });
+    return;
+  }
   const now = owned.filter((id) => deps.retention.mayDestroy(id, () => destroy(id)));
   await Promise.all(now.map(destroy));
   if (owned.length) deps.log.info('session closed', { destroyed: now.length, kept: owned.length - now.length });
@@ -200,14 +215,27 @@ function screenRequests(transport: Transport, deps: ServerDeps): void {
   };
 }
 
+/** Who a session serves and over what. */
+export interface SessionServerOpts {
+  /** The principal whose sandboxes the session may see (default: the single-user operator). */
+  principal?: Principal;
+  /** A stdio session that destroys its sandboxes notes so in each create_sandbox result. */
+  transport?: 'stdio' | 'http';
+}
+
 /**
- * A low-level MCP Server wired to one session of `principal`. Its tools reach providers only
+ * A low-level MCP Server wired to one session of `opts.principal`. Its tools reach providers only
  * through a registry scoped to that principal, so none can skip the ownership check.
  */
-export function createServer(processDeps: ServerDeps, principal: Principal = OPERATOR): SessionServer {
+export function createServer(processDeps: ServerDeps, opts: SessionServerOpts = {}): SessionServer {
+  const principal = opts.principal ?? OPERATOR;
   const deps: ServerDeps = { ...processDeps, providers: scopeProviders(processDeps.providers, principal, processDeps.owners) };
-  const session = new Session();
-  const server = new Server({ name: 'sandbox-mcp', version: VERSION }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
+  const keep = deps.config.keepSandboxes === true;
+  const session = new Session({ hasCleanupNote: opts.transport === 'stdio' && !keep });
+  const server = new Server(
+    { name: 'sandbox-mcp', version: VERSION },
+    { capabilities: { tools: {} }, instructions: instructionsFor(keep) },
+  );
   // Only the error's class name: a transport's or handler's message may carry values.
   server.onerror = (e) => deps.log.warn('mcp protocol error', { unexpected: e instanceof Error ? e.name : typeof e });
   const tools = listTools();

@@ -19,6 +19,14 @@ import { definedFields } from '../util/defined-fields.js';
 /** A sandbox lifetime argument: whole seconds within the contract's bounds. */
 const LifetimeSchema = intIn(SANDBOX_LIFETIME_MIN_S, SANDBOX_LIFETIME_MAX_S);
 
+/**
+ * Added to create_sandbox's text in sessions whose sandboxes end with them (stdio): a client that
+ * starts a server per call would otherwise lose the sandbox right after this call, unawares.
+ */
+export const CLEANUP_NOTE =
+  'Note: this sandbox is destroyed when this MCP session ends (a client that starts the server for each call ends it right after this call), ' +
+  'unless a task is started in it with start_task. To keep sandboxes until their own timeout, run the server with --keep-sandboxes (SANDBOX_MCP_KEEP_SANDBOXES=1).';
+
 const createSandbox = defineTool({
   name: 'create_sandbox',
   title: 'Create sandbox',
@@ -61,7 +69,8 @@ const createSandbox = defineTool({
         detail: 'The session ended while the sandbox was being created; it was destroyed.',
       });
     }
-    return { result: qualifyMetadata(providerId, meta) };
+    const result = qualifyMetadata(providerId, meta);
+    return ctx.session.opts.hasCleanupNote ? { result, content: [{ type: 'text', text: CLEANUP_NOTE }] } : { result };
   },
 });
 

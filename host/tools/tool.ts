@@ -19,8 +19,8 @@ export interface ToolContext {
   progress?: ProgressNotifier;
 }
 
-/** A content block beyond the JSON text (e.g. an image for download_file). */
-export type ExtraContent = { type: 'image'; data: string; mimeType: string };
+/** A content block beyond the JSON text (an image for download_file, a note for the reader). */
+export type ExtraContent = { type: 'image'; data: string; mimeType: string } | { type: 'text'; text: string };
 
 export interface ToolAnnotations {
   readOnlyHint: boolean;

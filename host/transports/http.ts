@@ -116,7 +116,7 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
   let hosts = allowedHosts(opts.host, opts.port, opts.extraHosts);
 
   async function openSession(req: IncomingMessage, res: ServerResponse, body: unknown, principal: Principal): Promise<void> {
-    const { server, connect, close } = createServer(deps, principal);
+    const { server, connect, close } = createServer(deps, { principal, transport: 'http' });
     let entry: HttpSession | undefined;
     let ended: Promise<void> | undefined;
     const end = () =>

@@ -8,7 +8,7 @@ import { StdioTransport } from './stdio-transport.js';
 
 /** Serves one MCP session on stdin/stdout until its input ends or a shutdown signal; resolves after cleanup. */
 export async function serveStdio(deps: ServerDeps): Promise<void> {
-  const { server, connect, close } = createServer(deps);
+  const { server, connect, close } = createServer(deps, { transport: 'stdio' });
   const transport = new StdioTransport({ onRefused: (reason) => deps.log.info('refused a message', { reason }) });
   await connect(transport);
   deps.log.info('serving stdio');

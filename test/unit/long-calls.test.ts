@@ -9,12 +9,12 @@ describe('--background-after / SANDBOX_MCP_BACKGROUND_AFTER', () => {
     expect(loadConfig({}).backgroundAfterS).toBeUndefined();
     expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '' }).backgroundAfterS).toBeUndefined();
     expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '50' }).backgroundAfterS).toBe(50);
-    expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '50' }, undefined, '7').backgroundAfterS).toBe(7);
+    expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '50' }, { backgroundAfter: '7' }).backgroundAfterS).toBe(7);
   });
 
   it('refuses anything but whole seconds 1-3600, naming the option', () => {
     for (const bad of ['0', '3601', '1.5', '-1', 'ten', ' 5']) {
-      expect(() => loadConfig({}, undefined, bad), bad).toThrow(ConfigError);
+      expect(() => loadConfig({}, { backgroundAfter: bad }), bad).toThrow(ConfigError);
       expect(() => loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: bad }), bad).toThrow(/SANDBOX_MCP_BACKGROUND_AFTER/);
     }
   });
