@@ -56,6 +56,7 @@ const AGENT_ERROR_CATEGORIES: Record<AgentErrorCode, ErrorCategory> = {
   no_stdin: 'conflict',
   stdin_closed: 'conflict',
   state_dir_full: 'insufficient_resources',
+  task_not_finished: 'conflict',
   internal: 'internal',
 };
 
@@ -68,7 +69,9 @@ export function agentErrorToProviderError(code: AgentErrorCode, message: string)
 export interface AgentCallOpts {
   /** Bound on the whole exec, in seconds. */
   timeoutS: number;
-  /** Abandons the call: its exec is ended (e.g. a long-polling get), never the task it asks about. */
+  /** Extra environment of the agent process (how `start` receives task variables; see TASK_ENV_PREFIX). */
+  envs?: Record<string, string>;
+  /** Aborting it stops the agent process as a timeout would (the call then fails). */
   signal?: AbortSignal;
 }
 
@@ -97,7 +100,7 @@ export class AgentClient {
     const key = `${provider.id}:${sandboxId}`;
     const installsBefore = this.installs.get(key) ?? 0;
     const command = this.commandFor(request);
-    const execOpts = { timeoutS: opts.timeoutS, ...definedFields({ signal: opts.signal }) };
+    const execOpts = { timeoutS: opts.timeoutS, ...definedFields({ envs: opts.envs, signal: opts.signal }) };
     let result = await provider.exec(sandboxId, command, execOpts);
     if (result.exitCode === EXIT_AGENT_MISSING) {
       // Unless a concurrent call installed it meanwhile, install it (once, shared), then ask again.

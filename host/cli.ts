@@ -117,7 +117,10 @@ async function main(argv: string[]): Promise<void> {
   const line = parseCommandLine(argv);
   if (line.help) return void process.stdout.write(HELP);
   if (line.version) return void process.stdout.write(`${__HOST_VERSION__}\n`);
-  const config = loadConfig(process.env, { ...definedFields({ provider: line.provider }), keepSandboxes: line.keepSandboxes });
+  const config = loadConfig(process.env, {
+    ...definedFields({ provider: line.provider, backgroundAfter: line.backgroundAfter }),
+    keepSandboxes: line.keepSandboxes,
+  });
   switch (line.command) {
     case 'stdio':
       return serveStdioCommand(config);
