@@ -82,7 +82,7 @@ Watching agents (no running server needed; ids as the tools return them, e.g. lo
         An interactive terminal in the sandbox, as run_command's user and environment, on a
         fresh pseudo-terminal (yours is never handed in); exits with the shell's status. A
         command after -- runs instead of the shell (local sandboxes only: E2B's terminal runs
-        only its shell). Needs the native module node-pty.
+        only its shell). Needs node-pty (@lydell/node-pty).
   sandbox-mcp kill <sandbox_id>
         Destroy a sandbox.
   sandbox-mcp cancel <sandbox_id> <task_id>

@@ -19,11 +19,12 @@ import {
 } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import path from 'node:path';
-import { spawn as spawnPty, type IPty } from 'node-pty';
+import { spawn as spawnPty, type IPty } from '@lydell/node-pty';
 import { decodeEnvelope, openStream, RpcError, sendUnary, type RpcStream } from './connect-rpc.js';
 import type { FakeState } from './control-plane.js';
 import { sendApiError } from './control-plane.js';
 import type { FakeSandbox } from './fake-sandbox.js';
+import { writeBytes } from '../../host/providers/local/exec/terminal.js';
 
 type Json = Record<string, any>;
 
@@ -129,7 +130,7 @@ function processRpc(sb: FakeSandbox, method: string, req: Json): Json {
         })),
       };
     case 'SendInput':
-      if (req.input?.pty !== undefined) terminal(sb, pidOf(req)).write(Buffer.from(String(req.input.pty), 'base64'));
+      if (req.input?.pty !== undefined) writeBytes(terminal(sb, pidOf(req)), Buffer.from(String(req.input.pty), 'base64'));
       else child(sb, pidOf(req)).stdin?.write(Buffer.from(String(req.input?.stdin ?? ''), 'base64'));
       return {};
     case 'Update': {

@@ -6,7 +6,7 @@ import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
-import type { IPty } from 'node-pty';
+import type { IPty } from '@lydell/node-pty';
 
 /** Sandbox paths under this prefix live in the sandbox's own HOME directory. */
 export const SANDBOX_HOME = '/home/user';

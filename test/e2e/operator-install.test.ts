@@ -28,13 +28,13 @@ function install(opts: { nodePty: 'linked' | 'broken'; agentSource?: string }): 
   cpSync(join(REPO, 'dist'), join(root, 'dist'), { recursive: true });
   mkdirSync(join(root, 'node_modules'));
   for (const name of readdirSync(join(REPO, 'node_modules'))) {
-    if (name === 'node-pty' && opts.nodePty === 'broken') continue;
+    if (name === '@lydell' && opts.nodePty === 'broken') continue;
     symlinkSync(join(REPO, 'node_modules', name), join(root, 'node_modules', name));
   }
   if (opts.nodePty === 'broken') {
-    const dir = join(root, 'node_modules', 'node-pty');
-    mkdirSync(dir);
-    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'node-pty', version: '1.1.0', main: 'index.js' }));
+    const dir = join(root, 'node_modules', '@lydell', 'node-pty');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: '@lydell/node-pty', version: '1.1.0', main: 'index.js' }));
     writeFileSync(join(dir, 'index.js'), "throw new Error('Failed to load native module: pty.node');\n");
   }
   if (opts.agentSource !== undefined) {
@@ -92,7 +92,7 @@ describe('an install whose node-pty cannot load', () => {
     const shell = await run(hostJs, ['shell', sandboxId]);
     expect(shell.code).toBe(1);
     expect(shell.stderr).toMatch(/^sandbox-mcp: unsupported: The shell needs the native module node-pty/);
-    expect(shell.stderr).toContain('python3, make and g++');
+    expect(shell.stderr).toContain('with its optional dependencies');
     // The loader's own message (a host path, a module's text) never reaches the person.
     expect(shell.stderr).not.toContain('pty.node');
   });

@@ -3,7 +3,7 @@
 // inside gets a fresh terminal of its own (never the person's), run_command's user and
 // environment, window-size changes, raw mode that is restored however the CLI ends, and the
 // program's exit status.
-import { spawn as spawnPty, type IPty } from 'node-pty';
+import { spawn as spawnPty, type IPty } from '@lydell/node-pty';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';

@@ -4,7 +4,7 @@
 // only: a server that never opens a terminal works without it.
 import { constants } from 'node:os';
 import { join } from 'node:path';
-import type { IPty } from 'node-pty';
+import type { IPty } from '@lydell/node-pty';
 import { ProviderError } from '../../../errors.js';
 import type { TerminalOpts, TerminalSession } from '../../provider.js';
 import { exportScript, sandboxPath } from '../launch/environment.js';
@@ -15,18 +15,27 @@ import type { LocalSettings } from '../settings.js';
 import { invalid } from '../validation.js';
 import type { CommandRunner } from './command-runner.js';
 
-type NodePty = typeof import('node-pty');
+type NodePty = typeof import('@lydell/node-pty');
 
 /** What a person sees when node-pty is not usable here. */
 export const NODE_PTY_MISSING_DETAIL =
-  'The shell needs the native module node-pty, which could not be loaded on this machine. Install a C++ toolchain ' +
-  '(python3, make and g++) and reinstall sandbox-mcp, or run `npm rebuild node-pty` where it is installed.';
+  'The shell needs the native module node-pty (the optional dependency @lydell/node-pty, prebuilt for Linux x64 and arm64), ' +
+  'which could not be loaded on this machine. Reinstall sandbox-mcp with its optional dependencies (not with --omit=optional).';
 
 let loading: Promise<NodePty> | undefined;
 
+/**
+ * Writes bytes to the terminal unchanged. @lydell/node-pty's typings say `write(string)`, but it
+ * writes to a net.Socket, which takes bytes too; a string would be re-encoded, breaking a UTF-8
+ * character that a read split in two.
+ */
+export function writeBytes(term: IPty, data: Buffer): void {
+  (term.write as (data: string | Buffer) => void).call(term, data);
+}
+
 /** Loads node-pty once; throws unsupported (node_pty_missing) when it cannot be loaded. */
 export async function loadNodePty(): Promise<NodePty> {
-  loading ??= import('node-pty').then((m) => ((m as { default?: NodePty }).default ?? m) as NodePty);
+  loading ??= import('@lydell/node-pty').then((m) => ((m as { default?: NodePty }).default ?? m) as NodePty);
   try {
     const pty = await loading;
     if (typeof pty.spawn !== 'function') throw new Error('node-pty has no spawn');
@@ -96,7 +105,7 @@ export class SandboxTerminals {
     });
     const pid = term.pid;
     return {
-      write: (data) => term.write(data),
+      write: (data) => writeBytes(term, data),
       resize: (c, r) => {
         try {
           term.resize(checkSize(c, 'cols'), checkSize(r, 'rows'));
