@@ -8,7 +8,7 @@ export default defineConfig({
     // Real processes and sandboxes: two workers match this 2-core machine.
     pool: 'forks',
     maxWorkers: 2,
-    reporters: ['default', './test/summary-reporter.ts'],
+    reporters: ['default', './test/support/summary-reporter.ts'],
     benchmark: { include: ['test/bench/**/*.bench.ts'] },
   },
 });

@@ -5,22 +5,13 @@ import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { TaskStatusSchema } from '../../shared/status.js';
-import {
-  callView,
-  ensureBuilt,
-  fixture,
-  isAlive,
-  newTaskId,
-  pgidOf,
-  readStatusJson,
-  taskDirOf,
-  waitFor,
-  waitTerminal,
-  type AgentWorld,
-  worldsPerTest,
-} from './helpers.js';
+import { type AgentWorld, callView, newTaskId, readStatusJson, taskDirOf, waitTerminal, worldsPerTest } from '../support/agent-world.js';
+import { fixture } from '../support/paths.js';
+import { requireBuild } from '../support/prerequisites.js';
+import { isRunning, pgidOf } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
-beforeAll(() => ensureBuilt());
+beforeAll(() => requireBuild());
 
 const { world, strays } = worldsPerTest();
 
@@ -49,7 +40,7 @@ describe('cancel', () => {
     expect(view.state).toBe('cancelled');
     expect(view.finished_at).toEqual(expect.any(Number));
     expect(view.stdout).toContain('ready');
-    await waitFor(() => children.every((p) => !isAlive(p)) && !isAlive(pgid), 'the group to be gone');
+    await waitFor(() => children.every((p) => !isRunning(p)) && !isRunning(pgid), 'the group to be gone');
   });
 
   it('escalates to KILL for a command that ignores TERM', async () => {
@@ -58,7 +49,7 @@ describe('cancel', () => {
     await waitOutput(w, id, 'ready');
     const pgid = readStatusJson(w, id).group!.pgid;
     expect(await cancel(w, id)).toMatchObject({ state: 'cancelled', exit_code: 137 });
-    await waitFor(() => !isAlive(pgid), 'the leader to die');
+    await waitFor(() => !isRunning(pgid), 'the leader to die');
   });
 
   it('cannot stop a child that made its own session (documented escape)', async () => {
@@ -78,8 +69,8 @@ describe('cancel', () => {
 
     // It even holds the task's stdout open; the supervisor stops waiting for it after the drain bound.
     expect(await cancel(w, id)).toMatchObject({ state: 'cancelled' });
-    expect(isAlive(pgid)).toBe(false);
-    expect(isAlive(escaped)).toBe(true);
+    expect(isRunning(pgid)).toBe(false);
+    expect(isRunning(escaped)).toBe(true);
   });
 
   it('returns the saved outcome of a finished task and signals nothing', async () => {
@@ -112,7 +103,7 @@ describe('timeout', () => {
     const view = await waitTerminal(w, id);
     expect(view).toMatchObject({ state: 'timed_out', stdout: 'started\n' });
     expect(view.exit_code).toBe(143);
-    expect(isAlive(readStatusJson(w, id).group!.pgid)).toBe(false);
+    expect(isRunning(readStatusJson(w, id).group!.pgid)).toBe(false);
   });
 
   it('kills a command that ignores TERM after the grace period', async () => {
@@ -129,15 +120,15 @@ describe('a lost supervisor', () => {
     await waitOutput(w, id, 'ready');
     const status = readStatusJson(w, id);
     process.kill(status.supervisor!.pid, 'SIGKILL');
-    await waitFor(() => !isAlive(status.supervisor!.pid), 'the supervisor to die');
+    await waitFor(() => !isRunning(status.supervisor!.pid), 'the supervisor to die');
 
     const view = await callView(w, { protocol: 1, op: 'get', task_id: id });
     expect(view).toMatchObject({ state: 'unknown', stdout: 'ready\n', error: { code: 'supervisor_missing' } });
-    expect(isAlive(status.group!.pgid)).toBe(true);
+    expect(isRunning(status.group!.pgid)).toBe(true);
 
     const cancelled = await cancel(w, id);
     expect(cancelled).toMatchObject({ state: 'unknown', error: { code: 'supervisor_missing' } });
-    await waitFor(() => !isAlive(status.group!.pgid), 'the orphaned group to be stopped');
+    await waitFor(() => !isRunning(status.group!.pgid), 'the orphaned group to be stopped');
   });
 });
 
@@ -178,7 +169,7 @@ describe('unverified processes', () => {
       error: { code: 'supervisor_missing' },
     });
     expect(await cancel(w, id)).toMatchObject({ state: 'unknown' });
-    expect(isAlive(bystander.pid!)).toBe(true);
+    expect(isRunning(bystander.pid!)).toBe(true);
     expect(readStatusJson(w, id).state).toBe('running');
   });
 
@@ -197,7 +188,7 @@ describe('unverified processes', () => {
       expect(await callView(w, { protocol: 1, op: 'get', task_id: id })).toMatchObject({ state: 'unknown', error: { code } });
       expect(await cancel(w, id)).toMatchObject({ state: 'unknown', error: { code } });
     }
-    expect(isAlive(bystander.pid!)).toBe(true);
+    expect(isRunning(bystander.pid!)).toBe(true);
   });
 });
 

@@ -6,23 +6,23 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { InputResultSchema, type AgentResponse, type InputResult } from '../../shared/protocol.js';
 import {
-  AGENT,
   agentEnv,
+  type AgentWorld,
   call,
   callView,
-  ensureBuilt,
   GENEROUS_WAITS,
-  isAlive,
   newTaskId,
   readStatusJson,
   taskDirOf,
-  waitFor,
   waitTerminal,
-  type AgentWorld,
   worldsPerTest,
-} from './helpers.js';
+} from '../support/agent-world.js';
+import { AGENT_BUNDLE } from '../support/paths.js';
+import { requireBuild } from '../support/prerequisites.js';
+import { isRunning } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
-beforeAll(() => ensureBuilt());
+beforeAll(() => requireBuild());
 
 const { world, strays } = worldsPerTest();
 
@@ -106,7 +106,7 @@ describe('refusals', () => {
     process.kill(status.supervisor!.pid, 'SIGKILL');
     await waitFor(async () => (await callView(w, { protocol: 1, op: 'get', task_id: id })).state === 'unknown', 'unknown');
     expect(await inputError(w, id, 'x\n')).toMatchObject({ code: 'task_finished', message: expect.stringContaining('unknown') });
-    expect(isAlive(status.group!.pgid)).toBe(true);
+    expect(isRunning(status.group!.pgid)).toBe(true);
   });
 
   it('answers not_found for a task this user never started', async () => {
@@ -138,9 +138,13 @@ describe('refusals', () => {
     // request.json exactly as agents before protocol 1.1 wrote it, supervised by this build.
     const request = { task_id: id, command: 'sleep 300', cwd: w.home, timeout_s: 300, grace_ms: 2000, drain_ms: 500, poll_ms: 50 };
     writeFileSync(join(dir, 'request.json'), JSON.stringify(request));
-    const supervisor = execFileSync('bash', ['-c', `"$0" "$1" supervise "$2" >/dev/null 2>&1 & echo $!`, process.execPath, AGENT, dir], {
-      env: agentEnv(w),
-    });
+    const supervisor = execFileSync(
+      'bash',
+      ['-c', `"$0" "$1" supervise "$2" >/dev/null 2>&1 & echo $!`, process.execPath, AGENT_BUNDLE, dir],
+      {
+        env: agentEnv(w),
+      },
+    );
     strays.push(Number(supervisor));
     await waitFor(async () => (await callView(w, { protocol: 1, op: 'get', task_id: id })).state === 'running', 'running');
     expect(await inputError(w, id, 'x')).toEqual({ code: 'no_stdin', message: expect.stringContaining('older agent') });

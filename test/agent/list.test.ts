@@ -5,22 +5,21 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { encodeRequest, ListResultSchema, type ListResult } from '../../shared/protocol.js';
 import {
-  AGENT,
   agentEnv,
+  type AgentWorld,
   call,
   callView,
-  ensureBuilt,
-  fixture,
-  isAlive,
   newTaskId,
   readStatusJson,
-  waitFor,
   waitTerminal,
-  type AgentWorld,
   worldsPerTest,
-} from './helpers.js';
+} from '../support/agent-world.js';
+import { AGENT_BUNDLE, fixture } from '../support/paths.js';
+import { requireBuild } from '../support/prerequisites.js';
+import { isRunning } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
-beforeAll(() => ensureBuilt());
+beforeAll(() => requireBuild());
 
 const { world, strays } = worldsPerTest();
 
@@ -49,7 +48,7 @@ describe('list', () => {
     const lost = readStatusJson(w, orphaned.task_id);
     strays.push(lost.group!.pgid);
     process.kill(lost.supervisor!.pid, 'SIGKILL');
-    await waitFor(() => !isAlive(lost.supervisor!.pid), 'the supervisor to die');
+    await waitFor(() => !isRunning(lost.supervisor!.pid), 'the supervisor to die');
 
     const { tasks, truncated } = await list(w);
     expect(truncated).toBe(false);
@@ -116,7 +115,7 @@ describe('cost', () => {
       );
       execFile(
         process.execPath,
-        ['-r', preload, AGENT, 'call', encodeRequest(request as never)],
+        ['-r', preload, AGENT_BUNDLE, 'call', encodeRequest(request as never)],
         { env: agentEnv(w) },
         (err, stdout, stderr) => {
           if (err) return reject(err);

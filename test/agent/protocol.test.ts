@@ -5,11 +5,13 @@ import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HelloResultSchema, SelftestResultSchema } from '../../shared/protocol.js';
-import { AGENT, call, callRaw, destroyWorld, ensureBuilt, newTaskId, newWorld, ROOT, runAgent, type AgentWorld } from './helpers.js';
+import { type AgentWorld, call, callRaw, destroyWorld, newTaskId, newWorld, runAgent } from '../support/agent-world.js';
+import { AGENT_BUNDLE, REPO } from '../support/paths.js';
+import { requireBuild } from '../support/prerequisites.js';
 
 let world: AgentWorld;
 beforeAll(() => {
-  ensureBuilt();
+  requireBuild();
   world = newWorld();
 });
 afterAll(() => destroyWorld(world));
@@ -22,7 +24,7 @@ const errorOf = async (request: Record<string, unknown>) => {
 
 describe('bundle', () => {
   it('requires nothing outside the Node standard library', () => {
-    const source = readFileSync(AGENT, 'utf8');
+    const source = readFileSync(AGENT_BUNDLE, 'utf8');
     const required = [...source.matchAll(/\brequire\(\s*["'`]([^"'`]+)["'`]\s*\)/g)].map((m) => m[1]!);
     const imported = [...source.matchAll(/\bimport\(\s*["'`]([^"'`]+)["'`]\s*\)/g)].map((m) => m[1]!);
     expect(required.length).toBeGreaterThan(0);
@@ -32,7 +34,7 @@ describe('bundle', () => {
   });
 
   it('embeds its protocol and agent version, answered by hello', async () => {
-    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string };
     const res = await call(world, { protocol: 1, op: 'hello' });
     expect(res.ok).toBe(true);
     const hello = HelloResultSchema.parse(res.ok ? res.result : null);
@@ -45,8 +47,8 @@ describe('bundle', () => {
       max_tasks: 128,
       stream_cap_bytes: 1048576,
     });
-    expect(readFileSync(AGENT, 'utf8')).toContain(JSON.stringify(pkg.version));
-    const manifest = JSON.parse(readFileSync(join(ROOT, 'dist/agent-manifest.json'), 'utf8')) as { file_name: string };
+    expect(readFileSync(AGENT_BUNDLE, 'utf8')).toContain(JSON.stringify(pkg.version));
+    const manifest = JSON.parse(readFileSync(join(REPO, 'dist/agent-manifest.json'), 'utf8')) as { file_name: string };
     expect(manifest.file_name).toMatch(new RegExp(`^agent-${pkg.version.replace(/\./g, '\\.')}-[0-9a-f]{16}\\.cjs$`));
   });
 });

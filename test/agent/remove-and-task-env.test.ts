@@ -5,9 +5,10 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { RemoveResultSchema, TASK_ENV_PREFIX, type AgentResponse } from '../../shared/protocol.js';
-import { call, callView, ensureBuilt, newTaskId, taskDirOf, waitTerminal, worldsPerTest, type AgentWorld } from './helpers.js';
+import { type AgentWorld, call, callView, newTaskId, taskDirOf, waitTerminal, worldsPerTest } from '../support/agent-world.js';
+import { requireBuild } from '../support/prerequisites.js';
 
-beforeAll(() => ensureBuilt());
+beforeAll(() => requireBuild());
 
 const { world } = worldsPerTest();
 

@@ -6,22 +6,22 @@ import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TaskStatusSchema } from '../../shared/status.js';
 import {
+  type AgentWorld,
   call,
   callView,
-  ensureBuilt,
-  fixture,
-  isAlive,
   newTaskId,
   readStatusJson,
-  sleep,
   taskDirOf,
-  waitFor,
   waitTerminal,
-  type AgentWorld,
   worldsPerTest,
-} from './helpers.js';
+} from '../support/agent-world.js';
+import { fixture } from '../support/paths.js';
+import { requireBuild } from '../support/prerequisites.js';
+import { isRunning } from '../support/processes.js';
+import { sleep, waitFor } from '../support/wait.js';
+import { isRootOrSkipping } from '../support/prerequisites.js';
 
-beforeAll(() => ensureBuilt());
+beforeAll(() => requireBuild());
 
 const { world, strays } = worldsPerTest();
 
@@ -42,7 +42,7 @@ describe('a stalled supervisor', () => {
     strays.push(stubborn!, obedient!);
     const supervisor = readStatusJson(w, id).supervisor!.pid;
     // The obedient member's death shows the supervisor's TERM went out and its KILL is pending.
-    await waitFor(() => !isAlive(obedient!), 'the TERM to the group', 20_000, 5);
+    await waitFor(() => !isRunning(obedient!), 'the TERM to the group', 20_000, 5);
     // A stopped process is the purest stall: when it continues, every timer is due at once,
     // the cleanup loop's short sleep first, and the loop finds its deadline passed.
     process.kill(supervisor, 'SIGSTOP');
@@ -52,7 +52,7 @@ describe('a stalled supervisor', () => {
       process.kill(supervisor, 'SIGCONT');
     }
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', exit_code: 0 });
-    await waitFor(() => !isAlive(stubborn!), 'the TERM-ignoring member to be killed', 5000);
+    await waitFor(() => !isRunning(stubborn!), 'the TERM-ignoring member to be killed', 5000);
   });
 });
 
@@ -76,10 +76,7 @@ describe('the OOM killer', () => {
 
 // A state directory on a tiny tmpfs of its own. Mounting needs root: tests run as root here and
 // in CI; elsewhere (not CI) these tests are skipped, in CI a missing privilege is a failure.
-const isRoot = process.getuid?.() === 0;
-if (!isRoot && process.env.CI === 'true') throw new Error('the disk-full tests mount a tmpfs and need root in CI');
-
-describe.skipIf(!isRoot)('a full state directory', () => {
+describe.runIf(isRootOrSkipping('the disk-full tests (they mount a tmpfs)'))('a full state directory', () => {
   const mounts: string[] = [];
   afterEach(() => {
     // Lazy: a supervisor still holding a file there is killed by the world's own clean-up.

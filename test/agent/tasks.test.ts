@@ -8,24 +8,22 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Readable } from 'node:stream';
 import { encodeRequest, type TaskView } from '../../shared/protocol.js';
 import {
-  AGENT,
   agentEnv,
+  type AgentWorld,
   call,
   callView,
-  ensureBuilt,
-  fixture,
-  isAlive,
   newTaskId,
-  sleep,
   taskDirOf,
   TERMINAL,
-  waitFor,
   waitTerminal,
-  type AgentWorld,
   worldsPerTest,
-} from './helpers.js';
+} from '../support/agent-world.js';
+import { AGENT_BUNDLE, fixture } from '../support/paths.js';
+import { requireBuild } from '../support/prerequisites.js';
+import { isRunning } from '../support/processes.js';
+import { sleep, waitFor } from '../support/wait.js';
 
-beforeAll(() => ensureBuilt());
+beforeAll(() => requireBuild());
 
 const { world } = worldsPerTest();
 
@@ -163,7 +161,7 @@ describe('exit codes and group cleanup', () => {
     const pids = view.stdout.trim().split('\n').map(Number);
     expect(pids).toHaveLength(2);
     // One descendant obeys TERM, the other needs the KILL that follows the grace period.
-    await waitFor(() => pids.every((p) => !isAlive(p)), 'descendants to die');
+    await waitFor(() => pids.every((p) => !isRunning(p)), 'descendants to die');
   });
 });
 
@@ -216,10 +214,14 @@ describe('start', () => {
     // fd 40 is a pipe without close-on-exec, as an exec service might leak one (node itself
     // reuses the lowest descriptors at start-up, so a low one would not show the leak).
     const stdio: StdioOptions = ['ignore', 'pipe', 'inherit', ...Array<'ignore'>(37).fill('ignore'), 'pipe'];
-    const agent = spawn(process.execPath, [AGENT, 'call', encodeRequest({ protocol: 1, op: 'start', task_id: id, command: 'sleep 300' })], {
-      env: agentEnv(w),
-      stdio,
-    });
+    const agent = spawn(
+      process.execPath,
+      [AGENT_BUNDLE, 'call', encodeRequest({ protocol: 1, op: 'start', task_id: id, command: 'sleep 300' })],
+      {
+        env: agentEnv(w),
+        stdio,
+      },
+    );
     const leaked = (agent.stdio as unknown[])[40] as Readable;
     const eof = new Promise<boolean>((resolve) => {
       leaked.on('data', () => {});

@@ -2,17 +2,19 @@
 // its headline figure: exec overhead (absolute and ratio, in one run), create+kill latency,
 // and memory per idle sandbox with 20 concurrent sandboxes each running a task.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { bench, describe } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { signalIfAlive } from '../../host/providers/local/system/proc.js';
 import { readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { KEEPER_SCRIPT, sandboxesAvailable, tempStateDir } from '../local/helpers.js';
+import { KEEPER_SCRIPT } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { tempStateDir } from '../support/state-dir.js';
 
-const available = sandboxesAvailable();
-const state = tempStateDir();
-const provider: Provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
+requireSandboxes();
+const stateDir = tempStateDir();
+const provider: Provider = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT });
 
 function spawnTrue(): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -73,10 +75,10 @@ let execId = '';
 // No async teardown either: when the worker ends, tell the remaining keeper to end its sandbox now.
 function releaseAll(): void {
   if (execId) {
-    const rec = readKeeperRecord(`${state.dir}/local/${execId}`);
+    const rec = readKeeperRecord(`${stateDir}/local/${execId}`);
     if (rec) signalIfAlive(rec.keeper, 'SIGTERM');
   }
-  state.remove();
+  rmSync(stateDir, { recursive: true, force: true });
 }
 // vitest ends bench workers with SIGTERM (no 'exit' event otherwise).
 process.once('exit', releaseAll);
@@ -84,56 +86,54 @@ process.once('SIGTERM', () => {
   releaseAll();
   process.exit(0);
 });
-if (available) {
-  execId = (await provider.create({ timeoutS: 300 })).sandbox_id;
-  // Interleaved in one run, so machine load skews both sides alike.
-  const direct: number[] = [];
-  const viaProvider: number[] = [];
-  for (let i = 0; i < 10; i++) {
-    direct.push(...(await sample(20, spawnTrue)));
-    viaProvider.push(...(await sample(20, () => provider.exec(execId, 'true', { timeoutS: 10 }))));
-  }
-  const d = median(direct);
-  const p = median(viaProvider);
-  report(
-    `exec true: direct ${d.toFixed(2)} ms, provider ${p.toFixed(2)} ms, overhead ${(p - d).toFixed(2)} ms, ratio ${(p / d).toFixed(2)}x (medians of 200; target overhead <= 3 ms)`,
-  );
-
-  const ck = await sample(30, async () => {
-    const m = await provider.create({ timeoutS: 60 });
-    await provider.kill(m.sandbox_id);
-  });
-  report(
-    `create+kill: median ${median(ck).toFixed(1)} ms, min ${Math.min(...ck).toFixed(1)}, max ${Math.max(...ck).toFixed(1)} (30 runs; target <= 150 ms median)`,
-  );
-
-  const t = performance.now();
-  const ids = (await Promise.all(Array.from({ length: 20 }, () => provider.create({ timeoutS: 300 })))).map((m) => m.sandbox_id);
-  const createMs = performance.now() - t;
-  await Promise.all(ids.map((id) => provider.exec(id, 'nohup sh -c "while :; do sleep 1; done" >/dev/null 2>&1 &', { timeoutS: 10 })));
-  const busy = await sample(5, () => Promise.all(ids.map((id) => provider.exec(id, 'true', { timeoutS: 10 }))));
-  // Idle cost per sandbox: keeper (node) + bwrap + pid 1 and its sleep, the task's processes aside.
-  let rss = 0;
-  let pss = 0;
-  let keeperRss = 0;
-  for (const id of ids) {
-    const rec = readKeeperRecord(`${state.dir}/local/${id}`)!;
-    const loopSleep = childrenOf(rec.pid1.pid).filter((c) => readFileSync(`/proc/${c}/cmdline`, 'utf8').includes('86400'));
-    for (const pid of [rec.keeper.pid, rec.bwrap.pid, rec.pid1.pid, ...loopSleep]) {
-      rss += rssKb(pid);
-      pss += pssKb(pid);
-    }
-    keeperRss += rssKb(rec.keeper.pid);
-  }
-  const n = ids.length;
-  report(
-    `20 concurrent sandboxes with a task each: created in ${createMs.toFixed(0)} ms; exec true in all 20 at once ${median(busy).toFixed(1)} ms; ` +
-      `per idle sandbox RSS ${(rss / n / 1024).toFixed(1)} MiB (keeper ${(keeperRss / n / 1024).toFixed(1)} MiB), PSS ${(pss / n / 1024).toFixed(1)} MiB`,
-  );
-  await Promise.all(ids.map((id) => provider.kill(id)));
+execId = (await provider.create({ timeoutS: 300 })).sandbox_id;
+// Interleaved in one run, so machine load skews both sides alike.
+const direct: number[] = [];
+const viaProvider: number[] = [];
+for (let i = 0; i < 10; i++) {
+  direct.push(...(await sample(20, spawnTrue)));
+  viaProvider.push(...(await sample(20, () => provider.exec(execId, 'true', { timeoutS: 10 }))));
 }
+const d = median(direct);
+const p = median(viaProvider);
+report(
+  `exec true: direct ${d.toFixed(2)} ms, provider ${p.toFixed(2)} ms, overhead ${(p - d).toFixed(2)} ms, ratio ${(p / d).toFixed(2)}x (medians of 200; target overhead <= 3 ms)`,
+);
 
-describe.skipIf(!available)('local exec: `true` through the provider vs spawned directly', () => {
+const ck = await sample(30, async () => {
+  const m = await provider.create({ timeoutS: 60 });
+  await provider.kill(m.sandbox_id);
+});
+report(
+  `create+kill: median ${median(ck).toFixed(1)} ms, min ${Math.min(...ck).toFixed(1)}, max ${Math.max(...ck).toFixed(1)} (30 runs; target <= 150 ms median)`,
+);
+
+const t = performance.now();
+const ids = (await Promise.all(Array.from({ length: 20 }, () => provider.create({ timeoutS: 300 })))).map((m) => m.sandbox_id);
+const createMs = performance.now() - t;
+await Promise.all(ids.map((id) => provider.exec(id, 'nohup sh -c "while :; do sleep 1; done" >/dev/null 2>&1 &', { timeoutS: 10 })));
+const busy = await sample(5, () => Promise.all(ids.map((id) => provider.exec(id, 'true', { timeoutS: 10 }))));
+// Idle cost per sandbox: keeper (node) + bwrap + pid 1 and its sleep, the task's processes aside.
+let rss = 0;
+let pss = 0;
+let keeperRss = 0;
+for (const id of ids) {
+  const rec = readKeeperRecord(`${stateDir}/local/${id}`)!;
+  const loopSleep = childrenOf(rec.pid1.pid).filter((c) => readFileSync(`/proc/${c}/cmdline`, 'utf8').includes('86400'));
+  for (const pid of [rec.keeper.pid, rec.bwrap.pid, rec.pid1.pid, ...loopSleep]) {
+    rss += rssKb(pid);
+    pss += pssKb(pid);
+  }
+  keeperRss += rssKb(rec.keeper.pid);
+}
+const n = ids.length;
+report(
+  `20 concurrent sandboxes with a task each: created in ${createMs.toFixed(0)} ms; exec true in all 20 at once ${median(busy).toFixed(1)} ms; ` +
+    `per idle sandbox RSS ${(rss / n / 1024).toFixed(1)} MiB (keeper ${(keeperRss / n / 1024).toFixed(1)} MiB), PSS ${(pss / n / 1024).toFixed(1)} MiB`,
+);
+await Promise.all(ids.map((id) => provider.kill(id)));
+
+describe('local exec: `true` through the provider vs spawned directly', () => {
   bench('true spawned directly', spawnTrue, { time: 1500, warmupIterations: 10 });
   bench(
     'true through provider.exec',
@@ -144,7 +144,7 @@ describe.skipIf(!available)('local exec: `true` through the provider vs spawned 
   );
 });
 
-describe.skipIf(!available)('local create + kill', () => {
+describe('local create + kill', () => {
   bench(
     'create + kill',
     async () => {

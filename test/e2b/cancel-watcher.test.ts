@@ -6,8 +6,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import type { CommandHandle, Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { GAVE_UP_EXIT, watchCancel } from '../../host/providers/e2b/cancel-watcher.js';
-import { waitFor } from '../local/helpers.js';
-import { startSdkWorld, type SdkWorld } from './sdk-world.js';
+import { waitFor } from '../support/wait.js';
+import { startSdkWorld, type SdkWorld } from '../support/e2b-sdk-world.js';
+import { isRunning } from '../support/processes.js';
 
 let world: SdkWorld;
 let sandbox: Sandbox;
@@ -20,15 +21,6 @@ afterAll(async () => {
   await world?.close();
 });
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** A command that records each TERM in `$HOME/<name>` and keeps running; resolves once its trap is set. */
 async function termRecorder(): Promise<{ handle: CommandHandle; terms: () => string }> {
   const name = `terms-${randomBytes(4).toString('hex')}`;
@@ -40,7 +32,7 @@ async function termRecorder(): Promise<{ handle: CommandHandle; terms: () => str
       timeoutMs: 0,
     },
   );
-  await waitFor(() => existsSync(`${home}/${name}.ready`));
+  await waitFor(() => existsSync(`${home}/${name}.ready`), 'the command to be ready');
   return { handle, terms: () => (existsSync(`${home}/${name}`) ? readFileSync(`${home}/${name}`, 'utf8') : '') };
 }
 
@@ -55,10 +47,10 @@ describe('watchCancel', () => {
     expect(watch.requested).toBe(false);
     ac.abort();
     expect(watch.requested).toBe(true);
-    await waitFor(() => terms() === 'TERM\n');
+    await waitFor(() => terms() === 'TERM\n', 'the TERM to arrive');
     // The recorder ignores TERM, so the watcher gives up.
     expect(await watch.gaveUp).toBe(GAVE_UP_EXIT);
-    await waitFor(() => !pidAlive(handle.pid));
+    await waitFor(() => !isRunning(handle.pid), 'the command to end');
     watch.dispose();
   });
 
@@ -67,7 +59,7 @@ describe('watchCancel', () => {
     const mark = world.fake.envdCalls.length;
     const watch = watchCancel(sandbox, handle, AbortSignal.abort(), { giveUpAfterMs: 3000, signalTimeoutMs: 5000 });
     expect(watch.requested).toBe(true);
-    await waitFor(() => terms() === 'TERM\n');
+    await waitFor(() => terms() === 'TERM\n', 'the TERM to arrive');
     expect(await watch.gaveUp).toBe(GAVE_UP_EXIT);
     expect(signalStarts(mark)).toBe(1);
     watch.dispose();
@@ -86,7 +78,7 @@ describe('watchCancel', () => {
       await sandbox.commands.run('true');
       expect(signalStarts(mark)).toBe(1);
       expect(terms()).toBe('');
-      expect(pidAlive(handle.pid)).toBe(true);
+      expect(isRunning(handle.pid)).toBe(true);
     } finally {
       await handle.kill();
     }

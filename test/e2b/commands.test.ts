@@ -4,21 +4,13 @@
 import type { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { checkExecCanStart, createCommands, runHelperScript } from '../../host/providers/e2b/commands.js';
-import { waitFor } from '../local/helpers.js';
-import { startSdkWorld, type SdkWorld } from './sdk-world.js';
+import { waitFor } from '../support/wait.js';
+import { startSdkWorld, type SdkWorld } from '../support/e2b-sdk-world.js';
+import { isRunning } from '../support/processes.js';
 
 let world: SdkWorld;
 let sandbox: Sandbox;
 const commands = createCommands({ killGraceS: 1 });
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 beforeAll(async () => {
   world = await startSdkWorld();
@@ -63,7 +55,7 @@ describe('commands.exec', () => {
     expect(r).toMatchObject({ exitCode: 124, timedOut: true });
     const grandchild = Number(r.stdout.toString().trim());
     expect(grandchild).toBeGreaterThan(1);
-    await waitFor(() => !pidAlive(grandchild));
+    await waitFor(() => !isRunning(grandchild), 'the grandchild to end');
   });
 
   test('stdin is fed and closed', async () => {

@@ -4,7 +4,7 @@ import { SandboxNotFoundError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { connectWithoutExtension, createConnections } from '../../host/providers/e2b/connections.js';
 import { sdkOptsFrom } from '../../host/providers/e2b/sdk-opts.js';
-import { callsSince, startSdkWorld, type SdkWorld } from './sdk-world.js';
+import { callsSince, startSdkWorld, type SdkWorld } from '../support/e2b-sdk-world.js';
 
 let world: SdkWorld;
 

@@ -5,6 +5,7 @@ import { createE2bProvider } from '../../host/providers/e2b/e2b-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { isProviderError, type ProviderError } from '../../host/errors.js';
 import { SANDBOX_MARKER_VAR, startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
+import { isRunning } from '../support/processes.js';
 
 let fake: FakeE2b;
 let provider: Provider;
@@ -29,15 +30,6 @@ function assertNoLeak(err: ProviderError): void {
   expect(text).not.toContain(fake.url);
   expect(text).not.toMatch(/https?:\/\//);
   expect(err.message).toBe(err.suggestion);
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Live (not zombie) host processes of a fake sandbox, as [pid, argv joined by spaces]. */
@@ -134,12 +126,12 @@ describe('e2b provider against the fake', () => {
     expect(t.stderr.toString()).toBe('');
     const gc = Number((await provider.readFile(id, 'gc.pid')).data.toString().trim());
     expect(gc).toBeGreaterThan(1);
-    await until(() => !pidAlive(gc));
+    await until(() => !isRunning(gc));
 
     // Completion cleans descendants left in the command's group (they would hold the output open).
     const left = await provider.exec(id, 'sleep 300 & echo $!', { timeoutS: 30 });
     expect(left).toMatchObject({ exitCode: 0, timedOut: false });
-    await until(() => !pidAlive(Number(left.stdout.toString().trim())));
+    await until(() => !isRunning(Number(left.stdout.toString().trim())));
 
     // files: binary round trip, relative and absolute paths, parents created, offset/length, append.
     const bin = Buffer.from(Array.from({ length: 70_000 }, (_, i) => (i * 7 + 3) % 256));
@@ -264,8 +256,8 @@ describe('e2b provider against the fake', () => {
       while [ ! -s "$HOME/escaped.pid" ]; do sleep 0.01; done; cat "$HOME/escaped.pid"`;
     const r = await provider.exec(id, escape, { timeoutS: 5 });
     const pid = Number(r.stdout.toString().trim());
-    expect(pidAlive(pid)).toBe(true);
-    await until(() => !pidAlive(pid));
+    expect(isRunning(pid)).toBe(true);
+    await until(() => !isRunning(pid));
     expect((await caught(provider.getInfo(id))).category).toBe('not_found');
   });
 

@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { listFiles, readFile, writeFile } from '../../host/providers/e2b/files.js';
-import { startSdkWorld, type SdkWorld } from './sdk-world.js';
+import { startSdkWorld, type SdkWorld } from '../support/e2b-sdk-world.js';
 
 let world: SdkWorld;
 let sandbox: Sandbox;

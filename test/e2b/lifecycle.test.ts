@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createLifecycle, type Lifecycle } from '../../host/providers/e2b/lifecycle.js';
 import { isProviderError } from '../../host/errors.js';
 import { SANDBOX_LIFETIME_DEFAULT_S } from '../../host/providers/provider.js';
-import { callsSince, startSdkWorld, type SdkWorld } from './sdk-world.js';
+import { callsSince, startSdkWorld, type SdkWorld } from '../support/e2b-sdk-world.js';
 
 let world: SdkWorld;
 let lifecycle: Lifecycle;

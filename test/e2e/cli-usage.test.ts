@@ -4,7 +4,10 @@
 import { execFile, spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { HOST_JS, REPO, serverEnv, tempStateDir, waitFor } from './harness.js';
+import { serverEnv } from '../support/built-server.js';
+import { HOST_JS, REPO } from '../support/paths.js';
+import { tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {

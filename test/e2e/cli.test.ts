@@ -7,7 +7,10 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { HOST_JS, REPO, connectStdio, destroyAll, ok, requirePrerequisites, serverEnv, tempStateDir } from './harness.js';
+import { connectStdio, ok, serverEnv } from '../support/built-server.js';
+import { HOST_JS, REPO } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 
 const stateDir = tempStateDir();
 let provider: Provider;
@@ -22,13 +25,13 @@ function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: st
 }
 
 beforeAll(async () => {
-  requirePrerequisites();
+  requireSandboxes();
   provider = createLocalProvider({ stateDir });
   sandboxId = (await provider.create({ timeoutS: 600 })).sandbox_id;
 });
 afterAll(async () => {
   await provider?.close();
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
 });
 
 describe('sandbox-mcp CLI', () => {

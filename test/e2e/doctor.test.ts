@@ -5,7 +5,10 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HOST_JS, connectStdio, destroyAll, ok, requirePrerequisites, serverEnv, tempStateDir } from './harness.js';
+import { connectStdio, ok, serverEnv } from '../support/built-server.js';
+import { HOST_JS } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 
 const stateDir = tempStateDir();
 const scratch = mkdtempSync(join(tmpdir(), 'sandbox-mcp-doctor-'));
@@ -29,9 +32,9 @@ interface Report {
   checks: { name: string; status: 'ok' | 'warn' | 'fail'; message: string; fix?: string }[];
 }
 
-beforeAll(() => requirePrerequisites());
+beforeAll(() => requireSandboxes());
 afterAll(async () => {
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
   rmSync(scratch, { recursive: true, force: true });
 });
 

@@ -2,7 +2,10 @@
 // in-repo fake of E2B's APIs (which does not establish real cloud support).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INJECTED_MESSAGE, startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
-import { connectStdio, isAlive, ok, requirePrerequisites, toolError, waitFor, type StdioServer } from './harness.js';
+import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { isRunning } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 let fake: FakeE2b;
 const open: StdioServer[] = [];
@@ -34,7 +37,7 @@ function expectNoLeak(text: string): void {
 }
 
 beforeAll(async () => {
-  requirePrerequisites();
+  requireSandboxes();
   fake = await startFakeE2b();
 });
 afterAll(async () => {
@@ -129,7 +132,7 @@ describe('e2b through MCP (against the fake)', () => {
     const pid = Number((await ok(s.client, 'read_file', { path: 'gc.pid' })).content.trim());
     expect(pid).toBeGreaterThan(1);
     // The fake runs sandbox processes on this machine, so the grandchild's fate is visible here.
-    await waitFor(() => !isAlive(pid), 'the backgrounded grandchild to be killed');
+    await waitFor(() => !isRunning(pid), 'the backgrounded grandchild to be killed');
   });
 
   it('maps 401/429/503/404 to fixed categories with the status, and no raw message in results or the log', async () => {

@@ -7,9 +7,11 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectStdio, destroyAll, ok, requirePrerequisites, tempStateDir, toolError, waitFor, type StdioServer } from './harness.js';
-import { pidNamespace, runningIn, runningWith } from './process-scan.js';
-import { isRunning } from './raw-stdio.js';
+import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { isRunning, pidNamespace, runningIn, runningWith } from '../support/processes.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 const SEED = Number(process.env.FAULT_SEED ?? 20261130);
 const ROUNDS_PER_FAULT = 3;
@@ -37,10 +39,10 @@ async function server(): Promise<StdioServer> {
   return s;
 }
 
-beforeAll(() => requirePrerequisites());
+beforeAll(() => requireSandboxes());
 afterAll(async () => {
   await Promise.allSettled(open.map((o) => (o.transport.pid && isRunning(o.transport.pid) ? o.close() : undefined)));
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
 });
 
 /** A task printing numbered lines and exiting with `exitCode`: its whole true output is known in advance. */

@@ -3,18 +3,11 @@
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  HOST_JS,
-  destroyAll,
-  ok,
-  requirePrerequisites,
-  serverEnv,
-  startHttp,
-  tempStateDir,
-  toolError,
-  waitFor,
-  type HttpServer,
-} from './harness.js';
+import { type HttpServer, ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
+import { HOST_JS } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
 let server: HttpServer;
@@ -25,13 +18,13 @@ const EXTRA_HOST_WITH_PORT = 'other.example:4242';
 const MAX_BODY_BYTES = 4 * 1024 * 1024 + 64 * 1024;
 
 beforeAll(async () => {
-  requirePrerequisites();
+  requireSandboxes();
   // The default idle timeout: no test's session may end while it waits for something slow.
   server = await startHttp({ SANDBOX_MCP_STATE_DIR: stateDir }, ['--allowed-host', EXTRA_HOST, '--allowed-host', EXTRA_HOST_WITH_PORT]);
 });
 afterAll(async () => {
   await server?.stop();
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
 });
 
 const initialize = JSON.stringify({

@@ -19,7 +19,11 @@ import {
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO, destroyAll, ok, requirePrerequisites, waitFor } from './harness.js';
+import { ok } from '../support/built-server.js';
+import { REPO } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 const work = mkdtempSync(join(tmpdir(), 'sandbox-mcp-install-'));
 const checkout = join(work, 'checkout');
@@ -47,7 +51,7 @@ function clientEnv(): Record<string, string> {
 }
 
 beforeAll(async () => {
-  requirePrerequisites();
+  requireSandboxes();
   // A fresh checkout: the sources without dist/ or node_modules/ (whose dev dependencies, esbuild
   // among them, `prepare` needs: linked from the repository rather than installed again).
   cpSync(REPO, checkout, {
@@ -69,7 +73,7 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  if (existsSync(stateDir)) await destroyAll(stateDir);
+  if (existsSync(stateDir)) await destroyStateDir(stateDir);
   rmSync(work, { recursive: true, force: true });
 });
 

@@ -6,18 +6,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { CLEANUP_NOTE } from '../../host/tools/sandboxes.js';
-import { connectStdio, destroyAll, requirePrerequisites, startHttp, tempStateDir, type StdioServer } from './harness.js';
+import { connectStdio, startHttp, type StdioServer } from '../support/built-server.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 
 const stateDir = tempStateDir();
 let provider: Provider;
 
 beforeAll(() => {
-  requirePrerequisites();
+  requireSandboxes();
   provider = createLocalProvider({ stateDir });
 });
 afterAll(async () => {
   await provider?.close();
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
 });
 
 /** create_sandbox's whole result: the JSON text, any further text, and the structured metadata. */

@@ -2,14 +2,15 @@
 // of E2B's APIs (the suite: long-calls-suite.ts).
 import { afterAll, beforeAll } from 'vitest';
 import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
-import { connectStdio, requirePrerequisites, type StdioServer } from './harness.js';
 import { TEST_PROGRESS_INTERVAL_MS, describeLongCalls } from './long-calls-suite.js';
+import { connectStdio, type StdioServer } from '../support/built-server.js';
+import { requireSandboxes } from '../support/prerequisites.js';
 
 let fake: FakeE2b;
 const open: StdioServer[] = [];
 
 beforeAll(async () => {
-  requirePrerequisites();
+  requireSandboxes();
   fake = await startFakeE2b();
 });
 afterAll(async () => {

@@ -2,28 +2,21 @@
 // once over Streamable HTTP, where progress travels on the call's own event stream.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Progress } from '@modelcontextprotocol/sdk/types.js';
-import {
-  connectStdio,
-  destroyAll,
-  ok,
-  requirePrerequisites,
-  startHttp,
-  tempStateDir,
-  type HttpServer,
-  type StdioServer,
-} from './harness.js';
 import { TEST_PROGRESS_INTERVAL_MS, describeLongCalls } from './long-calls-suite.js';
+import { connectStdio, type HttpServer, ok, startHttp, type StdioServer } from '../support/built-server.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 
 const stateDir = tempStateDir();
 const env = { SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_PROGRESS_INTERVAL_MS: String(TEST_PROGRESS_INTERVAL_MS) };
 const open: StdioServer[] = [];
 let http: HttpServer | undefined;
 
-beforeAll(() => requirePrerequisites());
+beforeAll(() => requireSandboxes());
 afterAll(async () => {
   await Promise.allSettled(open.map((o) => o.close()));
   await http?.stop();
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
 });
 
 describeLongCalls(

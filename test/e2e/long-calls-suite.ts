@@ -4,7 +4,8 @@
 import type { CallToolResult, JSONRPCMessage, Progress } from '@modelcontextprotocol/sdk/types.js';
 import { randomInt } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ok, toolError, waitFor, type StdioServer } from './harness.js';
+import { ok, type StdioServer, toolError } from '../support/built-server.js';
+import { waitFor } from '../support/wait.js';
 
 /** Starts a server of the provider under test; each test's servers are closed by the caller's afterAll. */
 export type ServerFactory = (args?: string[]) => Promise<StdioServer>;

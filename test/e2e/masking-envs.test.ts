@@ -2,18 +2,20 @@
 // call's own output, in later command and task output of the same sandbox, and nowhere else.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectStdio, destroyAll, ok, requirePrerequisites, tempStateDir, type StdioServer } from './harness.js';
+import { connectStdio, ok, type StdioServer } from '../support/built-server.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 
 const stateDir = tempStateDir();
 let s: StdioServer;
 
 beforeAll(async () => {
-  requirePrerequisites();
+  requireSandboxes();
   s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
 });
 afterAll(async () => {
   await s?.close();
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
 });
 
 /** A fresh sandbox of this session, by explicit id. */

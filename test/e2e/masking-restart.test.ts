@@ -3,7 +3,9 @@
 // gives commands) before it shows any output of that sandbox.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
-import { connectStdio, destroyAll, ok, requirePrerequisites, tempStateDir, type StdioServer } from './harness.js';
+import { connectStdio, ok, type StdioServer } from '../support/built-server.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 
 const stateDir = tempStateDir();
 const SECRET = 'sk-restart-secret-0123456789';
@@ -11,13 +13,13 @@ let fake: FakeE2b;
 const open: StdioServer[] = [];
 
 beforeAll(async () => {
-  requirePrerequisites();
+  requireSandboxes();
   fake = await startFakeE2b();
 });
 afterAll(async () => {
   await Promise.allSettled(open.map((o) => o.close()));
   await fake?.close();
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
 });
 
 for (const provider of ['local', 'e2b'] as const) {

@@ -10,7 +10,11 @@ import { createLocalProvider } from '../../host/providers/local/local-provider.j
 import type { Provider } from '../../host/providers/provider.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
-import { HOST_JS, REPO, connectStdio, destroyAll, ok, requirePrerequisites, serverEnv, tempStateDir, waitFor } from './harness.js';
+import { connectStdio, ok, serverEnv } from '../support/built-server.js';
+import { HOST_JS, REPO } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
 let provider: Provider;
@@ -63,14 +67,14 @@ const taskState = async (taskId: string, sandbox = sandboxId) =>
   (await agent.call(provider, sandbox, { protocol: PROTOCOL_VERSION, op: 'get', task_id: taskId }, { timeoutS: 60 })).state;
 
 beforeAll(async () => {
-  requirePrerequisites();
+  requireSandboxes();
   provider = createLocalProvider({ stateDir });
   agent = new AgentClient(loadAgentBundle(join(REPO, 'dist')));
   sandboxId = (await provider.create({ timeoutS: 900 })).sandbox_id;
 });
 afterAll(async () => {
   await provider?.close();
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
 });
 
 describe('sandbox-mcp ls', () => {

@@ -15,7 +15,10 @@ import { createLocalProvider } from '../../host/providers/local/local-provider.j
 import { ALL_TOOLS } from '../../host/server.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
-import { REPO, destroyAll, requirePrerequisites, serverEnv, tempStateDir } from './harness.js';
+import { serverEnv } from '../support/built-server.js';
+import { REPO } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 
 const stateDir = tempStateDir();
 const installs: string[] = [];
@@ -54,12 +57,12 @@ function run(hostJs: string, args: string[]): Promise<{ code: number; stdout: st
 }
 
 beforeAll(async () => {
-  requirePrerequisites();
+  requireSandboxes();
   provider = createLocalProvider({ stateDir });
 });
 afterAll(async () => {
   await provider?.close();
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
   for (const root of installs) rmSync(root, { recursive: true, force: true });
 });
 

@@ -11,17 +11,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken } from '../../host/tokens-file.js';
 import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
-import {
-  HOST_JS,
-  destroyAll,
-  ok,
-  requirePrerequisites,
-  serverEnv,
-  startHttp,
-  tempStateDir,
-  toolError,
-  type HttpServer,
-} from './harness.js';
+import { type HttpServer, ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
+import { HOST_JS } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 
 const TOKENS = {
   alice: 'alice-token-0123456789abcdef',
@@ -34,7 +27,7 @@ const tokensFile = join(tokensDir, 'tokens');
 let fake: FakeE2b;
 
 beforeAll(async () => {
-  requirePrerequisites();
+  requireSandboxes();
   writeFileSync(
     tokensFile,
     [
@@ -49,7 +42,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await fake?.close();
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
   rmSync(tokensDir, { recursive: true, force: true });
 });
 

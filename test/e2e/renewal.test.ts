@@ -8,7 +8,9 @@
 // end_at from minutes to about an hour ahead, and its absence as an end_at that did not change.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { destroyAll, ok, requirePrerequisites, startHttp, tempStateDir, type HttpServer } from './harness.js';
+import { type HttpServer, ok, startHttp } from '../support/built-server.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 
 /** The owner's create timeout: what its command and file tools renew to. */
 const RENEW_S = 3600;
@@ -21,14 +23,14 @@ let owner: Client;
 let other: Client;
 
 beforeAll(async () => {
-  requirePrerequisites();
+  requireSandboxes();
   server = await startHttp({ SANDBOX_MCP_STATE_DIR: stateDir });
   owner = (await server.connect()).client;
   other = (await server.connect()).client;
 });
 afterAll(async () => {
   await server?.stop();
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
 });
 
 /** A sandbox the owner session created (so it owns it), with a file to read. */

@@ -8,7 +8,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
-import { HOST_JS, connectStdio, destroyAll, ok, requirePrerequisites, serverEnv, tempStateDir, waitFor } from './harness.js';
+import { connectStdio, ok, serverEnv } from '../support/built-server.js';
+import { HOST_JS } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
 let provider: Provider;
@@ -63,13 +67,13 @@ async function ask(t: Terminal, marker: string, cmd: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  requirePrerequisites();
+  requireSandboxes();
   provider = createLocalProvider({ stateDir });
   sandboxId = (await provider.create({ timeoutS: 900, envs: { GREETING: 'hello-env' } })).sandbox_id;
 });
 afterAll(async () => {
   await provider?.close();
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
 });
 
 describe('shell into a local sandbox', () => {

@@ -2,8 +2,11 @@
 // end: an oversized line is answered and the session goes on; EOF, SIGHUP and a vanished reader
 // all end in the same cleanup (no keeper of the session survives) with a log line saying why.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { destroyAll, requirePrerequisites, tempStateDir, waitFor } from './harness.js';
-import { isRunning, keeperPids, spawnRawStdio, structured, type RawStdioServer } from './raw-stdio.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { isRunning } from '../support/processes.js';
+import { keeperPids, type RawStdioServer, spawnRawStdio, structured } from '../support/raw-stdio.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
 const env = { SANDBOX_MCP_STATE_DIR: stateDir };
@@ -15,10 +18,10 @@ function server(): RawStdioServer {
   return s;
 }
 
-beforeAll(() => requirePrerequisites());
+beforeAll(() => requireSandboxes());
 afterAll(async () => {
   for (const s of started) if (s.child.exitCode === null) s.child.kill('SIGKILL');
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
 });
 
 /** Creates a sandbox in the session and returns its keeper's pid. */

@@ -1,7 +1,10 @@
 // The seeds' walk over stdio with real local sandboxes: a task outlives its MCP session and its
 // server process, and a NEW server process reads, cancels and cleans up.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectStdio, destroyAll, ok, requirePrerequisites, tempStateDir, toolError, waitFor, type StdioServer } from './harness.js';
+import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
 const env = { SANDBOX_MCP_STATE_DIR: stateDir };
@@ -13,10 +16,10 @@ async function server(): Promise<StdioServer> {
   return s;
 }
 
-beforeAll(() => requirePrerequisites());
+beforeAll(() => requireSandboxes());
 afterAll(async () => {
   await Promise.allSettled(open.map((o) => o.close()));
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
 });
 
 describe('reconnectable tasks through MCP', () => {

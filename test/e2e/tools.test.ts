@@ -5,7 +5,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OP_NAMES } from '../../shared/protocol.js';
-import { connectStdio, destroyAll, ok, requirePrerequisites, tempStateDir, toolError, waitFor, type StdioServer } from './harness.js';
+import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 const TOOL_NAMES = [
   'create_sandbox',
@@ -36,14 +39,14 @@ let s: StdioServer;
 let shared: string;
 
 beforeAll(async () => {
-  requirePrerequisites();
+  requireSandboxes();
   // The server's own secret-named variable must be masked too.
   s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, ...SERVER_ENV });
   shared = (await ok(s.client, 'create_sandbox', { timeout: 600, envs: { API_SECRET_KEY: SECRET, PLAIN: 'visible' } })).sandbox_id;
 });
 afterAll(async () => {
   await s?.close();
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
 });
 
 async function sandboxCount(): Promise<number> {

@@ -7,7 +7,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_INSTALL_DIR } from '../../host/agent-client.js';
-import { REPO, connectStdio, destroyAll, ok, requirePrerequisites, tempStateDir, toolError, waitFor, type StdioServer } from './harness.js';
+import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
+import { REPO } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
 const open: StdioServer[] = [];
@@ -27,10 +31,10 @@ async function server(): Promise<StdioServer> {
   return s;
 }
 
-beforeAll(() => requirePrerequisites());
+beforeAll(() => requireSandboxes());
 afterAll(async () => {
   await Promise.allSettled(open.map((s) => s.close()));
-  await destroyAll(stateDir);
+  await destroyStateDir(stateDir);
 });
 
 describe('an uncertain start_task submission (local sandbox)', () => {

@@ -4,22 +4,25 @@ import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { AGENT_BUNDLE, KEEPER_SCRIPT, sandboxesAvailable, tempStateDir } from './helpers.js';
+import { AGENT_BUNDLE, KEEPER_SCRIPT } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 
-describe.skipIf(!sandboxesAvailable())('the agent inside a local sandbox', () => {
-  const state = tempStateDir();
+describe('the agent inside a local sandbox', () => {
+  const stateDir = tempStateDir();
   let provider: Provider;
   let id: string;
 
   beforeAll(async () => {
-    provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
+    requireSandboxes();
+    provider = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT });
     id = (await provider.create({ timeoutS: 120 })).sandbox_id;
   });
 
   afterAll(async () => {
     await provider.kill(id).catch(() => {});
     await provider.close();
-    state.remove();
+    await destroyStateDir(stateDir);
   });
 
   it('passes its selftest', async () => {

@@ -3,14 +3,17 @@
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { identify, isAlive } from '../../host/providers/local/system/proc.js';
 import { readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
-import { KEEPER_SCRIPT, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
+import { KEEPER_SCRIPT } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
-describe.skipIf(!sandboxesAvailable())('local provider environment checks', () => {
-  const state = tempStateDir();
+describe('local provider environment checks', () => {
+  const stateDir = tempStateDir();
   // Fake tools must be reachable by the unprivileged uid the keeper drops to as root.
   const fakes = mkdtempSync(join(tmpdir(), 'fake-bwrap-'));
   chmodSync(fakes, 0o755);
@@ -20,13 +23,14 @@ describe.skipIf(!sandboxesAvailable())('local provider environment checks', () =
     return path;
   };
 
-  afterAll(() => {
+  beforeAll(() => requireSandboxes());
+  afterAll(async () => {
     rmSync(fakes, { recursive: true, force: true });
-    state.remove();
+    await destroyStateDir(stateDir);
   });
 
   it('without bubblewrap, create says so and how to install it', async () => {
-    const p = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT, tools: { bwrap: join(fakes, 'missing-bwrap') } });
+    const p = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT, tools: { bwrap: join(fakes, 'missing-bwrap') } });
     const err = await p.create({}).catch((e: unknown) => e);
     expect(err).toMatchObject({ category: 'unavailable', code: 'bwrap_missing' });
     expect((err as Error).message).toMatch(/bubblewrap.*install/i);
@@ -44,7 +48,7 @@ describe.skipIf(!sandboxesAvailable())('local provider environment checks', () =
     ];
     for (const c of cases) {
       const p = createLocalProvider({
-        stateDir: state.dir,
+        stateDir: stateDir,
         keeperScript: KEEPER_SCRIPT,
         tools: { bwrap: fakeBwrap(c.code + Math.random(), c.stderr) },
       });
@@ -54,7 +58,7 @@ describe.skipIf(!sandboxesAvailable())('local provider environment checks', () =
       expect((err as Error).message).not.toContain('bwrap:');
     }
     // Failed creates leave nothing behind.
-    expect(readdirSync(join(state.dir, 'local')).filter((n) => !n.startsWith('.'))).toEqual([]);
+    expect(readdirSync(join(stateDir, 'local')).filter((n) => !n.startsWith('.'))).toEqual([]);
   });
 
   it('refuses a state directory others may write or that belongs to another user (it decides what runs and what is signalled)', async () => {
@@ -77,9 +81,9 @@ describe.skipIf(!sandboxesAvailable())('local provider environment checks', () =
   });
 
   it('never trusts a recorded pid whose start time differs (pid reuse): cleans up, signals nothing', async () => {
-    const p = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
+    const p = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT });
     const me = identify(process.pid)!;
-    const dir = join(state.dir, 'local', 'reusedpid000');
+    const dir = join(stateDir, 'local', 'reusedpid000');
     mkdirSync(dir, { recursive: true });
     const stale = { pid: process.pid, startTime: String(Number(me.startTime) + 1) };
     writeFileSync(
@@ -108,22 +112,29 @@ describe.skipIf(!sandboxesAvailable())('local provider environment checks', () =
   });
 
   it('the keeper acts on a shortened deadline (set_sandbox_timeout), even with a stopped command', async () => {
-    const p = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
+    const p = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT });
     const { sandbox_id: id } = await p.create({ timeoutS: 600 });
-    const rec = readKeeperRecord(join(state.dir, 'local', id))!;
+    const rec = readKeeperRecord(join(stateDir, 'local', id))!;
     // A stopped shell stops its nsenter too, which then cannot reap it: the keeper must handle that.
     let outcome: unknown = 'pending';
     const stopped = p.exec(id, 'kill -STOP $$', { timeoutS: 50 }).then(
       () => (outcome = 'resolved'),
       (e: unknown) => (outcome = e),
     );
-    await waitFor(async () => (await p.exec(id, 'grep -l "^State:.*T (stopped)" /proc/[0-9]*/status', { timeoutS: 5 })).stdout.length > 0);
+    await waitFor(
+      async () => (await p.exec(id, 'grep -l "^State:.*T (stopped)" /proc/[0-9]*/status', { timeoutS: 5 })).stdout.length > 0,
+      'the shell to stop',
+    );
     await p.setTimeout(id, 1);
-    await waitFor(() => !isAlive(rec.keeper) && !isAlive(rec.pid1) && !isAlive(rec.bwrap), 15_000);
-    expect(existsSync(join(state.dir, 'local', id))).toBe(false);
+    await waitFor(
+      () => !isAlive(rec.keeper) && !isAlive(rec.pid1) && !isAlive(rec.bwrap),
+      'the sandbox to end at its new deadline',
+      15_000,
+    );
+    expect(existsSync(join(stateDir, 'local', id))).toBe(false);
     await expect(p.getInfo(id)).rejects.toMatchObject({ category: 'not_found' });
     // Well before the command's own 50 s timeout.
-    await waitFor(() => outcome !== 'pending', 15_000);
+    await waitFor(() => outcome !== 'pending', 'the stopped command to end', 15_000);
     await stopped;
     expect(outcome).toMatchObject({ category: 'not_found' });
   });

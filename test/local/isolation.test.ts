@@ -8,10 +8,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { readKeeperRecord, readSpec } from '../../host/providers/local/sandbox/state-dir.js';
-import { cleanNodeEnv, KEEPER_SCRIPT, REPO, sandboxesAvailable, tempStateDir } from './helpers.js';
+import { cleanNodeEnv } from '../support/local-sandboxes.js';
+import { FIXTURES, KEEPER_SCRIPT } from '../support/paths.js';
+import { isRootOrSkipping, requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 
-describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
-  const state = tempStateDir();
+describe('local sandbox isolation', () => {
+  const stateDir = tempStateDir();
   let provider: Provider;
   let id: string;
   let hostSleeper: ChildProcess;
@@ -25,9 +28,10 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
   const hostSecret = `host-secret-${marker}`;
 
   beforeAll(async () => {
+    requireSandboxes();
     // The server's own environment (API keys…) must never reach a sandbox.
     process.env.SANDBOX_MCP_PROBE_API_KEY = hostSecret;
-    provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
+    provider = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT });
     id = (await provider.create({ timeoutS: 120 })).sandbox_id;
     hostSleeper = spawn('sleep', [marker], { stdio: 'ignore' });
   });
@@ -37,7 +41,7 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
     hostSleeper?.kill('SIGKILL');
     await provider.kill(id).catch(() => {});
     await provider.close();
-    state.remove();
+    await destroyStateDir(stateDir);
   });
 
   it('cannot see host processes', async () => {
@@ -102,12 +106,12 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
     expect(r.out).toBe('1\nnobody\nuser\n');
   });
 
-  it.runIf(process.getuid?.() === 0)(
+  it.runIf(isRootOrSkipping('the per-sandbox uid tests'))(
     'as root, runs under a uid of its own: no other sandbox or host nobody process can signal it',
     async () => {
       const other = await provider.create({ timeoutS: 60 });
       try {
-        const dirOf = (sid: string) => join(state.dir, 'local', sid);
+        const dirOf = (sid: string) => join(stateDir, 'local', sid);
         const mine = readSpec(dirOf(id))!.identity;
         const theirs = readSpec(dirOf(other.sandbox_id))!.identity;
         expect(mine.uid).not.toBe(theirs.uid);
@@ -139,9 +143,9 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
   });
 
   it('no descriptor the server inherited (a host socket here) reaches pid 1 or a command', async () => {
-    const script = join(state.dir, 'fd-probe.mjs');
+    const script = join(stateDir, 'fd-probe.mjs');
     await build({
-      entryPoints: [join(REPO, 'test/local/fixtures/fd-probe.ts')],
+      entryPoints: [join(FIXTURES, 'fd-probe.ts')],
       bundle: true,
       platform: 'node',
       format: 'esm',
@@ -150,7 +154,7 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
     });
     // The server process inherits a socket of ours as fd 100 without close-on-exec (node itself
     // marks low inherited descriptors close-on-exec, not all of them).
-    const child = spawn('/bin/bash', ['-c', 'exec 100<&5 5<&-; exec "$@"', 'bash', process.execPath, script, state.dir, KEEPER_SCRIPT], {
+    const child = spawn('/bin/bash', ['-c', 'exec 100<&5 5<&-; exec "$@"', 'bash', process.execPath, script, stateDir, KEEPER_SCRIPT], {
       env: cleanNodeEnv(),
       stdio: ['ignore', 'pipe', 'inherit', 'ignore', 'ignore', 'pipe'],
     });
@@ -173,7 +177,7 @@ describe.skipIf(!sandboxesAvailable())('local sandbox isolation', () => {
   });
 
   it("cannot see the provider's state directory", async () => {
-    const r = await sh(`test -e ${state.dir}/local/${id}/spec.json; echo $?`);
+    const r = await sh(`test -e ${stateDir}/local/${id}/spec.json; echo $?`);
     expect(r.out).toBe('1\n');
   });
 

@@ -4,21 +4,25 @@
 // is cleaned up was cleaned up by the keeper. (SIGKILL of the keeper is the sweep's: sweep.test.ts.)
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { readKeeperRecord, type KeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import { isAlive, readStartTime } from '../../host/providers/local/system/proc.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { canMakeCgroups, fakeBwraps, readDrop } from './fixtures/fake-bwrap.js';
-import { KEEPER_SCRIPT, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
+import { canMakeCgroups, fakeBwraps, readDrop } from '../support/fake-bwrap.js';
+import { KEEPER_SCRIPT } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
-describe.skipIf(!sandboxesAvailable())('keeper exit paths', () => {
-  const state = tempStateDir();
+describe('keeper exit paths', () => {
+  beforeAll(() => requireSandboxes());
+  const stateDir = tempStateDir();
   const fakes = fakeBwraps();
   const hasCgroups = canMakeCgroups();
   const limits = hasCgroups ? { cpu: 1, memoryMb: 64 } : {};
-  const provider: Provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
-  const sandboxDir = (id: string) => join(state.dir, 'local', id);
+  const provider: Provider = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT });
+  const sandboxDir = (id: string) => join(stateDir, 'local', id);
   const isGone = (rec: KeeperRecord, id: string): boolean =>
     !isAlive(rec.keeper) &&
     !isAlive(rec.pid1) &&
@@ -39,29 +43,29 @@ describe.skipIf(!sandboxesAvailable())('keeper exit paths', () => {
     for (const m of await provider.list({ limit: 100, offset: 0 }).catch(() => [])) await provider.kill(m.sandbox_id).catch(() => {});
     await provider.close();
     fakes.remove();
-    state.remove();
+    await destroyStateDir(stateDir);
   });
 
   it('SIGTERM: the keeper ends the sandbox and removes its cgroups and state', async () => {
     const { id, rec } = await createSandbox();
     process.kill(rec.keeper.pid, 'SIGTERM');
-    await waitFor(() => isGone(rec, id));
+    await waitFor(() => isGone(rec, id), 'the sandbox to be gone');
   });
 
   it('the deadline: the same, with no server involved', async () => {
     const { id, rec } = await createSandbox(1);
-    await waitFor(() => isGone(rec, id));
+    await waitFor(() => isGone(rec, id), 'the sandbox to be gone');
   });
 
   it('pid 1 killed from the host: the same', async () => {
     const { id, rec } = await createSandbox();
     process.kill(rec.pid1.pid, 'SIGKILL');
-    await waitFor(() => isGone(rec, id));
+    await waitFor(() => isGone(rec, id), 'the sandbox to be gone');
   });
 
   it('bwrap failing to start: the cgroups it was started in are gone when create reports the failure', async () => {
     const bwrap = fakes.failing('broken');
-    const p = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT, tools: { bwrap: bwrap.path } });
+    const p = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT, tools: { bwrap: bwrap.path } });
     await expect(p.create({ timeoutS: 60, ...limits })).rejects.toMatchObject({ category: 'unavailable', code: 'bwrap_failed' });
     const drop = readDrop(bwrap.drop)!;
     expect(drop.cgroupDirs.length > 0).toBe(hasCgroups);
@@ -71,34 +75,34 @@ describe.skipIf(!sandboxesAvailable())('keeper exit paths', () => {
 
   it('SIGTERM before the sandbox is ready: a start failure, with nothing left behind', async () => {
     const bwrap = fakes.gated('held-for-sigterm');
-    const p = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT, tools: { bwrap: bwrap.path } });
+    const p = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT, tools: { bwrap: bwrap.path } });
     const creating = p.create({ timeoutS: 60, ...limits });
     creating.catch(() => undefined); // awaited below; no unhandled rejection if a check fails first
-    await waitFor(() => readDrop(bwrap.drop) !== null);
+    await waitFor(() => readDrop(bwrap.drop) !== null, 'the fake bwrap to start');
     const { keeperPid, cgroupDirs } = readDrop(bwrap.drop)!;
     expect(cgroupDirs.length > 0).toBe(hasCgroups);
     process.kill(keeperPid, 'SIGTERM');
     await expect(creating).rejects.toMatchObject({ category: 'internal', code: 'keeper_failed' });
     for (const dir of cgroupDirs) expect(existsSync(dir)).toBe(false);
-    await waitFor(() => readStartTime(keeperPid) === null);
+    await waitFor(() => readStartTime(keeperPid) === null, 'the keeper to exit');
     await p.close();
   });
 
   it('a fault of its own (its state directory vanished while starting): the same', async () => {
     const bwrap = fakes.gated('held-for-fault');
-    const p = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT, tools: { bwrap: bwrap.path } });
-    const before = new Set(readdirSync(join(state.dir, 'local')));
+    const p = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT, tools: { bwrap: bwrap.path } });
+    const before = new Set(readdirSync(join(stateDir, 'local')));
     const creating = p.create({ timeoutS: 60, ...limits });
     creating.catch(() => undefined); // awaited below; no unhandled rejection if a check fails first
-    await waitFor(() => readDrop(bwrap.drop) !== null);
+    await waitFor(() => readDrop(bwrap.drop) !== null, 'the fake bwrap to start');
     const { keeperPid, cgroupDirs } = readDrop(bwrap.drop)!;
-    const [id] = readdirSync(join(state.dir, 'local')).filter((n) => !before.has(n) && !n.startsWith('.'));
+    const [id] = readdirSync(join(stateDir, 'local')).filter((n) => !before.has(n) && !n.startsWith('.'));
     // Writing keeper.json now fails: the keeper must end the sandbox it has just started.
     rmSync(sandboxDir(id!), { recursive: true, force: true });
     bwrap.open();
     await expect(creating).rejects.toMatchObject({ category: 'internal', code: 'keeper_failed' });
     for (const dir of cgroupDirs) expect(existsSync(dir)).toBe(false);
-    await waitFor(() => readStartTime(keeperPid) === null);
+    await waitFor(() => readStartTime(keeperPid) === null, 'the keeper to exit');
     await p.close();
   });
 });

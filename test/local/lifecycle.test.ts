@@ -1,46 +1,29 @@
-// Lifecycle of local sandboxes against real bubblewrap: create, exec, files, deadlines, kill,
+// Lifecycle of local sandboxes against real bubblewrap: create, deadlines, kill, listing, and
 // restart safety (a second provider instance, a server that went away, a keeper that died).
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { build } from 'esbuild';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { isAlive } from '../../host/providers/local/system/proc.js';
-import { readKeeperRecord, readSpec, type KeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
+import { readSpec } from '../../host/providers/local/sandbox/state-dir.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { cgroupSituation } from './fixtures/cgroup-situation.js';
-import { cleanNodeEnv, KEEPER_SCRIPT, REPO, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
+import { cleanNodeEnv, localSandboxes } from '../support/local-sandboxes.js';
+import { FIXTURES, KEEPER_SCRIPT } from '../support/paths.js';
+import { waitFor } from '../support/wait.js';
 
 const run = promisify(execFile);
 
-describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
-  const state = tempStateDir();
-  let provider: Provider;
-  const created: string[] = [];
-  const sandboxDir = (id: string) => join(state.dir, 'local', id);
-  const keeperOf = (id: string): KeeperRecord => {
-    const rec = readKeeperRecord(sandboxDir(id));
-    if (!rec) throw new Error('no keeper record');
-    return rec;
-  };
-  const create = async (opts: Parameters<Provider['create']>[0] = {}) => {
-    const meta = await provider.create(opts);
-    created.push(meta.sandbox_id);
-    return meta;
-  };
+const local = localSandboxes();
+const { create, keeperOf, sandboxDir } = local;
+let provider: Provider;
+beforeAll(() => {
+  provider = local.provider;
+});
 
-  beforeAll(() => {
-    provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
-  });
-
-  afterAll(async () => {
-    for (const id of created) await provider.kill(id).catch(() => {});
-    await provider.close();
-    state.remove();
-  });
-
+describe('local sandbox lifecycle', () => {
   it('create → exec → binary file round trip → setTimeout → kill', async () => {
     const before = Date.now();
     const meta = await create({ timeoutS: 60, envs: { GREETING: 'hello' } });
@@ -113,44 +96,28 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
 
   it('a 2-second sandbox disappears by itself with no server running', async () => {
     // The "server" is a separate node process that creates the sandbox and exits.
-    const out = join(state.dir, 'create-sandbox.mjs');
+    const out = join(local.stateDir, 'create-sandbox.mjs');
     await build({
-      entryPoints: [join(REPO, 'test/local/fixtures/create-sandbox.ts')],
+      entryPoints: [join(FIXTURES, 'create-sandbox.ts')],
       bundle: true,
       platform: 'node',
       format: 'esm',
       outfile: out,
       logLevel: 'silent',
     });
-    const { stdout } = await run(process.execPath, [out, state.dir, KEEPER_SCRIPT, '2'], { env: cleanNodeEnv() });
+    const { stdout } = await run(process.execPath, [out, local.stateDir, KEEPER_SCRIPT, '2'], { env: cleanNodeEnv() });
     const id = (JSON.parse(stdout) as { sandbox_id: string }).sandbox_id;
-    created.push(id);
+    local.created.push(id);
     const rec = keeperOf(id);
     expect(isAlive(rec.pid1)).toBe(true);
-    await waitFor(() => !isAlive(rec.keeper) && !isAlive(rec.pid1) && !isAlive(rec.bwrap), 20_000);
+    await waitFor(() => !isAlive(rec.keeper) && !isAlive(rec.pid1) && !isAlive(rec.bwrap), 'the sandbox to end at its deadline', 20_000);
     expect(existsSync(sandboxDir(id))).toBe(false);
     await expect(provider.getInfo(id)).rejects.toMatchObject({ category: 'not_found' });
   });
 
-  it('a process started by one exec is visible and signalable from the next', async () => {
-    const { sandbox_id: id } = await create();
-    // Returns promptly although the daemon keeps running (its output goes nowhere).
-    const start = await provider.exec(id, 'setsid sleep 4321 >/dev/null 2>&1 & echo $!', { timeoutS: 10 });
-    const pid = start.stdout.toString().trim();
-    expect(pid).toMatch(/^\d+$/);
-    const seen = await provider.exec(id, `tr '\\0' ' ' < /proc/${pid}/cmdline`, { timeoutS: 10 });
-    expect(seen.stdout.toString()).toBe('sleep 4321 ');
-    const killed = await provider.exec(
-      id,
-      `kill -TERM ${pid}; for i in $(seq 100); do [ -e /proc/${pid} ] || break; sleep 0.05; done; [ ! -e /proc/${pid} ]`,
-      { timeoutS: 10 },
-    );
-    expect(killed.exitCode).toBe(0);
-  });
-
   it('a new provider instance lists and execs into a sandbox created by another', async () => {
     const meta = await create({ envs: { FROM_CREATE: 'persisted' } });
-    const second = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
+    const second = createLocalProvider({ stateDir: local.stateDir, keeperScript: KEEPER_SCRIPT });
     try {
       const listed = await second.list({ limit: 100, offset: 0 });
       expect(listed).toContainEqual(meta);
@@ -183,7 +150,7 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
     const uids = ids.map((id) => readSpec(sandboxDir(id))!.identity.uid);
     if (process.getuid?.() === 0) expect(new Set(uids).size).toBe(4);
     const records = ids.map(keeperOf);
-    const other = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
+    const other = createLocalProvider({ stateDir: local.stateDir, keeperScript: KEEPER_SCRIPT });
     const outcomes = await Promise.allSettled([
       ...ids.map((id) => provider.kill(id)),
       ...ids.map((id) => other.kill(id)),
@@ -202,128 +169,12 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
     const { sandbox_id: id } = await create();
     const rec = keeperOf(id);
     process.kill(rec.keeper.pid, 'SIGKILL');
-    await waitFor(() => !isAlive(rec.keeper));
+    await waitFor(() => !isAlive(rec.keeper), 'the keeper to die');
     await expect(provider.getInfo(id)).rejects.toMatchObject({ category: 'not_found' });
-    await waitFor(() => !isAlive(rec.pid1) && !isAlive(rec.bwrap));
+    await waitFor(() => !isAlive(rec.pid1) && !isAlive(rec.bwrap), 'pid 1 and bwrap to end');
     expect(existsSync(sandboxDir(id))).toBe(false);
     expect((await provider.list({ limit: 100, offset: 0 })).map((m) => m.sandbox_id)).not.toContain(id);
   });
-
-  it('exec: timeout kills the process group, output is capped, stdin and cwd work', async () => {
-    const { sandbox_id: id } = await create();
-    // A child in the command's process group (a pipeline member, a background job) dies with it.
-    const slow = await provider.exec(id, 'sleep 54321 & sleep 54322 | cat; echo never', { timeoutS: 1 });
-    expect(slow).toMatchObject({ timedOut: true, exitCode: 137 });
-    expect(slow.stdout.toString()).toBe('');
-    const ps = await provider.exec(id, 'cat /proc/[0-9]*/cmdline | tr "\\0" " "', { timeoutS: 10 });
-    expect(ps.stdout.toString()).not.toMatch(/5432[12]/);
-
-    const big = await provider.exec(id, 'head -c 300000 /dev/zero; head -c 5 /dev/zero >&2', { timeoutS: 10, maxOutputBytes: 1000 });
-    // The result says where the kept head ends; an untruncated stream is all head.
-    expect(big).toMatchObject({ exitCode: 0, stdoutTruncated: true, stderrTruncated: false, stdoutHeadBytes: 500, stderrHeadBytes: 5 });
-    expect(big.stdout.length).toBe(1000);
-    expect(big.stderr.length).toBe(5);
-    // Commands keep the head and the tail of their output (the end is where errors are).
-    const ends = await provider.exec(id, 'printf START; head -c 300000 /dev/zero; printf END', { timeoutS: 10, maxOutputBytes: 1000 });
-    expect(ends).toMatchObject({ stdoutTruncated: true });
-    expect([ends.stdout.length, ends.stdout.subarray(0, 5).toString(), ends.stdout.subarray(-3).toString()]).toEqual([
-      1000,
-      'START',
-      'END',
-    ]);
-
-    const echo = await provider.exec(id, 'cat', { timeoutS: 10, stdin: Buffer.from([1, 2, 3, 0, 255]) });
-    expect([...echo.stdout]).toEqual([1, 2, 3, 0, 255]);
-
-    await provider.writeFile(id, '/tmp/work/x', Buffer.from('x'));
-    const inDir = await provider.exec(id, 'pwd; ls', { timeoutS: 10, cwd: '/tmp/work' });
-    expect(inDir.stdout.toString()).toBe('/tmp/work\nx\n');
-    const rel = await provider.exec(id, 'pwd', { timeoutS: 10, cwd: '.' });
-    expect(rel.stdout.toString()).toBe('/home/user\n');
-    await expect(provider.exec(id, 'pwd', { timeoutS: 10, cwd: '/no/such/dir' })).rejects.toMatchObject({
-      category: 'invalid_argument',
-      code: 'cwd_not_found',
-    });
-
-    const signalled = await provider.exec(id, 'kill -TERM $$', { timeoutS: 10 });
-    expect(signalled).toMatchObject({ exitCode: 143, timedOut: false });
-  });
-
-  it('exec: an aborted signal kills the process group and returns; an already-aborted one starts nothing', async () => {
-    const { sandbox_id: id } = await create();
-    const processes = async () => (await provider.exec(id, 'cat /proc/[0-9]*/cmdline | tr "\\0" " "', { timeoutS: 10 })).stdout.toString();
-    const ac = new AbortController();
-    const running = provider.exec(id, 'sleep 30 & sleep 31; wait', { timeoutS: 50, signal: ac.signal });
-    await waitFor(async () => {
-      const ps = await processes();
-      return ps.includes('sleep 30 ') && ps.includes('sleep 31 ');
-    });
-    ac.abort();
-    // Killed like at a timeout (well before the 50 s one), but not reported as one.
-    expect(await running).toMatchObject({ exitCode: 137, timedOut: false });
-    const after = await processes();
-    expect(after).not.toContain('sleep 30 ');
-    expect(after).not.toContain('sleep 31 ');
-
-    const aborted = new AbortController();
-    aborted.abort();
-    await expect(provider.exec(id, 'touch /tmp/ran', { timeoutS: 10, signal: aborted.signal })).rejects.toMatchObject({
-      category: 'conflict',
-      code: 'cancelled',
-    });
-    expect((await provider.exec(id, 'test -e /tmp/ran; echo $?', { timeoutS: 10 })).stdout.toString()).toBe('1\n');
-    // A signal aborted after the command finished changes nothing.
-    const late = new AbortController();
-    const done = await provider.exec(id, 'echo done', { timeoutS: 10, signal: late.signal });
-    late.abort();
-    expect(done).toMatchObject({ exitCode: 0, timedOut: false });
-  }, 30_000);
-
-  it('files: FIFOs, sockets and devices are refused promptly, never written into or read from', async () => {
-    const { sandbox_id: id } = await create();
-    // No reader: opening it for writing would block until the file operation's own 120 s timeout.
-    await provider.exec(id, 'mkfifo /tmp/lonely', { timeoutS: 10 });
-    await expect(provider.writeFile(id, '/tmp/lonely', Buffer.from('x'))).rejects.toMatchObject({
-      category: 'invalid_argument',
-      code: 'ENOTREG',
-    });
-    await expect(provider.readFile(id, '/tmp/lonely')).rejects.toMatchObject({ category: 'invalid_argument', code: 'ENOTREG' });
-    // A reader waits on the FIFO: a write into it would land in /tmp/got.
-    await provider.exec(id, 'mkfifo /home/user/pipe && { cat /home/user/pipe > /tmp/got 2>/dev/null & echo $! > /tmp/reader; }', {
-      timeoutS: 10,
-    });
-    await provider.exec(id, "node -e \"require('net').createServer().listen('/tmp/sock')\" >/dev/null 2>&1 &", { timeoutS: 10 });
-    await waitFor(async () => (await provider.exec(id, 'test -S /tmp/sock', { timeoutS: 10 })).exitCode === 0);
-    const refused = { category: 'invalid_argument', code: 'ENOTREG' };
-    for (const path of ['pipe', '/home/user/pipe', '/tmp/sock', '/dev/null']) {
-      const err = await provider.writeFile(id, path, Buffer.from('leak')).then(
-        () => null,
-        (e: unknown) => e,
-      );
-      expect(err).toMatchObject(refused);
-      expect(JSON.stringify(err)).not.toMatch(/pipe|sock|dev/);
-    }
-    await expect(provider.writeFile(id, 'pipe', Buffer.from('leak'), { append: true })).rejects.toMatchObject(refused);
-    for (const path of ['pipe', '/tmp/sock', '/dev/zero']) await expect(provider.readFile(id, path)).rejects.toMatchObject(refused);
-    // A symlink to the FIFO is the FIFO.
-    await provider.exec(id, 'ln -s /home/user/pipe /tmp/link', { timeoutS: 10 });
-    await expect(provider.writeFile(id, '/tmp/link', Buffer.from('leak'))).rejects.toMatchObject(refused);
-    // Nothing reached the reader: end it with an empty write of our own and look.
-    const got = await provider.exec(
-      id,
-      ': > /home/user/pipe; r=$(cat /tmp/reader); while [ -e /proc/$r ]; do sleep 0.02; done; wc -c < /tmp/got; test -p /home/user/pipe && echo fifo',
-      { timeoutS: 10 },
-    );
-    expect(got.stdout.toString()).toBe('0\nfifo\n');
-    // Regular files still work, write-only ones included.
-    expect(await provider.writeFile(id, 'plain', Buffer.from('abc'))).toEqual({ size: 3 });
-    expect(await provider.writeFile(id, 'plain', Buffer.from('de'), { append: true })).toEqual({ size: 5 });
-    await provider.exec(id, 'chmod 200 plain', { timeoutS: 10 });
-    expect(await provider.writeFile(id, 'plain', Buffer.from('xyz'))).toEqual({ size: 3 });
-    expect(await provider.writeFile(id, 'plain', Buffer.from('!'), { append: true })).toEqual({ size: 4 });
-    await provider.exec(id, 'chmod 600 plain', { timeoutS: 10 });
-    expect((await provider.readFile(id, 'plain')).data.toString()).toBe('xyz!');
-  }, 30_000);
 
   it('a command running when the sandbox is killed reports not_found', async () => {
     const { sandbox_id: id } = await create();
@@ -331,8 +182,10 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
       () => null,
       (e: unknown) => e,
     );
-    await waitFor(async () =>
-      (await provider.exec(id, 'cat /proc/[0-9]*/cmdline | tr "\\0" " "', { timeoutS: 5 })).stdout.toString().includes('sleep 30'),
+    await waitFor(
+      async () =>
+        (await provider.exec(id, 'cat /proc/[0-9]*/cmdline | tr "\\0" " "', { timeoutS: 5 })).stdout.toString().includes('sleep 30'),
+      'the command to run',
     );
     await provider.kill(id);
     expect(await running).toMatchObject({ category: 'not_found' });
@@ -347,28 +200,13 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
     );
     await waitFor(
       async () => (await provider.exec(id, 'grep -l "^State:.*T (stopped)" /proc/[0-9]*/status', { timeoutS: 5 })).stdout.length > 0,
+      'the shell to stop',
     );
     await provider.kill(id);
     // Well before the command's own 50 s timeout.
-    await waitFor(() => outcome !== 'pending', 20_000);
+    await waitFor(() => outcome !== 'pending', 'the stopped command to end', 20_000);
     await running;
     expect(outcome).toMatchObject({ category: 'not_found' });
-  });
-
-  it('moves megabytes both ways and keeps shallow entries first when a listing is capped', async () => {
-    const { sandbox_id: id } = await create();
-    const big = Buffer.alloc(3 * 1024 * 1024);
-    for (let i = 0; i < big.length; i += 4096) big[i] = i % 251;
-    expect(await provider.writeFile(id, 'big.bin', big)).toEqual({ size: big.length });
-    expect(await provider.writeFile(id, 'big.bin', big, { append: true })).toEqual({ size: 2 * big.length });
-    const tail = await provider.readFile(id, 'big.bin', { offset: big.length, length: big.length });
-    expect(tail.size).toBe(2 * big.length);
-    expect(tail.data.equals(big)).toBe(true);
-    await provider.exec(id, 'mkdir -p a/deep && for i in $(seq 50); do : > a/deep/f$i; done; : > z1; : > z2', { timeoutS: 10 });
-    const capped = await provider.listFiles(id, '.', { depth: 3, maxEntries: 5 });
-    expect(capped).toHaveLength(5);
-    // All four top-level entries come before anything deeper.
-    for (const name of ['a', 'big.bin', 'z1', 'z2']) expect(capped.map((e) => e.name)).toContain(name);
   });
 
   it('maps failures to fixed categories without host details', async () => {
@@ -390,65 +228,7 @@ describe.skipIf(!sandboxesAvailable())('local sandbox lifecycle', () => {
       category: 'invalid_argument',
     });
     const err = await provider.readFile(id, 'missing.txt').catch((e: Error) => e);
-    expect(String((err as Error).message)).not.toContain(state.dir);
+    expect(String((err as Error).message)).not.toContain(local.stateDir);
     expect(JSON.stringify(err)).not.toContain('/home/user/missing.txt');
   });
-
-  // One test, named after the situation it checks: limits enforced wherever a cgroup with cpu and
-  // memory can be made (v1 or v2), refused as unsupported elsewhere. Never a skip.
-  const situation = cgroupSituation();
-  if (situation.canLimit) {
-    it(`${situation.name}: cpu and memory are enforced by a cgroup the commands run in, removed with the sandbox`, async () => {
-      const meta = await create({ cpu: 1, memoryMb: 96 });
-      expect(meta).toMatchObject({ cpu_count: 1, memory_mb: 96 });
-      const id = meta.sandbox_id;
-      const rec = keeperOf(id);
-      expect(rec.cgroups.length).toBeGreaterThan(0);
-      // The limits are written where the kernel reads them (v1 knobs, or v2's).
-      const knob = (...names: string[]) => {
-        for (const dir of rec.cgroups)
-          for (const name of names) if (existsSync(join(dir, name))) return readFileSync(join(dir, name), 'utf8').trim();
-        throw new Error(`none of ${names.join(', ')} in the sandbox's cgroups`);
-      };
-      if (rec.cgroups.some((dir) => existsSync(join(dir, 'cpu.max')))) {
-        expect(knob('cpu.max')).toBe('100000 100000');
-        expect(knob('memory.max')).toBe(String(96 * 1024 * 1024));
-      } else {
-        expect([knob('cpu.cfs_quota_us'), knob('cpu.cfs_period_us')]).toEqual(['100000', '100000']);
-        expect(knob('memory.limit_in_bytes')).toBe(String(96 * 1024 * 1024));
-      }
-      // Commands run inside: what an exec leaves running is a member of every one of the cgroups.
-      await provider.exec(id, 'sleep 4242 >/dev/null 2>&1 &', { timeoutS: 10 });
-      const isSleeper = (pid: string) => {
-        try {
-          return readFileSync(`/proc/${pid}/cmdline`, 'latin1') === 'sleep\x004242\x00';
-        } catch {
-          return false;
-        }
-      };
-      for (const dir of rec.cgroups) {
-        await waitFor(() => readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').some(isSleeper));
-      }
-      // A memory hog is OOM-killed; the sandbox lives on.
-      const hog = await provider.exec(id, 'node -e "const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1))"', { timeoutS: 60 });
-      expect(hog.exitCode).toBe(137);
-      expect((await provider.exec(id, 'echo ok', { timeoutS: 10 })).stdout.toString()).toBe('ok\n');
-      await provider.kill(id);
-      for (const dir of rec.cgroups) expect(existsSync(dir)).toBe(false);
-      expect(readFileSync('/proc/self/cgroup', 'utf8')).not.toContain(id);
-    });
-  } else {
-    it(`${situation.name}: no cgroup can be made, so cpu or memory is refused as unsupported, saying why`, async () => {
-      for (const limits of [{ cpu: 1 }, { memoryMb: 96 }, { cpu: 1, memoryMb: 96 }]) {
-        const refused = await create(limits).then(
-          () => null,
-          (e: unknown) => e,
-        );
-        expect(refused, JSON.stringify(limits)).toMatchObject({ category: 'unsupported' });
-        expect((refused as Error).message).toMatch(/cgroup/);
-      }
-      // Nothing was left half-made: every sandbox listed is one this file created.
-      for (const listed of await provider.list({ limit: 100, offset: 0 })) expect(created).toContain(listed.sandbox_id);
-    });
-  }
 });

@@ -9,7 +9,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { readSpec } from '../../host/providers/local/sandbox/state-dir.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { KEEPER_SCRIPT, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
+import { KEEPER_SCRIPT } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 // Prints `connected` or the error code of one connection attempt: TCP to 127.0.0.1:$TARGET, or
 // the abstract Unix socket named $TARGET (the NUL prefix is added here: envs may not carry NULs).
@@ -38,8 +41,8 @@ function listen(server: Server, target: number | string): Promise<void> {
   });
 }
 
-describe.skipIf(!sandboxesAvailable())('local sandbox network', () => {
-  const state = tempStateDir();
+describe('local sandbox network', () => {
+  const stateDir = tempStateDir();
   let isolated: Provider;
   let shared: Provider;
   let isolatedId: string;
@@ -61,11 +64,12 @@ describe.skipIf(!sandboxesAvailable())('local sandbox network', () => {
   };
 
   beforeAll(async () => {
+    requireSandboxes();
     await listen(tcp, 0);
     tcpPort = (tcp.address() as { port: number }).port;
     await listen(abstract, `\0${abstractName}`);
-    isolated = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
-    shared = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT, network: 'host' });
+    isolated = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT });
+    shared = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT, network: 'host' });
     [isolatedId, sharedId] = await Promise.all([
       isolated.create({ timeoutS: 120 }).then((m) => m.sandbox_id),
       shared.create({ timeoutS: 120 }).then((m) => m.sandbox_id),
@@ -77,7 +81,7 @@ describe.skipIf(!sandboxesAvailable())('local sandbox network', () => {
     await Promise.all([isolated?.close(), shared?.close()]);
     tcp.close();
     abstract.close();
-    state.remove();
+    await destroyStateDir(stateDir);
   });
 
   it('by default cannot reach a TCP service on the host loopback', async () => {
@@ -103,11 +107,11 @@ describe.skipIf(!sandboxesAvailable())('local sandbox network', () => {
     const before = [tcpConnections, abstractConnections];
     expect(await probe(shared, sharedId, 'tcp')).toBe('connected');
     expect(await probe(shared, sharedId, 'abstract')).toBe('connected');
-    await waitFor(() => tcpConnections > before[0]! && abstractConnections > before[1]!);
+    await waitFor(() => tcpConnections > before[0]! && abstractConnections > before[1]!, 'both connections to arrive');
   });
 
   it('records the mode per sandbox: another instance enters each one with the mode it was made with', async () => {
-    const dirOf = (id: string) => join(state.dir, 'local', id);
+    const dirOf = (id: string) => join(stateDir, 'local', id);
     expect(readSpec(dirOf(isolatedId))?.network).toBe('isolated');
     expect(readSpec(dirOf(sharedId))?.network).toBe('host');
     // Each instance was configured the other way round.

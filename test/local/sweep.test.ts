@@ -3,22 +3,26 @@
 // while live sandboxes and creates still in progress in another instance are left alone.
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { readKeeperRecord, readSpec } from '../../host/providers/local/sandbox/state-dir.js';
 import { identify, isAlive } from '../../host/providers/local/system/proc.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { canMakeCgroups, fakeBwraps, readDrop } from './fixtures/fake-bwrap.js';
-import { KEEPER_SCRIPT, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
+import { canMakeCgroups, fakeBwraps, readDrop } from '../support/fake-bwrap.js';
+import { KEEPER_SCRIPT } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
-describe.skipIf(!sandboxesAvailable())('start-up sweep of dead sandboxes', () => {
-  const state = tempStateDir();
+describe('start-up sweep of dead sandboxes', () => {
+  beforeAll(() => requireSandboxes());
+  const stateDir = tempStateDir();
   const fakes = fakeBwraps();
-  const sandboxDir = (id: string) => join(state.dir, 'local', id);
+  const sandboxDir = (id: string) => join(stateDir, 'local', id);
   const limits = canMakeCgroups() ? { cpu: 1, memoryMb: 64 } : {};
   const providers: Provider[] = [];
   const provider = (opts: Parameters<typeof createLocalProvider>[0] = {}): Provider => {
-    const p = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT, ...opts });
+    const p = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT, ...opts });
     providers.push(p);
     return p;
   };
@@ -29,7 +33,7 @@ describe.skipIf(!sandboxesAvailable())('start-up sweep of dead sandboxes', () =>
       await p.close();
     }
     fakes.remove();
-    state.remove();
+    await destroyStateDir(stateDir);
   });
 
   it('a keeper killed -9 leaves state and cgroups until a new instance sweeps them; live sandboxes stay', async () => {
@@ -40,14 +44,14 @@ describe.skipIf(!sandboxesAvailable())('start-up sweep of dead sandboxes', () =>
     expect(rec.cgroups.length > 0).toBe(canMakeCgroups());
 
     process.kill(rec.keeper.pid, 'SIGKILL');
-    await waitFor(() => !isAlive(rec.keeper) && !isAlive(rec.pid1) && !isAlive(rec.bwrap));
+    await waitFor(() => !isAlive(rec.keeper) && !isAlive(rec.pid1) && !isAlive(rec.bwrap), 'the killed sandbox to end');
     // The sandbox died with its keeper; what it left stays while no server looks.
     expect(existsSync(sandboxDir(deadId))).toBe(true);
     for (const dir of rec.cgroups) expect(existsSync(dir)).toBe(true);
 
     // A new server's provider sweeps on its own: no call names either id.
     const second = provider();
-    await waitFor(() => !existsSync(sandboxDir(deadId)) && rec.cgroups.every((d) => !existsSync(d)));
+    await waitFor(() => !existsSync(sandboxDir(deadId)) && rec.cgroups.every((d) => !existsSync(d)), 'the sweep to remove it');
     await second.close();
     expect(existsSync(sandboxDir(liveId))).toBe(true);
     expect((await second.exec(liveId, 'echo alive', { timeoutS: 10 })).stdout.toString()).toBe('alive\n');
@@ -58,8 +62,8 @@ describe.skipIf(!sandboxesAvailable())('start-up sweep of dead sandboxes', () =>
     const creating = provider({ tools: { bwrap: bwrap.path } }).create({ timeoutS: 120, ...limits });
     creating.catch(() => undefined); // awaited below; no unhandled rejection if a check fails first
     // The keeper is running and held at bwrap: the directory exists, without a keeper record.
-    await waitFor(() => readDrop(bwrap.drop) !== null);
-    const [id] = readdirSync(join(state.dir, 'local')).filter((n) => !n.startsWith('.') && readKeeperRecord(sandboxDir(n)) === null);
+    await waitFor(() => readDrop(bwrap.drop) !== null, 'the fake bwrap to start');
+    const [id] = readdirSync(join(stateDir, 'local')).filter((n) => !n.startsWith('.') && readKeeperRecord(sandboxDir(n)) === null);
     expect(id).toBeDefined();
     expect(readSpec(sandboxDir(id!))).not.toBeNull();
 
@@ -79,13 +83,13 @@ describe.skipIf(!sandboxesAvailable())('start-up sweep of dead sandboxes', () =>
 
   it('a keeper killed -9 while starting: the create fails and the cgroups it made are removed too', async () => {
     const bwrap = fakes.gated('killed-while-starting');
-    const before = new Set(readdirSync(join(state.dir, 'local')));
+    const before = new Set(readdirSync(join(stateDir, 'local')));
     const creating = provider({ tools: { bwrap: bwrap.path } }).create({ timeoutS: 120, ...limits });
     creating.catch(() => undefined); // awaited below; no unhandled rejection if a check fails first
-    await waitFor(() => readDrop(bwrap.drop) !== null);
+    await waitFor(() => readDrop(bwrap.drop) !== null, 'the fake bwrap to start');
     const { pid, keeperPid, cgroupDirs } = readDrop(bwrap.drop)!;
     expect(cgroupDirs.length > 0).toBe(canMakeCgroups());
-    const [id] = readdirSync(join(state.dir, 'local')).filter((n) => !before.has(n) && !n.startsWith('.'));
+    const [id] = readdirSync(join(stateDir, 'local')).filter((n) => !before.has(n) && !n.startsWith('.'));
     // No keeper record yet: only the keeper's early list names the cgroups.
     expect(readKeeperRecord(sandboxDir(id!))).toBeNull();
     process.kill(keeperPid, 'SIGKILL');
@@ -105,7 +109,7 @@ describe.skipIf(!sandboxesAvailable())('start-up sweep of dead sandboxes', () =>
     writeFileSync(join(dir, 'spec.json'), JSON.stringify({ version: 1, id: 'orphancreate' }));
     // Young, and the default start timeout is long: only the dead creator tells it apart.
     provider();
-    await waitFor(() => !existsSync(dir));
+    await waitFor(() => !existsSync(dir), 'the directory to be swept');
     expect(isAlive(me)).toBe(true);
   });
 });

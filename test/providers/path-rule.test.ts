@@ -9,7 +9,9 @@ import { createE2bProvider } from '../../host/providers/e2b/e2b-provider.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
-import { KEEPER_SCRIPT, sandboxesAvailable, tempStateDir } from '../local/helpers.js';
+import { KEEPER_SCRIPT } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 
 // Outside the home on both providers: a private tmpfs locally, the host's /tmp behind the fake.
 const TMP = `/tmp/sandbox-mcp-path-rule-${randomBytes(6).toString('hex')}`;
@@ -106,10 +108,11 @@ function pathRuleSuite(name: string, setUp: () => Promise<{ provider: Provider; 
   });
 }
 
-describe.skipIf(!sandboxesAvailable())('local', () => {
+describe('local', () => {
   pathRuleSuite('local', async () => {
-    const state = tempStateDir();
-    const provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
+    requireSandboxes();
+    const stateDir = tempStateDir();
+    const provider = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT });
     const { sandbox_id: sandboxId } = await provider.create({ timeoutS: 300 });
     return {
       provider,
@@ -117,7 +120,7 @@ describe.skipIf(!sandboxesAvailable())('local', () => {
       tearDown: async () => {
         await provider.kill(sandboxId).catch(() => undefined);
         await provider.close();
-        state.remove();
+        await destroyStateDir(stateDir);
       },
     };
   });

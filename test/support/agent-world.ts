@@ -1,11 +1,10 @@
 // Runs the BUILT agent (dist/agent.cjs) as a separate process per call, the way the host does,
 // with a clean environment and a temporary state directory.
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
 import { afterEach } from 'vitest';
 import {
   encodeRequest,
@@ -15,21 +14,10 @@ import {
   type AgentResponse,
   type TaskView,
 } from '../../shared/protocol.js';
+import { AGENT_BUNDLE } from './paths.js';
+import { sleep } from './wait.js';
 
-export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-export const AGENT = join(ROOT, 'dist/agent.cjs');
-export const FIXTURES = join(ROOT, 'test/fixtures');
-
-/** Builds dist/ when a test run starts without it (npm test builds first anyway). */
-export function ensureBuilt(): void {
-  if (!existsSync(AGENT)) execFileSync(process.execPath, [join(ROOT, 'build/build.mjs')], { stdio: 'inherit' });
-}
-
-/** A shell command running one of test/fixtures/*.sh with bash. */
-export function fixture(name: string, ...args: string[]): string {
-  return ['bash', join(FIXTURES, name), ...args].map((a) => `'${a}'`).join(' ');
-}
-
+/** A fresh task id (32 lowercase hex). */
 export const newTaskId = (): string => randomBytes(16).toString('hex');
 
 /** One temporary agent world: its state dir, a HOME, and the extra env for its agent calls. */
@@ -74,7 +62,7 @@ export function runAgent(world: AgentWorld, args: string[], extraEnv: Record<str
   return new Promise((resolvePromise) => {
     execFile(
       process.execPath,
-      [AGENT, ...args],
+      [AGENT_BUNDLE, ...args],
       { env: agentEnv(world, extraEnv), timeout: 60_000, maxBuffer: 8 << 20 },
       (err, stdout, stderr) => {
         const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : -1) : 0;
@@ -122,19 +110,6 @@ export async function waitTerminal(world: AgentWorld, taskId: string, boundMs = 
   }
 }
 
-/** Polls `probe` until it returns a truthy value or `boundMs` passes (then throws). */
-export async function waitFor<T>(probe: () => T | Promise<T>, what: string, boundMs = 20_000, intervalMs = 25): Promise<NonNullable<T>> {
-  const until = Date.now() + boundMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(intervalMs);
-  }
-}
-
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 /** The task directory of a world. */
 export const taskDirOf = (world: AgentWorld, taskId: string) => join(world.stateDir, 'tasks', taskId);
 
@@ -144,26 +119,6 @@ export function readStatusJson(
   taskId: string,
 ): { supervisor: { pid: number } | null; group: { pgid: number } | null; state: string } {
   return JSON.parse(readFileSync(join(taskDirOf(world, taskId), 'status.json'), 'utf8'));
-}
-
-/** True when pid exists and is not a zombie (zombies linger until a slow init reaps them). */
-export function isAlive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-}
-
-/** Process group of a pid, or null if gone. */
-export function pgidOf(pid: number): number | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
-  } catch {
-    return null;
-  }
 }
 
 /**

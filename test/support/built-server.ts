@@ -5,38 +5,10 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
 import { expect } from 'vitest';
-import { createLocalProvider } from '../../host/providers/local/local-provider.js';
-
-export const REPO = resolve(import.meta.dirname, '../..');
-export const HOST_JS = process.env.SANDBOX_MCP_E2E_HOST ?? join(REPO, 'dist/host.js');
-
-/** Fails loudly (never skips) when the build or bubblewrap is missing. */
-export function requirePrerequisites(): void {
-  if (!existsSync(HOST_JS)) throw new Error('dist/host.js is missing: run `npm run build` (npm test does)');
-  if (!existsSync('/usr/bin/bwrap') && !process.env.PATH?.split(':').some((d) => existsSync(join(d, 'bwrap')))) {
-    throw new Error('bubblewrap (bwrap) is required for these tests: apt-get install bubblewrap');
-  }
-}
-
-/** A fresh private state directory for one test file's local sandboxes. */
-export function tempStateDir(): string {
-  return mkdtempSync(join(tmpdir(), 'sandbox-mcp-e2e-'));
-}
-
-/** Destroys every local sandbox left in a test file's state directory, then the directory. */
-export async function destroyAll(stateDir: string): Promise<void> {
-  const provider = createLocalProvider({ stateDir });
-  try {
-    for (const sb of await provider.list({ limit: 1000, offset: 0 })) await provider.kill(sb.sandbox_id).catch(() => undefined);
-  } finally {
-    await provider.close();
-    rmSync(stateDir, { recursive: true, force: true });
-  }
-}
+import { HOST_JS } from './paths.js';
+import { isRunning } from './processes.js';
+import { waitFor } from './wait.js';
 
 /** A clean environment for the server: no NODE_EXTRA_CA_CERTS, only what the test sets. */
 export function serverEnv(extra: Record<string, string> = {}): Record<string, string> {
@@ -66,7 +38,7 @@ export async function connectStdio(env: Record<string, string>, args: string[] =
     async close() {
       const pid = transport.pid;
       await client.close();
-      if (pid) await waitFor(() => !isAlive(pid), 'the server process to exit');
+      if (pid) await waitFor(() => !isRunning(pid), 'the server process to exit');
     },
   };
 }
@@ -137,23 +109,4 @@ export async function toolError(
   expect(r.isError, `${name} should fail`).toBe(true);
   const text = (r.content[0] as { text: string }).text;
   return { ...(JSON.parse(text) as { error: { category: string; suggestion: string; code?: string } }).error, text };
-}
-
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Polls `cond` with a generous bound; never a timing assertion, only a ceiling for a broken run. */
-export async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000, intervalMs = 50): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await cond()) return;
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }

@@ -1,49 +1,63 @@
-// Shared set-up for the local provider's integration tests: real bubblewrap sandboxes in a
-// private state directory. Without bwrap the suites skip locally but FAIL in CI (CI=true).
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-export const REPO = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
-export const KEEPER_SCRIPT = join(REPO, 'dist', 'keeper.js');
-export const AGENT_BUNDLE = join(REPO, 'dist', 'agent.cjs');
-
-function hasBwrap(): boolean {
-  try {
-    execFileSync('bwrap', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** True when the integration suites can run; throws in CI when bubblewrap is missing. */
-export function sandboxesAvailable(): boolean {
-  const ok = hasBwrap();
-  if (!ok && process.env.CI === 'true') throw new Error('bubblewrap (bwrap) is required in CI: .ci/run installs it');
-  if (ok && !existsSync(KEEPER_SCRIPT)) throw new Error('dist/keeper.js is missing: run `npm run build` first');
-  return ok;
-}
-
-/** A fresh private state directory; remove it with the returned function. */
-export function tempStateDir(): { dir: string; remove: () => void } {
-  const dir = mkdtempSync(join(tmpdir(), 'sandbox-mcp-local-test-'));
-  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
-}
-
-/** Polls `pred` every `pollMs` until it holds; throws after `timeoutMs` (a bound, not a timing claim). */
-export async function waitFor(pred: () => boolean | Promise<boolean>, timeoutMs = 15_000, pollMs = 25): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await pred()) return;
-    if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, pollMs));
-  }
-}
+// Real local sandboxes for the provider's integration tests: a provider over a private state
+// directory, the sandboxes a test file made (destroyed after it), and where their records live.
+import { join } from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
+import { createLocalProvider } from '../../host/providers/local/local-provider.js';
+import { readKeeperRecord, type KeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
+import type { Provider } from '../../host/providers/provider.js';
+import { KEEPER_SCRIPT } from './paths.js';
+import { requireSandboxes } from './prerequisites.js';
+import { destroyStateDir, tempStateDir } from './state-dir.js';
 
 /** A clean environment for node child processes (NODE_EXTRA_CA_CERTS slows every start). */
 export function cleanNodeEnv(): Record<string, string> {
   return { PATH: process.env.PATH ?? '/usr/bin:/bin' };
+}
+
+/** One test file's local sandboxes; `provider` is set in beforeAll. */
+export interface LocalSandboxes {
+  stateDir: string;
+  provider: Provider;
+  /** Ids of every sandbox made through create(), or recorded by the test. */
+  created: string[];
+  /** Creates a sandbox with the file's provider and records it. */
+  create(opts?: Parameters<Provider['create']>[0]): ReturnType<Provider['create']>;
+  /** The sandbox's directory in the state directory. */
+  sandboxDir(id: string): string;
+  /** The sandbox's keeper record (throws when there is none). */
+  keeperOf(id: string): KeeperRecord;
+}
+
+/**
+ * Registers beforeAll/afterAll for a file's local sandboxes: bubblewrap and the build are
+ * required (a failure, never a skip), and every sandbox left is destroyed with the state directory.
+ */
+export function localSandboxes(): LocalSandboxes {
+  const stateDir = tempStateDir();
+  const sandboxes: LocalSandboxes = {
+    stateDir,
+    provider: undefined as unknown as Provider,
+    created: [],
+    async create(opts = {}) {
+      const meta = await sandboxes.provider.create(opts);
+      sandboxes.created.push(meta.sandbox_id);
+      return meta;
+    },
+    sandboxDir: (id) => join(stateDir, 'local', id),
+    keeperOf(id) {
+      const rec = readKeeperRecord(sandboxes.sandboxDir(id));
+      if (!rec) throw new Error('no keeper record');
+      return rec;
+    },
+  };
+  beforeAll(() => {
+    requireSandboxes();
+    sandboxes.provider = createLocalProvider({ stateDir, keeperScript: KEEPER_SCRIPT });
+  });
+  afterAll(async () => {
+    for (const id of sandboxes.created) await sandboxes.provider?.kill(id).catch(() => {});
+    await sandboxes.provider?.close();
+    await destroyStateDir(stateDir);
+  });
+  return sandboxes;
 }

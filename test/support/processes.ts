@@ -1,7 +1,27 @@
-// What is still running on this machine, read from /proc: to find a task's supervisor from the
-// host, and to prove that nothing of a destroyed sandbox is left.
+// What is still running on this machine, read from /proc: whether a process lives, its group,
+// finding a task's supervisor from the host, and proving that nothing of a destroyed sandbox is
+// left.
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
-import { isRunning } from './raw-stdio.js';
+import { parseProcStat } from '../../shared/proc-stat.js';
+
+/** True while `pid` is a live process: a zombie (dead, waiting for a parent that may never reap it) is not. */
+export function isRunning(pid: number): boolean {
+  try {
+    const state = parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.state;
+    return state !== undefined && !['Z', 'X', 'x'].includes(state);
+  } catch {
+    return false;
+  }
+}
+
+/** The process group of a pid, or null when it is gone. */
+export function pgidOf(pid: number): number | null {
+  try {
+    return parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.pgid ?? null;
+  } catch {
+    return null;
+  }
+}
 
 /** Pids of every process /proc lists now. */
 export function allPids(): number[] {

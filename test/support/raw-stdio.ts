@@ -4,8 +4,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseProcStat } from '../../shared/proc-stat.js';
-import { HOST_JS, serverEnv, waitFor } from './harness.js';
+import { serverEnv } from './built-server.js';
+import { HOST_JS } from './paths.js';
+import { waitFor } from './wait.js';
 
 /** One JSON-RPC message the server wrote. */
 export type Answer = { id?: string | number; result?: any; error?: { code: number; message: string } };
@@ -104,15 +105,5 @@ function safeReaddir(dir: string): string[] {
     return readdirSync(dir);
   } catch {
     return [];
-  }
-}
-
-/** True while `pid` is a live process: a zombie (dead, waiting for a parent that may never reap it) is not. */
-export function isRunning(pid: number): boolean {
-  try {
-    const state = parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.state;
-    return state !== undefined && !['Z', 'X', 'x'].includes(state);
-  } catch {
-    return false;
   }
 }
