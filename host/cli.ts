@@ -42,6 +42,16 @@ Configuration (flags win over environment):
   SANDBOX_MCP_LOCAL_NETWORK          isolated (default: a local sandbox has only its own
                                      loopback) or host (shares this machine's network,
                                      including its loopback services)
+  --network-allow, SANDBOX_MCP_NETWORK_ALLOW
+                                     the egress create_sandbox's network.allow_out may ask
+                                     for: comma-separated host names (exact or *.suffix) or
+                                     IPv4/[IPv6] addresses, each with an optional :port (else
+                                     80 and 443), or @packages (pip, npm, cargo, go, gem and
+                                     GitHub hosts); default: none
+  --network-default, SANDBOX_MCP_NETWORK_DEFAULT
+                                     what a create without network gets: provider (default:
+                                     local none, e2b E2B's internet), none, or allowed (the
+                                     whole --network-allow set)
   SANDBOX_MCP_TOKEN                  HTTP bearer token, 16+ characters (default: generated,
                                      printed once to stderr)
   SANDBOX_MCP_DEBUG                  log debug lines (stderr)
@@ -54,7 +64,13 @@ or PASSWORD are masked in command and task output. Logs go to stderr only.
 function buildDeps(config: ServerConfig): ServerDeps & { close(): Promise<void> } {
   const log = createLogger({ isDebug: Boolean(process.env.SANDBOX_MCP_DEBUG) });
   const providers = createProviderRegistry({
-    local: () => createLocalProvider({ network: config.localNetwork, ...(config.stateDir ? { stateDir: config.stateDir } : {}) }),
+    local: () =>
+      createLocalProvider({
+        network: config.localNetwork,
+        // The proxy's refusals, by host name only (never a path, a port or anything the request carried).
+        onNetworkDenied: (d) => log.warn('network denied', { sandbox_id: `local:${d.sandboxId}`, host: d.host }),
+        ...(config.stateDir ? { stateDir: config.stateDir } : {}),
+      }),
     e2b: () => lazyProvider('e2b', async () => (await import('./providers/e2b/e2b-provider.js')).createE2bProvider(config.e2b)),
   });
   return {
@@ -88,11 +104,17 @@ async function main(argv: string[]): Promise<void> {
       port: { type: 'string', default: '8765' },
       'idle-timeout': { type: 'string', default: '1800' },
       'allowed-host': { type: 'string', multiple: true, default: [] },
+      'network-allow': { type: 'string', multiple: true },
+      'network-default': { type: 'string' },
     },
   });
   if (values.help) return void process.stdout.write(HELP);
   if (values.version) return void process.stdout.write(`${__HOST_VERSION__}\n`);
-  const config = loadConfig(process.env, values.provider);
+  const config = loadConfig(process.env, {
+    provider: values.provider,
+    networkAllow: values['network-allow'],
+    networkDefault: values['network-default'],
+  });
   const deps = buildDeps(config);
   const [sub, ...rest] = positionals;
 

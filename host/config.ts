@@ -1,5 +1,6 @@
 // Server configuration from flags and environment. Credentials live here, never in tool arguments.
 import { SECRET_NAME_PATTERN, LIMITS } from '../shared/limits.js';
+import { ALLOW_LIST_PRESETS, expandAllowList } from './network-policy.js';
 import { NETWORK_MODES, type NetworkMode } from './providers/provider.js';
 
 export const PROVIDER_IDS = ['local', 'e2b'] as const;
@@ -15,14 +16,35 @@ export interface ServerConfig {
   e2b: { apiKey?: string; domain?: string };
   /** Values of this server's own secret-named environment variables, masked in task and exec output. */
   secretValues: string[];
+  /** Sandbox egress; absent: nothing is permitted and creates keep their provider's default. */
+  network?: ServerNetworkConfig;
+}
+
+/** What a create_sandbox without `network` gets: its provider's default, no egress, or every permitted entry. */
+export const NETWORK_DEFAULTS = ['provider', 'none', 'allowed'] as const;
+
+/** The egress sandboxes of this server may have. */
+export interface ServerNetworkConfig {
+  /** Canonical entries a create's `network.allow_out` may use (--network-allow / SANDBOX_MCP_NETWORK_ALLOW). */
+  permitted: string[];
+  /** --network-default / SANDBOX_MCP_NETWORK_DEFAULT. */
+  default: (typeof NETWORK_DEFAULTS)[number];
+}
+
+/** Configuration given as flags; each wins over its environment variable. */
+export interface ConfigFlags {
+  provider?: string | undefined;
+  /** --network-allow, repeatable, each a comma-separated list. */
+  networkAllow?: string[] | undefined;
+  networkDefault?: string | undefined;
 }
 
 /** Thrown for a bad flag or environment value; the CLI prints it and exits 2. */
 export class ConfigError extends Error {}
 
-/** Reads the configuration; `providerFlag` (from --provider) wins over SANDBOX_MCP_PROVIDER. */
-export function loadConfig(env: NodeJS.ProcessEnv, providerFlag?: string): ServerConfig {
-  const provider = providerFlag ?? env.SANDBOX_MCP_PROVIDER ?? 'local';
+/** Reads the configuration; flags win over the environment. */
+export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): ServerConfig {
+  const provider = flags.provider ?? env.SANDBOX_MCP_PROVIDER ?? 'local';
   if (!(PROVIDER_IDS as readonly string[]).includes(provider)) {
     throw new ConfigError(`unknown provider (expected one of: ${PROVIDER_IDS.join(', ')})`);
   }
@@ -33,6 +55,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, providerFlag?: string): Serve
   return {
     defaultProvider: provider as ProviderId,
     localNetwork: localNetwork as NetworkMode,
+    network: loadNetworkConfig(env, flags),
     ...(env.SANDBOX_MCP_STATE_DIR ? { stateDir: env.SANDBOX_MCP_STATE_DIR } : {}),
     e2b: {
       ...(env.E2B_API_KEY ? { apiKey: env.E2B_API_KEY } : {}),
@@ -49,4 +72,28 @@ export function secretValuesOf(vars: Record<string, string | undefined>): string
     if (value && SECRET_NAME_PATTERN.test(name) && Buffer.byteLength(value) >= LIMITS.secretMinBytes) values.add(value);
   }
   return [...values];
+}
+
+/** The permitted set and the default egress, from --network-allow/--network-default or their variables. */
+function loadNetworkConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags): ServerNetworkConfig {
+  const fromFlag = flags.networkAllow !== undefined && flags.networkAllow.length > 0;
+  const source = fromFlag ? '--network-allow' : 'SANDBOX_MCP_NETWORK_ALLOW';
+  const items = (fromFlag ? flags.networkAllow! : [env.SANDBOX_MCP_NETWORK_ALLOW ?? ''])
+    .flatMap((list) => list.split(','))
+    .map((item) => item.trim())
+    .filter(Boolean);
+  const expanded = expandAllowList(items);
+  if ('invalidIndex' in expanded) {
+    throw new ConfigError(
+      `${source}: item ${expanded.invalidIndex + 1} is not a host name, *.suffix, IPv4 or [IPv6] address with an optional :port, ` +
+        `or one of the presets ${Object.keys(ALLOW_LIST_PRESETS).join(', ')}`,
+    );
+  }
+  const defaultText = flags.networkDefault ?? (env.SANDBOX_MCP_NETWORK_DEFAULT || 'provider');
+  if (!(NETWORK_DEFAULTS as readonly string[]).includes(defaultText)) {
+    throw new ConfigError(
+      `${flags.networkDefault !== undefined ? '--network-default' : 'SANDBOX_MCP_NETWORK_DEFAULT'} must be one of: ${NETWORK_DEFAULTS.join(', ')}`,
+    );
+  }
+  return { permitted: expanded.entries, default: defaultText as ServerNetworkConfig['default'] };
 }

@@ -1,6 +1,6 @@
-// One MCP server per session, shared by both transports: the fifteen tools, strict input
-// validation (naming the field, never echoing the value), structured results, and the session's
-// cleanup. Tool failures are `isError` results; only protocol misuse is a JSON-RPC error.
+// One MCP server per session, shared by both transports: the seeds' fifteen tools and the later
+// ones, strict input validation (naming the field, never echoing the value), structured results,
+// and the session's cleanup. Tool failures are `isError` results; only protocol misuse is a JSON-RPC error.
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
   CallToolRequestSchema,
@@ -18,7 +18,9 @@ import { Session } from './session.js';
 import { execTools } from './tools/exec.js';
 import { fileTools } from './tools/files.js';
 import { sandboxTools } from './tools/sandboxes.js';
+import { networkSummary, networkTools } from './tools/network.js';
 import { taskTools } from './tools/tasks.js';
+import type { ServerConfig } from './config.js';
 import type { ServerDeps } from './server-deps.js';
 import type { ToolDef } from './tools/tool.js';
 import { definedFields } from './util/defined-fields.js';
@@ -27,9 +29,15 @@ declare const __HOST_VERSION__: string;
 const VERSION = typeof __HOST_VERSION__ === 'string' ? __HOST_VERSION__ : '0.0.0-dev';
 
 /** Every tool, in the order tools/list shows them. */
-export const ALL_TOOLS: readonly ToolDef[] = [...sandboxTools, ...execTools, ...fileTools, ...taskTools] as unknown as ToolDef[];
+export const ALL_TOOLS: readonly ToolDef[] = [
+  ...sandboxTools,
+  ...execTools,
+  ...fileTools,
+  ...taskTools,
+  ...networkTools,
+] as unknown as ToolDef[];
 
-/** What the initialize result tells a model about the workflow. */
+/** What the initialize result tells a model about the workflow (instructionsFor adds the network). */
 export const INSTRUCTIONS = [
   'sandbox-mcp gives you Linux sandboxes. Workflow:',
   '1. create_sandbox (it becomes your default; sandboxes you create are destroyed when this session ends, unless you started a task in them).',
@@ -39,6 +47,11 @@ export const INSTRUCTIONS = [
   '4. Read output with get_task, passing the returned stdout_next_offset / stderr_next_offset each time; use wait (up to 30 s) instead of polling in a loop.',
   '5. cancel_task stops a task; when finished, destroy retained sandboxes with kill_sandbox.',
 ].join('\n');
+
+/** The initialize instructions under `config`: the workflow, then the network its sandboxes have. */
+export function instructionsFor(config: ServerConfig): string {
+  return `${INSTRUCTIONS}\n${networkSummary(config)}`;
+}
 
 /** How long session close waits for in-flight tool calls to settle. */
 const IN_FLIGHT_GRACE_MS = 30_000;
@@ -109,8 +122,8 @@ export async function runTool(
   }
 }
 
-/** The tools/list entries: JSON Schemas generated from the same zod schemas that validate calls. */
-export function listTools(): {
+/** The tools/list entries under `config`: JSON Schemas generated from the same zod schemas that validate calls. */
+export function listTools(config?: ServerConfig): {
   name: string;
   title: string;
   description: string;
@@ -121,7 +134,7 @@ export function listTools(): {
   return ALL_TOOLS.map((t) => ({
     name: t.name,
     title: t.title,
-    description: t.description,
+    description: config && t.configNote ? `${t.description} ${t.configNote(config)}` : t.description,
     inputSchema: jsonSchema(t.input, 'input'),
     outputSchema: jsonSchema(t.output, 'output'),
     annotations: { title: t.title, ...t.annotations },
@@ -153,8 +166,11 @@ export async function closeSession(deps: ServerDeps, session: Session): Promise<
 /** A low-level MCP Server wired to one session. */
 export function createServer(deps: ServerDeps): { server: Server; session: Session; close: () => Promise<void> } {
   const session = new Session();
-  const server = new Server({ name: 'sandbox-mcp', version: VERSION }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
-  const tools = listTools();
+  const server = new Server(
+    { name: 'sandbox-mcp', version: VERSION },
+    { capabilities: { tools: {} }, instructions: instructionsFor(deps.config) },
+  );
+  const tools = listTools(deps.config);
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
   const inFlight = new Set<Promise<unknown>>();
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {

@@ -40,6 +40,7 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Provide
     readFile: async (...a) => (await get()).readFile(...a),
     writeFile: async (...a) => (await get()).writeFile(...a),
     listFiles: async (...a) => (await get()).listFiles(...a),
+    exposePort: async (...a) => (await get()).exposePort(...a),
     close: async () => {
       if (loading) await (await loading).close();
     },

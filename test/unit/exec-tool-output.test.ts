@@ -28,6 +28,7 @@ function execOnlyProvider(result: ExecResult): Provider {
     readFile: unexpected,
     writeFile: unexpected,
     listFiles: unexpected,
+    exposePort: unexpected,
     close: async () => undefined,
   };
 }

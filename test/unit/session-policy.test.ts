@@ -88,6 +88,9 @@ function recordingProvider() {
     async listFiles() {
       return [];
     },
+    async exposePort() {
+      return { url: 'http://127.0.0.1:1/' };
+    },
     async close() {},
   };
   return {

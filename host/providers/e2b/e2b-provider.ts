@@ -5,12 +5,13 @@
 // (errors.ts's table). Only setTimeout changes a lifetime.
 import type { Sandbox } from 'e2b';
 import { ProviderError } from '../../errors.js';
-import { resolveSandboxPath, type Provider } from '../provider.js';
+import { assertExposablePort, resolveSandboxPath, type Provider } from '../provider.js';
 import { createCommands, checkExecCanStart, type CommandsOpts } from './commands.js';
 import { createConnections, type ConnectionsOpts } from './connections.js';
 import { mapE2bError, mapped } from './errors.js';
 import * as files from './files.js';
 import { createLifecycle } from './lifecycle.js';
+import { exposedPort } from './network.js';
 import { sdkOptsFrom, type E2bConnectionConfig } from './sdk-opts.js';
 
 /** Configuration from the server (never from tool arguments): where E2B is, the connection cache, command timing. */
@@ -94,6 +95,12 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     async listFiles(sandboxId, p, o) {
       const abs = resolveSandboxPath(p);
       return onEnvd(sandboxId, (sandbox) => files.listFiles(sandbox, abs, o));
+    },
+
+    async exposePort(sandboxId, port) {
+      // Checked before connecting: nothing is contacted for a port that cannot exist.
+      assertExposablePort(port);
+      return onEnvd(sandboxId, async (sandbox) => exposedPort(sandbox, port));
     },
 
     async close() {

@@ -3,6 +3,7 @@
 // as spec.json, and the keeper builds the sandbox from it.
 import { lstatSync, realpathSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { definedFields } from '../../../util/defined-fields.js';
 import type { NetworkMode } from '../../provider.js';
 import { HIDDEN_PATHS, SCRATCH_PATHS } from '../launch/bwrap-args.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
@@ -23,6 +24,11 @@ export interface SandboxSpec {
   hideVarRun: boolean;
   /** Absent in specs written before sandboxes had a network of their own: those share the host's. */
   network?: NetworkMode;
+  /**
+   * The egress allow-list (canonical entries, see network-policy.ts) its keeper's proxy enforces;
+   * absent or empty: no egress proxy. Only in isolated sandboxes.
+   */
+  allowOut?: string[];
 }
 
 /** The network mode a sandbox was created with (see SandboxSpec.network). */
@@ -30,8 +36,13 @@ export function specNetwork(spec: SandboxSpec): NetworkMode {
   return spec.network === undefined || spec.network === 'host' ? 'host' : 'isolated';
 }
 
-/** The per-sandbox choices of a spec; the rest comes from the provider's settings and this host. */
-export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools'>;
+/**
+ * The per-sandbox choices of a spec; the rest comes from the provider's settings and this host.
+ * An `allowOut` (even empty) makes the sandbox isolated whatever the provider's network mode.
+ */
+export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools'> & {
+  allowOut?: readonly string[];
+};
 
 /** What a new spec takes from the provider's settings (LocalSettings has each of these). */
 export interface SpecSettings {
@@ -58,7 +69,8 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
     hidePaths: hidePaths(settings.stateDir),
     roBindPaths: roBindPaths(settings.nodePath, settings.identity.dropPrivileges),
     hideVarRun: isRealDir('/var/run'),
-    network: settings.network,
+    network: opts.allowOut !== undefined ? 'isolated' : settings.network,
+    ...definedFields({ allowOut: opts.allowOut?.length ? [...opts.allowOut] : undefined }),
   };
 }
 
