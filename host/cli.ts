@@ -6,6 +6,7 @@ import { PROTOCOL_VERSION, type AgentRequestInput } from '../shared/protocol.js'
 import { AgentClient, loadAgentBundle } from './agent-client.js';
 import { ConfigError, loadConfig, type ServerConfig } from './config.js';
 import { isProviderError } from './errors.js';
+import { networkReport } from './network-cli.js';
 import { createLogger } from './log.js';
 import { SecretMasker } from './mask.js';
 import { TaskRetention } from './retention.js';
@@ -32,6 +33,8 @@ Usage:
                                               start, get, cancel, selftest; json: extra fields)
                                               and print the raw response line
   sandbox-mcp selftest <sandbox_id>           run the agent's selftest inside a sandbox
+  sandbox-mcp network [sandbox_id]            print the network configuration, or a sandbox's
+                                              egress allow-list, proxy and exposed ports (JSON)
   sandbox-mcp --help | --version
 
 Configuration (flags win over environment):
@@ -173,6 +176,11 @@ async function main(argv: string[]): Promise<void> {
     await deps.close();
     const passed = response.ok && (sub === 'agent' || (response.result as { ok?: boolean }).ok === true);
     process.exit(passed ? 0 : 1);
+  }
+  if (sub === 'network') {
+    process.stdout.write(JSON.stringify(await networkReport(deps, config, rest[0]), null, 2) + '\n');
+    await deps.close();
+    process.exit(0);
   }
   fail(`unknown command (see sandbox-mcp --help)`);
 }

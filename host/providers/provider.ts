@@ -91,6 +91,20 @@ export interface ExposedPort {
   url: string;
 }
 
+/**
+ * A sandbox's effective network, for people (the debug CLI): never part of a tool result, whose
+ * metadata keeps the seeds' nine fields. `egress`: `none` (own loopback only), `allow_out` (the
+ * listed destinations), `host` (the host's network, local) or `provider_default` (e2b: E2B's own).
+ */
+export interface NetworkDescription {
+  egress: 'none' | 'allow_out' | 'host' | 'provider_default';
+  allow_out: string[];
+  /** The proxy commands use, as seen inside the sandbox; null without one. */
+  proxy: string | null;
+  /** Ports exposed so far, where the provider keeps them (local); e2b has a URL for every port. */
+  exposed_ports: { port: number; url: string }[];
+}
+
 export interface ListOpts {
   status?: string;
   region?: string;
@@ -184,6 +198,8 @@ export interface Provider {
   listFiles(sandboxId: string, path: string, opts: ListFilesOpts): Promise<FileEntry[]>;
   /** A URL for the sandbox's `port`, the same on every call, valid until the sandbox ends. */
   exposePort(sandboxId: string, port: number): Promise<ExposedPort>;
+  /** The sandbox's effective network (for people; see NetworkDescription). */
+  describeNetwork(sandboxId: string): Promise<NetworkDescription>;
   /** Releases clients and timers held by this instance (not the sandboxes). */
   close(): Promise<void>;
 }

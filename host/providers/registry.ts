@@ -41,6 +41,7 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Provide
     writeFile: async (...a) => (await get()).writeFile(...a),
     listFiles: async (...a) => (await get()).listFiles(...a),
     exposePort: async (...a) => (await get()).exposePort(...a),
+    describeNetwork: async (...a) => (await get()).describeNetwork(...a),
     close: async () => {
       if (loading) await (await loading).close();
     },

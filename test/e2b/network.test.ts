@@ -57,6 +57,15 @@ describe('e2b network', () => {
     expect(callsSince(world.fake, mark)).toEqual([]);
   });
 
+  test('describeNetwork reads the effective egress back from E2B', async () => {
+    const none = await provider.create({ timeoutS: 60, network: { allowOut: [] } });
+    const listed = await provider.create({ timeoutS: 60, network: { allowOut: ['pypi.org'] } });
+    const open = await provider.create({ timeoutS: 60 });
+    expect(await provider.describeNetwork(none.sandbox_id)).toEqual({ egress: 'none', allow_out: [], proxy: null, exposed_ports: [] });
+    expect(await provider.describeNetwork(listed.sandbox_id)).toMatchObject({ egress: 'allow_out', allow_out: ['pypi.org'] });
+    expect(await provider.describeNetwork(open.sandbox_id)).toMatchObject({ egress: 'provider_default', allow_out: [] });
+  });
+
   test("expose_port is the SDK's HTTPS host for the port, the same on every call", async () => {
     const { sandbox_id: id } = await provider.create({ timeoutS: 60 });
     const first = await provider.exposePort(id, 3000);

@@ -45,7 +45,8 @@ describe('sandbox-mcp CLI', () => {
     const client = new Client({ name: 'npm-start', version: '1' });
     await client.connect(transport);
     const { tools } = await client.listTools();
-    expect(tools).toHaveLength(15);
+    // The seeds' fifteen and expose_port (issue 11).
+    expect(tools).toHaveLength(16);
     await client.close();
     expect(errors).toEqual([]);
   });
@@ -59,6 +60,9 @@ describe('sandbox-mcp CLI', () => {
       '--provider',
       'SANDBOX_MCP_STATE_DIR',
       'SANDBOX_MCP_LOCAL_NETWORK',
+      'SANDBOX_MCP_NETWORK_ALLOW',
+      '--network-default',
+      'network [sandbox_id]',
       'SANDBOX_MCP_TOKEN',
       'E2B_API_KEY',
       'agent <sandbox_id>',

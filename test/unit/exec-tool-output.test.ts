@@ -29,6 +29,7 @@ function execOnlyProvider(result: ExecResult): Provider {
     writeFile: unexpected,
     listFiles: unexpected,
     exposePort: unexpected,
+    describeNetwork: unexpected,
     close: async () => undefined,
   };
 }

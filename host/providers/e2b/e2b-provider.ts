@@ -3,7 +3,7 @@
 // reached without lengthening a lifetime), commands and files (on a connected sandbox). This file
 // only wires them together and is the one place their failures become ProviderErrors
 // (errors.ts's table). Only setTimeout changes a lifetime.
-import type { Sandbox } from 'e2b';
+import { Sandbox } from 'e2b';
 import { ProviderError } from '../../errors.js';
 import { assertExposablePort, resolveSandboxPath, type Provider } from '../provider.js';
 import { createCommands, checkExecCanStart, type CommandsOpts } from './commands.js';
@@ -11,7 +11,7 @@ import { createConnections, type ConnectionsOpts } from './connections.js';
 import { mapE2bError, mapped } from './errors.js';
 import * as files from './files.js';
 import { createLifecycle } from './lifecycle.js';
-import { exposedPort } from './network.js';
+import { describeNetwork, exposedPort } from './network.js';
 import { sdkOptsFrom, type E2bConnectionConfig } from './sdk-opts.js';
 
 /** Configuration from the server (never from tool arguments): where E2B is, the connection cache, command timing. */
@@ -102,6 +102,8 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
       assertExposablePort(port);
       return onEnvd(sandboxId, async (sandbox) => exposedPort(sandbox, port));
     },
+
+    describeNetwork: (sandboxId) => mapped(async () => describeNetwork(await Sandbox.getInfo(sandboxId, sdkOpts()))),
 
     async close() {
       connections.clear();

@@ -1,10 +1,11 @@
 // The network of e2b sandboxes in E2B's own terms: a create's egress policy becomes the SDK's
 // `allowInternetAccess` / `network.allowOut` + `denyOut` (E2B filters the traffic itself; no
-// proxy, no variables), and an exposed port is the SDK's public host for it.
-import { ALL_TRAFFIC, type Sandbox, type SandboxOpts } from 'e2b';
+// proxy, no variables), an exposed port is the SDK's public host for it, and the effective
+// policy is read back from getInfo.
+import { ALL_TRAFFIC, type Sandbox, type SandboxInfo, type SandboxOpts } from 'e2b';
 import { ProviderError } from '../../errors.js';
 import { parseAllowList, type NetworkPolicy } from '../../network-policy.js';
-import type { ExposedPort } from '../provider.js';
+import type { ExposedPort, NetworkDescription } from '../provider.js';
 
 const PORTS_UNSUPPORTED =
   "E2B's egress allow-list names hosts and addresses, not ports: remove the :port from network.allow_out entries for e2b sandboxes (an entry without a port then allows every port of that host there).";
@@ -29,4 +30,12 @@ export function createNetworkOpts(policy: NetworkPolicy | undefined): Pick<Sandb
 /** The public URL of `port` on a connected sandbox: E2B's host for it, always HTTPS. */
 export function exposedPort(sandbox: Sandbox, port: number): ExposedPort {
   return { url: `https://${sandbox.getHost(port)}/` };
+}
+
+/** A sandbox's egress as E2B reports it (getInfo); E2B has a URL for every port, so none are listed. */
+export function describeNetwork(info: Pick<SandboxInfo, 'allowInternetAccess' | 'network'>): NetworkDescription {
+  const allowOut = info.network?.allowOut ?? [];
+  const deniesAll = info.allowInternetAccess === false || (info.network?.denyOut ?? []).includes(ALL_TRAFFIC);
+  const egress = deniesAll ? (allowOut.length > 0 ? 'allow_out' : 'none') : 'provider_default';
+  return { egress, allow_out: egress === 'allow_out' ? allowOut : [], proxy: null, exposed_ports: [] };
 }

@@ -15,6 +15,7 @@ import type {
   ExecResult,
   ExposedPort,
   FileEntry,
+  NetworkDescription,
   ListFilesOpts,
   ListOpts,
   Provider,
@@ -30,6 +31,7 @@ import { SandboxFiles } from './files/operations.js';
 import { SandboxCreator } from './lifecycle/create.js';
 import { SandboxLifecycle } from './lifecycle/manage.js';
 import { DenialReporter } from './network/denial-reporter.js';
+import { describeSandboxNetwork } from './network/describe.js';
 import { SandboxPorts } from './network/expose.js';
 import { SandboxRegistry } from './sandbox/registry.js';
 import { sweepDeadSandboxes } from './sandbox/sweep.js';
@@ -127,6 +129,10 @@ export class LocalProvider implements Provider {
 
   async exposePort(sandboxId: string, port: number): Promise<ExposedPort> {
     return asProviderErrors(() => this.ports.expose(sandboxId, port));
+  }
+
+  async describeNetwork(sandboxId: string): Promise<NetworkDescription> {
+    return asProviderErrors(() => describeSandboxNetwork(this.registry, sandboxId));
   }
 }
 
