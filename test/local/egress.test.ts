@@ -212,6 +212,18 @@ describe.skipIf(!canRun)('local sandbox network argument', () => {
     }
   });
 
+  it("leaves no helper behind when the keeper itself is killed with SIGKILL", async () => {
+    const { sandbox_id: sb } = await provider.create({ timeoutS: 60, network: { allowOut: ['pypi.org'] } });
+    created.push(sb);
+    const rec = readKeeperRecord(join(state.dir, 'local', sb))!;
+    const netNs = readlinkSync(`/proc/${rec.pid1.pid}/ns/net`);
+    const pidNs = readlinkSync(`/proc/${rec.pid1.pid}/ns/pid`);
+    // The helper that made the proxy's socket idles a while before it is stopped.
+    expect(helpersIn(netNs, pidNs).length).toBe(1);
+    process.kill(rec.keeper.pid, 'SIGKILL');
+    await waitFor(() => !isAlive(rec.pid1) && helpersIn(netNs, pidNs).length === 0);
+  });
+
   it('refuses an entry that is not one, naming the field, and creates nothing', async () => {
     const before = readdirSync(join(state.dir, 'local')).length;
     await expect(provider.create({ timeoutS: 60, network: { allowOut: ['not a host'] } })).rejects.toMatchObject({
