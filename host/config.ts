@@ -1,7 +1,9 @@
 // Server configuration from flags and environment. Credentials live here, never in tool arguments.
+import { isAbsolute } from 'node:path';
 import { SECRET_NAME_PATTERN, LIMITS } from '../shared/limits.js';
 import { ALLOW_LIST_PRESETS, expandAllowList } from './network-policy.js';
 import { NETWORK_MODES, type NetworkMode } from './providers/provider.js';
+import { definedFields } from './util/defined-fields.js';
 
 export const PROVIDER_IDS = ['local', 'e2b'] as const;
 export type ProviderId = (typeof PROVIDER_IDS)[number];
@@ -13,6 +15,10 @@ export interface ServerConfig {
   stateDir?: string;
   /** Local sandboxes' network: their own (default) or the host's (SANDBOX_MCP_LOCAL_NETWORK=host). */
   localNetwork: NetworkMode;
+  /** The bubblewrap binary local sandboxes use instead of searching PATH (SANDBOX_MCP_BWRAP). */
+  bwrapPath?: string;
+  /** Sandboxes a session created outlive it, until their own deadline (--keep-sandboxes). */
+  keepSandboxes?: boolean;
   e2b: { apiKey?: string; domain?: string };
   /** Values of this server's own secret-named environment variables, masked in task and exec output. */
   secretValues: string[];
@@ -31,18 +37,19 @@ export interface ServerNetworkConfig {
   default: (typeof NETWORK_DEFAULTS)[number];
 }
 
-/** Configuration given as flags; each wins over its environment variable. */
+/** Thrown for a bad flag or environment value; the CLI prints it and exits 2. */
+export class ConfigError extends Error {}
+
+/** What the command line adds to the environment's configuration (a flag wins over its variable). */
 export interface ConfigFlags {
   provider?: string | undefined;
+  keepSandboxes?: boolean | undefined;
   /** --network-allow, repeatable, each a comma-separated list. */
   networkAllow?: string[] | undefined;
   networkDefault?: string | undefined;
 }
 
-/** Thrown for a bad flag or environment value; the CLI prints it and exits 2. */
-export class ConfigError extends Error {}
-
-/** Reads the configuration; flags win over the environment. */
+/** Reads the configuration from the environment and the command line's flags. */
 export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): ServerConfig {
   const provider = flags.provider ?? env.SANDBOX_MCP_PROVIDER ?? 'local';
   if (!(PROVIDER_IDS as readonly string[]).includes(provider)) {
@@ -52,17 +59,30 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
   if (!(NETWORK_MODES as readonly string[]).includes(localNetwork)) {
     throw new ConfigError(`SANDBOX_MCP_LOCAL_NETWORK must be one of: ${NETWORK_MODES.join(', ')}`);
   }
+  const bwrapPath = env.SANDBOX_MCP_BWRAP || undefined;
+  if (bwrapPath !== undefined && !isAbsolute(bwrapPath)) throw new ConfigError('SANDBOX_MCP_BWRAP must be an absolute path');
+  const keepSandboxes = flags.keepSandboxes || parseSwitch(env, 'SANDBOX_MCP_KEEP_SANDBOXES');
   return {
     defaultProvider: provider as ProviderId,
     localNetwork: localNetwork as NetworkMode,
     network: loadNetworkConfig(env, flags),
     ...(env.SANDBOX_MCP_STATE_DIR ? { stateDir: env.SANDBOX_MCP_STATE_DIR } : {}),
+    ...definedFields({ bwrapPath }),
+    keepSandboxes,
     e2b: {
       ...(env.E2B_API_KEY ? { apiKey: env.E2B_API_KEY } : {}),
       ...(env.E2B_DOMAIN ? { domain: env.E2B_DOMAIN } : {}),
     },
     secretValues: secretValuesOf(env),
   };
+}
+
+/** An on/off variable: unset, empty, 0 or false is off; 1 or true is on; anything else is refused. */
+function parseSwitch(env: NodeJS.ProcessEnv, name: string): boolean {
+  const value = (env[name] ?? '').toLowerCase();
+  if (value === '' || value === '0' || value === 'false') return false;
+  if (value === '1' || value === 'true') return true;
+  throw new ConfigError(`${name} must be 1 or 0`);
 }
 
 /** The values of secret-named variables long enough to mask without masking ordinary text. */

@@ -5,6 +5,7 @@ import type { AgentClient } from './agent-client.js';
 import type { ProviderId, ServerConfig } from './config.js';
 import type { Logger } from './log.js';
 import type { SecretMasker } from './mask.js';
+import type { OwnerCache } from './providers/owner-scope.js';
 import type { Provider } from './providers/provider.js';
 import type { TaskRetention } from './retention.js';
 
@@ -20,5 +21,7 @@ export interface ServerDeps {
   agent: AgentClient;
   masker: SecretMasker;
   retention: TaskRetention;
+  /** Owners of sandboxes, read once per process (see providers/owner-scope.ts). */
+  owners: OwnerCache;
   log: Logger;
 }

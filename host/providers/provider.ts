@@ -69,6 +69,11 @@ export interface CreateOpts {
   cpu?: number;
   memoryMb?: number;
   /**
+   * The principal that creates it (a PRINCIPAL_NAME_PATTERN name), recorded with the sandbox for
+   * as long as it lives — never part of its metadata. Omitted: no owner is recorded.
+   */
+  owner?: string;
+  /**
    * The sandbox's egress (entries already checked against the server's permitted set); absent
    * keeps the provider's default. A provider that cannot enforce it exactly throws unsupported.
    */
@@ -108,6 +113,8 @@ export interface NetworkDescription {
 export interface ListOpts {
   status?: string;
   region?: string;
+  /** Only sandboxes whose recorded owner is this; applied before offset and limit. */
+  owner?: string;
   limit: number;
   offset: number;
 }
@@ -190,6 +197,13 @@ export interface Provider {
   setTimeout(sandboxId: string, timeoutS: number): Promise<void>;
   /** Destroys the sandbox; throws not_found when it does not exist. */
   kill(sandboxId: string): Promise<void>;
+  /** The owner recorded at create (CreateOpts.owner), or null; throws not_found when the sandbox does not exist. */
+  getOwner(sandboxId: string): Promise<string | null>;
+  /**
+   * The environment every command in the sandbox starts with, as far as the provider can read it
+   * from the sandbox's own record (so a server that did not create it can mask its secrets).
+   */
+  getEnvironment(sandboxId: string): Promise<Record<string, string>>;
   exec(sandboxId: string, command: string, opts: ExecOpts): Promise<ExecResult>;
   /** Paths of the file methods resolve by resolveSandboxPath. */
   readFile(sandboxId: string, path: string, opts?: ReadFileOpts): Promise<ReadFileResult>;

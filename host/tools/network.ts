@@ -39,7 +39,7 @@ export const NetworkArgSchema = z
   );
 
 /** The server's permitted entries (parsed once per call; the list is short). */
-function permittedOf(config: ServerConfig): string[] {
+function permittedOf(config: Pick<ServerConfig, 'network'>): string[] {
   return config.network?.permitted ?? [];
 }
 
@@ -78,7 +78,7 @@ export function resolveNetworkArg(arg: z.infer<typeof NetworkArgSchema> | undefi
 const LISTED_ENTRIES_MAX = 40;
 
 /** What a model should know about its sandboxes' network under `config`, in a few sentences. */
-export function networkSummary(config: ServerConfig): string {
+export function networkSummary(config: Pick<ServerConfig, 'localNetwork' | 'network'>): string {
   const permitted = permittedOf(config);
   const shown = permitted.slice(0, LISTED_ENTRIES_MAX).join(', ') + (permitted.length > LISTED_ENTRIES_MAX ? ', …' : '');
   const byDefault = {

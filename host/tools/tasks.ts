@@ -8,7 +8,7 @@ import { PROTOCOL_VERSION, TASK_ID_PATTERN, TaskViewSchema, type AgentRequestInp
 import { ProviderError, isProviderError } from '../errors.js';
 import { resolveSandboxPath } from '../providers/provider.js';
 import { parseSandboxRef } from '../sandbox-ref.js';
-import { SandboxIdSchema, defineTool, intIn, resolveSandbox, type ToolContext } from './tool.js';
+import { SandboxIdSchema, defineTool, intIn, learnSecrets, resolveSandbox, type ToolContext } from './tool.js';
 import { definedFields } from '../util/defined-fields.js';
 
 const TaskResultSchema = z.strictObject({ sandbox_id: z.string(), ...TaskViewSchema.shape });
@@ -29,7 +29,7 @@ function isUncertain(e: ProviderError): boolean {
 
 function present(sandboxId: string, view: TaskView, ctx: ToolContext): TaskResult {
   const { masker } = ctx.deps;
-  return { sandbox_id: sandboxId, ...view, stdout: masker.mask(view.stdout), stderr: masker.mask(view.stderr) };
+  return { sandbox_id: sandboxId, ...view, stdout: masker.mask(sandboxId, view.stdout), stderr: masker.mask(sandboxId, view.stderr) };
 }
 
 function unknownView(taskId: string, code: string, message: string): TaskView {
@@ -93,16 +93,21 @@ const startTask = defineTool({
     ctx.deps.retention.begin(ref.qualified);
     let isHeld = false;
     try {
-      const view = await ctx.deps.agent.call(provider, ref.id, { ...request, op: 'start' }, { timeoutS: START_CALL_TIMEOUT_S });
-      isHeld = true;
-      return { result: present(ref.qualified, view, ctx) };
-    } catch (e) {
-      if (isProviderError(e) && isUncertain(e)) {
+      // Inside the hold (a session closing meanwhile must still see this start in flight), and
+      // before submission: its failure is certain, nothing was started.
+      await learnSecrets(ctx, ref);
+      try {
+        const view = await ctx.deps.agent.call(provider, ref.id, { ...request, op: 'start' }, { timeoutS: START_CALL_TIMEOUT_S });
         isHeld = true;
-        ctx.deps.log.warn('task submission uncertain', { category: e.category });
-        return { result: present(ref.qualified, unknownView(taskId, e.code ?? e.category, e.suggestion), ctx) };
+        return { result: present(ref.qualified, view, ctx) };
+      } catch (e) {
+        if (isProviderError(e) && isUncertain(e)) {
+          isHeld = true;
+          ctx.deps.log.warn('task submission uncertain', { category: e.category });
+          return { result: present(ref.qualified, unknownView(taskId, e.code ?? e.category, e.suggestion), ctx) };
+        }
+        throw e;
       }
-      throw e;
     } finally {
       await ctx.deps.retention.end(ref.qualified, isHeld);
     }
@@ -134,6 +139,7 @@ async function queryTask(
   timeoutS: number,
 ): Promise<TaskResult> {
   const ref = parseSandboxRef(handle.sandbox_id, ctx.deps.config.defaultProvider);
+  await learnSecrets(ctx, ref);
   const view = await ctx.deps.agent.call(
     ctx.deps.providers.get(ref.provider),
     ref.id,

@@ -212,7 +212,7 @@ describe.skipIf(!canRun)('local sandbox network argument', () => {
     }
   });
 
-  it("leaves no helper behind when the keeper itself is killed with SIGKILL", async () => {
+  it('leaves no helper behind when the keeper itself is killed with SIGKILL', async () => {
     const { sandbox_id: sb } = await provider.create({ timeoutS: 60, network: { allowOut: ['pypi.org'] } });
     created.push(sb);
     const rec = readKeeperRecord(join(state.dir, 'local', sb))!;

@@ -20,6 +20,7 @@ import {
 import { proxyEnvironment } from '../../host/providers/local/launch/environment.js';
 import { DenialLog, readDenials } from '../../host/providers/local/network/denial-log.js';
 import { isNonPublicAddress, resolveDestination, type Resolver } from '../../host/providers/local/network/destinations.js';
+import { checkNetwork } from '../../host/doctor/network-check.js';
 import { createNetworkOpts } from '../../host/providers/e2b/network.js';
 import { networkSummary, resolveNetworkArg } from '../../host/tools/network.js';
 
@@ -275,6 +276,22 @@ describe('server configuration and the network argument', () => {
     expect(text).toContain('HTTP_PROXY');
     expect(text).toContain('expose_port');
     expect(networkSummary(configWith({ SANDBOX_MCP_LOCAL_NETWORK: 'host' }))).toContain("shares this machine's network");
+  });
+});
+
+describe("the doctor's network line", () => {
+  it('says what a create without network gets and what may be allowed; warns when sandboxes share the host network', () => {
+    expect(checkNetwork(loadConfig({}))).toMatchObject({ name: 'network', status: 'ok', message: expect.stringContaining('no network') });
+    expect(
+      checkNetwork(loadConfig({ SANDBOX_MCP_NETWORK_ALLOW: 'pypi.org,x.test', SANDBOX_MCP_NETWORK_DEFAULT: 'allowed' })),
+    ).toMatchObject({
+      status: 'ok',
+      message: expect.stringMatching(/whole permitted set; create_sandbox may allow 2 entries/),
+    });
+    expect(checkNetwork(loadConfig({ SANDBOX_MCP_LOCAL_NETWORK: 'host' }))).toMatchObject({
+      status: 'warn',
+      fix: expect.stringContaining('--network-allow'),
+    });
   });
 });
 

@@ -7,6 +7,7 @@ import { ProviderError } from '../../host/errors.js';
 import { createLogger } from '../../host/log.js';
 import { SecretMasker } from '../../host/mask.js';
 import { TaskRetention } from '../../host/retention.js';
+import { OwnerCache } from '../../host/providers/owner-scope.js';
 import type { Provider, SandboxMetadata } from '../../host/providers/provider.js';
 import { callTool, closeSession } from '../../host/server.js';
 import { Session } from '../../host/session.js';
@@ -66,6 +67,12 @@ function recordingProvider() {
     async kill(id) {
       calls.push({ op: 'kill', id });
     },
+    async getOwner() {
+      return null;
+    },
+    async getEnvironment() {
+      return {};
+    },
     async exec(id) {
       calls.push({ op: 'exec', id });
       return {
@@ -116,6 +123,7 @@ function deps(provider: Provider): ServerDeps {
     agent: new AgentClient({ bytes: Buffer.from(''), fileName: 'agent-test.cjs', version: 'test' }),
     masker: new SecretMasker(),
     retention: new TaskRetention(),
+    owners: new OwnerCache(),
     log: createLogger({ write: () => undefined }),
   };
 }

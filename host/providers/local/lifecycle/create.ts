@@ -133,7 +133,7 @@ export class SandboxCreator {
         memoryMb: opts.memoryMb ?? null,
         identity,
         tools,
-        ...definedFields({ allowOut }),
+        ...definedFields({ allowOut, owner: opts.owner }),
       });
       writePrivateFile(join(dir, SPEC_FILE), JSON.stringify(spec) + '\n');
       writeDeadline(dir, createdAtMs + timeoutS * 1000);

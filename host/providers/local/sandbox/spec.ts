@@ -24,6 +24,8 @@ export interface SandboxSpec {
   hideVarRun: boolean;
   /** Absent in specs written before sandboxes had a network of their own: those share the host's. */
   network?: NetworkMode;
+  /** The principal that created it (CreateOpts.owner); absent: none recorded. */
+  owner?: string;
   /**
    * The egress allow-list (canonical entries, see network-policy.ts) its keeper's proxy enforces;
    * absent or empty: no egress proxy. Only in isolated sandboxes.
@@ -40,7 +42,7 @@ export function specNetwork(spec: SandboxSpec): NetworkMode {
  * The per-sandbox choices of a spec; the rest comes from the provider's settings and this host.
  * An `allowOut` (even empty) makes the sandbox isolated whatever the provider's network mode.
  */
-export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools'> & {
+export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools' | 'owner'> & {
   allowOut?: readonly string[];
 };
 
@@ -70,7 +72,7 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
     roBindPaths: roBindPaths(settings.nodePath, settings.identity.dropPrivileges),
     hideVarRun: isRealDir('/var/run'),
     network: opts.allowOut !== undefined ? 'isolated' : settings.network,
-    ...definedFields({ allowOut: opts.allowOut?.length ? [...opts.allowOut] : undefined }),
+    ...definedFields({ allowOut: opts.allowOut?.length ? [...opts.allowOut] : undefined, owner: opts.owner }),
   };
 }
 
