@@ -224,6 +224,24 @@ describe.skipIf(!canRun)('local sandbox network argument', () => {
     await waitFor(() => !isAlive(rec.pid1) && helpersIn(netNs, pidNs).length === 0);
   });
 
+  it('does not start a sandbox whose proxy cannot start, and leaves nothing behind', async () => {
+    // An nsenter that cannot enter anything: the keeper's netns helper never starts.
+    const broken = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT, tools: { nsenter: '/bin/false' } });
+    try {
+      const sandboxDirs = () =>
+        (existsSync(join(state.dir, 'local')) ? readdirSync(join(state.dir, 'local')) : []).filter((n) => !n.startsWith('.'));
+      const before = sandboxDirs();
+      const e = await broken.create({ timeoutS: 60, network: { allowOut: ['pypi.org'] } }).catch((err: unknown) => err);
+      expect(e).toMatchObject({ category: 'unavailable', code: 'network_failed' });
+      expect(sandboxDirs().filter((n) => !before.includes(n))).toEqual([]);
+      // Without an allow-list nothing needs the helper at create.
+      const { sandbox_id: sb } = await broken.create({ timeoutS: 60 });
+      created.push(sb);
+    } finally {
+      await broken.close();
+    }
+  });
+
   it('refuses an entry that is not one, naming the field, and creates nothing', async () => {
     const before = readdirSync(join(state.dir, 'local')).length;
     await expect(provider.create({ timeoutS: 60, network: { allowOut: ['not a host'] } })).rejects.toMatchObject({

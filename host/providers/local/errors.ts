@@ -17,7 +17,7 @@ export const LOCAL_DETAILS = {
   cgroupUnavailable:
     'cpu/memory limits need a cgroup the sandbox keeper can create (root with cgroup v1 cpu/memory controllers, or a delegated cgroup v2 subtree with cpu and memory enabled); create the sandbox without cpu/memory here.',
   networkFailed:
-    "The sandbox's network services (its egress proxy or its control socket) could not be started; check that nsenter works on this machine and retry.",
+    "The sandbox's egress proxy could not be started in its network namespace; check that nsenter works on this machine (sandbox-mcp doctor) and retry.",
   bwrapFailed: 'bubblewrap failed to start the sandbox; check that bubblewrap works on this machine (bwrap --ro-bind / / true).',
   startTimeout: 'The sandbox did not become ready in time; the machine may be overloaded. Retry.',
   sandboxGone: 'The sandbox does not exist (it may have expired or been killed).',

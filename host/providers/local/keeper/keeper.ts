@@ -20,9 +20,9 @@ import {
 } from '../sandbox/state-dir.js';
 import { CgroupUnavailableError, createCgroups } from '../system/cgroups.js';
 import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
-import { openSandboxNetwork } from '../network/sandbox-network.js';
+import { EgressProxyStartError, openSandboxNetwork } from '../network/sandbox-network.js';
 import { spawnBwrap, type BwrapProcess } from './bwrap-process.js';
-import { heldCgroups, HeldResources } from './held-resources.js';
+import { heldCgroups, HeldResources, type HeldResource } from './held-resources.js';
 import { reportOnce, type KeeperReport } from './report.js';
 
 /** Timings and the report descriptor of runKeeper; every one has a working default. */
@@ -160,14 +160,19 @@ async function launchBwrap(keeper: KeeperState, startTimeoutMs: number): Promise
  * whose allow-list cannot be enforced must not start.
  */
 async function openNetwork(keeper: KeeperState): Promise<KeeperReport> {
-  const network = await openSandboxNetwork({
-    dir: keeper.dir,
-    spec: keeper.spec,
-    pid1: keeper.pid1!.pid,
-    nodePath: process.execPath,
-    keeperScript: process.argv[1]!,
-  }).catch(() => 'failed' as const);
-  if (network === 'failed') return { ok: false, code: 'network_failed' };
+  let network: HeldResource | null;
+  try {
+    network = await openSandboxNetwork({
+      dir: keeper.dir,
+      spec: keeper.spec,
+      pid1: keeper.pid1!.pid,
+      nodePath: process.execPath,
+      keeperScript: process.argv[1]!,
+    });
+  } catch (e) {
+    logFault(e);
+    return { ok: false, code: e instanceof EgressProxyStartError ? 'network_failed' : 'keeper_failed' };
+  }
   if (network) keeper.held.hold(network);
   return READY;
 }

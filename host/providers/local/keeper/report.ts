@@ -5,7 +5,7 @@ import { closeSync, writeSync } from 'node:fs';
 /**
  * Static failure codes the keeper reports to the provider (mapped to ProviderErrors there).
  * `keeper_failed`: a fault in the keeper itself, or told to stop before the sandbox was ready.
- * `network_failed`: the egress proxy or the control socket could not be started.
+ * `network_failed`: the egress proxy could not be started.
  */
 export type KeeperFailure =
   | 'spec_invalid'

@@ -11,7 +11,7 @@ import { specNetwork, type SandboxSpec } from '../sandbox/spec.js';
 import { serveControl, type ControlReply, type ControlRequest } from './control-channel.js';
 import { DenialLog } from './denial-log.js';
 import { startEgressProxy, type EgressProxy } from './egress-proxy.js';
-import { NetnsSockets } from './netns-sockets.js';
+import { NetnsError, NetnsSockets } from './netns-sockets.js';
 import { ExposeError, PortForwards } from './port-forwards.js';
 
 /** What the keeper knows when it opens the network: its sandbox, and where pid 1 and it itself run. */
@@ -23,7 +23,18 @@ export interface SandboxNetworkOpts {
   keeperScript: string;
 }
 
-/** Opens the sandbox's network services; null when it has none. Throws when one cannot start (the sandbox must not start without its proxy). */
+/** The egress proxy could not be started (the helper could not enter the namespace, or listen there). */
+export class EgressProxyStartError extends Error {
+  constructor(readonly code: string) {
+    super(code);
+  }
+}
+
+/**
+ * Opens the sandbox's network services; null when it has none. Throws EgressProxyStartError when
+ * the proxy cannot start (the sandbox must not start without it), anything else for a fault of
+ * the keeper's own (its state directory gone, say).
+ */
 export async function openSandboxNetwork(opts: SandboxNetworkOpts): Promise<HeldResource | null> {
   const { dir, spec } = opts;
   if (specNetwork(spec) === 'host') return null;
@@ -47,7 +58,10 @@ export async function openSandboxNetwork(opts: SandboxNetworkOpts): Promise<Held
     const allowOut = spec.allowOut ?? [];
     if (allowOut.length > 0) {
       const denials = new DenialLog(dir);
-      proxy = startEgressProxy(await sockets.listen(SANDBOX_PROXY_PORT), {
+      const listener = await sockets.listen(SANDBOX_PROXY_PORT).catch((e: unknown) => {
+        throw new EgressProxyStartError(e instanceof NetnsError ? e.code : 'internal');
+      });
+      proxy = startEgressProxy(listener, {
         entries: parseAllowList(allowOut),
         onDenied: (host) => denials.record(host),
       });
