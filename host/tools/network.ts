@@ -81,24 +81,23 @@ const LISTED_ENTRIES_MAX = 40;
 export function networkSummary(config: Pick<ServerConfig, 'localNetwork' | 'network'>): string {
   const permitted = permittedOf(config);
   const shown = permitted.slice(0, LISTED_ENTRIES_MAX).join(', ') + (permitted.length > LISTED_ENTRIES_MAX ? ', …' : '');
+  const noNetwork = 'no network at all (only its own loopback: no DNS, no internet)';
   const byDefault = {
     provider:
-      config.localNetwork === 'host'
-        ? "Without `network`, a local sandbox shares this machine's network"
-        : 'Without `network`, a local sandbox has no network at all (only its own loopback: no DNS, no internet)',
-    none: 'Without `network`, a sandbox has no network at all (only its own loopback: no DNS, no internet)',
-    allowed: 'Without `network`, a sandbox gets the whole permitted set',
+      (config.localNetwork === 'host' ? "a local sandbox shares this machine's network" : `a local sandbox has ${noNetwork}`) +
+      " and an e2b sandbox has E2B's default internet access",
+    none: `a sandbox has ${noNetwork}`,
+    allowed: 'a sandbox gets the whole permitted set',
   }[config.network?.default ?? 'provider'];
-  const parts = [
-    `Network: ${byDefault}${config.network?.default === 'provider' || config.network === undefined ? " and an e2b sandbox has E2B's default internet access" : ''}.`,
+  return [
+    `Network: without \`network\`, ${byDefault}.`,
     permitted.length === 0
       ? 'This server permits no egress: create_sandbox accepts only `network: "none"`.'
       : `create_sandbox's \`network: {"allow_out": [...]}\` may allow entries within this server's permitted set: ${shown} ` +
         '(an entry without :port means ports 80 and 443). A local sandbox reaches them over HTTP/HTTPS through a proxy named in ' +
         'HTTP_PROXY/HTTPS_PROXY (tools that ignore those variables get no network); other destinations get a 403 naming the host.',
     'expose_port gives the person a URL for a port a sandbox serves (e.g. a web app started with start_task).',
-  ];
-  return parts.join(' ');
+  ].join(' ');
 }
 
 const exposePort = defineTool({

@@ -77,7 +77,7 @@ afterAll(async () => {
 describe('network through the MCP server', () => {
   it('tells the model its network and lists expose_port with strict schemas', async () => {
     s = await connectStdio(env);
-    expect(s.client.getInstructions()).toMatch(/Network: Without `network`, a local sandbox has no network at all/);
+    expect(s.client.getInstructions()).toMatch(/Network: without `network`, a local sandbox has no network at all/);
     const { tools } = await s.client.listTools();
     const create = tools.find((t) => t.name === 'create_sandbox')!;
     expect(create.description).toContain(`127.0.0.1:${p1}, localhost:${p2}, pypi.org`);
