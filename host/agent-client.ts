@@ -16,6 +16,7 @@ import {
 } from '../shared/protocol.js';
 import { ProviderError, type ErrorCategory } from './errors.js';
 import type { Provider } from './providers/provider.js';
+import { definedFields } from './util/defined-fields.js';
 
 /** The built agent: its bytes and the content-addressed name it is installed under. */
 export interface AgentBundle {
@@ -55,6 +56,7 @@ const AGENT_ERROR_CATEGORIES: Record<AgentErrorCode, ErrorCategory> = {
   no_stdin: 'conflict',
   stdin_closed: 'conflict',
   state_dir_full: 'insufficient_resources',
+  task_not_finished: 'conflict',
   internal: 'internal',
 };
 
@@ -67,6 +69,10 @@ export function agentErrorToProviderError(code: AgentErrorCode, message: string)
 export interface AgentCallOpts {
   /** Bound on the whole exec, in seconds. */
   timeoutS: number;
+  /** Extra environment of the agent process (how `start` receives task variables; see TASK_ENV_PREFIX). */
+  envs?: Record<string, string>;
+  /** Aborting it stops the agent process as a timeout would (the call then fails). */
+  signal?: AbortSignal;
 }
 
 /** Sends protocol requests to the agent inside a sandbox through a provider's exec. */
@@ -94,11 +100,12 @@ export class AgentClient {
     const key = `${provider.id}:${sandboxId}`;
     const installsBefore = this.installs.get(key) ?? 0;
     const command = this.commandFor(request);
-    let result = await provider.exec(sandboxId, command, { timeoutS: opts.timeoutS });
+    const execOpts = { timeoutS: opts.timeoutS, ...definedFields({ envs: opts.envs, signal: opts.signal }) };
+    let result = await provider.exec(sandboxId, command, execOpts);
     if (result.exitCode === EXIT_AGENT_MISSING) {
       // Unless a concurrent call installed it meanwhile, install it (once, shared), then ask again.
       if ((this.installs.get(key) ?? 0) === installsBefore) await this.install(provider, sandboxId, key);
-      result = await provider.exec(sandboxId, command, { timeoutS: opts.timeoutS });
+      result = await provider.exec(sandboxId, command, execOpts);
     }
     if (result.timedOut) throw new ProviderError('timeout', { code: 'agent_timeout' });
     if (result.exitCode === EXIT_NODE_MISSING) {

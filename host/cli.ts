@@ -129,7 +129,7 @@ async function main(argv: string[]): Promise<void> {
   if (line.help) return void process.stdout.write(HELP);
   if (line.version) return void process.stdout.write(`${__HOST_VERSION__}\n`);
   const config = loadConfig(process.env, {
-    ...definedFields({ provider: line.provider, networkDefault: line.networkDefault }),
+    ...definedFields({ provider: line.provider, networkDefault: line.networkDefault, backgroundAfter: line.backgroundAfter }),
     keepSandboxes: line.keepSandboxes,
     networkAllow: line.networkAllow,
   });

@@ -47,8 +47,7 @@ describe('sandbox-mcp CLI', () => {
     const client = new Client({ name: 'npm-start', version: '1' });
     await client.connect(transport);
     const { tools } = await client.listTools();
-    // The seeds' fifteen and expose_port (issue 11).
-    expect(tools).toHaveLength(16);
+    expect(tools).toHaveLength(17); // the seeds' fifteen, send_task_input and expose_port
     await client.close();
     expect(errors).toEqual([]);
   });

@@ -20,6 +20,7 @@ const TOOL_NAMES = [
   'start_task',
   'get_task',
   'cancel_task',
+  'send_task_input',
   // Beyond the seeds (DESIGN.md): issue 11.
   'expose_port',
 ];
@@ -55,7 +56,7 @@ describe('the tool surface', () => {
     }
     expect(tools.find((t) => t.name === 'get_task')!.annotations!.readOnlyHint).toBe(true);
     expect(tools.find((t) => t.name === 'kill_sandbox')!.annotations!.destructiveHint).toBe(true);
-    expect(OP_NAMES).toEqual(['hello', 'start', 'get', 'cancel', 'input', 'list', 'selftest']);
+    expect(OP_NAMES).toEqual(['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'selftest']);
   });
 
   it('tells the model the workflow in the initialize instructions', () => {
