@@ -73,7 +73,7 @@ describe('egress proxy', () => {
     const spare = createServer();
     closedPort = await listen(spare);
     spare.close();
-    proxy = startEgressProxy(listener, {
+    proxy = await startEgressProxy(listener, {
       entries: parseAllowList([
         `127.0.0.1:${originPort}`,
         `127.0.0.1:${echoPort}`,

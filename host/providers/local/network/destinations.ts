@@ -2,7 +2,6 @@
 // allowed name could be pointed at to reach this machine or its networks (loopback, link-local,
 // private, and the other non-public ranges), unless an entry names that address literally. The
 // connection is then made to the address checked here, never resolved again.
-import { lookup as dnsLookup } from 'node:dns/promises';
 import { BlockList } from 'node:net';
 import { canonicalIPv6, entryAllows, namesAddressLiterally, requestHost, type AllowEntry } from '../../../network-policy.js';
 
@@ -44,7 +43,8 @@ export function isNonPublicAddress(address: string, family: 4 | 6): boolean {
   return v4 !== null ? NON_PUBLIC.check(v4, 'ipv4') : NON_PUBLIC.check(address, 'ipv6');
 }
 
-const systemResolver: Resolver = (host) => dnsLookup(host, { all: true, verbatim: true });
+// node:dns is loaded on first use, like node:http in egress-proxy.ts: keepers without a proxy never need it.
+const systemResolver: Resolver = async (host) => (await import('node:dns/promises')).lookup(host, { all: true, verbatim: true });
 
 /**
  * Decides where a request for `hostText`:`port` may connect: nowhere unless an entry allows the

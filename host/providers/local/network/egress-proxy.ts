@@ -4,7 +4,7 @@
 // intercepted); absolute-form HTTP requests are forwarded. Every request is checked against the
 // sandbox's allow-list and connected to the address destinations.ts checked; anything else gets a
 // plain-text 403 that names the host and the setting that decides it.
-import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect, type Server, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AllowEntry } from '../../../network-policy.js';
@@ -97,7 +97,9 @@ function forwardedHeaders(req: IncomingMessage): [string, string][] {
 }
 
 /** Starts the proxy on `listener` (already listening, e.g. in the sandbox's network namespace). */
-export function startEgressProxy(listener: Server, opts: EgressProxyOpts): EgressProxy {
+export async function startEgressProxy(listener: Server, opts: EgressProxyOpts): Promise<EgressProxy> {
+  // Loaded here, not at the top: most keepers run no proxy, and node:http costs each about 1 MiB.
+  const { createServer, request: httpRequest } = await import('node:http');
   const connectTimeoutMs = opts.connectTimeoutMs ?? 30_000;
   const open = new Set<Duplex>();
   const track = (s: Duplex): void => {

@@ -61,7 +61,7 @@ export async function openSandboxNetwork(opts: SandboxNetworkOpts): Promise<Held
       const listener = await sockets.listen(SANDBOX_PROXY_PORT).catch((e: unknown) => {
         throw new EgressProxyStartError(e instanceof NetnsError ? e.code : 'internal');
       });
-      proxy = startEgressProxy(listener, {
+      proxy = await startEgressProxy(listener, {
         entries: parseAllowList(allowOut),
         onDenied: (host) => denials.record(host),
       });
