@@ -128,6 +128,11 @@ describe('network through the MCP server', () => {
     const refused = await ok(s!.client, 'run_command', { command: `curl -sS -w ' %{http_code}' http://localhost:${p2}/secret/path` });
     expect(refused.stdout).toMatch(/resolves to a loopback, link-local or private address[\s\S]* 403$/);
     expect(hits.two).toBe(0);
+    // Around the proxy there is no way out, not even to the allowed server, nor to the exposed port's listener.
+    const direct = await ok(s!.client, 'run_command', {
+      command: `for u in http://127.0.0.1:${p1}/ ${url}; do curl -sS --noproxy '*' --max-time 10 $u >/dev/null 2>&1; echo "exit=$?"; done`,
+    });
+    expect(direct.stdout).toBe('exit=7\nexit=7\n');
     await waitFor(() => logLines(s!, 'network denied').length > 0, 'the refusal in the log');
     for (const line of logLines(s!, 'network denied')) {
       expect(Object.keys(line).sort()).toEqual(['host', 'level', 'msg', 'sandbox_id', 't']);
