@@ -2,12 +2,14 @@
 // process that owns its deadline. This file only composes the parts and is the boundary where
 // every failure leaves as a ProviderError. The parts, by folder:
 //   lifecycle/  create, list, getInfo, setTimeout and kill
-//   exec/       running one command inside a sandbox (enter, capture, the runner)
+//   exec/       running one command inside a sandbox (enter, capture, the runner), and interactive
+//               terminals on a fresh pty (terminal.ts)
 //   files/      reading, writing and listing files, by scripts run inside
 //   sandbox/    what a sandbox is on disk (spec, ids, state directory) and finding the live ones
 //   keeper/     the per-sandbox keeper process, and starting it
 //   network/    the host side of a sandbox's network: egress proxy, exposed ports, control socket
-//   launch/     pure builders: the bwrap argv, the launch and enter command lines, passwd, environment
+//   launch/     pure builders: the bwrap argv, the launch, enter and terminal command lines, passwd,
+//               environment
 //   system/     this machine: /proc, cgroups, inherited descriptors, the tools (preflight)
 import type {
   CreateOpts,
@@ -22,11 +24,14 @@ import type {
   ReadFileOpts,
   ReadFileResult,
   SandboxMetadata,
+  TerminalOpts,
+  TerminalSession,
   WriteFileOpts,
 } from '../provider.js';
 import { toProviderError } from './errors.js';
 import { CommandRunner } from './exec/command-runner.js';
 import { SandboxExec } from './exec/exec.js';
+import { SandboxTerminals } from './exec/terminal.js';
 import { SandboxFiles } from './files/operations.js';
 import { SandboxCreator } from './lifecycle/create.js';
 import { SandboxLifecycle } from './lifecycle/manage.js';
@@ -64,6 +69,7 @@ export class LocalProvider implements Provider {
   private readonly ports: SandboxPorts;
   /** Passes the egress proxies' refusals on after each command and before each kill. */
   private readonly denials: DenialReporter;
+  private readonly terminals: SandboxTerminals;
   /** The start-up sweep of dead sandboxes (sandbox/sweep.ts), running in the background. */
   private readonly sweep: Promise<void>;
 
@@ -77,6 +83,7 @@ export class LocalProvider implements Provider {
     this.files = new SandboxFiles(settings, this.registry, runner);
     this.ports = new SandboxPorts(this.registry);
     this.denials = new DenialReporter(settings.sandboxes, settings.onNetworkDenied);
+    this.terminals = new SandboxTerminals(settings, this.registry, runner);
     this.sweep = sweepDeadSandboxes(this.registry);
   }
 
@@ -141,6 +148,10 @@ export class LocalProvider implements Provider {
 
   async describeNetwork(sandboxId: string): Promise<NetworkDescription> {
     return asProviderErrors(() => describeSandboxNetwork(this.registry, sandboxId));
+  }
+
+  async openTerminal(sandboxId: string, opts: TerminalOpts): Promise<TerminalSession> {
+    return asProviderErrors(() => this.terminals.open(sandboxId, opts));
   }
 }
 
