@@ -4,11 +4,11 @@
 // within Timings.inputWaitMs and reports how many bytes were taken. Input is not masked, and
 // nothing of it is logged.
 import { closeSync } from 'node:fs';
-import { TERMINAL_STATES, type InputResult } from '../../shared/protocol.js';
+import type { InputResult } from '../../shared/protocol.js';
 import type { TaskStatus } from '../../shared/status.js';
 import { AgentFailure } from '../errors.js';
 import { isSameLiveProcess } from '../proc.js';
-import { isStdinClosed, openStdinForInput, STDIN_EOF_SIGNAL, writeWithin, type StdinOpenFailure } from '../stdin-pipe.js';
+import { isStdinClosed, isStdinFifoGone, openStdinForInput, STDIN_EOF_SIGNAL, writeWithin, type StdinOpenFailure } from '../stdin-pipe.js';
 import { readTaskRequest } from '../task-request.js';
 import { observeTask } from '../task-view.js';
 import { sleep, type Timings } from '../timing.js';
@@ -65,27 +65,18 @@ export async function deliverInput(
 async function closeViaSupervisor(dir: string, status: TaskStatus, timings: Timings): Promise<boolean> {
   const sup = status.supervisor;
   // Verified by pid and start time right before signalling, as cancel does.
-  if (!sup || !isSameLiveProcess(sup.pid, sup.start_time)) return isClosedOrFinished(dir);
+  if (!sup || !isSameLiveProcess(sup.pid, sup.start_time)) return isStdinFifoGone(dir);
   try {
     process.kill(sup.pid, STDIN_EOF_SIGNAL);
   } catch {
-    return isClosedOrFinished(dir);
+    return isStdinFifoGone(dir);
   }
   const until = Date.now() + timings.inputWaitMs;
-  while (!isClosedOrFinished(dir)) {
+  while (!isStdinFifoGone(dir)) {
     if (Date.now() >= until) return false;
     await sleep(5);
   }
   return true;
-}
-
-/**
- * True once the supervisor marked the stdin closed, or the task has ended (its stdin with it). The
- * supervisor removes the mark along with the FIFO right after the final status, which a command
- * ending at EOF (`cat`) reaches at once: a look that comes late finds a finished task instead.
- */
-function isClosedOrFinished(dir: string): boolean {
-  return isStdinClosed(dir) || TERMINAL_STATES.has(observeTask(dir).state);
 }
 
 function refusal(dir: string, failure: StdinOpenFailure | 'no_reader'): AgentFailure {

@@ -11,6 +11,7 @@ import { createLocalProvider, defaultKeeperScript } from '../providers/local/loc
 import { defaultStateDir } from '../providers/local/sandbox/state-dir.js';
 import { checkBubblewrap, checkUserNamespaces, checkUtilLinux } from './bubblewrap-checks.js';
 import { checkCgroups } from './cgroup-check.js';
+import { checkNetwork } from './network-check.js';
 import { fail, ok, warn, type Check } from './check.js';
 import { checkNodeVersion } from './node-version.js';
 import { checkSandbox } from './sandbox-check.js';
@@ -73,7 +74,7 @@ export async function collectChecks(config: ServerConfig): Promise<Check[]> {
       }
     }
   }
-  checks.push(checkE2bKey(config));
+  checks.push(checkNetwork(config), checkE2bKey(config));
   return checks;
 }
 

@@ -1,6 +1,7 @@
 // Benchmarks of the local provider (`npm run bench`). Besides vitest's tables, each block prints
-// its headline figure: exec overhead (absolute and ratio, in one run), create+kill latency,
-// and memory per idle sandbox with 20 concurrent sandboxes each running a task.
+// its headline figure: exec overhead (absolute and ratio, in one run), create+kill latency (with
+// and without an egress allow-list), the egress proxy's throughput against a direct fetch, and
+// memory per idle sandbox with 20 concurrent sandboxes each running a task.
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { bench, describe } from 'vitest';
@@ -100,13 +101,29 @@ report(
   `exec true: direct ${d.toFixed(2)} ms, provider ${p.toFixed(2)} ms, overhead ${(p - d).toFixed(2)} ms, ratio ${(p / d).toFixed(2)}x (medians of 200; target overhead <= 3 ms)`,
 );
 
-const ck = await sample(30, async () => {
-  const m = await provider.create({ timeoutS: 60 });
-  await provider.kill(m.sandbox_id);
-});
+// Plain and with an egress allow-list (its keeper starts the netns helper and the proxy), interleaved.
+const ck: number[] = [];
+const ckProxy: number[] = [];
+for (let i = 0; i < 15; i++) {
+  for (const [into, network] of [
+    [ck, undefined],
+    [ckProxy, { allowOut: ['127.0.0.1:9'] }],
+  ] as const) {
+    into.push(
+      ...(await sample(2, async () => {
+        const m = await provider.create({ timeoutS: 60, ...(network ? { network } : {}) });
+        await provider.kill(m.sandbox_id);
+      })),
+    );
+  }
+}
 report(
   `create+kill: median ${median(ck).toFixed(1)} ms, min ${Math.min(...ck).toFixed(1)}, max ${Math.max(...ck).toFixed(1)} (30 runs; target <= 150 ms median)`,
 );
+report(
+  `create+kill with an allow-list (proxy): median ${median(ckProxy).toFixed(1)} ms vs ${median(ck).toFixed(1)} ms without, ratio ${(median(ckProxy) / median(ck)).toFixed(2)}x (30 runs each, interleaved)`,
+);
+await measureProxyThroughput();
 
 const t = performance.now();
 const ids = (await Promise.all(Array.from({ length: 20 }, () => provider.create({ timeoutS: 300 })))).map((m) => m.sandbox_id);
@@ -132,6 +149,42 @@ report(
     `per idle sandbox RSS ${(rss / n / 1024).toFixed(1)} MiB (keeper ${(keeperRss / n / 1024).toFixed(1)} MiB), PSS ${(pss / n / 1024).toFixed(1)} MiB`,
 );
 await Promise.all(ids.map((id) => provider.kill(id)));
+
+/**
+ * 64 MiB from a server on the host's loopback: fetched by curl inside a sandbox through its egress
+ * proxy, and by curl on the host directly (the baseline), interleaved.
+ */
+async function measureProxyThroughput(): Promise<void> {
+  const { createServer } = await import('node:http');
+  const body = Buffer.alloc(64 * 1024 * 1024);
+  const server = createServer((_req, res) => res.end(body));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.address() as { port: number }).port;
+  const url = `http://127.0.0.1:${port}/`;
+  const id = (await provider.create({ timeoutS: 300, network: { allowOut: [`127.0.0.1:${port}`] } })).sandbox_id;
+  const hostCurl = (): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const child = spawn('curl', ['-sS', '-o', '/dev/null', url], { stdio: 'ignore', env: { PATH: '/usr/bin:/bin' } });
+      child.on('error', reject);
+      child.on('close', () => resolve());
+    });
+  const direct: number[] = [];
+  const forwarded: number[] = [];
+  const tunnelled: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    direct.push(...(await sample(2, hostCurl)));
+    forwarded.push(...(await sample(2, () => provider.exec(id, `curl -sS -o /dev/null ${url}`, { timeoutS: 60 }))));
+    // --proxytunnel: CONNECT, the way HTTPS goes through the proxy.
+    tunnelled.push(...(await sample(2, () => provider.exec(id, `curl -sS -p -o /dev/null ${url}`, { timeoutS: 60 }))));
+  }
+  await provider.kill(id);
+  server.close();
+  const line = (what: string, xs: number[]): string =>
+    `${what} ${median(xs).toFixed(0)} ms (${(64 / (median(xs) / 1000)).toFixed(0)} MiB/s, ${(median(xs) / median(direct)).toFixed(2)}x)`;
+  report(
+    `64 MiB from the host loopback: ${line('host curl direct', direct)}; from a sandbox through its egress proxy, ${line('forwarded (http://)', forwarded)}, ${line('tunnelled (CONNECT)', tunnelled)} (10 runs each, interleaved)`,
+  );
+}
 
 describe('local exec: `true` through the provider vs spawned directly', () => {
   bench('true spawned directly', spawnTrue, { time: 1500, warmupIterations: 10 });

@@ -3,6 +3,7 @@
 // may be skipped, and only outside CI (CI=true, which .ci/run sets, makes that a failure too).
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { AGENT_BUNDLE, HOST_JS, KEEPER_SCRIPT } from './paths.js';
 
 /** Throws unless dist/ holds the built server, keeper and agent. */
@@ -35,4 +36,13 @@ export function isRootOrSkipping(what: string): boolean {
   if (process.getuid?.() === 0) return true;
   if (process.env.CI === 'true') throw new Error(`${what} need root, and CI runs every test: run CI as root`);
   return false;
+}
+
+/** True when every command is on PATH; throws naming the missing ones otherwise (a prerequisite, never a skip). */
+export function requireCommands(names: readonly string[]): true {
+  const dirs = (process.env.PATH ?? '/usr/bin:/bin').split(':');
+  const missing = names.filter((n) => !dirs.some((d) => existsSync(join(d, n))));
+  if (missing.length > 0)
+    throw new Error(`${missing.join(', ')} required by these tests: .ci/run installs them (apt-get install ${missing.join(' ')})`);
+  return true;
 }

@@ -5,6 +5,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
 import type { Identity, ToolPaths } from './launch/command-lines.js';
+import type { NetworkDenialListener } from './network/denial-reporter.js';
 import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
 import type { FdCover } from './system/inherited-fds.js';
 import { inheritableFds } from './system/inherited-fds.js';
@@ -42,6 +43,8 @@ export interface LocalProviderOpts {
    * abstract Unix sockets. Recorded per sandbox, so every instance enters each one correctly.
    */
   network?: NetworkMode;
+  /** Hears each request a sandbox's egress proxy refused (once per server process); default: nobody. */
+  onNetworkDenied?: NetworkDenialListener;
 }
 
 /** LocalProviderOpts with every default applied; fixed for the life of a provider instance. */
@@ -61,6 +64,7 @@ export interface LocalSettings {
   readonly drainGraceMs: number;
   readonly toolOverrides: Partial<ToolPaths>;
   readonly network: NetworkMode;
+  readonly onNetworkDenied: NetworkDenialListener | undefined;
   readonly shell: string;
   /** Directories of the node binary (as given and resolved), put on the sandbox's PATH. */
   readonly nodeBinDirs: string[];
@@ -121,6 +125,7 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
     drainGraceMs,
     toolOverrides,
     network,
+    onNetworkDenied: opts.onNetworkDenied,
     shell,
     nodeBinDirs: [...dirs],
     cover,

@@ -5,6 +5,8 @@ import { mkdirSync } from 'node:fs';
 import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { ProviderError } from '../../../errors.js';
+import { formatAllowEntry, parseAllowEntry, type NetworkPolicy } from '../../../network-policy.js';
+import { definedFields } from '../../../util/defined-fields.js';
 import type { CreateOpts, SandboxMetadata } from '../../provider.js';
 import { keeperFailureError, LOCAL_DETAILS } from '../errors.js';
 import type { KeeperReport } from '../keeper/report.js';
@@ -13,7 +15,6 @@ import type { Identity, ToolPaths } from '../launch/command-lines.js';
 import { newSandboxId, newSandboxUid } from '../sandbox/ids.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
 import { buildSandboxSpec, type SandboxSpec } from '../sandbox/spec.js';
-import { definedFields } from '../../../util/defined-fields.js';
 import {
   ensureSandboxesDir,
   listSandboxIds,
@@ -31,6 +32,15 @@ import { preflight } from '../system/preflight.js';
 import { identify, type ProcIdentity } from '../system/proc.js';
 import { assertLifetimeS, invalid, validateEnvs } from '../validation.js';
 import { sandboxMetadata } from './metadata.js';
+
+/** The allow-list of a network policy in canonical form; invalid_argument naming the field for an entry that is not one. */
+function canonicalAllowOut(policy: NetworkPolicy): string[] {
+  return policy.allowOut.map((text) => {
+    const entry = parseAllowEntry(text);
+    if (!entry) throw invalid('network.allow_out: an entry is not a host name, *.suffix or IP address with an optional :port.');
+    return formatAllowEntry(entry);
+  });
+}
 
 /** Smallest memory limit, in MB, that leaves room for the sandbox's own pid 1 and a shell. */
 export const MIN_MEMORY_MB = 32;
@@ -71,13 +81,14 @@ export class SandboxCreator {
       }
     }
     const envs = validateEnvs(opts.envs, 'envs');
+    const allowOut = opts.network !== undefined ? canonicalAllowOut(opts.network) : undefined;
     this.tools ??= preflight(this.settings);
     const tools = this.tools;
 
     const sandboxes = ensureSandboxesDir(this.settings.stateDir);
     const identity = this.newIdentity(sandboxes);
     try {
-      return await this.createWith(sandboxes, identity, timeoutS, envs, tools, opts);
+      return await this.createWith(sandboxes, identity, timeoutS, envs, allowOut, tools, opts);
     } finally {
       this.pendingUids.delete(identity.uid);
     }
@@ -101,6 +112,7 @@ export class SandboxCreator {
     identity: Identity,
     timeoutS: number,
     envs: Record<string, string>,
+    allowOut: string[] | undefined,
     tools: ToolPaths,
     opts: CreateOpts,
   ): Promise<SandboxMetadata> {
@@ -121,7 +133,7 @@ export class SandboxCreator {
         memoryMb: opts.memoryMb ?? null,
         identity,
         tools,
-        ...definedFields({ owner: opts.owner }),
+        ...definedFields({ allowOut, owner: opts.owner }),
       });
       writePrivateFile(join(dir, SPEC_FILE), JSON.stringify(spec) + '\n');
       writeDeadline(dir, createdAtMs + timeoutS * 1000);

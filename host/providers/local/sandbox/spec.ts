@@ -3,10 +3,10 @@
 // as spec.json, and the keeper builds the sandbox from it.
 import { lstatSync, realpathSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { definedFields } from '../../../util/defined-fields.js';
 import type { NetworkMode } from '../../provider.js';
 import { HIDDEN_PATHS, SCRATCH_PATHS } from '../launch/bwrap-args.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
-import { definedFields } from '../../../util/defined-fields.js';
 
 /** Immutable description of a sandbox, written before its keeper starts. */
 export interface SandboxSpec {
@@ -26,6 +26,11 @@ export interface SandboxSpec {
   network?: NetworkMode;
   /** The principal that created it (CreateOpts.owner); absent: none recorded. */
   owner?: string;
+  /**
+   * The egress allow-list (canonical entries, see network-policy.ts) its keeper's proxy enforces;
+   * absent or empty: no egress proxy. Only in isolated sandboxes.
+   */
+  allowOut?: string[];
 }
 
 /** The network mode a sandbox was created with (see SandboxSpec.network). */
@@ -33,8 +38,13 @@ export function specNetwork(spec: SandboxSpec): NetworkMode {
   return spec.network === undefined || spec.network === 'host' ? 'host' : 'isolated';
 }
 
-/** The per-sandbox choices of a spec; the rest comes from the provider's settings and this host. */
-export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools' | 'owner'>;
+/**
+ * The per-sandbox choices of a spec; the rest comes from the provider's settings and this host.
+ * An `allowOut` (even empty) makes the sandbox isolated whatever the provider's network mode.
+ */
+export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools' | 'owner'> & {
+  allowOut?: readonly string[];
+};
 
 /** What a new spec takes from the provider's settings (LocalSettings has each of these). */
 export interface SpecSettings {
@@ -61,8 +71,8 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
     hidePaths: hidePaths(settings.stateDir),
     roBindPaths: roBindPaths(settings.nodePath, settings.identity.dropPrivileges),
     hideVarRun: isRealDir('/var/run'),
-    network: settings.network,
-    ...definedFields({ owner: opts.owner }),
+    network: opts.allowOut !== undefined ? 'isolated' : settings.network,
+    ...definedFields({ allowOut: opts.allowOut?.length ? [...opts.allowOut] : undefined, owner: opts.owner }),
   };
 }
 
