@@ -94,11 +94,13 @@ export class AgentClient {
     const key = `${provider.id}:${sandboxId}`;
     const installsBefore = this.installs.get(key) ?? 0;
     const command = this.commandFor(request);
-    let result = await provider.exec(sandboxId, command, { timeoutS: opts.timeoutS });
+    // A start's processes are the task's (its supervisor and command inherit them); the other ops are the server's own.
+    const execOpts = { timeoutS: opts.timeoutS, role: request.op === 'start' ? ('task' as const) : ('service' as const) };
+    let result = await provider.exec(sandboxId, command, execOpts);
     if (result.exitCode === EXIT_AGENT_MISSING) {
       // Unless a concurrent call installed it meanwhile, install it (once, shared), then ask again.
       if ((this.installs.get(key) ?? 0) === installsBefore) await this.install(provider, sandboxId, key);
-      result = await provider.exec(sandboxId, command, { timeoutS: opts.timeoutS });
+      result = await provider.exec(sandboxId, command, execOpts);
     }
     if (result.timedOut) throw new ProviderError('timeout', { code: 'agent_timeout' });
     if (result.exitCode === EXIT_NODE_MISSING) {
@@ -130,7 +132,10 @@ export class AgentClient {
       pending = (async () => {
         await provider.writeFile(sandboxId, tmp, this.bundle.bytes);
         // rename(2) is atomic: another server never runs a half-written agent.
-        await provider.exec(sandboxId, `[ -f ${file} ] || mv -f "$HOME/${tmp}" ${file}; rm -f "$HOME/${tmp}"`, { timeoutS: 60 });
+        await provider.exec(sandboxId, `[ -f ${file} ] || mv -f "$HOME/${tmp}" ${file}; rm -f "$HOME/${tmp}"`, {
+          timeoutS: 60,
+          role: 'service',
+        });
         this.installs.set(key, (this.installs.get(key) ?? 0) + 1);
       })();
       this.pendingInstalls.set(key, pending);

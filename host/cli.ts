@@ -6,9 +6,12 @@ import { PROTOCOL_VERSION, type AgentRequestInput } from '../shared/protocol.js'
 import { AgentClient, loadAgentBundle } from './agent-client.js';
 import { ConfigError, loadConfig, type ServerConfig } from './config.js';
 import { isProviderError } from './errors.js';
+import { LIMIT_OPTIONS, limitOptionsHelp, DEFAULT_MAX_WAITING_GETS } from './limit-options.js';
 import { createLogger } from './log.js';
 import { SecretMasker } from './mask.js';
 import { TaskRetention } from './retention.js';
+import { definedFields } from './util/defined-fields.js';
+import { WaitGate } from './wait-gate.js';
 import { createLocalProvider } from './providers/local/local-provider.js';
 import { createProviderRegistry, lazyProvider } from './providers/registry.js';
 import { parseSandboxRef } from './sandbox-ref.js';
@@ -47,6 +50,8 @@ Configuration (flags win over environment):
   SANDBOX_MCP_DEBUG                  log debug lines (stderr)
   E2B_API_KEY, E2B_DOMAIN            E2B credentials and domain (E2B_API_URL/E2B_SANDBOX_URL
                                      override endpoints)
+Resource limits (flags win over environment; see the README's "Resource limits"):
+${limitOptionsHelp()}
 Secrets: values of this server's environment variables whose names contain KEY, TOKEN, SECRET
 or PASSWORD are masked in command and task output. Logs go to stderr only.
 `;
@@ -54,7 +59,8 @@ or PASSWORD are masked in command and task output. Logs go to stderr only.
 function buildDeps(config: ServerConfig): ServerDeps & { close(): Promise<void> } {
   const log = createLogger({ isDebug: Boolean(process.env.SANDBOX_MCP_DEBUG) });
   const providers = createProviderRegistry({
-    local: () => createLocalProvider({ network: config.localNetwork, ...(config.stateDir ? { stateDir: config.stateDir } : {}) }),
+    local: () =>
+      createLocalProvider({ network: config.localNetwork, ...definedFields({ stateDir: config.stateDir, limits: config.localLimits }) }),
     e2b: () => lazyProvider('e2b', async () => (await import('./providers/e2b/e2b-provider.js')).createE2bProvider(config.e2b)),
   });
   return {
@@ -63,6 +69,7 @@ function buildDeps(config: ServerConfig): ServerDeps & { close(): Promise<void> 
     agent: new AgentClient(loadAgentBundle()),
     masker: new SecretMasker(config.secretValues),
     retention: new TaskRetention(),
+    waits: new WaitGate(config.maxWaitingGets ?? DEFAULT_MAX_WAITING_GETS),
     log,
     close: () => providers.closeAll(),
   };
@@ -88,11 +95,15 @@ async function main(argv: string[]): Promise<void> {
       port: { type: 'string', default: '8765' },
       'idle-timeout': { type: 'string', default: '1800' },
       'allowed-host': { type: 'string', multiple: true, default: [] },
+      ...Object.fromEntries(LIMIT_OPTIONS.map((o) => [o.flag, { type: 'string' as const }])),
     },
   });
   if (values.help) return void process.stdout.write(HELP);
   if (values.version) return void process.stdout.write(`${__HOST_VERSION__}\n`);
-  const config = loadConfig(process.env, values.provider);
+  const config = loadConfig(process.env, {
+    provider: values.provider,
+    limits: Object.fromEntries(LIMIT_OPTIONS.map((o) => [o.flag, (values as Record<string, unknown>)[o.flag] as string | undefined])),
+  });
   const deps = buildDeps(config);
   const [sub, ...rest] = positionals;
 

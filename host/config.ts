@@ -1,5 +1,8 @@
 // Server configuration from flags and environment. Credentials live here, never in tool arguments.
 import { SECRET_NAME_PATTERN, LIMITS } from '../shared/limits.js';
+import { isProviderError } from './errors.js';
+import { DEFAULT_MAX_WAITING_GETS, LIMIT_OPTIONS } from './limit-options.js';
+import { resolveLimitSettings, type LimitOpts } from './providers/local/limits/settings.js';
 import { NETWORK_MODES, type NetworkMode } from './providers/provider.js';
 
 export const PROVIDER_IDS = ['local', 'e2b'] as const;
@@ -12,6 +15,10 @@ export interface ServerConfig {
   stateDir?: string;
   /** Local sandboxes' network: their own (default) or the host's (SANDBOX_MCP_LOCAL_NETWORK=host). */
   localNetwork: NetworkMode;
+  /** Local sandboxes' resource limits given by flags or environment (the rest keep the provider's defaults). */
+  localLimits?: LimitOpts;
+  /** get_task calls waiting at once per sandbox (default DEFAULT_MAX_WAITING_GETS). */
+  maxWaitingGets?: number;
   e2b: { apiKey?: string; domain?: string };
   /** Values of this server's own secret-named environment variables, masked in task and exec output. */
   secretValues: string[];
@@ -20,9 +27,42 @@ export interface ServerConfig {
 /** Thrown for a bad flag or environment value; the CLI prints it and exits 2. */
 export class ConfigError extends Error {}
 
-/** Reads the configuration; `providerFlag` (from --provider) wins over SANDBOX_MCP_PROVIDER. */
-export function loadConfig(env: NodeJS.ProcessEnv, providerFlag?: string): ServerConfig {
-  const provider = providerFlag ?? env.SANDBOX_MCP_PROVIDER ?? 'local';
+/** Flags of the CLI that configure the server (each wins over its environment variable). */
+export interface ConfigFlags {
+  provider?: string | undefined;
+  /** The limit flags by name (see LIMIT_OPTIONS), as given. */
+  limits?: Record<string, string | undefined>;
+}
+
+/**
+ * The limits given by flags or environment: integers of at least each option's minimum, and a
+ * default memory no larger than the maximum. Throws ConfigError naming the flag and variable.
+ */
+function loadLimits(env: NodeJS.ProcessEnv, flags: Record<string, string | undefined>): { localLimits: LimitOpts; maxWaitingGets: number } {
+  const localLimits: LimitOpts = {};
+  let maxWaitingGets = DEFAULT_MAX_WAITING_GETS;
+  for (const o of LIMIT_OPTIONS) {
+    const text = flags[o.flag] ?? env[o.env];
+    if (text === undefined || text === '') continue;
+    const n = /^\d+$/.test(text.trim()) ? Number(text.trim()) : NaN;
+    if (!Number.isSafeInteger(n) || n < o.min) throw new ConfigError(`--${o.flag} (${o.env}) must be an integer of at least ${o.min}`);
+    if (o.key === 'maxWaitingGets') maxWaitingGets = n;
+    else localLimits[o.key] = n;
+  }
+  try {
+    resolveLimitSettings(localLimits);
+  } catch (e) {
+    if (!isProviderError(e)) throw e;
+    throw new ConfigError(
+      '--sandbox-memory (SANDBOX_MCP_SANDBOX_MEMORY) must not be above --max-sandbox-memory (SANDBOX_MCP_MAX_SANDBOX_MEMORY)',
+    );
+  }
+  return { localLimits, maxWaitingGets };
+}
+
+/** Reads the configuration; flags (--provider, the limit flags) win over their environment variables. */
+export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): ServerConfig {
+  const provider = flags.provider ?? env.SANDBOX_MCP_PROVIDER ?? 'local';
   if (!(PROVIDER_IDS as readonly string[]).includes(provider)) {
     throw new ConfigError(`unknown provider (expected one of: ${PROVIDER_IDS.join(', ')})`);
   }
@@ -33,6 +73,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, providerFlag?: string): Serve
   return {
     defaultProvider: provider as ProviderId,
     localNetwork: localNetwork as NetworkMode,
+    ...loadLimits(env, flags.limits ?? {}),
     ...(env.SANDBOX_MCP_STATE_DIR ? { stateDir: env.SANDBOX_MCP_STATE_DIR } : {}),
     e2b: {
       ...(env.E2B_API_KEY ? { apiKey: env.E2B_API_KEY } : {}),

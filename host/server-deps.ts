@@ -7,6 +7,7 @@ import type { Logger } from './log.js';
 import type { SecretMasker } from './mask.js';
 import type { Provider } from './providers/provider.js';
 import type { TaskRetention } from './retention.js';
+import type { WaitGate } from './wait-gate.js';
 
 /** Looks up a provider by id; throws a ProviderError when it cannot be configured. */
 export interface ProviderRegistry {
@@ -20,5 +21,7 @@ export interface ServerDeps {
   agent: AgentClient;
   masker: SecretMasker;
   retention: TaskRetention;
+  /** Bounds the get_task calls waiting at once per sandbox. */
+  waits: WaitGate;
   log: Logger;
 }

@@ -76,6 +76,15 @@ export interface ListOpts {
   offset: number;
 }
 
+/**
+ * Whose processes an exec starts. `command`: the caller's own work (run_command, run_code);
+ * `task`: a task's agent start, its supervisor and command (start_task); `service`: the server's
+ * own short helpers (the agent's other ops, its install, clean-ups). A provider may bound them
+ * differently: the local provider keeps processes in reserve for `command` and `service` when
+ * tasks reach the sandbox's process limit, and makes `command` processes the OOM killer's first choice.
+ */
+export type ExecRole = 'command' | 'task' | 'service';
+
 /** A shell command run synchronously inside a sandbox (by bash -c, or sh where bash is missing). */
 export interface ExecOpts {
   /** Working directory, by resolveSandboxPath (default: the home). */
@@ -95,6 +104,8 @@ export interface ExecOpts {
    * the command's process group as at a timeout and returns promptly.
    */
   signal?: AbortSignal;
+  /** Default `command`. */
+  role?: ExecRole;
 }
 
 export interface ExecResult {
@@ -112,6 +123,11 @@ export interface ExecResult {
   stdoutHeadBytes: number;
   stderrHeadBytes: number;
   timedOut: boolean;
+  /**
+   * Static sentences of the provider's own about a resource limit the command met (its memory
+   * limit killed a process, a writable mount is full, the process limit is reached); absent when none.
+   */
+  notes?: string[];
 }
 
 export interface ReadFileOpts {
@@ -160,6 +176,12 @@ export interface Provider {
   /** Creates parent directories; returns the file's size after the write. */
   writeFile(sandboxId: string, path: string, data: Buffer, opts?: WriteFileOpts): Promise<{ size: number }>;
   listFiles(sandboxId: string, path: string, opts: ListFilesOpts): Promise<FileEntry[]>;
+  /**
+   * Static sentences about the sandbox's resource limits that were reached (memory limit kills so
+   * far, a full writable mount, the process limit now); [] when none or unknown. Optional: a
+   * provider that cannot tell omits it.
+   */
+  limitNotes?(sandboxId: string): Promise<string[]>;
   /** Releases clients and timers held by this instance (not the sandboxes). */
   close(): Promise<void>;
 }

@@ -12,6 +12,8 @@ import { definedFields } from '../util/defined-fields.js';
 
 /** Most bytes of one stream a run_command/run_code result holds. */
 export const EXEC_OUTPUT_CAP_BYTES = 64 * 1024;
+/** What starts a line of the server's own in a command's stderr (a note on a limit the command met). */
+export const NOTE_PREFIX = '[sandbox-mcp] ';
 const OMITTED_MARKER = '\n[... output truncated: the middle was omitted; use start_task for long output ...]\n';
 
 const ExecResultSchema = z.strictObject({
@@ -50,15 +52,22 @@ async function runCapped(
   });
   // A timeout (or a cancelled call) kills the whole group, shell traps included: clean up from outside.
   if ((r.timedOut || ctx.signal?.aborted) && cleanupAfterTimeout)
-    await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30 }).catch(() => undefined);
+    await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30, role: 'service' }).catch(() => undefined);
   return { result: toResult(r, ctx) };
+}
+
+/** The provider's notes on the limits a command met, as lines after its stderr (never cut by the cap). */
+function withNotes(stderr: string, notes: readonly string[] | undefined): string {
+  if (!notes || notes.length === 0) return stderr;
+  const sep = stderr === '' || stderr.endsWith('\n') ? '' : '\n';
+  return stderr + sep + notes.map((n) => `${NOTE_PREFIX}${n}\n`).join('');
 }
 
 function toResult(r: ExecResult, ctx: ToolContext): z.infer<typeof ExecResultSchema> {
   return {
     exit_code: r.exitCode,
     stdout: renderStream(r.stdout, r.stdoutTruncated, r.stdoutHeadBytes, ctx),
-    stderr: renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ctx),
+    stderr: withNotes(renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ctx), r.notes),
     stdout_truncated: r.stdoutTruncated,
     stderr_truncated: r.stderrTruncated,
     timed_out: r.timedOut,

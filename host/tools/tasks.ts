@@ -7,8 +7,8 @@ import { LIMITS } from '../../shared/limits.js';
 import { PROTOCOL_VERSION, TASK_ID_PATTERN, TaskViewSchema, type AgentRequestInput, type TaskView } from '../../shared/protocol.js';
 import { ProviderError, isProviderError } from '../errors.js';
 import { resolveSandboxPath } from '../providers/provider.js';
-import { parseSandboxRef } from '../sandbox-ref.js';
-import { SandboxIdSchema, defineTool, intIn, resolveSandbox, type ToolContext } from './tool.js';
+import { parseSandboxRef, type SandboxRef } from '../sandbox-ref.js';
+import { SandboxIdSchema, defineTool, intIn, resolveSandbox, type ExtraContent, type ToolContext } from './tool.js';
 import { definedFields } from '../util/defined-fields.js';
 
 const TaskResultSchema = z.strictObject({ sandbox_id: z.string(), ...TaskViewSchema.shape });
@@ -49,6 +49,18 @@ function unknownView(taskId: string, code: string, message: string): TaskView {
     stderr_truncated: false,
     error: { code, message },
   };
+}
+
+/**
+ * Notes on the limits the sandbox met, as text content beside the task view (whose shape stays
+ * the protocol's), for views a limit may explain: unknown, or failed by a SIGKILL (exit code 137,
+ * as the memory limit's OOM kill ends a command). Best effort: [] when the provider cannot tell.
+ */
+async function limitNotesFor(ctx: ToolContext, ref: SandboxRef, view: TaskView): Promise<ExtraContent[]> {
+  if (view.state !== 'unknown' && !(view.state === 'failed' && view.exit_code === 137)) return [];
+  const provider = ctx.deps.providers.get(ref.provider);
+  const notes = (await provider.limitNotes?.(ref.id).catch(() => [])) ?? [];
+  return notes.map((text) => ({ type: 'text', text: `note: ${text}` }));
 }
 
 const startTask = defineTool({
@@ -95,12 +107,13 @@ const startTask = defineTool({
     try {
       const view = await ctx.deps.agent.call(provider, ref.id, { ...request, op: 'start' }, { timeoutS: START_CALL_TIMEOUT_S });
       isHeld = true;
-      return { result: present(ref.qualified, view, ctx) };
+      return { result: present(ref.qualified, view, ctx), content: await limitNotesFor(ctx, ref, view) };
     } catch (e) {
       if (isProviderError(e) && isUncertain(e)) {
         isHeld = true;
         ctx.deps.log.warn('task submission uncertain', { category: e.category });
-        return { result: present(ref.qualified, unknownView(taskId, e.code ?? e.category, e.suggestion), ctx) };
+        const view = unknownView(taskId, e.code ?? e.category, e.suggestion);
+        return { result: present(ref.qualified, view, ctx), content: await limitNotesFor(ctx, ref, view) };
       }
       throw e;
     } finally {
@@ -132,22 +145,29 @@ async function queryTask(
   handle: Handle,
   op: { op: 'get'; wait_s: number } | { op: 'cancel' },
   timeoutS: number,
-): Promise<TaskResult> {
+): Promise<{ result: TaskResult; content: ExtraContent[] }> {
   const ref = parseSandboxRef(handle.sandbox_id, ctx.deps.config.defaultProvider);
-  const view = await ctx.deps.agent.call(
-    ctx.deps.providers.get(ref.provider),
-    ref.id,
-    {
-      protocol: PROTOCOL_VERSION,
-      task_id: handle.task_id,
-      stdout_offset: handle.stdout_offset,
-      stderr_offset: handle.stderr_offset,
-      limit: handle.limit,
-      ...op,
-    },
-    { timeoutS },
-  );
-  return present(ref.qualified, view, ctx);
+  // A waiting get holds a process in the sandbox: only so many at once.
+  const endWait = op.op === 'get' && op.wait_s > 0 ? ctx.deps.waits.enter(ref.qualified) : undefined;
+  let view: TaskView;
+  try {
+    view = await ctx.deps.agent.call(
+      ctx.deps.providers.get(ref.provider),
+      ref.id,
+      {
+        protocol: PROTOCOL_VERSION,
+        task_id: handle.task_id,
+        stdout_offset: handle.stdout_offset,
+        stderr_offset: handle.stderr_offset,
+        limit: handle.limit,
+        ...op,
+      },
+      { timeoutS },
+    );
+  } finally {
+    endWait?.();
+  }
+  return { result: present(ref.qualified, view, ctx), content: await limitNotesFor(ctx, ref, view) };
 }
 
 const getTask = defineTool({
@@ -163,7 +183,7 @@ const getTask = defineTool({
   output: TaskResultSchema,
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
-    return { result: await queryTask(ctx, args, { op: 'get', wait_s: args.wait }, args.wait + CALL_SLACK_S) };
+    return queryTask(ctx, args, { op: 'get', wait_s: args.wait }, args.wait + CALL_SLACK_S);
   },
 });
 
@@ -177,7 +197,7 @@ const cancelTask = defineTool({
   output: TaskResultSchema,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
-    return { result: await queryTask(ctx, args, { op: 'cancel' }, CALL_SLACK_S) };
+    return queryTask(ctx, args, { op: 'cancel' }, CALL_SLACK_S);
   },
 });
 

@@ -8,6 +8,7 @@ import { createLogger } from '../../host/log.js';
 import { SecretMasker } from '../../host/mask.js';
 import type { ExecResult, Provider } from '../../host/providers/provider.js';
 import { TaskRetention } from '../../host/retention.js';
+import { WaitGate } from '../../host/wait-gate.js';
 import type { ServerDeps } from '../../host/server-deps.js';
 import { callTool } from '../../host/server.js';
 import { Session } from '../../host/session.js';
@@ -39,6 +40,7 @@ function depsWith(provider: Provider, secrets: string[] = []): ServerDeps {
     agent: new AgentClient({ bytes: Buffer.from(''), fileName: 'agent-test.cjs', version: 'test' }),
     masker: new SecretMasker(secrets),
     retention: new TaskRetention(),
+    waits: new WaitGate(4),
     log: createLogger({ write: () => undefined }),
   };
 }

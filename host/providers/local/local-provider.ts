@@ -27,11 +27,12 @@ import { SandboxExec } from './exec/exec.js';
 import { SandboxFiles } from './files/operations.js';
 import { SandboxCreator } from './lifecycle/create.js';
 import { SandboxLifecycle } from './lifecycle/manage.js';
+import { limitNotes } from './limits/limit-watch.js';
 import { SandboxRegistry } from './sandbox/registry.js';
 import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
 
-export { MIN_MEMORY_MB } from './lifecycle/create.js';
+export { MIN_MEMORY_MB } from './limits/settings.js';
 export { defaultKeeperScript, type LocalProviderOpts } from './settings.js';
 
 /** Name of this provider (prefix of qualified ids). */
@@ -86,6 +87,15 @@ export class LocalProvider implements Provider {
 
   async kill(sandboxId: string): Promise<void> {
     return asProviderErrors(() => this.lifecycle.kill(sandboxId));
+  }
+
+  /** Notes on the limits the sandbox met ([] when none, or when it is gone: they only explain). */
+  async limitNotes(sandboxId: string): Promise<string[]> {
+    try {
+      return limitNotes(await this.registry.require(sandboxId));
+    } catch {
+      return [];
+    }
   }
 
   async close(): Promise<void> {

@@ -5,6 +5,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
 import type { Identity, ToolPaths } from './launch/command-lines.js';
+import { resolveLimitSettings, type LimitOpts, type LimitSettings } from './limits/settings.js';
 import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
 import type { FdCover } from './system/inherited-fds.js';
 import { inheritableFds } from './system/inherited-fds.js';
@@ -42,6 +43,8 @@ export interface LocalProviderOpts {
    * abstract Unix sockets. Recorded per sandbox, so every instance enters each one correctly.
    */
   network?: NetworkMode;
+  /** Resource bounds of the sandboxes (limits/settings.ts); every one has a default. */
+  limits?: LimitOpts;
 }
 
 /** LocalProviderOpts with every default applied; fixed for the life of a provider instance. */
@@ -61,6 +64,7 @@ export interface LocalSettings {
   readonly drainGraceMs: number;
   readonly toolOverrides: Partial<ToolPaths>;
   readonly network: NetworkMode;
+  readonly limits: LimitSettings;
   readonly shell: string;
   /** Directories of the node binary (as given and resolved), put on the sandbox's PATH. */
   readonly nodeBinDirs: string[];
@@ -77,7 +81,7 @@ export function defaultKeeperScript(): string {
   return resolve(dirname(self), '..', '..', '..', 'dist', 'keeper.js');
 }
 
-/** Applies the defaults; throws invalid_argument for an unknown network mode. */
+/** Applies the defaults; throws invalid_argument for an unknown network mode or a limit out of range. */
 export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   const stateDir = resolve(opts.stateDir ?? defaultStateDir());
   const sandboxes = sandboxesDir(stateDir);
@@ -97,6 +101,7 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   const network = opts.network ?? NETWORK_MODES[0];
   if (!(NETWORK_MODES as readonly string[]).includes(network))
     throw invalid(`The local provider's network must be ${NETWORK_MODES.map((m) => `'${m}'`).join(' or ')}.`);
+  const limits = resolveLimitSettings(opts.limits);
   const shell = existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
   const dirs = new Set<string>([dirname(nodePath)]);
   try {
@@ -121,6 +126,7 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
     drainGraceMs,
     toolOverrides,
     network,
+    limits,
     shell,
     nodeBinDirs: [...dirs],
     cover,

@@ -30,7 +30,7 @@ export class SandboxLifecycle {
     // Every local sandbox is running; any other status (e.g. paused) matches none.
     if (opts.status !== undefined && opts.status !== 'running') return [];
     if (opts.region !== undefined && opts.region !== 'local') return [];
-    const found = (await this.registry.inspectAll()).map((sb) => sandboxMetadata(sb.spec, sb.endAtMs));
+    const found = (await this.registry.inspectAll()).map((sb) => sandboxMetadata(sb.spec, sb.keeper, sb.endAtMs));
     found.sort((a, b) => (a.started_at! < b.started_at! ? -1 : a.started_at! > b.started_at! ? 1 : a.sandbox_id < b.sandbox_id ? -1 : 1));
     return found.slice(opts.offset, opts.offset + opts.limit);
   }
@@ -38,7 +38,7 @@ export class SandboxLifecycle {
   /** The metadata of one live sandbox. */
   async getInfo(sandboxId: string): Promise<SandboxMetadata> {
     const sb = await this.registry.require(sandboxId);
-    return sandboxMetadata(sb.spec, sb.endAtMs);
+    return sandboxMetadata(sb.spec, sb.keeper, sb.endAtMs);
   }
 
   /** Moves the sandbox's deadline to `timeoutS` from now. */

@@ -6,6 +6,7 @@ import { dirname, join } from 'node:path';
 import type { NetworkMode } from '../../provider.js';
 import { HIDDEN_PATHS, SCRATCH_PATHS } from '../launch/bwrap-args.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
+import type { SandboxLimits } from '../limits/sandbox-limits.js';
 
 /** Immutable description of a sandbox, written before its keeper starts. */
 export interface SandboxSpec {
@@ -13,6 +14,7 @@ export interface SandboxSpec {
   id: string;
   createdAtMs: number;
   envs: Record<string, string>;
+  /** What create asked for: the keeper fails rather than start without these. */
   cpu: number | null;
   memoryMb: number | null;
   identity: Identity;
@@ -23,6 +25,8 @@ export interface SandboxSpec {
   hideVarRun: boolean;
   /** Absent in specs written before sandboxes had a network of their own: those share the host's. */
   network?: NetworkMode;
+  /** Resource bounds (absent in specs written before sandboxes had them: none were applied). */
+  limits?: SandboxLimits;
 }
 
 /** The network mode a sandbox was created with (see SandboxSpec.network). */
@@ -31,7 +35,9 @@ export function specNetwork(spec: SandboxSpec): NetworkMode {
 }
 
 /** The per-sandbox choices of a spec; the rest comes from the provider's settings and this host. */
-export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools'>;
+export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools'> & {
+  limits: SandboxLimits;
+};
 
 /** What a new spec takes from the provider's settings (LocalSettings has each of these). */
 export interface SpecSettings {
@@ -59,6 +65,7 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
     roBindPaths: roBindPaths(settings.nodePath, settings.identity.dropPrivileges),
     hideVarRun: isRealDir('/var/run'),
     network: settings.network,
+    limits: opts.limits,
   };
 }
 
