@@ -79,12 +79,13 @@ export interface HttpServer {
   stop(): Promise<void>;
 }
 
-/** Starts `sandbox-mcp http` on a free loopback port and waits until it listens. */
-export async function startHttp(env: Record<string, string>, args: string[] = []): Promise<HttpServer> {
+/** Starts `sandbox-mcp http` on a free loopback port (as `as`, when given) and waits until it listens. */
+export async function startHttp(env: Record<string, string>, args: string[] = [], as?: { uid: number; gid: number }): Promise<HttpServer> {
   const token = 'test-token-' + Math.random().toString(36).slice(2);
   const child = spawn(process.execPath, [HOST_JS, 'http', '--port', '0', ...args], {
     env: serverEnv({ ...env, SANDBOX_MCP_TOKEN: token }),
     stdio: ['ignore', 'ignore', 'pipe'],
+    ...(as ?? {}),
   });
   const url = await new Promise<URL>((resolveUrl, reject) => {
     let buf = '';

@@ -7,6 +7,7 @@ import { sandboxPath } from '../../host/providers/local/launch/environment.js';
 import { fileStatusError, FILE_STATUS, parseListing } from '../../host/providers/local/files/scripts.js';
 import { coverInherited } from '../../host/providers/local/system/inherited-fds.js';
 import { classifyBwrapFailure } from '../../host/providers/local/keeper/bwrap-process.js';
+import { writableMountSizes } from '../../host/providers/local/limits/disk-shares.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { defaultStateDir } from '../../host/providers/local/sandbox/state-dir.js';
 import { isSandboxId, newSandboxId, newSandboxUid, SANDBOX_UID_BASE, SANDBOX_UID_COUNT } from '../../host/providers/local/sandbox/ids.js';
@@ -81,6 +82,33 @@ describe('buildBwrapArgs', () => {
     expect(bind).toBeGreaterThan(pairIndex(a, '--tmpfs', '/home'));
     expect(bind).toBeGreaterThan(pairIndex(a, '--tmpfs', '/home/user'));
     expect(pairIndex(args, '--tmpfs', '/var/run')).toBe(-1);
+  });
+
+  it('sizes each writable tmpfs it is given a size for (the flag right before its --tmpfs)', () => {
+    const sizes = writableMountSizes(64);
+    const a = buildBwrapArgs({ ...base, mountSizes: sizes });
+    expect(pairIndex(a, '--perms', '0700', '--size', String(32 * 1024 * 1024), '--tmpfs', '/home/user')).toBeGreaterThan(0);
+    expect(pairIndex(a, '--perms', '1777', '--size', String(16 * 1024 * 1024), '--tmpfs', '/tmp')).toBeGreaterThan(0);
+    for (const p of ['/var/tmp', '/dev/shm'])
+      expect(pairIndex(a, '--perms', '1777', '--size', String(8 * 1024 * 1024), '--tmpfs', p)).toBeGreaterThan(0);
+    // The covers are never sized (they are read-only) and, without sizes, nothing is.
+    expect(a.filter((x) => x === '--size')).toHaveLength(4);
+    expect(args).not.toContain('--size');
+  });
+
+  it('remounts /dev and every cover read-only once everything inside them is mounted', () => {
+    const a = buildBwrapArgs({ ...base, hidePaths: ['/srv/state'], roBindPaths: ['/home/me/.nvm/v20'], hideVarRun: true });
+    const lastMount = Math.max(
+      pairIndex(a, '--ro-bind', '/home/me/.nvm/v20', '/home/me/.nvm/v20'),
+      pairIndex(a, '--perms', '1777', '--tmpfs', '/dev/shm'),
+      pairIndex(a, '--symlink', '/proc/self/fd/2', '/dev/stderr'),
+      pairIndex(a, '--dev-bind', '/dev/tty', '/dev/tty'),
+    );
+    for (const p of ['/dev', '/home', '/root', '/run', '/var/run', '/srv/state']) {
+      expect(pairIndex(a, '--remount-ro', p)).toBeGreaterThan(lastMount);
+    }
+    // The writable mounts stay writable.
+    for (const p of ['/home/user', '/tmp', '/var/tmp', '/dev/shm']) expect(pairIndex(a, '--remount-ro', p)).toBe(-1);
   });
 });
 
