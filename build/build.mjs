@@ -40,7 +40,7 @@ const host = await build({
   format: 'esm',
   packages: 'external',
   banner: { js: '#!/usr/bin/env node' },
-  define: { __HOST_VERSION__: JSON.stringify(pkg.version) },
+  define: { __HOST_VERSION__: JSON.stringify(pkg.version), __NODE_ENGINES__: JSON.stringify(pkg.engines.node) },
   metafile: true,
 });
 chmodSync(join(dist, 'host.js'), 0o755);

@@ -1,9 +1,11 @@
 // Server configuration from flags and environment. Credentials live here, never in tool arguments.
+import { isAbsolute } from 'node:path';
 import { SECRET_NAME_PATTERN, LIMITS } from '../shared/limits.js';
 import { isProviderError } from './errors.js';
 import { DEFAULT_MAX_WAITING_GETS, LIMIT_OPTIONS } from './limit-options.js';
 import { resolveLimitSettings, type LimitOpts } from './providers/local/limits/settings.js';
 import { NETWORK_MODES, type NetworkMode } from './providers/provider.js';
+import { definedFields } from './util/defined-fields.js';
 
 export const PROVIDER_IDS = ['local', 'e2b'] as const;
 export type ProviderId = (typeof PROVIDER_IDS)[number];
@@ -15,6 +17,10 @@ export interface ServerConfig {
   stateDir?: string;
   /** Local sandboxes' network: their own (default) or the host's (SANDBOX_MCP_LOCAL_NETWORK=host). */
   localNetwork: NetworkMode;
+  /** The bubblewrap binary local sandboxes use instead of searching PATH (SANDBOX_MCP_BWRAP). */
+  bwrapPath?: string;
+  /** Sandboxes a session created outlive it, until their own deadline (--keep-sandboxes). */
+  keepSandboxes?: boolean;
   /** Local sandboxes' resource limits given by flags or environment (the rest keep the provider's defaults). */
   localLimits?: LimitOpts;
   /** get_task calls waiting at once per sandbox (default DEFAULT_MAX_WAITING_GETS). */
@@ -27,18 +33,19 @@ export interface ServerConfig {
 /** Thrown for a bad flag or environment value; the CLI prints it and exits 2. */
 export class ConfigError extends Error {}
 
-/** Flags of the CLI that configure the server (each wins over its environment variable). */
+/** What the command line adds to the environment's configuration (a flag wins over its variable). */
 export interface ConfigFlags {
-  provider?: string | undefined;
-  /** The limit flags by name (see LIMIT_OPTIONS), as given. */
-  limits?: Record<string, string | undefined>;
+  provider?: string;
+  keepSandboxes?: boolean;
+  /** The limit flags (see LIMIT_OPTIONS) by name, as given. */
+  limits?: Readonly<Record<string, string>>;
 }
 
 /**
  * The limits given by flags or environment: integers of at least each option's minimum, and a
  * default memory no larger than the maximum. Throws ConfigError naming the flag and variable.
  */
-function loadLimits(env: NodeJS.ProcessEnv, flags: Record<string, string | undefined>): { localLimits: LimitOpts; maxWaitingGets: number } {
+function loadLimits(env: NodeJS.ProcessEnv, flags: Readonly<Record<string, string>>): { localLimits: LimitOpts; maxWaitingGets: number } {
   const localLimits: LimitOpts = {};
   let maxWaitingGets = DEFAULT_MAX_WAITING_GETS;
   for (const o of LIMIT_OPTIONS) {
@@ -60,7 +67,7 @@ function loadLimits(env: NodeJS.ProcessEnv, flags: Record<string, string | undef
   return { localLimits, maxWaitingGets };
 }
 
-/** Reads the configuration; flags (--provider, the limit flags) win over their environment variables. */
+/** Reads the configuration from the environment and the command line's flags. */
 export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): ServerConfig {
   const provider = flags.provider ?? env.SANDBOX_MCP_PROVIDER ?? 'local';
   if (!(PROVIDER_IDS as readonly string[]).includes(provider)) {
@@ -70,17 +77,30 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
   if (!(NETWORK_MODES as readonly string[]).includes(localNetwork)) {
     throw new ConfigError(`SANDBOX_MCP_LOCAL_NETWORK must be one of: ${NETWORK_MODES.join(', ')}`);
   }
+  const bwrapPath = env.SANDBOX_MCP_BWRAP || undefined;
+  if (bwrapPath !== undefined && !isAbsolute(bwrapPath)) throw new ConfigError('SANDBOX_MCP_BWRAP must be an absolute path');
+  const keepSandboxes = flags.keepSandboxes || parseSwitch(env, 'SANDBOX_MCP_KEEP_SANDBOXES');
   return {
     defaultProvider: provider as ProviderId,
     localNetwork: localNetwork as NetworkMode,
-    ...loadLimits(env, flags.limits ?? {}),
     ...(env.SANDBOX_MCP_STATE_DIR ? { stateDir: env.SANDBOX_MCP_STATE_DIR } : {}),
+    ...definedFields({ bwrapPath }),
+    keepSandboxes,
+    ...loadLimits(env, flags.limits ?? {}),
     e2b: {
       ...(env.E2B_API_KEY ? { apiKey: env.E2B_API_KEY } : {}),
       ...(env.E2B_DOMAIN ? { domain: env.E2B_DOMAIN } : {}),
     },
     secretValues: secretValuesOf(env),
   };
+}
+
+/** An on/off variable: unset, empty, 0 or false is off; 1 or true is on; anything else is refused. */
+function parseSwitch(env: NodeJS.ProcessEnv, name: string): boolean {
+  const value = (env[name] ?? '').toLowerCase();
+  if (value === '' || value === '0' || value === 'false') return false;
+  if (value === '1' || value === 'true') return true;
+  throw new ConfigError(`${name} must be 1 or 0`);
 }
 
 /** The values of secret-named variables long enough to mask without masking ordinary text. */

@@ -13,7 +13,7 @@ export interface Logger {
 
 /** Logs to stderr; debug lines only when SANDBOX_MCP_DEBUG is set. */
 export function createLogger(opts: { isDebug?: boolean; write?: (line: string) => void } = {}): Logger {
-  const write = opts.write ?? ((line: string) => process.stderr.write(line));
+  const write = opts.write ?? writeStderr;
   const emit = (level: string, msg: string, fields?: Fields) =>
     write(JSON.stringify({ t: new Date().toISOString(), level, msg, ...fields }) + '\n');
   return {
@@ -23,4 +23,16 @@ export function createLogger(opts: { isDebug?: boolean; write?: (line: string) =
       if (opts.isDebug) emit('debug', msg, fields);
     },
   };
+}
+
+let isStderrGuarded = false;
+
+function writeStderr(line: string): void {
+  if (!isStderrGuarded) {
+    // A log that can no longer be written (the terminal closed, the reader left) must not kill
+    // the process mid-cleanup with an unhandled 'error': the line is lost, nothing else.
+    process.stderr.on('error', () => undefined);
+    isStderrGuarded = true;
+  }
+  process.stderr.write(line);
 }

@@ -5,6 +5,7 @@ import type { AgentClient } from './agent-client.js';
 import type { ProviderId, ServerConfig } from './config.js';
 import type { Logger } from './log.js';
 import type { SecretMasker } from './mask.js';
+import type { OwnerCache } from './providers/owner-scope.js';
 import type { Provider } from './providers/provider.js';
 import type { TaskRetention } from './retention.js';
 import type { WaitGate } from './wait-gate.js';
@@ -23,5 +24,7 @@ export interface ServerDeps {
   retention: TaskRetention;
   /** Bounds the get_task calls waiting at once per sandbox. */
   waits: WaitGate;
+  /** Owners of sandboxes, read once per process (see providers/owner-scope.ts). */
+  owners: OwnerCache;
   log: Logger;
 }

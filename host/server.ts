@@ -2,10 +2,12 @@
 // validation (naming the field, never echoing the value), structured results, and the session's
 // cleanup. Tool failures are `isError` results; only protocol misuse is a JSON-RPC error.
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   CallToolRequestSchema,
   ErrorCode,
   ListToolsRequestSchema,
+  isJSONRPCRequest,
   McpError,
   type CallToolResult,
 } from '@modelcontextprotocol/sdk/types.js';
@@ -13,6 +15,8 @@ import * as z from 'zod';
 import { describeIssue } from '../shared/protocol.js';
 import { ProviderError, isProviderError } from './errors.js';
 import { SANDBOX_LIFETIME_DEFAULT_S } from './providers/provider.js';
+import { OPERATOR, type Principal } from './principal.js';
+import { scopeProviders } from './providers/owner-scope.js';
 import { parseSandboxRef } from './sandbox-ref.js';
 import { Session } from './session.js';
 import { execTools } from './tools/exec.js';
@@ -21,6 +25,7 @@ import { sandboxTools } from './tools/sandboxes.js';
 import { taskTools } from './tools/tasks.js';
 import type { ServerDeps } from './server-deps.js';
 import type { ToolDef } from './tools/tool.js';
+import { screenParams } from './transports/message-check.js';
 import { definedFields } from './util/defined-fields.js';
 
 declare const __HOST_VERSION__: string;
@@ -29,16 +34,24 @@ const VERSION = typeof __HOST_VERSION__ === 'string' ? __HOST_VERSION__ : '0.0.0
 /** Every tool, in the order tools/list shows them. */
 export const ALL_TOOLS: readonly ToolDef[] = [...sandboxTools, ...execTools, ...fileTools, ...taskTools] as unknown as ToolDef[];
 
-/** What the initialize result tells a model about the workflow. */
-export const INSTRUCTIONS = [
-  'sandbox-mcp gives you Linux sandboxes. Workflow:',
-  '1. create_sandbox (it becomes your default; sandboxes you create are destroyed when this session ends, unless you started a task in them).',
-  `   A sandbox lives \`timeout\` seconds (default ${SANDBOX_LIFETIME_DEFAULT_S}) and tasks never extend it: for long tasks create it with a longer timeout or call set_sandbox_timeout.`,
-  '2. run_command / run_code for short synchronous work (clients often cut calls at about 60 s); files with read_file, write_file, list_files, upload_file, download_file.',
-  '3. For long work, start_task and SAVE both sandbox_id and task_id: they keep working across disconnects and server restarts.',
-  '4. Read output with get_task, passing the returned stdout_next_offset / stderr_next_offset each time; use wait (up to 30 s) instead of polling in a loop.',
-  '5. cancel_task stops a task; when finished, destroy retained sandboxes with kill_sandbox.',
-].join('\n');
+/** What becomes of the sandboxes a session creates, as the instructions tell it (see --keep-sandboxes). */
+const SESSION_END = {
+  destroyed: 'sandboxes you create are destroyed when this session ends, unless you started a task in them',
+  kept: 'sandboxes you create outlive this session until their timeout: destroy them with kill_sandbox when done',
+};
+
+/** What the initialize result tells a model about the workflow; `keepSandboxes` as the server option. */
+export function instructionsFor(keepSandboxes: boolean): string {
+  return [
+    'sandbox-mcp gives you Linux sandboxes. Workflow:',
+    `1. create_sandbox (it becomes your default; ${keepSandboxes ? SESSION_END.kept : SESSION_END.destroyed}).`,
+    `   A sandbox lives \`timeout\` seconds (default ${SANDBOX_LIFETIME_DEFAULT_S}) and tasks never extend it: for long tasks create it with a longer timeout or call set_sandbox_timeout.`,
+    '2. run_command / run_code for short synchronous work (clients often cut calls at about 60 s); files with read_file, write_file, list_files, upload_file, download_file.',
+    '3. For long work, start_task and SAVE both sandbox_id and task_id: they keep working across disconnects and server restarts.',
+    '4. Read output with get_task, passing the returned stdout_next_offset / stderr_next_offset each time; use wait (up to 30 s) instead of polling in a loop.',
+    '5. cancel_task stops a task; when finished, destroy retained sandboxes with kill_sandbox.',
+  ].join('\n');
+}
 
 /** How long session close waits for in-flight tool calls to settle. */
 const IN_FLIGHT_GRACE_MS = 30_000;
@@ -133,7 +146,10 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, u
   return rest;
 }
 
-/** Destroys the session's sandboxes that no task retains (now, or once an in-flight start fails). */
+/**
+ * Destroys the session's sandboxes that no task retains (now, or once an in-flight start fails);
+ * with --keep-sandboxes, none: they live until their own deadline.
+ */
 export async function closeSession(deps: ServerDeps, session: Session): Promise<void> {
   const destroy = async (qualified: string): Promise<void> => {
     const ref = parseSandboxRef(qualified, deps.config.defaultProvider);
@@ -145,15 +161,63 @@ export async function closeSession(deps: ServerDeps, session: Session): Promise<
     }
   };
   const owned = session.close();
+  if (deps.config.keepSandboxes) {
+    if (owned.length) deps.log.info('session closed', { destroyed: 0, kept: owned.length });
+    return;
+  }
   const now = owned.filter((id) => deps.retention.mayDestroy(id, () => destroy(id)));
   await Promise.all(now.map(destroy));
   if (owned.length) deps.log.info('session closed', { destroyed: now.length, kept: owned.length - now.length });
 }
 
-/** A low-level MCP Server wired to one session. */
-export function createServer(deps: ServerDeps): { server: Server; session: Session; close: () => Promise<void> } {
-  const session = new Session();
-  const server = new Server({ name: 'sandbox-mcp', version: VERSION }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
+/** What createServer returns: the SDK server, its session, and the two ways to wire and end it. */
+export interface SessionServer {
+  server: Server;
+  session: Session;
+  /** Connects the transport, with requests of the wrong shape refused before the SDK sees them. */
+  connect(transport: Transport): Promise<void>;
+  /** The session's cleanup (once, however often called). */
+  close(): Promise<void>;
+}
+
+/**
+ * Routes a transport's requests through screenParams: a request whose params do not fit its
+ * method is answered with a JSON-RPC error naming the field, where the SDK would answer a raw
+ * zod dump as an internal error.
+ */
+function screenRequests(transport: Transport, deps: ServerDeps): void {
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const reply = isJSONRPCRequest(message) ? screenParams(message) : undefined;
+    if (!reply) return deliver?.(message, extra);
+    deps.log.info('refused a message', { reason: 'invalid_params' });
+    transport.send(reply).catch(() => deps.log.warn('could not answer a refused message'));
+  };
+}
+
+/** Who a session serves and over what. */
+export interface SessionServerOpts {
+  /** The principal whose sandboxes the session may see (default: the single-user operator). */
+  principal?: Principal;
+  /** A stdio session that destroys its sandboxes notes so in each create_sandbox result. */
+  transport?: 'stdio' | 'http';
+}
+
+/**
+ * A low-level MCP Server wired to one session of `opts.principal`. Its tools reach providers only
+ * through a registry scoped to that principal, so none can skip the ownership check.
+ */
+export function createServer(processDeps: ServerDeps, opts: SessionServerOpts = {}): SessionServer {
+  const principal = opts.principal ?? OPERATOR;
+  const deps: ServerDeps = { ...processDeps, providers: scopeProviders(processDeps.providers, principal, processDeps.owners) };
+  const keep = deps.config.keepSandboxes === true;
+  const session = new Session({ hasCleanupNote: opts.transport === 'stdio' && !keep });
+  const server = new Server(
+    { name: 'sandbox-mcp', version: VERSION },
+    { capabilities: { tools: {} }, instructions: instructionsFor(keep) },
+  );
+  // Only the error's class name: a transport's or handler's message may carry values.
+  server.onerror = (e) => deps.log.warn('mcp protocol error', { unexpected: e instanceof Error ? e.name : typeof e });
   const tools = listTools();
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
   const inFlight = new Set<Promise<unknown>>();
@@ -170,5 +234,13 @@ export function createServer(deps: ServerDeps): { server: Server; session: Sessi
     // themselves; wait for them, boundedly, so the process does not exit under them.
     await Promise.race([Promise.allSettled([...inFlight]), delay(IN_FLIGHT_GRACE_MS)]);
   };
-  return { server, session, close: () => (closing ??= close()) };
+  return {
+    server,
+    session,
+    async connect(transport) {
+      await server.connect(transport);
+      screenRequests(transport, deps);
+    },
+    close: () => (closing ??= close()),
+  };
 }

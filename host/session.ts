@@ -8,11 +8,23 @@ interface OwnedSandbox {
   renewS: number;
 }
 
+/** What a session tells its client beyond the tools' results. */
+export interface SessionOpts {
+  /**
+   * Each create_sandbox result says, in its text, that the sandbox ends with the session: set for
+   * stdio sessions that destroy their sandboxes, since a client that starts a server per call
+   * ends the session right after the call.
+   */
+  hasCleanupNote?: boolean;
+}
+
 /** Per-session ownership, default selection and renewal policy. */
 export class Session {
   defaultSandbox: string | undefined;
   private readonly owned = new Map<string, OwnedSandbox>();
   private closed = false;
+
+  constructor(readonly opts: SessionOpts = {}) {}
 
   /** True once close() began; late completions must not restore anything. */
   get isClosed(): boolean {

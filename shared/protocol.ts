@@ -210,16 +210,16 @@ export function decodeRequest(arg: string): unknown {
  * "field `limit` is too large (maximum 65536)". The text is built from the issue code alone, so no
  * input value can leak into it; `input` is only consulted to tell a missing field from a wrong one.
  */
-export function describeIssue(error: z.core.$ZodError, input: unknown): string {
-  const issue = error.issues[0];
+export function describeIssue(error: z.core.$ZodError, input: unknown, shownNames?: ReadonlySet<string>): string {
+  const issue = reportedIssue(error.issues);
   if (!issue) return 'invalid request';
-  const field = issue.path.length ? issue.path.map(nameOf).join('.') : undefined;
+  const field = issue.path.length ? issue.path.map((key) => nameOf(key, shownNames)).join('.') : undefined;
   let what: string;
   switch (issue.code) {
     case 'unrecognized_keys':
-      return `unexpected field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `\`${nameOf(k)}\``).join(', ')}`;
+      return `unexpected field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `\`${nameOf(k, shownNames)}\``).join(', ')}`;
     case 'invalid_type':
-      what = !hasPath(input, issue.path) ? 'is required' : `must be ${issue.expected === 'int' ? 'an integer' : `a ${issue.expected}`}`;
+      what = !hasPath(input, issue.path) ? 'is required' : `must be ${EXPECTED_NAMES[issue.expected] ?? `a ${issue.expected}`}`;
       break;
     case 'too_big':
       what = `is too ${issue.origin === 'string' || issue.origin === 'array' ? 'long' : 'large'} (maximum ${String(issue.maximum)})`;
@@ -247,6 +247,24 @@ export function describeIssue(error: z.core.$ZodError, input: unknown): string {
   return field ? `field \`${field}\` ${what}` : `request ${what}`;
 }
 
+/** How an expected type reads in a message. */
+const EXPECTED_NAMES: Partial<Record<string, string>> = { int: 'an integer', object: 'an object', record: 'an object', array: 'an array' };
+
+/**
+ * The issue to report: the first, except that a bound is reported as the tightest one broken at
+ * that field — a huge number breaks the safe-integer bound (2^53 - 1) before the schema's own, and
+ * the schema's is the one the caller needs.
+ */
+function reportedIssue(issues: readonly z.core.$ZodIssue[]): z.core.$ZodIssue | undefined {
+  const first = issues[0];
+  if (!first || (first.code !== 'too_big' && first.code !== 'too_small')) return first;
+  const samePath = (i: z.core.$ZodIssue) =>
+    i.code === first.code && i.path.length === first.path.length && i.path.every((k, n) => k === first.path[n]);
+  const bound = (i: z.core.$ZodIssue) => Number(i.code === 'too_big' ? i.maximum : i.code === 'too_small' ? i.minimum : NaN);
+  const isTighter = first.code === 'too_big' ? (a: number, b: number) => a < b : (a: number, b: number) => a > b;
+  return issues.filter(samePath).reduce((best, i) => (isTighter(bound(i), bound(best)) ? i : best), first);
+}
+
 function hasPath(input: unknown, path: readonly PropertyKey[]): boolean {
   let node: unknown = input;
   for (const key of path) {
@@ -258,11 +276,12 @@ function hasPath(input: unknown, path: readonly PropertyKey[]): boolean {
 
 /**
  * A path segment as it may be shown. Keys are caller data too (an unexpected field, an env var
- * name), so only names shaped like our own fields — lowercase snake_case, short — and array
- * indexes are echoed; anything else is shown as `<key>`.
+ * name), so only names shaped like our own fields — lowercase snake_case, short — array indexes
+ * and the caller's `shownNames` (e.g. MCP's own camelCase fields) are echoed; anything else is
+ * shown as `<key>`.
  */
-function nameOf(key: PropertyKey): string {
+function nameOf(key: PropertyKey, shownNames?: ReadonlySet<string>): string {
   if (typeof key === 'number') return String(key);
   const text = String(key);
-  return /^[a-z][a-z0-9_]{0,39}$/.test(text) ? text : '<key>';
+  return /^[a-z][a-z0-9_]{0,39}$/.test(text) || shownNames?.has(text) ? text : '<key>';
 }

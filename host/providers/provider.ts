@@ -67,11 +67,18 @@ export interface CreateOpts {
   region?: string;
   cpu?: number;
   memoryMb?: number;
+  /**
+   * The principal that creates it (a PRINCIPAL_NAME_PATTERN name), recorded with the sandbox for
+   * as long as it lives — never part of its metadata. Omitted: no owner is recorded.
+   */
+  owner?: string;
 }
 
 export interface ListOpts {
   status?: string;
   region?: string;
+  /** Only sandboxes whose recorded owner is this; applied before offset and limit. */
+  owner?: string;
   limit: number;
   offset: number;
 }
@@ -170,6 +177,13 @@ export interface Provider {
   setTimeout(sandboxId: string, timeoutS: number): Promise<void>;
   /** Destroys the sandbox; throws not_found when it does not exist. */
   kill(sandboxId: string): Promise<void>;
+  /** The owner recorded at create (CreateOpts.owner), or null; throws not_found when the sandbox does not exist. */
+  getOwner(sandboxId: string): Promise<string | null>;
+  /**
+   * The environment every command in the sandbox starts with, as far as the provider can read it
+   * from the sandbox's own record (so a server that did not create it can mask its secrets).
+   */
+  getEnvironment(sandboxId: string): Promise<Record<string, string>>;
   exec(sandboxId: string, command: string, opts: ExecOpts): Promise<ExecResult>;
   /** Paths of the file methods resolve by resolveSandboxPath. */
   readFile(sandboxId: string, path: string, opts?: ReadFileOpts): Promise<ReadFileResult>;

@@ -7,7 +7,7 @@ import { LIMITS } from '../../shared/limits.js';
 import { secretValuesOf } from '../config.js';
 import type { ExecOpts, ExecResult } from '../providers/provider.js';
 import type { SandboxRef } from '../sandbox-ref.js';
-import { EnvsSchema, SandboxIdSchema, defineTool, intIn, renewIfOwned, resolveSandbox, type ToolContext } from './tool.js';
+import { EnvsSchema, SandboxIdSchema, defineTool, intIn, learnSecrets, renewIfOwned, resolveSandbox, type ToolContext } from './tool.js';
 import { definedFields } from '../util/defined-fields.js';
 
 /** Most bytes of one stream a run_command/run_code result holds. */
@@ -26,10 +26,11 @@ const ExecResultSchema = z.strictObject({
 });
 
 /** Decodes one captured stream, marking where the provider dropped its middle, and masks secrets. */
-function renderStream(data: Buffer, isTruncated: boolean, headBytes: number, ctx: ToolContext): string {
-  if (!isTruncated) return ctx.deps.masker.mask(data.toString('utf8'));
-  const head = ctx.deps.masker.mask(data.subarray(0, headBytes).toString('utf8'));
-  const tail = ctx.deps.masker.mask(data.subarray(headBytes).toString('utf8'));
+function renderStream(data: Buffer, isTruncated: boolean, headBytes: number, ref: SandboxRef, ctx: ToolContext): string {
+  const mask = (text: string) => ctx.deps.masker.mask(ref.qualified, text);
+  if (!isTruncated) return mask(data.toString('utf8'));
+  const head = mask(data.subarray(0, headBytes).toString('utf8'));
+  const tail = mask(data.subarray(headBytes).toString('utf8'));
   return head + OMITTED_MARKER + tail;
 }
 
@@ -42,6 +43,7 @@ async function runCapped(
   cleanupAfterTimeout?: string,
 ) {
   const ref = resolveSandbox(ctx, sandboxId);
+  await learnSecrets(ctx, ref);
   await renewIfOwned(ctx, ref);
   const command = await prepare(ref);
   const provider = ctx.deps.providers.get(ref.provider);
@@ -50,10 +52,13 @@ async function runCapped(
     maxOutputBytes: EXEC_OUTPUT_CAP_BYTES,
     ...definedFields({ signal: ctx.signal }),
   });
+  // Only once the provider ran it (so the caller may see this sandbox) do its envs join the
+  // sandbox's masking: else anyone could mask words out of another principal's output.
+  if (opts.envs) ctx.deps.masker.add(ref.qualified, secretValuesOf(opts.envs));
   // A timeout (or a cancelled call) kills the whole group, shell traps included: clean up from outside.
   if ((r.timedOut || ctx.signal?.aborted) && cleanupAfterTimeout)
     await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30, role: 'service' }).catch(() => undefined);
-  return { result: toResult(r, ctx) };
+  return { result: toResult(r, ref, ctx) };
 }
 
 /** The provider's notes on the limits a command met, as lines after its stderr (never cut by the cap). */
@@ -63,11 +68,11 @@ function withNotes(stderr: string, notes: readonly string[] | undefined): string
   return stderr + sep + notes.map((n) => `${NOTE_PREFIX}${n}\n`).join('');
 }
 
-function toResult(r: ExecResult, ctx: ToolContext): z.infer<typeof ExecResultSchema> {
+function toResult(r: ExecResult, ref: SandboxRef, ctx: ToolContext): z.infer<typeof ExecResultSchema> {
   return {
     exit_code: r.exitCode,
-    stdout: renderStream(r.stdout, r.stdoutTruncated, r.stdoutHeadBytes, ctx),
-    stderr: withNotes(renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ctx), r.notes),
+    stdout: renderStream(r.stdout, r.stdoutTruncated, r.stdoutHeadBytes, ref, ctx),
+    stderr: withNotes(renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ref, ctx), r.notes),
     stdout_truncated: r.stdoutTruncated,
     stderr_truncated: r.stderrTruncated,
     timed_out: r.timedOut,
@@ -91,7 +96,6 @@ const runCommand = defineTool({
   output: ExecResultSchema,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async run(args, ctx) {
-    if (args.envs) ctx.deps.masker.add(secretValuesOf(args.envs));
     return runCapped(ctx, args.sandbox_id, async () => args.command, {
       timeoutS: args.timeout,
       ...definedFields({ cwd: args.cwd, envs: args.envs }),

@@ -19,6 +19,14 @@ import { definedFields } from '../util/defined-fields.js';
 /** A sandbox lifetime argument: whole seconds within the contract's bounds. */
 const LifetimeSchema = intIn(SANDBOX_LIFETIME_MIN_S, SANDBOX_LIFETIME_MAX_S);
 
+/**
+ * Added to create_sandbox's text in sessions whose sandboxes end with them (stdio): a client that
+ * starts a server per call would otherwise lose the sandbox right after this call, unawares.
+ */
+export const CLEANUP_NOTE =
+  'Note: this sandbox is destroyed when this MCP session ends (a client that starts the server for each call ends it right after this call), ' +
+  'unless a task is started in it with start_task. To keep sandboxes until their own timeout, run the server with --keep-sandboxes (SANDBOX_MCP_KEEP_SANDBOXES=1).';
+
 const createSandbox = defineTool({
   name: 'create_sandbox',
   title: 'Create sandbox',
@@ -39,7 +47,6 @@ const createSandbox = defineTool({
   async run(args, ctx) {
     const providerId = args.provider ?? ctx.deps.config.defaultProvider;
     const provider = ctx.deps.providers.get(providerId);
-    if (args.envs) ctx.deps.masker.add(secretValuesOf(args.envs));
     const meta = await provider.create(
       definedFields({
         template: args.template,
@@ -51,6 +58,9 @@ const createSandbox = defineTool({
       }),
     );
     const ref = qualify(providerId, meta.sandbox_id);
+    // This process knows the sandbox's record: its envs are all there is to learn.
+    ctx.deps.masker.add(ref.qualified, secretValuesOf(args.envs ?? {}));
+    ctx.deps.masker.markLearned(ref.qualified);
     if (!ctx.session.adopt(ref.qualified, args.timeout ?? SANDBOX_LIFETIME_DEFAULT_S)) {
       // The session ended while we were creating: nobody owns this sandbox, so it must not outlive us.
       await provider.kill(ref.id).catch(() => undefined);
@@ -59,7 +69,8 @@ const createSandbox = defineTool({
         detail: 'The session ended while the sandbox was being created; it was destroyed.',
       });
     }
-    return { result: qualifyMetadata(providerId, meta) };
+    const result = qualifyMetadata(providerId, meta);
+    return ctx.session.opts.hasCleanupNote ? { result, content: [{ type: 'text', text: CLEANUP_NOTE }] } : { result };
   },
 });
 
@@ -77,7 +88,9 @@ const killSandbox = defineTool({
       await ctx.deps.providers.get(ref.provider).kill(ref.id);
     } catch (e) {
       // Already gone (expired, killed elsewhere): it must not linger as this session's default.
-      if (isProviderError(e) && e.category === 'not_found') forget(ctx, ref.qualified);
+      // Only the session's own state: not_found may also be another principal's sandbox, whose
+      // retention and masking are none of this caller's business.
+      if (isProviderError(e) && e.category === 'not_found') ctx.session.forget(ref.qualified);
       throw e;
     }
     forget(ctx, ref.qualified);
@@ -88,6 +101,7 @@ const killSandbox = defineTool({
 function forget(ctx: ToolContext, qualifiedId: string): void {
   ctx.session.forget(qualifiedId);
   ctx.deps.retention.forget(qualifiedId);
+  ctx.deps.masker.forget(qualifiedId);
 }
 
 const listSandboxes = defineTool({

@@ -8,7 +8,7 @@ import { PROTOCOL_VERSION, TASK_ID_PATTERN, TaskViewSchema, type AgentRequestInp
 import { ProviderError, isProviderError } from '../errors.js';
 import { resolveSandboxPath } from '../providers/provider.js';
 import { parseSandboxRef, type SandboxRef } from '../sandbox-ref.js';
-import { SandboxIdSchema, defineTool, intIn, resolveSandbox, type ExtraContent, type ToolContext } from './tool.js';
+import { SandboxIdSchema, defineTool, intIn, learnSecrets, resolveSandbox, type ExtraContent, type ToolContext } from './tool.js';
 import { definedFields } from '../util/defined-fields.js';
 
 const TaskResultSchema = z.strictObject({ sandbox_id: z.string(), ...TaskViewSchema.shape });
@@ -29,7 +29,7 @@ function isUncertain(e: ProviderError): boolean {
 
 function present(sandboxId: string, view: TaskView, ctx: ToolContext): TaskResult {
   const { masker } = ctx.deps;
-  return { sandbox_id: sandboxId, ...view, stdout: masker.mask(view.stdout), stderr: masker.mask(view.stderr) };
+  return { sandbox_id: sandboxId, ...view, stdout: masker.mask(sandboxId, view.stdout), stderr: masker.mask(sandboxId, view.stderr) };
 }
 
 function unknownView(taskId: string, code: string, message: string): TaskView {
@@ -105,17 +105,22 @@ const startTask = defineTool({
     ctx.deps.retention.begin(ref.qualified);
     let isHeld = false;
     try {
-      const view = await ctx.deps.agent.call(provider, ref.id, { ...request, op: 'start' }, { timeoutS: START_CALL_TIMEOUT_S });
-      isHeld = true;
-      return { result: present(ref.qualified, view, ctx), content: await limitNotesFor(ctx, ref, view) };
-    } catch (e) {
-      if (isProviderError(e) && isUncertain(e)) {
+      // Inside the hold (a session closing meanwhile must still see this start in flight), and
+      // before submission: its failure is certain, nothing was started.
+      await learnSecrets(ctx, ref);
+      try {
+        const view = await ctx.deps.agent.call(provider, ref.id, { ...request, op: 'start' }, { timeoutS: START_CALL_TIMEOUT_S });
         isHeld = true;
-        ctx.deps.log.warn('task submission uncertain', { category: e.category });
-        const view = unknownView(taskId, e.code ?? e.category, e.suggestion);
         return { result: present(ref.qualified, view, ctx), content: await limitNotesFor(ctx, ref, view) };
+      } catch (e) {
+        if (isProviderError(e) && isUncertain(e)) {
+          isHeld = true;
+          ctx.deps.log.warn('task submission uncertain', { category: e.category });
+          const view = unknownView(taskId, e.code ?? e.category, e.suggestion);
+          return { result: present(ref.qualified, view, ctx), content: await limitNotesFor(ctx, ref, view) };
+        }
+        throw e;
       }
-      throw e;
     } finally {
       await ctx.deps.retention.end(ref.qualified, isHeld);
     }
@@ -147,6 +152,7 @@ async function queryTask(
   timeoutS: number,
 ): Promise<{ result: TaskResult; content: ExtraContent[] }> {
   const ref = parseSandboxRef(handle.sandbox_id, ctx.deps.config.defaultProvider);
+  await learnSecrets(ctx, ref);
   // A waiting get holds a process in the sandbox: only so many at once.
   const endWait = op.op === 'get' && op.wait_s > 0 ? ctx.deps.waits.enter(ref.qualified) : undefined;
   let view: TaskView;

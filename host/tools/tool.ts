@@ -17,7 +17,7 @@ export interface ToolContext {
   signal?: AbortSignal;
 }
 
-/** A content block beyond the JSON text: an image for download_file, a note (e.g. on a limit the sandbox met). */
+/** A content block beyond the JSON text (an image for download_file, a note for the reader). */
 export type ExtraContent = { type: 'image'; data: string; mimeType: string } | { type: 'text'; text: string };
 
 export interface ToolAnnotations {
@@ -116,4 +116,13 @@ export async function renewIfOwned(ctx: ToolContext, ref: SandboxRef): Promise<v
   } catch (e) {
     ctx.deps.log.warn('renewal failed', { category: e instanceof ProviderError ? e.category : 'internal' });
   }
+}
+
+/**
+ * Before any output of `ref` is shown: the secrets its own record holds join its masking, once
+ * per process (a server that did not create it learns them here). A failed read fails the call:
+ * output is never shown unmasked for want of the values.
+ */
+export async function learnSecrets(ctx: ToolContext, ref: SandboxRef): Promise<void> {
+  await ctx.deps.masker.learn(ref.qualified, () => ctx.deps.providers.get(ref.provider).getEnvironment(ref.id));
 }

@@ -3,18 +3,22 @@
 // timeout end a session with the same cleanup as stdio.
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
-import { randomUUID, timingSafeEqual, createHash } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { isSamePrincipal, type Principal } from '../principal.js';
 import { createServer } from '../server.js';
 import type { ServerDeps } from '../server-deps.js';
+import type { TokenTable } from '../tokens-file.js';
+import { screenEnvelope, type Refused } from './message-check.js';
 
 export interface HttpOpts {
   host: string;
   port: number;
   /** Extra Host header names (host or host:port) clients may use, e.g. a DNS name of this machine. */
   extraHosts?: string[];
-  token: string;
+  /** Who each bearer token authenticates. */
+  tokens: TokenTable;
   /** A session with no request for this long is closed and cleaned up. */
   idleTimeoutMs: number;
   /** How often idle sessions are looked for. */
@@ -26,6 +30,8 @@ const MAX_BODY_BYTES = 4 * 1024 * 1024 + 64 * 1024;
 
 interface HttpSession {
   transport: StreamableHTTPServerTransport;
+  /** The principal that opened it: only the same principal may use it. */
+  principal: Principal;
   lastSeenMs: number;
   activeRequests: number;
   end: () => Promise<void>;
@@ -61,16 +67,31 @@ function bracket(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-function sameToken(given: string, expected: string): boolean {
-  // Hash first: timingSafeEqual needs equal lengths, and the length must not leak either.
-  const a = createHash('sha256').update(given).digest();
-  const b = createHash('sha256').update(expected).digest();
-  return timingSafeEqual(a, b);
-}
-
 function reject(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}): void {
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
   res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
+}
+
+/**
+ * The first message of a body (one message, or each of a batch) that screenEnvelope refuses. The
+ * SDK would answer it with a generic parse error, or not at all for a message in a batch.
+ */
+function refuseMalformed(body: unknown): Refused | undefined {
+  for (const message of Array.isArray(body) ? body : [body]) {
+    const screened = screenEnvelope(message);
+    if (!screened.ok) return screened;
+  }
+  return undefined;
+}
+
+function replyRefused(res: ServerResponse, refused: Refused): void {
+  if (!refused.reply) {
+    // Nothing to answer (a notification or a response): accepted and dropped, as JSON-RPC asks.
+    res.writeHead(202).end();
+    return;
+  }
+  res.writeHead(400, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(refused.reply));
 }
 
 async function readBody(req: IncomingMessage): Promise<unknown> {
@@ -94,8 +115,8 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
   const sessions = new Map<string, HttpSession>();
   let hosts = allowedHosts(opts.host, opts.port, opts.extraHosts);
 
-  async function openSession(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
-    const { server, close } = createServer(deps);
+  async function openSession(req: IncomingMessage, res: ServerResponse, body: unknown, principal: Principal): Promise<void> {
+    const { server, connect, close } = createServer(deps, { principal, transport: 'http' });
     let entry: HttpSession | undefined;
     let ended: Promise<void> | undefined;
     const end = () =>
@@ -111,16 +132,17 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
-        entry = { transport, lastSeenMs: Date.now(), activeRequests: 1, end };
+        entry = { transport, principal, lastSeenMs: Date.now(), activeRequests: 1, end };
         sessions.set(id, entry);
-        deps.log.info('http session opened');
+        // The principal's name is not a secret, and says whose session this was.
+        deps.log.info('http session opened', principal.kind === 'named' ? { principal: principal.name } : {});
       },
       onsessionclosed: () => {
         endQuietly();
       },
     });
     server.onclose = endQuietly;
-    await server.connect(transport);
+    await connect(transport);
     await transport.handleRequest(req, res, body);
     if (entry) entry.activeRequests--;
     else endQuietly(); // initialization failed: nothing to keep
@@ -136,9 +158,8 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
     if ((req.url ?? '').split('?')[0] !== '/mcp') return reject(res, 404, 'Not found: the MCP endpoint is /mcp');
     // The auth scheme is case-insensitive (RFC 7235); the token is not.
     const auth = /^bearer +(\S+)$/i.exec(req.headers.authorization ?? '');
-    if (!auth || !sameToken(auth[1]!, opts.token)) {
-      return reject(res, 401, 'Unauthorized: a bearer token is required', { 'www-authenticate': 'Bearer' });
-    }
+    const principal = auth ? opts.tokens.authenticate(auth[1]!) : undefined;
+    if (!principal) return reject(res, 401, 'Unauthorized: a bearer token is required', { 'www-authenticate': 'Bearer' });
     let body: unknown;
     if (req.method === 'POST') {
       try {
@@ -148,10 +169,18 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
         return reject(res, status, status === 413 ? 'Request body too large' : 'Parse error: invalid JSON');
       }
     }
+    if (body !== undefined) {
+      const refused = refuseMalformed(body);
+      if (refused) {
+        deps.log.info('refused a message', { reason: refused.reason });
+        return replyRefused(res, refused);
+      }
+    }
     const sessionId = req.headers['mcp-session-id'];
     if (typeof sessionId === 'string') {
       const entry = sessions.get(sessionId);
-      if (!entry) return reject(res, 404, 'Session not found');
+      // Another principal's session reads as no session at all.
+      if (!entry || !isSamePrincipal(entry.principal, principal)) return reject(res, 404, 'Session not found');
       entry.lastSeenMs = Date.now();
       // The standalone GET stream stays open for the whole session: it is not activity.
       const isCall = req.method === 'POST';
@@ -164,7 +193,7 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
       }
       return;
     }
-    if (req.method === 'POST' && isInitializeRequest(body)) return openSession(req, res, body);
+    if (req.method === 'POST' && isInitializeRequest(body)) return openSession(req, res, body, principal);
     return reject(res, 400, 'Bad request: no valid session id');
   }
 

@@ -1,21 +1,19 @@
-// stdio transport: one session for the life of the process. On EOF (or SIGINT/SIGTERM) the
-// session's unretained sandboxes are destroyed and the process exits.
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+// stdio transport: one session for the life of the process. However it ends — EOF, a read or
+// write error on stdin/stdout, SIGINT, SIGTERM or SIGHUP (the terminal closed) — the session's
+// unretained sandboxes are destroyed, a log line says why, and the process exits.
 import { createServer } from '../server.js';
+import { shutdownSignal } from '../shutdown-signal.js';
 import type { ServerDeps } from '../server-deps.js';
+import { StdioTransport } from './stdio-transport.js';
 
-/** Serves one MCP session on stdin/stdout until EOF; resolves after cleanup. */
+/** Serves one MCP session on stdin/stdout until its input ends or a shutdown signal; resolves after cleanup. */
 export async function serveStdio(deps: ServerDeps): Promise<void> {
-  const { server, close } = createServer(deps);
-  const transport = new StdioServerTransport();
-  await server.connect(transport);
+  const { server, connect, close } = createServer(deps, { transport: 'stdio' });
+  const transport = new StdioTransport({ onRefused: (reason) => deps.log.info('refused a message', { reason }) });
+  await connect(transport);
   deps.log.info('serving stdio');
-  await new Promise<void>((resolve) => {
-    process.stdin.once('end', resolve);
-    process.stdin.once('close', resolve);
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
+  const reason = await Promise.race([transport.ended, shutdownSignal()]);
+  deps.log.info('stdio session ending', { reason });
   await close();
   await server.close().catch(() => undefined);
 }

@@ -1,8 +1,12 @@
 // Benchmarks of the local provider (`npm run bench`). Besides vitest's tables, each block prints
 // its headline figure: exec overhead (absolute and ratio, in one run), create+kill latency,
 // and memory per idle sandbox with 20 concurrent sandboxes each running a task.
+// SANDBOX_MCP_BENCH_BASELINE=<a built checkout of another revision> adds that revision's local
+// provider, interleaved with this one in the same run, to the exec and create+kill figures (e.g.
+// `git archive main | tar -x -C /tmp/base`, link node_modules, `node build/build.mjs` there).
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { bench, describe } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { signalIfAlive } from '../../host/providers/local/system/proc.js';
@@ -12,7 +16,18 @@ import { KEEPER_SCRIPT, sandboxesAvailable, tempStateDir } from '../local/helper
 
 const available = sandboxesAvailable();
 const state = tempStateDir();
-const provider: Provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
+// 20 concurrent sandboxes below: above the default maximum of live sandboxes.
+const provider: Provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT, limits: { maxSandboxes: 32 } });
+const baselineDir = process.env.SANDBOX_MCP_BENCH_BASELINE;
+const baselineState = tempStateDir();
+const baseline: Provider | null = baselineDir
+  ? (
+      (await import(join(baselineDir, 'host/providers/local/local-provider.ts'))) as { createLocalProvider: typeof createLocalProvider }
+    ).createLocalProvider({
+      stateDir: baselineState.dir,
+      keeperScript: join(baselineDir, 'dist/keeper.js'),
+    })
+  : null;
 
 function spawnTrue(): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -70,13 +85,19 @@ function report(line: string): void {
 
 // Headline figures, measured once at load (vitest runs no hooks in benchmark mode).
 let execId = '';
+let baselineExecId = '';
 // No async teardown either: when the worker ends, tell the remaining keeper to end its sandbox now.
 function releaseAll(): void {
   if (execId) {
     const rec = readKeeperRecord(`${state.dir}/local/${execId}`);
     if (rec) signalIfAlive(rec.keeper, 'SIGTERM');
   }
+  if (baselineExecId) {
+    const rec = readKeeperRecord(`${baselineState.dir}/local/${baselineExecId}`);
+    if (rec) signalIfAlive(rec.keeper, 'SIGTERM');
+  }
   state.remove();
+  baselineState.remove();
 }
 // vitest ends bench workers with SIGTERM (no 'exit' event otherwise).
 process.once('exit', releaseAll);
@@ -86,25 +107,36 @@ process.once('SIGTERM', () => {
 });
 if (available) {
   execId = (await provider.create({ timeoutS: 300 })).sandbox_id;
-  // Interleaved in one run, so machine load skews both sides alike.
+  if (baseline) baselineExecId = (await baseline.create({ timeoutS: 300 })).sandbox_id;
+  // Interleaved in one run, so machine load skews every side alike.
   const direct: number[] = [];
   const viaProvider: number[] = [];
+  const viaBaseline: number[] = [];
   for (let i = 0; i < 10; i++) {
     direct.push(...(await sample(20, spawnTrue)));
     viaProvider.push(...(await sample(20, () => provider.exec(execId, 'true', { timeoutS: 10 }))));
+    if (baseline) viaBaseline.push(...(await sample(20, () => baseline.exec(baselineExecId, 'true', { timeoutS: 10 }))));
   }
   const d = median(direct);
   const p = median(viaProvider);
+  const b = baseline ? `; baseline provider ${median(viaBaseline).toFixed(2)} ms, overhead ${(median(viaBaseline) - d).toFixed(2)} ms` : '';
   report(
-    `exec true: direct ${d.toFixed(2)} ms, provider ${p.toFixed(2)} ms, overhead ${(p - d).toFixed(2)} ms, ratio ${(p / d).toFixed(2)}x (medians of 200; target overhead <= 3 ms)`,
+    `exec true: direct ${d.toFixed(2)} ms, provider ${p.toFixed(2)} ms, overhead ${(p - d).toFixed(2)} ms, ratio ${(p / d).toFixed(2)}x${b} (medians of 200; target overhead <= 3 ms)`,
   );
 
-  const ck = await sample(30, async () => {
-    const m = await provider.create({ timeoutS: 60 });
-    await provider.kill(m.sandbox_id);
-  });
+  const createKill = (pr: Provider) => async () => {
+    const m = await pr.create({ timeoutS: 60 });
+    await pr.kill(m.sandbox_id);
+  };
+  const ck: number[] = [];
+  const ckBaseline: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    ck.push(...(await sample(3, createKill(provider))));
+    if (baseline) ckBaseline.push(...(await sample(3, createKill(baseline))));
+  }
+  const cb = baseline ? `; baseline median ${median(ckBaseline).toFixed(1)} ms, min ${Math.min(...ckBaseline).toFixed(1)}` : '';
   report(
-    `create+kill: median ${median(ck).toFixed(1)} ms, min ${Math.min(...ck).toFixed(1)}, max ${Math.max(...ck).toFixed(1)} (30 runs; target <= 150 ms median)`,
+    `create+kill: median ${median(ck).toFixed(1)} ms, min ${Math.min(...ck).toFixed(1)}, max ${Math.max(...ck).toFixed(1)}${cb} (30 runs each, interleaved; target <= 100 ms median)`,
   );
 
   const t = performance.now();

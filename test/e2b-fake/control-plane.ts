@@ -78,6 +78,17 @@ function timeoutField(b: Record<string, unknown>, required: boolean): number | u
   return t;
 }
 
+/**
+ * The `metadata` query of GET /v2/sandboxes: "key=value&…" with each key and value URL-encoded
+ * (the SDK encodes them, then URLSearchParams encodes the whole); a sandbox matches when its
+ * metadata holds every pair, as E2B filters before paginating.
+ */
+function metadataQuery(param: string | null): Record<string, string> {
+  const pairs: Record<string, string> = {};
+  for (const [k, v] of new URLSearchParams(param ?? '')) pairs[decodeURIComponent(k)] = decodeURIComponent(v);
+  return pairs;
+}
+
 /** Handles one control-plane request; returns the status sent and, for connect, whether it extended the lifetime. */
 export function handleControlPlane(
   state: FakeState,
@@ -120,8 +131,10 @@ export function handleControlPlane(
     // The server may return fewer than asked (pageSize), never more.
     const limit = Math.min(Number(rawLimit), state.pageSize);
     const start = Number(url.searchParams.get('nextToken') ? Buffer.from(url.searchParams.get('nextToken')!, 'base64url').toString() : 0);
+    const metadata = metadataQuery(url.searchParams.get('metadata'));
     const all = [...state.sandboxes.values()]
       .filter((s) => states.includes(s.state))
+      .filter((s) => Object.entries(metadata).every(([k, v]) => s.metadata[k] === v))
       .sort((x, y) => y.startedAt.getTime() - x.startedAt.getTime() || (x.id < y.id ? -1 : 1));
     const page = all.slice(start, start + limit).map((s) => {
       const { envdAccessToken: _t, domain: _d, ...listed } = detail(s);

@@ -51,7 +51,7 @@ describe('watchCancel', () => {
   test('an abort TERMs the command; if it does not report, the watcher gives up, SIGKILLs it, outcome unknown', async () => {
     const { handle, terms } = await termRecorder();
     const ac = new AbortController();
-    const watch = watchCancel(sandbox, handle, ac.signal, { giveUpAfterMs: 500, signalTimeoutMs: 5000 });
+    const watch = watchCancel(sandbox, handle, ac.signal, { giveUpAfterMs: 3000, signalTimeoutMs: 5000 });
     expect(watch.requested).toBe(false);
     ac.abort();
     expect(watch.requested).toBe(true);
@@ -65,7 +65,7 @@ describe('watchCancel', () => {
   test('an already aborted signal is acted on at once, with one signalling command', async () => {
     const { handle, terms } = await termRecorder();
     const mark = world.fake.envdCalls.length;
-    const watch = watchCancel(sandbox, handle, AbortSignal.abort(), { giveUpAfterMs: 200, signalTimeoutMs: 5000 });
+    const watch = watchCancel(sandbox, handle, AbortSignal.abort(), { giveUpAfterMs: 3000, signalTimeoutMs: 5000 });
     expect(watch.requested).toBe(true);
     await waitFor(() => terms() === 'TERM\n');
     expect(await watch.gaveUp).toBe(GAVE_UP_EXIT);

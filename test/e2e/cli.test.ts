@@ -1,4 +1,4 @@
-// The CLI around the server: the README's `npm start`, --help, and the protocol-level debugging
+// The CLI around the server: `npm start`, --help, and the protocol-level debugging
 // commands, which use the same agent client as the server.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -32,10 +32,12 @@ afterAll(async () => {
 });
 
 describe('sandbox-mcp CLI', () => {
-  it('`npm start` serves MCP on a clean stdout', async () => {
+  // Plain `npm start` is for people: npm prints its "> sandbox-mcp start" banner on stdout (only
+  // --silent hides it, and nothing should silence npm's errors). What it runs must add nothing.
+  it('`npm --silent start` serves MCP on a clean stdout: the build and the server print no non-protocol line', async () => {
     const transport = new StdioClientTransport({
       command: 'npm',
-      args: ['start'],
+      args: ['--silent', 'start'],
       cwd: REPO,
       env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir }),
       stderr: 'pipe',
@@ -48,6 +50,16 @@ describe('sandbox-mcp CLI', () => {
     expect(tools).toHaveLength(15);
     await client.close();
     expect(errors).toEqual([]);
+  });
+
+  it('npm is not silenced: its own errors show (a mistyped script names itself)', async () => {
+    const r = await new Promise<{ code: number; stderr: string }>((resolve) =>
+      execFile('npm', ['run', 'no-such-script'], { cwd: REPO }, (error, _stdout, stderr) =>
+        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stderr }),
+      ),
+    );
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('Missing script: "no-such-script"');
   });
 
   it('--help documents the transports, configuration and debugging commands', async () => {

@@ -79,11 +79,14 @@ export interface HttpServer {
   stop(): Promise<void>;
 }
 
-/** Starts `sandbox-mcp http` on a free loopback port (as `as`, when given) and waits until it listens. */
+/**
+ * Starts `sandbox-mcp http` on a free loopback port (as `as`, when given) and waits until it
+ * listens. With a tokens file in `env` (SANDBOX_MCP_TOKENS_FILE) no plain token is set, and `token` is empty.
+ */
 export async function startHttp(env: Record<string, string>, args: string[] = [], as?: { uid: number; gid: number }): Promise<HttpServer> {
-  const token = 'test-token-' + Math.random().toString(36).slice(2);
+  const token = env.SANDBOX_MCP_TOKENS_FILE ? '' : 'test-token-' + Math.random().toString(36).slice(2);
   const child = spawn(process.execPath, [HOST_JS, 'http', '--port', '0', ...args], {
-    env: serverEnv({ ...env, SANDBOX_MCP_TOKEN: token }),
+    env: serverEnv({ ...env, ...(token ? { SANDBOX_MCP_TOKEN: token } : {}) }),
     stdio: ['ignore', 'ignore', 'pipe'],
     ...(as ?? {}),
   });

@@ -108,4 +108,53 @@ describe('HTTP transport', () => {
     expect((await toolError(watcher.client, 'get_sandbox', { sandbox_id: sc.sandbox_id })).category).toBe('not_found');
     await watcher.transport.terminateSession();
   });
+
+  it('answers odd JSON-RPC with errors that name the problem and never echo a value', async () => {
+    const secret = 'ODD-VALUE-NEVER-ECHOED';
+    const auth = { authorization: `Bearer ${server.token}` };
+    const init = await rawPost(auth);
+    const session = { ...auth, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-06-18' };
+    await init.text();
+    const post = (message: unknown) =>
+      fetch(server.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...session },
+        body: JSON.stringify(message),
+      });
+    expect((await post({ jsonrpc: '2.0', method: 'notifications/initialized' })).status).toBe(202);
+
+    const nullParams = await post({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: null });
+    expect(nullParams.status).toBe(400);
+    expect(await nullParams.json()).toEqual({
+      jsonrpc: '2.0',
+      id: 7,
+      error: { code: -32600, message: 'Invalid Request: field `params` must be an object' },
+    });
+
+    // A well-formed envelope with the wrong params is answered on the request's own stream.
+    const arrayArgs = await post({ jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'get_sandbox', arguments: [secret] } });
+    const text = await arrayArgs.text();
+    const data = text
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => JSON.parse(l.slice(6)) as { id: number; error?: unknown });
+    expect(data.find((m) => m.id === 8)?.error).toEqual({
+      code: -32602,
+      message: 'Invalid params: field `params.arguments` must be an object',
+    });
+    expect(text).not.toContain(secret);
+  });
+
+  it('SIGHUP ends the server with the same cleanup as SIGTERM', async () => {
+    const own = await startHttp({ SANDBOX_MCP_STATE_DIR: stateDir });
+    const { client } = await own.connect();
+    const created = await ok(client, 'create_sandbox', {});
+    const watcher = await server.connect();
+    expect((await ok(watcher.client, 'get_sandbox', { sandbox_id: created.sandbox_id })).status).toBe('running');
+    const exited = new Promise<number | null>((resolve) => own.process.once('exit', (code) => resolve(code)));
+    own.process.kill('SIGHUP');
+    expect(await exited).toBe(0);
+    expect((await toolError(watcher.client, 'get_sandbox', { sandbox_id: created.sandbox_id })).category).toBe('not_found');
+    await watcher.transport.terminateSession();
+  });
 });

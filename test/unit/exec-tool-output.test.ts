@@ -8,6 +8,7 @@ import { createLogger } from '../../host/log.js';
 import { SecretMasker } from '../../host/mask.js';
 import type { ExecResult, Provider } from '../../host/providers/provider.js';
 import { TaskRetention } from '../../host/retention.js';
+import { OwnerCache } from '../../host/providers/owner-scope.js';
 import { WaitGate } from '../../host/wait-gate.js';
 import type { ServerDeps } from '../../host/server-deps.js';
 import { callTool } from '../../host/server.js';
@@ -25,6 +26,8 @@ function execOnlyProvider(result: ExecResult): Provider {
     getInfo: unexpected,
     setTimeout: unexpected,
     kill: unexpected,
+    getOwner: async () => null,
+    getEnvironment: async () => ({}),
     exec: async () => result,
     readFile: unexpected,
     writeFile: unexpected,
@@ -41,6 +44,7 @@ function depsWith(provider: Provider, secrets: string[] = []): ServerDeps {
     masker: new SecretMasker(secrets),
     retention: new TaskRetention(),
     waits: new WaitGate(4),
+    owners: new OwnerCache(),
     log: createLogger({ write: () => undefined }),
   };
 }

@@ -8,6 +8,7 @@ import * as z from 'zod';
 import { LIMITS } from '../../shared/limits.js';
 import { ConfigError, loadConfig } from '../../host/config.js';
 import { isProviderError } from '../../host/errors.js';
+import { HELP, parseCommandLine } from '../../host/cli-args.js';
 import { LIMIT_OPTIONS, limitOptionsHelp } from '../../host/limit-options.js';
 import { SCRATCH_PATHS } from '../../host/providers/local/launch/bwrap-args.js';
 import { DISK_SHARES_EIGHTHS, writableMountSizes } from '../../host/providers/local/limits/disk-shares.js';
@@ -166,13 +167,21 @@ describe('limit flags and variables', () => {
     }
   });
 
-  it('--help lists every flag and variable', () => {
+  it('--help lists every flag with its variable and default, within 96 columns', () => {
     const help = limitOptionsHelp();
+    expect(HELP).toContain(help);
+    const flat = help.replace(/\s+/g, ' ');
     for (const o of LIMIT_OPTIONS) {
-      expect(help).toContain(`--${o.flag} N, ${o.env}`);
-      expect(o.env.startsWith('SANDBOX_MCP_')).toBe(true);
+      expect(flat).toContain(`--${o.flag} N`);
+      expect(flat).toContain(`(env ${o.env}; default ${o.defaultText})`);
     }
-    for (const line of help.split('\n')) expect(line.length).toBeLessThanOrEqual(100);
+    for (const line of help.split('\n')) expect(line.length).toBeLessThanOrEqual(96);
+  });
+
+  it('the limit flags apply to serving and to the doctor, nowhere else', () => {
+    expect(parseCommandLine(['http', '--sandbox-disk', '100']).limits).toEqual({ 'sandbox-disk': '100' });
+    expect(parseCommandLine(['doctor', '--max-sandboxes', '3']).limits).toEqual({ 'max-sandboxes': '3' });
+    expect(() => parseCommandLine(['token-hash', '--sandbox-disk', '100'])).toThrow(/--sandbox-disk applies only to/);
   });
 });
 

@@ -7,6 +7,7 @@ import { AgentClient } from '../../host/agent-client.js';
 import { createLogger } from '../../host/log.js';
 import { SecretMasker } from '../../host/mask.js';
 import { TaskRetention } from '../../host/retention.js';
+import { OwnerCache } from '../../host/providers/owner-scope.js';
 import { WaitGate } from '../../host/wait-gate.js';
 import type { ServerDeps } from '../../host/server-deps.js';
 import { runTool } from '../../host/server.js';
@@ -27,6 +28,7 @@ function depsLoggingTo(lines: string[]): ServerDeps {
     masker: new SecretMasker(),
     retention: new TaskRetention(),
     waits: new WaitGate(4),
+    owners: new OwnerCache(),
     log: createLogger({ write: (line) => lines.push(line) }),
   };
 }

@@ -7,6 +7,7 @@ import { ProviderError } from '../../host/errors.js';
 import { createLogger } from '../../host/log.js';
 import { SecretMasker } from '../../host/mask.js';
 import { TaskRetention } from '../../host/retention.js';
+import { OwnerCache } from '../../host/providers/owner-scope.js';
 import { WaitGate } from '../../host/wait-gate.js';
 import type { Provider, SandboxMetadata } from '../../host/providers/provider.js';
 import { callTool, closeSession } from '../../host/server.js';
@@ -67,6 +68,12 @@ function recordingProvider() {
     async kill(id) {
       calls.push({ op: 'kill', id });
     },
+    async getOwner() {
+      return null;
+    },
+    async getEnvironment() {
+      return {};
+    },
     async exec(id) {
       calls.push({ op: 'exec', id });
       return {
@@ -112,6 +119,7 @@ function deps(provider: Provider): ServerDeps {
     masker: new SecretMasker(),
     retention: new TaskRetention(),
     waits: new WaitGate(4),
+    owners: new OwnerCache(),
     log: createLogger({ write: () => undefined }),
   };
 }

@@ -6,7 +6,7 @@
 import type { Sandbox } from 'e2b';
 import { ProviderError } from '../../errors.js';
 import { resolveSandboxPath, type Provider } from '../provider.js';
-import { createCommands, checkExecCanStart, type CommandsOpts } from './commands.js';
+import { createCommands, checkExecCanStart, runHelperScript, type CommandsOpts } from './commands.js';
 import { createConnections, type ConnectionsOpts } from './connections.js';
 import { mapE2bError, mapped } from './errors.js';
 import * as files from './files.js';
@@ -18,6 +18,16 @@ export type E2bProviderOpts = E2bConnectionConfig & ConnectionsOpts & CommandsOp
 
 function sandboxNotFound(): ProviderError {
   return new ProviderError('not_found', { status: 404, code: 'SandboxNotFoundError' });
+}
+
+/** `env -0` output as a map (a value may hold newlines; NUL cannot occur in one). */
+function parseEnv0(text: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const entry of text.split('\0')) {
+    const eq = entry.indexOf('=');
+    if (eq > 0) env[entry.slice(0, eq)] = entry.slice(eq + 1);
+  }
+  return env;
 }
 
 /** Creates the e2b provider; no network call happens until a method is used. */
@@ -74,6 +84,12 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
       connections.forget(sandboxId);
       if (!killed) throw sandboxNotFound();
     },
+
+    getOwner: (sandboxId) => mapped(() => lifecycle.getOwner(sandboxId)),
+
+    // What envd gives every command: the create envs and the template's (the SDK has no call
+    // that returns the create envs themselves).
+    getEnvironment: (sandboxId) => onEnvd(sandboxId, async (sandbox) => parseEnv0(await runHelperScript(sandbox, 'env -0', {}))),
 
     async exec(sandboxId, command, o) {
       // Refused before connecting: nothing is contacted for a command that cannot run.

@@ -6,7 +6,7 @@ import { Sandbox } from 'e2b';
 import { ProviderError } from '../../errors.js';
 import { definedFields } from '../../util/defined-fields.js';
 import { SANDBOX_LIFETIME_DEFAULT_S, type CreateOpts, type ListOpts, type SandboxMetadata } from '../provider.js';
-import { toMetadata } from './metadata.js';
+import { OWNER_METADATA_KEY, ownerFrom, toMetadata } from './metadata.js';
 import type { SdkOpts } from './sdk-opts.js';
 
 /** Lifecycle calls on E2B's control plane; only setTimeout changes a lifetime. */
@@ -19,6 +19,8 @@ export interface Lifecycle {
   /** The window [offset, offset + limit) of the account's sandboxes, walking the SDK's pages. */
   list(opts: ListOpts): Promise<SandboxMetadata[]>;
   getInfo(sandboxId: string): Promise<SandboxMetadata>;
+  /** The owner recorded in the sandbox's E2B metadata at create, or null. */
+  getOwner(sandboxId: string): Promise<string | null>;
   /** Sets the lifetime to `timeoutS` from now. */
   setTimeout(sandboxId: string, timeoutS: number): Promise<void>;
   /** Kills the sandbox; false when E2B does not know it. */
@@ -48,7 +50,7 @@ export function createLifecycle(sdkOpts: () => SdkOpts): Lifecycle {
         // Always sent: the SDK adds no default, and E2B's API default (15 s in its spec) is not the
         // lifetime the tools document and the session's renewal assumes.
         timeoutMs: (o.timeoutS ?? SANDBOX_LIFETIME_DEFAULT_S) * 1000,
-        ...definedFields({ envs: o.envs }),
+        ...definedFields({ envs: o.envs, metadata: o.owner !== undefined ? { [OWNER_METADATA_KEY]: o.owner } : undefined }),
       });
       try {
         return { sandbox, metadata: toMetadata(await Sandbox.getInfo(sandbox.sandboxId, c)) };
@@ -66,7 +68,11 @@ export function createLifecycle(sdkOpts: () => SdkOpts): Lifecycle {
       if (o.region !== undefined) throw unsupportedResources();
       const pages = Sandbox.list({
         ...sdkOpts(),
-        ...definedFields({ query: o.status !== undefined ? { state: [o.status as (typeof STATUSES)[number]] } : undefined }),
+        // E2B filters by metadata server-side, so offset and limit count the owner's sandboxes only.
+        query: definedFields({
+          state: o.status !== undefined ? [o.status as (typeof STATUSES)[number]] : undefined,
+          metadata: o.owner !== undefined ? { [OWNER_METADATA_KEY]: o.owner } : undefined,
+        }),
         limit: Math.min(MAX_PAGE, o.offset + o.limit),
       });
       // Only the requested window is kept: a large offset walks pages without holding them.
@@ -83,6 +89,10 @@ export function createLifecycle(sdkOpts: () => SdkOpts): Lifecycle {
 
     async getInfo(sandboxId) {
       return toMetadata(await Sandbox.getInfo(sandboxId, sdkOpts()));
+    },
+
+    async getOwner(sandboxId) {
+      return ownerFrom((await Sandbox.getInfo(sandboxId, sdkOpts())).metadata);
     },
 
     async setTimeout(sandboxId, timeoutS) {

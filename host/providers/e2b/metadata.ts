@@ -3,6 +3,14 @@
 // diskSizeMB, so region and disk_size_mb are always null.
 import type { SandboxMetadata } from '../provider.js';
 
+/** The E2B metadata key holding the principal that created a sandbox (CreateOpts.owner); never disclosed. */
+export const OWNER_METADATA_KEY = 'sandbox-mcp-owner';
+
+/** The owner recorded in a sandbox's E2B metadata, or null. */
+export function ownerFrom(metadata: Record<string, string> | undefined): string | null {
+  return metadata?.[OWNER_METADATA_KEY] ?? null;
+}
+
 /** The subset of the SDK's SandboxInfo (getInfo and list items) that metadata is built from. */
 export interface E2bInfoLike {
   sandboxId: string;

@@ -98,6 +98,14 @@ export class LocalProvider implements Provider {
     }
   }
 
+  async getOwner(sandboxId: string): Promise<string | null> {
+    return asProviderErrors(() => this.lifecycle.getOwner(sandboxId));
+  }
+
+  async getEnvironment(sandboxId: string): Promise<Record<string, string>> {
+    return asProviderErrors(() => this.lifecycle.getEnvironment(sandboxId));
+  }
+
   async close(): Promise<void> {
     await this.sweep;
     this.registry.clear();

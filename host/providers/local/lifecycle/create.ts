@@ -14,6 +14,7 @@ import { chooseSandboxLimits, type SandboxLimits } from '../limits/sandbox-limit
 import { newSandboxId, newSandboxUid } from '../sandbox/ids.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
 import { buildSandboxSpec, type SandboxSpec } from '../sandbox/spec.js';
+import { definedFields } from '../../../util/defined-fields.js';
 import {
   ensureSandboxesDir,
   listSandboxIds,
@@ -133,6 +134,7 @@ export class SandboxCreator {
         identity,
         tools,
         limits,
+        ...definedFields({ owner: opts.owner }),
       });
       writePrivateFile(join(dir, SPEC_FILE), JSON.stringify(spec) + '\n');
       writeDeadline(dir, createdAtMs + timeoutS * 1000);

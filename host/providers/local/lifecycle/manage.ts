@@ -30,7 +30,10 @@ export class SandboxLifecycle {
     // Every local sandbox is running; any other status (e.g. paused) matches none.
     if (opts.status !== undefined && opts.status !== 'running') return [];
     if (opts.region !== undefined && opts.region !== 'local') return [];
-    const found = (await this.registry.inspectAll()).map((sb) => sandboxMetadata(sb.spec, sb.keeper, sb.endAtMs));
+    // The owner filter comes before the window, so offset and limit count the owner's sandboxes only.
+    const found = (await this.registry.inspectAll())
+      .filter((sb) => opts.owner === undefined || sb.spec.owner === opts.owner)
+      .map((sb) => sandboxMetadata(sb.spec, sb.keeper, sb.endAtMs));
     found.sort((a, b) => (a.started_at! < b.started_at! ? -1 : a.started_at! > b.started_at! ? 1 : a.sandbox_id < b.sandbox_id ? -1 : 1));
     return found.slice(opts.offset, opts.offset + opts.limit);
   }
@@ -39,6 +42,16 @@ export class SandboxLifecycle {
   async getInfo(sandboxId: string): Promise<SandboxMetadata> {
     const sb = await this.registry.require(sandboxId);
     return sandboxMetadata(sb.spec, sb.keeper, sb.endAtMs);
+  }
+
+  /** The owner its spec records, or null. */
+  async getOwner(sandboxId: string): Promise<string | null> {
+    return (await this.registry.require(sandboxId)).spec.owner ?? null;
+  }
+
+  /** The create envs its spec records: every command starts with them. */
+  async getEnvironment(sandboxId: string): Promise<Record<string, string>> {
+    return { ...(await this.registry.require(sandboxId)).spec.envs };
   }
 
   /** Moves the sandbox's deadline to `timeoutS` from now. */

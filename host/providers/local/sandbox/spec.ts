@@ -6,6 +6,7 @@ import { dirname, join } from 'node:path';
 import type { NetworkMode } from '../../provider.js';
 import { HIDDEN_PATHS, SCRATCH_PATHS } from '../launch/bwrap-args.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
+import { definedFields } from '../../../util/defined-fields.js';
 import type { SandboxLimits } from '../limits/sandbox-limits.js';
 
 /** Immutable description of a sandbox, written before its keeper starts. */
@@ -25,6 +26,8 @@ export interface SandboxSpec {
   hideVarRun: boolean;
   /** Absent in specs written before sandboxes had a network of their own: those share the host's. */
   network?: NetworkMode;
+  /** The principal that created it (CreateOpts.owner); absent: none recorded. */
+  owner?: string;
   /** Resource bounds (absent in specs written before sandboxes had them: none were applied). */
   limits?: SandboxLimits;
 }
@@ -35,7 +38,7 @@ export function specNetwork(spec: SandboxSpec): NetworkMode {
 }
 
 /** The per-sandbox choices of a spec; the rest comes from the provider's settings and this host. */
-export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools'> & {
+export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools' | 'owner'> & {
   limits: SandboxLimits;
 };
 
@@ -66,6 +69,7 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
     hideVarRun: isRealDir('/var/run'),
     network: settings.network,
     limits: opts.limits,
+    ...definedFields({ owner: opts.owner }),
   };
 }
 

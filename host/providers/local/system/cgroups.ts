@@ -267,3 +267,29 @@ export async function removeCgroups(dirs: readonly string[], timeoutMs = 3000, p
   }
   return left.length === 0;
 }
+
+/** The cgroup hierarchies this process sees: v1 controllers, a v2 tree, both (hybrid) or none. */
+export type CgroupVersion = 'v1' | 'v2' | 'hybrid' | 'none';
+
+/**
+ * Which cgroup version this process sees and which of the controllers limits may use it offers:
+ * v1 mounts the controller; v2 enables it in the subtree of our own cgroup's parent (where
+ * createCgroups makes a sandbox's cgroup first). Reads only; creates nothing.
+ */
+export function describeCgroups(wanted: readonly string[] = ['cpu', 'memory', 'pids']): { version: CgroupVersion; controllers: string[] } {
+  const mounts = readMounts();
+  const v1 = mounts.filter((m) => m.fsType === 'cgroup');
+  const v2 = mounts.find((m) => m.fsType === 'cgroup2');
+  const version: CgroupVersion = v1.length > 0 ? (v2 ? 'hybrid' : 'v1') : v2 ? 'v2' : 'none';
+  const offered = new Set<string>();
+  for (const m of v1) for (const c of wanted) if (m.superOptions.includes(c)) offered.add(c);
+  if (v2 && v1.length === 0) {
+    const parent = hostPath(v2, posix.dirname(ownCgroups().get('') ?? '/'));
+    try {
+      if (parent !== null) for (const c of readFileSync(join(parent, 'cgroup.subtree_control'), 'utf8').trim().split(/\s+/)) offered.add(c);
+    } catch {
+      // Not readable: nothing is known to be offered.
+    }
+  }
+  return { version, controllers: wanted.filter((c) => offered.has(c)) };
+}

@@ -32,16 +32,17 @@ function findExecutable(name: string): string | null {
   return null;
 }
 
+/** Where a system tool is: the path given for it (used or reported missing, never searched for elsewhere), else PATH's. */
+export function locateTool(name: keyof ToolPaths, overrides: Partial<ToolPaths>): string | null {
+  const path = overrides[name];
+  if (path === undefined) return findExecutable(name);
+  return isExecutable(path) ? path : null;
+}
+
 /** The system tools sandboxes are built and entered with; throws the first missing prerequisite. */
 export function preflight(settings: Pick<LocalSettings, 'toolOverrides' | 'identity' | 'keeperScript' | 'shell'>): ToolPaths {
   if (process.platform !== 'linux') throw new ProviderError('unsupported', { detail: LOCAL_DETAILS.notLinux });
-  const o = settings.toolOverrides;
-  // A tool given explicitly is used or reported missing, never searched for elsewhere.
-  const tool = (name: keyof ToolPaths): string | null => {
-    const path = o[name];
-    if (path === undefined) return findExecutable(name);
-    return isExecutable(path) ? path : null;
-  };
+  const tool = (name: keyof ToolPaths): string | null => locateTool(name, settings.toolOverrides);
   const bwrap = tool('bwrap');
   if (!bwrap) throw new ProviderError('unavailable', { code: 'bwrap_missing', detail: LOCAL_DETAILS.bwrapMissing });
   const nsenter = tool('nsenter');

@@ -1,0 +1,219 @@
+// The command line: its commands, its options (and which command each applies to), the help text
+// that documents them, and a parser that names what is wrong (an unknown option, a flag given to
+// a command it does not apply to, a missing value) without ever echoing a value.
+import { parseArgs } from 'node:util';
+import { LIMIT_OPTIONS, limitOptionsHelp, type LimitFlag } from './limit-options.js';
+import { definedFields } from './util/defined-fields.js';
+
+declare const __HOST_VERSION__: string;
+const VERSION = typeof __HOST_VERSION__ === 'string' ? __HOST_VERSION__ : '0.0.0-dev';
+
+/** What the command line asks for; `stdio` is the bare `sandbox-mcp`. */
+export const COMMANDS = ['stdio', 'http', 'doctor', 'token-hash', 'agent', 'selftest'] as const;
+export type CommandName = (typeof COMMANDS)[number];
+
+interface OptionSpec {
+  type: 'string' | 'boolean';
+  short?: string;
+  multiple?: boolean;
+  /** The commands the option applies to; any other command refuses it. */
+  commands: readonly CommandName[];
+}
+
+const SERVING: readonly CommandName[] = ['stdio', 'http'];
+
+// The limit flags apply wherever a local provider is built: serving, and the doctor's check sandbox.
+const LIMIT_FLAG_SPECS = Object.fromEntries(
+  LIMIT_OPTIONS.map((o): [LimitFlag, OptionSpec] => [o.flag, { type: 'string', commands: [...SERVING, 'doctor'] }]),
+) as Record<LimitFlag, OptionSpec>;
+
+/** Every option, by long name. */
+export const OPTIONS = {
+  ...LIMIT_FLAG_SPECS,
+  help: { type: 'boolean', short: 'h', commands: COMMANDS },
+  version: { type: 'boolean', commands: COMMANDS },
+  provider: { type: 'string', commands: COMMANDS },
+  'keep-sandboxes': { type: 'boolean', commands: SERVING },
+  host: { type: 'string', commands: ['http'] },
+  port: { type: 'string', commands: ['http'] },
+  'idle-timeout': { type: 'string', commands: ['http'] },
+  'allowed-host': { type: 'string', multiple: true, commands: ['http'] },
+  'tokens-file': { type: 'string', commands: ['http'] },
+  json: { type: 'boolean', commands: ['doctor'] },
+} as const satisfies Record<string, OptionSpec>;
+type OptionName = keyof typeof OPTIONS;
+
+/** `sandbox-mcp --help`: every command, flag and environment variable (the README's table matches it). */
+export const HELP = `sandbox-mcp ${VERSION} — an MCP server for sandboxes with reconnectable background tasks
+
+Usage:
+  sandbox-mcp [--provider local|e2b] [--keep-sandboxes]
+        Serve MCP over stdio: one session, for an MCP client that starts this command. When
+        the client disconnects, the sandboxes the session created are destroyed, except those
+        a task was started in (and all of them with --keep-sandboxes).
+  sandbox-mcp http [--host 127.0.0.1] [--port 8765] [--idle-timeout 1800]
+                   [--allowed-host NAME[:PORT]]... [--tokens-file FILE] [--provider local|e2b]
+                   [--keep-sandboxes]
+        Serve Streamable HTTP at /mcp: a bearer token is required; Host/Origin must name the
+        bound address or an --allowed-host (a wildcard --host needs --allowed-host). With
+        --tokens-file, each named principal sees only its own sandboxes.
+  sandbox-mcp doctor [--json] [--provider local|e2b]
+        Check this machine for local sandboxes (Node.js, bubblewrap, user namespaces, nsenter,
+        setpriv, cgroups, the state directory, a real sandbox running node and python3) and
+        E2B credentials; one ok/warn/fail line each, with the fix. Exit 0 only when local
+        sandboxes work.
+  sandbox-mcp token-hash
+        Read a token on stdin and print the hash a tokens file holds for it.
+  sandbox-mcp agent <sandbox_id> <op> [json]
+        Send one raw agent protocol request (op: hello, start, get, cancel, selftest; json:
+        extra fields) and print the raw response line.
+  sandbox-mcp selftest <sandbox_id>
+        Run the agent's selftest inside a sandbox.
+  sandbox-mcp --help | --version
+
+Options:
+  --provider local|e2b   default provider for create_sandbox and unqualified ids (env
+                         SANDBOX_MCP_PROVIDER; default local)
+  --keep-sandboxes       sandboxes outlive the session that created them, until their own
+                         timeout (env SANDBOX_MCP_KEEP_SANDBOXES=1); for clients that start one
+                         server process per call
+  --host ADDR            http: address to bind (default 127.0.0.1)
+  --port N               http: port (default 8765; 0 picks a free one)
+  --idle-timeout S       http: a session with no request for S seconds ends (default 1800)
+  --allowed-host NAME    http: a further Host/Origin name clients use (repeatable, or
+                         comma-separated)
+  --tokens-file FILE     http: named principals instead of one token: lines of
+                         "name role sha256:<hex>" (role user: only its own sandboxes; admin:
+                         all); the file must be this user's, mode 600 (env SANDBOX_MCP_TOKENS_FILE)
+  --json                 doctor: print the checks as one JSON object
+
+Resource limits of local sandboxes (each also a variable; a flag wins; README "Resource limits"):
+${limitOptionsHelp()}
+
+Environment (a flag wins over its variable):
+  SANDBOX_MCP_PROVIDER        as --provider
+  SANDBOX_MCP_KEEP_SANDBOXES  1 = as --keep-sandboxes
+  SANDBOX_MCP_STATE_DIR       local provider state (default $XDG_STATE_HOME/sandbox-mcp, else
+                              ~/.local/state/sandbox-mcp); must be private to this user
+  SANDBOX_MCP_LOCAL_NETWORK   isolated (default: a local sandbox has only its own loopback) or
+                              host (shares this machine's network, including its loopback
+                              services)
+  SANDBOX_MCP_BWRAP           absolute path of the bubblewrap binary (default: bwrap on PATH)
+  SANDBOX_MCP_TOKEN           http: bearer token, 16+ characters (default: generated, printed
+                              once to stderr); its holder sees every sandbox
+  SANDBOX_MCP_TOKENS_FILE     as --tokens-file
+  SANDBOX_MCP_DEBUG           log debug lines (stderr)
+  E2B_API_KEY, E2B_DOMAIN     E2B credentials and domain (E2B_API_URL / E2B_SANDBOX_URL
+                              override the endpoints)
+Secrets: values of this server's environment variables whose names contain KEY, TOKEN, SECRET
+or PASSWORD are masked in command and task output. Logs go to stderr only; stdout carries
+nothing but the MCP protocol.
+`;
+
+/** A command line that cannot run; the message names the option or command, never a value. */
+export class UsageError extends Error {}
+
+/** The parsed command line. */
+export interface CommandLine {
+  command: CommandName;
+  /** Positional arguments after the command (agent and selftest only). */
+  args: string[];
+  help: boolean;
+  version: boolean;
+  provider?: string;
+  keepSandboxes: boolean;
+  host: string;
+  port: number;
+  idleTimeoutS: number;
+  allowedHosts: string[];
+  /** http: the tokens file of named principals (--tokens-file). */
+  tokensFile?: string;
+  json: boolean;
+  /** The limit flags given (by flag name; see LIMIT_OPTIONS). */
+  limits: Record<string, string>;
+}
+
+/** Option names are printed only when they look like one (never arbitrary text from argv). */
+function printable(rawName: string): string | undefined {
+  return /^--?[A-Za-z0-9][A-Za-z0-9-]{0,40}$/.test(rawName) ? rawName : undefined;
+}
+
+const ARITY: Record<CommandName, { min: number; max: number; usage: string }> = {
+  stdio: { min: 0, max: 0, usage: 'sandbox-mcp [options]' },
+  http: { min: 0, max: 0, usage: 'sandbox-mcp http [options]' },
+  doctor: { min: 0, max: 0, usage: 'sandbox-mcp doctor [--json]' },
+  'token-hash': { min: 0, max: 0, usage: 'sandbox-mcp token-hash < token' },
+  agent: { min: 2, max: 3, usage: 'sandbox-mcp agent <sandbox_id> <op> [json]' },
+  selftest: { min: 1, max: 1, usage: 'sandbox-mcp selftest <sandbox_id>' },
+};
+
+function intOption(value: string | undefined, name: string, min: number, max: number, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name} must be an integer ${min}-${max}`);
+  return n;
+}
+
+/** Parses argv (without node and the script); throws UsageError naming what is wrong. */
+export function parseCommandLine(argv: readonly string[]): CommandLine {
+  const { tokens } = parseArgs({ args: [...argv], options: OPTIONS, strict: false, allowPositionals: true, tokens: true });
+  const given = new Map<OptionName, string[]>();
+  const positionals: string[] = [];
+  for (const token of tokens) {
+    if (token.kind === 'positional') positionals.push(token.value);
+    if (token.kind !== 'option') continue;
+    const spec = (OPTIONS as Record<string, OptionSpec>)[token.name];
+    const shown = printable(token.rawName);
+    if (!spec) throw new UsageError(shown ? `unknown option ${shown} (see sandbox-mcp --help)` : 'unknown option (see sandbox-mcp --help)');
+    if (spec.type === 'string' && token.value === undefined) throw new UsageError(`--${token.name} needs a value`);
+    if (spec.type === 'boolean' && token.value !== undefined) throw new UsageError(`--${token.name} takes no value`);
+    const name = token.name as OptionName;
+    if (!spec.multiple && given.has(name)) throw new UsageError(`--${name} is given more than once`);
+    given.set(name, [...(given.get(name) ?? []), token.value ?? '']);
+  }
+
+  const [first, ...rest] = positionals;
+  let command: CommandName = 'stdio';
+  if (first !== undefined) {
+    if (first === 'stdio' || !(COMMANDS as readonly string[]).includes(first)) {
+      const shown = /^[A-Za-z0-9_-]{1,40}$/.test(first) ? ` "${first}"` : '';
+      throw new UsageError(`unknown command${shown} (see sandbox-mcp --help)`);
+    }
+    command = first as CommandName;
+  }
+  const help = given.has('help');
+  const version = given.has('version');
+  if (!help && !version) {
+    for (const name of given.keys()) {
+      const applies = OPTIONS[name].commands as readonly CommandName[];
+      if (!applies.includes(command)) {
+        const where = applies.map((c) => (c === 'stdio' ? 'sandbox-mcp' : `sandbox-mcp ${c}`)).join(', ');
+        throw new UsageError(`--${name} applies only to: ${where}`);
+      }
+    }
+    const arity = ARITY[command];
+    if (rest.length > 0 && arity.max === 0) throw new UsageError(`${command} takes no arguments (usage: ${arity.usage})`);
+    if (rest.length < arity.min || rest.length > arity.max) throw new UsageError(`usage: ${arity.usage}`);
+  }
+
+  const one = (name: OptionName): string | undefined => given.get(name)?.[0];
+  const provider = one('provider');
+  const tokensFile = one('tokens-file');
+  return {
+    command,
+    args: rest,
+    help,
+    version,
+    ...definedFields({ provider, tokensFile }),
+    keepSandboxes: given.has('keep-sandboxes'),
+    host: one('host') ?? '127.0.0.1',
+    port: intOption(one('port'), 'port', 0, 65535, 8765),
+    idleTimeoutS: intOption(one('idle-timeout'), 'idle-timeout', 1, 31_536_000, 1800),
+    allowedHosts: (given.get('allowed-host') ?? [])
+      .flatMap((h) => h.split(','))
+      .map((h) => h.trim())
+      .filter(Boolean),
+    json: given.has('json'),
+    limits: Object.fromEntries(LIMIT_OPTIONS.flatMap((o) => (given.has(o.flag) ? [[o.flag, one(o.flag)!]] : []))),
+  };
+}

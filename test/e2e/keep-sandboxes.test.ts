@@ -1,0 +1,85 @@
+// What becomes of a session's sandboxes when it ends: by default a stdio session destroys them
+// and says so in create_sandbox's text (clients that start a server per call would otherwise lose
+// them unawares); with --keep-sandboxes / SANDBOX_MCP_KEEP_SANDBOXES=1 they live to their deadline.
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLocalProvider } from '../../host/providers/local/local-provider.js';
+import type { Provider } from '../../host/providers/provider.js';
+import { CLEANUP_NOTE } from '../../host/tools/sandboxes.js';
+import { connectStdio, destroyAll, requirePrerequisites, startHttp, tempStateDir, type StdioServer } from './harness.js';
+
+const stateDir = tempStateDir();
+let provider: Provider;
+
+beforeAll(() => {
+  requirePrerequisites();
+  provider = createLocalProvider({ stateDir });
+});
+afterAll(async () => {
+  await provider?.close();
+  await destroyAll(stateDir);
+});
+
+/** create_sandbox's whole result: the JSON text, any further text, and the structured metadata. */
+async function create(s: { client: StdioServer['client'] }): Promise<{ id: string; texts: string[] }> {
+  const r = (await s.client.callTool({ name: 'create_sandbox', arguments: { timeout: 300 } })) as CallToolResult;
+  expect(r.isError).toBeFalsy();
+  const texts = r.content.filter((c): c is { type: 'text'; text: string } => c.type === 'text').map((c) => c.text);
+  expect(JSON.parse(texts[0]!)).toEqual(r.structuredContent);
+  return { id: String((r.structuredContent as { sandbox_id: string }).sandbox_id).replace(/^local:/, ''), texts };
+}
+
+async function isLive(id: string): Promise<boolean> {
+  return (await provider.list({ limit: 1000, offset: 0 })).some((m) => m.sandbox_id === id);
+}
+
+describe('sandboxes at the end of a session', () => {
+  it('stdio, by default: the create result says the sandbox ends with the session, and it does', async () => {
+    const s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
+    const { id, texts } = await create(s);
+    expect(texts).toHaveLength(2);
+    expect(texts[1]).toBe(CLEANUP_NOTE);
+    expect(texts[1]).toContain('destroyed when this MCP session ends');
+    expect(texts[1]).toContain('unless a task is started in it');
+    expect(texts[1]).toContain('--keep-sandboxes');
+    expect(s.client.getInstructions()).toContain('destroyed when this session ends');
+    expect(await isLive(id)).toBe(true);
+    await s.close();
+    expect(await isLive(id)).toBe(false);
+  });
+
+  it('--keep-sandboxes: no note, the instructions say sandboxes outlive the session, and the sandbox does', async () => {
+    const s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir }, ['--keep-sandboxes']);
+    const { id, texts } = await create(s);
+    expect(texts).toHaveLength(1);
+    expect(s.client.getInstructions()).toContain('outlive this session until their timeout');
+    await s.close();
+    expect(await isLive(id)).toBe(true);
+    const info = await provider.getInfo(id);
+    // Still bounded by its own deadline.
+    expect(Date.parse(info.end_at!)).toBeLessThanOrEqual(Date.now() + 300_000);
+    await provider.kill(id);
+  });
+
+  it('SANDBOX_MCP_KEEP_SANDBOXES=1 does the same as the flag', async () => {
+    const s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_KEEP_SANDBOXES: '1' });
+    const { id, texts } = await create(s);
+    expect(texts).toHaveLength(1);
+    await s.close();
+    expect(await isLive(id)).toBe(true);
+    await provider.kill(id);
+  });
+
+  it('http sessions carry no note (a session there outlives single calls)', async () => {
+    const server = await startHttp({ SANDBOX_MCP_STATE_DIR: stateDir });
+    try {
+      const { client } = await server.connect();
+      const { id, texts } = await create({ client });
+      expect(texts).toHaveLength(1);
+      await provider.kill(id);
+      await client.close();
+    } finally {
+      await server.stop();
+    }
+  });
+});

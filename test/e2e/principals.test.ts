@@ -1,0 +1,222 @@
+// Principals over HTTP, on both providers (local sandboxes, and e2b against the in-repo fake): a
+// tokens file names alice and bob (users) and root (admin). A user's sandboxes and tasks do not
+// exist for another user in any tool — the answer is byte for byte the one for an id that never
+// existed — nor in their list; the admin sees everything; a session stays with its principal.
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hashToken } from '../../host/tokens-file.js';
+import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
+import {
+  HOST_JS,
+  destroyAll,
+  ok,
+  requirePrerequisites,
+  serverEnv,
+  startHttp,
+  tempStateDir,
+  toolError,
+  type HttpServer,
+} from './harness.js';
+
+const TOKENS = {
+  alice: 'alice-token-0123456789abcdef',
+  bob: 'bob-token-0123456789abcdefgh',
+  root: 'root-token-0123456789abcdefg',
+};
+const stateDir = tempStateDir();
+const tokensDir = mkdtempSync(join(tmpdir(), 'sandbox-mcp-tokens-'));
+const tokensFile = join(tokensDir, 'tokens');
+let fake: FakeE2b;
+
+beforeAll(async () => {
+  requirePrerequisites();
+  writeFileSync(
+    tokensFile,
+    [
+      '# name role hash',
+      `alice user ${hashToken(TOKENS.alice)}`,
+      `bob   user ${hashToken(TOKENS.bob)}`,
+      `root  admin ${hashToken(TOKENS.root)}`,
+    ].join('\n') + '\n',
+    { mode: 0o600 },
+  );
+  fake = await startFakeE2b();
+});
+afterAll(async () => {
+  await fake?.close();
+  await destroyAll(stateDir);
+  rmSync(tokensDir, { recursive: true, force: true });
+});
+
+type Who = keyof typeof TOKENS;
+type Conn = { client: Client; transport: StreamableHTTPClientTransport };
+
+/** Every tool that takes a sandbox, with arguments that would change or reveal something if they ran. */
+function sandboxCalls(sandboxId: string, taskId: string): [string, Record<string, unknown>][] {
+  return [
+    ['get_sandbox', { sandbox_id: sandboxId }],
+    ['run_command', { sandbox_id: sandboxId, command: 'echo ran > ran.txt', envs: { BOB_KEY: 'alice-data' } }],
+    ['run_code', { sandbox_id: sandboxId, code: 'print(1)' }],
+    ['read_file', { sandbox_id: sandboxId, path: 'alice.txt' }],
+    ['write_file', { sandbox_id: sandboxId, path: 'alice.txt', content: 'overwritten' }],
+    ['list_files', { sandbox_id: sandboxId, path: '.' }],
+    ['upload_file', { sandbox_id: sandboxId, path: 'alice.txt', data_base64: 'AAAA' }],
+    ['download_file', { sandbox_id: sandboxId, path: 'alice.txt' }],
+    ['start_task', { sandbox_id: sandboxId, command: 'echo ran > ran.txt' }],
+    ['get_task', { sandbox_id: sandboxId, task_id: taskId }],
+    ['cancel_task', { sandbox_id: sandboxId, task_id: taskId }],
+    ['set_sandbox_timeout', { sandbox_id: sandboxId, timeout: 1 }],
+    ['kill_sandbox', { sandbox_id: sandboxId }],
+  ];
+}
+
+for (const provider of ['local', 'e2b'] as const) {
+  describe(`principals over HTTP (${provider})`, () => {
+    let server: HttpServer;
+    const conns = {} as Record<Who, Conn>;
+    const missingId = provider === 'local' ? 'local:zzzzzzzzzzzz' : 'e2b:nosuchsandbox1';
+
+    beforeAll(async () => {
+      server = await startHttp(
+        { SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_TOKENS_FILE: tokensFile, ...(provider === 'e2b' ? fake.env : {}) },
+        ['--provider', provider],
+      );
+      for (const who of Object.keys(TOKENS) as Who[]) conns[who] = await server.connect({ authorization: `Bearer ${TOKENS[who]}` });
+    });
+    afterAll(async () => {
+      for (const c of Object.values(conns)) await c.transport.terminateSession().catch(() => undefined);
+      await server?.stop();
+    });
+
+    it("A's sandbox and task are not_found for B in every tool, exactly as an id that never existed; the admin sees both", async () => {
+      const { bob, root } = { bob: conns.bob.client, root: conns.root.client };
+      // Alice's own session ends during the test: her task must keep her sandbox whatever Bob tried.
+      const aliceSession = await server.connect({ authorization: `Bearer ${TOKENS.alice}` });
+      const alice = aliceSession.client;
+      const a = (await ok(alice, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
+      await ok(alice, 'write_file', { path: 'alice.txt', content: 'alice-data' });
+      const task = (await ok(alice, 'start_task', { command: 'sleep 300', timeout: 600 })).task_id as string;
+      const b = (await ok(bob, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
+
+      const missingCalls = sandboxCalls(missingId, task);
+      for (const [index, [tool, args]] of sandboxCalls(a, task).entries()) {
+        const hidden = await toolError(bob, tool, args);
+        const missing = await toolError(bob, tool, missingCalls[index]![1]);
+        expect(hidden.category, tool).toBe('not_found');
+        expect(hidden.text, tool).toBe(missing.text);
+      }
+      const listed = (c: Client) =>
+        ok(c, 'list_sandboxes', {}).then((r) => (r.sandboxes as { sandbox_id: string }[]).map((s) => s.sandbox_id));
+      expect(await listed(bob)).toEqual([b]);
+      expect(await listed(alice)).toEqual([a]);
+      expect(await listed(root)).toEqual(expect.arrayContaining([a, b]));
+
+      // Nothing B tried happened: the file, the task and the lifetime are A's as before, and B's
+      // envs did not join the masking of A's output.
+      expect((await ok(alice, 'read_file', { path: 'alice.txt' })).content).toBe('alice-data');
+      expect((await ok(alice, 'run_command', { command: 'cat alice.txt; test -e ran.txt || echo absent' })).stdout).toBe(
+        'alice-data' + 'absent\n',
+      );
+      expect((await ok(alice, 'get_task', { sandbox_id: a, task_id: task })).state).toBe('running');
+      expect((await ok(alice, 'get_sandbox', { sandbox_id: a })).status).toBe('running');
+      // A's session ends: the task retains the sandbox (B's kill_sandbox did not release it).
+      await aliceSession.transport.terminateSession();
+      await aliceSession.client.close();
+      expect((await ok(root, 'get_sandbox', { sandbox_id: a })).status).toBe('running');
+
+      // The admin reads and stops A's task, and destroys both sandboxes.
+      expect((await ok(root, 'get_sandbox', { sandbox_id: a })).sandbox_id).toBe(a);
+      expect((await ok(root, 'get_task', { sandbox_id: a, task_id: task })).state).toBe('running');
+      expect((await ok(root, 'cancel_task', { sandbox_id: a, task_id: task })).state).toBe('cancelled');
+      await ok(root, 'kill_sandbox', { sandbox_id: a });
+      await ok(root, 'kill_sandbox', { sandbox_id: b });
+      expect((await toolError(conns.alice.client, 'get_sandbox', { sandbox_id: a })).category).toBe('not_found');
+    });
+
+    it("list_sandboxes pages through the principal's own sandboxes only (filtered before offset and limit)", async () => {
+      const { alice, bob } = { alice: conns.alice.client, bob: conns.bob.client };
+      for (let i = 0; i < 3; i++) await ok(alice, 'create_sandbox', { timeout: 600 });
+      const mine = [
+        (await ok(bob, 'create_sandbox', { timeout: 600 })).sandbox_id,
+        (await ok(bob, 'create_sandbox', { timeout: 600 })).sandbox_id,
+      ];
+      const page = async (offset: number) =>
+        ((await ok(bob, 'list_sandboxes', { limit: 1, offset })).sandboxes as { sandbox_id: string }[]).map((s) => s.sandbox_id);
+      const seen = [...(await page(0)), ...(await page(1))];
+      expect(seen.sort()).toEqual([...mine].sort());
+      expect(await page(2)).toEqual([]);
+    });
+
+    it('another principal cannot use a session it did not open (it reads as no session)', async () => {
+      const post = (token: string) =>
+        fetch(server.url, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            authorization: `Bearer ${token}`,
+            'mcp-session-id': conns.alice.transport.sessionId!,
+            'mcp-protocol-version': '2025-06-18',
+          },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+        });
+      const stolen = await post(TOKENS.bob);
+      expect(stolen.status).toBe(404);
+      await stolen.text();
+      const own = await post(TOKENS.alice);
+      expect(own.status).toBe(200);
+      await own.text();
+    });
+  });
+}
+
+/** Runs the built CLI to its exit with `input` on stdin. */
+function runCli(args: string[], env: Record<string, string>, input = ''): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [HOST_JS, ...args], { env: serverEnv(env) });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(input);
+  });
+}
+
+describe('tokens file', () => {
+  it('`sandbox-mcp token-hash` reads the token on stdin and prints the hash a tokens file holds', async () => {
+    const made = await runCli(['token-hash'], {}, `${TOKENS.alice}\n`);
+    expect(made).toMatchObject({ code: 0, stdout: `${hashToken(TOKENS.alice)}\n` });
+    const short = await runCli(['token-hash'], {}, 'short');
+    expect(short.code).toBe(2);
+    expect(short.stderr).toContain('at least 16 characters');
+  });
+
+  it('is refused when group or others may read it, or with a plain token too, naming the problem and never a token', async () => {
+    const open = join(tokensDir, 'open-tokens');
+    writeFileSync(open, `alice user ${hashToken(TOKENS.alice)}\n`, { mode: 0o644 });
+    const readable = await runCli(['http', '--port', '0'], { SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_TOKENS_FILE: open });
+    expect(readable.code).toBe(2);
+    expect(readable.stderr).toContain('must not be readable or writable by group or others');
+
+    const both = await runCli(['http', '--port', '0', '--tokens-file', tokensFile], {
+      SANDBOX_MCP_STATE_DIR: stateDir,
+      SANDBOX_MCP_TOKEN: TOKENS.root,
+    });
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain('not both');
+
+    const bad = join(tokensDir, 'bad-tokens');
+    writeFileSync(bad, `alice user ${hashToken(TOKENS.alice)}\nbob superuser ${hashToken(TOKENS.bob)}\n`, { mode: 0o600 });
+    const badRole = await runCli(['http', '--port', '0'], { SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_TOKENS_FILE: bad });
+    expect(badRole.code).toBe(2);
+    expect(badRole.stderr).toContain('line 2: the role must be one of: user, admin');
+    for (const r of [readable, both, badRole]) for (const token of Object.values(TOKENS)) expect(r.stderr).not.toContain(token);
+    expect(badRole.stderr).not.toContain(hashToken(TOKENS.bob).slice(7));
+  });
+});

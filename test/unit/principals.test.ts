@@ -1,0 +1,183 @@
+// The pieces of principals that need no server: the tokens file's parser and loader, constant-time
+// authentication, and the ownership scope over a provider (hidden reads as missing; owners read
+// once; the operator's registry is the registry itself).
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ConfigError } from '../../host/config.js';
+import { ProviderError } from '../../host/errors.js';
+import { OPERATOR, type Principal } from '../../host/principal.js';
+import { OwnerCache, scopeProviders } from '../../host/providers/owner-scope.js';
+import type { Provider, SandboxMetadata } from '../../host/providers/provider.js';
+import { TokenTable, hashToken, loadTokensFile, parseTokensFile } from '../../host/tokens-file.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'sandbox-mcp-principals-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const ALICE = 'alice-token-0123456789';
+const ROOT = 'root-token-0123456789a';
+
+describe('tokens file', () => {
+  it('parses name, role and hash, skipping comments and blank lines', () => {
+    const entries = parseTokensFile(`# team\n\nalice user ${hashToken(ALICE)}\n  root\tadmin   ${hashToken(ROOT)}  \n`);
+    expect(entries.map((e) => [e.name, e.role])).toEqual([
+      ['alice', 'user'],
+      ['root', 'admin'],
+    ]);
+  });
+
+  it('names the bad line and never its content', () => {
+    const cases: [string, RegExp][] = [
+      [`alice user`, /line 1: expected three fields/],
+      [`al/ice user ${hashToken(ALICE)}`, /line 1: the name must be/],
+      [`alice root ${hashToken(ALICE)}`, /line 1: the role must be one of: user, admin/],
+      [`alice user ${ALICE}`, /line 1: the hash must be sha256:/],
+      [`alice user ${hashToken(ALICE)}\nalice admin ${hashToken(ROOT)}`, /line 2: the name is used on an earlier line/],
+      [`alice user ${hashToken(ALICE)}\nbob admin ${hashToken(ALICE)}`, /line 2: the same token is given on an earlier line/],
+      [`# nobody`, /names no principal/],
+    ];
+    for (const [text, message] of cases) {
+      let error: unknown;
+      try {
+        parseTokensFile(text);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as Error).message).toMatch(message);
+      expect((error as Error).message).not.toContain(ALICE);
+      expect((error as Error).message).not.toContain(hashToken(ALICE).slice(7));
+    }
+  });
+
+  it('refuses a file group or others may read or write', () => {
+    const file = join(dir, 'tokens');
+    writeFileSync(file, `alice user ${hashToken(ALICE)}\n`, { mode: 0o600 });
+    expect(loadTokensFile(file)).toHaveLength(1);
+    for (const mode of [0o640, 0o604, 0o620, 0o602]) {
+      chmodSync(file, mode);
+      expect(() => loadTokensFile(file)).toThrow('must not be readable or writable by group or others');
+    }
+    chmodSync(file, 0o600);
+    expect(() => loadTokensFile(file, 12345)).toThrow("owned by the server's user");
+    expect(() => loadTokensFile(join(dir, 'missing'))).toThrow('cannot be read');
+  });
+
+  it('authenticates each token to its principal and nothing else to anyone', () => {
+    const table = TokenTable.named(parseTokensFile(`alice user ${hashToken(ALICE)}\nroot admin ${hashToken(ROOT)}`));
+    expect(table.authenticate(ALICE)).toEqual({ kind: 'named', name: 'alice', role: 'user' });
+    expect(table.authenticate(ROOT)).toEqual({ kind: 'named', name: 'root', role: 'admin' });
+    expect(table.authenticate(ALICE + 'x')).toBeUndefined();
+    expect(table.authenticate('')).toBeUndefined();
+    expect(TokenTable.single(ALICE).authenticate(ALICE)).toBe(OPERATOR);
+  });
+});
+
+const meta = (id: string): SandboxMetadata => ({
+  sandbox_id: id,
+  template: 'base',
+  status: 'running',
+  region: 'local',
+  started_at: null,
+  end_at: null,
+  cpu_count: null,
+  memory_mb: null,
+  disk_size_mb: null,
+});
+
+/** An in-memory provider holding sandboxes by owner; counts getOwner reads. */
+function ownersProvider() {
+  const owners = new Map<string, string | null>();
+  let n = 0;
+  const reads = { getOwner: 0 };
+  const gone = () => new ProviderError('not_found', { detail: 'provider-specific wording' });
+  const known = async (id: string) => {
+    if (!owners.has(id)) throw gone();
+  };
+  const provider: Provider = {
+    id: 'local',
+    async create(o) {
+      const id = `sb${++n}`;
+      owners.set(id, o.owner ?? null);
+      return meta(id);
+    },
+    async list(o) {
+      return [...owners].filter(([, owner]) => o.owner === undefined || owner === o.owner).map(([id]) => meta(id));
+    },
+    getInfo: async (id) => (await known(id), meta(id)),
+    setTimeout: known,
+    kill: async (id) => {
+      await known(id);
+      owners.delete(id);
+    },
+    async getOwner(id) {
+      reads.getOwner++;
+      await known(id);
+      return owners.get(id)!;
+    },
+    getEnvironment: async (id) => (await known(id), {}),
+    exec: async () => {
+      throw new ProviderError('unsupported');
+    },
+    readFile: async () => {
+      throw new ProviderError('unsupported');
+    },
+    writeFile: async () => {
+      throw new ProviderError('unsupported');
+    },
+    listFiles: async () => [],
+    close: async () => undefined,
+  };
+  return { provider, owners, reads };
+}
+
+describe('scopeProviders', () => {
+  const alice: Principal = { kind: 'named', name: 'alice', role: 'user' };
+  const bob: Principal = { kind: 'named', name: 'bob', role: 'user' };
+  const admin: Principal = { kind: 'named', name: 'root', role: 'admin' };
+
+  it("hides another principal's sandbox exactly as a missing one, and reads each owner once", async () => {
+    const { provider, reads } = ownersProvider();
+    const registry = { get: () => provider };
+    const cache = new OwnerCache();
+    const asAlice = scopeProviders(registry, alice, cache).get('local');
+    const asBob = scopeProviders(registry, bob, cache).get('local');
+    const a = (await asAlice.create({})).sandbox_id;
+    expect(reads.getOwner).toBe(0); // known from create
+
+    const hidden = await asBob.getInfo(a).catch((e: ProviderError) => e.toJSON());
+    const missing = await asBob.getInfo('nope').catch((e: ProviderError) => e.toJSON());
+    expect(hidden).toEqual(missing);
+    expect(hidden).toMatchObject({ category: 'not_found', code: 'sandbox_not_found' });
+
+    const fresh = new OwnerCache();
+    const asAliceLater = scopeProviders(registry, alice, fresh).get('local');
+    for (let i = 0; i < 5; i++) await asAliceLater.getInfo(a);
+    expect(reads.getOwner).toBe(2); // the missing id once, then alice's sandbox once for the new cache
+    expect(await asBob.list({ limit: 10, offset: 0 })).toEqual([]);
+    expect((await asAlice.list({ limit: 10, offset: 0 })).map((m) => m.sandbox_id)).toEqual([a]);
+  });
+
+  it('lets an admin see and touch everything, and records its name on what it creates', async () => {
+    const { provider, owners } = ownersProvider();
+    const registry = { get: () => provider };
+    const cache = new OwnerCache();
+    const a = (await scopeProviders(registry, alice, cache).get('local').create({})).sandbox_id;
+    const asAdmin = scopeProviders(registry, admin, cache).get('local');
+    await asAdmin.setTimeout(a, 10);
+    const r = (await asAdmin.create({})).sandbox_id;
+    expect(owners.get(r)).toBe('root');
+    expect((await asAdmin.list({ limit: 10, offset: 0 })).map((m) => m.sandbox_id)).toEqual([a, r]);
+    await asAdmin.kill(a);
+    expect(owners.has(a)).toBe(false);
+  });
+
+  it('gives the operator the registry itself: no checks, no owner recorded', async () => {
+    const { provider, owners } = ownersProvider();
+    const registry = { get: () => provider };
+    expect(scopeProviders(registry, OPERATOR, new OwnerCache())).toBe(registry);
+    const id = (await registry.get().create({})).sandbox_id;
+    expect(owners.get(id)).toBeNull();
+  });
+});
