@@ -8,6 +8,7 @@ import { chownSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { hasSysResource } from '../../host/providers/local/limits/layers.js';
 import { processLimitFor } from '../../host/providers/local/limits/process-tiers.js';
 import { readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import { ok, requirePrerequisites, startHttp, toolError, waitFor, type HttpServer } from './harness.js';
@@ -18,9 +19,8 @@ const MEMORY_MB = 128;
 const MIB = 1024 * 1024;
 const NOBODY = 65534;
 
-/** Has this process CAP_SYS_RESOURCE (root may lack it: it lowers OOM scores)? */
-const hasSysResource =
-  (BigInt('0x' + (/^CapEff:\s*([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? '0')) >> 24n) & 1n;
+/** The OOM score adjustment this test process (and so the server it starts) has. */
+const ownOomScoreAdj = Number(readFileSync('/proc/self/oom_score_adj', 'utf8').trim());
 
 /** Can a root server here make memory and pids cgroups (cgroup v1 controllers, as on this machine)? */
 function v1Controllers(): string[] {
@@ -167,8 +167,8 @@ describe.each(users)('resource limits, server running as $name', ({ as }) => {
       expect(text).toContain(`Max processes ${processes} ${processes} processes`);
       expect(text).toContain('Max open files 4096 4096 files');
       expect(text).toContain('Max core file size 0 0 bytes');
-      // The caller's commands and a task's command are the OOM killer's first choice.
-      expect(text.split('\n')).toContain('500');
+      // The caller's commands and a task's command are the OOM killer's first choice (raised, never lowered).
+      expect(text.split('\n')).toContain(String(Math.max(500, ownOomScoreAdj)));
       const inCgroup = text.includes(`sandbox-mcp-${id.replace(/^local:/, '')}`);
       expect(inCgroup).toBe(hasCgroups);
     };
@@ -177,7 +177,7 @@ describe.each(users)('resource limits, server running as $name', ({ as }) => {
     expectBounds(viaTask, processLimitFor(PROCESSES, 'task'));
     // pid 1 and bwrap are exempt from the OOM killer where the keeper may lower a score (root with CAP_SYS_RESOURCE).
     const pid1Adj = (await run(id, 'cat /proc/1/oom_score_adj')).stdout.trim();
-    expect(pid1Adj).toBe(isRoot && hasSysResource ? '-1000' : '0');
+    expect(pid1Adj).toBe(isRoot && hasSysResource() ? '-1000' : String(ownOomScoreAdj));
     await ok(client, 'kill_sandbox', { sandbox_id: id });
   });
 
