@@ -17,6 +17,7 @@ import { cancelTask } from './ops/cancel.js';
 import { getTask } from './ops/get.js';
 import { sendInput } from './ops/input.js';
 import { listTasks } from './ops/list.js';
+import { removeTask } from './ops/remove.js';
 import { startTask } from './ops/start.js';
 import { stateDir } from './paths.js';
 import { runSelftest } from './selftest.js';
@@ -93,6 +94,8 @@ export async function handleCall(arg: string | undefined): Promise<AgentResponse
       }
       case 'list':
         return { protocol: PROTOCOL_VERSION, ok: true, result: listTasks() };
+      case 'remove':
+        return { protocol: PROTOCOL_VERSION, ok: true, result: await removeTask(req.task_id, timings) };
       case 'selftest':
         return { protocol: PROTOCOL_VERSION, ok: true, result: await runSelftest() };
     }

@@ -24,6 +24,7 @@ import { secretValuesFromEnv } from './secret-masker.js';
 import { writeStatus } from './status-file.js';
 import { createStatusReserve, writeFinalStatus } from './status-reserve.js';
 import { openStdinPipe, STDIN_EOF_SIGNAL, type StdinPipe } from './stdin-pipe.js';
+import { commandEnv } from './task-env.js';
 import { readTaskRequest, type TaskRequestFile } from './task-request.js';
 import { sleep } from './timing.js';
 
@@ -51,6 +52,8 @@ type TaskError = NonNullable<TaskStatus['error']>;
 interface Supervision {
   readonly dir: string;
   readonly req: TaskRequestFile;
+  /** The command's environment: ours with the task variables applied (see task-env.ts). */
+  readonly env: NodeJS.ProcessEnv;
   /** The record written to status.json at each transition, and finally with the outcome. */
   readonly status: TaskStatus;
   /** The command's process group (its leader's pid); 0 until spawned. */
@@ -142,6 +145,7 @@ function beginSupervision(dir: string): Supervision {
   return {
     dir,
     req,
+    env: commandEnv(process.env),
     status: {
       format: STATUS_FORMAT_VERSION,
       task_id: req.task_id,
@@ -176,7 +180,7 @@ function listenForRequests(sup: Supervision): void {
 }
 
 function openLogs(sup: Supervision): void {
-  const secrets = secretValuesFromEnv(process.env);
+  const secrets = secretValuesFromEnv(sup.env);
   sup.logFds = [openSync(join(sup.dir, TASK_FILES.stdout), 'w', 0o600), openSync(join(sup.dir, TASK_FILES.stderr), 'w', 0o600)];
   sup.logs = [new CappedLog(sup.logFds[0]!, LIMITS.streamCapBytes, secrets), new CappedLog(sup.logFds[1]!, LIMITS.streamCapBytes, secrets)];
 }
@@ -201,7 +205,7 @@ function spawnCommand(sup: Supervision, stdio: CommandStdio): ChildProcess | nul
       ['-c', RAISE_OOM_SCORE_THEN_EXEC, 'sandbox-task', shell, '-c', sup.req.command],
       {
         cwd: sup.req.cwd,
-        env: process.env,
+        env: sup.env,
         detached: true, // setsid: the command leads its own session and process group
         stdio: [
           stdio.stdin ? stdio.stdin.readFd : 'ignore',

@@ -16,6 +16,7 @@ import {
 } from '../shared/protocol.js';
 import { ProviderError, type ErrorCategory } from './errors.js';
 import type { Provider } from './providers/provider.js';
+import { definedFields } from './util/defined-fields.js';
 
 /** The built agent: its bytes and the content-addressed name it is installed under. */
 export interface AgentBundle {
@@ -55,6 +56,7 @@ const AGENT_ERROR_CATEGORIES: Record<AgentErrorCode, ErrorCategory> = {
   no_stdin: 'conflict',
   stdin_closed: 'conflict',
   state_dir_full: 'insufficient_resources',
+  task_not_finished: 'conflict',
   internal: 'internal',
 };
 
@@ -67,6 +69,10 @@ export function agentErrorToProviderError(code: AgentErrorCode, message: string)
 export interface AgentCallOpts {
   /** Bound on the whole exec, in seconds. */
   timeoutS: number;
+  /** Extra environment of the agent process (how `start` receives task variables; see TASK_ENV_PREFIX). */
+  envs?: Record<string, string>;
+  /** Aborting it stops the agent process as a timeout would (the call then fails). */
+  signal?: AbortSignal;
 }
 
 /** Sends protocol requests to the agent inside a sandbox through a provider's exec. */
@@ -95,7 +101,11 @@ export class AgentClient {
     const installsBefore = this.installs.get(key) ?? 0;
     const command = this.commandFor(request);
     // A start's processes are the task's (its supervisor and command inherit them); the other ops are the server's own.
-    const execOpts = { timeoutS: opts.timeoutS, role: request.op === 'start' ? ('task' as const) : ('service' as const) };
+    const execOpts = {
+      timeoutS: opts.timeoutS,
+      role: request.op === 'start' ? ('task' as const) : ('service' as const),
+      ...definedFields({ envs: opts.envs, signal: opts.signal }),
+    };
     let result = await provider.exec(sandboxId, command, execOpts);
     if (result.exitCode === EXIT_AGENT_MISSING) {
       // Unless a concurrent call installed it meanwhile, install it (once, shared), then ask again.

@@ -34,6 +34,7 @@ export const OPTIONS = {
   version: { type: 'boolean', commands: COMMANDS },
   provider: { type: 'string', commands: COMMANDS },
   'keep-sandboxes': { type: 'boolean', commands: SERVING },
+  'background-after': { type: 'string', commands: SERVING },
   host: { type: 'string', commands: ['http'] },
   port: { type: 'string', commands: ['http'] },
   'idle-timeout': { type: 'string', commands: ['http'] },
@@ -47,13 +48,13 @@ type OptionName = keyof typeof OPTIONS;
 export const HELP = `sandbox-mcp ${VERSION} — an MCP server for sandboxes with reconnectable background tasks
 
 Usage:
-  sandbox-mcp [--provider local|e2b] [--keep-sandboxes]
+  sandbox-mcp [--provider local|e2b] [--keep-sandboxes] [--background-after S]
         Serve MCP over stdio: one session, for an MCP client that starts this command. When
         the client disconnects, the sandboxes the session created are destroyed, except those
         a task was started in (and all of them with --keep-sandboxes).
   sandbox-mcp http [--host 127.0.0.1] [--port 8765] [--idle-timeout 1800]
                    [--allowed-host NAME[:PORT]]... [--tokens-file FILE] [--provider local|e2b]
-                   [--keep-sandboxes]
+                   [--keep-sandboxes] [--background-after S]
         Serve Streamable HTTP at /mcp: a bearer token is required; Host/Origin must name the
         bound address or an --allowed-host (a wildcard --host needs --allowed-host). With
         --tokens-file, each named principal sees only its own sandboxes.
@@ -77,6 +78,10 @@ Options:
   --keep-sandboxes       sandboxes outlive the session that created them, until their own
                          timeout (env SANDBOX_MCP_KEEP_SANDBOXES=1); for clients that start one
                          server process per call
+  --background-after S   run_command/run_code calls that give no background_after use S
+                         (1-3600 s): a call still running then returns a task handle; about
+                         50 suits clients that cut calls at 60 s (env
+                         SANDBOX_MCP_BACKGROUND_AFTER; default: none, calls wait)
   --host ADDR            http: address to bind (default 127.0.0.1)
   --port N               http: port (default 8765; 0 picks a free one)
   --idle-timeout S       http: a session with no request for S seconds ends (default 1800)
@@ -93,6 +98,7 @@ ${limitOptionsHelp()}
 Environment (a flag wins over its variable):
   SANDBOX_MCP_PROVIDER        as --provider
   SANDBOX_MCP_KEEP_SANDBOXES  1 = as --keep-sandboxes
+  SANDBOX_MCP_BACKGROUND_AFTER  as --background-after
   SANDBOX_MCP_STATE_DIR       local provider state (default $XDG_STATE_HOME/sandbox-mcp, else
                               ~/.local/state/sandbox-mcp); must be private to this user
   SANDBOX_MCP_LOCAL_NETWORK   isolated (default: a local sandbox has only its own loopback) or
@@ -122,6 +128,8 @@ export interface CommandLine {
   version: boolean;
   provider?: string;
   keepSandboxes: boolean;
+  /** --background-after, raw: loadConfig validates it with its environment variable. */
+  backgroundAfter?: string;
   host: string;
   port: number;
   idleTimeoutS: number;
@@ -199,12 +207,13 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   const one = (name: OptionName): string | undefined => given.get(name)?.[0];
   const provider = one('provider');
   const tokensFile = one('tokens-file');
+  const backgroundAfter = one('background-after');
   return {
     command,
     args: rest,
     help,
     version,
-    ...definedFields({ provider, tokensFile }),
+    ...definedFields({ provider, tokensFile, backgroundAfter }),
     keepSandboxes: given.has('keep-sandboxes'),
     host: one('host') ?? '127.0.0.1',
     port: intOption(one('port'), 'port', 0, 65535, 8765),

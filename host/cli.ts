@@ -119,7 +119,7 @@ async function main(argv: string[]): Promise<void> {
   if (line.help) return void process.stdout.write(HELP);
   if (line.version) return void process.stdout.write(`${__HOST_VERSION__}\n`);
   const config = loadConfig(process.env, {
-    ...definedFields({ provider: line.provider }),
+    ...definedFields({ provider: line.provider, backgroundAfter: line.backgroundAfter }),
     keepSandboxes: line.keepSandboxes,
     limits: line.limits,
   });

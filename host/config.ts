@@ -28,7 +28,18 @@ export interface ServerConfig {
   e2b: { apiKey?: string; domain?: string };
   /** Values of this server's own secret-named environment variables, masked in task and exec output. */
   secretValues: string[];
+  /**
+   * run_command/run_code's `background_after` when a call gives none (--background-after,
+   * SANDBOX_MCP_BACKGROUND_AFTER): for clients known to cut calls. Unset: no default.
+   */
+  backgroundAfterS?: number;
+  /** How often a call with a progress token reports progress (SANDBOX_MCP_PROGRESS_INTERVAL_MS; default 10 s). */
+  progressIntervalMs?: number;
 }
+
+/** The bounds of `background_after`, in seconds, for the tool argument and the server option alike. */
+export const BACKGROUND_AFTER_MIN_S = 1;
+export const BACKGROUND_AFTER_MAX_S = 3600;
 
 /** Thrown for a bad flag or environment value; the CLI prints it and exits 2. */
 export class ConfigError extends Error {}
@@ -39,6 +50,8 @@ export interface ConfigFlags {
   keepSandboxes?: boolean;
   /** The limit flags (see LIMIT_OPTIONS) by name, as given. */
   limits?: Readonly<Record<string, string>>;
+  /** --background-after, raw (validated here, as its variable is). */
+  backgroundAfter?: string;
 }
 
 /**
@@ -92,6 +105,10 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
       ...(env.E2B_DOMAIN ? { domain: env.E2B_DOMAIN } : {}),
     },
     secretValues: secretValuesOf(env),
+    ...definedFields({
+      backgroundAfterS: parseBackgroundAfter(flags.backgroundAfter ?? env.SANDBOX_MCP_BACKGROUND_AFTER),
+      progressIntervalMs: parseProgressInterval(env.SANDBOX_MCP_PROGRESS_INTERVAL_MS),
+    }),
   };
 }
 
@@ -101,6 +118,26 @@ function parseSwitch(env: NodeJS.ProcessEnv, name: string): boolean {
   if (value === '' || value === '0' || value === 'false') return false;
   if (value === '1' || value === 'true') return true;
   throw new ConfigError(`${name} must be 1 or 0`);
+}
+
+function parseBackgroundAfter(raw: string | undefined): number | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value < BACKGROUND_AFTER_MIN_S || value > BACKGROUND_AFTER_MAX_S) {
+    throw new ConfigError(
+      `--background-after / SANDBOX_MCP_BACKGROUND_AFTER must be a whole number of seconds, ${BACKGROUND_AFTER_MIN_S}-${BACKGROUND_AFTER_MAX_S}`,
+    );
+  }
+  return value;
+}
+
+function parseProgressInterval(raw: string | undefined): number | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value < 1 || value > 3_600_000) {
+    throw new ConfigError('SANDBOX_MCP_PROGRESS_INTERVAL_MS must be a whole number of milliseconds, 1-3600000');
+  }
+  return value;
 }
 
 /** The values of secret-named variables long enough to mask without masking ordinary text. */

@@ -1,4 +1,4 @@
-// One MCP server per session, shared by both transports: the fifteen tools, strict input
+// One MCP server per session, shared by both transports: the tools, strict input
 // validation (naming the field, never echoing the value), structured results, and the session's
 // cleanup. Tool failures are `isError` results; only protocol misuse is a JSON-RPC error.
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
@@ -10,7 +10,10 @@ import {
   isJSONRPCRequest,
   McpError,
   type CallToolResult,
+  type ServerNotification,
+  type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import * as z from 'zod';
 import { describeIssue } from '../shared/protocol.js';
 import { ProviderError, isProviderError } from './errors.js';
@@ -24,6 +27,7 @@ import { fileTools } from './tools/files.js';
 import { sandboxTools } from './tools/sandboxes.js';
 import { taskTools } from './tools/tasks.js';
 import type { ServerDeps } from './server-deps.js';
+import type { ProgressNotifier } from './tools/progress.js';
 import type { ToolDef } from './tools/tool.js';
 import { screenParams } from './transports/message-check.js';
 import { definedFields } from './util/defined-fields.js';
@@ -46,10 +50,14 @@ export function instructionsFor(keepSandboxes: boolean): string {
     'sandbox-mcp gives you Linux sandboxes. Workflow:',
     `1. create_sandbox (it becomes your default; ${keepSandboxes ? SESSION_END.kept : SESSION_END.destroyed}).`,
     `   A sandbox lives \`timeout\` seconds (default ${SANDBOX_LIFETIME_DEFAULT_S}) and tasks never extend it: for long tasks create it with a longer timeout or call set_sandbox_timeout.`,
-    '2. run_command / run_code for short synchronous work (clients often cut calls at about 60 s); files with read_file, write_file, list_files, upload_file, download_file.',
+    '2. run_command / run_code for synchronous work; files with read_file, write_file, list_files, upload_file, download_file.',
+    '   Clients often cut a call at about 60 s: when a command might take longer (installs, builds, tests), pass background_after (e.g. 50).',
+    '   If it is still running then, the result has backgrounded: true and a task_id: continue with get_task as for start_task.',
     '3. For long work, start_task and SAVE both sandbox_id and task_id: they keep working across disconnects and server restarts.',
     '4. Read output with get_task, passing the returned stdout_next_offset / stderr_next_offset each time; use wait (up to 30 s) instead of polling in a loop.',
+    '   A task waiting at a prompt (installer question, REPL) shows it in its output: answer with send_task_input (eof: true closes its stdin).',
     '5. cancel_task stops a task; when finished, destroy retained sandboxes with kill_sandbox.',
+    'Long calls report notifications/progress every ~10 s when you send a progressToken.',
   ].join('\n');
 }
 
@@ -73,10 +81,11 @@ export async function callTool(
   name: string,
   args: unknown,
   signal?: AbortSignal,
+  progress?: ProgressNotifier,
 ): Promise<CallToolResult> {
   const tool = toolsByName.get(name);
   if (!tool) throw new McpError(ErrorCode.InvalidParams, 'unknown tool');
-  return runTool(tool, deps, session, args, signal);
+  return runTool(tool, deps, session, args, signal, progress);
 }
 
 /**
@@ -90,6 +99,7 @@ export async function runTool(
   session: Session,
   args: unknown,
   signal?: AbortSignal,
+  progress?: ProgressNotifier,
 ): Promise<CallToolResult> {
   const name = tool.name;
   const started = Date.now();
@@ -99,7 +109,7 @@ export async function runTool(
     return errorResult(new ProviderError('invalid_argument', { detail: describeIssue(parsed.error, args ?? {}) }));
   }
   try {
-    const { result, content = [] } = await tool.run(parsed.data, { deps, session, ...definedFields({ signal }) });
+    const { result, content = [] } = await tool.run(parsed.data, { deps, session, ...definedFields({ signal, progress }) });
     const checked = tool.output.safeParse(result);
     if (!checked.success) {
       // A bug of ours, not the caller's: name the tool and the field, never a value.
@@ -170,6 +180,16 @@ export async function closeSession(deps: ServerDeps, session: Session): Promise<
   if (owned.length) deps.log.info('session closed', { destroyed: now.length, kept: owned.length - now.length });
 }
 
+/** Sends notifications/progress on the request's own stream, if the client sent a progress token. */
+function progressNotifier(extra: RequestHandlerExtra<ServerRequest, ServerNotification>): ProgressNotifier | undefined {
+  const progressToken = extra._meta?.progressToken;
+  if (progressToken === undefined) return undefined;
+  return (progress, message) => {
+    // A client gone meanwhile is no failure of the call.
+    extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress, message } }).catch(() => undefined);
+  };
+}
+
 /** What createServer returns: the SDK server, its session, and the two ways to wire and end it. */
 export interface SessionServer {
   server: Server;
@@ -222,7 +242,7 @@ export function createServer(processDeps: ServerDeps, opts: SessionServerOpts = 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
   const inFlight = new Set<Promise<unknown>>();
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
-    const call = callTool(deps, session, request.params.name, request.params.arguments, extra.signal);
+    const call = callTool(deps, session, request.params.name, request.params.arguments, extra.signal, progressNotifier(extra));
     inFlight.add(call);
     void call.finally(() => inFlight.delete(call)).catch(() => undefined);
     return call;

@@ -1,4 +1,4 @@
-// The host <-> agent protocol, version 1.1. Both sides and the tests validate with these schemas;
+// The host <-> agent protocol, version 1.2. Both sides and the tests validate with these schemas;
 // nothing here may import from host/ or agent/.
 // zod/mini, not classic zod: the agent bundles this, and classic zod triples node's start-up time.
 import * as z from 'zod/mini';
@@ -9,16 +9,25 @@ export const PROTOCOL_VERSION = 1;
 
 /**
  * Minor protocol version: additions an older agent of the same major lacks. 1 added the `input`
- * and `list` ops and `stdin` on `start`. Requests carry only the major; `hello` reports the minor.
+ * and `list` ops and `stdin` on `start`; 2 added the `remove` op and task variables
+ * (TASK_ENV_PREFIX). Requests carry only the major; `hello` reports the minor.
  */
-export const PROTOCOL_MINOR = 1;
+export const PROTOCOL_MINOR = 2;
 
 /** The operations the agent understands, in the order the protocol documentation lists them. */
-export const OP_NAMES = ['hello', 'start', 'get', 'cancel', 'input', 'list', 'selftest'] as const;
+export const OP_NAMES = ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'selftest'] as const;
 export type OpName = (typeof OP_NAMES)[number];
 
 /** The operations of minor version 0: what an agent whose `hello` reports no `ops` understands. */
 export const MINOR_0_OP_NAMES: readonly OpName[] = ['hello', 'start', 'get', 'cancel', 'selftest'];
+
+/**
+ * A variable named TASK_ENV_PREFIX + NAME in the environment `start` runs with reaches the task's
+ * command as NAME (overriding), and the prefixed name does not: per-task variables travel in the
+ * environment, never on a command line or in the task directory, and cannot change how the agent
+ * itself runs (PATH, HOME, NODE_OPTIONS). Secret-named NAMEs are masked in the logs. (minor 2)
+ */
+export const TASK_ENV_PREFIX = 'SANDBOX_TASK_ENV_';
 
 /** Task states; `unknown` is never success, only "we cannot confirm". */
 export const TASK_STATES = ['running', 'succeeded', 'failed', 'cancelled', 'timed_out', 'unknown'] as const;
@@ -83,6 +92,8 @@ export const InputRequestSchema = z.strictObject({
 });
 /** Lists this sandbox user's tasks, newest first. (minor 1) */
 export const ListRequestSchema = z.strictObject({ protocol: anyInt(), op: z.literal('list') });
+/** Deletes a finished task's directory, freeing its slot of LIMITS.maxTasks. (minor 2) */
+export const RemoveRequestSchema = z.strictObject({ protocol: anyInt(), op: z.literal('remove'), task_id: TaskIdSchema });
 
 /** Any valid request; `op` selects the shape. */
 export const RequestSchema = z.discriminatedUnion('op', [
@@ -92,6 +103,7 @@ export const RequestSchema = z.discriminatedUnion('op', [
   CancelRequestSchema,
   InputRequestSchema,
   ListRequestSchema,
+  RemoveRequestSchema,
   SelftestRequestSchema,
 ]);
 export type AgentRequest = z.infer<typeof RequestSchema>;
@@ -101,7 +113,8 @@ export type AgentRequestInput = z.input<typeof RequestSchema>;
 /**
  * Error codes the agent can answer with. Minor 1 added: `task_finished` (input to a task that no
  * longer runs), `no_stdin` (input to a task without a stdin pipe), `stdin_closed` (input after
- * `eof`, or the command closed its stdin), `state_dir_full` (no space left for task state).
+ * `eof`, or the command closed its stdin), `state_dir_full` (no space left for task state). Minor 2
+ * added `task_not_finished` (remove of a task that is running or unknown).
  */
 export const AGENT_ERROR_CODES = [
   'protocol_mismatch',
@@ -113,6 +126,7 @@ export const AGENT_ERROR_CODES = [
   'no_stdin',
   'stdin_closed',
   'state_dir_full',
+  'task_not_finished',
   'internal',
 ] as const;
 export type AgentErrorCode = (typeof AGENT_ERROR_CODES)[number];
@@ -154,6 +168,10 @@ export type ListResult = z.infer<typeof ListResultSchema>;
 export const InputResultSchema = z.strictObject({ task_id: TaskIdSchema, bytes_written: nonNegInt(), stdin_closed: z.boolean() });
 export type InputResult = z.infer<typeof InputResultSchema>;
 
+/** What `remove` returns once the task's directory is gone. */
+export const RemoveResultSchema = z.strictObject({ task_id: TaskIdSchema, removed: z.literal(true) });
+export type RemoveResult = z.infer<typeof RemoveResultSchema>;
+
 export const HelloResultSchema = z.strictObject({
   agent_version: z.string(),
   protocol: anyInt(),
@@ -191,6 +209,7 @@ export const RESULT_SCHEMAS = {
   cancel: TaskViewSchema,
   input: InputResultSchema,
   list: ListResultSchema,
+  remove: RemoveResultSchema,
   selftest: SelftestResultSchema,
 } as const satisfies Record<OpName, z.ZodMiniType>;
 

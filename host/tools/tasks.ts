@@ -1,55 +1,34 @@
-// Reconnectable background tasks: start_task, get_task, cancel_task. The task lives with its
-// supervisor inside the sandbox; any session or server process holding sandbox_id + task_id can
-// read or cancel it. Task tools never request a lifetime extension.
-import { randomBytes } from 'node:crypto';
+// Reconnectable background tasks: start_task, get_task, cancel_task, send_task_input. The task
+// lives with its supervisor inside the sandbox; any session or server process holding sandbox_id
+// + task_id can read it, cancel it or write to its stdin. Task tools never request a lifetime
+// extension.
 import * as z from 'zod';
 import { LIMITS } from '../../shared/limits.js';
-import { PROTOCOL_VERSION, TASK_ID_PATTERN, TaskViewSchema, type AgentRequestInput, type TaskView } from '../../shared/protocol.js';
-import { ProviderError, isProviderError } from '../errors.js';
+import {
+  InputDataSchema,
+  InputResultSchema,
+  PROTOCOL_VERSION,
+  TASK_ID_PATTERN,
+  type AgentRequestInput,
+  type TaskView,
+} from '../../shared/protocol.js';
+import { isProviderError } from '../errors.js';
 import { resolveSandboxPath } from '../providers/provider.js';
 import { parseSandboxRef, type SandboxRef } from '../sandbox-ref.js';
 import { SandboxIdSchema, defineTool, intIn, learnSecrets, resolveSandbox, type ExtraContent, type ToolContext } from './tool.js';
 import { definedFields } from '../util/defined-fields.js';
-
-const TaskResultSchema = z.strictObject({ sandbox_id: z.string(), ...TaskViewSchema.shape });
-type TaskResult = z.infer<typeof TaskResultSchema>;
-
-/** Exec bounds for agent calls: generous, since they only bound a broken sandbox. */
-const START_CALL_TIMEOUT_S = 60;
-const CALL_SLACK_S = 30;
-
-/**
- * Whether a failed submission may still have started the task: the exec timed out or broke, or
- * the agent's answer was lost. An answer from the agent (ok:false) is certain, and so is a
- * sandbox that does not exist.
- */
-function isUncertain(e: ProviderError): boolean {
-  return e.category === 'timeout' || e.category === 'unavailable' || e.code === 'agent_failed';
-}
-
-function present(sandboxId: string, view: TaskView, ctx: ToolContext): TaskResult {
-  const { masker } = ctx.deps;
-  return { sandbox_id: sandboxId, ...view, stdout: masker.mask(sandboxId, view.stdout), stderr: masker.mask(sandboxId, view.stderr) };
-}
-
-function unknownView(taskId: string, code: string, message: string): TaskView {
-  return {
-    task_id: taskId,
-    state: 'unknown',
-    exit_code: null,
-    started_at: null,
-    finished_at: null,
-    stdout: '',
-    stderr: '',
-    stdout_next_offset: 0,
-    stderr_next_offset: 0,
-    stdout_size: 0,
-    stderr_size: 0,
-    stdout_truncated: false,
-    stderr_truncated: false,
-    error: { code, message },
-  };
-}
+import { withProgress } from './progress.js';
+import {
+  CALL_SLACK_S,
+  START_CALL_TIMEOUT_S,
+  TaskResultSchema,
+  checkEncodedSize,
+  isUncertain,
+  newTaskId,
+  present,
+  unknownView,
+  type TaskResult,
+} from './task-calls.js';
 
 /**
  * Notes on the limits the sandbox met, as text content beside the task view (whose shape stays
@@ -86,7 +65,7 @@ const startTask = defineTool({
     // Resolved here, so a task's cwd follows the same path rule as every other tool's.
     const cwd = args.cwd !== undefined ? resolveSandboxPath(args.cwd) : undefined;
     // The handle exists before submission, so an uncertain outcome can still be inspected later.
-    const taskId = randomBytes(16).toString('hex');
+    const taskId = newTaskId();
     const request: AgentRequestInput = {
       protocol: PROTOCOL_VERSION,
       op: 'start',
@@ -95,11 +74,7 @@ const startTask = defineTool({
       timeout_s: args.timeout,
       ...definedFields({ cwd }),
     };
-    if (Buffer.byteLength(ctx.deps.agent.commandFor(request)) > LIMITS.encodedRequestMaxBytes) {
-      throw new ProviderError('invalid_argument', {
-        detail: `field \`command\` is too large once encoded (the encoded request is capped at ${LIMITS.encodedRequestMaxBytes} bytes); put long scripts in a file with write_file`,
-      });
-    }
+    checkEncodedSize(ctx, request);
     const provider = ctx.deps.providers.get(ref.provider);
     // Held from before submission, so a session closing meanwhile cannot destroy the sandbox under it.
     ctx.deps.retention.begin(ref.qualified);
@@ -127,13 +102,18 @@ const startTask = defineTool({
   },
 });
 
-const handleShape = {
+/** Which task: the pair start_task (or a backgrounded run_command) returned. */
+const taskRefShape = {
   sandbox_id: SandboxIdSchema.describe('The sandbox_id returned by start_task (qualified, e.g. local:abc).'),
   // Classic zod around the shared pattern: tool schemas carry descriptions, the protocol's do not.
   task_id: z
     .string()
     .regex(TASK_ID_PATTERN, 'must be 32 lowercase hexadecimal characters')
     .describe('The 32-hex task_id returned by start_task.'),
+};
+
+const handleShape = {
+  ...taskRefShape,
   stdout_offset: intIn(0, LIMITS.streamCapBytes).default(0).describe('Byte offset to read stdout from: the previous stdout_next_offset.'),
   stderr_offset: intIn(0, LIMITS.streamCapBytes).default(0).describe('Byte offset to read stderr from: the previous stderr_next_offset.'),
   limit: intIn(1, LIMITS.pageMaxBytes).default(LIMITS.pageDefaultBytes).describe('Bytes per stream in this page.'),
@@ -189,7 +169,8 @@ const getTask = defineTool({
   output: TaskResultSchema,
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
-    return queryTask(ctx, args, { op: 'get', wait_s: args.wait }, args.wait + CALL_SLACK_S);
+    const read = () => queryTask(ctx, args, { op: 'get', wait_s: args.wait }, args.wait + CALL_SLACK_S);
+    return args.wait > 0 ? await withProgress(ctx, (s) => `waiting for task output for ${s} s`, read) : await read();
   },
 });
 
@@ -207,5 +188,38 @@ const cancelTask = defineTool({
   },
 });
 
-/** The three task tools. */
-export const taskTools = [startTask, getTask, cancelTask];
+const sendTaskInput = defineTool({
+  name: 'send_task_input',
+  title: 'Send input to background task',
+  description:
+    'Write text to a running task\'s stdin: answer a prompt (include its newline, e.g. "y\\n"), feed a REPL. Tasks from start_task and backgrounded run_command/run_code calls keep stdin open. ' +
+    'eof: true closes stdin after the data (ends `cat`, `read` loops); with all of data written, stdin_closed: false means the close was asked for but not yet confirmed (get_task shows the outcome); eof is applied only once all of data was written. ' +
+    'bytes_written below the UTF-8 length of data means the program is not reading: send the rest later. ' +
+    'A finished task, or one whose stdin is closed or absent, is a conflict error. Works from any session. The input is neither masked nor logged.',
+  input: z.strictObject({
+    ...taskRefShape,
+    // The agent's own rule (at most LIMITS.inputMaxBytes of UTF-8), with a description for the model.
+    data: z
+      .string()
+      .max(LIMITS.inputMaxBytes)
+      .refine((data) => InputDataSchema.safeParse(data).success, { params: { maximum_bytes: LIMITS.inputMaxBytes } })
+      .describe(`Text for stdin, at most ${LIMITS.inputMaxBytes} bytes of UTF-8 (may be empty, e.g. with eof).`),
+    eof: z.boolean().default(false).describe('Close stdin after writing data.'),
+  }),
+  output: z.strictObject({ sandbox_id: z.string(), ...InputResultSchema.shape }),
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  async run(args, ctx) {
+    // By explicit handle only, like get and cancel: never the session default, never a renewal.
+    const ref = parseSandboxRef(args.sandbox_id, ctx.deps.config.defaultProvider);
+    const written = await ctx.deps.agent.call(
+      ctx.deps.providers.get(ref.provider),
+      ref.id,
+      { protocol: PROTOCOL_VERSION, op: 'input', task_id: args.task_id, data: args.data, eof: args.eof },
+      { timeoutS: CALL_SLACK_S },
+    );
+    return { result: { sandbox_id: ref.qualified, ...written } };
+  },
+});
+
+/** The task tools. */
+export const taskTools = [startTask, getTask, cancelTask, sendTaskInput];

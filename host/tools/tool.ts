@@ -9,12 +9,15 @@ import type { SandboxMetadata } from '../providers/provider.js';
 import { parseSandboxRef, qualify, type SandboxRef } from '../sandbox-ref.js';
 import type { ServerDeps } from '../server-deps.js';
 import type { Session } from '../session.js';
+import type { ProgressNotifier } from './progress.js';
 
 export interface ToolContext {
   deps: ServerDeps;
   session: Session;
   /** Aborted when the client cancels the call (notifications/cancelled) or the connection closes. */
   signal?: AbortSignal;
+  /** Present when the client asked for progress (sent a progress token); see withProgress. */
+  progress?: ProgressNotifier;
 }
 
 /** A content block beyond the JSON text (an image for download_file, a note for the reader). */

@@ -39,8 +39,8 @@ describe('bundle', () => {
     expect(hello).toEqual({
       agent_version: pkg.version,
       protocol: 1,
-      protocol_minor: 1,
-      ops: ['hello', 'start', 'get', 'cancel', 'input', 'list', 'selftest'],
+      protocol_minor: 2,
+      ops: ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'selftest'],
       state_dir: world.stateDir,
       max_tasks: 128,
       stream_cap_bytes: 1048576,

@@ -1,7 +1,8 @@
 // Benchmarks of the MCP tools over stdio with the SDK client (`npm run bench`). Measured once at
 // load, interleaved in one run so the shared machine's load skews every side alike, and printed
 // as medians, p95 and ratios against a bare provider exec of `node -e 0` in the same sandbox:
-//   run_command `true`, start_task `true`, get_task — targets: get_task <= 2x, start_task <= 3x.
+//   run_command `true` (and with background_after: the supervised path), start_task `true`,
+//   get_task — targets: get_task <= 2x, start_task <= 3x.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { execFileSync } from 'node:child_process';
@@ -37,6 +38,8 @@ const task = await call('start_task', { command: 'true' }); // also pushes the a
 const ops: Record<string, () => Promise<unknown>> = {
   'provider exec node -e 0': () => provider.exec(rawId, 'node -e 0', { timeoutS: 30 }),
   'run_command true': () => call('run_command', { command: 'true' }),
+  // Supervised (promotable) but finishing at once: start, then remove of the finished task.
+  'run_command true bg_after': () => call('run_command', { command: 'true', background_after: 30 }),
   'start_task true': () => call('start_task', { command: 'true' }),
   get_task: () => call('get_task', { sandbox_id: sandbox.sandbox_id, task_id: task.task_id }),
 };

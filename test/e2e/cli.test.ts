@@ -47,7 +47,7 @@ describe('sandbox-mcp CLI', () => {
     const client = new Client({ name: 'npm-start', version: '1' });
     await client.connect(transport);
     const { tools } = await client.listTools();
-    expect(tools).toHaveLength(15);
+    expect(tools).toHaveLength(16); // the seeds' fifteen and send_task_input
     await client.close();
     expect(errors).toEqual([]);
   });

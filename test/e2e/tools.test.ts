@@ -1,4 +1,4 @@
-// The fifteen tools through a real MCP client over stdio, against real local sandboxes.
+// The tools (the seeds' fifteen and send_task_input) through a real MCP client over stdio, against real local sandboxes.
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OP_NAMES } from '../../shared/protocol.js';
@@ -20,6 +20,7 @@ const TOOL_NAMES = [
   'start_task',
   'get_task',
   'cancel_task',
+  'send_task_input',
 ];
 const METADATA_FIELDS = ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'];
 const SECRET = 'sk-live-' + randomBytes(12).toString('hex');
@@ -43,7 +44,7 @@ async function sandboxCount(): Promise<number> {
 }
 
 describe('the tool surface', () => {
-  it('lists exactly the fifteen tools, each with input and output schemas and annotations', async () => {
+  it("lists exactly the sixteen tools (the seeds' fifteen and send_task_input), each with input and output schemas and annotations", async () => {
     const { tools } = await s.client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual([...TOOL_NAMES].sort());
     for (const t of tools) {
@@ -53,7 +54,7 @@ describe('the tool surface', () => {
     }
     expect(tools.find((t) => t.name === 'get_task')!.annotations!.readOnlyHint).toBe(true);
     expect(tools.find((t) => t.name === 'kill_sandbox')!.annotations!.destructiveHint).toBe(true);
-    expect(OP_NAMES).toEqual(['hello', 'start', 'get', 'cancel', 'input', 'list', 'selftest']);
+    expect(OP_NAMES).toEqual(['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'selftest']);
   });
 
   it('tells the model the workflow in the initialize instructions', () => {

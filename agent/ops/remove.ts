@@ -1,0 +1,47 @@
+// remove: delete a finished task's directory, freeing its slot of LIMITS.maxTasks. The host
+// removes tasks it ran for a call that finished in time (their ids were never handed out); a
+// running or unknown task is never removed, since only its directory lets anyone cancel it.
+import { renameSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { dirname, join } from 'node:path';
+import { TERMINAL_STATES, type RemoveResult } from '../../shared/protocol.js';
+import { AgentFailure } from '../errors.js';
+import { isSameLiveProcess } from '../proc.js';
+import { observeTask } from '../task-view.js';
+import { sleep, type Timings } from '../timing.js';
+import { existingTaskDir } from './task-dir.js';
+
+/** Removes the task's directory if its state is terminal; `task_not_finished` otherwise. */
+export async function removeTask(taskId: string, timings: Timings): Promise<RemoveResult> {
+  const dir = existingTaskDir(taskId);
+  const observed = observeTask(dir);
+  if (!TERMINAL_STATES.has(observed.state)) {
+    throw new AgentFailure(
+      'task_not_finished',
+      observed.state === 'running'
+        ? 'the task is still running: cancel it first'
+        : 'the task is unknown (its processes may still run): it cannot be removed; destroying the sandbox removes it',
+    );
+  }
+  await awaitSupervisorExit(observed.status?.supervisor ?? null, timings);
+  // A rename first: from here on the task is gone for every reader, even if deleting takes a while.
+  const doomed = join(dirname(dir), `.removed-${taskId}-${randomBytes(4).toString('hex')}`);
+  try {
+    renameSync(dir, doomed);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new AgentFailure('not_found', 'the task was removed meanwhile');
+    throw err;
+  }
+  rmSync(doomed, { recursive: true, force: true, maxRetries: 3 });
+  return { task_id: taskId, removed: true };
+}
+
+/**
+ * The supervisor writes the final status and then tidies its stdin FIFO and exits: give it a
+ * moment (bounded) so its last unlinks do not race the deletion.
+ */
+async function awaitSupervisorExit(supervisor: { pid: number; start_time: number } | null, timings: Timings): Promise<void> {
+  if (!supervisor) return;
+  const until = Date.now() + timings.inputWaitMs;
+  while (isSameLiveProcess(supervisor.pid, supervisor.start_time) && Date.now() < until) await sleep(Math.min(10, timings.pollMs));
+}

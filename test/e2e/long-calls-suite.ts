@@ -1,0 +1,261 @@
+// Long and interactive commands through the built server and the SDK Client, one suite for both
+// providers (long-calls-local.test.ts, long-calls-e2b.test.ts): promotion to a task with
+// background_after, progress notifications, and send_task_input — across server processes.
+import type { CallToolResult, JSONRPCMessage, Progress } from '@modelcontextprotocol/sdk/types.js';
+import { randomInt } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { ok, toolError, waitFor, type StdioServer } from './harness.js';
+
+/** Starts a server of the provider under test; each test's servers are closed by the caller's afterAll. */
+export type ServerFactory = (args?: string[]) => Promise<StdioServer>;
+
+/** The progress interval every server of these suites runs with (SANDBOX_MCP_PROGRESS_INTERVAL_MS). */
+export const TEST_PROGRESS_INTERVAL_MS = 500;
+
+const RESULT_FIELDS = ['exit_code', 'stderr', 'stderr_truncated', 'stdout', 'stdout_truncated', 'timed_out'];
+const HANDLE_FIELDS = [
+  'backgrounded',
+  'finished_at',
+  'sandbox_id',
+  'started_at',
+  'state',
+  'stderr_next_offset',
+  'stderr_size',
+  'stdout_next_offset',
+  'stdout_size',
+  'task_id',
+];
+
+/** Long-polls get_task until the task leaves `running`. */
+async function finalView(client: StdioServer['client'], handle: Record<string, any>) {
+  let view: Record<string, any> = {};
+  await waitFor(
+    async () => {
+      view = await ok(client, 'get_task', { sandbox_id: handle.sandbox_id, task_id: handle.task_id, wait: 10 });
+      return view.state !== 'running';
+    },
+    'the task to finish',
+    60_000,
+  );
+  return view;
+}
+
+/** A tool call with a progress callback; returns the result and every progress notification seen. */
+async function callWithProgress(client: StdioServer['client'], name: string, args: Record<string, unknown>) {
+  const progress: Progress[] = [];
+  const result = (await client.callTool({ name, arguments: args }, undefined, { onprogress: (p) => progress.push(p) })) as CallToolResult;
+  expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+  return { result: result.structuredContent as Record<string, any>, progress };
+}
+
+/** Records every message the client receives from now on. */
+function recordIncoming(server: StdioServer): JSONRPCMessage[] {
+  const seen: JSONRPCMessage[] = [];
+  const original = server.transport.onmessage;
+  server.transport.onmessage = (message: JSONRPCMessage) => {
+    seen.push(message);
+    original?.(message);
+  };
+  return seen;
+}
+
+function expectSteadyProgress(progress: Progress[], forbidden: string): void {
+  expect(progress.length).toBeGreaterThanOrEqual(2);
+  for (let i = 1; i < progress.length; i++) expect(progress[i]!.progress).toBeGreaterThan(progress[i - 1]!.progress);
+  for (const p of progress) {
+    expect(typeof p.message).toBe('string');
+    expect(p.message).not.toContain(forbidden);
+  }
+}
+
+/** What a provider's suite knows beyond the tools. */
+export interface LongCallsOpts {
+  /** The sandbox's /tmp is its own (so run_code's leftovers can be counted there). */
+  hasPrivateTmp: boolean;
+  /** How many lifetime-changing calls the provider has seen so far, where it can tell. */
+  lifetimeCalls?: () => number;
+}
+
+/** The long-call tests against servers from `server`. */
+export function describeLongCalls(provider: string, server: ServerFactory, opts: LongCallsOpts): void {
+  // One server for the tests that need no restart of their own; it is also the "new server
+  // process" of the tests that close their first one (server start-ups dominate this suite).
+  let sharedServer: Promise<StdioServer> | undefined;
+  const shared = () => (sharedServer ??= server());
+
+  describe(`long and interactive commands (${provider})`, () => {
+    it('promotes a call still running at background_after to a task handle that get_task reads to the end from a new server process; the sandbox is retained, one whose call finished is not', async () => {
+      const first = await server();
+      const finishedIn = await ok(first.client, 'create_sandbox', {});
+      expect(await ok(first.client, 'run_command', { command: 'echo quick', background_after: 30 })).toMatchObject({ stdout: 'quick\n' });
+      const sb = await ok(first.client, 'create_sandbox', { timeout: 600 });
+      const handle = await ok(first.client, 'run_command', { command: 'sleep 8; echo done', background_after: 2 });
+      expect(Object.keys(handle).sort()).toEqual([...RESULT_FIELDS, ...HANDLE_FIELDS].sort());
+      expect(handle).toMatchObject({
+        backgrounded: true,
+        sandbox_id: sb.sandbox_id,
+        state: 'running',
+        exit_code: null,
+        timed_out: false,
+        stdout: '',
+        stdout_next_offset: 0,
+        finished_at: null,
+      });
+      expect(handle.task_id).toMatch(/^[0-9a-f]{32}$/);
+      await first.close(); // the session ends: the promoted task retains its sandbox
+
+      const second = await shared();
+      expect((await ok(second.client, 'get_sandbox', { sandbox_id: sb.sandbox_id })).status).toBe('running');
+      // A supervised call that finished retains nothing: the session's end destroyed its sandbox as usual.
+      expect((await toolError(second.client, 'get_sandbox', { sandbox_id: finishedIn.sandbox_id })).category).toBe('not_found');
+      const view = await finalView(second.client, handle);
+      expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'done\n' });
+      await ok(second.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
+    });
+
+    it('returns exactly the usual result when the command finishes before background_after, capped like the fast path, and leaves no task behind', async () => {
+      const s = await shared();
+      await ok(s.client, 'create_sandbox', {});
+      const small = await ok(s.client, 'run_command', { command: 'echo out; echo err >&2; exit 3', background_after: 30 });
+      expect(small).toEqual({
+        exit_code: 3,
+        stdout: 'out\n',
+        stderr: 'err\n',
+        stdout_truncated: false,
+        stderr_truncated: false,
+        timed_out: false,
+      });
+      // Both streams over 64 KiB, then only one: the same head/tail as without background_after.
+      for (const command of [
+        "head -c 70000 /dev/zero | tr '\\0' a; printf END; seq 1 14000 >&2",
+        'echo small; seq 1 14000 >&2; printf ÄÖÜ',
+      ]) {
+        const fast = await ok(s.client, 'run_command', { command });
+        const supervised = await ok(s.client, 'run_command', { command, background_after: 30 });
+        expect(supervised).toEqual(fast);
+        expect(supervised.stderr_truncated).toBe(true);
+      }
+      // Per-call variables reach the command; secret-named ones are masked.
+      const envs = { PLAIN: 'visible', API_KEY: 'sekrit-value-' + randomInt(1e9) };
+      const masked = await ok(s.client, 'run_command', { command: 'echo "$PLAIN $API_KEY"', envs, background_after: 30 });
+      expect(masked.stdout).toBe('visible [MASKED]\n');
+      const code = await ok(s.client, 'run_code', { code: 'print("from python")', background_after: 30 });
+      expect(code).toMatchObject({ exit_code: 0, stdout: 'from python\n' });
+      // Every supervised call above removed its finished task: no task directory holds a slot.
+      const left = await ok(s.client, 'run_command', { command: 'ls -A ~/.local/state/sandbox-agent/tasks | wc -l' });
+      expect(left.stdout.trim()).toBe('0');
+      if (opts.hasPrivateTmp) {
+        expect((await ok(s.client, 'run_command', { command: 'ls /tmp | grep -c sandbox-mcp-code || true' })).stdout.trim()).toBe('0');
+      }
+      await ok(s.client, 'kill_sandbox', {});
+    });
+
+    it('feeds stdin: a prompt answered through send_task_input from this and from a new server process, cat ended by eof, input to a finished task refused', async () => {
+      const first = await server();
+      const sb = await ok(first.client, 'create_sandbox', { timeout: 600 });
+      const task = await ok(first.client, 'start_task', { command: 'read x; echo got:$x' });
+      const at = { sandbox_id: sb.sandbox_id, task_id: task.task_id };
+      expect(await ok(first.client, 'send_task_input', { ...at, data: 'hello\n' })).toEqual({
+        ...at,
+        bytes_written: 6,
+        stdin_closed: false,
+      });
+      expect(await finalView(first.client, at)).toMatchObject({ state: 'succeeded', stdout: 'got:hello\n' });
+
+      // A promoted run_command waiting at its prompt, answered after the server was replaced.
+      const prompt = await ok(first.client, 'run_command', { command: 'echo "name?"; read x; echo got:$x', background_after: 1 });
+      expect(prompt).toMatchObject({ backgrounded: true, state: 'running' });
+      const promptAt = { sandbox_id: prompt.sandbox_id, task_id: prompt.task_id };
+      await first.close();
+      const second = await shared();
+      const lifetimeBefore = opts.lifetimeCalls?.();
+      expect((await ok(second.client, 'send_task_input', { ...promptAt, data: 'hello\n' })).bytes_written).toBe(6);
+      // A task tool: no lifetime extension, even from a process that had to connect afresh.
+      expect(opts.lifetimeCalls?.()).toBe(lifetimeBefore);
+      expect(await finalView(second.client, promptAt)).toMatchObject({ state: 'succeeded', stdout: 'name?\ngot:hello\n' });
+
+      const cat = await ok(second.client, 'start_task', { sandbox_id: sb.sandbox_id, command: 'cat' });
+      const catAt = { sandbox_id: sb.sandbox_id, task_id: cat.task_id };
+      const sent = await ok(second.client, 'send_task_input', { ...catAt, data: 'a\nb', eof: true });
+      expect(sent.bytes_written).toBe(3);
+      // stdin_closed is false only when the supervisor was slow to confirm the close (a loaded
+      // machine); the close was asked for either way, so cat ends.
+      expect(typeof sent.stdin_closed).toBe('boolean');
+      expect(await finalView(second.client, catAt)).toMatchObject({ state: 'succeeded', stdout: 'a\nb' });
+      const refused = await toolError(second.client, 'send_task_input', { ...catAt, data: 'late\n' });
+      expect([refused.category, refused.code]).toEqual(['conflict', 'task_finished']);
+
+      // Strict input: named fields, never the value.
+      const tooLong = await toolError(second.client, 'send_task_input', { ...catAt, data: 'é'.repeat(16_385) });
+      expect(tooLong.category).toBe('invalid_argument');
+      expect(tooLong.suggestion).toBe('field `data` is too long (maximum 32768 bytes of UTF-8)');
+      expect((await toolError(second.client, 'send_task_input', { ...catAt, data: 'x', extra: 1 })).suggestion).toMatch(/unexpected field/);
+      expect((await toolError(second.client, 'send_task_input', { sandbox_id: sb.sandbox_id, data: 'x' })).suggestion).toBe(
+        'field `task_id` is required',
+      );
+      await ok(second.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
+    });
+
+    it('reports progress at the interval with a progress token (fast path, promotable call, get_task wait), and none without one', async () => {
+      const s = await shared();
+      const sb = await ok(s.client, 'create_sandbox', {});
+      const waiting = await ok(s.client, 'start_task', { command: 'sleep 60' });
+      const seen = recordIncoming(s);
+      const marker = 'OUT' + randomInt(1e9);
+      const [fast, promotable, poll, silent] = await Promise.all([
+        callWithProgress(s.client, 'run_command', { command: `echo ${marker}; sleep 2` }),
+        callWithProgress(s.client, 'run_command', { command: `echo ${marker}; sleep 2`, background_after: 30 }),
+        callWithProgress(s.client, 'get_task', { sandbox_id: sb.sandbox_id, task_id: waiting.task_id, wait: 2 }),
+        s.client.callTool({ name: 'run_command', arguments: { command: 'sleep 2' } }),
+      ]);
+      expect(fast.result.stdout).toBe(`${marker}\n`);
+      expect(promotable.result.stdout).toBe(`${marker}\n`);
+      expect(poll.result.state).toBe('running');
+      expect((silent as CallToolResult).isError).toBeFalsy();
+      for (const p of [fast.progress, promotable.progress, poll.progress]) expectSteadyProgress(p, marker);
+      expect(promotable.progress.at(-1)!.message).toMatch(/bytes of stdout/);
+      // Every notification belongs to one of the three calls that sent a token: the fourth got none.
+      const notified = seen.filter((m) => 'method' in m && m.method === 'notifications/progress');
+      expect(notified.length).toBe(fast.progress.length + promotable.progress.length + poll.progress.length);
+      await ok(s.client, 'kill_sandbox', {});
+    });
+
+    it('takes background_after from the server option, never promotes a call its own timeout ends first, and stops the command of a call cancelled before promotion', async () => {
+      const s = await server(['--background-after', '1']);
+      await ok(s.client, 'create_sandbox', {});
+      const late = await ok(s.client, 'run_command', { command: 'sleep 3; echo late' });
+      expect(late).toMatchObject({ backgrounded: true, state: 'running' });
+      // timeout <= background_after: the fast path, the usual timed-out result.
+      const short = await ok(s.client, 'run_command', { command: 'sleep 5', timeout: 1 });
+      expect(short).toMatchObject({ timed_out: true });
+      expect(short.backgrounded).toBeUndefined();
+
+      const seconds = 2000 + randomInt(5000);
+      const aborter = new AbortController();
+      const call = s.client.callTool({ name: 'run_command', arguments: { command: `sleep ${seconds}`, background_after: 30 } }, undefined, {
+        signal: aborter.signal,
+      });
+      await waitFor(
+        // slee[p]: the pattern must not match the shell running pgrep; timeout 1 keeps these on the fast path.
+        async () =>
+          (await ok(s.client, 'run_command', { command: `pgrep -f 'slee[p] ${seconds}' || true`, timeout: 1 })).stdout.trim() !== '',
+        'the command to run',
+      );
+      aborter.abort();
+      await expect(call).rejects.toThrow();
+      await waitFor(
+        async () =>
+          (await ok(s.client, 'run_command', { command: `pgrep -f 'slee[p] ${seconds}' || echo none`, timeout: 1 })).stdout.trim() ===
+          'none',
+        'the cancelled call to stop its command',
+      );
+      expect((await toolError(s.client, 'run_command', { command: 'true', background_after: 0 })).suggestion).toBe(
+        'field `background_after` is too small (minimum 1)',
+      );
+      expect((await toolError(s.client, 'run_code', { code: 'pass', background_after: '5' })).suggestion).toBe(
+        'field `background_after` must be a number',
+      );
+      await ok(s.client, 'kill_sandbox', {});
+    });
+  });
+}

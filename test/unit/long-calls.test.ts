@@ -1,0 +1,58 @@
+// The pieces of long calls that need no sandbox: the server option's parsing, and the run_command
+// result schema that tells a finished call from a promoted one.
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../host/config.js';
+import { ExecResultSchema } from '../../host/tools/exec-result.js';
+
+describe('--background-after / SANDBOX_MCP_BACKGROUND_AFTER', () => {
+  it('is unset by default, read from the environment, and the flag wins', () => {
+    expect(loadConfig({}).backgroundAfterS).toBeUndefined();
+    expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '' }).backgroundAfterS).toBeUndefined();
+    expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '50' }).backgroundAfterS).toBe(50);
+    expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '50' }, { backgroundAfter: '7' }).backgroundAfterS).toBe(7);
+  });
+
+  it('refuses anything but whole seconds 1-3600, naming the option', () => {
+    for (const bad of ['0', '3601', '1.5', '-1', 'ten', ' 5']) {
+      expect(() => loadConfig({}, { backgroundAfter: bad }), bad).toThrow(ConfigError);
+      expect(() => loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: bad }), bad).toThrow(/SANDBOX_MCP_BACKGROUND_AFTER/);
+    }
+  });
+
+  it('reads the progress interval (for tests) and refuses a bad one', () => {
+    expect(loadConfig({}).progressIntervalMs).toBeUndefined();
+    expect(loadConfig({ SANDBOX_MCP_PROGRESS_INTERVAL_MS: '250' }).progressIntervalMs).toBe(250);
+    expect(() => loadConfig({ SANDBOX_MCP_PROGRESS_INTERVAL_MS: '0' })).toThrow(/SANDBOX_MCP_PROGRESS_INTERVAL_MS/);
+  });
+});
+
+describe('the run_command result schema', () => {
+  const finished = { exit_code: 0, stdout: 'x', stderr: '', stdout_truncated: false, stderr_truncated: false, timed_out: false };
+  const handle = {
+    backgrounded: true,
+    sandbox_id: 'local:sb',
+    task_id: 'a'.repeat(32),
+    state: 'running',
+    started_at: 1,
+    finished_at: null,
+    stdout_next_offset: 1,
+    stderr_next_offset: 0,
+    stdout_size: 1,
+    stderr_size: 0,
+  };
+
+  it('accepts the six fields alone, and the six with a complete handle', () => {
+    expect(ExecResultSchema.safeParse(finished).success).toBe(true);
+    expect(ExecResultSchema.safeParse({ ...finished, exit_code: null, ...handle }).success).toBe(true);
+  });
+
+  it('refuses handle fields without backgrounded, and backgrounded without its handle', () => {
+    const stray = ExecResultSchema.safeParse({ ...finished, task_id: 'a'.repeat(32) });
+    expect(stray.success).toBe(false);
+    expect(stray.error?.issues[0]?.path).toEqual(['task_id']);
+    const { task_id: _omitted, ...incomplete } = handle;
+    const partial = ExecResultSchema.safeParse({ ...finished, ...incomplete });
+    expect(partial.success).toBe(false);
+    expect(partial.error?.issues[0]?.path).toEqual(['task_id']);
+  });
+});
