@@ -177,6 +177,8 @@ describe.each(users)('resource limits, server running as $name', ({ as }) => {
     expectBounds(viaTask, processLimitFor(PROCESSES, 'task'));
     // pid 1 and bwrap are exempt from the OOM killer where the keeper may lower a score (root with CAP_SYS_RESOURCE).
     const pid1Adj = (await run(id, 'cat /proc/1/oom_score_adj')).stdout.trim();
+    // And pid 1 stays outside the sandbox's cgroups, so their OOM killer can never choose it.
+    expect((await run(id, 'cat /proc/1/cgroup')).stdout).not.toContain('sandbox-mcp-');
     expect(pid1Adj).toBe(isRoot && hasSysResource() ? '-1000' : String(ownOomScoreAdj));
     await ok(client, 'kill_sandbox', { sandbox_id: id });
   });

@@ -3,7 +3,6 @@
 // until it reports pid 1's host pid and pid 1 writes `ready` — or fails, which is classified
 // from its stderr without that text ever leaving the keeper.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { definedFields } from '../../../util/defined-fields.js';
 import { buildBwrapArgs } from '../launch/bwrap-args.js';
@@ -47,15 +46,12 @@ export function classifyBwrapFailure(stderr: string, exitCode: number | null): K
 }
 
 /**
- * Spawns the sandbox described by `spec` inside `cgroups`, its writable mounts sized by
- * `mountSizes` (bytes by path; none: unsized), and starts watching it get ready.
+ * Spawns the sandbox described by `spec`, its writable mounts sized by `mountSizes` (bytes by
+ * path; none: unsized), and starts watching it get ready. bwrap and pid 1 stay outside the
+ * sandbox's cgroups, which every command joins as it enters: so the memory cgroup's OOM killer
+ * can never choose them, and a start pays no cgroup migration (about one RCU grace period each).
  */
-export function spawnBwrap(
-  spec: SandboxSpec,
-  cgroups: readonly string[],
-  startTimeoutMs: number,
-  mountSizes?: Readonly<Record<string, number>>,
-): BwrapProcess {
+export function spawnBwrap(spec: SandboxSpec, startTimeoutMs: number, mountSizes?: Readonly<Record<string, number>>): BwrapProcess {
   const bwrapArgs = buildBwrapArgs({
     statusFd: STATUS_FD,
     readyFd: READY_FD,
@@ -68,12 +64,7 @@ export function spawnBwrap(
     network: specNetwork(spec),
     ...definedFields({ mountSizes }),
   });
-  const cmd = buildLaunchCommand(
-    bwrapArgs,
-    spec.identity,
-    spec.tools,
-    cgroups.map((d) => join(d, 'cgroup.procs')),
-  );
+  const cmd = buildLaunchCommand(bwrapArgs, spec.identity, spec.tools);
   const child = spawn(cmd.file, cmd.args, {
     cwd: '/',
     env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C.UTF-8' },

@@ -188,7 +188,7 @@ async function launchBwrap(keeper: KeeperState, startTimeoutMs: number): Promise
 /** One launch attempt, the writable mounts sized to keeper.enforced.diskMb (null: unsized). */
 async function startBwrap(keeper: KeeperState, startTimeoutMs: number): Promise<BwrapStart | 'aborted'> {
   const { diskMb } = keeper.enforced;
-  const bwrap = spawnBwrap(keeper.spec, keeper.cgroups.dirs, startTimeoutMs, diskMb === null ? undefined : writableMountSizes(diskMb));
+  const bwrap = spawnBwrap(keeper.spec, startTimeoutMs, diskMb === null ? undefined : writableMountSizes(diskMb));
   keeper.bwrap = bwrap;
   return Promise.race([bwrap.started, whenAborted(keeper.ending.signal)]);
 }

@@ -48,9 +48,9 @@ function wrap(inner: Command, id: Identity, tools: ToolPaths, cgroupProcsFiles: 
   return cmd;
 }
 
-/** The full command the keeper spawns to start a sandbox. */
-export function buildLaunchCommand(bwrapArgs: string[], id: Identity, tools: ToolPaths, cgroupProcsFiles: readonly string[] = []): Command {
-  return wrap({ file: tools.bwrap, args: bwrapArgs }, id, tools, cgroupProcsFiles);
+/** The full command the keeper spawns to start a sandbox (outside its cgroups: see spawnBwrap). */
+export function buildLaunchCommand(bwrapArgs: string[], id: Identity, tools: ToolPaths): Command {
+  return wrap({ file: tools.bwrap, args: bwrapArgs }, id, tools, []);
 }
 
 /**

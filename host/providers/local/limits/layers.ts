@@ -2,7 +2,7 @@
 // the doctor's report, as a pure function of what the machine offers. rlimits and read-only
 // covers hold everywhere; a cgroup (root on cgroup v1, or a delegated v2 subtree) adds the
 // memory limit and pids.max; bubblewrap 0.7+ sizes the writable mounts; CAP_SYS_RESOURCE lets the
-// keeper exempt pid 1 and bwrap from the OOM killer.
+// keeper exempt pid 1 and bwrap from the host's OOM killer (they are never in the sandbox's cgroups).
 import { readFileSync } from 'node:fs';
 import type { CgroupLimits } from '../system/cgroups.js';
 import { diskBudgetMb } from './sandbox-limits.js';
@@ -59,10 +59,15 @@ export function describeLayers(facts: MachineFacts, settings: LimitSettings): La
       ? { limit: 'cpu', heldBy: 'the cpu cgroup, when create_sandbox asks for cpu' }
       : { limit: 'cpu', heldBy: 'none', missing: `create_sandbox with cpu is unsupported: ${CGROUP_FIX}` },
     facts.canExemptFromOom
-      ? { limit: 'OOM killer', heldBy: 'pid 1 and bwrap are exempt; sandbox commands are chosen first' }
+      ? {
+          limit: 'OOM killer',
+          heldBy:
+            "pid 1 and bwrap are outside the sandbox's cgroups and exempt from the host's OOM killer; sandbox commands are chosen first",
+        }
       : {
           limit: 'OOM killer',
-          heldBy: 'sandbox commands are chosen first (oom_score_adj 500); pid 1 and bwrap cannot be exempted without CAP_SYS_RESOURCE',
+          heldBy:
+            "pid 1 and bwrap are outside the sandbox's cgroups; sandbox commands are chosen first (oom_score_adj 500); exempting pid 1 from the host's OOM killer needs CAP_SYS_RESOURCE",
         },
   ];
   return reports;
