@@ -12,6 +12,7 @@ import { HELP, parseCommandLine } from '../../host/cli-args.js';
 import { LIMIT_OPTIONS, limitOptionsHelp } from '../../host/limit-options.js';
 import { SCRATCH_PATHS } from '../../host/providers/local/launch/bwrap-args.js';
 import { DISK_SHARES_EIGHTHS, writableMountSizes } from '../../host/providers/local/limits/disk-shares.js';
+import { describeLayers } from '../../host/providers/local/limits/layers.js';
 import { entryPrelude, preludeFor, REFUSED_EXIT, REFUSED_MESSAGE } from '../../host/providers/local/limits/entry-prelude.js';
 import { pidsMaxFor, processLimitFor, refuseStartAt } from '../../host/providers/local/limits/process-tiers.js';
 import { chooseSandboxLimits, diskBudgetMb } from '../../host/providers/local/limits/sandbox-limits.js';
@@ -102,6 +103,29 @@ describe('limit settings', () => {
         expect(refuseStartAt(n, role)).toBeGreaterThan(0);
       }
     }
+  });
+});
+
+describe('which layer holds each limit', () => {
+  const settings = resolveLimitSettings({ memoryMb: 1024, diskMb: 2048 });
+  const byLimit = (facts: Parameters<typeof describeLayers>[0]) =>
+    Object.fromEntries(describeLayers(facts, settings).map((l) => [l.limit, l]));
+
+  it('with a cgroup and bubblewrap 0.7+: everything holds, the disk at half the memory limit', () => {
+    const l = byLimit({ cgroup: { cpu: 1, memoryMb: 64, pidsMax: 64 }, bwrapHasSize: true, canExemptFromOom: false });
+    expect(Object.values(l).filter((x) => x.missing)).toEqual([]);
+    expect(l.processes!.heldBy).toMatch(/RLIMIT_NPROC.*pids/);
+    expect(l.memory!.heldBy).toMatch(/^1024 MB/);
+    expect(l.disk!.heldBy).toMatch(/^512 MB by sized tmpfs/);
+  });
+
+  it('without a cgroup or --size: rlimits still hold, and what is missing says how to get it', () => {
+    const l = byLimit({ cgroup: {}, bwrapHasSize: false, canExemptFromOom: false });
+    expect(l.processes!.missing).toBeUndefined();
+    expect(l['open files']!.missing).toBeUndefined();
+    expect(l.memory!.missing).toMatch(/Delegate=yes/);
+    expect(l.disk!.missing).toMatch(/bubblewrap 0\.7/);
+    expect(l.cpu!.missing).toMatch(/unsupported/);
   });
 });
 
