@@ -6,10 +6,10 @@ import { definedFields } from '../../../util/defined-fields.js';
 import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath, type ExecOpts, type ExecResult } from '../../provider.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import { CHDIR_SCRIPT, envPrelude, exportScript, sandboxPath } from '../launch/environment.js';
+import { LimitWatch } from '../limits/limit-watch.js';
 import { isStillAlive, type SandboxRegistry } from '../sandbox/registry.js';
 import type { LocalSettings } from '../settings.js';
 import { invalid, isNonNegativeInt, validateEnvs } from '../validation.js';
-import { LimitWatch } from '../limits/limit-watch.js';
 import type { CommandRunner } from './command-runner.js';
 
 /** The exec operation of the local provider. */
