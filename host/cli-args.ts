@@ -2,6 +2,7 @@
 // that documents them, and a parser that names what is wrong (an unknown option, a flag given to
 // a command it does not apply to, a missing value) without ever echoing a value.
 import { parseArgs } from 'node:util';
+import { LIMITS } from '../shared/limits.js';
 import { LIMIT_OPTIONS, limitOptionsHelp, type LimitFlag } from './limit-options.js';
 import { definedFields } from './util/defined-fields.js';
 
@@ -9,7 +10,7 @@ declare const __HOST_VERSION__: string;
 const VERSION = typeof __HOST_VERSION__ === 'string' ? __HOST_VERSION__ : '0.0.0-dev';
 
 /** What the command line asks for; `stdio` is the bare `sandbox-mcp`. */
-export const COMMANDS = ['stdio', 'http', 'doctor', 'token-hash', 'agent', 'selftest'] as const;
+export const COMMANDS = ['stdio', 'http', 'doctor', 'token-hash', 'agent', 'selftest', 'ls', 'logs', 'shell', 'kill', 'cancel'] as const;
 export type CommandName = (typeof COMMANDS)[number];
 
 interface OptionSpec {
@@ -40,7 +41,10 @@ export const OPTIONS = {
   'idle-timeout': { type: 'string', commands: ['http'] },
   'allowed-host': { type: 'string', multiple: true, commands: ['http'] },
   'tokens-file': { type: 'string', commands: ['http'] },
-  json: { type: 'boolean', commands: ['doctor'] },
+  json: { type: 'boolean', commands: ['doctor', 'ls'] },
+  follow: { type: 'boolean', short: 'f', commands: ['logs'] },
+  stderr: { type: 'boolean', commands: ['logs'] },
+  from: { type: 'string', commands: ['logs'] },
 } as const satisfies Record<string, OptionSpec>;
 type OptionName = keyof typeof OPTIONS;
 
@@ -72,6 +76,26 @@ Usage:
         Run the agent's selftest inside a sandbox.
   sandbox-mcp --help | --version
 
+Watching agents (no running server needed; ids as the tools return them, e.g. local:abc):
+  sandbox-mcp ls [--json] [--provider local|e2b]
+        The provider's sandboxes (template, state, started, ends, limits), each with its tasks
+        (state, exit code, started, duration, output sizes; + = cut at the 1 MiB cap).
+        Colour only on a terminal, never with NO_COLOR.
+  sandbox-mcp logs <sandbox_id> <task_id> [--follow] [--stderr] [--from N]
+        Print a task's output. At the end its state goes to stderr. Exit status: the task's
+        exit code once it ended (0 while it still runs, without --follow), 124 timed out,
+        125 cancelled, 123 outcome unknown, 130 stopped following with Ctrl-C (never the task).
+  sandbox-mcp shell <sandbox_id> [-- command...]
+        An interactive terminal in the sandbox, as run_command's user and environment, on a
+        fresh pseudo-terminal (yours is never handed in); exits with the shell's status. A
+        command after -- runs instead of the shell (local sandboxes only: E2B's terminal runs
+        only its shell). Needs node-pty (@lydell/node-pty).
+  sandbox-mcp kill <sandbox_id>
+        Destroy a sandbox.
+  sandbox-mcp cancel <sandbox_id> <task_id>
+        Cancel a task: TERM, then KILL, to its process group.
+  Errors print the tools' category and suggestion and exit 1; a bad command line exits 2.
+
 Options:
   --provider local|e2b   default provider for create_sandbox and unqualified ids (env
                          SANDBOX_MCP_PROVIDER; default local)
@@ -90,7 +114,10 @@ Options:
   --tokens-file FILE     http: named principals instead of one token: lines of
                          "name role sha256:<hex>" (role user: only its own sandboxes; admin:
                          all); the file must be this user's, mode 600 (env SANDBOX_MCP_TOKENS_FILE)
-  --json                 doctor: print the checks as one JSON object
+  --json                 doctor, ls: print one JSON object (the checks; the sandboxes and tasks)
+  --follow, -f           logs: keep printing as the output grows, until the task ends
+  --stderr               logs: the task's stderr instead of its stdout
+  --from N               logs: start at byte N of the stream (default 0)
 
 Resource limits of local sandboxes (each also a variable; a flag wins; README "Resource limits"):
 ${limitOptionsHelp()}
@@ -137,6 +164,14 @@ export interface CommandLine {
   /** http: the tokens file of named principals (--tokens-file). */
   tokensFile?: string;
   json: boolean;
+  /** logs: keep printing until the task ends. */
+  follow: boolean;
+  /** logs: the stderr stream instead of stdout. */
+  stderr: boolean;
+  /** logs: the byte offset to start from. */
+  fromByte: number;
+  /** shell: the program after `--` (empty: the sandbox's shell). */
+  program: string[];
   /** The limit flags given (by flag name; see LIMIT_OPTIONS). */
   limits: Record<string, string>;
 }
@@ -153,6 +188,11 @@ const ARITY: Record<CommandName, { min: number; max: number; usage: string }> = 
   'token-hash': { min: 0, max: 0, usage: 'sandbox-mcp token-hash < token' },
   agent: { min: 2, max: 3, usage: 'sandbox-mcp agent <sandbox_id> <op> [json]' },
   selftest: { min: 1, max: 1, usage: 'sandbox-mcp selftest <sandbox_id>' },
+  ls: { min: 0, max: 0, usage: 'sandbox-mcp ls [--json] [--provider local|e2b]' },
+  logs: { min: 2, max: 2, usage: 'sandbox-mcp logs <sandbox_id> <task_id> [--follow] [--stderr] [--from N]' },
+  shell: { min: 1, max: 1, usage: 'sandbox-mcp shell <sandbox_id> [-- command...]' },
+  kill: { min: 1, max: 1, usage: 'sandbox-mcp kill <sandbox_id>' },
+  cancel: { min: 2, max: 2, usage: 'sandbox-mcp cancel <sandbox_id> <task_id>' },
 };
 
 function intOption(value: string | undefined, name: string, min: number, max: number, fallback: number): number {
@@ -167,8 +207,11 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   const { tokens } = parseArgs({ args: [...argv], options: OPTIONS, strict: false, allowPositionals: true, tokens: true });
   const given = new Map<OptionName, string[]>();
   const positionals: string[] = [];
+  // What follows `--`: shell's program; any other command takes it as ordinary arguments.
+  let afterTerminator: string[] | undefined;
   for (const token of tokens) {
-    if (token.kind === 'positional') positionals.push(token.value);
+    if (token.kind === 'option-terminator') afterTerminator = [];
+    if (token.kind === 'positional') (afterTerminator ?? positionals).push(token.value);
     if (token.kind !== 'option') continue;
     const spec = (OPTIONS as Record<string, OptionSpec>)[token.name];
     const shown = printable(token.rawName);
@@ -180,7 +223,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     given.set(name, [...(given.get(name) ?? []), token.value ?? '']);
   }
 
-  const [first, ...rest] = positionals;
+  const [first, ...before] = positionals;
   let command: CommandName = 'stdio';
   if (first !== undefined) {
     if (first === 'stdio' || !(COMMANDS as readonly string[]).includes(first)) {
@@ -189,6 +232,8 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     }
     command = first as CommandName;
   }
+  const program = command === 'shell' ? (afterTerminator ?? []) : [];
+  const rest = command === 'shell' ? before : [...before, ...(afterTerminator ?? [])];
   const help = given.has('help');
   const version = given.has('version');
   if (!help && !version) {
@@ -223,6 +268,10 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       .map((h) => h.trim())
       .filter(Boolean),
     json: given.has('json'),
+    follow: given.has('follow'),
+    stderr: given.has('stderr'),
+    fromByte: intOption(one('from'), 'from', 0, LIMITS.streamCapBytes, 0),
+    program,
     limits: Object.fromEntries(LIMIT_OPTIONS.flatMap((o) => (given.has(o.flag) ? [[o.flag, one(o.flag)!]] : []))),
   };
 }

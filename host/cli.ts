@@ -1,9 +1,11 @@
-// The sandbox-mcp CLI: serve MCP over stdio (default) or Streamable HTTP, `doctor`, and
-// protocol-level debugging commands that use the same agent client as the server. Loaded by main.ts.
+// The sandbox-mcp CLI: serve MCP over stdio (default) or Streamable HTTP, `doctor`, the operator's
+// commands (host/cli/), and protocol-level debugging commands that use the same agent client as
+// the server. Loaded by main.ts.
 import { randomBytes } from 'node:crypto';
 import { PROTOCOL_VERSION, type AgentRequestInput } from '../shared/protocol.js';
 import { AgentClient, loadAgentBundle } from './agent-client.js';
 import { HELP, UsageError, parseCommandLine, type CommandLine } from './cli-args.js';
+import { runOperatorCommand } from './cli/operator.js';
 import { ConfigError, loadConfig, type ServerConfig } from './config.js';
 import { hashToken, httpTokensFrom, readTokenFromStdin } from './tokens-file.js';
 import { startupWarning } from './doctor/startup-warning.js';
@@ -136,6 +138,12 @@ async function main(argv: string[]): Promise<void> {
     case 'agent':
     case 'selftest':
       return agentCommand(config, line);
+    case 'ls':
+    case 'logs':
+    case 'shell':
+    case 'kill':
+    case 'cancel':
+      return process.exit(await runOperatorCommand(line.command, line, config, buildDeps));
   }
 }
 

@@ -166,6 +166,33 @@ export interface ListFilesOpts {
   maxEntries: number;
 }
 
+/** An interactive terminal session's start: its window size and, optionally, a program instead of the shell. */
+export interface TerminalOpts {
+  cols: number;
+  rows: number;
+  /** A program and its arguments, run directly (no shell) instead of an interactive shell. */
+  command?: readonly string[];
+  /** TERM inside the sandbox (default xterm-256color). */
+  term?: string;
+  /** Receives everything the terminal prints, byte for byte, in order. */
+  onData(data: Buffer): void;
+}
+
+/**
+ * A running terminal: a fresh pseudo-terminal whose slave end is the controlling terminal of a
+ * program in the sandbox, as the sandbox user with run_command's environment. Never the caller's
+ * own terminal: a sandboxed process holding that could inject keystrokes into it (TIOCSTI).
+ */
+export interface TerminalSession {
+  /** Sends keystrokes (bytes) to the program, in call order. */
+  write(data: Buffer): void;
+  resize(cols: number, rows: number): void;
+  /** Ends the program (SIGKILL to what runs on the terminal). */
+  kill(): void;
+  /** Resolves with the program's exit status once it ended (128+signal when killed); never rejects. */
+  readonly exited: Promise<number>;
+}
+
 /** A sandbox provider: lifecycle, exec and files. Never extends a lifetime unless setTimeout is called. */
 export interface Provider {
   /** The prefix of qualified ids, e.g. `local`. */
@@ -196,6 +223,11 @@ export interface Provider {
    * provider that cannot tell omits it.
    */
   limitNotes?(sandboxId: string): Promise<string[]>;
+  /**
+   * Opens an interactive terminal in the sandbox (the operator's `shell` command; no tool uses
+   * it). Optional: a provider without it cannot offer one. Never extends the lifetime.
+   */
+  openTerminal?(sandboxId: string, opts: TerminalOpts): Promise<TerminalSession>;
   /** Releases clients and timers held by this instance (not the sandboxes). */
   close(): Promise<void>;
 }

@@ -2,7 +2,11 @@
 // credentials (the e2b provider reports a missing key as an `authentication` error per call).
 import type { ProviderId } from '../config.js';
 import type { ProviderRegistry } from '../server-deps.js';
+import { ProviderError } from '../errors.js';
 import type { Provider } from './provider.js';
+
+/** Why a provider without openTerminal cannot open a shell. */
+export const NO_TERMINAL_DETAIL = 'This provider cannot open an interactive terminal.';
 
 /** A registry over lazily-built providers; closeAll() releases those that were built. */
 export function createProviderRegistry(factories: Record<ProviderId, () => Provider>): ProviderRegistry & { closeAll(): Promise<void> } {
@@ -42,6 +46,11 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Provide
     readFile: async (...a) => (await get()).readFile(...a),
     writeFile: async (...a) => (await get()).writeFile(...a),
     listFiles: async (...a) => (await get()).listFiles(...a),
+    openTerminal: async (sandboxId, opts) => {
+      const provider = await get();
+      if (!provider.openTerminal) throw new ProviderError('unsupported', { code: 'no_terminal', detail: NO_TERMINAL_DETAIL });
+      return provider.openTerminal(sandboxId, opts);
+    },
     close: async () => {
       if (loading) await (await loading).close();
     },

@@ -1,7 +1,8 @@
 // envd, the in-sandbox daemon (E2B's envd.yaml, process.proto, filesystem.proto): Connect RPC with
 // JSON for processes and the filesystem, REST /files for contents, /health. Requests name their
 // sandbox with the E2b-Sandbox-Id header and carry its X-Access-Token. Like envd, a command's
-// deadline (Connect-Timeout-Ms) and SendSignal signal only the process, never its group.
+// deadline (Connect-Timeout-Ms) and SendSignal signal only the process, never its group. A Start
+// with `pty` runs on a real pseudo-terminal (node-pty, which the tests need anyway).
 import { spawn, type ChildProcess } from 'node:child_process';
 import {
   createReadStream,
@@ -18,10 +19,12 @@ import {
 } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import path from 'node:path';
-import { decodeEnvelope, openStream, RpcError, sendUnary } from './connect-rpc.js';
+import { spawn as spawnPty, type IPty } from '@lydell/node-pty';
+import { decodeEnvelope, openStream, RpcError, sendUnary, type RpcStream } from './connect-rpc.js';
 import type { FakeState } from './control-plane.js';
 import { sendApiError } from './control-plane.js';
 import type { FakeSandbox } from './fake-sandbox.js';
+import { writeBytes } from '../../host/providers/local/exec/terminal.js';
 
 type Json = Record<string, any>;
 
@@ -110,6 +113,12 @@ function child(sb: FakeSandbox, pid: number): ChildProcess {
   return c;
 }
 
+function terminal(sb: FakeSandbox, pid: number): IPty {
+  const t = sb.terminals.get(pid);
+  if (!t) throw new RpcError('not_found', `process ${pid} not found`);
+  return t;
+}
+
 /** Unary process RPCs. */
 function processRpc(sb: FakeSandbox, method: string, req: Json): Json {
   switch (method) {
@@ -121,19 +130,59 @@ function processRpc(sb: FakeSandbox, method: string, req: Json): Json {
         })),
       };
     case 'SendInput':
-      child(sb, pidOf(req)).stdin?.write(Buffer.from(String(req.input?.stdin ?? ''), 'base64'));
+      if (req.input?.pty !== undefined) writeBytes(terminal(sb, pidOf(req)), Buffer.from(String(req.input.pty), 'base64'));
+      else child(sb, pidOf(req)).stdin?.write(Buffer.from(String(req.input?.stdin ?? ''), 'base64'));
       return {};
+    case 'Update': {
+      const size = req.pty?.size;
+      if (size) terminal(sb, pidOf(req)).resize(Number(size.cols), Number(size.rows));
+      return {};
+    }
     case 'CloseStdin':
       child(sb, pidOf(req)).stdin?.end();
       return {};
     case 'SendSignal': {
       const sig = req.signal === 'SIGNAL_SIGTERM' || req.signal === 15 ? 'SIGTERM' : 'SIGKILL';
-      child(sb, pidOf(req)).kill(sig);
+      const pid = pidOf(req);
+      if (sb.terminals.has(pid)) terminal(sb, pid).kill(sig);
+      else child(sb, pid).kill(sig);
       return {};
     }
     default:
       throw new RpcError('unimplemented', 'not implemented by the fake');
   }
+}
+
+/**
+ * Start with `pty`: the process runs on a real pseudo-terminal (node-pty), its output streams as
+ * `pty` data, SendInput's `pty` bytes are typed into it and Update resizes it — as envd does.
+ */
+function startTerminal(sb: FakeSandbox, cfg: Json, size: Json, cwd: string, stream: RpcStream): void {
+  let t: IPty;
+  try {
+    t = spawnPty(String(cfg.cmd), (cfg.args ?? []).map(String), {
+      cwd,
+      env: sb.processEnv(cfg.envs ?? {}),
+      cols: Number(size.cols ?? 80),
+      rows: Number(size.rows ?? 24),
+      encoding: null,
+    });
+  } catch {
+    stream.end(new RpcError('internal', 'spawn failed'));
+    return;
+  }
+  const pid = t.pid;
+  sb.terminals.set(pid, t);
+  stream.send({ event: { start: { pid } } });
+  t.onData((d) => stream.send({ event: { data: { pty: Buffer.from(d).toString('base64') } } }));
+  t.onExit(({ exitCode, signal }) => {
+    sb.terminals.delete(pid);
+    const end = signal
+      ? { exitCode: -1, exited: false, status: `signal: ${signal}` }
+      : { exitCode, exited: true, status: `exit status ${exitCode}` };
+    stream.send({ event: { end } });
+    stream.end();
+  });
 }
 
 /** process.Process/Start: runs a real process and streams its events. */
@@ -146,6 +195,7 @@ function startProcess(sb: FakeSandbox, req: Json, inReq: IncomingMessage, res: S
     stream.end(new RpcError('invalid_argument', `cwd ${cwd} does not exist`));
     return;
   }
+  if (req.pty) return startTerminal(sb, cfg, req.pty.size ?? {}, cwd, stream);
   const c = spawn(String(cfg.cmd), (cfg.args ?? []).map(String), {
     cwd,
     env: sb.processEnv(cfg.envs ?? {}),

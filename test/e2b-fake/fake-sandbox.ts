@@ -6,6 +6,7 @@ import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
+import type { IPty } from '@lydell/node-pty';
 
 /** Sandbox paths under this prefix live in the sandbox's own HOME directory. */
 export const SANDBOX_HOME = '/home/user';
@@ -35,6 +36,8 @@ export class FakeSandbox {
   endAt: Date;
   state: 'running' | 'paused' = 'running';
   readonly processes = new Map<number, ChildProcess>();
+  /** Processes started on a pseudo-terminal (Start with `pty`), by pid. */
+  readonly terminals = new Map<number, IPty>();
   private timer: NodeJS.Timeout | undefined;
   private readonly onExpire: (sb: FakeSandbox) => void;
   killed = false;
@@ -108,6 +111,7 @@ export class FakeSandbox {
       }
     }
     for (const child of this.processes.values()) child.kill('SIGKILL');
+    for (const t of this.terminals.values()) t.kill('SIGKILL');
     // A process killed a moment ago may still be writing: retry once it is surely gone.
     try {
       rmSync(this.root, { recursive: true, force: true });

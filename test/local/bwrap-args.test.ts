@@ -91,8 +91,12 @@ describe('buildBwrapArgs', () => {
     expect(pairIndex(a, '--perms', '1777', '--size', String(16 * 1024 * 1024), '--tmpfs', '/tmp')).toBeGreaterThan(0);
     for (const p of ['/var/tmp', '/dev/shm'])
       expect(pairIndex(a, '--perms', '1777', '--size', String(8 * 1024 * 1024), '--tmpfs', p)).toBeGreaterThan(0);
-    // The covers are never sized (they are read-only) and, without sizes, nothing is.
-    expect(a.filter((x) => x === '--size')).toHaveLength(4);
+    // The terminal's links get a small mount of their own; the covers are never sized (they are
+    // read-only) and, without sizes, nothing is.
+    expect(pairIndex(a, '--perms', '0755', '--size', String(64 * 1024), '--tmpfs', '/dev/pts')).toBeGreaterThan(
+      pairIndex(a, '--tmpfs', '/dev'),
+    );
+    expect(a.filter((x) => x === '--size')).toHaveLength(5);
     expect(args).not.toContain('--size');
   });
 
@@ -108,7 +112,7 @@ describe('buildBwrapArgs', () => {
       expect(pairIndex(a, '--remount-ro', p)).toBeGreaterThan(lastMount);
     }
     // The writable mounts stay writable.
-    for (const p of ['/home/user', '/tmp', '/var/tmp', '/dev/shm']) expect(pairIndex(a, '--remount-ro', p)).toBe(-1);
+    for (const p of ['/home/user', '/tmp', '/var/tmp', '/dev/shm', '/dev/pts']) expect(pairIndex(a, '--remount-ro', p)).toBe(-1);
   });
 });
 

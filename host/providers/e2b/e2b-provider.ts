@@ -1,8 +1,8 @@
 // The e2b provider: E2B's cloud behind the Provider interface, on the `e2b` SDK, composed the way
 // the SDK composes Sandbox: lifecycle (static control-plane calls, no connect), connections (envd
-// reached without lengthening a lifetime), commands and files (on a connected sandbox). This file
-// only wires them together and is the one place their failures become ProviderErrors
-// (errors.ts's table). Only setTimeout changes a lifetime.
+// reached without lengthening a lifetime), commands, files and terminals (on a connected
+// sandbox). This file only wires them together and is the one place their failures become
+// ProviderErrors (errors.ts's table). Only setTimeout changes a lifetime.
 import type { Sandbox } from 'e2b';
 import { ProviderError } from '../../errors.js';
 import { resolveSandboxPath, type Provider } from '../provider.js';
@@ -12,6 +12,7 @@ import { mapE2bError, mapped } from './errors.js';
 import * as files from './files.js';
 import { createLifecycle } from './lifecycle.js';
 import { sdkOptsFrom, type E2bConnectionConfig } from './sdk-opts.js';
+import { openTerminal } from './terminal.js';
 
 /** Configuration from the server (never from tool arguments): where E2B is, the connection cache, command timing. */
 export type E2bProviderOpts = E2bConnectionConfig & ConnectionsOpts & CommandsOpts;
@@ -110,6 +111,10 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     async listFiles(sandboxId, p, o) {
       const abs = resolveSandboxPath(p);
       return onEnvd(sandboxId, (sandbox) => files.listFiles(sandbox, abs, o));
+    },
+
+    async openTerminal(sandboxId, o) {
+      return onEnvd(sandboxId, (sandbox) => openTerminal(sandbox, o));
     },
 
     async close() {

@@ -2,11 +2,13 @@
 // process that owns its deadline. This file only composes the parts and is the boundary where
 // every failure leaves as a ProviderError. The parts, by folder:
 //   lifecycle/  create, list, getInfo, setTimeout and kill
-//   exec/       running one command inside a sandbox (enter, capture, the runner)
+//   exec/       running one command inside a sandbox (enter, capture, the runner), and interactive
+//               terminals on a fresh pty (terminal.ts)
 //   files/      reading, writing and listing files, by scripts run inside
 //   sandbox/    what a sandbox is on disk (spec, ids, state directory) and finding the live ones
 //   keeper/     the per-sandbox keeper process, and starting it
-//   launch/     pure builders: the bwrap argv, the launch and enter command lines, passwd, environment
+//   launch/     pure builders: the bwrap argv, the launch, enter and terminal command lines, passwd,
+//               environment
 //   system/     this machine: /proc, cgroups, inherited descriptors, the tools (preflight)
 import type {
   CreateOpts,
@@ -19,11 +21,14 @@ import type {
   ReadFileOpts,
   ReadFileResult,
   SandboxMetadata,
+  TerminalOpts,
+  TerminalSession,
   WriteFileOpts,
 } from '../provider.js';
 import { toProviderError } from './errors.js';
 import { CommandRunner } from './exec/command-runner.js';
 import { SandboxExec } from './exec/exec.js';
+import { SandboxTerminals } from './exec/terminal.js';
 import { SandboxFiles } from './files/operations.js';
 import { SandboxCreator } from './lifecycle/create.js';
 import { SandboxLifecycle } from './lifecycle/manage.js';
@@ -55,6 +60,7 @@ export class LocalProvider implements Provider {
   private readonly lifecycle: SandboxLifecycle;
   private readonly commands: SandboxExec;
   private readonly files: SandboxFiles;
+  private readonly terminals: SandboxTerminals;
   /** The start-up sweep of dead sandboxes (sandbox/sweep.ts), running in the background. */
   private readonly sweep: Promise<void>;
 
@@ -66,6 +72,7 @@ export class LocalProvider implements Provider {
     this.lifecycle = new SandboxLifecycle(settings, this.registry, runner);
     this.commands = new SandboxExec(settings, this.registry, runner);
     this.files = new SandboxFiles(settings, this.registry, runner);
+    this.terminals = new SandboxTerminals(settings, this.registry, runner);
     this.sweep = sweepDeadSandboxes(this.registry);
   }
 
@@ -125,6 +132,10 @@ export class LocalProvider implements Provider {
 
   async listFiles(sandboxId: string, path: string, opts: ListFilesOpts): Promise<FileEntry[]> {
     return asProviderErrors(() => this.files.listFiles(sandboxId, path, opts));
+  }
+
+  async openTerminal(sandboxId: string, opts: TerminalOpts): Promise<TerminalSession> {
+    return asProviderErrors(() => this.terminals.open(sandboxId, opts));
   }
 }
 

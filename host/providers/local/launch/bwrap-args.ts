@@ -11,6 +11,13 @@ export const HIDDEN_PATHS = ['/home', '/root', '/run'] as const;
 /** Private writable scratch directories (sticky, world-writable like on the host). */
 export const SCRATCH_PATHS = ['/tmp', '/var/tmp', '/dev/shm'] as const;
 
+/**
+ * Where the operator's terminal links its name (launch/terminal-command.ts): the one writable
+ * place in the read-only /dev, and small (its links are inline in their inodes).
+ */
+export const TERMINAL_LINKS_PATH = '/dev/pts';
+export const TERMINAL_LINKS_BYTES = 64 * 1024;
+
 /** The host name every sandbox has in its own UTS namespace. */
 export const SANDBOX_HOSTNAME = 'sandbox';
 
@@ -65,6 +72,8 @@ export function buildBwrapArgs(opts: BwrapArgsOpts): string[] {
     '--tmpfs', '/dev',
   ];
   for (const dev of SANDBOX_DEVICES) args.push('--dev-bind', dev, dev);
+  const terminalSize = opts.mountSizes ? ['--size', String(TERMINAL_LINKS_BYTES)] : [];
+  args.push('--perms', '0755', ...terminalSize, '--tmpfs', TERMINAL_LINKS_PATH);
   // prettier-ignore
   args.push(
     '--symlink', '/proc/self/fd', '/dev/fd',

@@ -48,6 +48,16 @@ function wrap(inner: Command, id: Identity, tools: ToolPaths, cgroupProcsFiles: 
   return cmd;
 }
 
+/**
+ * `cmd` with a privilege drop that spawn would have done (its uid/gid) done by setpriv instead, for
+ * spawners that only call setgid/setuid and so would keep root's supplementary groups (node-pty's
+ * fork). A command without uid/gid is returned unchanged.
+ */
+export function dropWithSetpriv(cmd: Command, tools: ToolPaths): Command {
+  if (cmd.uid === undefined || cmd.gid === undefined) return cmd;
+  return { file: tools.setpriv, args: [...setprivArgs({ uid: cmd.uid, gid: cmd.gid, dropPrivileges: true }), cmd.file, ...cmd.args] };
+}
+
 /** The full command the keeper spawns to start a sandbox (outside its cgroups: see spawnBwrap). */
 export function buildLaunchCommand(bwrapArgs: string[], id: Identity, tools: ToolPaths): Command {
   return wrap({ file: tools.bwrap, args: bwrapArgs }, id, tools, []);

@@ -1,0 +1,154 @@
+// `sandbox-mcp logs`: prints one stream of a task from a byte offset and, with --follow, keeps
+// printing as it grows — by long-polling the agent's `get` (wait_s), never a busy loop — until the
+// task ends; then the final state goes to stderr and the exit status tells the outcome. Ctrl-C
+// ends the in-flight get (its exec), never the task. Output is masked as get_task masks it.
+import { LIMITS } from '../../shared/limits.js';
+import { PROTOCOL_VERSION, type TaskView } from '../../shared/protocol.js';
+import type { ServerDeps } from '../server-deps.js';
+import type { SandboxRef } from '../sandbox-ref.js';
+
+/** Exit statuses of `logs` beyond the task's own exit code (documented in --help and the README). */
+export const LOGS_EXIT = {
+  /** The task ran out of its timeout (as GNU timeout reports it). */
+  timedOut: 124,
+  /** The task was cancelled. */
+  cancelled: 125,
+  /** The task's outcome cannot be confirmed (its supervisor is gone). */
+  unknown: 123,
+  /** Following was stopped with Ctrl-C (the task keeps running). */
+  interrupted: 130,
+} as const;
+
+/** What to print. */
+export interface LogsOpts {
+  sandbox: SandboxRef;
+  taskId: string;
+  stream: 'stdout' | 'stderr';
+  /** Byte offset in the stream to start from (0..LIMITS.streamCapBytes). */
+  from: number;
+  follow: boolean;
+}
+
+/** Where `logs` writes: the stream's text, and its own lines for people. */
+export interface LogsIo {
+  write(text: string): Promise<void>;
+  note(line: string): void;
+  /** Aborted on Ctrl-C. */
+  signal: AbortSignal;
+}
+
+// A get's exec may take its wait plus this before it counts as broken.
+const CALL_SLACK_S = 30;
+
+/**
+ * Of a page decoded from `bytes` bytes, the text to print now and the bytes it covers: a
+ * character split at the page's end (decoded as one U+FFFD) is held back for the next page,
+ * unless nothing will follow (`isFinal`) or the page already holds invalid bytes (then the
+ * byte count of the text no longer tells where the split is, and the page is printed as it is).
+ */
+export function completeCharacters(text: string, bytes: number, isFinal: boolean): { text: string; bytes: number } {
+  if (isFinal || !text.endsWith('\uFFFD')) return { text, bytes };
+  const head = text.slice(0, -1);
+  if (head.includes('\uFFFD')) return { text, bytes };
+  const headBytes = Buffer.byteLength(head, 'utf8');
+  const tail = bytes - headBytes;
+  return tail >= 1 && tail <= 3 ? { text: head, bytes: headBytes } : { text, bytes };
+}
+
+/** The exit status `logs` ends with for a task in this state. */
+export function exitStatusFor(view: Pick<TaskView, 'state' | 'exit_code'>): number {
+  switch (view.state) {
+    case 'succeeded':
+    case 'running':
+      return 0;
+    case 'failed':
+      return view.exit_code !== null && view.exit_code > 0 && view.exit_code <= 255 ? view.exit_code : 1;
+    case 'timed_out':
+      return LOGS_EXIT.timedOut;
+    case 'cancelled':
+      return LOGS_EXIT.cancelled;
+    case 'unknown':
+      return LOGS_EXIT.unknown;
+  }
+}
+
+/** The line that ends `logs` on stderr. */
+export function endLine(view: TaskView, stream: 'stdout' | 'stderr', follow: boolean): string {
+  const id = `task ${view.task_id}`;
+  const truncated = view[`${stream}_truncated`]
+    ? ` (its ${stream} reached the ${LIMITS.streamCapBytes / 1024 / 1024} MiB cap: the rest was not kept)`
+    : '';
+  switch (view.state) {
+    case 'running':
+      return `${id} is still running${follow ? '' : ' (--follow keeps printing until it ends)'}`;
+    case 'succeeded':
+    case 'failed':
+      return `${id} ${view.state}, exit code ${view.exit_code ?? 'unknown'}${truncated}`;
+    case 'timed_out':
+      return `${id} timed out${truncated}`;
+    case 'cancelled':
+      return `${id} was cancelled${truncated}`;
+    case 'unknown':
+      return `${id}: state unknown${view.error ? ` (${view.error.message})` : ''}`;
+  }
+}
+
+/** Prints the stream as LogsOpts says; returns the exit status (LOGS_EXIT or the task's code). */
+export async function followLogs(deps: Pick<ServerDeps, 'providers' | 'agent' | 'masker'>, opts: LogsOpts, io: LogsIo): Promise<number> {
+  const provider = deps.providers.get(opts.sandbox.provider);
+  const other = opts.stream === 'stdout' ? 'stderr' : 'stdout';
+  const get = (offset: number, waitS: number) =>
+    deps.agent.call(
+      provider,
+      opts.sandbox.id,
+      {
+        protocol: PROTOCOL_VERSION,
+        op: 'get',
+        task_id: opts.taskId,
+        [`${opts.stream}_offset`]: offset,
+        // The other stream is asked from the cap, where it never has anything: it neither fills
+        // the page nor wakes the long poll.
+        [`${other}_offset`]: LIMITS.streamCapBytes,
+        limit: LIMITS.pageMaxBytes,
+        wait_s: waitS,
+      },
+      { timeoutS: waitS + CALL_SLACK_S, signal: io.signal },
+    );
+
+  let offset = opts.from;
+  let waitS = 0;
+  let view: TaskView;
+  try {
+    // As get_task: the sandbox's own secrets join the masking before any output is shown.
+    await deps.masker.learn(opts.sandbox.qualified, () => provider.getEnvironment(opts.sandbox.id));
+    for (;;) {
+      view = await get(offset, waitS);
+      const next = view[`${opts.stream}_next_offset`];
+      const size = view[`${opts.stream}_size`];
+      const isFinal = view.state !== 'running' && next >= size;
+      const page = completeCharacters(view[opts.stream], next - offset, isFinal);
+      if (page.text) await io.write(deps.masker.mask(opts.sandbox.qualified, page.text));
+      offset += page.bytes;
+      if (offset < size && page.bytes > 0) {
+        waitS = 0; // more is there already
+        continue;
+      }
+      if (view.state !== 'running' || !opts.follow) break;
+      if (offset < size) {
+        // Only part of a character is there: wait until the stream grows past it, then read again.
+        await get(size, LIMITS.waitMaxS);
+        waitS = 0;
+        continue;
+      }
+      waitS = LIMITS.waitMaxS;
+    }
+  } catch (e) {
+    if (io.signal.aborted) {
+      io.note(`stopped following; task ${opts.taskId} keeps running`);
+      return LOGS_EXIT.interrupted;
+    }
+    throw e;
+  }
+  io.note(endLine(view, opts.stream, opts.follow));
+  return exitStatusFor(view);
+}

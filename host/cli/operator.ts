@@ -1,0 +1,129 @@
+// The operator's commands — ls, logs, shell, kill, cancel — for a person watching what agents run.
+// They need no running server: each builds the same provider registry and agent client as the
+// server does (handed in by cli.ts) and acts by explicit sandbox id, never adopting anything.
+// cli-args.ts parses their command line; this module checks their ids (naming what is wrong,
+// never echoing a value), runs the command's own module and returns its exit status.
+import { TASK_ID_PATTERN } from '../../shared/protocol.js';
+import { UsageError, type CommandLine } from '../cli-args.js';
+import type { ServerConfig } from '../config.js';
+import { isProviderError } from '../errors.js';
+import { parseSandboxRef, type SandboxRef } from '../sandbox-ref.js';
+import type { ServerDeps } from '../server-deps.js';
+import { cancelTask } from './cancel.js';
+import { isColourWanted } from './format.js';
+import { killSandbox } from './kill.js';
+import { followLogs } from './logs.js';
+import { collectListing, renderListing } from './ls.js';
+import { runShell } from './shell.js';
+
+/** The operator's commands (a subset of cli-args' COMMANDS). */
+export const OPERATOR_COMMANDS = ['ls', 'logs', 'shell', 'kill', 'cancel'] as const;
+export type OperatorCommand = (typeof OPERATOR_COMMANDS)[number];
+
+/** Exit statuses every operator command shares (others: logs' LOGS_EXIT, shell's program status). */
+export const OPERATOR_EXIT = { ok: 0, failed: 1 } as const;
+
+function sandboxArg(line: CommandLine, config: ServerConfig): SandboxRef {
+  try {
+    return parseSandboxRef(line.args[0] ?? '', config.defaultProvider);
+  } catch (e) {
+    throw new UsageError(isProviderError(e) ? e.suggestion.replace('field `sandbox_id`', 'sandbox_id') : 'sandbox_id is not valid');
+  }
+}
+
+function taskArg(line: CommandLine): string {
+  const taskId = line.args[1] ?? '';
+  if (!TASK_ID_PATTERN.test(taskId))
+    throw new UsageError('task_id must be 32 lowercase hexadecimal characters (as start_task returned it)');
+  return taskId;
+}
+
+const out = (text: string) => void process.stdout.write(text);
+const note = (line: string) => void process.stderr.write(`sandbox-mcp: ${line}\n`);
+
+/** Writes to stdout, waiting while its buffer is full. */
+function writeStdout(text: string): Promise<void> {
+  return new Promise((resolve) => {
+    if (process.stdout.write(text)) resolve();
+    else process.stdout.once('drain', resolve);
+  });
+}
+
+async function dispatch(command: OperatorCommand, line: CommandLine, deps: ServerDeps): Promise<number> {
+  const { config } = deps;
+  switch (command) {
+    case 'ls': {
+      // --provider (or SANDBOX_MCP_PROVIDER) chose the default provider: ls lists that one.
+      const listing = await collectListing(deps, [config.defaultProvider]);
+      out(
+        line.json
+          ? JSON.stringify(listing, null, 2) + '\n'
+          : renderListing(listing, Date.now(), isColourWanted(process.stdout, process.env)),
+      );
+      return OPERATOR_EXIT.ok;
+    }
+    case 'logs': {
+      const opts = {
+        sandbox: sandboxArg(line, config),
+        taskId: taskArg(line),
+        stream: line.stderr ? 'stderr' : 'stdout',
+        from: line.fromByte,
+        follow: line.follow,
+      } as const;
+      const interrupt = new AbortController();
+      const onInterrupt = () => interrupt.abort();
+      process.on('SIGINT', onInterrupt);
+      try {
+        return await followLogs(deps, opts, { write: writeStdout, note, signal: interrupt.signal });
+      } finally {
+        process.off('SIGINT', onInterrupt);
+      }
+    }
+    case 'shell':
+      return runShell(deps, sandboxArg(line, config), line.program, {
+        stdin: process.stdin,
+        stdout: process.stdout,
+        env: process.env,
+        onProcessExit(fn) {
+          process.on('exit', fn);
+          return () => process.off('exit', fn);
+        },
+        onTerminatingSignal(fn) {
+          const signals = ['SIGTERM', 'SIGHUP', 'SIGINT'] as const;
+          for (const s of signals) process.on(s, fn);
+          return () => signals.forEach((s) => process.off(s, fn));
+        },
+      });
+    case 'kill':
+      out((await killSandbox(deps, sandboxArg(line, config))) + '\n');
+      return OPERATOR_EXIT.ok;
+    case 'cancel': {
+      const outcome = await cancelTask(deps, sandboxArg(line, config), taskArg(line));
+      if (outcome.isConfirmed) out(outcome.line + '\n');
+      else note(outcome.line);
+      return outcome.isConfirmed ? OPERATOR_EXIT.ok : OPERATOR_EXIT.failed;
+    }
+  }
+}
+
+/**
+ * Runs one operator command and returns its exit status (see --help). A bad id throws
+ * UsageError, a refusal of the provider or agent its ProviderError: runCli prints them (exit 2, 1).
+ */
+export async function runOperatorCommand(
+  command: OperatorCommand,
+  line: CommandLine,
+  config: ServerConfig,
+  buildDeps: (config: ServerConfig) => ServerDeps & { close(): Promise<void> },
+): Promise<number> {
+  const deps = buildDeps(config);
+  // A reader that stops reading (`logs … | head`) ends this command quietly.
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code === 'EPIPE') process.exit(OPERATOR_EXIT.ok);
+  });
+  try {
+    return await dispatch(command, line, deps);
+  } finally {
+    await deps.close();
+  }
+}

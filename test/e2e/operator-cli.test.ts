@@ -1,0 +1,246 @@
+// The operator's commands through the BUILT bin against real local sandboxes (and ls/logs/kill
+// against the e2b fake): ls for people and for scripts, logs with --follow and its exit statuses,
+// Ctrl-C that stops following but never the task, cancel, kill, and the errors.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AgentClient, loadAgentBundle } from '../../host/agent-client.js';
+import { ListingSchema } from '../../host/cli/ls.js';
+import { createLocalProvider } from '../../host/providers/local/local-provider.js';
+import type { Provider } from '../../host/providers/provider.js';
+import { PROTOCOL_VERSION } from '../../shared/protocol.js';
+import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
+import { HOST_JS, REPO, connectStdio, destroyAll, ok, requirePrerequisites, serverEnv, tempStateDir, waitFor } from './harness.js';
+
+const stateDir = tempStateDir();
+let provider: Provider;
+let agent: AgentClient;
+let sandboxId: string;
+
+interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(args: string[], extraEnv: Record<string, string> = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [HOST_JS, ...args],
+      { env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir, ...extraEnv }) },
+      (error, stdout, stderr) => resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+/** A running CLI whose output is collected as it arrives. */
+function spawnCli(args: string[]): { child: ChildProcess; stdout: () => string; stderr: () => string; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, [HOST_JS, ...args], {
+    env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString('utf8')));
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString('utf8')));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, stdout: () => out, stderr: () => err, exited };
+}
+
+async function startTask(command: string, timeoutS = 300, sandbox = sandboxId): Promise<string> {
+  const taskId = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, '0')).join('');
+  await agent.call(
+    provider,
+    sandbox,
+    { protocol: PROTOCOL_VERSION, op: 'start', task_id: taskId, command, timeout_s: timeoutS },
+    { timeoutS: 60 },
+  );
+  return taskId;
+}
+
+const taskState = async (taskId: string, sandbox = sandboxId) =>
+  (await agent.call(provider, sandbox, { protocol: PROTOCOL_VERSION, op: 'get', task_id: taskId }, { timeoutS: 60 })).state;
+
+beforeAll(async () => {
+  requirePrerequisites();
+  provider = createLocalProvider({ stateDir });
+  agent = new AgentClient(loadAgentBundle(join(REPO, 'dist')));
+  sandboxId = (await provider.create({ timeoutS: 900 })).sandbox_id;
+});
+afterAll(async () => {
+  await provider?.close();
+  await destroyAll(stateDir);
+});
+
+describe('sandbox-mcp ls', () => {
+  it('shows each sandbox and its running task, in columns for people and as JSON for scripts', async () => {
+    const taskId = await startTask('echo hi; sleep 600');
+    const idle = (await provider.create({ timeoutS: 900 })).sandbox_id;
+
+    const people = await cli(['ls']);
+    expect(people.code).toBe(0);
+    const lines = people.stdout.split('\n');
+    expect(lines[0]).toMatch(/^SANDBOX +TEMPLATE +STATE +STARTED +ENDS +LIMITS$/);
+    const sbLine = lines.findIndex((l) => l.startsWith(`local:${sandboxId} `));
+    expect(sbLine).toBeGreaterThan(0);
+    expect(lines[sbLine]).toMatch(/ base +running +\d+[smh]\S* ago +in \d+m/);
+    // Its task table follows it, indented, with the task running.
+    const taskLine = lines.slice(sbLine).find((l) => l.includes(taskId))!;
+    expect(taskLine).toMatch(new RegExp(`^    ${taskId} +running +- +\\d+s ago +\\d+s +3 B +0 B$`));
+    const idleLine = lines.findIndex((l) => l.startsWith(`local:${idle} `));
+    expect(lines[idleLine + 1]).toBe('    no tasks');
+    // Not a terminal: no colour codes at all.
+    expect(people.stdout).not.toContain('\x1b[');
+
+    const scripts = await cli(['ls', '--json']);
+    expect(scripts.code).toBe(0);
+    const listing = ListingSchema.parse(JSON.parse(scripts.stdout));
+    const sb = listing.sandboxes.find((s) => s.sandbox_id === `local:${sandboxId}`)!;
+    expect(sb).toMatchObject({ template: 'base', status: 'running', tasks_error: null, tasks_truncated: false });
+    expect(sb.tasks).toContainEqual(expect.objectContaining({ task_id: taskId, state: 'running', exit_code: null, stdout_size: 3 }));
+    expect(listing.sandboxes.find((s) => s.sandbox_id === `local:${idle}`)?.tasks).toEqual([]);
+    await provider.kill(idle);
+  });
+});
+
+describe('sandbox-mcp logs', () => {
+  it('--follow prints lines as they come, then the final state, and exits with the task code', async () => {
+    // Five lines a second apart, then the task waits for the test: it cannot end before we let it.
+    const taskId = await startTask('for i in 1 2 3 4 5; do echo line$i; sleep 1; done; until [ -e go ]; do sleep 0.1; done; exit 7');
+    const run = spawnCli(['logs', `local:${sandboxId}`, taskId, '--follow']);
+    await waitFor(() => run.stdout().includes('line1\n'), 'the first line');
+    // The first line arrived while the task still ran.
+    expect(await taskState(taskId)).toBe('running');
+    await waitFor(() => run.stdout().includes('line5\n'), 'the fifth line');
+    expect(run.stdout()).toBe('line1\nline2\nline3\nline4\nline5\n');
+    expect(await taskState(taskId)).toBe('running');
+    await provider.writeFile(sandboxId, 'go', Buffer.alloc(0));
+    expect(await run.exited).toBe(7);
+    expect(run.stdout()).toBe('line1\nline2\nline3\nline4\nline5\n');
+    expect(run.stderr()).toBe(`sandbox-mcp: task ${taskId} failed, exit code 7\n`);
+  });
+
+  it('prints from an offset, or the stderr stream; without --follow it ends at once', async () => {
+    const taskId = await startTask('printf abcdef; printf E1 >&2');
+    await waitFor(async () => (await taskState(taskId)) === 'succeeded', 'the task to end');
+    const from = await cli(['logs', sandboxId, taskId, '--from', '2']);
+    expect(from).toEqual({ code: 0, stdout: 'cdef', stderr: `sandbox-mcp: task ${taskId} succeeded, exit code 0\n` });
+    const stderr = await cli(['logs', sandboxId, taskId, '--stderr']);
+    expect(stderr.stdout).toBe('E1');
+    const past = await cli(['logs', sandboxId, taskId, '--from', '100']);
+    expect(past.stdout).toBe('');
+    expect(past.code).toBe(0);
+
+    const running = await startTask('echo started; sleep 600');
+    await waitFor(async () => (await cli(['logs', sandboxId, running])).stdout === 'started\n', 'the first output');
+    const now = await cli(['logs', sandboxId, running]);
+    expect(now.code).toBe(0);
+    expect(now.stderr).toContain('is still running (--follow keeps printing until it ends)');
+  });
+
+  it("masks the secret values of the CLI's own environment, as get_task masks the server's", async () => {
+    const taskId = await startTask('printf leak:hunter2hunter2');
+    await waitFor(async () => (await taskState(taskId)) === 'succeeded', 'the task to end');
+    const r = await cli(['logs', sandboxId, taskId], { DEPLOY_TOKEN: 'hunter2hunter2' });
+    expect(r.stdout).toBe('leak:[MASKED]');
+  });
+
+  it('Ctrl-C stops following and leaves the task running', async () => {
+    const taskId = await startTask('echo started; sleep 600');
+    const run = spawnCli(['logs', sandboxId, taskId, '-f']);
+    await waitFor(() => run.stdout() === 'started\n', 'the first line');
+    run.child.kill('SIGINT');
+    expect(await run.exited).toBe(130);
+    expect(run.stderr()).toBe(`sandbox-mcp: stopped following; task ${taskId} keeps running\n`);
+    expect(await taskState(taskId)).toBe('running');
+  });
+
+  it('exits 124 for a timed-out task, 125 for a cancelled one and 123 when the outcome is unknown', async () => {
+    const timedOut = await startTask('sleep 60', 1);
+    const t = await cli(['logs', sandboxId, timedOut, '--follow']);
+    expect(t.code).toBe(124);
+    expect(t.stderr).toBe(`sandbox-mcp: task ${timedOut} timed out\n`);
+
+    const cancelled = await startTask('sleep 600');
+    const c = await cli(['cancel', sandboxId, cancelled]);
+    expect(c).toEqual({ code: 0, stdout: `task ${cancelled} cancelled\n`, stderr: '' });
+    expect((await cli(['logs', sandboxId, cancelled])).code).toBe(125);
+
+    // Its supervisor killed: nothing can confirm the outcome any more.
+    const lost = await startTask('sleep 600');
+    const status = JSON.parse((await provider.readFile(sandboxId, `.local/state/sandbox-agent/tasks/${lost}/status.json`)).data.toString());
+    await provider.exec(sandboxId, `kill -9 ${Number(status.supervisor.pid)}`, { timeoutS: 30 });
+    await waitFor(async () => (await taskState(lost)) === 'unknown', 'the task to read unknown');
+    const u = await cli(['logs', sandboxId, lost, '-f']);
+    expect(u.code).toBe(123);
+    expect(u.stderr).toContain(`task ${lost}: state unknown (`);
+  });
+});
+
+describe('sandbox-mcp cancel and kill', () => {
+  it('cancel reports a task that had already ended, and what it ended as', async () => {
+    const taskId = await startTask('exit 4');
+    await waitFor(async () => (await taskState(taskId)) === 'failed', 'the task to fail');
+    expect(await cli(['cancel', sandboxId, taskId])).toEqual({
+      code: 0,
+      stdout: `task ${taskId} had already ended: failed, exit code 4\n`,
+      stderr: '',
+    });
+  });
+
+  it('kill destroys the sandbox; errors print the category and suggestion and exit 1; bad command lines exit 2', async () => {
+    const doomed = (await provider.create({ timeoutS: 300 })).sandbox_id;
+    expect(await cli(['kill', `local:${doomed}`])).toEqual({ code: 0, stdout: `killed local:${doomed}\n`, stderr: '' });
+    await expect(provider.getInfo(doomed)).rejects.toMatchObject({ category: 'not_found' });
+
+    const again = await cli(['kill', doomed]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/^sandbox-mcp: not_found: The sandbox does not exist/);
+    const gone = await cli(['logs', doomed, '0'.repeat(32)]);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toContain('not_found');
+    const noTask = await cli(['logs', sandboxId, '0'.repeat(32)]);
+    expect(noTask.code).toBe(1);
+    expect(noTask.stderr).toContain('not_found');
+
+    const bad = await cli(['cancel', sandboxId, 'SECRET-VALUE-123']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).not.toContain('SECRET-VALUE-123');
+    expect((await cli(['kill'])).code).toBe(2);
+    expect((await cli(['ls', '--follow'])).code).toBe(2);
+    const badId = await cli(['kill', 'local:../../etc']);
+    expect(badId.code).toBe(2);
+    expect(badId.stderr).not.toContain('etc');
+  });
+});
+
+describe('against the e2b fake', () => {
+  let fake: FakeE2b;
+  beforeAll(async () => {
+    fake = await startFakeE2b();
+  });
+  afterAll(async () => {
+    await fake?.close();
+  });
+
+  it('ls, logs and kill work on e2b sandboxes through the same agent protocol', async () => {
+    const server = await connectStdio(fake.env, ['--provider', 'e2b']);
+    let sb: string;
+    let taskId: string;
+    try {
+      sb = (await ok(server.client, 'create_sandbox', {})).sandbox_id;
+      taskId = (await ok(server.client, 'start_task', { command: 'echo from-e2b; exit 3' })).task_id;
+    } finally {
+      await server.close();
+    }
+    const env = fake.env;
+    const listed = ListingSchema.parse(JSON.parse((await cli(['ls', '--provider', 'e2b', '--json'], env)).stdout));
+    expect(listed.sandboxes.map((s) => s.sandbox_id)).toContain(sb);
+    const logs = await cli(['logs', sb, taskId, '--follow'], env);
+    expect(logs).toEqual({ code: 3, stdout: 'from-e2b\n', stderr: `sandbox-mcp: task ${taskId} failed, exit code 3\n` });
+    expect((await cli(['ls', '--provider', 'e2b'], env)).stdout).toContain(taskId);
+    expect(await cli(['kill', sb], env)).toEqual({ code: 0, stdout: `killed ${sb}\n`, stderr: '' });
+    expect(fake.sandbox(sb.replace(/^e2b:/, ''))).toBeUndefined();
+  });
+});
