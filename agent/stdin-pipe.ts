@@ -108,6 +108,15 @@ export async function writeWithin(fd: number, bytes: Buffer, waitMs: number): Pr
   return off;
 }
 
+/**
+ * True once the task's stdin FIFO is gone from its name: renamed by an `eof`, or removed with
+ * its finished task. Either way nobody can write to it any more, so an `eof` that asked for it is
+ * done — even when the task ended so fast that `stdin.closed` was removed before anyone looked.
+ */
+export function isStdinFifoGone(dir: string): boolean {
+  return !existsSync(join(dir, TASK_FILES.stdin));
+}
+
 /** True once the supervisor has marked the task's stdin closed. */
 export function isStdinClosed(dir: string): boolean {
   return existsSync(join(dir, TASK_FILES.stdinClosed));

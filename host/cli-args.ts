@@ -10,7 +10,20 @@ declare const __HOST_VERSION__: string;
 const VERSION = typeof __HOST_VERSION__ === 'string' ? __HOST_VERSION__ : '0.0.0-dev';
 
 /** What the command line asks for; `stdio` is the bare `sandbox-mcp`. */
-export const COMMANDS = ['stdio', 'http', 'doctor', 'token-hash', 'agent', 'selftest', 'ls', 'logs', 'shell', 'kill', 'cancel'] as const;
+export const COMMANDS = [
+  'stdio',
+  'http',
+  'doctor',
+  'token-hash',
+  'agent',
+  'selftest',
+  'ls',
+  'logs',
+  'shell',
+  'kill',
+  'cancel',
+  'network',
+] as const;
 export type CommandName = (typeof COMMANDS)[number];
 
 interface OptionSpec {
@@ -35,6 +48,8 @@ export const OPTIONS = {
   version: { type: 'boolean', commands: COMMANDS },
   provider: { type: 'string', commands: COMMANDS },
   'keep-sandboxes': { type: 'boolean', commands: SERVING },
+  'network-allow': { type: 'string', multiple: true, commands: [...SERVING, 'network'] },
+  'network-default': { type: 'string', commands: [...SERVING, 'network'] },
   'background-after': { type: 'string', commands: SERVING },
   host: { type: 'string', commands: ['http'] },
   port: { type: 'string', commands: ['http'] },
@@ -74,6 +89,9 @@ Usage:
         extra fields) and print the raw response line.
   sandbox-mcp selftest <sandbox_id>
         Run the agent's selftest inside a sandbox.
+  sandbox-mcp network [sandbox_id]
+        Print (as JSON) the network this configuration gives sandboxes, or one sandbox's:
+        its egress allow-list, the proxy its commands use, and its exposed ports.
   sandbox-mcp --help | --version
 
 Watching agents (no running server needed; ids as the tools return them, e.g. local:abc):
@@ -114,6 +132,14 @@ Options:
   --tokens-file FILE     http: named principals instead of one token: lines of
                          "name role sha256:<hex>" (role user: only its own sandboxes; admin:
                          all); the file must be this user's, mode 600 (env SANDBOX_MCP_TOKENS_FILE)
+  --network-allow LIST   the egress create_sandbox's network.allow_out may ask for (repeatable,
+                         or comma-separated): host names (exact, or *.suffix for subdomains)
+                         or IPv4/[IPv6] addresses, each with an optional :port (without one:
+                         80 and 443), or @packages (pypi, npm, cargo, go, gem and GitHub
+                         hosts); default none (env SANDBOX_MCP_NETWORK_ALLOW)
+  --network-default D    what a create_sandbox without network gets: provider (default: local
+                         sandboxes none, e2b E2B's internet access), none, or allowed (the
+                         whole --network-allow set) (env SANDBOX_MCP_NETWORK_DEFAULT)
   --json                 doctor, ls: print one JSON object (the checks; the sandboxes and tasks)
   --follow, -f           logs: keep printing as the output grows, until the task ends
   --stderr               logs: the task's stderr instead of its stdout
@@ -131,6 +157,8 @@ Environment (a flag wins over its variable):
   SANDBOX_MCP_LOCAL_NETWORK   isolated (default: a local sandbox has only its own loopback) or
                               host (shares this machine's network, including its loopback
                               services)
+  SANDBOX_MCP_NETWORK_ALLOW   as --network-allow (comma-separated)
+  SANDBOX_MCP_NETWORK_DEFAULT as --network-default
   SANDBOX_MCP_BWRAP           absolute path of the bubblewrap binary (default: bwrap on PATH)
   SANDBOX_MCP_TOKEN           http: bearer token, 16+ characters (default: generated, printed
                               once to stderr); its holder sees every sandbox
@@ -163,6 +191,9 @@ export interface CommandLine {
   allowedHosts: string[];
   /** http: the tokens file of named principals (--tokens-file). */
   tokensFile?: string;
+  /** --network-allow, each a comma-separated list (config.ts expands them). */
+  networkAllow: string[];
+  networkDefault?: string;
   json: boolean;
   /** logs: keep printing until the task ends. */
   follow: boolean;
@@ -193,6 +224,7 @@ const ARITY: Record<CommandName, { min: number; max: number; usage: string }> = 
   shell: { min: 1, max: 1, usage: 'sandbox-mcp shell <sandbox_id> [-- command...]' },
   kill: { min: 1, max: 1, usage: 'sandbox-mcp kill <sandbox_id>' },
   cancel: { min: 2, max: 2, usage: 'sandbox-mcp cancel <sandbox_id> <task_id>' },
+  network: { min: 0, max: 1, usage: 'sandbox-mcp network [sandbox_id]' },
 };
 
 function intOption(value: string | undefined, name: string, min: number, max: number, fallback: number): number {
@@ -252,12 +284,15 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   const one = (name: OptionName): string | undefined => given.get(name)?.[0];
   const provider = one('provider');
   const tokensFile = one('tokens-file');
+  const networkDefault = one('network-default');
   const backgroundAfter = one('background-after');
   return {
     command,
     args: rest,
     help,
     version,
+    ...definedFields({ provider, tokensFile, networkDefault }),
+    networkAllow: given.get('network-allow') ?? [],
     ...definedFields({ provider, tokensFile, backgroundAfter }),
     keepSandboxes: given.has('keep-sandboxes'),
     host: one('host') ?? '127.0.0.1',

@@ -1,6 +1,6 @@
-// The sandbox-mcp CLI: serve MCP over stdio (default) or Streamable HTTP, `doctor`, the operator's
-// commands (host/cli/), and protocol-level debugging commands that use the same agent client as
-// the server. Loaded by main.ts.
+// The sandbox-mcp CLI: serve MCP over stdio (default) or Streamable HTTP, `doctor`, `network`,
+// the operator's commands (host/cli/), and protocol-level debugging commands that use the same
+// agent client as the server. Loaded by main.ts.
 import { randomBytes } from 'node:crypto';
 import { PROTOCOL_VERSION, type AgentRequestInput } from '../shared/protocol.js';
 import { AgentClient, loadAgentBundle } from './agent-client.js';
@@ -11,6 +11,7 @@ import { hashToken, httpTokensFrom, readTokenFromStdin } from './tokens-file.js'
 import { startupWarning } from './doctor/startup-warning.js';
 import { localProviderOpts } from './local-options.js';
 import { isProviderError } from './errors.js';
+import { networkReport } from './network-cli.js';
 import { createLogger } from './log.js';
 import { SecretMasker } from './mask.js';
 import { DEFAULT_MAX_WAITING_GETS } from './limit-options.js';
@@ -31,7 +32,12 @@ declare const __HOST_VERSION__: string;
 function buildDeps(config: ServerConfig): ServerDeps & { close(): Promise<void> } {
   const log = createLogger({ isDebug: Boolean(process.env.SANDBOX_MCP_DEBUG) });
   const providers = createProviderRegistry({
-    local: () => createLocalProvider(localProviderOpts(config)),
+    local: () =>
+      createLocalProvider({
+        ...localProviderOpts(config),
+        // The egress proxies' refusals, by host name only (never a path, a port or anything the request carried).
+        onNetworkDenied: (d) => log.warn('network denied', { sandbox_id: `local:${d.sandboxId}`, host: d.host }),
+      }),
     e2b: () => lazyProvider('e2b', async () => (await import('./providers/e2b/e2b-provider.js')).createE2bProvider(config.e2b)),
   });
   return {
@@ -116,13 +122,21 @@ async function agentCommand(config: ServerConfig, line: CommandLine): Promise<ne
   process.exit(passed ? 0 : 1);
 }
 
+async function networkCommand(config: ServerConfig, line: CommandLine): Promise<never> {
+  const deps = buildDeps(config);
+  process.stdout.write(JSON.stringify(await networkReport(deps, config, line.args[0]), null, 2) + '\n');
+  await deps.close();
+  process.exit(0);
+}
+
 async function main(argv: string[]): Promise<void> {
   const line = parseCommandLine(argv);
   if (line.help) return void process.stdout.write(HELP);
   if (line.version) return void process.stdout.write(`${__HOST_VERSION__}\n`);
   const config = loadConfig(process.env, {
-    ...definedFields({ provider: line.provider, backgroundAfter: line.backgroundAfter }),
+    ...definedFields({ provider: line.provider, networkDefault: line.networkDefault, backgroundAfter: line.backgroundAfter }),
     keepSandboxes: line.keepSandboxes,
+    networkAllow: line.networkAllow,
     limits: line.limits,
   });
   switch (line.command) {
@@ -144,6 +158,8 @@ async function main(argv: string[]): Promise<void> {
     case 'kill':
     case 'cancel':
       return process.exit(await runOperatorCommand(line.command, line, config, buildDeps));
+    case 'network':
+      return networkCommand(config, line);
   }
 }
 

@@ -3,6 +3,7 @@ import { isAbsolute } from 'node:path';
 import { SECRET_NAME_PATTERN, LIMITS } from '../shared/limits.js';
 import { isProviderError } from './errors.js';
 import { DEFAULT_MAX_WAITING_GETS, LIMIT_OPTIONS } from './limit-options.js';
+import { ALLOW_LIST_PRESETS, expandAllowList } from './network-policy.js';
 import { resolveLimitSettings, type LimitOpts } from './providers/local/limits/settings.js';
 import { NETWORK_MODES, type NetworkMode } from './providers/provider.js';
 import { definedFields } from './util/defined-fields.js';
@@ -35,6 +36,19 @@ export interface ServerConfig {
   backgroundAfterS?: number;
   /** How often a call with a progress token reports progress (SANDBOX_MCP_PROGRESS_INTERVAL_MS; default 10 s). */
   progressIntervalMs?: number;
+  /** Sandbox egress; absent: nothing is permitted and creates keep their provider's default. */
+  network?: ServerNetworkConfig;
+}
+
+/** What a create_sandbox without `network` gets: its provider's default, no egress, or every permitted entry. */
+export const NETWORK_DEFAULTS = ['provider', 'none', 'allowed'] as const;
+
+/** The egress sandboxes of this server may have. */
+export interface ServerNetworkConfig {
+  /** Canonical entries a create's `network.allow_out` may use (--network-allow / SANDBOX_MCP_NETWORK_ALLOW). */
+  permitted: string[];
+  /** --network-default / SANDBOX_MCP_NETWORK_DEFAULT. */
+  default: (typeof NETWORK_DEFAULTS)[number];
 }
 
 /** The bounds of `background_after`, in seconds, for the tool argument and the server option alike. */
@@ -46,12 +60,15 @@ export class ConfigError extends Error {}
 
 /** What the command line adds to the environment's configuration (a flag wins over its variable). */
 export interface ConfigFlags {
-  provider?: string;
-  keepSandboxes?: boolean;
+  provider?: string | undefined;
+  keepSandboxes?: boolean | undefined;
   /** The limit flags (see LIMIT_OPTIONS) by name, as given. */
   limits?: Readonly<Record<string, string>>;
   /** --background-after, raw (validated here, as its variable is). */
-  backgroundAfter?: string;
+  backgroundAfter?: string | undefined;
+  /** --network-allow, repeatable, each a comma-separated list. */
+  networkAllow?: string[] | undefined;
+  networkDefault?: string | undefined;
 }
 
 /**
@@ -96,6 +113,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
   return {
     defaultProvider: provider as ProviderId,
     localNetwork: localNetwork as NetworkMode,
+    network: loadNetworkConfig(env, flags),
     ...(env.SANDBOX_MCP_STATE_DIR ? { stateDir: env.SANDBOX_MCP_STATE_DIR } : {}),
     ...definedFields({ bwrapPath }),
     keepSandboxes,
@@ -147,4 +165,28 @@ export function secretValuesOf(vars: Record<string, string | undefined>): string
     if (value && SECRET_NAME_PATTERN.test(name) && Buffer.byteLength(value) >= LIMITS.secretMinBytes) values.add(value);
   }
   return [...values];
+}
+
+/** The permitted set and the default egress, from --network-allow/--network-default or their variables. */
+function loadNetworkConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags): ServerNetworkConfig {
+  const fromFlag = flags.networkAllow !== undefined && flags.networkAllow.length > 0;
+  const source = fromFlag ? '--network-allow' : 'SANDBOX_MCP_NETWORK_ALLOW';
+  const items = (fromFlag ? flags.networkAllow! : [env.SANDBOX_MCP_NETWORK_ALLOW ?? ''])
+    .flatMap((list) => list.split(','))
+    .map((item) => item.trim())
+    .filter(Boolean);
+  const expanded = expandAllowList(items);
+  if ('invalidIndex' in expanded) {
+    throw new ConfigError(
+      `${source}: item ${expanded.invalidIndex + 1} is not a host name, *.suffix, IPv4 or [IPv6] address with an optional :port, ` +
+        `or one of the presets ${Object.keys(ALLOW_LIST_PRESETS).join(', ')}`,
+    );
+  }
+  const defaultText = flags.networkDefault ?? (env.SANDBOX_MCP_NETWORK_DEFAULT || 'provider');
+  if (!(NETWORK_DEFAULTS as readonly string[]).includes(defaultText)) {
+    throw new ConfigError(
+      `${flags.networkDefault !== undefined ? '--network-default' : 'SANDBOX_MCP_NETWORK_DEFAULT'} must be one of: ${NETWORK_DEFAULTS.join(', ')}`,
+    );
+  }
+  return { permitted: expanded.entries, default: defaultText as ServerNetworkConfig['default'] };
 }

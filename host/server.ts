@@ -1,6 +1,6 @@
-// One MCP server per session, shared by both transports: the tools, strict input
-// validation (naming the field, never echoing the value), structured results, and the session's
-// cleanup. Tool failures are `isError` results; only protocol misuse is a JSON-RPC error.
+// One MCP server per session, shared by both transports: the seeds' fifteen tools and the later
+// ones, strict input validation (naming the field, never echoing the value), structured results,
+// and the session's cleanup. Tool failures are `isError` results; only protocol misuse is a JSON-RPC error.
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
@@ -25,7 +25,9 @@ import { Session } from './session.js';
 import { execTools } from './tools/exec.js';
 import { fileTools } from './tools/files.js';
 import { sandboxTools } from './tools/sandboxes.js';
+import { networkSummary, networkTools } from './tools/network.js';
 import { taskTools } from './tools/tasks.js';
+import type { ServerConfig } from './config.js';
 import type { ServerDeps } from './server-deps.js';
 import type { ProgressNotifier } from './tools/progress.js';
 import type { ToolDef } from './tools/tool.js';
@@ -36,7 +38,13 @@ declare const __HOST_VERSION__: string;
 const VERSION = typeof __HOST_VERSION__ === 'string' ? __HOST_VERSION__ : '0.0.0-dev';
 
 /** Every tool, in the order tools/list shows them. */
-export const ALL_TOOLS: readonly ToolDef[] = [...sandboxTools, ...execTools, ...fileTools, ...taskTools] as unknown as ToolDef[];
+export const ALL_TOOLS: readonly ToolDef[] = [
+  ...sandboxTools,
+  ...execTools,
+  ...fileTools,
+  ...taskTools,
+  ...networkTools,
+] as unknown as ToolDef[];
 
 /** What becomes of the sandboxes a session creates, as the instructions tell it (see --keep-sandboxes). */
 const SESSION_END = {
@@ -44,8 +52,12 @@ const SESSION_END = {
   kept: 'sandboxes you create outlive this session until their timeout: destroy them with kill_sandbox when done',
 };
 
-/** What the initialize result tells a model about the workflow; `keepSandboxes` as the server option. */
-export function instructionsFor(keepSandboxes: boolean): string {
+/**
+ * What the initialize result tells a model: the workflow (what becomes of its sandboxes follows
+ * `keepSandboxes`, the server option), then the network its sandboxes have.
+ */
+export function instructionsFor(config: Pick<ServerConfig, 'keepSandboxes' | 'localNetwork' | 'network'>): string {
+  const keepSandboxes = config.keepSandboxes === true;
   return [
     'sandbox-mcp gives you Linux sandboxes. Workflow:',
     `1. create_sandbox (it becomes your default; ${keepSandboxes ? SESSION_END.kept : SESSION_END.destroyed}).`,
@@ -58,6 +70,7 @@ export function instructionsFor(keepSandboxes: boolean): string {
     '   A task waiting at a prompt (installer question, REPL) shows it in its output: answer with send_task_input (eof: true closes its stdin).',
     '5. cancel_task stops a task; when finished, destroy retained sandboxes with kill_sandbox.',
     'Long calls report notifications/progress every ~10 s when you send a progressToken.',
+    networkSummary(config),
   ].join('\n');
 }
 
@@ -132,8 +145,8 @@ export async function runTool(
   }
 }
 
-/** The tools/list entries: JSON Schemas generated from the same zod schemas that validate calls. */
-export function listTools(): {
+/** The tools/list entries under `config`: JSON Schemas generated from the same zod schemas that validate calls. */
+export function listTools(config?: ServerConfig): {
   name: string;
   title: string;
   description: string;
@@ -144,7 +157,7 @@ export function listTools(): {
   return ALL_TOOLS.map((t) => ({
     name: t.name,
     title: t.title,
-    description: t.description,
+    description: config && t.configNote ? `${t.description} ${t.configNote(config)}` : t.description,
     inputSchema: jsonSchema(t.input, 'input'),
     outputSchema: jsonSchema(t.output, 'output'),
     annotations: { title: t.title, ...t.annotations },
@@ -234,11 +247,11 @@ export function createServer(processDeps: ServerDeps, opts: SessionServerOpts = 
   const session = new Session({ hasCleanupNote: opts.transport === 'stdio' && !keep });
   const server = new Server(
     { name: 'sandbox-mcp', version: VERSION },
-    { capabilities: { tools: {} }, instructions: instructionsFor(keep) },
+    { capabilities: { tools: {} }, instructions: instructionsFor(deps.config) },
   );
   // Only the error's class name: a transport's or handler's message may carry values.
   server.onerror = (e) => deps.log.warn('mcp protocol error', { unexpected: e instanceof Error ? e.name : typeof e });
-  const tools = listTools();
+  const tools = listTools(deps.config);
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
   const inFlight = new Set<Promise<unknown>>();
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {

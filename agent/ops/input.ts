@@ -8,7 +8,7 @@ import type { InputResult } from '../../shared/protocol.js';
 import type { TaskStatus } from '../../shared/status.js';
 import { AgentFailure } from '../errors.js';
 import { isSameLiveProcess } from '../proc.js';
-import { isStdinClosed, openStdinForInput, STDIN_EOF_SIGNAL, writeWithin, type StdinOpenFailure } from '../stdin-pipe.js';
+import { isStdinClosed, isStdinFifoGone, openStdinForInput, STDIN_EOF_SIGNAL, writeWithin, type StdinOpenFailure } from '../stdin-pipe.js';
 import { readTaskRequest } from '../task-request.js';
 import { observeTask } from '../task-view.js';
 import { sleep, type Timings } from '../timing.js';
@@ -65,14 +65,14 @@ export async function deliverInput(
 async function closeViaSupervisor(dir: string, status: TaskStatus, timings: Timings): Promise<boolean> {
   const sup = status.supervisor;
   // Verified by pid and start time right before signalling, as cancel does.
-  if (!sup || !isSameLiveProcess(sup.pid, sup.start_time)) return isStdinClosed(dir);
+  if (!sup || !isSameLiveProcess(sup.pid, sup.start_time)) return isStdinFifoGone(dir);
   try {
     process.kill(sup.pid, STDIN_EOF_SIGNAL);
   } catch {
-    return isStdinClosed(dir);
+    return isStdinFifoGone(dir);
   }
   const until = Date.now() + timings.inputWaitMs;
-  while (!isStdinClosed(dir)) {
+  while (!isStdinFifoGone(dir)) {
     if (Date.now() >= until) return false;
     await sleep(5);
   }

@@ -13,6 +13,7 @@ import { resolveLimitSettings } from '../providers/local/limits/settings.js';
 import { defaultStateDir } from '../providers/local/sandbox/state-dir.js';
 import { checkBubblewrap, checkUserNamespaces, checkUtilLinux } from './bubblewrap-checks.js';
 import { checkCgroups } from './cgroup-check.js';
+import { checkNetwork } from './network-check.js';
 import { fail, ok, warn, type Check } from './check.js';
 import { checkLimits } from './limits-check.js';
 import { checkNodeVersion } from './node-version.js';
@@ -80,7 +81,7 @@ export async function collectChecks(config: ServerConfig): Promise<Check[]> {
       }
     }
   }
-  checks.push(checkE2bKey(config));
+  checks.push(checkNetwork(config), checkE2bKey(config));
   return checks;
 }
 

@@ -130,6 +130,14 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
       await check(sandboxId);
       return provider.listFiles(sandboxId, path, opts);
     },
+    async exposePort(sandboxId, port) {
+      await check(sandboxId);
+      return provider.exposePort(sandboxId, port);
+    },
+    async describeNetwork(sandboxId) {
+      await check(sandboxId);
+      return provider.describeNetwork(sandboxId);
+    },
     // The registry owns the provider's lifetime, not a session.
     close: async () => undefined,
   };

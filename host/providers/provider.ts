@@ -1,12 +1,13 @@
 // The provider contract: the one interface every sandbox provider implements, and the facts both
 // providers and the tools share (the sandbox home and its path rule, lifetime bounds, the default
-// output cap, network modes, the cancelled-before-start error). Each fact is written here once.
+// output cap, network modes, exposed port bounds, the cancelled-before-start error). Each fact is written here once.
 // Ids here are the provider's own (unqualified); the tool layer adds and strips the `provider:`
 // prefix. Every method throws only ProviderError (host/errors.ts): the provider maps its failures
 // once, at this boundary. exec runs with the sandbox's environment (its create envs plus per-call
 // envs) and HOME set to SANDBOX_HOME, so `$HOME/...` works in commands.
 import { posix } from 'node:path';
 import { ProviderError } from '../errors.js';
+import type { NetworkPolicy } from '../network-policy.js';
 
 /** The sandbox user's home directory on every provider: $HOME, and where relative paths resolve. */
 export const SANDBOX_HOME = '/home/user';
@@ -72,6 +73,41 @@ export interface CreateOpts {
    * as long as it lives — never part of its metadata. Omitted: no owner is recorded.
    */
   owner?: string;
+  /**
+   * The sandbox's egress (entries already checked against the server's permitted set); absent
+   * keeps the provider's default. A provider that cannot enforce it exactly throws unsupported.
+   */
+  network?: NetworkPolicy;
+}
+
+/** Ports a sandbox may expose: any TCP port. */
+export const EXPOSED_PORT_MIN = 1;
+export const EXPOSED_PORT_MAX = 65535;
+
+/** Throws invalid_argument (naming `port`) unless `port` is a TCP port a sandbox may expose. */
+export function assertExposablePort(port: unknown): asserts port is number {
+  if (typeof port !== 'number' || !Number.isInteger(port) || port < EXPOSED_PORT_MIN || port > EXPOSED_PORT_MAX) {
+    throw new ProviderError('invalid_argument', { detail: `port must be an integer from ${EXPOSED_PORT_MIN} to ${EXPOSED_PORT_MAX}.` });
+  }
+}
+
+/** Where the person (not the sandbox) reaches a port the sandbox serves. */
+export interface ExposedPort {
+  url: string;
+}
+
+/**
+ * A sandbox's effective network, for people (the debug CLI): never part of a tool result, whose
+ * metadata keeps the seeds' nine fields. `egress`: `none` (own loopback only), `allow_out` (the
+ * listed destinations), `host` (the host's network, local) or `provider_default` (e2b: E2B's own).
+ */
+export interface NetworkDescription {
+  egress: 'none' | 'allow_out' | 'host' | 'provider_default';
+  allow_out: string[];
+  /** The proxy commands use, as seen inside the sandbox; null without one. */
+  proxy: string | null;
+  /** Ports exposed so far, where the provider keeps them (local); e2b has a URL for every port. */
+  exposed_ports: { port: number; url: string }[];
 }
 
 export interface ListOpts {
@@ -217,6 +253,10 @@ export interface Provider {
   /** Creates parent directories; returns the file's size after the write. */
   writeFile(sandboxId: string, path: string, data: Buffer, opts?: WriteFileOpts): Promise<{ size: number }>;
   listFiles(sandboxId: string, path: string, opts: ListFilesOpts): Promise<FileEntry[]>;
+  /** A URL for the sandbox's `port`, the same on every call, valid until the sandbox ends. */
+  exposePort(sandboxId: string, port: number): Promise<ExposedPort>;
+  /** The sandbox's effective network (for people; see NetworkDescription). */
+  describeNetwork(sandboxId: string): Promise<NetworkDescription>;
   /**
    * Static sentences about the sandbox's resource limits that were reached (memory limit kills so
    * far, a full writable mount, the process limit now); [] when none or unknown. Optional: a

@@ -46,6 +46,8 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Provide
     readFile: async (...a) => (await get()).readFile(...a),
     writeFile: async (...a) => (await get()).writeFile(...a),
     listFiles: async (...a) => (await get()).listFiles(...a),
+    exposePort: async (...a) => (await get()).exposePort(...a),
+    describeNetwork: async (...a) => (await get()).describeNetwork(...a),
     openTerminal: async (sandboxId, opts) => {
       const provider = await get();
       if (!provider.openTerminal) throw new ProviderError('unsupported', { code: 'no_terminal', detail: NO_TERMINAL_DETAIL });

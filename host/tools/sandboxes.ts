@@ -15,6 +15,7 @@ import {
   type ToolContext,
 } from './tool.js';
 import { definedFields } from '../util/defined-fields.js';
+import { NetworkArgSchema, networkSummary, resolveNetworkArg } from './network.js';
 
 /** A sandbox lifetime argument: whole seconds within the contract's bounds. */
 const LifetimeSchema = intIn(SANDBOX_LIFETIME_MIN_S, SANDBOX_LIFETIME_MAX_S);
@@ -47,12 +48,15 @@ const createSandbox = defineTool({
       .optional()
       .describe("Memory limit in MB, the sandbox's files included (default and maximum: the server's)."),
     provider: z.enum(PROVIDER_IDS).optional().describe("A configured provider id; default is the server's."),
+    network: NetworkArgSchema.optional(),
   }),
   output: MetadataSchema,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+  configNote: networkSummary,
   async run(args, ctx) {
     const providerId = args.provider ?? ctx.deps.config.defaultProvider;
     const provider = ctx.deps.providers.get(providerId);
+    const network = resolveNetworkArg(args.network, ctx.deps.config);
     const meta = await provider.create(
       definedFields({
         template: args.template,
@@ -61,6 +65,7 @@ const createSandbox = defineTool({
         region: args.region,
         cpu: args.cpu,
         memoryMb: args.memory,
+        network,
       }),
     );
     const ref = qualify(providerId, meta.sandbox_id);

@@ -3,7 +3,7 @@
 // `isError` result. They never format provider errors themselves.
 import * as z from 'zod';
 import { envsBytes, LIMITS } from '../../shared/limits.js';
-import type { ProviderId } from '../config.js';
+import type { ProviderId, ServerConfig } from '../config.js';
 import { ProviderError } from '../errors.js';
 import type { SandboxMetadata } from '../providers/provider.js';
 import { parseSandboxRef, qualify, type SandboxRef } from '../sandbox-ref.js';
@@ -38,6 +38,8 @@ export interface ToolDef<I extends z.ZodType = z.ZodType, O extends z.ZodType = 
   input: I;
   output: O;
   annotations: ToolAnnotations;
+  /** Appended to the description in tools/list: what this server's configuration makes true (e.g. the network). */
+  configNote?(config: ServerConfig): string;
   run(args: z.infer<I>, ctx: ToolContext): Promise<{ result: z.infer<O>; content?: ExtraContent[] }>;
 }
 

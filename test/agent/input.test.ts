@@ -1,10 +1,15 @@
 // A task's stdin: held open by the supervisor unless `stdin: false`, fed by `input` from separate
 // agent processes (as a restarted host would), closed by `eof`; every refusal names its reason.
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { closeSync, constants, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { deliverInput } from '../../agent/ops/input.js';
+import { readProcStat } from '../../agent/proc.js';
+import { DEFAULT_TIMINGS } from '../../agent/timing.js';
 import { InputResultSchema, type AgentResponse, type InputResult } from '../../shared/protocol.js';
+import type { TaskStatus } from '../../shared/status.js';
 import {
   AGENT,
   agentEnv,
@@ -185,5 +190,29 @@ describe('privacy', () => {
     const files = readdirSync(taskDirOf(w, id));
     expect(files).toContain('supervisor-debug.log');
     for (const f of files) expect(readFileSync(join(taskDirOf(w, id), f), 'latin1')).not.toContain(token);
+  });
+});
+
+describe('eof confirmation', () => {
+  it('counts stdin as closed when its task ended and removed the FIFO before the rename was seen', async () => {
+    // A stand-in supervisor that answers the eof signal as a task that ended at once does: its
+    // FIFO is removed, so `stdin.closed` never appears. The eof still took effect.
+    const dir = mkdtempSync(join(tmpdir(), 'sandbox-agent-eof-'));
+    const fifo = join(dir, 'stdin.fifo');
+    execFileSync('mkfifo', [fifo]);
+    const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+    const script = `process.on('SIGUSR2', () => { require('fs').unlinkSync(${JSON.stringify(fifo)}); process.exit(0); }); process.stdout.write('ready'); setInterval(() => {}, 1e6);`;
+    const stand = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'ignore'] });
+    try {
+      await new Promise((resolve) => stand.stdout.once('data', resolve));
+      const startTime = readProcStat(stand.pid!)!.startTime;
+      const status = { supervisor: { pid: stand.pid!, start_time: startTime } } as TaskStatus;
+      const delivered = await deliverInput(dir, status, Buffer.from('x'), true, { ...DEFAULT_TIMINGS, inputWaitMs: 10_000 });
+      expect(delivered).toEqual({ bytes_written: 1, stdin_closed: true });
+    } finally {
+      stand.kill('SIGKILL');
+      closeSync(reader);
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,6 +1,7 @@
 // Benchmarks of the local provider (`npm run bench`). Besides vitest's tables, each block prints
-// its headline figure: exec overhead (absolute and ratio, in one run), create+kill latency,
-// and memory per idle sandbox with 20 concurrent sandboxes each running a task.
+// its headline figure: exec overhead (absolute and ratio, in one run), create+kill latency (with
+// and without an egress allow-list), the egress proxy's throughput against a direct fetch, and
+// memory per idle sandbox with 20 concurrent sandboxes each running a task.
 // SANDBOX_MCP_BENCH_BASELINE=<a built checkout of another revision> adds that revision's local
 // provider, interleaved with this one in the same run, to the exec and create+kill figures (e.g.
 // `git archive main | tar -x -C /tmp/base`, link node_modules, `node build/build.mjs` there).
@@ -124,20 +125,33 @@ if (available) {
     `exec true: direct ${d.toFixed(2)} ms, provider ${p.toFixed(2)} ms, overhead ${(p - d).toFixed(2)} ms, ratio ${(p / d).toFixed(2)}x${b} (medians of 200; target overhead <= 3 ms)`,
   );
 
-  const createKill = (pr: Provider) => async () => {
-    const m = await pr.create({ timeoutS: 60 });
-    await pr.kill(m.sandbox_id);
-  };
+  // Plain and with an egress allow-list (its keeper starts the netns helper and the proxy), and
+  // the baseline revision's plain one when given, interleaved.
   const ck: number[] = [];
+  const ckProxy: number[] = [];
   const ckBaseline: number[] = [];
-  for (let i = 0; i < 10; i++) {
-    ck.push(...(await sample(3, createKill(provider))));
-    if (baseline) ckBaseline.push(...(await sample(3, createKill(baseline))));
+  for (let i = 0; i < 15; i++) {
+    for (const [into, pr, network] of [
+      [ck, provider, undefined],
+      [ckProxy, provider, { allowOut: ['127.0.0.1:9'] }],
+      ...(baseline ? ([[ckBaseline, baseline, undefined]] as const) : []),
+    ] as const) {
+      into.push(
+        ...(await sample(2, async () => {
+          const m = await pr.create({ timeoutS: 60, ...(network ? { network } : {}) });
+          await pr.kill(m.sandbox_id);
+        })),
+      );
+    }
   }
   const cb = baseline ? `; baseline median ${median(ckBaseline).toFixed(1)} ms, min ${Math.min(...ckBaseline).toFixed(1)}` : '';
   report(
     `create+kill: median ${median(ck).toFixed(1)} ms, min ${Math.min(...ck).toFixed(1)}, max ${Math.max(...ck).toFixed(1)}${cb} (30 runs each, interleaved; target <= 100 ms median)`,
   );
+  report(
+    `create+kill with an allow-list (proxy): median ${median(ckProxy).toFixed(1)} ms vs ${median(ck).toFixed(1)} ms without, ratio ${(median(ckProxy) / median(ck)).toFixed(2)}x (30 runs each, interleaved)`,
+  );
+  await measureProxyThroughput();
 
   const t = performance.now();
   const ids = (await Promise.all(Array.from({ length: 20 }, () => provider.create({ timeoutS: 300 })))).map((m) => m.sandbox_id);
@@ -163,6 +177,42 @@ if (available) {
       `per idle sandbox RSS ${(rss / n / 1024).toFixed(1)} MiB (keeper ${(keeperRss / n / 1024).toFixed(1)} MiB), PSS ${(pss / n / 1024).toFixed(1)} MiB`,
   );
   await Promise.all(ids.map((id) => provider.kill(id)));
+}
+
+/**
+ * 64 MiB from a server on the host's loopback: fetched by curl inside a sandbox through its egress
+ * proxy, and by curl on the host directly (the baseline), interleaved.
+ */
+async function measureProxyThroughput(): Promise<void> {
+  const { createServer } = await import('node:http');
+  const body = Buffer.alloc(64 * 1024 * 1024);
+  const server = createServer((_req, res) => res.end(body));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.address() as { port: number }).port;
+  const url = `http://127.0.0.1:${port}/`;
+  const id = (await provider.create({ timeoutS: 300, network: { allowOut: [`127.0.0.1:${port}`] } })).sandbox_id;
+  const hostCurl = (): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const child = spawn('curl', ['-sS', '-o', '/dev/null', url], { stdio: 'ignore', env: { PATH: '/usr/bin:/bin' } });
+      child.on('error', reject);
+      child.on('close', () => resolve());
+    });
+  const direct: number[] = [];
+  const forwarded: number[] = [];
+  const tunnelled: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    direct.push(...(await sample(2, hostCurl)));
+    forwarded.push(...(await sample(2, () => provider.exec(id, `curl -sS -o /dev/null ${url}`, { timeoutS: 60 }))));
+    // --proxytunnel: CONNECT, the way HTTPS goes through the proxy.
+    tunnelled.push(...(await sample(2, () => provider.exec(id, `curl -sS -p -o /dev/null ${url}`, { timeoutS: 60 }))));
+  }
+  await provider.kill(id);
+  server.close();
+  const line = (what: string, xs: number[]): string =>
+    `${what} ${median(xs).toFixed(0)} ms (${(64 / (median(xs) / 1000)).toFixed(0)} MiB/s, ${(median(xs) / median(direct)).toFixed(2)}x)`;
+  report(
+    `64 MiB from the host loopback: ${line('host curl direct', direct)}; from a sandbox through its egress proxy, ${line('forwarded (http://)', forwarded)}, ${line('tunnelled (CONNECT)', tunnelled)} (10 runs each, interleaved)`,
+  );
 }
 
 describe.skipIf(!available)('local exec: `true` through the provider vs spawned directly', () => {

@@ -1,8 +1,10 @@
-// The control-plane REST subset the SDK uses for our operations (E2B's openapi.yml): create, list
-// with x-next-token pagination, get, kill, timeout, connect (which only ever lengthens a running
-// sandbox's lifetime and resumes a paused one), pause. Errors carry the JSON body { code, message }.
+// The control-plane REST subset the SDK uses for our operations (E2B's openapi.yml): create (its
+// egress settings validated and kept, not enforced), list with x-next-token pagination, get, kill,
+// timeout, connect (which only ever lengthens a running sandbox's lifetime and resumes a paused
+// one), pause. Errors carry the JSON body { code, message }.
 import type { ServerResponse } from 'node:http';
-import { FakeSandbox } from './fake-sandbox.js';
+import { isIP } from 'node:net';
+import { FakeSandbox, type FakeNetworkConfig } from './fake-sandbox.js';
 
 /** One recorded control-plane call. `extendedLifetime` is set on connect calls. */
 export interface ControlPlaneCall {
@@ -49,7 +51,44 @@ function detail(sb: FakeSandbox): Record<string, unknown> {
     envdVersion: sb.envdVersion,
     envdAccessToken: sb.accessToken,
     domain: null,
+    // Only what the create set, as E2B's SandboxDetail carries it.
+    ...(sb.allowInternetAccess !== null ? { allowInternetAccess: sb.allowInternetAccess } : {}),
+    ...(sb.network !== null ? { network: sb.network } : {}),
   };
+}
+
+/** An address or CIDR block (denyOut's only forms). */
+function isAddressOrCidr(text: string): boolean {
+  const [address, prefix, extra] = text.split('/');
+  if (extra !== undefined || !address || !isIP(address)) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (isIP(address) === 4 ? 32 : 128);
+}
+
+/** A domain name, optionally `*.`-prefixed (allowOut's third form). */
+function isDomain(text: string): boolean {
+  return /^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i.test(text);
+}
+
+/**
+ * The create's `network` (SandboxNetworkConfig) as E2B validates its egress lists: allowOut holds
+ * addresses, CIDR blocks or domains; denyOut addresses or CIDR blocks only. An error text for a 400.
+ */
+function networkField(b: Record<string, unknown>): FakeNetworkConfig | undefined | string {
+  if (b.network === undefined) return undefined;
+  const n = b.network as Record<string, unknown> | null;
+  if (typeof n !== 'object' || n === null || Array.isArray(n)) return 'network must be an object';
+  const out: FakeNetworkConfig = {};
+  for (const [key, valid] of [
+    ['allowOut', (t: string) => isAddressOrCidr(t) || isDomain(t)],
+    ['denyOut', isAddressOrCidr],
+  ] as const) {
+    const list = n[key];
+    if (list === undefined) continue;
+    if (!Array.isArray(list) || !list.every((t) => typeof t === 'string' && valid(t))) return `network.${key} has an invalid entry`;
+    out[key] = list as string[];
+  }
+  return out;
 }
 
 function connectBody(sb: FakeSandbox): Record<string, unknown> {
@@ -107,6 +146,11 @@ export function handleControlPlane(
     if (typeof envs !== 'object' || Object.values(envs as object).some((v) => typeof v !== 'string')) {
       return { status: sendApiError(res, 400, 'envVars must map names to strings') };
     }
+    if (b.allow_internet_access !== undefined && typeof b.allow_internet_access !== 'boolean') {
+      return { status: sendApiError(res, 400, 'allow_internet_access must be a boolean') };
+    }
+    const network = networkField(b);
+    if (typeof network === 'string') return { status: sendApiError(res, 400, network) };
     const timeoutS = t ?? state.createDefaultTimeoutS;
     const sb = new FakeSandbox({
       templateId: b.templateID,
@@ -114,6 +158,8 @@ export function handleControlPlane(
       envs: envs as Record<string, string>,
       metadata: (b.metadata as Record<string, string>) ?? {},
       envdVersion: state.envdVersion,
+      ...(typeof b.allow_internet_access === 'boolean' ? { allowInternetAccess: b.allow_internet_access } : {}),
+      ...(network !== undefined ? { network } : {}),
       onExpire: (s) => {
         s.destroy();
         state.sandboxes.delete(s.id);
@@ -137,7 +183,7 @@ export function handleControlPlane(
       .filter((s) => Object.entries(metadata).every(([k, v]) => s.metadata[k] === v))
       .sort((x, y) => y.startedAt.getTime() - x.startedAt.getTime() || (x.id < y.id ? -1 : 1));
     const page = all.slice(start, start + limit).map((s) => {
-      const { envdAccessToken: _t, domain: _d, ...listed } = detail(s);
+      const { envdAccessToken: _t, domain: _d, allowInternetAccess: _a, network: _n, ...listed } = detail(s);
       return listed;
     });
     const headers: Record<string, string> = {};

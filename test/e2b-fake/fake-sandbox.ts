@@ -20,6 +20,15 @@ export interface FakeSandboxOpts {
   metadata: Record<string, string>;
   envdVersion: string;
   onExpire: (sb: FakeSandbox) => void;
+  /** The create's egress settings, kept as sent (the fake does not enforce them: it has no network of its own). */
+  allowInternetAccess?: boolean;
+  network?: FakeNetworkConfig;
+}
+
+/** The egress part of E2B's SandboxNetworkConfig. */
+export interface FakeNetworkConfig {
+  allowOut?: string[];
+  denyOut?: string[];
 }
 
 /** A fake sandbox and its lifetime. */
@@ -32,6 +41,8 @@ export class FakeSandbox {
   readonly envs: Record<string, string>;
   readonly metadata: Record<string, string>;
   readonly envdVersion: string;
+  readonly allowInternetAccess: boolean | null;
+  readonly network: FakeNetworkConfig | null;
   readonly startedAt = new Date();
   endAt: Date;
   state: 'running' | 'paused' = 'running';
@@ -50,6 +61,8 @@ export class FakeSandbox {
     this.envs = opts.envs;
     this.metadata = opts.metadata;
     this.envdVersion = opts.envdVersion;
+    this.allowInternetAccess = opts.allowInternetAccess ?? null;
+    this.network = opts.network ?? null;
     this.onExpire = opts.onExpire;
     this.endAt = new Date();
     this.setTimeoutS(opts.timeoutS);

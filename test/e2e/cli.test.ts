@@ -47,7 +47,7 @@ describe('sandbox-mcp CLI', () => {
     const client = new Client({ name: 'npm-start', version: '1' });
     await client.connect(transport);
     const { tools } = await client.listTools();
-    expect(tools).toHaveLength(16); // the seeds' fifteen and send_task_input
+    expect(tools).toHaveLength(17); // the seeds' fifteen, send_task_input and expose_port
     await client.close();
     expect(errors).toEqual([]);
   });
@@ -71,6 +71,9 @@ describe('sandbox-mcp CLI', () => {
       '--provider',
       'SANDBOX_MCP_STATE_DIR',
       'SANDBOX_MCP_LOCAL_NETWORK',
+      'SANDBOX_MCP_NETWORK_ALLOW',
+      '--network-default',
+      'network [sandbox_id]',
       'SANDBOX_MCP_TOKEN',
       'E2B_API_KEY',
       'agent <sandbox_id>',

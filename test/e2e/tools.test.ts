@@ -1,4 +1,4 @@
-// The tools (the seeds' fifteen and send_task_input) through a real MCP client over stdio, against real local sandboxes.
+// The tools (the seeds' fifteen and the later ones) through a real MCP client over stdio, against real local sandboxes.
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OP_NAMES } from '../../shared/protocol.js';
@@ -21,6 +21,8 @@ const TOOL_NAMES = [
   'get_task',
   'cancel_task',
   'send_task_input',
+  // Beyond the seeds (DESIGN.md): issue 11.
+  'expose_port',
 ];
 const METADATA_FIELDS = ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'];
 const SECRET = 'sk-live-' + randomBytes(12).toString('hex');
@@ -44,7 +46,7 @@ async function sandboxCount(): Promise<number> {
 }
 
 describe('the tool surface', () => {
-  it("lists exactly the sixteen tools (the seeds' fifteen and send_task_input), each with input and output schemas and annotations", async () => {
+  it("lists exactly the seeds' fifteen tools and the later ones, each with input and output schemas and annotations", async () => {
     const { tools } = await s.client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual([...TOOL_NAMES].sort());
     for (const t of tools) {

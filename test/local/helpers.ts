@@ -27,6 +27,15 @@ export function sandboxesAvailable(): boolean {
   return ok;
 }
 
+/** True when every command is on PATH; throws naming the missing ones otherwise (a prerequisite, never a skip). */
+export function requireCommands(names: readonly string[]): true {
+  const dirs = (process.env.PATH ?? '/usr/bin:/bin').split(':');
+  const missing = names.filter((n) => !dirs.some((d) => existsSync(join(d, n))));
+  if (missing.length > 0)
+    throw new Error(`${missing.join(', ')} required by these tests: .ci/run installs them (apt-get install ${missing.join(' ')})`);
+  return true;
+}
+
 /** A fresh private state directory; remove it with the returned function. */
 export function tempStateDir(): { dir: string; remove: () => void } {
   const dir = mkdtempSync(join(tmpdir(), 'sandbox-mcp-local-test-'));

@@ -91,6 +91,27 @@ describe('parseCommandLine', () => {
     expect(parseCommandLine(['doctor', '--json'])).toMatchObject({ command: 'doctor', json: true });
   });
 
+  it('reads the network flags for the serving commands and `network`, and nowhere else', () => {
+    expect(parseCommandLine([])).toMatchObject({ networkAllow: [] });
+    expect(
+      parseCommandLine(['--network-allow', 'pypi.org,@packages', '--network-allow=x.test', '--network-default', 'allowed']),
+    ).toMatchObject({
+      command: 'stdio',
+      networkAllow: ['pypi.org,@packages', 'x.test'],
+      networkDefault: 'allowed',
+    });
+    expect(parseCommandLine(['network', 'local:abc', '--network-allow', 'x.test'])).toMatchObject({
+      command: 'network',
+      args: ['local:abc'],
+    });
+    expect(parseCommandLine(['network'])).toMatchObject({ command: 'network', args: [] });
+    expect(usageError(['network', 'a', 'b'])).toBe('usage: sandbox-mcp network [sandbox_id]');
+    expect(usageError(['doctor', '--network-default', 'none'])).toBe(
+      '--network-default applies only to: sandbox-mcp, sandbox-mcp http, sandbox-mcp network',
+    );
+    expect(usageError(['--network-default', 'a', '--network-default', 'b'])).toBe('--network-default is given more than once');
+  });
+
   it('lets --help and --version through with any command and flag', () => {
     expect(parseCommandLine(['--port', '1', '--help'])).toMatchObject({ help: true });
     expect(parseCommandLine(['doctor', '--version'])).toMatchObject({ version: true });

@@ -32,6 +32,8 @@ function execOnlyProvider(result: ExecResult): Provider {
     readFile: unexpected,
     writeFile: unexpected,
     listFiles: unexpected,
+    exposePort: unexpected,
+    describeNetwork: unexpected,
     close: async () => undefined,
   };
 }

@@ -127,6 +127,8 @@ function ownersProvider() {
       throw new ProviderError('unsupported');
     },
     listFiles: async () => [],
+    exposePort: async (id) => (await known(id), { url: 'http://127.0.0.1:1/' }),
+    describeNetwork: async (id) => (await known(id), { egress: 'none', allow_out: [], proxy: null, exposed_ports: [] }),
     close: async () => undefined,
   };
   return { provider, owners, reads };
@@ -150,6 +152,10 @@ describe('scopeProviders', () => {
     const missing = await asBob.getInfo('nope').catch((e: ProviderError) => e.toJSON());
     expect(hidden).toEqual(missing);
     expect(hidden).toMatchObject({ category: 'not_found', code: 'sandbox_not_found' });
+    // A port of someone else's sandbox is as hidden as the sandbox.
+    expect(await asBob.exposePort(a, 8000).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    expect(await asBob.describeNetwork(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    expect(await asAlice.exposePort(a, 8000)).toEqual({ url: 'http://127.0.0.1:1/' });
 
     const fresh = new OwnerCache();
     const asAliceLater = scopeProviders(registry, alice, fresh).get('local');

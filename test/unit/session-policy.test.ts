@@ -96,6 +96,12 @@ function recordingProvider() {
     async listFiles() {
       return [];
     },
+    async exposePort() {
+      return { url: 'http://127.0.0.1:1/' };
+    },
+    async describeNetwork() {
+      return { egress: 'none', allow_out: [], proxy: null, exposed_ports: [] };
+    },
     async close() {},
   };
   return {

@@ -3,14 +3,15 @@
 // reached without lengthening a lifetime), commands, files and terminals (on a connected
 // sandbox). This file only wires them together and is the one place their failures become
 // ProviderErrors (errors.ts's table). Only setTimeout changes a lifetime.
-import type { Sandbox } from 'e2b';
+import { Sandbox } from 'e2b';
 import { ProviderError } from '../../errors.js';
-import { resolveSandboxPath, type Provider } from '../provider.js';
+import { assertExposablePort, resolveSandboxPath, type Provider } from '../provider.js';
 import { createCommands, checkExecCanStart, runHelperScript, type CommandsOpts } from './commands.js';
 import { createConnections, type ConnectionsOpts } from './connections.js';
 import { mapE2bError, mapped } from './errors.js';
 import * as files from './files.js';
 import { createLifecycle } from './lifecycle.js';
+import { describeNetwork, exposedPort } from './network.js';
 import { sdkOptsFrom, type E2bConnectionConfig } from './sdk-opts.js';
 import { openTerminal } from './terminal.js';
 
@@ -112,6 +113,14 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
       const abs = resolveSandboxPath(p);
       return onEnvd(sandboxId, (sandbox) => files.listFiles(sandbox, abs, o));
     },
+
+    async exposePort(sandboxId, port) {
+      // Checked before connecting: nothing is contacted for a port that cannot exist.
+      assertExposablePort(port);
+      return onEnvd(sandboxId, async (sandbox) => exposedPort(sandbox, port));
+    },
+
+    describeNetwork: (sandboxId) => mapped(async () => describeNetwork(await Sandbox.getInfo(sandboxId, sdkOpts()))),
 
     async openTerminal(sandboxId, o) {
       return onEnvd(sandboxId, (sandbox) => openTerminal(sandbox, o));

@@ -7,6 +7,7 @@ import { ProviderError } from '../../errors.js';
 import { definedFields } from '../../util/defined-fields.js';
 import { SANDBOX_LIFETIME_DEFAULT_S, type CreateOpts, type ListOpts, type SandboxMetadata } from '../provider.js';
 import { OWNER_METADATA_KEY, ownerFrom, toMetadata } from './metadata.js';
+import { createNetworkOpts } from './network.js';
 import type { SdkOpts } from './sdk-opts.js';
 
 /** Lifecycle calls on E2B's control plane; only setTimeout changes a lifetime. */
@@ -44,6 +45,7 @@ export function createLifecycle(sdkOpts: () => SdkOpts): Lifecycle {
   return {
     async create(o) {
       if (o.region !== undefined || o.cpu !== undefined || o.memoryMb !== undefined) throw unsupportedResources();
+      const network = createNetworkOpts(o.network);
       const c = sdkOpts();
       const sandbox = await Sandbox.create(o.template ?? DEFAULT_TEMPLATE, {
         ...c,
@@ -51,6 +53,7 @@ export function createLifecycle(sdkOpts: () => SdkOpts): Lifecycle {
         // lifetime the tools document and the session's renewal assumes.
         timeoutMs: (o.timeoutS ?? SANDBOX_LIFETIME_DEFAULT_S) * 1000,
         ...definedFields({ envs: o.envs, metadata: o.owner !== undefined ? { [OWNER_METADATA_KEY]: o.owner } : undefined }),
+        ...network,
       });
       try {
         return { sandbox, metadata: toMetadata(await Sandbox.getInfo(sandbox.sandboxId, c)) };

@@ -16,6 +16,8 @@ export const LOCAL_DETAILS = {
     'AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+): allow them for bwrap (an AppArmor profile granting userns, or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0) and retry.',
   cgroupUnavailable:
     'cpu/memory limits need a cgroup the sandbox keeper can create (root with cgroup v1 cpu/memory controllers, or a delegated cgroup v2 subtree with cpu and memory enabled); create the sandbox without cpu/memory here.',
+  networkFailed:
+    "The sandbox's egress proxy could not be started in its network namespace; check that nsenter works on this machine (sandbox-mcp doctor) and retry.",
   bwrapFailed: 'bubblewrap failed to start the sandbox; check that bubblewrap works on this machine (bwrap --ro-bind / / true).',
   startTimeout: 'The sandbox did not become ready in time; the machine may be overloaded. Retry.',
   sandboxGone: 'The sandbox does not exist (it may have expired or been killed).',
@@ -40,6 +42,8 @@ export function keeperFailureError(code: KeeperFailure): ProviderError {
       return new ProviderError('timeout', { code, detail: LOCAL_DETAILS.startTimeout });
     case 'bwrap_failed':
       return new ProviderError('unavailable', { code, detail: LOCAL_DETAILS.bwrapFailed });
+    case 'network_failed':
+      return new ProviderError('unavailable', { code, detail: LOCAL_DETAILS.networkFailed });
     case 'spec_invalid':
     case 'keeper_failed':
       return new ProviderError('internal', { code });

@@ -7,6 +7,7 @@
 //   files/      reading, writing and listing files, by scripts run inside
 //   sandbox/    what a sandbox is on disk (spec, ids, state directory) and finding the live ones
 //   keeper/     the per-sandbox keeper process, and starting it
+//   network/    the host side of a sandbox's network: egress proxy, exposed ports, control socket
 //   launch/     pure builders: the bwrap argv, the launch, enter and terminal command lines, passwd,
 //               environment
 //   system/     this machine: /proc, cgroups, inherited descriptors, the tools (preflight)
@@ -14,7 +15,9 @@ import type {
   CreateOpts,
   ExecOpts,
   ExecResult,
+  ExposedPort,
   FileEntry,
+  NetworkDescription,
   ListFilesOpts,
   ListOpts,
   Provider,
@@ -33,12 +36,16 @@ import { SandboxFiles } from './files/operations.js';
 import { SandboxCreator } from './lifecycle/create.js';
 import { SandboxLifecycle } from './lifecycle/manage.js';
 import { limitNotes } from './limits/limit-watch.js';
+import { DenialReporter } from './network/denial-reporter.js';
+import { describeSandboxNetwork } from './network/describe.js';
+import { SandboxPorts } from './network/expose.js';
 import { SandboxRegistry } from './sandbox/registry.js';
 import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
 
 export { MIN_MEMORY_MB } from './limits/settings.js';
 export { defaultKeeperScript, type LocalProviderOpts } from './settings.js';
+export type { NetworkDenial, NetworkDenialListener } from './network/denial-reporter.js';
 
 /** Name of this provider (prefix of qualified ids). */
 export const LOCAL_PROVIDER_ID = 'local';
@@ -60,6 +67,9 @@ export class LocalProvider implements Provider {
   private readonly lifecycle: SandboxLifecycle;
   private readonly commands: SandboxExec;
   private readonly files: SandboxFiles;
+  private readonly ports: SandboxPorts;
+  /** Passes the egress proxies' refusals on after each command and before each kill. */
+  private readonly denials: DenialReporter;
   private readonly terminals: SandboxTerminals;
   /** The start-up sweep of dead sandboxes (sandbox/sweep.ts), running in the background. */
   private readonly sweep: Promise<void>;
@@ -72,6 +82,8 @@ export class LocalProvider implements Provider {
     this.lifecycle = new SandboxLifecycle(settings, this.registry, runner);
     this.commands = new SandboxExec(settings, this.registry, runner);
     this.files = new SandboxFiles(settings, this.registry, runner);
+    this.ports = new SandboxPorts(this.registry);
+    this.denials = new DenialReporter(settings.sandboxes, settings.onNetworkDenied);
     this.terminals = new SandboxTerminals(settings, this.registry, runner);
     this.sweep = sweepDeadSandboxes(this.registry);
   }
@@ -93,7 +105,9 @@ export class LocalProvider implements Provider {
   }
 
   async kill(sandboxId: string): Promise<void> {
-    return asProviderErrors(() => this.lifecycle.kill(sandboxId));
+    this.denials.report(sandboxId);
+    await asProviderErrors(() => this.lifecycle.kill(sandboxId));
+    this.denials.forget(sandboxId);
   }
 
   /** Notes on the limits the sandbox met ([] when none, or when it is gone: they only explain). */
@@ -119,7 +133,11 @@ export class LocalProvider implements Provider {
   }
 
   async exec(sandboxId: string, command: string, opts: ExecOpts): Promise<ExecResult> {
-    return asProviderErrors(() => this.commands.exec(sandboxId, command, opts));
+    try {
+      return await asProviderErrors(() => this.commands.exec(sandboxId, command, opts));
+    } finally {
+      this.denials.report(sandboxId);
+    }
   }
 
   async readFile(sandboxId: string, path: string, opts: ReadFileOpts = {}): Promise<ReadFileResult> {
@@ -132,6 +150,14 @@ export class LocalProvider implements Provider {
 
   async listFiles(sandboxId: string, path: string, opts: ListFilesOpts): Promise<FileEntry[]> {
     return asProviderErrors(() => this.files.listFiles(sandboxId, path, opts));
+  }
+
+  async exposePort(sandboxId: string, port: number): Promise<ExposedPort> {
+    return asProviderErrors(() => this.ports.expose(sandboxId, port));
+  }
+
+  async describeNetwork(sandboxId: string): Promise<NetworkDescription> {
+    return asProviderErrors(() => describeSandboxNetwork(this.registry, sandboxId));
   }
 
   async openTerminal(sandboxId: string, opts: TerminalOpts): Promise<TerminalSession> {

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
 import type { Identity, ToolPaths } from './launch/command-lines.js';
 import { resolveLimitSettings, type LimitOpts, type LimitSettings } from './limits/settings.js';
+import type { NetworkDenialListener } from './network/denial-reporter.js';
 import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
 import type { FdCover } from './system/inherited-fds.js';
 import { inheritableFds } from './system/inherited-fds.js';
@@ -45,6 +46,8 @@ export interface LocalProviderOpts {
   network?: NetworkMode;
   /** Resource bounds of the sandboxes (limits/settings.ts); every one has a default. */
   limits?: LimitOpts;
+  /** Hears each request a sandbox's egress proxy refused (once per server process); default: nobody. */
+  onNetworkDenied?: NetworkDenialListener;
 }
 
 /** LocalProviderOpts with every default applied; fixed for the life of a provider instance. */
@@ -65,6 +68,7 @@ export interface LocalSettings {
   readonly toolOverrides: Partial<ToolPaths>;
   readonly network: NetworkMode;
   readonly limits: LimitSettings;
+  readonly onNetworkDenied: NetworkDenialListener | undefined;
   readonly shell: string;
   /** Directories of the node binary (as given and resolved), put on the sandbox's PATH. */
   readonly nodeBinDirs: string[];
@@ -127,6 +131,7 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
     toolOverrides,
     network,
     limits,
+    onNetworkDenied: opts.onNetworkDenied,
     shell,
     nodeBinDirs: [...dirs],
     cover,

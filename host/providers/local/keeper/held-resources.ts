@@ -1,5 +1,5 @@
 // What the keeper holds for its sandbox's lifetime and gives back when the sandbox ends: its
-// cgroups today; a proxy or a port forwarder would be held the same way. The keeper releases
+// cgroups, and its network services (egress proxy, exposed ports, control socket). The keeper releases
 // them after the sandbox's processes are gone, on every way it ends that it survives; a keeper
 // killed -9 leaves them to the provider's sweep (see sandbox/sweep.ts).
 import { removeCgroups, removeCgroupsNow } from '../system/cgroups.js';

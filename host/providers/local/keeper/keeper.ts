@@ -25,8 +25,9 @@ import {
 } from '../sandbox/state-dir.js';
 import { CgroupUnavailableError, createCgroups, type SandboxCgroups } from '../system/cgroups.js';
 import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
+import { EgressProxyStartError, openSandboxNetwork } from '../network/sandbox-network.js';
 import { spawnBwrap, type BwrapProcess, type BwrapStart } from './bwrap-process.js';
-import { heldCgroups, HeldResources } from './held-resources.js';
+import { heldCgroups, HeldResources, type HeldResource } from './held-resources.js';
 import { reportOnce, type KeeperReport } from './report.js';
 
 /** Timings and the report descriptor of runKeeper; every one has a working default. */
@@ -47,7 +48,7 @@ interface KeeperState {
   readonly spec: SandboxSpec;
   /** Aborted by whatever ends the sandbox: SIGTERM, the deadline, pid 1's end, a fault of the keeper. */
   readonly ending: AbortController;
-  /** What the keeper holds for the sandbox's lifetime (its cgroups; see held-resources.ts). */
+  /** What the keeper holds for the sandbox's lifetime (its cgroups, its network services; see held-resources.ts). */
   readonly held: HeldResources;
   cgroups: SandboxCgroups;
   /** What holds for the sandbox, filled in by the phases that make it hold. */
@@ -87,6 +88,7 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
     outcome = makeCgroups(keeper);
     if (outcome.ok) outcome = await launchBwrap(keeper, opts.startTimeoutMs ?? 15_000);
     if (outcome.ok) outcome = exemptCoreFromOomKiller(keeper);
+    if (outcome.ok) outcome = await openNetwork(keeper);
     if (outcome.ok) outcome = recordKeeper(keeper);
     if (outcome.ok) {
       report(READY);
@@ -197,6 +199,29 @@ async function startBwrap(keeper: KeeperState, startTimeoutMs: number): Promise<
 function exemptCoreFromOomKiller(keeper: KeeperState): KeeperReport {
   const pids = [keeper.pid1?.pid, keeper.bwrapId?.pid].filter((p): p is number => p !== undefined);
   keeper.enforced.oomExempt = exemptFromOomKiller(pids);
+  return READY;
+}
+
+/**
+ * Opens the host side of the sandbox's network (its egress proxy, the control socket for exposed
+ * ports; see network/sandbox-network.ts) and holds it until the end. Before readiness: a sandbox
+ * whose allow-list cannot be enforced must not start.
+ */
+async function openNetwork(keeper: KeeperState): Promise<KeeperReport> {
+  let network: HeldResource | null;
+  try {
+    network = await openSandboxNetwork({
+      dir: keeper.dir,
+      spec: keeper.spec,
+      pid1: keeper.pid1!.pid,
+      nodePath: process.execPath,
+      keeperScript: process.argv[1]!,
+    });
+  } catch (e) {
+    logFault(e);
+    return { ok: false, code: e instanceof EgressProxyStartError ? 'network_failed' : 'keeper_failed' };
+  }
+  if (network) keeper.held.hold(network);
   return READY;
 }
 

@@ -5,6 +5,7 @@ import { closeSync, writeSync } from 'node:fs';
 /**
  * Static failure codes the keeper reports to the provider (mapped to ProviderErrors there).
  * `keeper_failed`: a fault in the keeper itself, or told to stop before the sandbox was ready.
+ * `network_failed`: the egress proxy could not be started.
  */
 export type KeeperFailure =
   | 'spec_invalid'
@@ -14,6 +15,7 @@ export type KeeperFailure =
   | 'userns_apparmor'
   | 'bwrap_failed'
   | 'start_timeout'
+  | 'network_failed'
   | 'keeper_failed';
 
 /** The one line the keeper writes on fd 3. */

@@ -1,6 +1,7 @@
-// What a command finds inside a sandbox: its PATH, and the shell preludes that source the
-// caller's environment from a descriptor (never through the host-side helpers) and change into
-// its working directory. Pure text, unit-tested.
+// What a command finds inside a sandbox: its PATH, its proxy variables, and the shell preludes
+// that source the caller's environment from a descriptor (never through the host-side helpers)
+// and change into its working directory. Pure text, unit-tested.
+import { parseAllowList } from '../../../network-policy.js';
 
 /** The descriptor on which a command's environment reaches the sandbox (see envPrelude). */
 export const ENV_FD = 4;
@@ -37,4 +38,30 @@ export function sandboxPath(extraDirs: readonly string[] = []): string {
   const dirs = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin'];
   for (const dir of extraDirs) if (!dirs.includes(dir)) dirs.push(dir);
   return dirs.join(':');
+}
+
+/** The port of the egress proxy on a sandbox's own 127.0.0.1 (its own network namespace: no two sandboxes share it). */
+export const SANDBOX_PROXY_PORT = 3128;
+
+/** The sandbox's own loopback names, which commands reach directly (NO_PROXY) unless listed. */
+const OWN_LOOPBACK = ['localhost', '127.0.0.1', '::1'] as const;
+
+/**
+ * The proxy variables of a sandbox with an egress allow-list (none without one), in the upper- and
+ * lower-case forms different tools read. The sandbox's own loopback is not proxied — except a
+ * name or address the allow-list names: that one means the host's, reached through the proxy.
+ */
+export function proxyEnvironment(allowOut: readonly string[] | undefined): Record<string, string> {
+  if (!allowOut || allowOut.length === 0) return {};
+  const named = new Set(parseAllowList(allowOut).map((e) => e.host));
+  const url = `http://127.0.0.1:${SANDBOX_PROXY_PORT}`;
+  const noProxy = OWN_LOOPBACK.filter((h) => !named.has(h)).join(',');
+  return {
+    HTTP_PROXY: url,
+    HTTPS_PROXY: url,
+    NO_PROXY: noProxy,
+    http_proxy: url,
+    https_proxy: url,
+    no_proxy: noProxy,
+  };
 }

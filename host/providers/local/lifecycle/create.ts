@@ -4,6 +4,8 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ProviderError } from '../../../errors.js';
+import { formatAllowEntry, parseAllowEntry, type NetworkPolicy } from '../../../network-policy.js';
+import { definedFields } from '../../../util/defined-fields.js';
 import type { CreateOpts, SandboxMetadata } from '../../provider.js';
 import { keeperFailureError, LOCAL_DETAILS } from '../errors.js';
 import type { KeeperReport } from '../keeper/report.js';
@@ -14,7 +16,6 @@ import { chooseSandboxLimits, type SandboxLimits } from '../limits/sandbox-limit
 import { newSandboxId, newSandboxUid } from '../sandbox/ids.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
 import { buildSandboxSpec, type SandboxSpec } from '../sandbox/spec.js';
-import { definedFields } from '../../../util/defined-fields.js';
 import {
   ensureSandboxesDir,
   listSandboxIds,
@@ -32,6 +33,15 @@ import { preflight } from '../system/preflight.js';
 import { identify, type ProcIdentity } from '../system/proc.js';
 import { assertLifetimeS, invalid, validateEnvs } from '../validation.js';
 import { sandboxMetadata } from './metadata.js';
+
+/** The allow-list of a network policy in canonical form; invalid_argument naming the field for an entry that is not one. */
+function canonicalAllowOut(policy: NetworkPolicy): string[] {
+  return policy.allowOut.map((text) => {
+    const entry = parseAllowEntry(text);
+    if (!entry) throw invalid('network.allow_out: an entry is not a host name, *.suffix or IP address with an optional :port.');
+    return formatAllowEntry(entry);
+  });
+}
 
 /** Creates sandboxes; holds what concurrent creates of one instance share (tools, uids in use). */
 export class SandboxCreator {
@@ -58,6 +68,7 @@ export class SandboxCreator {
     assertLifetimeS(timeoutS);
     const limits = chooseSandboxLimits(this.settings.limits, { cpu: opts.cpu, memoryMb: opts.memoryMb });
     const envs = validateEnvs(opts.envs, 'envs');
+    const allowOut = opts.network !== undefined ? canonicalAllowOut(opts.network) : undefined;
     this.tools ??= preflight(this.settings);
     const tools = this.tools;
 
@@ -68,7 +79,7 @@ export class SandboxCreator {
     try {
       identity = this.newIdentity(sandboxes);
       // createWith makes the sandbox's directory before it first yields: from then on it is counted.
-      creating = this.createWith(sandboxes, identity, timeoutS, envs, limits, tools, opts);
+      creating = this.createWith(sandboxes, identity, timeoutS, envs, limits, allowOut, tools, opts);
     } finally {
       this.reserved--;
     }
@@ -113,6 +124,7 @@ export class SandboxCreator {
     timeoutS: number,
     envs: Record<string, string>,
     limits: SandboxLimits,
+    allowOut: string[] | undefined,
     tools: ToolPaths,
     opts: CreateOpts,
   ): Promise<SandboxMetadata> {
@@ -134,7 +146,7 @@ export class SandboxCreator {
         identity,
         tools,
         limits,
-        ...definedFields({ owner: opts.owner }),
+        ...definedFields({ allowOut, owner: opts.owner }),
       });
       writePrivateFile(join(dir, SPEC_FILE), JSON.stringify(spec) + '\n');
       writeDeadline(dir, createdAtMs + timeoutS * 1000);

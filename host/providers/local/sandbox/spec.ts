@@ -3,10 +3,10 @@
 // as spec.json, and the keeper builds the sandbox from it.
 import { lstatSync, realpathSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { definedFields } from '../../../util/defined-fields.js';
 import type { NetworkMode } from '../../provider.js';
 import { HIDDEN_PATHS, SCRATCH_PATHS } from '../launch/bwrap-args.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
-import { definedFields } from '../../../util/defined-fields.js';
 import type { SandboxLimits } from '../limits/sandbox-limits.js';
 
 /** Immutable description of a sandbox, written before its keeper starts. */
@@ -28,6 +28,11 @@ export interface SandboxSpec {
   network?: NetworkMode;
   /** The principal that created it (CreateOpts.owner); absent: none recorded. */
   owner?: string;
+  /**
+   * The egress allow-list (canonical entries, see network-policy.ts) its keeper's proxy enforces;
+   * absent or empty: no egress proxy. Only in isolated sandboxes.
+   */
+  allowOut?: string[];
   /** Resource bounds (absent in specs written before sandboxes had them: none were applied). */
   limits?: SandboxLimits;
 }
@@ -37,8 +42,12 @@ export function specNetwork(spec: SandboxSpec): NetworkMode {
   return spec.network === undefined || spec.network === 'host' ? 'host' : 'isolated';
 }
 
-/** The per-sandbox choices of a spec; the rest comes from the provider's settings and this host. */
+/**
+ * The per-sandbox choices of a spec; the rest comes from the provider's settings and this host.
+ * An `allowOut` (even empty) makes the sandbox isolated whatever the provider's network mode.
+ */
 export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools' | 'owner'> & {
+  allowOut?: readonly string[];
   limits: SandboxLimits;
 };
 
@@ -67,9 +76,9 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
     hidePaths: hidePaths(settings.stateDir),
     roBindPaths: roBindPaths(settings.nodePath, settings.identity.dropPrivileges),
     hideVarRun: isRealDir('/var/run'),
-    network: settings.network,
+    network: opts.allowOut !== undefined ? 'isolated' : settings.network,
     limits: opts.limits,
-    ...definedFields({ owner: opts.owner }),
+    ...definedFields({ allowOut: opts.allowOut?.length ? [...opts.allowOut] : undefined, owner: opts.owner }),
   };
 }
 

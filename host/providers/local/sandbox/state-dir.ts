@@ -86,12 +86,18 @@ export function writePrivateFile(path: string, data: string): void {
   renameSync(tmp, path);
 }
 
-/** Names of the files in a sandbox directory (all 0600). */
+/** Names of the files in a sandbox directory (all 0600; the control socket is reachable only through the 0700 directory). */
 export const SPEC_FILE = 'spec.json';
 export const KEEPER_FILE = 'keeper.json';
 export const DEADLINE_FILE = 'deadline';
 export const CREATOR_FILE = 'creator.json';
 export const CGROUPS_FILE = 'cgroups.json';
+/** The sandbox's exposed ports, as its keeper last wrote them (network/port-forwards.ts). */
+export const PORTS_FILE = 'ports.json';
+/** Requests the sandbox's egress proxy refused, one JSON line each (network/denial-log.ts). */
+export const DENIALS_FILE = 'network-denials.jsonl';
+/** The keeper's control socket (network/control-channel.ts). */
+export const CONTROL_SOCKET = 'control.sock';
 
 function readJson<T>(path: string): T | null {
   try {

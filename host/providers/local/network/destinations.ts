@@ -1,0 +1,77 @@
+// Where an allowed request may go: the proxy resolves names on the host and refuses addresses an
+// allowed name could be pointed at to reach this machine or its networks (loopback, link-local,
+// private, and the other non-public ranges), unless an entry names that address literally. The
+// connection is then made to the address checked here, never resolved again.
+import { BlockList } from 'node:net';
+import { canonicalIPv6, entryAllows, namesAddressLiterally, requestHost, type AllowEntry } from '../../../network-policy.js';
+
+/** Why a request was refused; `not_listed` and `private_address` are the allow-list's own refusals. */
+export type DenialReason = 'not_listed' | 'private_address' | 'unresolvable' | 'bad_host';
+
+/** A destination the proxy may connect to (an address it checked), or why not. */
+export type Destination = { address: string; family: 4 | 6 } | { denied: DenialReason };
+
+/** Resolves a host name to all of its addresses (injectable for tests). */
+export type Resolver = (host: string) => Promise<{ address: string; family: number }[]>;
+
+const NON_PUBLIC = new BlockList();
+// prettier-ignore
+for (const [net, prefix] of [
+  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16],
+  ['172.16.0.0', 12], ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15],
+  ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
+] as const) NON_PUBLIC.addSubnet(net, prefix, 'ipv4');
+// prettier-ignore
+for (const [net, prefix] of [
+  ['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8], ['2001:db8::', 32], ['100::', 64],
+] as const) NON_PUBLIC.addSubnet(net, prefix, 'ipv6');
+
+/** The IPv4 address an IPv6 address carries (mapped ::ffff:a.b.c.d, NAT64 64:ff9b::/96), else null. */
+function embeddedIPv4(v6: string): string | null {
+  const m = /^(?:::ffff:|64:ff9b::)(?:(\d+\.\d+\.\d+\.\d+)|([0-9a-f]{1,4}):([0-9a-f]{1,4}))$/.exec(v6);
+  if (!m) return null;
+  if (m[1]) return m[1];
+  const hi = parseInt(m[2]!, 16);
+  const lo = parseInt(m[3]!, 16);
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+}
+
+/** True for loopback, link-local, private, shared, documentation, multicast and reserved addresses. */
+export function isNonPublicAddress(address: string, family: 4 | 6): boolean {
+  if (family === 4) return NON_PUBLIC.check(address, 'ipv4');
+  const v4 = embeddedIPv4(address);
+  return v4 !== null ? NON_PUBLIC.check(v4, 'ipv4') : NON_PUBLIC.check(address, 'ipv6');
+}
+
+// node:dns is loaded on first use, like node:http in egress-proxy.ts: keepers without a proxy never need it.
+const systemResolver: Resolver = async (host) => (await import('node:dns/promises')).lookup(host, { all: true, verbatim: true });
+
+/**
+ * Decides where a request for `hostText`:`port` may connect: nowhere unless an entry allows the
+ * name (or address) and port; an address named literally is used as it is; a name is resolved
+ * here and its first address that is public — or that an entry names literally — is chosen.
+ */
+export async function resolveDestination(
+  entries: readonly AllowEntry[],
+  hostText: string,
+  port: number,
+  resolve: Resolver = systemResolver,
+): Promise<Destination> {
+  const host = requestHost(hostText);
+  if (!host) return { denied: 'bad_host' };
+  if (!entries.some((e) => entryAllows(e, host, port))) return { denied: 'not_listed' };
+  if (host.kind !== 'name') return { address: host.host, family: host.kind === 'ipv4' ? 4 : 6 };
+  let addresses: { address: string; family: number }[];
+  try {
+    addresses = await resolve(host.host);
+  } catch {
+    return { denied: 'unresolvable' };
+  }
+  for (const a of addresses) {
+    const family = a.family === 6 ? 6 : 4;
+    const address = family === 6 ? canonicalIPv6(a.address) : a.address;
+    if (address === null) continue;
+    if (!isNonPublicAddress(address, family) || namesAddressLiterally(entries, address, port)) return { address, family };
+  }
+  return { denied: addresses.length > 0 ? 'private_address' : 'unresolvable' };
+}

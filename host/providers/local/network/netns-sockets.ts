@@ -1,0 +1,137 @@
+// The keeper's way to sockets inside its sandbox's network namespace: it starts the netns helper
+// (netns-helper.ts) there on demand, asks it for a listening socket or a connection, and receives
+// the socket itself. A helper idle for a while is stopped (each one is a node process); the next
+// request starts another, as does a request after a helper died.
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { Server, Socket } from 'node:net';
+import { NETNS_HELPER_ARG, type NetnsReply, type NetnsRequest } from './netns-helper.js';
+
+/** How to reach the namespace and how long a helper may idle. */
+export interface NetnsSocketsOpts {
+  /** Host pid of the sandbox's pid 1, whose network namespace is entered. */
+  pid1: number;
+  nsenter: string;
+  /** Enter the sandbox's user namespace first: needed when not root (the namespace's owner may then enter). */
+  enterUserNs: boolean;
+  /** The node binary and the keeper's script, which runs as the helper with NETNS_HELPER_ARG. */
+  nodePath: string;
+  keeperScript: string;
+  /** Stop a helper with nothing to do after this long (default 30 s). */
+  idleMs?: number;
+  /** Give up on one request after this long (default 10 s). */
+  requestTimeoutMs?: number;
+}
+
+/** A request the helper could not carry out; `code` is an errno name (ECONNREFUSED…) or `helper_failed`. */
+export class NetnsError extends Error {
+  constructor(readonly code: string) {
+    super(code);
+  }
+}
+
+interface Pending {
+  resolve(handle: unknown): void;
+  reject(e: NetnsError): void;
+  timer: NodeJS.Timeout;
+}
+
+/** Sockets in one sandbox's network namespace, made by its helper process. */
+export class NetnsSockets {
+  private helper: ChildProcess | null = null;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private idleTimer: NodeJS.Timeout | undefined;
+  private isClosed = false;
+
+  constructor(private readonly opts: NetnsSocketsOpts) {}
+
+  /** A socket listening on the sandbox's 127.0.0.1:`port`, served from this process. */
+  async listen(port: number): Promise<Server> {
+    return (await this.request('listen', port)) as Server;
+  }
+
+  /** A connection to the sandbox's loopback at `port` (127.0.0.1, else ::1). */
+  async connect(port: number): Promise<Socket> {
+    return (await this.request('connect', port)) as Socket;
+  }
+
+  /** Stops the helper; later requests fail. */
+  close(): void {
+    this.isClosed = true;
+    this.stopHelper();
+  }
+
+  private request(op: NetnsRequest['op'], port: number): Promise<unknown> {
+    if (this.isClosed) return Promise.reject(new NetnsError('closed'));
+    clearTimeout(this.idleTimer);
+    const helper = this.helper ?? this.startHelper();
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => this.settle(id, new NetnsError('timeout')), this.opts.requestTimeoutMs ?? 10_000);
+      this.pending.set(id, { resolve, reject, timer });
+      helper.send({ id, op, port } satisfies NetnsRequest, (e) => {
+        if (e) this.settle(id, new NetnsError('helper_failed'));
+      });
+    });
+  }
+
+  private settle(id: number, outcome: NetnsError | { handle: unknown }): void {
+    const p = this.pending.get(id);
+    if (!p) {
+      // A socket that arrived after its request gave up.
+      if (!(outcome instanceof NetnsError)) {
+        const late = outcome.handle as { destroy?(): void; close?(): void } | undefined;
+        if (late?.destroy) late.destroy();
+        else late?.close?.();
+      }
+      return;
+    }
+    this.pending.delete(id);
+    clearTimeout(p.timer);
+    if (outcome instanceof NetnsError) p.reject(outcome);
+    else p.resolve(outcome.handle);
+    if (this.pending.size === 0 && this.helper) {
+      this.idleTimer = setTimeout(() => this.stopHelper(), this.opts.idleMs ?? 30_000);
+      this.idleTimer.unref();
+    }
+  }
+
+  private startHelper(): ChildProcess {
+    const { pid1, nsenter, enterUserNs, nodePath, keeperScript } = this.opts;
+    const namespaces = enterUserNs ? ['--preserve-credentials', '-U', '-n'] : ['-n'];
+    // prettier-ignore
+    const child = spawn(nsenter, [
+      '-t', String(pid1), ...namespaces, '--',
+      nodePath, '--max-old-space-size=16', '--max-semi-space-size=1', '--v8-pool-size=0', keeperScript, NETNS_HELPER_ARG,
+    ], {
+      cwd: '/',
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
+    });
+    this.helper = child;
+    child.on('message', (m: NetnsReply, handle: unknown) => {
+      if (typeof m !== 'object' || m === null || typeof m.id !== 'number') return;
+      this.settle(m.id, m.ok ? { handle } : new NetnsError(typeof m.code === 'string' ? m.code : 'helper_failed'));
+    });
+    child.on('error', () => this.onHelperGone(child));
+    child.on('exit', () => this.onHelperGone(child));
+    return child;
+  }
+
+  /** Fails what the gone helper still owed; the next request starts a new one. */
+  private onHelperGone(child: ChildProcess): void {
+    if (this.helper !== child) return;
+    this.helper = null;
+    clearTimeout(this.idleTimer);
+    for (const id of [...this.pending.keys()]) this.settle(id, new NetnsError('helper_failed'));
+  }
+
+  private stopHelper(): void {
+    clearTimeout(this.idleTimer);
+    const helper = this.helper;
+    if (!helper) return;
+    this.helper = null;
+    for (const id of [...this.pending.keys()]) this.settle(id, new NetnsError('helper_failed'));
+    helper.kill('SIGKILL');
+  }
+}

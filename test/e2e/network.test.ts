@@ -1,0 +1,177 @@
+// Network through the BUILT server and a real MCP client: create_sandbox's `network` argument
+// against the server's permitted set, the egress proxy surviving a server restart while its
+// sandbox lives, refusals in the server's log (host name only), expose_port serving a task's web
+// server to the host until kill_sandbox, and the effective network in `sandbox-mcp network`.
+import { execFile } from 'node:child_process';
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { KeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
+import { isAlive as isProcAlive } from '../../host/providers/local/system/proc.js';
+import {
+  connectStdio,
+  destroyAll,
+  HOST_JS,
+  ok,
+  requirePrerequisites,
+  serverEnv,
+  tempStateDir,
+  toolError,
+  waitFor,
+  type StdioServer,
+} from './harness.js';
+
+const run = promisify(execFile);
+
+function listen(server: Server): Promise<number> {
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
+}
+
+async function get(url: string): Promise<string> {
+  try {
+    return await (await fetch(url, { signal: AbortSignal.timeout(10_000) })).text();
+  } catch (e) {
+    return `failed: ${String((e as { cause?: { code?: string } }).cause?.code ?? (e as Error).name)}`;
+  }
+}
+
+/** The server's log lines (JSON) with message `msg`. */
+function logLines(s: StdioServer, msg: string): Record<string, unknown>[] {
+  return s
+    .stderr()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+    .filter((l) => l.msg === msg);
+}
+
+const stateDir = tempStateDir();
+const hits = { one: 0, two: 0 };
+const one = createServer((_req, res) => {
+  hits.one++;
+  res.end('page one\n');
+});
+const two = createServer((_req, res) => {
+  hits.two++;
+  res.end('page two\n');
+});
+let p1 = 0;
+let p2 = 0;
+let env: Record<string, string>;
+let s: StdioServer | undefined;
+
+beforeAll(async () => {
+  requirePrerequisites();
+  [p1, p2] = await Promise.all([listen(one), listen(two)]);
+  env = { SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_NETWORK_ALLOW: `127.0.0.1:${p1},localhost:${p2},@packages` };
+});
+afterAll(async () => {
+  await s?.close();
+  await destroyAll(stateDir);
+  one.close();
+  two.close();
+});
+
+describe('network through the MCP server', () => {
+  it('tells the model its network and lists expose_port with strict schemas', async () => {
+    s = await connectStdio(env);
+    expect(s.client.getInstructions()).toMatch(/Network: without `network`, a local sandbox has no network at all/);
+    const { tools } = await s.client.listTools();
+    const create = tools.find((t) => t.name === 'create_sandbox')!;
+    expect(create.description).toContain(`127.0.0.1:${p1}, localhost:${p2}, pypi.org`);
+    expect((create.inputSchema.properties as Record<string, unknown>).network).toBeDefined();
+    const expose = tools.find((t) => t.name === 'expose_port')!;
+    expect(expose.inputSchema).toMatchObject({ type: 'object', required: ['port'], additionalProperties: false });
+    expect(expose.outputSchema).toMatchObject({ type: 'object', properties: { url: { type: 'string' } } });
+    expect(expose.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: false, idempotentHint: true });
+  });
+
+  it('refuses entries outside the permitted set or not entries at all, naming the field, and creates nothing', async () => {
+    const before = (await ok(s!.client, 'list_sandboxes', {})).sandboxes.length;
+    const outside = await toolError(s!.client, 'create_sandbox', { network: { allow_out: [`127.0.0.1:${p2}`] } });
+    expect(outside).toMatchObject({ category: 'invalid_argument', code: 'network_not_permitted' });
+    expect(outside.text).toContain('network.allow_out.0');
+    expect(outside.text).not.toContain(`127.0.0.1:${p2}`);
+    for (const [network, field] of [
+      [{ allow_out: ['pypi.org', 'VALUE with spaces'] }, 'network.allow_out.1'],
+      ['everything', 'network'],
+      [{ allow_out: [], extra: true }, 'extra'],
+    ] as const) {
+      const e = await toolError(s!.client, 'create_sandbox', { network });
+      expect(e.category).toBe('invalid_argument');
+      expect(e.text).toContain(field);
+      expect(e.text).not.toContain('VALUE');
+    }
+    const port = await toolError(s!.client, 'expose_port', { sandbox_id: 'local:abcdefghijkl', port: 0 });
+    expect(port.category).toBe('invalid_argument');
+    expect(port.text).toContain('port');
+    expect((await ok(s!.client, 'list_sandboxes', {})).sandboxes.length).toBe(before);
+  });
+
+  it('keeps egress and exposed ports across a server restart, logs refusals by host, and ends both with kill_sandbox', async () => {
+    const meta = await ok(s!.client, 'create_sandbox', { timeout: 600, network: { allow_out: [`127.0.0.1:${p1}`, `localhost:${p2}`] } });
+    const id = meta.sandbox_id as string;
+    expect(Object.keys(meta).sort()).toEqual(
+      ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'].sort(),
+    );
+    // A web server as a task (which also keeps the sandbox when this session ends).
+    await ok(s!.client, 'run_command', { command: 'mkdir -p ~/site && echo "served from the sandbox" > ~/site/index.html' });
+    await ok(s!.client, 'start_task', { command: 'cd ~/site && exec python3 -m http.server 8000', timeout: 600 });
+    const { url } = await ok(s!.client, 'expose_port', { port: 8000 });
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+    await waitFor(async () => (await get(url)) === 'served from the sandbox\n', 'the task to serve at the exposed URL');
+
+    const fetchOne = `curl -sS http://127.0.0.1:${p1}/`;
+    expect((await ok(s!.client, 'run_command', { command: fetchOne })).stdout).toBe('page one\n');
+    const refused = await ok(s!.client, 'run_command', { command: `curl -sS -w ' %{http_code}' http://localhost:${p2}/secret/path` });
+    expect(refused.stdout).toMatch(/resolves to a loopback, link-local or private address[\s\S]* 403$/);
+    expect(hits.two).toBe(0);
+    // Around the proxy there is no way out, not even to the allowed server, nor to the exposed port's listener.
+    const direct = await ok(s!.client, 'run_command', {
+      command: `for u in http://127.0.0.1:${p1}/ ${url}; do curl -sS --noproxy '*' --max-time 10 $u >/dev/null 2>&1; echo "exit=$?"; done`,
+    });
+    expect(direct.stdout).toBe('exit=7\nexit=7\n');
+    await waitFor(() => logLines(s!, 'network denied').length > 0, 'the refusal in the log');
+    for (const line of logLines(s!, 'network denied')) {
+      expect(Object.keys(line).sort()).toEqual(['host', 'level', 'msg', 'sandbox_id', 't']);
+      expect(line).toMatchObject({ host: 'localhost', sandbox_id: id });
+    }
+    expect(s!.stderr()).not.toContain('/secret/path');
+
+    // The server goes away; the sandbox (retained by its task), its proxy and its port stay.
+    await s!.close();
+    s = await connectStdio(env);
+    expect((await ok(s.client, 'run_command', { sandbox_id: id, command: fetchOne })).stdout).toBe('page one\n');
+    expect((await ok(s.client, 'expose_port', { sandbox_id: id, port: 8000 })).url).toBe(url);
+    expect(await get(url)).toBe('served from the sandbox\n');
+
+    // A person sees the effective network with the debug CLI (tool results keep the nine fields).
+    const { stdout } = await run(process.execPath, [HOST_JS, 'network', id], { env: serverEnv(env) });
+    expect(JSON.parse(stdout)).toEqual({
+      sandbox_id: id,
+      egress: 'allow_out',
+      allow_out: [`127.0.0.1:${p1}`, `localhost:${p2}`],
+      proxy: 'http://127.0.0.1:3128',
+      exposed_ports: [{ port: 8000, url }],
+    });
+
+    // The proxy, its helper and the port end with the sandbox.
+    const dir = join(stateDir, 'local', id.replace('local:', ''));
+    const keeper = JSON.parse(readFileSync(join(dir, 'keeper.json'), 'utf8')) as KeeperRecord;
+    const netNs = readlinkSync(`/proc/${keeper.pid1.pid}/ns/net`);
+    await ok(s.client, 'kill_sandbox', { sandbox_id: id });
+    expect(await get(url)).toBe('failed: ECONNREFUSED');
+    const inNetNs = readdirSync('/proc').filter((n) => {
+      try {
+        return /^\d+$/.test(n) && readlinkSync(`/proc/${n}/ns/net`) === netNs;
+      } catch {
+        return false;
+      }
+    });
+    expect(inNetNs).toEqual([]);
+    // Gone or a zombie awaiting its reaper (it was detached from the first server): never running.
+    expect(isProcAlive(keeper.keeper)).toBe(false);
+  });
+});

@@ -1,0 +1,253 @@
+// Egress of local sandboxes through their allow-list proxy, against real bubblewrap sandboxes and
+// servers on this machine's loopback (the only network here): what an allow-list lets through,
+// what it refuses and how, that nothing else gets out, that HTTPS is tunnelled untouched, that
+// the sandbox cannot take the proxy down, and that the proxy ends with the sandbox.
+import { execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, readlinkSync, readdirSync } from 'node:fs';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLocalProvider, type NetworkDenial } from '../../host/providers/local/local-provider.js';
+import { readKeeperRecord, readSpec } from '../../host/providers/local/sandbox/state-dir.js';
+import { isAlive } from '../../host/providers/local/system/proc.js';
+import type { Provider } from '../../host/providers/provider.js';
+import { KEEPER_SCRIPT, requireCommands, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
+
+/** A self-signed certificate for 127.0.0.1, made with openssl in `dir`. */
+function selfSignedCert(dir: string): { key: Buffer; cert: Buffer } {
+  // prettier-ignore
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+    '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1',
+    '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
+  ], { stdio: 'ignore' });
+  return { key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) };
+}
+
+function listen(server: HttpServer): Promise<number> {
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
+}
+
+/** Processes outside the sandbox's pid namespace that sit in its network namespace (the keeper's netns helper). */
+function helpersIn(netNs: string, pidNs: string): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (readlinkSync(`/proc/${name}/ns/net`) === netNs && readlinkSync(`/proc/${name}/ns/pid`) !== pidNs) pids.push(Number(name));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return pids;
+}
+
+// curl runs inside the sandboxes (from the host's /usr/bin); openssl makes the test certificate.
+const canRun = sandboxesAvailable() && requireCommands(['curl', 'openssl']);
+
+describe.skipIf(!canRun)('local sandbox egress allow-list', () => {
+  const state = tempStateDir();
+  const denials: NetworkDenial[] = [];
+  let provider: Provider;
+  let id: string;
+  const hits = { one: 0, two: 0, tls: 0 };
+  const one = createHttpServer((_req, res) => {
+    hits.one++;
+    res.end('page one\n');
+  });
+  const two = createHttpServer((_req, res) => {
+    hits.two++;
+    res.end('page two\n');
+  });
+  const blob = randomBytes(256 * 1024);
+  let tls: HttpServer;
+  let p1 = 0;
+  let p2 = 0;
+  let pTls = 0;
+  let cert: Buffer;
+
+  const sh = async (command: string, sandbox = id) => {
+    const r = await provider.exec(sandbox, command, { timeoutS: 60 });
+    return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+  };
+
+  beforeAll(async () => {
+    const pem = selfSignedCert(state.dir);
+    cert = pem.cert;
+    tls = createHttpsServer(pem, (_req, res) => {
+      hits.tls++;
+      res.end(blob);
+    });
+    [p1, p2, pTls] = await Promise.all([listen(one), listen(two), listen(tls)]);
+    provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT, onNetworkDenied: (d) => denials.push(d) });
+    const meta = await provider.create({
+      timeoutS: 300,
+      network: { allowOut: [`127.0.0.1:${p1}`, `127.0.0.1:${pTls}`, `localhost:${p2}`] },
+    });
+    id = meta.sandbox_id;
+  });
+
+  afterAll(async () => {
+    if (id) await provider.kill(id).catch(() => {});
+    await provider.close();
+    one.close();
+    two.close();
+    tls?.close();
+    state.remove();
+  });
+
+  it('reaches an allowed destination through the proxy its commands are given', async () => {
+    const r = await sh(`printf '%s\\n' "$HTTP_PROXY" "$https_proxy" "$NO_PROXY"; curl -sS http://127.0.0.1:${p1}/`);
+    expect(r.err).toBe('');
+    // 127.0.0.1 and localhost are listed: they mean the host's, so they are proxied rather than the sandbox's own.
+    expect(r.out).toBe('http://127.0.0.1:3128\nhttp://127.0.0.1:3128\n::1\npage one\n');
+  });
+
+  it('refuses a destination that is not listed with a 403 naming the host and the setting', async () => {
+    const before = hits.two;
+    const r = await sh(`curl -sS -w '\\n%{http_code}' http://127.0.0.1:${p2}/`);
+    expect(r.out).toMatch(new RegExp(`^sandbox-mcp: 127\\.0\\.0\\.1:${p2} is not on this sandbox's egress allow-list\\.`));
+    expect(r.out).toContain('network.allow_out');
+    expect(r.out).toMatch(/\n403$/);
+    expect(hits.two).toBe(before);
+  });
+
+  it('refuses a name that resolves to a loopback address unless the address itself is listed', async () => {
+    const before = hits.two;
+    // `localhost:<p2>` is listed, but only by name: it resolves to 127.0.0.1, which no entry names with that port.
+    const byName = await sh(`curl -sS -w '\\n%{http_code}' http://localhost:${p2}/`);
+    expect(byName.out).toMatch(/resolves to a loopback, link-local or private address/);
+    expect(byName.out).toMatch(/\n403$/);
+    expect(hits.two).toBe(before);
+    // Written literally, the same kind of address is reachable (the first test's 127.0.0.1:<p1>).
+    expect((await sh(`curl -sS http://127.0.0.1:${p1}/`)).out).toBe('page one\n');
+  });
+
+  it('reports each refusal to the listener by host name only', async () => {
+    await waitFor(() => denials.some((d) => d.host === 'localhost') && denials.some((d) => d.host === '127.0.0.1'));
+    for (const d of denials) {
+      expect(d.sandboxId).toBe(id);
+      expect(Object.keys(d).sort()).toEqual(['atMs', 'host', 'sandboxId']);
+      expect(d.host).toMatch(/^(localhost|127\.0\.0\.1)$/);
+    }
+  });
+
+  it('gets nowhere without the proxy: no route, no name resolution', async () => {
+    const before = { ...hits };
+    for (const port of [p1, p2]) {
+      const r = await sh(`curl -sS --noproxy '*' --max-time 10 http://127.0.0.1:${port}/; echo "exit=$?"`);
+      expect(r.out).toMatch(/exit=7\n$/); // curl: could not connect
+    }
+    const dns = await sh(`curl -sS --noproxy '*' --max-time 10 http://example.com/; echo "exit=$?"`);
+    expect(dns.out).toMatch(/exit=6\n$/); // curl: could not resolve host
+    expect(hits).toEqual(before);
+  });
+
+  it('tunnels HTTPS through CONNECT byte for byte, with the server certificate untouched', async () => {
+    await provider.writeFile(id, 'server-cert.pem', cert);
+    const r = await sh(`curl -sS --cacert ~/server-cert.pem https://127.0.0.1:${pTls}/ | sha256sum | cut -d' ' -f1`);
+    expect(r.err).toBe('');
+    expect(r.out.trim()).toBe(createHash('sha256').update(blob).digest('hex'));
+  });
+
+  it('cannot be taken down from inside: the proxy is not a process of the sandbox', async () => {
+    // Everything the sandbox user can signal, and its whole view of processes.
+    const r = await sh(
+      "kill -9 -1 2>/dev/null; sleep 0.2; cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c '[n]etns-helper' || true",
+    );
+    expect(r.out.trim()).toBe('0');
+    expect((await sh(`curl -sS http://127.0.0.1:${p1}/`)).out).toBe('page one\n');
+    // Another listener cannot take the proxy's address.
+    const bind = await sh(`python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 3128))' 2>&1; echo "exit=$?"`);
+    expect(bind.out).toMatch(/Address already in use[\s\S]*exit=1/);
+  });
+
+  it('records the allow-list in the spec and holds nothing once the sandbox is killed', async () => {
+    const dir = join(state.dir, 'local', id);
+    expect(readSpec(dir)?.allowOut).toEqual([`127.0.0.1:${p1}`, `127.0.0.1:${pTls}`, `localhost:${p2}`]);
+    const rec = readKeeperRecord(dir)!;
+    const netNs = readlinkSync(`/proc/${rec.pid1.pid}/ns/net`);
+    const pidNs = readlinkSync(`/proc/${rec.pid1.pid}/ns/pid`);
+    await provider.kill(id);
+    expect(isAlive(rec.keeper)).toBe(false);
+    expect(isAlive(rec.pid1)).toBe(false);
+    expect(helpersIn(netNs, pidNs)).toEqual([]);
+    expect(existsSync(dir)).toBe(false);
+    id = '';
+  });
+});
+
+describe.skipIf(!canRun)('local sandbox network argument', () => {
+  const state = tempStateDir();
+  let provider: Provider;
+  const created: string[] = [];
+
+  beforeAll(() => {
+    // A provider whose default shares the host's network: an explicit policy still isolates.
+    provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT, network: 'host' });
+  });
+
+  afterAll(async () => {
+    for (const sb of created) await provider.kill(sb).catch(() => {});
+    await provider.close();
+    state.remove();
+  });
+
+  it('"none" gives an isolated sandbox without a proxy or proxy variables, whatever the default', async () => {
+    const host = createHttpServer((_req, res) => res.end('host\n'));
+    const port = await listen(host);
+    try {
+      const { sandbox_id: sb } = await provider.create({ timeoutS: 60, network: { allowOut: [] } });
+      created.push(sb);
+      const r = await provider.exec(sb, `echo "\${HTTP_PROXY-unset}"; curl -sS --max-time 10 http://127.0.0.1:${port}/; echo "exit=$?"`, {
+        timeoutS: 30,
+      });
+      expect(r.stdout.toString()).toBe('unset\nexit=7\n');
+      expect(readSpec(join(state.dir, 'local', sb))).toMatchObject({ network: 'isolated' });
+      expect(readSpec(join(state.dir, 'local', sb))?.allowOut).toBeUndefined();
+    } finally {
+      host.close();
+    }
+  });
+
+  it('leaves no helper behind when the keeper itself is killed with SIGKILL', async () => {
+    const { sandbox_id: sb } = await provider.create({ timeoutS: 60, network: { allowOut: ['pypi.org'] } });
+    created.push(sb);
+    const rec = readKeeperRecord(join(state.dir, 'local', sb))!;
+    const netNs = readlinkSync(`/proc/${rec.pid1.pid}/ns/net`);
+    const pidNs = readlinkSync(`/proc/${rec.pid1.pid}/ns/pid`);
+    // The helper that made the proxy's socket idles a while before it is stopped.
+    expect(helpersIn(netNs, pidNs).length).toBe(1);
+    process.kill(rec.keeper.pid, 'SIGKILL');
+    await waitFor(() => !isAlive(rec.pid1) && helpersIn(netNs, pidNs).length === 0);
+  });
+
+  it('does not start a sandbox whose proxy cannot start, and leaves nothing behind', async () => {
+    // An nsenter that cannot enter anything: the keeper's netns helper never starts.
+    const broken = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT, tools: { nsenter: '/bin/false' } });
+    try {
+      const sandboxDirs = () =>
+        (existsSync(join(state.dir, 'local')) ? readdirSync(join(state.dir, 'local')) : []).filter((n) => !n.startsWith('.'));
+      const before = sandboxDirs();
+      const e = await broken.create({ timeoutS: 60, network: { allowOut: ['pypi.org'] } }).catch((err: unknown) => err);
+      expect(e).toMatchObject({ category: 'unavailable', code: 'network_failed' });
+      expect(sandboxDirs().filter((n) => !before.includes(n))).toEqual([]);
+      // Without an allow-list nothing needs the helper at create.
+      const { sandbox_id: sb } = await broken.create({ timeoutS: 60 });
+      created.push(sb);
+    } finally {
+      await broken.close();
+    }
+  });
+
+  it('refuses an entry that is not one, naming the field, and creates nothing', async () => {
+    const before = readdirSync(join(state.dir, 'local')).length;
+    await expect(provider.create({ timeoutS: 60, network: { allowOut: ['not a host'] } })).rejects.toMatchObject({
+      category: 'invalid_argument',
+      message: expect.stringContaining('network.allow_out'),
+    });
+    expect(readdirSync(join(state.dir, 'local')).length).toBe(before);
+  });
+});

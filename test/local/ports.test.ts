@@ -1,0 +1,148 @@
+// Ports of local sandboxes exposed to the host (expose_port's provider side), against real
+// bubblewrap sandboxes: a server inside is reachable at the returned URL on this machine's
+// loopback, the URL is stable (across provider instances too) and ends with the sandbox, while
+// the sandbox itself still reaches none of the host's loopback services.
+import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLocalProvider } from '../../host/providers/local/local-provider.js';
+import { readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
+import type { Provider } from '../../host/providers/provider.js';
+import { KEEPER_SCRIPT, requireCommands, sandboxesAvailable, tempStateDir, waitFor } from './helpers.js';
+
+/** The body of GET `url`, or the error code when the connection fails. */
+async function get(url: string): Promise<string> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(10_000) });
+    return await res.text();
+  } catch (e) {
+    return `failed: ${String((e as { cause?: { code?: string } }).cause?.code ?? (e as Error).name)}`;
+  }
+}
+
+function listen(server: Server): Promise<number> {
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
+}
+
+const canRun = sandboxesAvailable() && requireCommands(['curl', 'python3']);
+
+describe.skipIf(!canRun)('local sandbox exposed ports', () => {
+  const state = tempStateDir();
+  let provider: Provider;
+  let id: string;
+  const hostService = createServer((_req, res) => res.end('host service\n'));
+  let hostPort = 0;
+
+  const sh = async (command: string) => {
+    const r = await provider.exec(id, command, { timeoutS: 60 });
+    return r.stdout.toString();
+  };
+
+  beforeAll(async () => {
+    hostPort = await listen(hostService);
+    provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
+    id = (await provider.create({ timeoutS: 300 })).sandbox_id;
+    await sh('mkdir -p ~/site && echo "hello from the sandbox" > ~/site/index.html');
+    await sh('cd ~/site && nohup python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &');
+  });
+
+  afterAll(async () => {
+    if (id) await provider.kill(id).catch(() => {});
+    await provider.close();
+    hostService.close();
+    state.remove();
+  });
+
+  it("serves the sandbox's port at a URL on the host's loopback, the same URL every time", async () => {
+    const { url } = await provider.exposePort(id, 8000);
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+    await waitFor(async () => (await get(url)) === 'hello from the sandbox\n');
+    expect(await provider.exposePort(id, 8000)).toEqual({ url });
+    // Another provider instance (a restarted server) asks the keeper and gets the same URL.
+    const other = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT });
+    try {
+      expect(await other.exposePort(id, 8000)).toEqual({ url });
+    } finally {
+      await other.close();
+    }
+    const ports = JSON.parse(readFileSync(join(state.dir, 'local', id, 'ports.json'), 'utf8'));
+    expect(ports).toEqual([{ port: 8000, host_port: Number(new URL(url).port) }]);
+  });
+
+  it("leaves the host's loopback services, the exposed URL included, out of the sandbox's reach", async () => {
+    const { url } = await provider.exposePort(id, 8000);
+    const r = await sh(
+      `for p in ${hostPort} ${new URL(url).port}; do curl -sS --max-time 10 http://127.0.0.1:$p/ >/dev/null 2>&1; echo "exit=$?"; done`,
+    );
+    expect(r).toBe('exit=7\nexit=7\n');
+  });
+
+  it('answers nothing for a port where nothing listens yet, and works once something does', async () => {
+    const { url } = await provider.exposePort(id, 8001);
+    expect(await get(url)).toMatch(/^failed/);
+    await sh('cd ~/site && nohup python3 -m http.server 8001 --bind 127.0.0.1 >/dev/null 2>&1 &');
+    await waitFor(async () => (await get(url)) === 'hello from the sandbox\n');
+  });
+
+  it("keeps forwarding after the keeper's netns helper is killed (it is started again)", async () => {
+    const { url } = await provider.exposePort(id, 8000);
+    expect(await get(url)).toBe('hello from the sandbox\n');
+    const rec = readKeeperRecord(join(state.dir, 'local', id))!;
+    const netNs = readlinkSync(`/proc/${rec.pid1.pid}/ns/net`);
+    const pidNs = readlinkSync(`/proc/${rec.pid1.pid}/ns/pid`);
+    const helpers = readdirSync('/proc')
+      .filter((n) => /^\d+$/.test(n))
+      .filter((n) => {
+        try {
+          return readlinkSync(`/proc/${n}/ns/net`) === netNs && readlinkSync(`/proc/${n}/ns/pid`) !== pidNs;
+        } catch {
+          return false;
+        }
+      });
+    expect(helpers.length).toBe(1);
+    process.kill(Number(helpers[0]), 'SIGKILL');
+    await waitFor(() => !existsSync(`/proc/${helpers[0]}`));
+    expect(await get(url)).toBe('hello from the sandbox\n');
+  });
+
+  it('refuses ports outside 1-65535 and more than 32 ports per sandbox', async () => {
+    for (const port of [0, 65536, 1.5]) {
+      await expect(provider.exposePort(id, port)).rejects.toMatchObject({
+        category: 'invalid_argument',
+        message: expect.stringContaining('port'),
+      });
+    }
+    // 8000 and 8001 are exposed already.
+    for (let port = 9000; port < 9030; port++) await provider.exposePort(id, port);
+    await expect(provider.exposePort(id, 9030)).rejects.toMatchObject({ category: 'insufficient_resources', code: 'too_many_ports' });
+    // An exposed port still answers with the same URL.
+    expect((await provider.exposePort(id, 9000)).url).toMatch(/^http:\/\/127\.0\.0\.1:/);
+  });
+
+  it('stops answering once the sandbox is killed', async () => {
+    const { url } = await provider.exposePort(id, 8000);
+    expect(await get(url)).toBe('hello from the sandbox\n');
+    await provider.kill(id);
+    id = '';
+    expect(await get(url)).toBe('failed: ECONNREFUSED');
+    await expect(provider.exposePort('abcdefghijkl', 8000)).rejects.toMatchObject({ category: 'not_found' });
+  });
+});
+
+describe.skipIf(!canRun)("local sandbox exposed ports with the host's network", () => {
+  const state = tempStateDir();
+
+  it("is the sandbox's own port on the host's loopback", async () => {
+    const provider = createLocalProvider({ stateDir: state.dir, keeperScript: KEEPER_SCRIPT, network: 'host' });
+    const { sandbox_id: id } = await provider.create({ timeoutS: 60 });
+    try {
+      expect(await provider.exposePort(id, 8765)).toEqual({ url: 'http://127.0.0.1:8765/' });
+      expect(existsSync(join(state.dir, 'local', id, 'control.sock'))).toBe(false);
+    } finally {
+      await provider.kill(id);
+      await provider.close();
+      state.remove();
+    }
+  });
+});
