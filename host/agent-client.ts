@@ -100,7 +100,12 @@ export class AgentClient {
     const key = `${provider.id}:${sandboxId}`;
     const installsBefore = this.installs.get(key) ?? 0;
     const command = this.commandFor(request);
-    const execOpts = { timeoutS: opts.timeoutS, ...definedFields({ envs: opts.envs, signal: opts.signal }) };
+    // A start's processes are the task's (its supervisor and command inherit them); the other ops are the server's own.
+    const execOpts = {
+      timeoutS: opts.timeoutS,
+      role: request.op === 'start' ? ('task' as const) : ('service' as const),
+      ...definedFields({ envs: opts.envs, signal: opts.signal }),
+    };
     let result = await provider.exec(sandboxId, command, execOpts);
     if (result.exitCode === EXIT_AGENT_MISSING) {
       // Unless a concurrent call installed it meanwhile, install it (once, shared), then ask again.
@@ -137,7 +142,10 @@ export class AgentClient {
       pending = (async () => {
         await provider.writeFile(sandboxId, tmp, this.bundle.bytes);
         // rename(2) is atomic: another server never runs a half-written agent.
-        await provider.exec(sandboxId, `[ -f ${file} ] || mv -f "$HOME/${tmp}" ${file}; rm -f "$HOME/${tmp}"`, { timeoutS: 60 });
+        await provider.exec(sandboxId, `[ -f ${file} ] || mv -f "$HOME/${tmp}" ${file}; rm -f "$HOME/${tmp}"`, {
+          timeoutS: 60,
+          role: 'service',
+        });
         this.installs.set(key, (this.installs.get(key) ?? 0) + 1);
       })();
       this.pendingInstalls.set(key, pending);

@@ -3,6 +3,7 @@
 // a command it does not apply to, a missing value) without ever echoing a value.
 import { parseArgs } from 'node:util';
 import { LIMITS } from '../shared/limits.js';
+import { LIMIT_OPTIONS, limitOptionsHelp, type LimitFlag } from './limit-options.js';
 import { definedFields } from './util/defined-fields.js';
 
 declare const __HOST_VERSION__: string;
@@ -35,8 +36,14 @@ interface OptionSpec {
 
 const SERVING: readonly CommandName[] = ['stdio', 'http'];
 
+// The limit flags apply wherever a local provider is built: serving, and the doctor's check sandbox.
+const LIMIT_FLAG_SPECS = Object.fromEntries(
+  LIMIT_OPTIONS.map((o): [LimitFlag, OptionSpec] => [o.flag, { type: 'string', commands: [...SERVING, 'doctor'] }]),
+) as Record<LimitFlag, OptionSpec>;
+
 /** Every option, by long name. */
 export const OPTIONS = {
+  ...LIMIT_FLAG_SPECS,
   help: { type: 'boolean', short: 'h', commands: COMMANDS },
   version: { type: 'boolean', commands: COMMANDS },
   provider: { type: 'string', commands: COMMANDS },
@@ -138,6 +145,9 @@ Options:
   --stderr               logs: the task's stderr instead of its stdout
   --from N               logs: start at byte N of the stream (default 0)
 
+Resource limits of local sandboxes (each also a variable; a flag wins; README "Resource limits"):
+${limitOptionsHelp()}
+
 Environment (a flag wins over its variable):
   SANDBOX_MCP_PROVIDER        as --provider
   SANDBOX_MCP_KEEP_SANDBOXES  1 = as --keep-sandboxes
@@ -193,6 +203,8 @@ export interface CommandLine {
   fromByte: number;
   /** shell: the program after `--` (empty: the sandbox's shell). */
   program: string[];
+  /** The limit flags given (by flag name; see LIMIT_OPTIONS). */
+  limits: Record<string, string>;
 }
 
 /** Option names are printed only when they look like one (never arbitrary text from argv). */
@@ -295,5 +307,6 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     stderr: given.has('stderr'),
     fromByte: intOption(one('from'), 'from', 0, LIMITS.streamCapBytes, 0),
     program,
+    limits: Object.fromEntries(LIMIT_OPTIONS.flatMap((o) => (given.has(o.flag) ? [[o.flag, one(o.flag)!]] : []))),
   };
 }

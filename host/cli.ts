@@ -14,6 +14,7 @@ import { isProviderError } from './errors.js';
 import { networkReport } from './network-cli.js';
 import { createLogger } from './log.js';
 import { SecretMasker } from './mask.js';
+import { DEFAULT_MAX_WAITING_GETS } from './limit-options.js';
 import { TaskRetention } from './retention.js';
 import { createLocalProvider } from './providers/local/local-provider.js';
 import { OwnerCache } from './providers/owner-scope.js';
@@ -24,6 +25,7 @@ import { isLoopback, isWildcard, serveHttp } from './transports/http.js';
 import { shutdownSignal } from './shutdown-signal.js';
 import { serveStdio } from './transports/stdio.js';
 import { definedFields } from './util/defined-fields.js';
+import { WaitGate } from './wait-gate.js';
 
 declare const __HOST_VERSION__: string;
 
@@ -44,6 +46,7 @@ function buildDeps(config: ServerConfig): ServerDeps & { close(): Promise<void> 
     agent: new AgentClient(loadAgentBundle()),
     masker: new SecretMasker(config.secretValues),
     retention: new TaskRetention(),
+    waits: new WaitGate(config.maxWaitingGets ?? DEFAULT_MAX_WAITING_GETS),
     owners: new OwnerCache(),
     log,
     close: () => providers.closeAll(),
@@ -134,6 +137,7 @@ async function main(argv: string[]): Promise<void> {
     ...definedFields({ provider: line.provider, networkDefault: line.networkDefault, backgroundAfter: line.backgroundAfter }),
     keepSandboxes: line.keepSandboxes,
     networkAllow: line.networkAllow,
+    limits: line.limits,
   });
   switch (line.command) {
     case 'stdio':

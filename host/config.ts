@@ -1,7 +1,10 @@
 // Server configuration from flags and environment. Credentials live here, never in tool arguments.
 import { isAbsolute } from 'node:path';
 import { SECRET_NAME_PATTERN, LIMITS } from '../shared/limits.js';
+import { isProviderError } from './errors.js';
+import { DEFAULT_MAX_WAITING_GETS, LIMIT_OPTIONS } from './limit-options.js';
 import { ALLOW_LIST_PRESETS, expandAllowList } from './network-policy.js';
+import { resolveLimitSettings, type LimitOpts } from './providers/local/limits/settings.js';
 import { NETWORK_MODES, type NetworkMode } from './providers/provider.js';
 import { definedFields } from './util/defined-fields.js';
 
@@ -19,6 +22,10 @@ export interface ServerConfig {
   bwrapPath?: string;
   /** Sandboxes a session created outlive it, until their own deadline (--keep-sandboxes). */
   keepSandboxes?: boolean;
+  /** Local sandboxes' resource limits given by flags or environment (the rest keep the provider's defaults). */
+  localLimits?: LimitOpts;
+  /** get_task calls waiting at once per sandbox (default DEFAULT_MAX_WAITING_GETS). */
+  maxWaitingGets?: number;
   e2b: { apiKey?: string; domain?: string };
   /** Values of this server's own secret-named environment variables, masked in task and exec output. */
   secretValues: string[];
@@ -55,11 +62,39 @@ export class ConfigError extends Error {}
 export interface ConfigFlags {
   provider?: string | undefined;
   keepSandboxes?: boolean | undefined;
+  /** The limit flags (see LIMIT_OPTIONS) by name, as given. */
+  limits?: Readonly<Record<string, string>>;
   /** --background-after, raw (validated here, as its variable is). */
   backgroundAfter?: string | undefined;
   /** --network-allow, repeatable, each a comma-separated list. */
   networkAllow?: string[] | undefined;
   networkDefault?: string | undefined;
+}
+
+/**
+ * The limits given by flags or environment: integers of at least each option's minimum, and a
+ * default memory no larger than the maximum. Throws ConfigError naming the flag and variable.
+ */
+function loadLimits(env: NodeJS.ProcessEnv, flags: Readonly<Record<string, string>>): { localLimits: LimitOpts; maxWaitingGets: number } {
+  const localLimits: LimitOpts = {};
+  let maxWaitingGets = DEFAULT_MAX_WAITING_GETS;
+  for (const o of LIMIT_OPTIONS) {
+    const text = flags[o.flag] ?? env[o.env];
+    if (text === undefined || text === '') continue;
+    const n = /^\d+$/.test(text.trim()) ? Number(text.trim()) : NaN;
+    if (!Number.isSafeInteger(n) || n < o.min) throw new ConfigError(`--${o.flag} (${o.env}) must be an integer of at least ${o.min}`);
+    if (o.key === 'maxWaitingGets') maxWaitingGets = n;
+    else localLimits[o.key] = n;
+  }
+  try {
+    resolveLimitSettings(localLimits);
+  } catch (e) {
+    if (!isProviderError(e)) throw e;
+    throw new ConfigError(
+      '--sandbox-memory (SANDBOX_MCP_SANDBOX_MEMORY) must not be above --max-sandbox-memory (SANDBOX_MCP_MAX_SANDBOX_MEMORY)',
+    );
+  }
+  return { localLimits, maxWaitingGets };
 }
 
 /** Reads the configuration from the environment and the command line's flags. */
@@ -82,6 +117,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
     ...(env.SANDBOX_MCP_STATE_DIR ? { stateDir: env.SANDBOX_MCP_STATE_DIR } : {}),
     ...definedFields({ bwrapPath }),
     keepSandboxes,
+    ...loadLimits(env, flags.limits ?? {}),
     e2b: {
       ...(env.E2B_API_KEY ? { apiKey: env.E2B_API_KEY } : {}),
       ...(env.E2B_DOMAIN ? { domain: env.E2B_DOMAIN } : {}),

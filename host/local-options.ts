@@ -4,10 +4,16 @@ import type { ServerConfig } from './config.js';
 import type { LocalProviderOpts } from './providers/local/settings.js';
 import { definedFields } from './util/defined-fields.js';
 
-/** LocalProviderOpts from the configuration (state directory, network, bubblewrap path). */
-export function localProviderOpts(config: Pick<ServerConfig, 'stateDir' | 'localNetwork' | 'bwrapPath'>): LocalProviderOpts {
+/** LocalProviderOpts from the configuration (state directory, network, bubblewrap path, limits). */
+export function localProviderOpts(
+  config: Pick<ServerConfig, 'stateDir' | 'localNetwork' | 'bwrapPath' | 'localLimits'>,
+): LocalProviderOpts {
   return {
     network: config.localNetwork,
-    ...definedFields({ stateDir: config.stateDir, tools: config.bwrapPath === undefined ? undefined : { bwrap: config.bwrapPath } }),
+    ...definedFields({
+      stateDir: config.stateDir,
+      tools: config.bwrapPath === undefined ? undefined : { bwrap: config.bwrapPath },
+      limits: config.localLimits,
+    }),
   };
 }

@@ -8,6 +8,7 @@ import type { SecretMasker } from './mask.js';
 import type { OwnerCache } from './providers/owner-scope.js';
 import type { Provider } from './providers/provider.js';
 import type { TaskRetention } from './retention.js';
+import type { WaitGate } from './wait-gate.js';
 
 /** Looks up a provider by id; throws a ProviderError when it cannot be configured. */
 export interface ProviderRegistry {
@@ -21,6 +22,8 @@ export interface ServerDeps {
   agent: AgentClient;
   masker: SecretMasker;
   retention: TaskRetention;
+  /** Bounds the get_task calls waiting at once per sandbox. */
+  waits: WaitGate;
   /** Owners of sandboxes, read once per process (see providers/owner-scope.ts). */
   owners: OwnerCache;
   log: Logger;

@@ -23,6 +23,12 @@ export const LIMITS = {
    * small enough that ordinary text stays under encodedRequestMaxBytes once JSON-escaped and base64'd.
    */
   inputMaxBytes: 32 * 1024,
+  /**
+   * The most bytes one `envs` (create_sandbox's, run_command's) may take as NAME=value strings:
+   * far below the kernel's 2 MiB for a command's arguments and environment together (and its
+   * 128 KiB for one string), with room for both sets and the command itself.
+   */
+  envsMaxBytes: 64 * 1024,
   /** Secret values shorter than this are not masked (they would mask ordinary text). */
   secretMinBytes: 4,
 } as const;
@@ -32,3 +38,10 @@ export const SECRET_MARKER = '[MASKED]';
 
 /** An environment variable whose name matches this holds a secret worth masking. */
 export const SECRET_NAME_PATTERN = /KEY|TOKEN|SECRET|PASSWORD/i;
+
+/** Bytes `envs` takes in a process's environment (NAME=value and a NUL each): what LIMITS.envsMaxBytes bounds. */
+export function envsBytes(envs: Readonly<Record<string, string>>): number {
+  let n = 0;
+  for (const [name, value] of Object.entries(envs)) n += Buffer.byteLength(name) + Buffer.byteLength(value) + 2;
+  return n;
+}

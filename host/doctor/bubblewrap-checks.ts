@@ -20,8 +20,8 @@ export function bwrapOptionsUsed(): string[] {
   return [...new Set(args.slice(0, end < 0 ? undefined : end).filter((a) => a.startsWith('--')))];
 }
 
-/** Where bubblewrap is, whether it offers what the server uses, and its version. */
-export function checkBubblewrap(bwrapOverride: string | undefined): { check: Check; path: string | null } {
+/** Where bubblewrap is, whether it offers what the server uses (and --size), and its version. */
+export function checkBubblewrap(bwrapOverride: string | undefined): { check: Check; path: string | null; hasSize: boolean } {
   const path = locateTool('bwrap', bwrapOverride === undefined ? {} : { bwrap: bwrapOverride });
   if (!path) {
     const check =
@@ -32,7 +32,7 @@ export function checkBubblewrap(bwrapOverride: string | undefined): { check: Che
             'SANDBOX_MCP_BWRAP does not name an executable file',
             'point SANDBOX_MCP_BWRAP at the bwrap binary, or unset it to use bwrap from PATH',
           );
-    return { check, path: null };
+    return { check, path: null, hasSize: false };
   }
   const run = (arg: string): string => {
     const r = spawnSync(path, [arg], { encoding: 'utf8', timeout: 10_000 });
@@ -48,17 +48,17 @@ export function checkBubblewrap(bwrapOverride: string | undefined): { check: Che
       `${named} lacks options this server passes it: ${missing.join(' ')}`,
       `${INSTALL_BWRAP} — version 0.8 or later`,
     );
-    return { check, path };
+    return { check, path, hasSize: offered.has('--size') };
   }
   if (!offered.has('--size')) {
     const check = warn(
       'bubblewrap',
-      `${named} has no --size: tmpfs mounts cannot be given a size (bubblewrap 0.7+)`,
+      `${named} has no --size: the writable mounts cannot be sized, so the disk budget does not hold (bubblewrap 0.7+)`,
       `${INSTALL_BWRAP} — version 0.7 or later`,
     );
-    return { check, path };
+    return { check, path, hasSize: false };
   }
-  return { check: ok('bubblewrap', `${named} (offers every option used, and --size)`), path };
+  return { check: ok('bubblewrap', `${named} (offers every option used, and --size)`), path, hasSize: true };
 }
 
 /** nsenter (always needed) and setpriv (needed when the server runs as root, to drop privileges). */

@@ -8,11 +8,14 @@ import type { ServerConfig } from '../config.js';
 import { localProviderOpts } from '../local-options.js';
 import { LOCAL_DETAILS } from '../providers/local/errors.js';
 import { createLocalProvider, defaultKeeperScript } from '../providers/local/local-provider.js';
+import { hasSysResource } from '../providers/local/limits/layers.js';
+import { resolveLimitSettings } from '../providers/local/limits/settings.js';
 import { defaultStateDir } from '../providers/local/sandbox/state-dir.js';
 import { checkBubblewrap, checkUserNamespaces, checkUtilLinux } from './bubblewrap-checks.js';
 import { checkCgroups } from './cgroup-check.js';
 import { checkNetwork } from './network-check.js';
 import { fail, ok, warn, type Check } from './check.js';
+import { checkLimits } from './limits-check.js';
 import { checkNodeVersion } from './node-version.js';
 import { checkSandbox } from './sandbox-check.js';
 import { checkStateDir } from './state-dir-check.js';
@@ -62,7 +65,11 @@ export async function collectChecks(config: ServerConfig): Promise<Check[]> {
     checks.push(bwrap.check, ...utilLinux.checks);
     // Only a bwrap that passed its own check is worth trying namespaces with.
     if (bwrap.path && bwrap.check.status !== 'fail') checks.push(await checkUserNamespaces(bwrap.path, utilLinux.setpriv, isRoot));
-    checks.push(await checkCgroups(), checkStateDir(resolve(config.stateDir ?? defaultStateDir())), checkServerFiles());
+    const cgroups = await checkCgroups();
+    checks.push(cgroups.check);
+    const limits = resolveLimitSettings(config.localLimits);
+    checks.push(checkLimits({ cgroup: cgroups.enforced, bwrapHasSize: bwrap.hasSize, canExemptFromOom: hasSysResource() }, limits));
+    checks.push(checkStateDir(resolve(config.stateDir ?? defaultStateDir())), checkServerFiles());
     if (checks.some((c) => c.status === 'fail')) {
       checks.push(fail('sandbox', 'not tried: a check above failed', 'fix the failures above, then run sandbox-mcp doctor again'));
     } else {

@@ -119,6 +119,15 @@ export interface ListOpts {
   offset: number;
 }
 
+/**
+ * Whose processes an exec starts. `command`: the caller's own work (run_command, run_code);
+ * `task`: a task's agent start, its supervisor and command (start_task); `service`: the server's
+ * own short helpers (the agent's other ops, its install, clean-ups). A provider may bound them
+ * differently: the local provider keeps processes in reserve for `command` and `service` when
+ * tasks reach the sandbox's process limit, and makes `command` processes the OOM killer's first choice.
+ */
+export type ExecRole = 'command' | 'task' | 'service';
+
 /** A shell command run synchronously inside a sandbox (by bash -c, or sh where bash is missing). */
 export interface ExecOpts {
   /** Working directory, by resolveSandboxPath (default: the home). */
@@ -138,6 +147,8 @@ export interface ExecOpts {
    * the command's process group as at a timeout and returns promptly.
    */
   signal?: AbortSignal;
+  /** Default `command`. */
+  role?: ExecRole;
 }
 
 export interface ExecResult {
@@ -155,6 +166,11 @@ export interface ExecResult {
   stdoutHeadBytes: number;
   stderrHeadBytes: number;
   timedOut: boolean;
+  /**
+   * Static sentences of the provider's own about a resource limit the command met (its memory
+   * limit killed a process, a writable mount is full, the process limit is reached); absent when none.
+   */
+  notes?: string[];
 }
 
 export interface ReadFileOpts {
@@ -241,6 +257,12 @@ export interface Provider {
   exposePort(sandboxId: string, port: number): Promise<ExposedPort>;
   /** The sandbox's effective network (for people; see NetworkDescription). */
   describeNetwork(sandboxId: string): Promise<NetworkDescription>;
+  /**
+   * Static sentences about the sandbox's resource limits that were reached (memory limit kills so
+   * far, a full writable mount, the process limit now); [] when none or unknown. Optional: a
+   * provider that cannot tell omits it.
+   */
+  limitNotes?(sandboxId: string): Promise<string[]>;
   /**
    * Opens an interactive terminal in the sandbox (the operator's `shell` command; no tool uses
    * it). Optional: a provider without it cannot offer one. Never extends the lifetime.

@@ -56,15 +56,25 @@ async function runCapped(
   if (opts.envs) ctx.deps.masker.add(ref.qualified, secretValuesOf(opts.envs));
   // A timeout (or a cancelled call) kills the whole group, shell traps included: clean up from outside.
   if ((r.timedOut || ctx.signal?.aborted) && cleanupAfterTimeout)
-    await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30 }).catch(() => undefined);
+    await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30, role: 'service' }).catch(() => undefined);
   return { result: toResult(r, ref, ctx) };
+}
+
+/** What starts a line of the server's own in a command's stderr (a note on a limit the command met). */
+export const NOTE_PREFIX = '[sandbox-mcp] ';
+
+/** The provider's notes on the limits a command met, as lines after its stderr (never cut by the cap). */
+function withNotes(stderr: string, notes: readonly string[] | undefined): string {
+  if (!notes || notes.length === 0) return stderr;
+  const sep = stderr === '' || stderr.endsWith('\n') ? '' : '\n';
+  return stderr + sep + notes.map((n) => `${NOTE_PREFIX}${n}\n`).join('');
 }
 
 function toResult(r: ExecResult, ref: SandboxRef, ctx: ToolContext): ExecToolResult {
   return {
     exit_code: r.exitCode,
     stdout: renderStream(r.stdout, r.stdoutTruncated, r.stdoutHeadBytes, ref, ctx),
-    stderr: renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ref, ctx),
+    stderr: withNotes(renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ref, ctx), r.notes),
     stdout_truncated: r.stdoutTruncated,
     stderr_truncated: r.stderrTruncated,
     timed_out: r.timedOut,
@@ -145,7 +155,7 @@ const runCode = defineTool({
       return { result: await runPromotable(ctx, ref, { command, timeoutS: args.timeout, backgroundAfterS }) };
     } catch (e) {
       // The task may never have started (or has ended): the file must not stay behind.
-      await provider.exec(ref.id, `rm -f ${path}`, { timeoutS: 30 }).catch(() => undefined);
+      await provider.exec(ref.id, `rm -f ${path}`, { timeoutS: 30, role: 'service' }).catch(() => undefined);
       throw e;
     }
   },

@@ -39,8 +39,14 @@ const createSandbox = defineTool({
     timeout: LifetimeSchema.optional().describe(`Lifetime in seconds (default ${SANDBOX_LIFETIME_DEFAULT_S}).`),
     envs: EnvsSchema.optional().describe('Environment variables for every command in the sandbox.'),
     region: z.string().min(1).max(100).optional(),
-    cpu: z.number().int().min(1).max(1024).optional().describe('CPU cores.'),
-    memory: z.number().int().min(1).max(1048576).optional().describe('Memory in MB.'),
+    cpu: z.number().int().min(1).max(1024).optional().describe("CPU cores (default: no CPU limit; at most the server's maximum)."),
+    memory: z
+      .number()
+      .int()
+      .min(1)
+      .max(1048576)
+      .optional()
+      .describe("Memory limit in MB, the sandbox's files included (default and maximum: the server's)."),
     provider: z.enum(PROVIDER_IDS).optional().describe("A configured provider id; default is the server's."),
     network: NetworkArgSchema.optional(),
   }),

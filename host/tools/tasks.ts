@@ -4,11 +4,18 @@
 // extension.
 import * as z from 'zod';
 import { LIMITS } from '../../shared/limits.js';
-import { InputDataSchema, InputResultSchema, PROTOCOL_VERSION, TASK_ID_PATTERN, type AgentRequestInput } from '../../shared/protocol.js';
+import {
+  InputDataSchema,
+  InputResultSchema,
+  PROTOCOL_VERSION,
+  TASK_ID_PATTERN,
+  type AgentRequestInput,
+  type TaskView,
+} from '../../shared/protocol.js';
 import { isProviderError } from '../errors.js';
 import { resolveSandboxPath } from '../providers/provider.js';
-import { parseSandboxRef } from '../sandbox-ref.js';
-import { SandboxIdSchema, defineTool, intIn, learnSecrets, resolveSandbox, type ToolContext } from './tool.js';
+import { parseSandboxRef, type SandboxRef } from '../sandbox-ref.js';
+import { SandboxIdSchema, defineTool, intIn, learnSecrets, resolveSandbox, type ExtraContent, type ToolContext } from './tool.js';
 import { definedFields } from '../util/defined-fields.js';
 import { withProgress } from './progress.js';
 import {
@@ -22,6 +29,18 @@ import {
   unknownView,
   type TaskResult,
 } from './task-calls.js';
+
+/**
+ * Notes on the limits the sandbox met, as text content beside the task view (whose shape stays
+ * the protocol's), for views a limit may explain: unknown, or failed by a SIGKILL (exit code 137,
+ * as the memory limit's OOM kill ends a command). Best effort: [] when the provider cannot tell.
+ */
+async function limitNotesFor(ctx: ToolContext, ref: SandboxRef, view: TaskView): Promise<ExtraContent[]> {
+  if (view.state !== 'unknown' && !(view.state === 'failed' && view.exit_code === 137)) return [];
+  const provider = ctx.deps.providers.get(ref.provider);
+  const notes = (await provider.limitNotes?.(ref.id).catch(() => [])) ?? [];
+  return notes.map((text) => ({ type: 'text', text: `note: ${text}` }));
+}
 
 const startTask = defineTool({
   name: 'start_task',
@@ -67,12 +86,13 @@ const startTask = defineTool({
       try {
         const view = await ctx.deps.agent.call(provider, ref.id, { ...request, op: 'start' }, { timeoutS: START_CALL_TIMEOUT_S });
         isHeld = true;
-        return { result: present(ref.qualified, view, ctx) };
+        return { result: present(ref.qualified, view, ctx), content: await limitNotesFor(ctx, ref, view) };
       } catch (e) {
         if (isProviderError(e) && isUncertain(e)) {
           isHeld = true;
           ctx.deps.log.warn('task submission uncertain', { category: e.category });
-          return { result: present(ref.qualified, unknownView(taskId, e.code ?? e.category, e.suggestion), ctx) };
+          const view = unknownView(taskId, e.code ?? e.category, e.suggestion);
+          return { result: present(ref.qualified, view, ctx), content: await limitNotesFor(ctx, ref, view) };
         }
         throw e;
       }
@@ -110,23 +130,30 @@ async function queryTask(
   handle: Handle,
   op: { op: 'get'; wait_s: number } | { op: 'cancel' },
   timeoutS: number,
-): Promise<TaskResult> {
+): Promise<{ result: TaskResult; content: ExtraContent[] }> {
   const ref = parseSandboxRef(handle.sandbox_id, ctx.deps.config.defaultProvider);
   await learnSecrets(ctx, ref);
-  const view = await ctx.deps.agent.call(
-    ctx.deps.providers.get(ref.provider),
-    ref.id,
-    {
-      protocol: PROTOCOL_VERSION,
-      task_id: handle.task_id,
-      stdout_offset: handle.stdout_offset,
-      stderr_offset: handle.stderr_offset,
-      limit: handle.limit,
-      ...op,
-    },
-    { timeoutS },
-  );
-  return present(ref.qualified, view, ctx);
+  // A waiting get holds a process in the sandbox: only so many at once.
+  const endWait = op.op === 'get' && op.wait_s > 0 ? ctx.deps.waits.enter(ref.qualified) : undefined;
+  let view: TaskView;
+  try {
+    view = await ctx.deps.agent.call(
+      ctx.deps.providers.get(ref.provider),
+      ref.id,
+      {
+        protocol: PROTOCOL_VERSION,
+        task_id: handle.task_id,
+        stdout_offset: handle.stdout_offset,
+        stderr_offset: handle.stderr_offset,
+        limit: handle.limit,
+        ...op,
+      },
+      { timeoutS },
+    );
+  } finally {
+    endWait?.();
+  }
+  return { result: present(ref.qualified, view, ctx), content: await limitNotesFor(ctx, ref, view) };
 }
 
 const getTask = defineTool({
@@ -143,7 +170,7 @@ const getTask = defineTool({
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
     const read = () => queryTask(ctx, args, { op: 'get', wait_s: args.wait }, args.wait + CALL_SLACK_S);
-    return { result: args.wait > 0 ? await withProgress(ctx, (s) => `waiting for task output for ${s} s`, read) : await read() };
+    return args.wait > 0 ? await withProgress(ctx, (s) => `waiting for task output for ${s} s`, read) : await read();
   },
 });
 
@@ -157,7 +184,7 @@ const cancelTask = defineTool({
   output: TaskResultSchema,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
-    return { result: await queryTask(ctx, args, { op: 'cancel' }, CALL_SLACK_S) };
+    return queryTask(ctx, args, { op: 'cancel' }, CALL_SLACK_S);
   },
 });
 

@@ -2,6 +2,7 @@
 // metadata qualification. Tool handlers throw ProviderError; the server turns it into an
 // `isError` result. They never format provider errors themselves.
 import * as z from 'zod';
+import { envsBytes, LIMITS } from '../../shared/limits.js';
 import type { ProviderId, ServerConfig } from '../config.js';
 import { ProviderError } from '../errors.js';
 import type { SandboxMetadata } from '../providers/provider.js';
@@ -53,14 +54,19 @@ export const intIn = (min: number, max: number) => z.number().int().min(min).max
 /** An explicit sandbox id: never empty; `provider:id` or an id of the default provider. */
 export const SandboxIdSchema = z.string().min(1).max(200);
 
-/** Environment variables: POSIX names to string values. */
-export const EnvsSchema = z.record(
-  z
-    .string()
-    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
-    .max(256),
-  z.string().max(32768),
-);
+/**
+ * Environment variables: POSIX names to string values, LIMITS.envsMaxBytes in all. Every
+ * command of a sandbox carries them: beyond the kernel's bounds every exec fails with E2BIG.
+ */
+export const EnvsSchema = z
+  .record(
+    z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
+      .max(256),
+    z.string().max(32768),
+  )
+  .refine((envs) => envsBytes(envs) <= LIMITS.envsMaxBytes, { params: { maximum_bytes: LIMITS.envsMaxBytes } });
 
 /** Exactly the nine metadata fields. */
 export const MetadataSchema = z.strictObject({

@@ -2,8 +2,12 @@
 // its headline figure: exec overhead (absolute and ratio, in one run), create+kill latency (with
 // and without an egress allow-list), the egress proxy's throughput against a direct fetch, and
 // memory per idle sandbox with 20 concurrent sandboxes each running a task.
+// SANDBOX_MCP_BENCH_BASELINE=<a built checkout of another revision> adds that revision's local
+// provider, interleaved with this one in the same run, to the exec and create+kill figures (e.g.
+// `git archive main | tar -x -C /tmp/base`, link node_modules, `node build/build.mjs` there).
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { bench, describe } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { signalIfAlive } from '../../host/providers/local/system/proc.js';
@@ -15,7 +19,18 @@ import { tempStateDir } from '../support/state-dir.js';
 
 requireSandboxes();
 const stateDir = tempStateDir();
-const provider: Provider = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT });
+// 20 concurrent sandboxes below: above the default maximum of live sandboxes.
+const provider: Provider = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT, limits: { maxSandboxes: 32 } });
+const baselineDir = process.env.SANDBOX_MCP_BENCH_BASELINE;
+const baselineStateDir = tempStateDir();
+const baseline: Provider | null = baselineDir
+  ? (
+      (await import(join(baselineDir, 'host/providers/local/local-provider.ts'))) as { createLocalProvider: typeof createLocalProvider }
+    ).createLocalProvider({
+      stateDir: baselineStateDir,
+      keeperScript: join(baselineDir, 'dist/keeper.js'),
+    })
+  : null;
 
 function spawnTrue(): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -73,13 +88,19 @@ function report(line: string): void {
 
 // Headline figures, measured once at load (vitest runs no hooks in benchmark mode).
 let execId = '';
+let baselineExecId = '';
 // No async teardown either: when the worker ends, tell the remaining keeper to end its sandbox now.
 function releaseAll(): void {
   if (execId) {
     const rec = readKeeperRecord(`${stateDir}/local/${execId}`);
     if (rec) signalIfAlive(rec.keeper, 'SIGTERM');
   }
+  if (baselineExecId) {
+    const rec = readKeeperRecord(`${baselineStateDir}/local/${baselineExecId}`);
+    if (rec) signalIfAlive(rec.keeper, 'SIGTERM');
+  }
   rmSync(stateDir, { recursive: true, force: true });
+  rmSync(baselineStateDir, { recursive: true, force: true });
 }
 // vitest ends bench workers with SIGTERM (no 'exit' event otherwise).
 process.once('exit', releaseAll);
@@ -88,37 +109,45 @@ process.once('SIGTERM', () => {
   process.exit(0);
 });
 execId = (await provider.create({ timeoutS: 300 })).sandbox_id;
-// Interleaved in one run, so machine load skews both sides alike.
+if (baseline) baselineExecId = (await baseline.create({ timeoutS: 300 })).sandbox_id;
+// Interleaved in one run, so machine load skews every side alike.
 const direct: number[] = [];
 const viaProvider: number[] = [];
+const viaBaseline: number[] = [];
 for (let i = 0; i < 10; i++) {
   direct.push(...(await sample(20, spawnTrue)));
   viaProvider.push(...(await sample(20, () => provider.exec(execId, 'true', { timeoutS: 10 }))));
+  if (baseline) viaBaseline.push(...(await sample(20, () => baseline.exec(baselineExecId, 'true', { timeoutS: 10 }))));
 }
 const d = median(direct);
 const p = median(viaProvider);
+const b = baseline ? `; baseline provider ${median(viaBaseline).toFixed(2)} ms, overhead ${(median(viaBaseline) - d).toFixed(2)} ms` : '';
 report(
-  `exec true: direct ${d.toFixed(2)} ms, provider ${p.toFixed(2)} ms, overhead ${(p - d).toFixed(2)} ms, ratio ${(p / d).toFixed(2)}x (medians of 200; target overhead <= 3 ms)`,
+  `exec true: direct ${d.toFixed(2)} ms, provider ${p.toFixed(2)} ms, overhead ${(p - d).toFixed(2)} ms, ratio ${(p / d).toFixed(2)}x${b} (medians of 200; target overhead <= 3 ms)`,
 );
 
-// Plain and with an egress allow-list (its keeper starts the netns helper and the proxy), interleaved.
+// Plain and with an egress allow-list (its keeper starts the netns helper and the proxy), and
+// the baseline revision's plain one when given, interleaved.
 const ck: number[] = [];
 const ckProxy: number[] = [];
+const ckBaseline: number[] = [];
 for (let i = 0; i < 15; i++) {
-  for (const [into, network] of [
-    [ck, undefined],
-    [ckProxy, { allowOut: ['127.0.0.1:9'] }],
+  for (const [into, pr, network] of [
+    [ck, provider, undefined],
+    [ckProxy, provider, { allowOut: ['127.0.0.1:9'] }],
+    ...(baseline ? ([[ckBaseline, baseline, undefined]] as const) : []),
   ] as const) {
     into.push(
       ...(await sample(2, async () => {
-        const m = await provider.create({ timeoutS: 60, ...(network ? { network } : {}) });
-        await provider.kill(m.sandbox_id);
+        const m = await pr.create({ timeoutS: 60, ...(network ? { network } : {}) });
+        await pr.kill(m.sandbox_id);
       })),
     );
   }
 }
+const cb = baseline ? `; baseline median ${median(ckBaseline).toFixed(1)} ms, min ${Math.min(...ckBaseline).toFixed(1)}` : '';
 report(
-  `create+kill: median ${median(ck).toFixed(1)} ms, min ${Math.min(...ck).toFixed(1)}, max ${Math.max(...ck).toFixed(1)} (30 runs; target <= 150 ms median)`,
+  `create+kill: median ${median(ck).toFixed(1)} ms, min ${Math.min(...ck).toFixed(1)}, max ${Math.max(...ck).toFixed(1)}${cb} (30 runs each, interleaved; target <= 100 ms median)`,
 );
 report(
   `create+kill with an allow-list (proxy): median ${median(ckProxy).toFixed(1)} ms vs ${median(ck).toFixed(1)} ms without, ratio ${(median(ckProxy) / median(ck)).toFixed(2)}x (30 runs each, interleaved)`,

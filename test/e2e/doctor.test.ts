@@ -56,6 +56,13 @@ describe('sandbox-mcp doctor', () => {
     expect(byName.get('node in sandbox')!.message).toMatch(/node v\d+/);
     expect(byName.get('python3 in sandbox')!.message).toMatch(/python3 3\.\d+/);
     expect(byName.get('cgroups')!.message).toMatch(/cgroup (v1|v2|hybrid)/);
+    // Which layer holds each limit here: rlimits always; memory and pids where the cgroup check found them.
+    const limits = byName.get('resource limits')!;
+    expect(limits.message).toMatch(/processes: 1024 per sandbox by RLIMIT_NPROC/);
+    expect(limits.message).toMatch(/open files: 4096 per process by RLIMIT_NOFILE/);
+    expect(limits.message).toMatch(/disk: \d+ MB by sized tmpfs mounts/);
+    const hasMemoryCgroup = /memory/.test(byName.get('cgroups')!.message.split(';')[1] ?? '') && byName.get('cgroups')!.status === 'ok';
+    expect(limits.status).toBe(hasMemoryCgroup ? 'ok' : 'warn');
     expect(byName.get('E2B_API_KEY')).toMatchObject({ status: 'ok', message: expect.stringContaining('set') });
     expect(stdout).not.toContain(E2B_KEY);
   });

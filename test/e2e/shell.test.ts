@@ -96,6 +96,12 @@ describe('shell into a local sandbox', () => {
     expect(await ask(t, 'MATH', '$((6*7))')).toBe('42');
     const execd = await provider.exec(sandboxId, 'echo "$(id -u):$(id -g):$(whoami):$HOME:$PATH:$GREETING:$PWD"', { timeoutS: 30 });
     expect(await ask(t, 'WHO', '"$(id -u):$(id -g):$(whoami):$HOME:$PATH:$GREETING:$PWD"')).toBe(execd.stdout.toString().trim());
+    // Within the sandbox's limits, as run_command is: its rlimits and cgroups.
+    const bounds =
+      '$(grep -E "^Max (processes|open files|core)" /proc/self/limits | tr -s " " | tr "\\n" ,)$(grep -c sandbox-mcp- /proc/self/cgroup)';
+    const execBounds = await provider.exec(sandboxId, `echo "${bounds}"`, { timeoutS: 30 });
+    expect(execBounds.stdout.toString()).toMatch(/Max processes \d+ \d+ processes/);
+    expect(await ask(t, 'BOUNDS', `"${bounds}"`)).toBe(execBounds.stdout.toString().trim());
 
     t.type('exit 3\r');
     expect(await t.exited).toBe(3);

@@ -1,5 +1,6 @@
 // What the local provider says when the machine cannot run sandboxes, and how it treats state
 // it cannot trust (pid reuse), plus the keeper honouring a shortened deadline.
+import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -59,6 +60,26 @@ describe('local provider environment checks', () => {
     }
     // Failed creates leave nothing behind.
     expect(readdirSync(join(stateDir, 'local')).filter((n) => !n.startsWith('.'))).toEqual([]);
+  });
+
+  it('a bubblewrap without --size (before 0.7) starts the sandbox unsized, reports no disk size, and the other limits hold', async () => {
+    const real = execFileSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).trim();
+    const old = join(fakes, 'old-bwrap');
+    writeFileSync(
+      old,
+      `#!/bin/sh\nfor a in "$@"; do [ "$a" = --size ] && { echo 'bwrap: Unknown option --size' >&2; exit 1; }; done\nexec '${real}' "$@"\n`,
+      { mode: 0o755 },
+    );
+    const p = createLocalProvider({ stateDir, keeperScript: KEEPER_SCRIPT, tools: { bwrap: old } });
+    const meta = await p.create({ timeoutS: 60 });
+    try {
+      expect(meta.disk_size_mb).toBeNull();
+      const r = await p.exec(meta.sandbox_id, 'grep "^Max open files" /proc/self/limits; touch /home/x', { timeoutS: 10 });
+      expect(r.stdout.toString()).toMatch(/^Max open files +4096 +4096 /);
+      expect(r.stderr.toString()).toMatch(/Read-only file system/);
+    } finally {
+      await p.kill(meta.sandbox_id);
+    }
   });
 
   it('refuses a state directory others may write or that belongs to another user (it decides what runs and what is signalled)', async () => {

@@ -10,6 +10,9 @@ import { createLocalProvider } from '../../host/providers/local/local-provider.j
 import { isAlive } from '../../host/providers/local/system/proc.js';
 import { readSpec } from '../../host/providers/local/sandbox/state-dir.js';
 import type { Provider } from '../../host/providers/provider.js';
+import { diskBudgetMb } from '../../host/providers/local/limits/sandbox-limits.js';
+import { DEFAULT_DISK_MB, defaultMaxMemoryMb, defaultMemoryMb } from '../../host/providers/local/limits/settings.js';
+import { canMakeCgroups } from '../support/fake-bwrap.js';
 import { cleanNodeEnv, localSandboxes } from '../support/local-sandboxes.js';
 import { FIXTURES, KEEPER_SCRIPT } from '../support/paths.js';
 import { waitFor } from '../support/wait.js';
@@ -30,13 +33,15 @@ describe('local sandbox lifecycle', () => {
     expect(Object.keys(meta).sort()).toEqual(
       ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'].sort(),
     );
+    // What holds by default: the default memory limit where a cgroup can be made, the disk budget (capped at half of it).
+    const memoryMb = canMakeCgroups() ? Math.min(defaultMemoryMb(), defaultMaxMemoryMb()) : null;
     expect(meta).toMatchObject({
       template: 'base',
       status: 'running',
       region: 'local',
       cpu_count: null,
-      memory_mb: null,
-      disk_size_mb: null,
+      memory_mb: memoryMb,
+      disk_size_mb: diskBudgetMb(DEFAULT_DISK_MB, memoryMb),
     });
     expect(meta.sandbox_id).toMatch(/^[a-z0-9]{12}$/);
     expect(Date.parse(meta.end_at!) - Date.parse(meta.started_at!)).toBe(60_000);

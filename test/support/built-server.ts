@@ -53,15 +53,17 @@ export interface HttpServer {
 }
 
 /**
- * Starts `sandbox-mcp http` on a free loopback port and waits until it listens. With a tokens
- * file in `env` (SANDBOX_MCP_TOKENS_FILE) no plain token is set, and `token` is empty; else the
- * token is `env.SANDBOX_MCP_TOKEN` when given, or a fresh one.
+/**
+ * Starts `sandbox-mcp http` on a free loopback port (as `as`, when given) and waits until it
+ * listens. With a tokens file in `env` (SANDBOX_MCP_TOKENS_FILE) no plain token is set, and
+ * `token` is empty; else the token is `env.SANDBOX_MCP_TOKEN` when given, or a fresh one.
  */
-export async function startHttp(env: Record<string, string>, args: string[] = []): Promise<HttpServer> {
+export async function startHttp(env: Record<string, string>, args: string[] = [], as?: { uid: number; gid: number }): Promise<HttpServer> {
   const token = env.SANDBOX_MCP_TOKENS_FILE ? '' : (env.SANDBOX_MCP_TOKEN ?? 'test-token-' + randomBytes(12).toString('hex'));
   const child = spawn(process.execPath, [HOST_JS, 'http', '--port', '0', ...args], {
     env: serverEnv({ ...env, ...(token ? { SANDBOX_MCP_TOKEN: token } : {}) }),
     stdio: ['ignore', 'ignore', 'pipe'],
+    ...(as ?? {}),
   });
   const url = await new Promise<URL>((resolveUrl, reject) => {
     let buf = '';

@@ -1,6 +1,7 @@
 // The bwrap argv of a local sandbox, a pure builder asserted by position.
 import { describe, expect, it } from 'vitest';
 import { buildBwrapArgs, PID1_SCRIPT } from '../../host/providers/local/launch/bwrap-args.js';
+import { writableMountSizes } from '../../host/providers/local/limits/disk-shares.js';
 
 const base = { statusFd: 3, readyFd: 4, passwdFd: 5, groupFd: 6, shell: '/bin/bash' };
 
@@ -68,5 +69,36 @@ describe('buildBwrapArgs', () => {
     expect(bind).toBeGreaterThan(pairIndex(a, '--tmpfs', '/home'));
     expect(bind).toBeGreaterThan(pairIndex(a, '--tmpfs', '/home/user'));
     expect(pairIndex(args, '--tmpfs', '/var/run')).toBe(-1);
+  });
+
+  it('sizes each writable tmpfs it is given a size for (the flag right before its --tmpfs)', () => {
+    const sizes = writableMountSizes(64);
+    const a = buildBwrapArgs({ ...base, mountSizes: sizes });
+    expect(pairIndex(a, '--perms', '0700', '--size', String(32 * 1024 * 1024), '--tmpfs', '/home/user')).toBeGreaterThan(0);
+    expect(pairIndex(a, '--perms', '1777', '--size', String(16 * 1024 * 1024), '--tmpfs', '/tmp')).toBeGreaterThan(0);
+    for (const p of ['/var/tmp', '/dev/shm'])
+      expect(pairIndex(a, '--perms', '1777', '--size', String(8 * 1024 * 1024), '--tmpfs', p)).toBeGreaterThan(0);
+    // The terminal's links get a small mount of their own; the covers are never sized (they are
+    // read-only) and, without sizes, nothing is.
+    expect(pairIndex(a, '--perms', '0755', '--size', String(64 * 1024), '--tmpfs', '/dev/pts')).toBeGreaterThan(
+      pairIndex(a, '--tmpfs', '/dev'),
+    );
+    expect(a.filter((x) => x === '--size')).toHaveLength(5);
+    expect(args).not.toContain('--size');
+  });
+
+  it('remounts /dev and every cover read-only once everything inside them is mounted', () => {
+    const a = buildBwrapArgs({ ...base, hidePaths: ['/srv/state'], roBindPaths: ['/home/me/.nvm/v20'], hideVarRun: true });
+    const lastMount = Math.max(
+      pairIndex(a, '--ro-bind', '/home/me/.nvm/v20', '/home/me/.nvm/v20'),
+      pairIndex(a, '--perms', '1777', '--tmpfs', '/dev/shm'),
+      pairIndex(a, '--symlink', '/proc/self/fd/2', '/dev/stderr'),
+      pairIndex(a, '--dev-bind', '/dev/tty', '/dev/tty'),
+    );
+    for (const p of ['/dev', '/home', '/root', '/run', '/var/run', '/srv/state']) {
+      expect(pairIndex(a, '--remount-ro', p)).toBeGreaterThan(lastMount);
+    }
+    // The writable mounts stay writable.
+    for (const p of ['/home/user', '/tmp', '/var/tmp', '/dev/shm', '/dev/pts']) expect(pairIndex(a, '--remount-ro', p)).toBe(-1);
   });
 });

@@ -9,6 +9,7 @@ import { SecretMasker } from '../../host/mask.js';
 import type { ExecResult, Provider } from '../../host/providers/provider.js';
 import { TaskRetention } from '../../host/retention.js';
 import { OwnerCache } from '../../host/providers/owner-scope.js';
+import { WaitGate } from '../../host/wait-gate.js';
 import type { ServerDeps } from '../../host/server-deps.js';
 import { callTool } from '../../host/server.js';
 import { Session } from '../../host/session.js';
@@ -44,6 +45,7 @@ function depsWith(provider: Provider, secrets: string[] = []): ServerDeps {
     agent: new AgentClient({ bytes: Buffer.from(''), fileName: 'agent-test.cjs', version: 'test' }),
     masker: new SecretMasker(secrets),
     retention: new TaskRetention(),
+    waits: new WaitGate(4),
     owners: new OwnerCache(),
     log: createLogger({ write: () => undefined }),
   };

@@ -8,6 +8,7 @@ import { createLogger } from '../../host/log.js';
 import { SecretMasker } from '../../host/mask.js';
 import { TaskRetention } from '../../host/retention.js';
 import { OwnerCache } from '../../host/providers/owner-scope.js';
+import { WaitGate } from '../../host/wait-gate.js';
 import type { Provider, SandboxMetadata } from '../../host/providers/provider.js';
 import { callTool, closeSession } from '../../host/server.js';
 import { Session } from '../../host/session.js';
@@ -123,6 +124,7 @@ function deps(provider: Provider): ServerDeps {
     agent: new AgentClient({ bytes: Buffer.from(''), fileName: 'agent-test.cjs', version: 'test' }),
     masker: new SecretMasker(),
     retention: new TaskRetention(),
+    waits: new WaitGate(4),
     owners: new OwnerCache(),
     log: createLogger({ write: () => undefined }),
   };

@@ -49,6 +49,11 @@ describe('buildTerminalCommand', () => {
     expect(cmd).toEqual(buildEnterCommand(42, inner, user, tools, [], 'isolated'));
   });
 
+  it('runs the entry prelude (the sandbox limits) inside before anything else', () => {
+    const cmd = buildTerminalCommand({ ...base, identity: user, entry: 'ulimit -S -u 9; ' });
+    expect(cmd.args).toContain('ulimit -S -u 9; ' + TERMINAL_PRELUDE);
+  });
+
   it('runs a given program instead, argv untouched', () => {
     const cmd = buildTerminalCommand({ ...base, identity: user, command: ['ls', '-la', 'a b'] });
     expect(cmd.args.slice(-4)).toEqual(['/bin/bash', 'ls', '-la', 'a b']);

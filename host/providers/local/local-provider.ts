@@ -35,6 +35,7 @@ import { SandboxTerminals } from './exec/terminal.js';
 import { SandboxFiles } from './files/operations.js';
 import { SandboxCreator } from './lifecycle/create.js';
 import { SandboxLifecycle } from './lifecycle/manage.js';
+import { limitNotes } from './limits/limit-watch.js';
 import { DenialReporter } from './network/denial-reporter.js';
 import { describeSandboxNetwork } from './network/describe.js';
 import { SandboxPorts } from './network/expose.js';
@@ -42,7 +43,7 @@ import { SandboxRegistry } from './sandbox/registry.js';
 import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
 
-export { MIN_MEMORY_MB } from './lifecycle/create.js';
+export { MIN_MEMORY_MB } from './limits/settings.js';
 export { defaultKeeperScript, type LocalProviderOpts } from './settings.js';
 export type { NetworkDenial, NetworkDenialListener } from './network/denial-reporter.js';
 
@@ -107,6 +108,15 @@ export class LocalProvider implements Provider {
     this.denials.report(sandboxId);
     await asProviderErrors(() => this.lifecycle.kill(sandboxId));
     this.denials.forget(sandboxId);
+  }
+
+  /** Notes on the limits the sandbox met ([] when none, or when it is gone: they only explain). */
+  async limitNotes(sandboxId: string): Promise<string[]> {
+    try {
+      return limitNotes(await this.registry.require(sandboxId));
+    } catch {
+      return [];
+    }
   }
 
   async getOwner(sandboxId: string): Promise<string | null> {

@@ -5,6 +5,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
 import type { Identity, ToolPaths } from './launch/command-lines.js';
+import { resolveLimitSettings, type LimitOpts, type LimitSettings } from './limits/settings.js';
 import type { NetworkDenialListener } from './network/denial-reporter.js';
 import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
 import type { FdCover } from './system/inherited-fds.js';
@@ -43,6 +44,8 @@ export interface LocalProviderOpts {
    * abstract Unix sockets. Recorded per sandbox, so every instance enters each one correctly.
    */
   network?: NetworkMode;
+  /** Resource bounds of the sandboxes (limits/settings.ts); every one has a default. */
+  limits?: LimitOpts;
   /** Hears each request a sandbox's egress proxy refused (once per server process); default: nobody. */
   onNetworkDenied?: NetworkDenialListener;
 }
@@ -64,6 +67,7 @@ export interface LocalSettings {
   readonly drainGraceMs: number;
   readonly toolOverrides: Partial<ToolPaths>;
   readonly network: NetworkMode;
+  readonly limits: LimitSettings;
   readonly onNetworkDenied: NetworkDenialListener | undefined;
   readonly shell: string;
   /** Directories of the node binary (as given and resolved), put on the sandbox's PATH. */
@@ -81,7 +85,7 @@ export function defaultKeeperScript(): string {
   return resolve(dirname(self), '..', '..', '..', 'dist', 'keeper.js');
 }
 
-/** Applies the defaults; throws invalid_argument for an unknown network mode. */
+/** Applies the defaults; throws invalid_argument for an unknown network mode or a limit out of range. */
 export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   const stateDir = resolve(opts.stateDir ?? defaultStateDir());
   const sandboxes = sandboxesDir(stateDir);
@@ -101,6 +105,7 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   const network = opts.network ?? NETWORK_MODES[0];
   if (!(NETWORK_MODES as readonly string[]).includes(network))
     throw invalid(`The local provider's network must be ${NETWORK_MODES.map((m) => `'${m}'`).join(' or ')}.`);
+  const limits = resolveLimitSettings(opts.limits);
   const shell = existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
   const dirs = new Set<string>([dirname(nodePath)]);
   try {
@@ -125,6 +130,7 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
     drainGraceMs,
     toolOverrides,
     network,
+    limits,
     onNetworkDenied: opts.onNetworkDenied,
     shell,
     nodeBinDirs: [...dirs],

@@ -1,5 +1,6 @@
 // Checks of call arguments shared by the provider's operations. Each failure is an
 // invalid_argument ProviderError whose detail names the argument, never its value.
+import { envsBytes, LIMITS } from '../../../shared/limits.js';
 import { ProviderError } from '../../errors.js';
 import { SANDBOX_LIFETIME_MAX_S, SANDBOX_LIFETIME_MIN_S } from '../provider.js';
 
@@ -10,7 +11,10 @@ export function invalid(detail: string): ProviderError {
   return new ProviderError('invalid_argument', { detail });
 }
 
-/** A copy of `envs` whose names are identifiers and whose values are strings without NUL bytes; throws otherwise. */
+/**
+ * A copy of `envs` whose names are identifiers, whose values are strings without NUL bytes and
+ * which takes at most LIMITS.envsMaxBytes; throws otherwise.
+ */
 export function validateEnvs(envs: Record<string, string> | undefined, what: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(envs ?? {})) {
@@ -19,6 +23,8 @@ export function validateEnvs(envs: Record<string, string> | undefined, what: str
       throw invalid(`${what}: an environment variable value is not a string without NUL bytes.`);
     out[name] = value;
   }
+  if (envsBytes(out) > LIMITS.envsMaxBytes)
+    throw invalid(`${what} is too large (at most ${LIMITS.envsMaxBytes} bytes as NAME=value strings).`);
   return out;
 }
 

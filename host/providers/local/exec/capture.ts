@@ -22,6 +22,8 @@ export interface CaptureOpts {
   withMetaFd?: boolean;
   /** Written to the command's fd 4 (envPrelude sources the sandbox environment from it). */
   envScript?: string;
+  /** Open descriptors of ours the command gets as fd 5, 6, … (the cgroup.procs files its first shell joins). */
+  passFds?: readonly number[];
   /**
    * After the command exits, how long to wait for its pipes to close: background processes it
    * started may hold them open forever, and must not hold the call open.
@@ -126,6 +128,16 @@ export class CancelledError extends Error {
   }
 }
 
+/** The command's descriptors: 0-2, then 3 (meta), 4 (environment) and 5… (passFds) as asked. */
+function childStdio(opts: CaptureOpts): ('pipe' | 'ignore' | number)[] {
+  const stdio: ('pipe' | 'ignore' | number)[] = [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'];
+  const passFds = opts.passFds ?? [];
+  if (opts.withMetaFd || opts.envScript !== undefined || passFds.length > 0) stdio.push(opts.withMetaFd ? 'pipe' : 'ignore');
+  if (opts.envScript !== undefined || passFds.length > 0) stdio.push(opts.envScript !== undefined ? 'pipe' : 'ignore');
+  stdio.push(...passFds);
+  return stdio;
+}
+
 /**
  * Spawns `cmd` in a new process group and captures it; never rejects except for SpawnFailedError
  * and (signal already aborted, nothing spawned) CancelledError.
@@ -141,16 +153,7 @@ export function captureCommand(cmd: Command, opts: CaptureOpts): Promise<Capture
       env: opts.env,
       detached: true,
       ...definedFields({ uid: cmd.uid, gid: cmd.gid }),
-      stdio: coverInherited(
-        [
-          opts.stdin ? 'pipe' : 'ignore',
-          'pipe',
-          'pipe',
-          ...(opts.withMetaFd || opts.envScript !== undefined ? ([opts.withMetaFd ? 'pipe' : 'ignore'] as const) : []),
-          ...(opts.envScript !== undefined ? (['pipe'] as const) : []),
-        ],
-        opts.cover,
-      ),
+      stdio: coverInherited(childStdio(opts), opts.cover),
     });
     if (child.pid !== undefined) opts.onSpawn?.(child.pid);
     const sink = () => (opts.keepTail ? new TailKeepingSink(opts.maxOutputBytes) : new CappedSink(opts.maxOutputBytes));

@@ -1,18 +1,24 @@
-// Entering a live sandbox to run one argv (setpriv + nsenter, into its cgroups and namespaces),
-// with the process groups of running commands tracked per sandbox so that kill can end them.
+// Entering a live sandbox to run one argv (setpriv + nsenter, into its cgroups and namespaces,
+// within its limits), with the process groups of running commands tracked per sandbox so that
+// kill can end them.
+import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { ProviderError } from '../../../errors.js';
-import { cancelledBeforeStart, SANDBOX_HOME } from '../../provider.js';
+import { cancelledBeforeStart, SANDBOX_HOME, type ExecRole } from '../../provider.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import { buildEnterCommand, type Command } from '../launch/command-lines.js';
 import { sandboxPath } from '../launch/environment.js';
-import type { LiveSandbox } from '../sandbox/registry.js';
+import { preludeFor, REFUSED_EXIT, REFUSED_MESSAGE } from '../limits/entry-prelude.js';
+import { processLimitReached } from '../limits/notes.js';
+import { isStillAlive, sandboxGone, type LiveSandbox } from '../sandbox/registry.js';
 import { specNetwork } from '../sandbox/spec.js';
 import type { LocalSettings } from '../settings.js';
 import { CancelledError, captureCommand, killProcessGroup, SpawnFailedError, type CaptureResult } from './capture.js';
 
 /** How one command runs inside a sandbox (see CaptureOpts). */
 export interface SandboxRunOpts {
+  /** Whose processes these are: decides the entry's process limit and OOM score (limits/). */
+  role: ExecRole;
   env: Record<string, string>;
   envScript?: string;
   timeoutMs: number;
@@ -21,6 +27,17 @@ export interface SandboxRunOpts {
   keepTail?: boolean;
   stdin?: Buffer;
   signal?: AbortSignal;
+}
+
+/** Opens a cgroup.procs file for the entry to join through (the server's right to, not the sandbox user's). */
+function openProcsFile(sb: LiveSandbox, file: string): number {
+  try {
+    return openSync(file, 'w');
+  } catch (e) {
+    // The keeper removes the cgroups once the sandbox's processes are gone.
+    if (!isStillAlive(sb)) throw sandboxGone();
+    throw e;
+  }
 }
 
 /** Runs commands inside sandboxes and remembers which of them still run. */
@@ -48,24 +65,32 @@ export class CommandRunner {
   }
 
   /**
-   * Runs `argv` in the sandbox and captures it; a cancelled call or a failed spawn becomes a
+   * Runs the argv that `buildArgv` makes in the sandbox and captures it. `buildArgv` gets the
+   * entry prelude (limits/entry-prelude.ts), which the argv's first shell must run before anything
+   * else. A cancelled call, a failed spawn or an entry the sandbox has no room for becomes a
    * ProviderError (conflict/cancelled, unavailable/nsenter_missing, insufficient_resources).
    */
-  async run(sb: LiveSandbox, argv: string[], opts: SandboxRunOpts): Promise<CaptureResult> {
+  async run(sb: LiveSandbox, buildArgv: (prelude: string) => string[], opts: SandboxRunOpts): Promise<CaptureResult> {
+    const procsFiles = sb.keeper.cgroups.map((d) => join(d, 'cgroup.procs'));
+    const joinsInside = sb.keeper.cgroupJoin === 'descriptor';
+    const argv = buildArgv(preludeFor(sb.spec.limits, opts.role, joinsInside ? procsFiles.length : 0));
     const cmd: Command = buildEnterCommand(
       sb.keeper.pid1.pid,
       argv,
       sb.spec.identity,
       sb.spec.tools,
-      sb.keeper.cgroups.map((d) => join(d, 'cgroup.procs')),
+      joinsInside ? [] : procsFiles,
       specNetwork(sb.spec),
     );
     let groups = this.running.get(sb.id);
     if (!groups) this.running.set(sb.id, (groups = new Set()));
     let pgid: number | undefined;
+    const passFds: number[] = [];
     try {
-      return await captureCommand(cmd, {
+      if (joinsInside) for (const file of procsFiles) passFds.push(openProcsFile(sb, file));
+      const r = await captureCommand(cmd, {
         ...opts,
+        passFds,
         drainGraceMs: this.settings.drainGraceMs,
         onSpawn: (p) => groups.add((pgid = p)),
         onExit: () => {
@@ -73,6 +98,10 @@ export class CommandRunner {
         },
         ...(this.settings.cover ? { cover: this.settings.cover } : {}),
       });
+      if (sb.spec.limits && r.exitCode === REFUSED_EXIT && r.stderr.toString('utf8').trim() === REFUSED_MESSAGE) {
+        throw processLimitReached(sb.spec.limits.processes, opts.role);
+      }
+      return r;
     } catch (e) {
       if (e instanceof CancelledError) throw cancelledBeforeStart();
       if (e instanceof SpawnFailedError) {
@@ -81,6 +110,7 @@ export class CommandRunner {
       }
       throw e;
     } finally {
+      for (const fd of passFds) closeSync(fd);
       if (pgid !== undefined) groups.delete(pgid);
       if (groups.size === 0) this.running.delete(sb.id);
     }

@@ -6,6 +6,7 @@ import { definedFields } from '../../../util/defined-fields.js';
 import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath, type ExecOpts, type ExecResult } from '../../provider.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import { CHDIR_SCRIPT, envPrelude, exportScript, proxyEnvironment, sandboxPath } from '../launch/environment.js';
+import { LimitWatch } from '../limits/limit-watch.js';
 import { isStillAlive, type SandboxRegistry } from '../sandbox/registry.js';
 import type { LocalSettings } from '../settings.js';
 import { invalid, isNonNegativeInt, validateEnvs } from '../validation.js';
@@ -29,9 +30,14 @@ export class SandboxExec {
     const cwd = opts.cwd !== undefined ? resolveSandboxPath(opts.cwd) : undefined;
     if (opts.signal?.aborted) throw cancelledBeforeStart();
     const sb = await this.registry.require(sandboxId);
-    const inner = [sb.spec.shell, '-c', envPrelude(sb.spec.shell), sb.spec.shell, command];
-    const argv = cwd !== undefined ? ['/bin/sh', '-c', CHDIR_SCRIPT, 'sh', cwd, ...inner] : inner;
+    const role = opts.role ?? 'command';
+    const argv = (prelude: string): string[] => {
+      const inner = [sb.spec.shell, '-c', envPrelude(sb.spec.shell, prelude), sb.spec.shell, command];
+      return cwd !== undefined ? ['/bin/sh', '-c', CHDIR_SCRIPT, 'sh', cwd, ...inner] : inner;
+    };
+    const notes = role === 'command' ? new LimitWatch(sb) : null;
     const r = await this.runner.run(sb, argv, {
+      role,
       // Only this fixed environment exists outside the sandbox; the caller's is sourced inside.
       env: { PATH: sandboxPath(this.settings.nodeBinDirs) },
       envScript: exportScript({ ...this.runner.baseEnv(), ...proxyEnvironment(sb.spec.allowOut), ...sb.spec.envs, ...callEnvs }),
@@ -47,6 +53,7 @@ export class SandboxExec {
       throw new ProviderError('invalid_argument', { code: 'cwd_not_found', detail: LOCAL_DETAILS.cwdMissing });
     }
     return {
+      ...definedFields({ notes: r.exitCode !== 0 ? notes?.notesSince() : undefined }),
       exitCode: r.exitCode,
       stdout: r.stdout,
       stderr: r.stderr,

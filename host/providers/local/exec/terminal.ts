@@ -9,6 +9,7 @@ import { ProviderError } from '../../../errors.js';
 import type { TerminalOpts, TerminalSession } from '../../provider.js';
 import { exportScript, sandboxPath } from '../launch/environment.js';
 import { buildTerminalCommand, TERMINAL_ENV_MAX_BYTES, TERMINAL_ENV_VAR } from '../launch/terminal-command.js';
+import { preludeFor } from '../limits/entry-prelude.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
 import { specNetwork } from '../sandbox/spec.js';
 import type { LocalSettings } from '../settings.js';
@@ -83,6 +84,9 @@ export class SandboxTerminals {
       ...(opts.command ? { command: opts.command } : {}),
       hostShell: this.settings.shell,
       inheritedFds: this.settings.cover?.fds ?? [],
+      // A person's shell is the caller's own work: the commands' share of the process limit.
+      // It joins the cgroups from the host (a pty spawner passes no descriptors), so none here.
+      entry: preludeFor(sb.spec.limits, 'command', 0),
     });
     let term: IPty;
     try {

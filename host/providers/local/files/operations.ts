@@ -71,7 +71,9 @@ export class SandboxFiles {
     opts: { stdin?: Buffer; maxOutputBytes: number },
   ): Promise<CaptureResult> {
     const sb = await this.registry.require(sandboxId);
-    const r = await this.runner.run(sb, ['/bin/sh', '-c', script, 'sh', ...args], {
+    // The server's own helper: it may use the processes kept for the server (limits/process-tiers.ts).
+    const r = await this.runner.run(sb, (prelude) => ['/bin/sh', '-c', prelude + script, 'sh', ...args], {
+      role: 'service',
       env: { ...this.runner.baseEnv(), LC_ALL: 'C.UTF-8' },
       timeoutMs: this.settings.fileOpTimeoutMs,
       maxOutputBytes: opts.maxOutputBytes,

@@ -3,8 +3,8 @@
 // until it reports pid 1's host pid and pid 1 writes `ready` — or fails, which is classified
 // from its stderr without that text ever leaving the keeper.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
+import { definedFields } from '../../../util/defined-fields.js';
 import { buildBwrapArgs } from '../launch/bwrap-args.js';
 import { buildLaunchCommand } from '../launch/command-lines.js';
 import { groupFile, passwdFile } from '../launch/passwd.js';
@@ -19,8 +19,11 @@ const READY_FD = 4;
 const PASSWD_FD = 5;
 const GROUP_FD = 6;
 
-/** How a launch ended: pid 1 runs and is ready (its host pid), or bwrap failed to get there. */
-export type BwrapStart = { pid1: number } | { failure: KeeperFailure };
+/**
+ * How a launch ended: pid 1 runs and is ready (its host pid), or bwrap failed to get there
+ * (`sizeUnsupported`: this bubblewrap predates --size, 0.7.0).
+ */
+export type BwrapStart = { pid1: number } | { failure: KeeperFailure; sizeUnsupported?: boolean };
 
 /** The bwrap child of a keeper. */
 export interface BwrapProcess {
@@ -42,8 +45,13 @@ export function classifyBwrapFailure(stderr: string, exitCode: number | null): K
   return 'bwrap_failed';
 }
 
-/** Spawns the sandbox described by `spec` inside `cgroups` and starts watching it get ready. */
-export function spawnBwrap(spec: SandboxSpec, cgroups: readonly string[], startTimeoutMs: number): BwrapProcess {
+/**
+ * Spawns the sandbox described by `spec`, its writable mounts sized by `mountSizes` (bytes by
+ * path; none: unsized), and starts watching it get ready. bwrap and pid 1 stay outside the
+ * sandbox's cgroups, which every command joins as it enters: so the memory cgroup's OOM killer
+ * can never choose them, and a start pays no cgroup migration (about one RCU grace period each).
+ */
+export function spawnBwrap(spec: SandboxSpec, startTimeoutMs: number, mountSizes?: Readonly<Record<string, number>>): BwrapProcess {
   const bwrapArgs = buildBwrapArgs({
     statusFd: STATUS_FD,
     readyFd: READY_FD,
@@ -54,13 +62,9 @@ export function spawnBwrap(spec: SandboxSpec, cgroups: readonly string[], startT
     roBindPaths: spec.roBindPaths,
     hideVarRun: spec.hideVarRun,
     network: specNetwork(spec),
+    ...definedFields({ mountSizes }),
   });
-  const cmd = buildLaunchCommand(
-    bwrapArgs,
-    spec.identity,
-    spec.tools,
-    cgroups.map((d) => join(d, 'cgroup.procs')),
-  );
+  const cmd = buildLaunchCommand(bwrapArgs, spec.identity, spec.tools);
   const child = spawn(cmd.file, cmd.args, {
     cwd: '/',
     env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C.UTF-8' },
@@ -94,7 +98,9 @@ function watchStart(child: ChildProcess, passwd: string, group: string, startTim
     };
     const timer = setTimeout(() => finish({ failure: 'start_timeout' }), startTimeoutMs);
     child.on('error', () => finish({ failure: 'tool_missing' }));
-    child.on('exit', (code) => finish({ failure: classifyBwrapFailure(stderr, code) }));
+    child.on('exit', (code) =>
+      finish({ failure: classifyBwrapFailure(stderr, code), sizeUnsupported: /Unknown option --size/.test(stderr) }),
+    );
     const [, , err, statusPipe, readyPipe, passwdPipe, groupPipe] = child.stdio as unknown as [
       unknown,
       unknown,

@@ -8,6 +8,11 @@
 import { basename, dirname, join } from 'node:path';
 import { createLogger } from '../../../log.js';
 import { definedFields } from '../../../util/defined-fields.js';
+import { writableMountSizes } from '../limits/disk-shares.js';
+import type { EnforcedLimits } from '../limits/enforced.js';
+import { exemptFromOomKiller } from '../limits/oom-protection.js';
+import { pidsMaxFor } from '../limits/process-tiers.js';
+import { diskBudgetMb } from '../limits/sandbox-limits.js';
 import type { SandboxSpec } from '../sandbox/spec.js';
 import {
   readDeadline,
@@ -18,10 +23,10 @@ import {
   KEEPER_FILE,
   type KeeperRecord,
 } from '../sandbox/state-dir.js';
-import { CgroupUnavailableError, createCgroups } from '../system/cgroups.js';
+import { CgroupUnavailableError, createCgroups, type SandboxCgroups } from '../system/cgroups.js';
 import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
 import { EgressProxyStartError, openSandboxNetwork } from '../network/sandbox-network.js';
-import { spawnBwrap, type BwrapProcess } from './bwrap-process.js';
+import { spawnBwrap, type BwrapProcess, type BwrapStart } from './bwrap-process.js';
 import { heldCgroups, HeldResources, type HeldResource } from './held-resources.js';
 import { reportOnce, type KeeperReport } from './report.js';
 
@@ -45,7 +50,9 @@ interface KeeperState {
   readonly ending: AbortController;
   /** What the keeper holds for the sandbox's lifetime (its cgroups, its network services; see held-resources.ts). */
   readonly held: HeldResources;
-  cgroups: string[];
+  cgroups: SandboxCgroups;
+  /** What holds for the sandbox, filled in by the phases that make it hold. */
+  enforced: EnforcedLimits;
   bwrap: BwrapProcess | null;
   /** The processes to kill at the end, verified by start time (set once pid 1 is ready). */
   pid1: ProcIdentity | null;
@@ -67,7 +74,8 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
     spec,
     ending: new AbortController(),
     held: new HeldResources(),
-    cgroups: [],
+    cgroups: { dirs: [], version: null, enforced: {} },
+    enforced: { cpu: null, memoryMb: null, pidsMax: null, diskMb: null, oomExempt: false },
     bwrap: null,
     pid1: null,
     bwrapId: null,
@@ -79,6 +87,7 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
   try {
     outcome = makeCgroups(keeper);
     if (outcome.ok) outcome = await launchBwrap(keeper, opts.startTimeoutMs ?? 15_000);
+    if (outcome.ok) outcome = exemptCoreFromOomKiller(keeper);
     if (outcome.ok) outcome = await openNetwork(keeper);
     if (outcome.ok) outcome = recordKeeper(keeper);
     if (outcome.ok) {
@@ -124,33 +133,72 @@ function listenForEndings(keeper: KeeperState): () => void {
   };
 }
 
-/** Creates the sandbox's cgroups (when it has cpu/memory limits), holds them until the end and lists them in the state. */
+/**
+ * Creates the sandbox's cgroups — cpu and memory when create asked (required), pids and the
+ * default memory limit otherwise (where they can be made) — holds them until the end and lists
+ * them in the state.
+ */
 function makeCgroups(keeper: KeeperState): KeeperReport {
   const { spec } = keeper;
   try {
     keeper.cgroups = createCgroups(
       `sandbox-mcp-${spec.id}`,
-      definedFields({ cpu: spec.cpu ?? undefined, memoryMb: spec.memoryMb ?? undefined }),
+      definedFields({
+        cpu: spec.cpu ?? undefined,
+        memoryMb: spec.memoryMb ?? spec.limits?.memoryMb,
+        pidsMax: spec.limits ? pidsMaxFor(spec.limits.processes) : undefined,
+      }),
+      { cpu: spec.cpu !== null, memory: spec.memoryMb !== null },
       spec.identity.dropPrivileges ? spec.identity : undefined,
     );
   } catch (e) {
     return { ok: false, code: e instanceof CgroupUnavailableError ? e.code : 'cgroup_unavailable' };
   }
-  keeper.held.hold(heldCgroups(keeper.cgroups));
-  if (keeper.cgroups.length > 0) writeCgroupsList(keeper.dir, keeper.cgroups);
+  const { dirs, enforced } = keeper.cgroups;
+  keeper.held.hold(heldCgroups(dirs));
+  if (dirs.length > 0) writeCgroupsList(keeper.dir, dirs);
+  keeper.enforced = {
+    ...keeper.enforced,
+    cpu: enforced.cpu ?? null,
+    memoryMb: enforced.memoryMb ?? null,
+    pidsMax: enforced.pidsMax ?? null,
+  };
   return READY;
 }
 
-/** Spawns bwrap and waits until pid 1 is ready, bwrap fails, the start times out or the keeper is told to end. */
+/**
+ * Spawns bwrap, its writable mounts sized to the disk budget, and waits until pid 1 is ready,
+ * bwrap fails, the start times out or the keeper is told to end. A bubblewrap without --size
+ * (before 0.7) gets a second try without sizes: the other layers still hold.
+ */
 async function launchBwrap(keeper: KeeperState, startTimeoutMs: number): Promise<KeeperReport> {
-  const bwrap = spawnBwrap(keeper.spec, keeper.cgroups, startTimeoutMs);
-  keeper.bwrap = bwrap;
-  const started = await Promise.race([bwrap.started, whenAborted(keeper.ending.signal)]);
+  const { limits } = keeper.spec;
+  keeper.enforced.diskMb = limits ? diskBudgetMb(limits.diskMb, keeper.enforced.memoryMb) : null;
+  let started = await startBwrap(keeper, startTimeoutMs);
+  if (started !== 'aborted' && 'failure' in started && started.sizeUnsupported && keeper.enforced.diskMb !== null) {
+    keeper.enforced.diskMb = null;
+    started = await startBwrap(keeper, startTimeoutMs);
+  }
   if (started === 'aborted') return { ok: false, code: 'keeper_failed' };
   if ('failure' in started) return { ok: false, code: started.failure };
   keeper.pidNs = pidNamespace(started.pid1);
   keeper.pid1 = identify(started.pid1);
-  keeper.bwrapId = bwrap.child.pid !== undefined ? identify(bwrap.child.pid) : null;
+  keeper.bwrapId = keeper.bwrap?.child.pid !== undefined ? identify(keeper.bwrap.child.pid) : null;
+  return READY;
+}
+
+/** One launch attempt, the writable mounts sized to keeper.enforced.diskMb (null: unsized). */
+async function startBwrap(keeper: KeeperState, startTimeoutMs: number): Promise<BwrapStart | 'aborted'> {
+  const { diskMb } = keeper.enforced;
+  const bwrap = spawnBwrap(keeper.spec, startTimeoutMs, diskMb === null ? undefined : writableMountSizes(diskMb));
+  keeper.bwrap = bwrap;
+  return Promise.race([bwrap.started, whenAborted(keeper.ending.signal)]);
+}
+
+/** As root, exempts pid 1 and bwrap from the OOM killer (limits/oom-protection.ts); best effort otherwise. */
+function exemptCoreFromOomKiller(keeper: KeeperState): KeeperReport {
+  const pids = [keeper.pid1?.pid, keeper.bwrapId?.pid].filter((p): p is number => p !== undefined);
+  keeper.enforced.oomExempt = exemptFromOomKiller(pids);
   return READY;
 }
 
@@ -181,7 +229,16 @@ async function openNetwork(keeper: KeeperState): Promise<KeeperReport> {
 function recordKeeper(keeper: KeeperState): KeeperReport {
   const self = identify(process.pid);
   if (!self || !keeper.pid1 || !keeper.bwrapId) return { ok: false, code: 'bwrap_failed' };
-  const record: KeeperRecord = { version: 1, keeper: self, bwrap: keeper.bwrapId, pid1: keeper.pid1, cgroups: keeper.cgroups };
+  const record: KeeperRecord = {
+    version: 1,
+    keeper: self,
+    bwrap: keeper.bwrapId,
+    pid1: keeper.pid1,
+    cgroups: keeper.cgroups.dirs,
+    enforced: keeper.enforced,
+    // cgroup v1 lets a process move itself with a descriptor opened by root: cheaper than a join script.
+    ...definedFields({ cgroupJoin: keeper.cgroups.version === 1 ? ('descriptor' as const) : undefined }),
+  };
   writePrivateFile(join(keeper.dir, KEEPER_FILE), JSON.stringify(record) + '\n');
   return READY;
 }

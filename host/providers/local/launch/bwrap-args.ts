@@ -5,11 +5,18 @@ import { SANDBOX_HOME, type NetworkMode } from '../../provider.js';
 /** Device nodes bound into the sandbox's private /dev (not `--dev`: it nests a user namespace). */
 export const SANDBOX_DEVICES = ['/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom', '/dev/tty'] as const;
 
-/** Host paths always covered by an empty private tmpfs inside the sandbox. */
+/** Host paths always covered by an empty, read-only tmpfs inside the sandbox. */
 export const HIDDEN_PATHS = ['/home', '/root', '/run'] as const;
 
 /** Private writable scratch directories (sticky, world-writable like on the host). */
 export const SCRATCH_PATHS = ['/tmp', '/var/tmp', '/dev/shm'] as const;
+
+/**
+ * Where the operator's terminal links its name (launch/terminal-command.ts): the one writable
+ * place in the read-only /dev, and small (its links are inline in their inodes).
+ */
+export const TERMINAL_LINKS_PATH = '/dev/pts';
+export const TERMINAL_LINKS_BYTES = 64 * 1024;
 
 /** The host name every sandbox has in its own UTS namespace. */
 export const SANDBOX_HOSTNAME = 'sandbox';
@@ -40,6 +47,11 @@ export interface BwrapArgsOpts {
   hideVarRun?: boolean;
   /** Default `isolated`: only `host` leaves the network namespace shared. */
   network?: NetworkMode;
+  /**
+   * Size in bytes of each writable tmpfs, by path (the home and SCRATCH_PATHS; bubblewrap 0.7+).
+   * A path without one gets the kernel's default size: half of the machine's memory.
+   */
+  mountSizes?: Readonly<Record<string, number>>;
 }
 
 /** The bwrap arguments (without the program name) that start one sandbox. */
@@ -60,6 +72,8 @@ export function buildBwrapArgs(opts: BwrapArgsOpts): string[] {
     '--tmpfs', '/dev',
   ];
   for (const dev of SANDBOX_DEVICES) args.push('--dev-bind', dev, dev);
+  const terminalSize = opts.mountSizes ? ['--size', String(TERMINAL_LINKS_BYTES)] : [];
+  args.push('--perms', '0755', ...terminalSize, '--tmpfs', TERMINAL_LINKS_PATH);
   // prettier-ignore
   args.push(
     '--symlink', '/proc/self/fd', '/dev/fd',
@@ -67,13 +81,18 @@ export function buildBwrapArgs(opts: BwrapArgsOpts): string[] {
     '--symlink', '/proc/self/fd/1', '/dev/stdout',
     '--symlink', '/proc/self/fd/2', '/dev/stderr',
   );
-  for (const path of HIDDEN_PATHS) args.push('--tmpfs', path);
-  if (opts.hideVarRun) args.push('--tmpfs', '/var/run');
-  for (const path of opts.hidePaths ?? []) args.push('--tmpfs', path);
-  args.push('--perms', '0700', '--tmpfs', SANDBOX_HOME);
-  for (const path of SCRATCH_PATHS) args.push('--perms', '1777', '--tmpfs', path);
+  // Covers, then the writable mounts inside them (bwrap makes their mount points in the covers).
+  const hidden = [...HIDDEN_PATHS, ...(opts.hideVarRun ? ['/var/run'] : []), ...(opts.hidePaths ?? [])];
+  for (const path of hidden) args.push('--tmpfs', path);
+  const size = (path: string): string[] => (opts.mountSizes?.[path] !== undefined ? ['--size', String(opts.mountSizes[path])] : []);
+  args.push('--perms', '0700', ...size(SANDBOX_HOME), '--tmpfs', SANDBOX_HOME);
+  for (const path of SCRATCH_PATHS) args.push('--perms', '1777', ...size(path), '--tmpfs', path);
   // Last, so that nothing mounted above can cover them again.
   for (const path of opts.roBindPaths ?? []) args.push('--ro-bind', path, path);
+  // /dev and the covers hold nothing but mount points and device nodes: read-only, they cannot
+  // hold the sandbox's files either (unsized, each could take half of the machine's memory).
+  // Remounting one leaves the mounts below it writable.
+  for (const path of ['/dev', ...hidden]) args.push('--remount-ro', path);
   // prettier-ignore
   args.push(
     '--ro-bind-data', String(opts.passwdFd), '/etc/passwd',

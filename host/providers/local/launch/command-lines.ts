@@ -58,9 +58,9 @@ export function dropWithSetpriv(cmd: Command, tools: ToolPaths): Command {
   return { file: tools.setpriv, args: [...setprivArgs({ uid: cmd.uid, gid: cmd.gid, dropPrivileges: true }), cmd.file, ...cmd.args] };
 }
 
-/** The full command the keeper spawns to start a sandbox. */
-export function buildLaunchCommand(bwrapArgs: string[], id: Identity, tools: ToolPaths, cgroupProcsFiles: readonly string[] = []): Command {
-  return wrap({ file: tools.bwrap, args: bwrapArgs }, id, tools, cgroupProcsFiles);
+/** The full command the keeper spawns to start a sandbox (outside its cgroups: see spawnBwrap). */
+export function buildLaunchCommand(bwrapArgs: string[], id: Identity, tools: ToolPaths): Command {
+  return wrap({ file: tools.bwrap, args: bwrapArgs }, id, tools, []);
 }
 
 /**

@@ -9,7 +9,8 @@ export const ENV_FD = 4;
 const ENV_VAR = '__sandbox_mcp_env';
 
 /**
- * Shell text that runs `$1` as a command after sourcing its environment from fd 4. The
+ * Shell text that runs `$1` as a command after the entry prelude (`entry`: cgroups, limits; see
+ * limits/entry-prelude.ts) and after sourcing its environment from fd 4. The
  * environment the caller chooses must not reach the host-side helpers (nsenter, the cgroup
  * join): their dynamic loader would obey LD_PRELOAD, LD_DEBUG_OUTPUT and the like outside the
  * sandbox. A pipe also keeps values out of command lines, which every host user can read.
@@ -17,9 +18,9 @@ const ENV_VAR = '__sandbox_mcp_env';
  * `read` builtin (no extra process), other shells with cat. `set --` inside the eval'd text
  * clears the positional parameters before the command runs.
  */
-export function envPrelude(shell: string): string {
+export function envPrelude(shell: string, entry = ''): string {
   const read = shell.endsWith('bash') ? `IFS= read -r -d '' -u ${ENV_FD} ${ENV_VAR}` : `${ENV_VAR}=$(cat <&${ENV_FD})`;
-  return `${read}; exec ${ENV_FD}<&-; [ -n "$${ENV_VAR}" ] || exit 125; eval "$${ENV_VAR}"; unset ${ENV_VAR}; eval "set --; $1"`;
+  return `${entry}${read}; exec ${ENV_FD}<&-; [ -n "$${ENV_VAR}" ] || exit 125; eval "$${ENV_VAR}"; unset ${ENV_VAR}; eval "set --; $1"`;
 }
 
 /** Shell text exporting `env` (names already validated as identifiers), for envPrelude to source. */

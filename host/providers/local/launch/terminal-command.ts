@@ -59,6 +59,8 @@ export interface TerminalCommandOpts {
   hostShell: string;
   /** Descriptors this process inherited without close-on-exec: none of them may reach the sandbox. */
   inheritedFds: readonly number[];
+  /** The entry prelude (limits/entry-prelude.ts: the sandbox's rlimits), run inside before anything else. */
+  entry?: string;
 }
 
 /**
@@ -68,7 +70,7 @@ export interface TerminalCommandOpts {
  */
 export function buildTerminalCommand(opts: TerminalCommandOpts): Command {
   const program = opts.command && opts.command.length > 0 ? [...opts.command] : [opts.sandboxShell, '-i'];
-  const inner = [opts.sandboxShell, '-c', TERMINAL_PRELUDE, opts.sandboxShell, ...program];
+  const inner = [opts.sandboxShell, '-c', (opts.entry ?? '') + TERMINAL_PRELUDE, opts.sandboxShell, ...program];
   const enter = dropWithSetpriv(
     buildEnterCommand(opts.pid1, inner, opts.identity, opts.tools, opts.cgroupProcsFiles, opts.network),
     opts.tools,

@@ -2,7 +2,6 @@
 // creator mark, spec and deadline, then start its keeper and wait for the ready report. A failed
 // start leaves no state.
 import { mkdirSync } from 'node:fs';
-import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { ProviderError } from '../../../errors.js';
 import { formatAllowEntry, parseAllowEntry, type NetworkPolicy } from '../../../network-policy.js';
@@ -12,6 +11,8 @@ import { keeperFailureError, LOCAL_DETAILS } from '../errors.js';
 import type { KeeperReport } from '../keeper/report.js';
 import { startKeeper } from '../keeper/start.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
+import { tooManySandboxes } from '../limits/notes.js';
+import { chooseSandboxLimits, type SandboxLimits } from '../limits/sandbox-limits.js';
 import { newSandboxId, newSandboxUid } from '../sandbox/ids.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
 import { buildSandboxSpec, type SandboxSpec } from '../sandbox/spec.js';
@@ -42,14 +43,13 @@ function canonicalAllowOut(policy: NetworkPolicy): string[] {
   });
 }
 
-/** Smallest memory limit, in MB, that leaves room for the sandbox's own pid 1 and a shell. */
-export const MIN_MEMORY_MB = 32;
-
 /** Creates sandboxes; holds what concurrent creates of one instance share (tools, uids in use). */
 export class SandboxCreator {
   private tools: ToolPaths | null = null;
   /** Uids handed to creates still in progress (not yet visible in the state directory). */
   private readonly pendingUids = new Set<number>();
+  /** Creates of this instance that passed the sandbox count and have not made their directory yet. */
+  private reserved = 0;
   /** This server process, recorded in each directory it creates (see writeCreator). */
   private readonly self: ProcIdentity | null = identify(process.pid);
 
@@ -66,32 +66,43 @@ export class SandboxCreator {
     if (opts.region !== undefined && opts.region !== 'local') throw invalid(LOCAL_DETAILS.regionOnlyLocal);
     const timeoutS = opts.timeoutS ?? this.settings.defaultTimeoutS;
     assertLifetimeS(timeoutS);
-    if (opts.cpu !== undefined) {
-      if (!Number.isSafeInteger(opts.cpu) || opts.cpu < 1) throw invalid('cpu must be an integer of at least 1.');
-      if (opts.cpu > availableParallelism()) {
-        throw new ProviderError('insufficient_resources', { detail: 'cpu asks for more CPUs than this machine has.' });
-      }
-    }
-    if (opts.memoryMb !== undefined) {
-      if (!Number.isSafeInteger(opts.memoryMb) || opts.memoryMb < MIN_MEMORY_MB) {
-        throw invalid(`memory must be an integer of at least ${MIN_MEMORY_MB} MB.`);
-      }
-      if (opts.memoryMb * 1024 * 1024 > totalmem()) {
-        throw new ProviderError('insufficient_resources', { detail: 'memory asks for more than this machine has.' });
-      }
-    }
+    const limits = chooseSandboxLimits(this.settings.limits, { cpu: opts.cpu, memoryMb: opts.memoryMb });
     const envs = validateEnvs(opts.envs, 'envs');
     const allowOut = opts.network !== undefined ? canonicalAllowOut(opts.network) : undefined;
     this.tools ??= preflight(this.settings);
     const tools = this.tools;
 
     const sandboxes = ensureSandboxesDir(this.settings.stateDir);
-    const identity = this.newIdentity(sandboxes);
+    await this.reserveRoom(sandboxes);
+    let identity: Identity;
+    let creating: Promise<SandboxMetadata>;
     try {
-      return await this.createWith(sandboxes, identity, timeoutS, envs, allowOut, tools, opts);
+      identity = this.newIdentity(sandboxes);
+      // createWith makes the sandbox's directory before it first yields: from then on it is counted.
+      creating = this.createWith(sandboxes, identity, timeoutS, envs, limits, allowOut, tools, opts);
+    } finally {
+      this.reserved--;
+    }
+    try {
+      return await creating;
     } finally {
       this.pendingUids.delete(identity.uid);
     }
+  }
+
+  /**
+   * Counts this create in, or throws insufficient_resources when the state directory already
+   * holds the server's maximum of sandboxes (live ones and creates in progress). Listing the
+   * directory is cheap; only at the maximum are the sandboxes checked against /proc, which
+   * cleans up the dead ones.
+   */
+  private async reserveRoom(sandboxes: string): Promise<void> {
+    const max = this.settings.limits.maxSandboxes;
+    if (listSandboxIds(sandboxes).length + this.reserved >= max) {
+      await this.registry.inspectAll();
+      if (listSandboxIds(sandboxes).length + this.reserved >= max) throw tooManySandboxes(max);
+    }
+    this.reserved++;
   }
 
   /** As root, a uid no live sandbox of this state directory (or a create in progress) uses. */
@@ -112,6 +123,7 @@ export class SandboxCreator {
     identity: Identity,
     timeoutS: number,
     envs: Record<string, string>,
+    limits: SandboxLimits,
     allowOut: string[] | undefined,
     tools: ToolPaths,
     opts: CreateOpts,
@@ -133,6 +145,7 @@ export class SandboxCreator {
         memoryMb: opts.memoryMb ?? null,
         identity,
         tools,
+        limits,
         ...definedFields({ allowOut, owner: opts.owner }),
       });
       writePrivateFile(join(dir, SPEC_FILE), JSON.stringify(spec) + '\n');
@@ -152,6 +165,6 @@ export class SandboxCreator {
       throw new ProviderError('internal');
     }
     this.registry.remember(id, spec, keeper);
-    return sandboxMetadata(spec, readDeadline(dir) ?? createdAtMs + timeoutS * 1000);
+    return sandboxMetadata(spec, keeper, readDeadline(dir) ?? createdAtMs + timeoutS * 1000);
   }
 }

@@ -33,7 +33,7 @@ export class SandboxLifecycle {
     // The owner filter comes before the window, so offset and limit count the owner's sandboxes only.
     const found = (await this.registry.inspectAll())
       .filter((sb) => opts.owner === undefined || sb.spec.owner === opts.owner)
-      .map((sb) => sandboxMetadata(sb.spec, sb.endAtMs));
+      .map((sb) => sandboxMetadata(sb.spec, sb.keeper, sb.endAtMs));
     found.sort((a, b) => (a.started_at! < b.started_at! ? -1 : a.started_at! > b.started_at! ? 1 : a.sandbox_id < b.sandbox_id ? -1 : 1));
     return found.slice(opts.offset, opts.offset + opts.limit);
   }
@@ -41,7 +41,7 @@ export class SandboxLifecycle {
   /** The metadata of one live sandbox. */
   async getInfo(sandboxId: string): Promise<SandboxMetadata> {
     const sb = await this.registry.require(sandboxId);
-    return sandboxMetadata(sb.spec, sb.endAtMs);
+    return sandboxMetadata(sb.spec, sb.keeper, sb.endAtMs);
   }
 
   /** The owner its spec records, or null. */

@@ -7,6 +7,7 @@ import { definedFields } from '../../../util/defined-fields.js';
 import type { NetworkMode } from '../../provider.js';
 import { HIDDEN_PATHS, SCRATCH_PATHS } from '../launch/bwrap-args.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
+import type { SandboxLimits } from '../limits/sandbox-limits.js';
 
 /** Immutable description of a sandbox, written before its keeper starts. */
 export interface SandboxSpec {
@@ -14,6 +15,7 @@ export interface SandboxSpec {
   id: string;
   createdAtMs: number;
   envs: Record<string, string>;
+  /** What create asked for: the keeper fails rather than start without these. */
   cpu: number | null;
   memoryMb: number | null;
   identity: Identity;
@@ -31,6 +33,8 @@ export interface SandboxSpec {
    * absent or empty: no egress proxy. Only in isolated sandboxes.
    */
   allowOut?: string[];
+  /** Resource bounds (absent in specs written before sandboxes had them: none were applied). */
+  limits?: SandboxLimits;
 }
 
 /** The network mode a sandbox was created with (see SandboxSpec.network). */
@@ -44,6 +48,7 @@ export function specNetwork(spec: SandboxSpec): NetworkMode {
  */
 export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools' | 'owner'> & {
   allowOut?: readonly string[];
+  limits: SandboxLimits;
 };
 
 /** What a new spec takes from the provider's settings (LocalSettings has each of these). */
@@ -72,6 +77,7 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
     roBindPaths: roBindPaths(settings.nodePath, settings.identity.dropPrivileges),
     hideVarRun: isRealDir('/var/run'),
     network: opts.allowOut !== undefined ? 'isolated' : settings.network,
+    limits: opts.limits,
     ...definedFields({ allowOut: opts.allowOut?.length ? [...opts.allowOut] : undefined, owner: opts.owner }),
   };
 }

@@ -6,6 +6,7 @@ import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, st
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { ProviderError } from '../../../errors.js';
+import type { EnforcedLimits } from '../limits/enforced.js';
 import type { ProcIdentity } from '../system/proc.js';
 import { isSandboxId } from './ids.js';
 import type { SandboxSpec } from './spec.js';
@@ -17,6 +18,13 @@ export interface KeeperRecord {
   bwrap: ProcIdentity;
   pid1: ProcIdentity;
   cgroups: string[];
+  /** What holds for this sandbox (absent in records of keepers before limits: only spec.cpu/memoryMb, via cgroups). */
+  enforced?: EnforcedLimits;
+  /**
+   * `descriptor`: commands join `cgroups` from inside, through descriptors the server opens (cgroup
+   * v1); absent: the host-side join script moves them before nsenter (cgroup v2, older keepers).
+   */
+  cgroupJoin?: 'descriptor';
 }
 
 /** `$SANDBOX_MCP_STATE_DIR`, else `$XDG_STATE_HOME/sandbox-mcp`, else `~/.local/state/sandbox-mcp`. */

@@ -1,6 +1,8 @@
-// cpu/memory limits for a sandbox, as a cgroup the keeper creates next to its own. Works with
-// cgroup v1 controllers (as root; also hybrid hosts) and with a cgroup v2 subtree where the cpu
-// and memory controllers are delegated to us. Anything else is reported, never ignored.
+// cpu, memory and pids limits for a sandbox, as cgroups the keeper creates next to its own. Works
+// with cgroup v1 controllers (as root; also hybrid hosts) and with a cgroup v2 subtree where the
+// controllers are delegated to us. A limit the caller asked for (cpu, memory) is required: where
+// it cannot be enforced that is reported, never ignored. The defaults every sandbox gets (pids,
+// the default memory limit) are enforced where they can be and left to the other layers elsewhere.
 import { chownSync, existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join, posix } from 'node:path';
 
@@ -8,6 +10,23 @@ import { join, posix } from 'node:path';
 export interface CgroupLimits {
   cpu?: number;
   memoryMb?: number;
+  pidsMax?: number;
+}
+
+/** Which of the limits must hold: when one cannot, createCgroups fails instead of going without. */
+export interface CgroupRequired {
+  cpu: boolean;
+  memory: boolean;
+}
+
+/** The cgroups made for a sandbox and the limits they enforce. */
+export interface SandboxCgroups {
+  /** Directories (each has a cgroup.procs to join); empty when none could be made. */
+  dirs: string[];
+  /** 1 or 2 (the hierarchy they are in), null when there are none. */
+  version: 1 | 2 | null;
+  /** The subset of the requested limits that is enforced. */
+  enforced: CgroupLimits;
 }
 
 /** Why limits cannot be enforced here: a static code, explained by the provider. */
@@ -73,75 +92,147 @@ function writeKnob(dir: string, file: string, value: string): void {
   writeFileSync(join(dir, file), value);
 }
 
+const NONE: SandboxCgroups = { dirs: [], version: null, enforced: {} };
+
 /**
- * Creates the sandbox's cgroup(s) and applies the limits; returns the cgroup directories
- * (each has a cgroup.procs to join). Throws CgroupUnavailableError when it cannot, after
- * removing whatever it created.
+ * Creates the sandbox's cgroup(s) and applies the limits; returns the directories and what they
+ * enforce. Throws CgroupUnavailableError, after removing whatever it created, when a required
+ * limit cannot be enforced.
  */
-export function createCgroups(name: string, limits: CgroupLimits, owner?: { uid: number; gid: number }): string[] {
-  const wantCpu = limits.cpu !== undefined;
-  const wantMemory = limits.memoryMb !== undefined;
-  if (!wantCpu && !wantMemory) return [];
+export function createCgroups(
+  name: string,
+  limits: CgroupLimits,
+  required: CgroupRequired,
+  owner?: { uid: number; gid: number },
+): SandboxCgroups {
+  if (limits.cpu === undefined && limits.memoryMb === undefined && limits.pidsMax === undefined) return NONE;
   const created: string[] = [];
   try {
-    const dirs = createAndLimit(name, limits, created);
-    // Commands enter as the sandbox uid and join the cgroup themselves; inside the sandbox /sys
-    // is read-only, so this grants nothing to the sandbox's own processes.
-    if (owner) for (const dir of dirs) chownSync(join(dir, 'cgroup.procs'), owner.uid, owner.gid);
-    return dirs;
+    const mounts = readMounts();
+    const own = ownCgroups();
+    const made = createV1(mounts, own, name, limits, required, created) ?? createV2(mounts, own, name, limits, required, created);
+    if (!made) {
+      if (required.cpu || required.memory) throw new CgroupUnavailableError('cgroup_unavailable');
+      return NONE;
+    }
+    // Commands enter as the sandbox uid and may join the cgroup themselves; inside the sandbox
+    // /sys is read-only, so this grants nothing to the sandbox's own processes.
+    if (owner) for (const dir of made.dirs) chownSync(join(dir, 'cgroup.procs'), owner.uid, owner.gid);
+    return made;
   } catch {
     removeCgroupsNow(created);
     throw new CgroupUnavailableError('cgroup_unavailable');
   }
 }
 
-function createAndLimit(name: string, limits: CgroupLimits, created: string[]): string[] {
-  const wantCpu = limits.cpu !== undefined;
-  const wantMemory = limits.memoryMb !== undefined;
-  {
-    const mounts = readMounts();
-    const own = ownCgroups();
-    const v1 = (controller: string) => mounts.find((m) => m.fsType === 'cgroup' && m.superOptions.includes(controller));
-    const cpuMount = v1('cpu');
-    const memMount = v1('memory');
-    if ((!wantCpu || cpuMount) && (!wantMemory || memMount)) {
-      if (wantCpu && cpuMount) {
-        const dir = makeChild(cpuMount, own.get('cpu'), name, created);
-        writeKnob(dir, 'cpu.cfs_period_us', String(CFS_PERIOD_US));
-        writeKnob(dir, 'cpu.cfs_quota_us', String(Math.round(limits.cpu! * CFS_PERIOD_US)));
-      }
-      if (wantMemory && memMount) {
-        const dir = makeChild(memMount, own.get('memory'), name, created);
-        const bytes = String(limits.memoryMb! * MIB);
-        writeKnob(dir, 'memory.limit_in_bytes', bytes);
-        // Without this, swap would let the sandbox exceed its limit (absent when swap accounting is off).
-        if (existsSync(join(dir, 'memory.memsw.limit_in_bytes'))) writeKnob(dir, 'memory.memsw.limit_in_bytes', bytes);
-      }
-      return created;
+/** The controllers `limits` needs, each with whether it must hold. */
+function wanted(limits: CgroupLimits, required: CgroupRequired): { controller: 'cpu' | 'memory' | 'pids'; isRequired: boolean }[] {
+  const out: { controller: 'cpu' | 'memory' | 'pids'; isRequired: boolean }[] = [];
+  if (limits.cpu !== undefined) out.push({ controller: 'cpu', isRequired: required.cpu });
+  if (limits.memoryMb !== undefined) out.push({ controller: 'memory', isRequired: required.memory });
+  if (limits.pidsMax !== undefined) out.push({ controller: 'pids', isRequired: false });
+  return out;
+}
+
+/**
+ * cgroup v1: one cgroup per controller, below our own. Null when a required controller has no
+ * v1 hierarchy (try v2); throws when one has but its cgroup cannot be made; an optional
+ * controller that cannot be made is left out.
+ */
+function createV1(
+  mounts: MountInfo[],
+  own: Map<string, string>,
+  name: string,
+  limits: CgroupLimits,
+  required: CgroupRequired,
+  created: string[],
+): SandboxCgroups | null {
+  const v1 = (controller: string) => mounts.find((m) => m.fsType === 'cgroup' && m.superOptions.includes(controller));
+  const want = wanted(limits, required);
+  if (want.some((w) => w.isRequired && !v1(w.controller))) return null;
+  const enforced: CgroupLimits = {};
+  const dirs: string[] = [];
+  for (const { controller, isRequired } of want) {
+    const mount = v1(controller);
+    if (!mount) continue;
+    let dir: string;
+    try {
+      dir = makeChild(mount, own.get(controller), name, created);
+      limitV1(dir, controller, limits);
+    } catch (e) {
+      if (isRequired) throw e;
+      removeCgroupsNow(created.splice(dirs.length));
+      continue;
     }
-    const v2 = mounts.find((m) => m.fsType === 'cgroup2');
-    if (!v2) throw new CgroupUnavailableError('cgroup_unavailable');
-    // Beside our own cgroup (its parent enables controllers for its children, ours included, and
-    // may be delegated to us); else, as root, at the top of the hierarchy, whose controllers
-    // systemd enables. Not below ours: a cgroup holding processes cannot enable any for children.
-    for (const parentPath of new Set([posix.dirname(own.get('') ?? '/'), v2.root])) {
-      const dir = makeChild(v2, parentPath, name, created);
-      const available = readFileSync(join(dir, 'cgroup.controllers'), 'utf8').trim().split(/\s+/);
-      if ((wantCpu && !available.includes('cpu')) || (wantMemory && !available.includes('memory'))) {
-        rmdirSync(dir);
-        created.pop();
-        continue;
-      }
-      if (wantCpu) writeKnob(dir, 'cpu.max', `${Math.round(limits.cpu! * CFS_PERIOD_US)} ${CFS_PERIOD_US}`);
-      if (wantMemory) {
+    dirs.push(dir);
+    copyLimit(enforced, controller, limits);
+  }
+  return dirs.length > 0 ? { dirs, version: 1, enforced } : null;
+}
+
+function limitV1(dir: string, controller: 'cpu' | 'memory' | 'pids', limits: CgroupLimits): void {
+  if (controller === 'cpu') {
+    writeKnob(dir, 'cpu.cfs_period_us', String(CFS_PERIOD_US));
+    writeKnob(dir, 'cpu.cfs_quota_us', String(Math.round(limits.cpu! * CFS_PERIOD_US)));
+  } else if (controller === 'memory') {
+    const bytes = String(limits.memoryMb! * MIB);
+    writeKnob(dir, 'memory.limit_in_bytes', bytes);
+    // Without this, swap would let the sandbox exceed its limit (absent when swap accounting is off).
+    if (existsSync(join(dir, 'memory.memsw.limit_in_bytes'))) writeKnob(dir, 'memory.memsw.limit_in_bytes', bytes);
+  } else {
+    writeKnob(dir, 'pids.max', String(limits.pidsMax!));
+  }
+}
+
+function copyLimit(enforced: CgroupLimits, controller: 'cpu' | 'memory' | 'pids', limits: CgroupLimits): void {
+  if (controller === 'cpu') enforced.cpu = limits.cpu!;
+  else if (controller === 'memory') enforced.memoryMb = limits.memoryMb!;
+  else enforced.pidsMax = limits.pidsMax!;
+}
+
+/**
+ * cgroup v2: one cgroup with every controller it can have. Beside our own cgroup (its parent
+ * enables controllers for its children, ours included, and may be delegated to us); else, as
+ * root, at the top of the hierarchy, whose controllers systemd enables. Not below ours: a cgroup
+ * holding processes cannot enable any for children. Null when none can be made with the required ones.
+ */
+function createV2(
+  mounts: MountInfo[],
+  own: Map<string, string>,
+  name: string,
+  limits: CgroupLimits,
+  required: CgroupRequired,
+  created: string[],
+): SandboxCgroups | null {
+  const v2 = mounts.find((m) => m.fsType === 'cgroup2');
+  if (!v2) return null;
+  const want = wanted(limits, required);
+  for (const parentPath of new Set([posix.dirname(own.get('') ?? '/'), v2.root])) {
+    let dir: string;
+    try {
+      dir = makeChild(v2, parentPath, name, created);
+    } catch {
+      continue;
+    }
+    const available = readFileSync(join(dir, 'cgroup.controllers'), 'utf8').trim().split(/\s+/);
+    const usable = want.filter((w) => available.includes(w.controller));
+    if (want.some((w) => w.isRequired && !available.includes(w.controller)) || usable.length === 0) {
+      rmdirSync(dir);
+      created.pop();
+      continue;
+    }
+    const enforced: CgroupLimits = {};
+    for (const { controller } of usable) {
+      if (controller === 'cpu') writeKnob(dir, 'cpu.max', `${Math.round(limits.cpu! * CFS_PERIOD_US)} ${CFS_PERIOD_US}`);
+      else if (controller === 'memory') {
         writeKnob(dir, 'memory.max', String(limits.memoryMb! * MIB));
         if (existsSync(join(dir, 'memory.swap.max'))) writeKnob(dir, 'memory.swap.max', '0');
-      }
-      return created;
+      } else writeKnob(dir, 'pids.max', String(limits.pidsMax!));
+      copyLimit(enforced, controller, limits);
     }
-    throw new CgroupUnavailableError('cgroup_unavailable');
-    return created;
+    return { dirs: [dir], version: 2, enforced };
   }
+  return null;
 }
 
 function makeChild(mount: MountInfo, ownPath: string | undefined, name: string, created: string[]): string {
