@@ -107,6 +107,22 @@ describe('shell into a local sandbox', () => {
     expect(await t.exited).toBe(3);
   });
 
+  it('gives the shell the proxy variables of a sandbox with an allow-list, as run_command has them', async () => {
+    const listed = (await provider.create({ timeoutS: 300, network: { allowOut: ['pypi.org'] } })).sandbox_id;
+    try {
+      const probe = '"$(env | grep -i _proxy= | LC_ALL=C sort | tr "\\n" ,)"';
+      const execd = (await provider.exec(listed, `echo ${probe}`, { timeoutS: 30 })).stdout.toString().trim();
+      expect(execd).toContain('HTTPS_PROXY=http://127.0.0.1:');
+      expect(execd).toContain('no_proxy=');
+      const t = shell(listed);
+      expect(await ask(t, 'PXY', probe)).toBe(execd);
+      t.type('exit\r');
+      expect(await t.exited).toBe(0);
+    } finally {
+      await provider.kill(listed);
+    }
+  });
+
   it('follows the window size', async () => {
     const t = shell(sandboxId);
     expect(await ask(t, 'SIZE', '$(stty size)')).toBe('30 100');

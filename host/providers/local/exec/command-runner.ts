@@ -7,7 +7,7 @@ import { ProviderError } from '../../../errors.js';
 import { cancelledBeforeStart, SANDBOX_HOME, type ExecRole } from '../../provider.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import { buildEnterCommand, type Command } from '../launch/command-lines.js';
-import { sandboxPath } from '../launch/environment.js';
+import { proxyEnvironment, sandboxPath } from '../launch/environment.js';
 import { preludeFor, REFUSED_EXIT, REFUSED_MESSAGE } from '../limits/entry-prelude.js';
 import { processLimitReached } from '../limits/notes.js';
 import { isStillAlive, sandboxGone, type LiveSandbox } from '../sandbox/registry.js';
@@ -57,6 +57,15 @@ export class CommandRunner {
       LOGNAME: 'user',
       SHELL: this.settings.shell,
     };
+  }
+
+  /**
+   * The environment of a person's or an agent's command in `sb`: the login environment, the
+   * sandbox's proxy variables (with an allow-list) and its own variables, then the call's. The one
+   * place it is built, so run_command and the operator's shell cannot drift apart.
+   */
+  commandEnv(sb: LiveSandbox, callEnvs: Readonly<Record<string, string>> = {}): Record<string, string> {
+    return { ...this.baseEnv(), ...proxyEnvironment(sb.spec.allowOut), ...sb.spec.envs, ...callEnvs };
   }
 
   /** Ends the process groups of every command this instance still runs in `sandboxId`. */

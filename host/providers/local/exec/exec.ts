@@ -5,7 +5,7 @@ import { ProviderError } from '../../../errors.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath, type ExecOpts, type ExecResult } from '../../provider.js';
 import { LOCAL_DETAILS } from '../errors.js';
-import { CHDIR_SCRIPT, envPrelude, exportScript, proxyEnvironment, sandboxPath } from '../launch/environment.js';
+import { CHDIR_SCRIPT, envPrelude, exportScript, sandboxPath } from '../launch/environment.js';
 import { LimitWatch } from '../limits/limit-watch.js';
 import { isStillAlive, type SandboxRegistry } from '../sandbox/registry.js';
 import type { LocalSettings } from '../settings.js';
@@ -40,7 +40,7 @@ export class SandboxExec {
       role,
       // Only this fixed environment exists outside the sandbox; the caller's is sourced inside.
       env: { PATH: sandboxPath(this.settings.nodeBinDirs) },
-      envScript: exportScript({ ...this.runner.baseEnv(), ...proxyEnvironment(sb.spec.allowOut), ...sb.spec.envs, ...callEnvs }),
+      envScript: exportScript(this.runner.commandEnv(sb, callEnvs)),
       timeoutMs: opts.timeoutS * 1000,
       maxOutputBytes,
       keepTail: true,

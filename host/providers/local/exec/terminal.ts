@@ -67,7 +67,7 @@ export class SandboxTerminals {
     if (opts.command?.some((a) => typeof a !== 'string' || a.includes('\0'))) throw invalid('command must be strings without NUL bytes.');
     const pty = await loadNodePty();
     const sb = await this.registry.require(sandboxId);
-    const envScript = exportScript({ ...this.runner.baseEnv(), ...sb.spec.envs, TERM: opts.term ?? 'xterm-256color' });
+    const envScript = exportScript(this.runner.commandEnv(sb, { TERM: opts.term ?? 'xterm-256color' }));
     if (Buffer.byteLength(envScript) > TERMINAL_ENV_MAX_BYTES) {
       throw new ProviderError('unsupported', {
         code: 'environment_too_large',
