@@ -3,6 +3,7 @@
 // a command it does not apply to, a missing value) without ever echoing a value.
 import { parseArgs } from 'node:util';
 import { LIMITS } from '../shared/limits.js';
+import { OP_NAMES } from '../shared/protocol.js';
 import { LIMIT_OPTIONS, limitOptionsHelp, type LimitFlag } from './limit-options.js';
 import { definedFields } from './util/defined-fields.js';
 
@@ -85,8 +86,8 @@ Usage:
   sandbox-mcp token-hash
         Read a token on stdin and print the hash a tokens file holds for it.
   sandbox-mcp agent <sandbox_id> <op> [json]
-        Send one raw agent protocol request (op: hello, start, get, cancel, selftest; json:
-        extra fields) and print the raw response line.
+        Send one raw agent protocol request and print the raw response line (op: one of
+        ${OP_NAMES.join(', ')}; json: extra fields).
   sandbox-mcp selftest <sandbox_id>
         Run the agent's selftest inside a sandbox.
   sandbox-mcp network [sandbox_id]

@@ -1,9 +1,10 @@
 // The built CLI says what is wrong and what it is doing: usage errors name the flag and exit 2,
-// --version is the package's, and a person who starts the server in a terminal is told it waits
-// for an MCP client (on stderr; stdout stays the protocol's).
+// --version is the package's, --help lists every agent op, and a person who starts the server in
+// a terminal is told it waits for an MCP client (on stderr; stdout stays the protocol's).
 import { execFile, spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { OP_NAMES } from '../../shared/protocol.js';
 import { serverEnv } from '../support/built-server.js';
 import { HOST_JS, REPO } from '../support/paths.js';
 import { tempStateDir } from '../support/state-dir.js';
@@ -21,6 +22,14 @@ describe('the sandbox-mcp command line', () => {
   it('--version prints the package version', async () => {
     const pkg = JSON.parse(readFileSync(`${REPO}/package.json`, 'utf8')) as { version: string };
     expect(await cli(['--version'])).toMatchObject({ code: 0, stdout: `${pkg.version}\n` });
+  });
+
+  it("--help names every op of the agent protocol, from the protocol's own list", async () => {
+    const r = await cli(['--help']);
+    expect(r.code).toBe(0);
+    const agentEntry = r.stdout.split('sandbox-mcp agent <sandbox_id>')[1]!.split('\n  sandbox-mcp ')[0]!;
+    const listed = /\(op: one of\s+([^;]+);/.exec(agentEntry)?.[1]?.split(/,\s*/);
+    expect(listed).toEqual([...OP_NAMES]);
   });
 
   it('names an unknown option and an http-only flag given without http, exit 2, serving nothing', async () => {
