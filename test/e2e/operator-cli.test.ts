@@ -39,10 +39,14 @@ function cli(args: string[], extraEnv: Record<string, string> = {}): Promise<Cli
 }
 
 /** A running CLI whose output is collected as it arrives. */
-function spawnCli(args: string[]): { child: ChildProcess; stdout: () => string; stderr: () => string; exited: Promise<number | null> } {
+function spawnCli(
+  args: string[],
+  opts: { detached?: boolean } = {},
+): { child: ChildProcess; stdout: () => string; stderr: () => string; exited: Promise<number | null> } {
   const child = spawn(process.execPath, [HOST_JS, ...args], {
     env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir }),
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: opts.detached ?? false,
   });
   let out = '';
   let err = '';
@@ -109,19 +113,21 @@ describe('sandbox-mcp ls', () => {
 });
 
 describe('sandbox-mcp logs', () => {
-  it('--follow prints lines as they come, then the final state, and exits with the task code', async () => {
-    // Five lines a second apart, then the task waits for the test: it cannot end before we let it.
-    const taskId = await startTask('for i in 1 2 3 4 5; do echo line$i; sleep 1; done; until [ -e go ]; do sleep 0.1; done; exit 7');
+  it('--follow prints each line while the task still runs, then the final state, and exits with the task code', async () => {
+    // Each line is followed by a wait for a file the test creates only once the CLI has printed
+    // that line: output held back until the end (or until the task's state changes) never
+    // arrives, and the test fails on its bound instead of passing late.
+    const taskId = await startTask('for i in 1 2 3 4 5; do echo line$i; until [ -e go$i ]; do sleep 0.1; done; done; exit 7');
     const run = spawnCli(['logs', `local:${sandboxId}`, taskId, '--follow']);
-    await waitFor(() => run.stdout().includes('line1\n'), 'the first line');
-    // The first line arrived while the task still ran.
-    expect(await taskState(taskId)).toBe('running');
-    await waitFor(() => run.stdout().includes('line5\n'), 'the fifth line');
-    expect(run.stdout()).toBe('line1\nline2\nline3\nline4\nline5\n');
-    expect(await taskState(taskId)).toBe('running');
-    await provider.writeFile(sandboxId, 'go', Buffer.alloc(0));
+    let expected = '';
+    for (const i of [1, 2, 3, 4, 5]) {
+      expected += `line${i}\n`;
+      await waitFor(() => run.stdout() === expected, `line ${i} on the CLI's stdout while the task waits`);
+      expect(await taskState(taskId)).toBe('running');
+      await provider.writeFile(sandboxId, `go${i}`, Buffer.alloc(0));
+    }
     expect(await run.exited).toBe(7);
-    expect(run.stdout()).toBe('line1\nline2\nline3\nline4\nline5\n');
+    expect(run.stdout()).toBe(expected);
     expect(run.stderr()).toBe(`sandbox-mcp: task ${taskId} failed, exit code 7\n`);
   });
 
@@ -152,12 +158,23 @@ describe('sandbox-mcp logs', () => {
 
   it('Ctrl-C stops following and leaves the task running', async () => {
     const taskId = await startTask('echo started; sleep 600');
-    const run = spawnCli(['logs', sandboxId, taskId, '-f']);
+    // Its own process group, as a shell's job: a terminal's Ctrl-C signals the whole foreground
+    // group, the CLI and every child it has running at that moment.
+    const run = spawnCli(['logs', sandboxId, taskId, '-f'], { detached: true });
     await waitFor(() => run.stdout() === 'started\n', 'the first line');
-    run.child.kill('SIGINT');
-    expect(await run.exited).toBe(130);
-    expect(run.stderr()).toBe(`sandbox-mcp: stopped following; task ${taskId} keeps running\n`);
-    expect(await taskState(taskId)).toBe('running');
+    const group = -run.child.pid!;
+    try {
+      process.kill(group, 'SIGINT');
+      expect(await run.exited).toBe(130);
+      expect(run.stderr()).toBe(`sandbox-mcp: stopped following; task ${taskId} keeps running\n`);
+      expect(await taskState(taskId)).toBe('running');
+    } finally {
+      try {
+        process.kill(group, 'SIGKILL');
+      } catch {
+        // The group is gone: nothing of the CLI's is left behind.
+      }
+    }
   });
 
   it('exits 124 for a timed-out task, 125 for a cancelled one and 123 when the outcome is unknown', async () => {
