@@ -13,6 +13,7 @@ import {
   mkdirSync,
   mkdtempSync,
   readFileSync,
+  realpathSync,
   rmSync,
   symlinkSync,
 } from 'node:fs';
@@ -50,15 +51,21 @@ function clientEnv(): Record<string, string> {
   return { PATH: `${dirname(process.execPath)}:/usr/bin:/bin`, HOME: process.env.HOME ?? '/root', SANDBOX_MCP_STATE_DIR: stateDir };
 }
 
-beforeAll(async () => {
-  requireSandboxes();
-  // A fresh checkout: the sources without dist/ or node_modules/ (whose dev dependencies, esbuild
-  // among them, `prepare` needs: linked from the repository rather than installed again).
-  cpSync(REPO, checkout, {
+/**
+ * A fresh checkout at `dir`: the sources without dist/ or node_modules/ (whose dev dependencies,
+ * esbuild among them, `prepare` needs: linked from the repository rather than installed again).
+ */
+function freshCheckout(dir: string): void {
+  cpSync(REPO, dir, {
     recursive: true,
     filter: (src) => !['node_modules', 'dist', '.git', 'coverage'].includes(basename(src)) && !src.endsWith('.tgz'),
   });
-  symlinkSync(join(REPO, 'node_modules'), join(checkout, 'node_modules'));
+  symlinkSync(join(REPO, 'node_modules'), join(dir, 'node_modules'));
+}
+
+beforeAll(async () => {
+  requireSandboxes();
+  freshCheckout(checkout);
   const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', work], checkout);
   const [info] = JSON.parse(stdout) as { filename: string; files: { path: string }[] }[];
   packed = info!.files.map((f) => f.path);
@@ -102,9 +109,16 @@ describe('the installed package', () => {
   });
 
   it('installs from the checkout too (`npm install -g .`: a link whose `prepare` builds it)', async () => {
+    // A checkout of its own, never packed: its dist/ can only come from this install's `prepare`.
+    const linked = join(work, 'linked-checkout');
+    freshCheckout(linked);
+    expect(existsSync(join(linked, 'dist'))).toBe(false);
     const linkPrefix = join(work, 'link-prefix');
-    await run('npm', ['install', '-g', '--prefix', linkPrefix, '--no-audit', '--no-fund', '--loglevel=error', '.'], checkout);
-    const { stdout } = await run(join(linkPrefix, 'bin', 'sandbox-mcp'), ['--version'], elsewhere, clientEnv());
+    await run('npm', ['install', '-g', '--prefix', linkPrefix, '--no-audit', '--no-fund', '--loglevel=error', '.'], linked);
+    for (const file of ['dist/host.js', 'dist/keeper.js', 'dist/agent.cjs']) expect(existsSync(join(linked, file)), file).toBe(true);
+    const linkBin = join(linkPrefix, 'bin', 'sandbox-mcp');
+    expect(realpathSync(linkBin)).toBe(join(realpathSync(linked), 'dist', 'host.js'));
+    const { stdout } = await run(linkBin, ['--version'], elsewhere, clientEnv());
     expect(stdout).toBe(`${pkg.version}\n`);
   });
 
