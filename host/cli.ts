@@ -8,7 +8,7 @@ import { HELP, UsageError, parseCommandLine, type CommandLine } from './cli-args
 import { runOperatorCommand } from './cli/operator.js';
 import { ConfigError, loadConfig, type ServerConfig } from './config.js';
 import { hashToken, httpTokensFrom, readTokenFromStdin } from './tokens-file.js';
-import { startupWarning } from './doctor/startup-warning.js';
+import { warnAtStartup } from './doctor/startup-warning.js';
 import { localProviderOpts } from './local-options.js';
 import { isProviderError } from './errors.js';
 import { networkReport } from './network-cli.js';
@@ -64,7 +64,7 @@ const TTY_HINT =
   'Configure your client to start this command (see the README), or press Ctrl-C to stop.\n';
 
 async function serveStdioCommand(config: ServerConfig): Promise<never> {
-  process.stderr.write(startupWarning(config) ?? '');
+  warnAtStartup(config);
   if (process.stdin.isTTY) process.stderr.write(TTY_HINT);
   const deps = buildDeps(config);
   await serveStdio(deps);
@@ -77,7 +77,7 @@ async function serveHttpCommand(config: ServerConfig, line: CommandLine): Promis
     fail('--host is a wildcard address: name the host names clients will use with --allowed-host (Host/Origin are checked against them)');
   }
   const { tokens, principals, generated } = httpTokensFrom(process.env, line.tokensFile, () => randomBytes(24).toString('base64url'));
-  process.stderr.write(startupWarning(config) ?? '');
+  warnAtStartup(config);
   const deps = buildDeps(config);
   const handle = await serveHttp(deps, {
     host: line.host,

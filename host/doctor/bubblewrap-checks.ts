@@ -114,7 +114,11 @@ export async function checkUserNamespaces(bwrap: string, setpriv: string | null,
     const apparmor = isAppArmorRestrictingUserns() ? ' (AppArmor restricts them, but allows bwrap)' : '';
     return ok('user namespaces', `bwrap created a user namespace ${who}${apparmor}`);
   }
-  const said = stderr.trim().split('\n')[0]?.slice(0, 200);
+  const said = stderr
+    .trim()
+    .split('\n')[0]
+    ?.replace(/^bwrap: /, '')
+    .slice(0, 200);
   const kind = classifyBwrapFailure(stderr, code);
   const what = `bwrap could not create a user namespace ${who}${said ? ` (bwrap: ${said})` : ''}`;
   if (kind === 'userns_apparmor' || kind === 'userns_refused') return fail('user namespaces', what, usernsFix(kind));

@@ -1,11 +1,15 @@
-// `sandbox-mcp doctor` on this machine (where local sandboxes work, CI included) and where
-// bubblewrap is hidden from it; and the server's one start-up warning line that points to it.
-import { execFile } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+// `sandbox-mcp doctor` on this machine (where local sandboxes work, CI included), where
+// bubblewrap is absent or mis-pointed; and the server's one start-up warning line that points to
+// it (bubblewrap absent or mis-pointed, a state directory others may write).
+import { execFile, spawn } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectStdio, ok, serverEnv } from '../support/built-server.js';
+import { loadConfig } from '../../host/config.js';
+import { checkUserNamespaces } from '../../host/doctor/bubblewrap-checks.js';
+import { startupWarning } from '../../host/doctor/startup-warning.js';
+import { connectStdio, ok, serverEnv, toolError } from '../support/built-server.js';
 import { HOST_JS } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
@@ -25,6 +29,39 @@ function doctor(args: string[], env: Record<string, string> = {}): Promise<{ cod
     );
   });
 }
+
+/**
+ * Runs the built CLI (`args`, stdin at EOF) where bubblewrap is not installed, as far as anything
+ * can tell: in a private mount namespace, an empty file that nobody may execute is bound over
+ * every bwrap on PATH and in the system directories the server also searches (so a PATH without
+ * it alone would hide nothing). SANDBOX_MCP_BWRAP is unset.
+ */
+function withoutBubblewrap(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const empty = join(scratch, 'not-bwrap');
+  writeFileSync(empty, '');
+  chmodSync(empty, 0o644);
+  const dirs = '$(echo "$PATH" | tr : " ") /usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /bin';
+  const script =
+    `for d in ${dirs}; do if [ -e "$d/bwrap" ]; then mount --bind "$0" "$d/bwrap" || exit 98; fi; done; ` +
+    `for d in ${dirs}; do if [ -x "$d/bwrap" ]; then exit 99; fi; done; exec "$@"`;
+  // Root makes the mount namespace itself; anyone else (where bwrap works) in a user namespace.
+  const unshare = process.getuid?.() === 0 ? ['-m'] : ['-r', '-m'];
+  const { SANDBOX_MCP_BWRAP: _unset, ...rest } = serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir, ...env });
+  const child = spawn('unshare', [...unshare, 'sh', '-c', script, empty, process.execPath, HOST_JS, ...args], {
+    env: rest,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString('utf8')));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
+  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+const warningsIn = (stderr: string) => stderr.split('\n').filter((l) => l.startsWith('sandbox-mcp: warning:'));
 
 interface Report {
   ok: boolean;
@@ -76,13 +113,23 @@ describe('sandbox-mcp doctor', () => {
     expect(code).toBe(0);
   });
 
-  it('fails with a useful line where bubblewrap is hidden from it, and tries no sandbox', async () => {
+  it('fails with a useful line where SANDBOX_MCP_BWRAP names no executable, and tries no sandbox', async () => {
     const { code, stdout } = await doctor([], { SANDBOX_MCP_BWRAP: join(scratch, 'no-such-bwrap') });
     expect(code).toBe(1);
     expect(stdout).toMatch(/^fail +bubblewrap +SANDBOX_MCP_BWRAP does not name an executable file$/m);
     expect(stdout).toMatch(/fix: point SANDBOX_MCP_BWRAP at the bwrap binary/);
     expect(stdout).toMatch(/^fail +sandbox +not tried/m);
     expect(stdout.trimEnd().split('\n').at(-1)).toBe('Local sandboxes cannot work here until the failures above are fixed.');
+  });
+
+  it('fails naming the install fix where bubblewrap is not installed at all, and tries no sandbox', async () => {
+    const { code, stdout, stderr } = await withoutBubblewrap(['doctor']);
+    expect(stderr).toBe('');
+    expect(code).toBe(1);
+    expect(stdout).toMatch(/^fail +bubblewrap +bubblewrap \(bwrap\) is not installed: not on PATH nor in the system directories$/m);
+    expect(stdout).toMatch(/fix: install bubblewrap: apt-get install bubblewrap \(Debian\/Ubuntu\), dnf install bubblewrap/);
+    expect(stdout).not.toContain('SANDBOX_MCP_BWRAP');
+    expect(stdout).toMatch(/^fail +sandbox +not tried/m);
   });
 
   it('fails naming the missing options when the bwrap found is not a real bubblewrap', async () => {
@@ -117,6 +164,15 @@ describe('the start-up warning', () => {
     } finally {
       await broken.close();
     }
+    // Not installed at all: the same line names the install fix. The server still starts and
+    // ends at its stdin's EOF.
+    const absent = await withoutBubblewrap([]);
+    expect(absent.code).toBe(0);
+    expect(warningsIn(absent.stderr)).toEqual([
+      'sandbox-mcp: warning: the local provider cannot work here: bubblewrap (bwrap) is not installed: install it ' +
+        '(apt-get install bubblewrap, dnf install bubblewrap) and retry. Run `sandbox-mcp doctor` for every check.',
+    ]);
+
     const healthy = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
     try {
       await ok(healthy.client, 'list_sandboxes', {});
@@ -125,6 +181,58 @@ describe('the start-up warning', () => {
       expect(healthy.stderr()).not.toContain('waiting for an MCP client');
     } finally {
       await healthy.close();
+    }
+  });
+
+  it('names a state directory others may write (where every local call fails), and the server still starts', async () => {
+    const open = join(scratch, 'open-state');
+    mkdirSync(open);
+    chmodSync(open, 0o777);
+    const server = await connectStdio({ SANDBOX_MCP_STATE_DIR: open });
+    try {
+      // What the line warns of: the provider refuses the directory.
+      expect((await toolError(server.client, 'list_sandboxes', {})).category).toBe('permission_denied');
+      const warnings = warningsIn(server.stderr());
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain('the local provider cannot work here: The state directory');
+      expect(warnings[0]).toContain(`${open} (owner uid ${process.getuid!()}, mode 0777)`);
+      expect(warnings[0]).toContain('others may write to it');
+      expect(warnings[0]).toContain('sandbox-mcp doctor');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('where AppArmor restricts user namespaces, tries one as the doctor does: names AppArmor when bwrap is refused, silent when allowed', async () => {
+    // Ubuntu's refusal, as bwrap prints it; reachable by the probe's unprivileged uid when root.
+    const dir = mkdtempSync(join(tmpdir(), 'sandbox-mcp-apparmor-'));
+    chmodSync(dir, 0o755);
+    const refused = join(dir, 'bwrap');
+    writeFileSync(refused, "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n", { mode: 0o755 });
+    let tries = 0;
+    const probes = (restricting: boolean) => ({
+      isAppArmorRestrictingUserns: () => restricting,
+      checkUserNamespaces: (...args: Parameters<typeof checkUserNamespaces>) => {
+        tries++;
+        return checkUserNamespaces(...args);
+      },
+    });
+    try {
+      const onUbuntu = loadConfig({ SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_BWRAP: refused });
+      const line = await startupWarning(onUbuntu, probes(true));
+      expect(line).toMatch(/^sandbox-mcp: warning: the local provider cannot work here: bwrap could not create a user namespace/);
+      expect(line).toContain('setting up uid map: Permission denied');
+      expect(line).toContain('AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+)');
+      expect(line).toMatch(/Run `sandbox-mcp doctor` for every check\.\n$/);
+      expect(tries).toBe(1);
+      // Without the switch no user namespace is tried at start (the cheap path), refusing bwrap or not.
+      expect(await startupWarning(onUbuntu, probes(false))).toBeUndefined();
+      expect(tries).toBe(1);
+      // The switch on, but this machine's bwrap may make them (as a profile allowing userns would): silent.
+      expect(await startupWarning(loadConfig({ SANDBOX_MCP_STATE_DIR: stateDir }), probes(true))).toBeUndefined();
+      expect(tries).toBe(2);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
