@@ -5,6 +5,7 @@ import type { ServerConfig } from '../config.js';
 import { isProviderError } from '../errors.js';
 import { defaultKeeperScript } from '../providers/local/local-provider.js';
 import { preflight } from '../providers/local/system/preflight.js';
+import { definedFields } from '../util/defined-fields.js';
 import { usernsSysctlFix } from './userns-sysctl.js';
 import { satisfiesRange, supportedNodeRange } from './node-version.js';
 
@@ -15,7 +16,7 @@ function whyProviderCannotWork(config: ServerConfig): string | undefined {
   try {
     const isRoot = process.getuid?.() === 0;
     preflight({
-      toolOverrides: config.bwrapPath === undefined ? {} : { bwrap: config.bwrapPath },
+      toolOverrides: definedFields({ bwrap: config.bwrapPath }),
       identity: { uid: 0, gid: 0, dropPrivileges: isRoot },
       keeperScript: defaultKeeperScript(),
       shell: '/bin/sh',
