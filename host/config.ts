@@ -34,7 +34,7 @@ export interface ServerConfig {
    * SANDBOX_MCP_BACKGROUND_AFTER): for clients known to cut calls. Unset: no default.
    */
   backgroundAfterS?: number;
-  /** How often a call with a progress token reports progress (SANDBOX_MCP_PROGRESS_INTERVAL_MS; default 10 s). */
+  /** How often a call with a progress token reports progress (default 10 s); SANDBOX_MCP_PROGRESS_INTERVAL_MS is a test knob, not in --help. */
   progressIntervalMs?: number;
   /** Sandbox egress; absent: nothing is permitted and creates keep their provider's default. */
   network?: ServerNetworkConfig;
