@@ -5,7 +5,7 @@ import { isProviderError } from './errors.js';
 import { DEFAULT_MAX_WAITING_GETS, LIMIT_OPTIONS } from './limit-options.js';
 import { ALLOW_LIST_PRESETS, expandAllowList } from './network-policy.js';
 import { resolveLimitSettings, type LimitOpts } from './providers/local/limits/settings.js';
-import { NETWORK_MODES, type NetworkMode } from './providers/provider.js';
+import { isNetworkMode, NETWORK_MODES, type NetworkMode } from './providers/provider.js';
 import { definedFields } from './util/defined-fields.js';
 
 export const PROVIDER_IDS = ['local', 'e2b'] as const;
@@ -34,7 +34,7 @@ export interface ServerConfig {
    * SANDBOX_MCP_BACKGROUND_AFTER): for clients known to cut calls. Unset: no default.
    */
   backgroundAfterS?: number;
-  /** How often a call with a progress token reports progress (SANDBOX_MCP_PROGRESS_INTERVAL_MS; default 10 s). */
+  /** How often a call with a progress token reports progress (default 10 s); SANDBOX_MCP_PROGRESS_INTERVAL_MS is a test knob, not in --help. */
   progressIntervalMs?: number;
   /** Sandbox egress; absent: nothing is permitted and creates keep their provider's default. */
   network?: ServerNetworkConfig;
@@ -104,7 +104,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
     throw new ConfigError(`unknown provider (expected one of: ${PROVIDER_IDS.join(', ')})`);
   }
   const localNetwork = env.SANDBOX_MCP_LOCAL_NETWORK || NETWORK_MODES[0];
-  if (!(NETWORK_MODES as readonly string[]).includes(localNetwork)) {
+  if (!isNetworkMode(localNetwork)) {
     throw new ConfigError(`SANDBOX_MCP_LOCAL_NETWORK must be one of: ${NETWORK_MODES.join(', ')}`);
   }
   const bwrapPath = env.SANDBOX_MCP_BWRAP || undefined;
@@ -112,16 +112,13 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
   const keepSandboxes = flags.keepSandboxes || parseSwitch(env, 'SANDBOX_MCP_KEEP_SANDBOXES');
   return {
     defaultProvider: provider as ProviderId,
-    localNetwork: localNetwork as NetworkMode,
+    localNetwork,
     network: loadNetworkConfig(env, flags),
-    ...(env.SANDBOX_MCP_STATE_DIR ? { stateDir: env.SANDBOX_MCP_STATE_DIR } : {}),
-    ...definedFields({ bwrapPath }),
+    ...definedFields({ stateDir: env.SANDBOX_MCP_STATE_DIR || undefined, bwrapPath }),
     keepSandboxes,
     ...loadLimits(env, flags.limits ?? {}),
-    e2b: {
-      ...(env.E2B_API_KEY ? { apiKey: env.E2B_API_KEY } : {}),
-      ...(env.E2B_DOMAIN ? { domain: env.E2B_DOMAIN } : {}),
-    },
+    // An empty variable counts as unset.
+    e2b: definedFields({ apiKey: env.E2B_API_KEY || undefined, domain: env.E2B_DOMAIN || undefined }),
     secretValues: secretValuesOf(env),
     ...definedFields({
       backgroundAfterS: parseBackgroundAfter(flags.backgroundAfter ?? env.SANDBOX_MCP_BACKGROUND_AFTER),

@@ -6,7 +6,7 @@ import * as z from 'zod';
 import { PROTOCOL_VERSION, TaskSummarySchema, agentSupportsOp, type TaskSummary } from '../../shared/protocol.js';
 import type { ProviderId } from '../config.js';
 import { isProviderError, ProviderError } from '../errors.js';
-import { MetadataSchema, qualifyMetadata } from '../tools/tool.js';
+import { MetadataSchema, qualifyMetadata } from '../sandbox-metadata.js';
 import type { ServerDeps } from '../server-deps.js';
 import { definedFields } from '../util/defined-fields.js';
 import { formatBytes, formatDuration, formatRelative, renderTable, stateColour, type Cell } from './format.js';

@@ -7,6 +7,7 @@ import { buildLaunchCommand, type ToolPaths } from '../providers/local/launch/co
 import { LOCAL_DETAILS } from '../providers/local/errors.js';
 import { classifyBwrapFailure } from '../providers/local/keeper/bwrap-process.js';
 import { locateTool } from '../providers/local/system/preflight.js';
+import { definedFields } from '../util/defined-fields.js';
 import { fail, ok, warn, type Check } from './check.js';
 import { isAppArmorRestrictingUserns, usernsSysctlFix } from './userns-sysctl.js';
 
@@ -22,7 +23,7 @@ export function bwrapOptionsUsed(): string[] {
 
 /** Where bubblewrap is, whether it offers what the server uses (and --size), and its version. */
 export function checkBubblewrap(bwrapOverride: string | undefined): { check: Check; path: string | null; hasSize: boolean } {
-  const path = locateTool('bwrap', bwrapOverride === undefined ? {} : { bwrap: bwrapOverride });
+  const path = locateTool('bwrap', definedFields({ bwrap: bwrapOverride }));
   if (!path) {
     const check =
       bwrapOverride === undefined

@@ -10,6 +10,7 @@ import { isProviderError } from '../errors.js';
 import { defaultKeeperScript } from '../providers/local/local-provider.js';
 import { defaultStateDir } from '../providers/local/sandbox/state-dir.js';
 import { preflight } from '../providers/local/system/preflight.js';
+import { definedFields } from '../util/defined-fields.js';
 import { checkUserNamespaces } from './bubblewrap-checks.js';
 import type { Check } from './check.js';
 import { satisfiesRange, supportedNodeRange } from './node-version.js';
@@ -31,7 +32,7 @@ function whyLocalCannotWork(config: ServerConfig, probes: StartupProbes): Reason
   let tools: { bwrap: string; setpriv: string };
   try {
     tools = preflight({
-      toolOverrides: config.bwrapPath === undefined ? {} : { bwrap: config.bwrapPath },
+      toolOverrides: definedFields({ bwrap: config.bwrapPath }),
       identity: { uid: 0, gid: 0, dropPrivileges: isRoot },
       keeperScript: defaultKeeperScript(),
       shell: '/bin/sh',

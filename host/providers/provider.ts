@@ -42,6 +42,11 @@ export const NETWORK_MODES = ['isolated', 'host'] as const;
 /** One of NETWORK_MODES. */
 export type NetworkMode = (typeof NETWORK_MODES)[number];
 
+/** True exactly when `value` is one of NETWORK_MODES. */
+export function isNetworkMode(value: string): value is NetworkMode {
+  return (NETWORK_MODES as readonly string[]).includes(value);
+}
+
 /** exec's error when its signal was aborted before the command started: nothing ran. */
 export function cancelledBeforeStart(): ProviderError {
   return new ProviderError('conflict', { code: 'cancelled', detail: 'The call was cancelled before the command started.' });

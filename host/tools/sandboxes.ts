@@ -3,17 +3,9 @@ import * as z from 'zod';
 import { PROVIDER_IDS, secretValuesOf } from '../config.js';
 import { ProviderError, isProviderError } from '../errors.js';
 import { SANDBOX_LIFETIME_DEFAULT_S, SANDBOX_LIFETIME_MAX_S, SANDBOX_LIFETIME_MIN_S } from '../providers/provider.js';
+import { MetadataSchema, qualifyMetadata } from '../sandbox-metadata.js';
 import { qualify } from '../sandbox-ref.js';
-import {
-  EnvsSchema,
-  MetadataSchema,
-  SandboxIdSchema,
-  defineTool,
-  intIn,
-  qualifyMetadata,
-  resolveSandbox,
-  type ToolContext,
-} from './tool.js';
+import { EnvsSchema, SandboxIdSchema, defineTool, intIn, resolveSandbox, type ToolContext } from './tool.js';
 import { definedFields } from '../util/defined-fields.js';
 import { NetworkArgSchema, networkSummary, resolveNetworkArg } from './network.js';
 

@@ -1,12 +1,11 @@
-// What a tool is, and the helpers every tool group shares: sandbox resolution, renewal,
-// metadata qualification. Tool handlers throw ProviderError; the server turns it into an
+// What a tool is, and the helpers every tool group shares: sandbox resolution and renewal
+// (metadata qualification is in ../sandbox-metadata.ts, which the CLI shares). Tool handlers throw ProviderError; the server turns it into an
 // `isError` result. They never format provider errors themselves.
 import * as z from 'zod';
 import { envsBytes, LIMITS } from '../../shared/limits.js';
-import type { ProviderId, ServerConfig } from '../config.js';
+import type { ServerConfig } from '../config.js';
 import { ProviderError } from '../errors.js';
-import type { SandboxMetadata } from '../providers/provider.js';
-import { parseSandboxRef, qualify, type SandboxRef } from '../sandbox-ref.js';
+import { parseSandboxRef, type SandboxRef } from '../sandbox-ref.js';
 import type { ServerDeps } from '../server-deps.js';
 import type { Session } from '../session.js';
 import type { ProgressNotifier } from './progress.js';
@@ -67,34 +66,6 @@ export const EnvsSchema = z
     z.string().max(32768),
   )
   .refine((envs) => envsBytes(envs) <= LIMITS.envsMaxBytes, { params: { maximum_bytes: LIMITS.envsMaxBytes } });
-
-/** Exactly the nine metadata fields. */
-export const MetadataSchema = z.strictObject({
-  sandbox_id: z.string(),
-  template: z.string().nullable(),
-  status: z.string().nullable(),
-  region: z.string().nullable(),
-  started_at: z.string().nullable(),
-  end_at: z.string().nullable(),
-  cpu_count: z.number().nullable(),
-  memory_mb: z.number().nullable(),
-  disk_size_mb: z.number().nullable(),
-});
-
-/** A provider's metadata with its id qualified, and nothing but the nine fields. */
-export function qualifyMetadata(provider: ProviderId, m: SandboxMetadata): z.infer<typeof MetadataSchema> {
-  return {
-    sandbox_id: qualify(provider, m.sandbox_id).qualified,
-    template: m.template,
-    status: m.status,
-    region: m.region,
-    started_at: m.started_at,
-    end_at: m.end_at,
-    cpu_count: m.cpu_count,
-    memory_mb: m.memory_mb,
-    disk_size_mb: m.disk_size_mb,
-  };
-}
 
 /** The explicit sandbox, or the session default; never creates one. */
 export function resolveSandbox(ctx: ToolContext, sandboxId: string | undefined): SandboxRef {

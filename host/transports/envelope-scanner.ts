@@ -1,6 +1,7 @@
 // Reads the top-level `id` and `method` of a JSON object streamed through it in pieces, keeping
 // only a few bytes: enough to answer a message too large to hold (the MCP SDK's client writes
 // `id` after `params`, so it sits at the far end of a huge line) without ever buffering it.
+import { definedFields } from '../util/defined-fields.js';
 import { asRequestId } from './message-check.js';
 import type { RequestId } from '@modelcontextprotocol/sdk/types.js';
 
@@ -41,7 +42,7 @@ export class EnvelopeScanner {
   result(): { id?: RequestId; method?: string } {
     const id = asRequestId(this.parsed('id'));
     const method = this.parsed('method');
-    return { ...(id !== undefined ? { id } : {}), ...(typeof method === 'string' ? { method } : {}) };
+    return definedFields({ id, method: typeof method === 'string' ? method : undefined });
   }
 
   private parsed(key: string): unknown {

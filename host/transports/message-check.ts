@@ -17,10 +17,11 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type * as z from 'zod';
 import { describeIssue } from '../../shared/protocol.js';
+import { definedFields } from '../util/defined-fields.js';
 
 /** A JSON-RPC error response; `id` only when the refused message's id could be read. */
 export function errorReply(id: RequestId | undefined, code: number, message: string): JSONRPCErrorResponse {
-  return { jsonrpc: '2.0', ...(id !== undefined ? { id } : {}), error: { code, message } };
+  return { jsonrpc: '2.0', ...definedFields({ id }), error: { code, message } };
 }
 
 /** A refused message: a static reason for the log, and the reply when the protocol allows one. */

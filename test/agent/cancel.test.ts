@@ -8,7 +8,7 @@ import { TaskStatusSchema } from '../../shared/status.js';
 import { type AgentWorld, callView, newTaskId, readStatusJson, taskDirOf, waitTerminal, worldsPerTest } from '../support/agent-world.js';
 import { fixture } from '../support/paths.js';
 import { requireBuild } from '../support/prerequisites.js';
-import { isRunning, pgidOf } from '../support/processes.js';
+import { isRunning, pgidOf, startTimeOf } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
 
 beforeAll(() => requireBuild());
@@ -133,12 +133,6 @@ describe('a lost supervisor', () => {
 });
 
 describe('unverified processes', () => {
-  /** Start time (field 22 of /proc/<pid>/stat) of a live process. */
-  const startTimeOf = (pid: number) => {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
-  };
-
   it('never signals a recorded pid whose start time does not match (a reused pid)', async () => {
     const w = world();
     // A live bystander in its own process group stands in for a process that reused the pids.

@@ -39,7 +39,7 @@ function sandboxProcesses(sandboxId: string): Array<[number, string]> {
     if (!/^\d+$/.test(name)) continue;
     try {
       if (!readFileSync(`/proc/${name}/environ`, 'latin1').split('\0').includes(`${SANDBOX_MARKER_VAR}=${sandboxId}`)) continue;
-      if (/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${name}/stat`, 'latin1'))) continue;
+      if (!isRunning(Number(name))) continue;
       out.push([Number(name), readFileSync(`/proc/${name}/cmdline`, 'latin1').split('\0').join(' ').trim()]);
     } catch {
       // exited meanwhile

@@ -28,6 +28,18 @@ const FILE_CASES: [string, string][] = [
   [`${TMP}/x/../j.txt`, `${TMP}/j.txt`],
 ];
 
+/**
+ * Paths for appends to files that do not exist yet, and the absolute path each must name. e2b
+ * appends by a shell command that rewrites a home path as `$HOME/…`; these check that rewrite
+ * (quotes, `$`, a literal `~`, the home's own prefix as a name) gives what the rule says.
+ */
+const NEW_APPEND_CASES: [string, string][] = [
+  ['~/pr/new/k.txt', '/home/user/pr/new/k.txt'],
+  ['pr/~/l.txt', '/home/user/pr/~/l.txt'],
+  ['pr/sp ace $HOME "q".txt', '/home/user/pr/sp ace $HOME "q".txt'],
+  [`${TMP}/y/../n.txt`, `${TMP}/n.txt`],
+];
+
 /** A directory path, the absolute path it must name, and a file known to be in it. */
 const DIR_CASES: [string, string, string][] = [
   ['~', '/home/user', 'pr'],
@@ -87,6 +99,20 @@ function pathRuleSuite(name: string, setUp: () => Promise<{ provider: Provider; 
       for (const [cwd, file, writtenAs] of CWD_CASES) {
         const r = await provider.exec(id, `cat ${file}`, { timeoutS: 10, cwd });
         expect({ cwd, exitCode: r.exitCode, stdout: r.stdout.toString() }).toEqual({ cwd, exitCode: 0, stdout: `content of ${writtenAs}` });
+      }
+    });
+
+    // Last of the content checks: the appends change what the cases above read.
+    it('appends to the file the rule names, by any of its names', async () => {
+      for (const [input, expected] of FILE_CASES) {
+        const before = `content of ${input}`;
+        const { size } = await provider.writeFile(id, input, Buffer.from('+appended'), { append: true });
+        expect({ input, size }).toEqual({ input, size: Buffer.byteLength(before) + '+appended'.length });
+        expect((await provider.readFile(id, expected)).data.toString(), `${input} → ${expected}`).toBe(`${before}+appended`);
+      }
+      for (const [input, expected] of NEW_APPEND_CASES) {
+        await provider.writeFile(id, input, Buffer.from(`new ${input}`), { append: true });
+        expect((await provider.readFile(id, expected)).data.toString(), `${input} → ${expected}`).toBe(`new ${input}`);
       }
     });
 

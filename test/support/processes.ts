@@ -23,6 +23,13 @@ export function pgidOf(pid: number): number | null {
   }
 }
 
+/** A live process's start time (clock ticks since boot; with the pid it names the process); throws when it is gone. */
+export function startTimeOf(pid: number): number {
+  const stat = parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  if (!stat) throw new Error(`/proc/${pid}/stat is not shaped like a stat file`);
+  return stat.startTime;
+}
+
 /** Pids of every process /proc lists now. */
 export function allPids(): number[] {
   return readdirSync('/proc')

@@ -3,7 +3,7 @@
 import { existsSync, openSync, realpathSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
+import { isNetworkMode, NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
 import type { Identity, ToolPaths } from './launch/command-lines.js';
 import { resolveLimitSettings, type LimitOpts, type LimitSettings } from './limits/settings.js';
 import type { NetworkDenialListener } from './network/denial-reporter.js';
@@ -103,8 +103,7 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   const drainGraceMs = opts.drainGraceMs ?? 100;
   const toolOverrides = opts.tools ?? {};
   const network = opts.network ?? NETWORK_MODES[0];
-  if (!(NETWORK_MODES as readonly string[]).includes(network))
-    throw invalid(`The local provider's network must be ${NETWORK_MODES.map((m) => `'${m}'`).join(' or ')}.`);
+  if (!isNetworkMode(network)) throw invalid(`The local provider's network must be ${NETWORK_MODES.map((m) => `'${m}'`).join(' or ')}.`);
   const limits = resolveLimitSettings(opts.limits);
   const shell = existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
   const dirs = new Set<string>([dirname(nodePath)]);

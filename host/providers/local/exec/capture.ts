@@ -6,6 +6,7 @@ import { constants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { definedFields } from '../../../util/defined-fields.js';
 import { OutputCapture } from '../../output-capture.js';
+import type { ExecResult } from '../../provider.js';
 import type { Command } from '../launch/command-lines.js';
 import { coverInherited, type FdCover } from '../system/inherited-fds.js';
 
@@ -47,19 +48,14 @@ export interface CaptureOpts {
   signal?: AbortSignal;
 }
 
-/** How a captured command ended and what it wrote (each stream within its cap). */
-export interface CaptureResult {
-  /** Shell convention: the exit status, 128+signal when killed by a signal, null when unknown. */
-  exitCode: number | null;
+/**
+ * How a captured command ended and what it wrote (each stream within its cap): ExecResult's
+ * capture fields, the contract's, plus what only the local provider reads.
+ */
+export interface CaptureResult extends Omit<ExecResult, 'notes'> {
+  /** The signal that ended the process, when one did. */
   signal: NodeJS.Signals | null;
-  stdout: Buffer;
-  stderr: Buffer;
-  stdoutTruncated: boolean;
-  stderrTruncated: boolean;
-  /** How many leading bytes of stdout/stderr are the stream's first bytes (see ExecResult). */
-  stdoutHeadBytes: number;
-  stderrHeadBytes: number;
-  timedOut: boolean;
+  /** What the command wrote to its meta descriptor (withMetaFd), else empty. */
   meta: Buffer;
 }
 

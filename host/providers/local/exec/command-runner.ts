@@ -4,6 +4,7 @@
 import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { ProviderError } from '../../../errors.js';
+import { definedFields } from '../../../util/defined-fields.js';
 import { cancelledBeforeStart, SANDBOX_HOME, type ExecRole } from '../../provider.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import { buildEnterCommand, type Command } from '../launch/command-lines.js';
@@ -105,7 +106,7 @@ export class CommandRunner {
         onExit: () => {
           if (pgid !== undefined) groups.delete(pgid);
         },
-        ...(this.settings.cover ? { cover: this.settings.cover } : {}),
+        ...definedFields({ cover: this.settings.cover }),
       });
       if (sb.spec.limits && r.exitCode === REFUSED_EXIT && r.stderr.toString('utf8').trim() === REFUSED_MESSAGE) {
         throw processLimitReached(sb.spec.limits.processes, opts.role);

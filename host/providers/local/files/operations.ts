@@ -1,6 +1,7 @@
 // readFile, writeFile and listFiles: each runs one of the in-sandbox scripts of scripts.ts as the
 // sandbox user, bounded in time and output, and maps the script's exit status.
 import { ProviderError } from '../../../errors.js';
+import { definedFields } from '../../../util/defined-fields.js';
 import {
   resolveSandboxPath,
   type FileEntry,
@@ -78,7 +79,7 @@ export class SandboxFiles {
       timeoutMs: this.settings.fileOpTimeoutMs,
       maxOutputBytes: opts.maxOutputBytes,
       withMetaFd: true,
-      ...(opts.stdin ? { stdin: opts.stdin } : {}),
+      ...definedFields({ stdin: opts.stdin }),
     });
     if (r.timedOut) throw new ProviderError('timeout');
     const err = fileStatusError(r.exitCode);
