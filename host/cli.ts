@@ -23,6 +23,8 @@ import { parseSandboxRef } from './sandbox-ref.js';
 import type { ServerDeps } from './server-deps.js';
 import { isLoopback, isWildcard, serveHttp } from './transports/http.js';
 import { shutdownSignal } from './shutdown-signal.js';
+import { sweepAtStart } from './startup-sweep.js';
+import { watchForFaults } from './fault-handler.js';
 import { serveStdio } from './transports/stdio.js';
 import { definedFields } from './util/defined-fields.js';
 import { WaitGate } from './wait-gate.js';
@@ -67,9 +69,13 @@ async function serveStdioCommand(config: ServerConfig): Promise<never> {
   warnAtStartup(config);
   if (process.stdin.isTTY) process.stderr.write(TTY_HINT);
   const deps = buildDeps(config);
-  await serveStdio(deps);
+  const faults = watchForFaults(deps.log);
+  await serveStdio(deps, {
+    stop: Promise.race([shutdownSignal(), faults.happened]),
+    onServing: () => sweepAtStart(deps.providers, deps.log),
+  });
   await deps.close();
-  process.exit(0);
+  process.exit(faults.exitCode());
 }
 
 async function serveHttpCommand(config: ServerConfig, line: CommandLine): Promise<never> {
@@ -79,6 +85,7 @@ async function serveHttpCommand(config: ServerConfig, line: CommandLine): Promis
   const { tokens, principals, generated } = httpTokensFrom(process.env, line.tokensFile, () => randomBytes(24).toString('base64url'));
   warnAtStartup(config);
   const deps = buildDeps(config);
+  const faults = watchForFaults(deps.log);
   const handle = await serveHttp(deps, {
     host: line.host,
     port: line.port,
@@ -92,11 +99,12 @@ async function serveHttpCommand(config: ServerConfig, line: CommandLine): Promis
   }
   if (generated) process.stderr.write(`sandbox-mcp: bearer token (shown once): ${generated}\n`);
   if (principals) process.stderr.write(`sandbox-mcp: ${principals} principals from the tokens file; each sees only its own sandboxes\n`);
-  const signal = await shutdownSignal();
-  deps.log.info('http server stopping', { reason: signal });
+  sweepAtStart(deps.providers, deps.log);
+  const reason = await Promise.race([shutdownSignal(), faults.happened]);
+  deps.log.info('http server stopping', { reason });
   await handle.close();
   await deps.close();
-  process.exit(0);
+  process.exit(faults.exitCode());
 }
 
 async function agentCommand(config: ServerConfig, line: CommandLine): Promise<never> {

@@ -10,6 +10,7 @@ import { maySee, ownerRecordedBy, seesEverything, type Principal } from '../prin
 import type { ProviderRegistry } from '../server-deps.js';
 import { definedFields } from '../util/defined-fields.js';
 import type { Provider } from './provider.js';
+import { NO_TERMINAL_DETAIL } from './registry.js';
 
 /** Owners held at most; the oldest are forgotten first (they are read again when needed). */
 const OWNER_CACHE_MAX = 10_000;
@@ -62,7 +63,11 @@ export function scopeProviders(registry: ProviderRegistry, principal: Principal,
   };
 }
 
-function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCache): Provider {
+/**
+ * Typed Required<Provider> on purpose: every method of the interface, optional ones included, must
+ * be written here, so a method added to Provider later fails to compile until it is forwarded.
+ */
+function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCache): Required<Provider> {
   const key = (sandboxId: string) => `${provider.id}:${sandboxId}`;
   const isAdmin = seesEverything(principal);
 
@@ -137,6 +142,15 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
     async describeNetwork(sandboxId) {
       await check(sandboxId);
       return provider.describeNetwork(sandboxId);
+    },
+    async limitNotes(sandboxId) {
+      await check(sandboxId);
+      return (await provider.limitNotes?.(sandboxId)) ?? [];
+    },
+    async openTerminal(sandboxId, opts) {
+      await check(sandboxId);
+      if (!provider.openTerminal) throw new ProviderError('unsupported', { code: 'no_terminal', detail: NO_TERMINAL_DETAIL });
+      return provider.openTerminal(sandboxId, opts);
     },
     // The registry owns the provider's lifetime, not a session.
     close: async () => undefined,

@@ -28,9 +28,10 @@ export function createProviderRegistry(factories: Record<ProviderId, () => Provi
 
 /**
  * A provider whose implementation is imported on first use: the E2B SDK alone adds about
- * 0.3 s to every server start, which a server that never touches E2B should not pay.
+ * 0.3 s to every server start, which a server that never touches E2B should not pay. Typed
+ * Required<Provider> so that every method, optional ones included, must be forwarded here.
  */
-export function lazyProvider(id: string, load: () => Promise<Provider>): Provider {
+export function lazyProvider(id: string, load: () => Promise<Provider>): Required<Provider> {
   let loading: Promise<Provider> | undefined;
   const get = () => (loading ??= load());
   return {
@@ -48,6 +49,7 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Provide
     listFiles: async (...a) => (await get()).listFiles(...a),
     exposePort: async (...a) => (await get()).exposePort(...a),
     describeNetwork: async (...a) => (await get()).describeNetwork(...a),
+    limitNotes: async (sandboxId) => (await (await get()).limitNotes?.(sandboxId)) ?? [],
     openTerminal: async (sandboxId, opts) => {
       const provider = await get();
       if (!provider.openTerminal) throw new ProviderError('unsupported', { code: 'no_terminal', detail: NO_TERMINAL_DETAIL });

@@ -2,14 +2,17 @@
 // idle cleanup.
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type HttpServer, ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
-import { HOST_JS } from '../support/paths.js';
+import { FIXTURES, HOST_JS } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
+/** The faults' message (test/fixtures/fault-on-signal.mjs), which the server must never log. */
+const FAULT_MARKER = 'FAULT-MESSAGE-MARKER-NEVER-LOGGED';
 let server: HttpServer;
 /** Names the shared server accepts besides its address: one without a port (the bound one applies), one with. */
 const EXTRA_HOST = 'sandbox.example';
@@ -244,5 +247,31 @@ describe('HTTP transport', () => {
     expect(await exited).toBe(0);
     expect((await toolError(watcher.client, 'get_sandbox', { sandbox_id: created.sandbox_id })).category).toBe('not_found');
     await watcher.transport.terminateSession();
+  });
+
+  it('a fault outside any request ends the server with the same cleanup, one log line without its message, and a nonzero exit', async () => {
+    // A real uncaught exception in the real process: a preload throws from a SIGUSR2 listener.
+    const own = await startHttp({
+      SANDBOX_MCP_STATE_DIR: stateDir,
+      NODE_OPTIONS: `--import ${join(FIXTURES, 'fault-on-signal.mjs')}`,
+      FAULT_ON_SIGUSR2: 'exception',
+      FAULT_MESSAGE: FAULT_MARKER,
+    });
+    let log = '';
+    own.process.stderr!.on('data', (d: Buffer) => (log += d.toString()));
+    const { client } = await own.connect();
+    const created = await ok(client, 'create_sandbox', {});
+    const watcher = await server.connect();
+    expect((await ok(watcher.client, 'get_sandbox', { sandbox_id: created.sandbox_id })).status).toBe('running');
+    const exited = new Promise<number | null>((resolve) => own.process.once('exit', (code) => resolve(code)));
+    own.process.kill('SIGUSR2');
+    expect(await exited).toBe(70);
+    expect((await toolError(watcher.client, 'get_sandbox', { sandbox_id: created.sandbox_id })).category).toBe('not_found');
+    await watcher.transport.terminateSession();
+    const faults = log.split('\n').filter((l) => l.includes('"kind":"uncaught_exception"'));
+    expect(faults).toHaveLength(1);
+    expect(JSON.parse(faults[0]!)).toMatchObject({ level: 'warn', error: 'Error' });
+    expect(log).toContain('"msg":"http server stopping","reason":"uncaught_exception"');
+    expect(log).not.toContain(FAULT_MARKER);
   });
 });

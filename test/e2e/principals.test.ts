@@ -4,6 +4,7 @@
 // existed — nor in their list; the admin sees everything; a session stays with its principal.
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,9 +13,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken } from '../../host/tokens-file.js';
 import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
 import { type HttpServer, ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
+import { canMakeCgroups } from '../support/fake-bwrap.js';
 import { HOST_JS } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 const TOKENS = {
   alice: 'alice-token-0123456789abcdef',
@@ -49,6 +52,14 @@ afterAll(async () => {
 type Who = keyof typeof TOKENS;
 type Conn = { client: Client; transport: StreamableHTTPClientTransport };
 
+/** A task's view once it is no longer running. */
+async function finished(client: Client, at: { sandbox_id: string; task_id: string }): Promise<Record<string, any>> {
+  return waitFor(async () => {
+    const view = await ok(client, 'get_task', { ...at, wait: 10 });
+    return view.state === 'running' ? undefined : view;
+  }, 'the task to finish');
+}
+
 /** Every tool that takes a sandbox, with arguments that would change or reveal something if they ran. */
 function sandboxCalls(sandboxId: string, taskId: string): [string, Record<string, unknown>][] {
   return [
@@ -62,6 +73,8 @@ function sandboxCalls(sandboxId: string, taskId: string): [string, Record<string
     ['download_file', { sandbox_id: sandboxId, path: 'alice.txt' }],
     ['start_task', { sandbox_id: sandboxId, command: 'echo ran > ran.txt' }],
     ['get_task', { sandbox_id: sandboxId, task_id: taskId }],
+    ['send_task_input', { sandbox_id: sandboxId, task_id: taskId, data: 'from-bob\n' }],
+    ['expose_port', { sandbox_id: sandboxId, port: 8000 }],
     ['cancel_task', { sandbox_id: sandboxId, task_id: taskId }],
     ['set_sandbox_timeout', { sandbox_id: sandboxId, timeout: 1 }],
     ['kill_sandbox', { sandbox_id: sandboxId }],
@@ -94,10 +107,12 @@ for (const provider of ['local', 'e2b'] as const) {
       const a = (await ok(alice, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
       await ok(alice, 'write_file', { path: 'alice.txt', content: 'alice-data' });
       const task = (await ok(alice, 'start_task', { command: 'sleep 300', timeout: 600 })).task_id as string;
+      // Bob's calls name this one: it reads one line, so it tells whose input reached it.
+      const reader = (await ok(alice, 'start_task', { command: 'read x; echo got:$x', timeout: 600 })).task_id as string;
       const b = (await ok(bob, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
 
-      const missingCalls = sandboxCalls(missingId, task);
-      for (const [index, [tool, args]] of sandboxCalls(a, task).entries()) {
+      const missingCalls = sandboxCalls(missingId, reader);
+      for (const [index, [tool, args]] of sandboxCalls(a, reader).entries()) {
         const hidden = await toolError(bob, tool, args);
         const missing = await toolError(bob, tool, missingCalls[index]![1]);
         expect(hidden.category, tool).toBe('not_found');
@@ -117,6 +132,14 @@ for (const provider of ['local', 'e2b'] as const) {
       );
       expect((await ok(alice, 'get_task', { sandbox_id: a, task_id: task })).state).toBe('running');
       expect((await ok(alice, 'get_sandbox', { sandbox_id: a })).status).toBe('running');
+      // Her own input reaches her task (Bob's never did: it would have read his line), and her own port is exposed.
+      expect((await ok(alice, 'send_task_input', { sandbox_id: a, task_id: reader, data: 'alice\n' })).bytes_written).toBe(6);
+      expect(await finished(alice, { sandbox_id: a, task_id: reader })).toMatchObject({ state: 'succeeded', stdout: 'got:alice\n' });
+      expect(await ok(alice, 'expose_port', { sandbox_id: a, port: 8000 })).toMatchObject({
+        sandbox_id: a,
+        port: 8000,
+        url: expect.any(String),
+      });
       // A's session ends: the task retains the sandbox (B's kill_sandbox did not release it).
       await aliceSession.transport.terminateSession();
       await aliceSession.client.close();
@@ -130,6 +153,25 @@ for (const provider of ['local', 'e2b'] as const) {
       await ok(root, 'kill_sandbox', { sandbox_id: b });
       expect((await toolError(conns.alice.client, 'get_sandbox', { sandbox_id: a })).category).toBe('not_found');
     });
+
+    if (provider === 'local') {
+      it('a named user gets the note on the limit its task met (get_task after a memory-limit kill)', async () => {
+        const alice = conns.alice.client;
+        if (!canMakeCgroups()) {
+          // No memory cgroup can be made here: asking for a memory limit says so, and there is no note to give.
+          expect((await toolError(alice, 'create_sandbox', { memory: 128 })).category).toBe('unsupported');
+          return;
+        }
+        const id = (await ok(alice, 'create_sandbox', { timeout: 600, memory: 128 })).sandbox_id as string;
+        const hog = `python3 -c "b = b'x' * ${256 * 1024 * 1024}; print('not killed')"`;
+        const at = { sandbox_id: id, task_id: (await ok(alice, 'start_task', { sandbox_id: id, command: hog })).task_id as string };
+        expect(await finished(alice, at)).toMatchObject({ state: 'failed', exit_code: 137 });
+        const withNote = (await alice.callTool({ name: 'get_task', arguments: at })) as CallToolResult;
+        const notes = withNote.content.slice(1).map((c) => (c as { text?: string }).text ?? '');
+        expect(notes.join('\n')).toMatch(/^note: .*memory limit \(128 MB/);
+        await ok(alice, 'kill_sandbox', { sandbox_id: id });
+      });
+    }
 
     it("list_sandboxes pages through the principal's own sandboxes only (filtered before offset and limit)", async () => {
       const { alice, bob } = { alice: conns.alice.client, bob: conns.bob.client };

@@ -1,7 +1,10 @@
 // The stdio server under input no client library would send, and under every way its session can
 // end: an oversized line is answered and the session goes on; EOF, SIGHUP and a vanished reader
-// all end in the same cleanup (no keeper of the session survives) with a log line saying why.
+// all end in the same cleanup (no keeper of the session survives) with a log line saying why; so
+// does a fault of the process outside any request, which then exits nonzero.
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FIXTURES } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { isRunning } from '../support/processes.js';
 import { keeperPids, type RawStdioServer, spawnRawStdio, structured } from '../support/raw-stdio.js';
@@ -9,11 +12,13 @@ import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
+/** The faults' message (test/fixtures/fault-on-signal.mjs), which the server must never log. */
+const FAULT_MARKER = 'FAULT-MESSAGE-MARKER-NEVER-LOGGED';
 const env = { SANDBOX_MCP_STATE_DIR: stateDir };
 const started: RawStdioServer[] = [];
 
-function server(): RawStdioServer {
-  const s = spawnRawStdio(env);
+function server(extraEnv: Record<string, string> = {}): RawStdioServer {
+  const s = spawnRawStdio({ ...env, ...extraEnv });
   started.push(s);
   return s;
 }
@@ -134,4 +139,35 @@ describe('stdio: every way a session ends cleans up', () => {
     expect(keeperPids(stateDir)).not.toContain(keeper);
     expect(logLines(s)).toContainEqual(expect.objectContaining({ msg: 'stdio session ending', reason: 'stdout_error' }));
   });
+});
+
+describe('stdio: a fault outside any request', () => {
+  // A real fault in the real process: a preload (test/fixtures/fault-on-signal.mjs) throws from a
+  // SIGUSR2 listener, or rejects a promise nobody handles, exactly as a bug in a timer would.
+  const faulty = (kind: string) => ({
+    NODE_OPTIONS: `--import ${join(FIXTURES, 'fault-on-signal.mjs')}`,
+    FAULT_ON_SIGUSR2: kind,
+    FAULT_MESSAGE: FAULT_MARKER,
+  });
+  const cases = [
+    ['exception', 'uncaught_exception'],
+    ['rejection', 'unhandled_rejection'],
+  ] as const;
+
+  for (const [kind, logged] of cases) {
+    it(`an unhandled ${kind} is logged in one line without its message, the session's sandboxes are destroyed, and the exit is nonzero`, async () => {
+      const s = server(faulty(kind));
+      await s.initialize();
+      const { keeper } = await sandboxWithKeeper(s, 1);
+      s.child.kill('SIGUSR2');
+      expect(await s.exited).toEqual({ code: 70, signal: null });
+      expect(isRunning(keeper)).toBe(false);
+      expect(keeperPids(stateDir)).not.toContain(keeper);
+      const lines = logLines(s);
+      const faults = lines.filter((l) => l.kind !== undefined);
+      expect(faults).toEqual([expect.objectContaining({ level: 'warn', kind: logged, error: 'Error' })]);
+      expect(lines).toContainEqual(expect.objectContaining({ msg: 'stdio session ending', reason: logged }));
+      expect(s.stderr()).not.toContain(FAULT_MARKER);
+    });
+  }
 });

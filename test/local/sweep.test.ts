@@ -1,6 +1,7 @@
 // The start-up sweep of dead sandboxes: a keeper killed -9 leaves its state directory and cgroups
-// behind; a new provider instance (as a new server builds one) removes them without being asked,
-// while live sandboxes and creates still in progress in another instance are left alone.
+// behind; a new provider instance removes them without being asked, and so does a built server
+// that merely starts (whatever its default provider, even where bubblewrap is missing), while live
+// sandboxes and creates still in progress in another instance are left alone.
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,14 +9,18 @@ import { createLocalProvider } from '../../host/providers/local/local-provider.j
 import { readKeeperRecord, readSpec } from '../../host/providers/local/sandbox/state-dir.js';
 import { identify, isAlive } from '../../host/providers/local/system/proc.js';
 import type { Provider } from '../../host/providers/provider.js';
+import { connectStdio } from '../support/built-server.js';
 import { canMakeCgroups, fakeBwraps, readDrop } from '../support/fake-bwrap.js';
 import { KEEPER_SCRIPT } from '../support/paths.js';
-import { requireSandboxes } from '../support/prerequisites.js';
+import { requireBuild, requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
 describe('start-up sweep of dead sandboxes', () => {
-  beforeAll(() => requireSandboxes());
+  beforeAll(() => {
+    requireSandboxes();
+    requireBuild();
+  });
   const stateDir = tempStateDir();
   const fakes = fakeBwraps();
   const sandboxDir = (id: string) => join(stateDir, 'local', id);
@@ -56,6 +61,41 @@ describe('start-up sweep of dead sandboxes', () => {
     expect(existsSync(sandboxDir(liveId))).toBe(true);
     expect((await second.exec(liveId, 'echo alive', { timeoutS: 10 })).stdout.toString()).toBe('alive\n');
   });
+
+  // The server variants: the default; e2b as the default provider (no tool call ever builds the
+  // local provider); bubblewrap missing (the server starts with its warning and sweeps anyway).
+  const serverVariants: [string, Record<string, string>, string[]][] = [
+    ['local default', {}, []],
+    ['e2b default', {}, ['--provider', 'e2b']],
+    ['bubblewrap missing', { SANDBOX_MCP_BWRAP: '/nonexistent/bwrap' }, []],
+  ];
+  for (const [variant, env, args] of serverVariants) {
+    it(`a server that merely starts and answers initialize sweeps a sandbox whose keeper was killed -9 (${variant})`, async () => {
+      const first = provider();
+      const { sandbox_id: deadId } = await first.create({ timeoutS: 120, ...limits });
+      const rec = readKeeperRecord(sandboxDir(deadId))!;
+      process.kill(rec.keeper.pid, 'SIGKILL');
+      await waitFor(() => !isAlive(rec.keeper) && !isAlive(rec.pid1) && !isAlive(rec.bwrap), 'the killed sandbox to end');
+      expect(existsSync(sandboxDir(deadId))).toBe(true);
+
+      // connectStdio returns once the server answered initialize; no tool is ever called.
+      const server = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, ...env }, args);
+      try {
+        const sweptLine = () =>
+          server
+            .stderr()
+            .split('\n')
+            .find((l) => l.includes('"msg":"start-up sweep done"'));
+        await waitFor(() => sweptLine() !== undefined, 'the server to log its start-up sweep');
+        expect(existsSync(sandboxDir(deadId))).toBe(false);
+        for (const dir of rec.cgroups) expect(existsSync(dir)).toBe(false);
+        expect((JSON.parse(sweptLine()!) as { removed: number }).removed).toBeGreaterThanOrEqual(1);
+        if (env.SANDBOX_MCP_BWRAP) expect(server.stderr()).toContain('sandbox-mcp: warning: the local provider cannot work here');
+      } finally {
+        await server.close();
+      }
+    });
+  }
 
   it('never sweeps a create still in progress in another instance, however long it takes', async () => {
     const bwrap = fakes.gated('slow-start');

@@ -9,6 +9,7 @@ import { ConfigError } from '../../host/config.js';
 import { ProviderError } from '../../host/errors.js';
 import { OPERATOR, type Principal } from '../../host/principal.js';
 import { OwnerCache, scopeProviders } from '../../host/providers/owner-scope.js';
+import { lazyProvider } from '../../host/providers/registry.js';
 import type { Provider, SandboxMetadata } from '../../host/providers/provider.js';
 import { TokenTable, hashToken, loadTokensFile, parseTokensFile } from '../../host/tokens-file.js';
 
@@ -129,10 +130,36 @@ function ownersProvider() {
     listFiles: async () => [],
     exposePort: async (id) => (await known(id), { url: 'http://127.0.0.1:1/' }),
     describeNetwork: async (id) => (await known(id), { egress: 'none', allow_out: [], proxy: null, exposed_ports: [] }),
+    limitNotes: async (id) => (await known(id), [`limit note of ${id}`]),
+    openTerminal: async (id) => {
+      await known(id);
+      throw new ProviderError('unsupported', { code: 'terminal_reached' });
+    },
     close: async () => undefined,
   };
   return { provider, owners, reads };
 }
+
+/** Every key of Provider, optional ones included: a key added to the interface fails to compile here until it is listed. */
+const PROVIDER_KEYS = Object.keys({
+  id: 0,
+  create: 0,
+  list: 0,
+  getInfo: 0,
+  setTimeout: 0,
+  kill: 0,
+  getOwner: 0,
+  getEnvironment: 0,
+  exec: 0,
+  readFile: 0,
+  writeFile: 0,
+  listFiles: 0,
+  exposePort: 0,
+  describeNetwork: 0,
+  limitNotes: 0,
+  openTerminal: 0,
+  close: 0,
+} satisfies Record<keyof Provider, 0>) as (keyof Provider)[];
 
 describe('scopeProviders', () => {
   const alice: Principal = { kind: 'named', name: 'alice', role: 'user' };
@@ -177,6 +204,33 @@ describe('scopeProviders', () => {
     expect((await asAdmin.list({ limit: 10, offset: 0 })).map((m) => m.sandbox_id)).toEqual([a, r]);
     await asAdmin.kill(a);
     expect(owners.has(a)).toBe(false);
+  });
+
+  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, openTerminal)', async () => {
+    const { provider } = ownersProvider();
+    const registry = { get: () => provider };
+    const cache = new OwnerCache();
+    const asAlice = scopeProviders(registry, alice, cache).get('local');
+    const asBob = scopeProviders(registry, bob, cache).get('local');
+    for (const key of PROVIDER_KEYS) expect(typeof asAlice[key], key).toBe(key === 'id' ? 'string' : 'function');
+    const a = (await asAlice.create({})).sandbox_id;
+    expect(await asAlice.limitNotes!(a)).toEqual([`limit note of ${a}`]);
+    const missing = await asBob.getInfo('nope').catch((e: ProviderError) => e.toJSON());
+    expect(await asBob.limitNotes!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    const terminal = { cols: 80, rows: 24, onData: () => undefined };
+    expect(await asAlice.openTerminal!(a, terminal).catch((e: ProviderError) => e.code)).toBe('terminal_reached');
+    expect(await asBob.openTerminal!(a, terminal).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+  });
+
+  it('lazyProvider forwards every Provider method, optional ones included', async () => {
+    const { provider } = ownersProvider();
+    const lazy = lazyProvider('local', async () => provider);
+    for (const key of PROVIDER_KEYS) expect(typeof lazy[key], key).toBe(key === 'id' ? 'string' : 'function');
+    const a = (await lazy.create({})).sandbox_id;
+    expect(await lazy.limitNotes(a)).toEqual([`limit note of ${a}`]);
+    // A provider without limitNotes has none to give: [] (the interface's "unknown").
+    const { limitNotes: _omitted, ...withoutNotes } = provider;
+    expect(await lazyProvider('local', async () => withoutNotes).limitNotes(a)).toEqual([]);
   });
 
   it('gives the operator the registry itself: no checks, no owner recorded', async () => {

@@ -72,7 +72,7 @@ export class LocalProvider implements Provider {
   private readonly denials: DenialReporter;
   private readonly terminals: SandboxTerminals;
   /** The start-up sweep of dead sandboxes (sandbox/sweep.ts), running in the background. */
-  private readonly sweep: Promise<void>;
+  private readonly sweep: Promise<number>;
 
   constructor(opts: LocalProviderOpts = {}) {
     const settings = resolveSettings(opts);
@@ -85,7 +85,12 @@ export class LocalProvider implements Provider {
     this.ports = new SandboxPorts(this.registry);
     this.denials = new DenialReporter(settings.sandboxes, settings.onNetworkDenied);
     this.terminals = new SandboxTerminals(settings, this.registry, runner);
-    this.sweep = sweepDeadSandboxes(this.registry);
+    this.sweep = sweepDeadSandboxes(this.registry, settings.sandboxes);
+  }
+
+  /** Resolves once this instance's start-up sweep is done, with how many dead sandboxes it removed; never rejects. */
+  sweptAtStart(): Promise<number> {
+    return this.sweep;
   }
 
   async create(opts: CreateOpts): Promise<SandboxMetadata> {
