@@ -278,7 +278,7 @@ describe.skipIf(!asRoot).each(users)('resource limits, server running as $name',
     await ok(client, 'kill_sandbox', { sandbox_id: id });
   });
 
-  it("SysV shared memory is bounded by /dev/shm's share and dies with its processes (root); as nobody, with the sandbox", async () => {
+  it("SysV shared memory is bounded by /dev/shm's share and dies with its processes (root); a non-root server keeps the kernel's defaults", async () => {
     const id = await createSandbox();
     // /dev/shm's share of the disk budget (an eighth) bounds SysV shared memory too, where the keeper can set it.
     const boundMb = isRoot ? DISK_MB / 8 : null;
