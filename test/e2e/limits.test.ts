@@ -33,7 +33,9 @@ function v1Controllers(): string[] {
 }
 
 // Starts 2 × the process limit of sleepers from python (bash would retry failed forks), counts
-// them, then holds them until /tmp/release exists (at most 60 s) or, with "drop", ends them.
+// them, then holds them until /tmp/release exists (at most 60 s), with "drop" ends them, or with
+// "leave" exits (1 if a fork failed, as a program that met the limit would) and leaves them behind
+// (for 120 s at most; their output goes nowhere).
 const SPAWN_PY = `
 import errno, os, subprocess, sys, time
 n, mode = int(sys.argv[1]), sys.argv[2]
@@ -41,7 +43,7 @@ ok = eagain = 0
 procs = []
 for _ in range(n):
     try:
-        procs.append(subprocess.Popen(['sleep', '120'])); ok += 1
+        procs.append(subprocess.Popen(['sleep', '120'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)); ok += 1
     except OSError as e:
         if e.errno != errno.EAGAIN: raise
         eagain += 1
@@ -49,6 +51,7 @@ print(f'ok={ok} eagain={eagain}', flush=True)
 deadline = time.time() + 60
 while mode == 'hold' and not os.path.exists('/tmp/release') and time.time() < deadline:
     time.sleep(0.05)
+if mode == 'leave': os._exit(1 if eagain else 0)
 for p in procs: p.kill()
 for p in procs: p.wait()
 `;
@@ -249,6 +252,22 @@ describe.skipIf(!asRoot).each(users)('resource limits, server running as $name',
     expect(counts((await run(id, `python3 spawn.py 16 drop`)).stdout as string)).toEqual({ ok: 16, eagain: 0 });
     await ok(client, 'kill_sandbox', { sandbox_id: id });
     await ok(client, 'kill_sandbox', { sandbox_id: other });
+  });
+
+  it('run_command and run_code that leave the sandbox at its process limit say so after stderr', async () => {
+    const note = /\[sandbox-mcp\] The sandbox is at its process limit \(256 processes and threads\)/;
+    const viaCommand = await createSandbox();
+    const command = await run(viaCommand, `python3 spawn.py ${2 * PROCESSES} leave`);
+    expect(command.exit_code).toBe(1);
+    expect(counts(command.stdout as string).eagain).toBeGreaterThan(0);
+    expect(command.stderr).toMatch(note);
+    const viaCode = await createSandbox();
+    const code = await ok(client, 'run_code', { sandbox_id: viaCode, language: 'bash', code: `python3 spawn.py ${2 * PROCESSES} leave` });
+    expect(counts(code.stdout as string).eagain).toBeGreaterThan(0);
+    expect(code.stderr).toMatch(note);
+    // A command that fails below the limit gets no such line.
+    const other = await createSandbox();
+    expect(await run(other, `python3 spawn.py 16 drop; exit 1`)).toMatchObject({ exit_code: 1, stderr: '' });
   });
 
   it('a writer gets ENOSPC at the disk budget, split over the writable mounts; the covers and /dev are read-only', async () => {
