@@ -10,11 +10,11 @@ import { execFile } from 'node:child_process';
 
 const MIB = 1024 * 1024;
 
-/** Segments (shmmni), message queues (msgmni) and semaphore sets (the 4th of kernel.sem) one sandbox may have. */
-export const SHM_SEGMENTS_MAX = 1024;
-export const MSG_QUEUES_MAX = 32;
-/** kernel.sem: per set, in all (about 64 bytes each), per semop call, sets. */
-export const SEMAPHORES = '32000 32000 500 128';
+// Segments (shmmni) and message queues (msgmni, 16 KiB each by default) one sandbox may have.
+const SHM_SEGMENTS_MAX = 1024;
+const MSG_QUEUES_MAX = 32;
+// kernel.sem: semaphores per set, in all (about 64 bytes each), per semop call; sets.
+const SEMAPHORES = '32000 32000 500 128';
 
 /** How long the keeper waits for the sysctls to be written. */
 const WRITE_TIMEOUT_MS = 5_000;
@@ -22,8 +22,8 @@ const WRITE_TIMEOUT_MS = 5_000;
 /**
  * The shell text that sets the bounds, run inside the sandbox's IPC namespace with the host's
  * /proc (whose /proc/sys/kernel shows the IPC namespace of the reader): shared memory of at most
- * `shmBytes` in all and per segment, destroyed once no process is attached and its creator has
- * exited (shm_rmid_forced, which also destroys such segments made before it was set). Pure.
+ * `shmBytes` in all and per segment, a segment destroyed when its last attached process detaches
+ * or exits, one never attached when its creator exits (shm_rmid_forced). Pure.
  */
 export function ipcBoundsScript(shmBytes: number): string {
   const bytes = Math.max(Math.floor(shmBytes), 1);
