@@ -33,7 +33,9 @@ function v1Controllers(): string[] {
 }
 
 // Starts 2 × the process limit of sleepers from python (bash would retry failed forks), counts
-// them, then holds them until /tmp/release exists (at most 60 s) or, with "drop", ends them.
+// them, then holds them until /tmp/release exists (at most 60 s), with "drop" ends them, or with
+// "leave" exits (1 if a fork failed, as a program that met the limit would) and leaves them behind
+// (for 120 s at most; their output goes nowhere).
 const SPAWN_PY = `
 import errno, os, subprocess, sys, time
 n, mode = int(sys.argv[1]), sys.argv[2]
@@ -41,7 +43,7 @@ ok = eagain = 0
 procs = []
 for _ in range(n):
     try:
-        procs.append(subprocess.Popen(['sleep', '120'])); ok += 1
+        procs.append(subprocess.Popen(['sleep', '120'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)); ok += 1
     except OSError as e:
         if e.errno != errno.EAGAIN: raise
         eagain += 1
@@ -49,8 +51,30 @@ print(f'ok={ok} eagain={eagain}', flush=True)
 deadline = time.time() + 60
 while mode == 'hold' and not os.path.exists('/tmp/release') and time.time() < deadline:
     time.sleep(0.05)
+if mode == 'leave': os._exit(1 if eagain else 0)
 for p in procs: p.kill()
 for p in procs: p.wait()
+`;
+
+// Makes SysV shared memory segments of argv[1] bytes until argv[2] bytes are made or shmget
+// fails, then tries one of argv[3] bytes; writes into the first (real pages) and exits attached.
+const SHM_PY = `
+import ctypes, errno, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+seg, total, big = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+def make(size):
+    i = libc.shmget(0, ctypes.c_size_t(size), 0o1600)
+    return i, (None if i >= 0 else errno.errorcode[ctypes.get_errno()])
+ids, made, err = [], 0, None
+while made < total:
+    i, err = make(seg)
+    if err: break
+    ids.append(i); made += seg
+print(f'made={made} err={err} big={make(big)[1]}', flush=True)
+if ids:
+    ctypes.memset(libc.shmat(ids[0], None, 0), 1, seg)
 `;
 
 function counts(text: string): { ok: number; eagain: number } {
@@ -137,6 +161,7 @@ describe.skipIf(!asRoot).each(users)('resource limits, server running as $name',
   async function createSandbox(args: Record<string, unknown> = {}): Promise<string> {
     const meta = await ok(client, 'create_sandbox', { timeout: 300, ...args });
     await ok(client, 'write_file', { sandbox_id: meta.sandbox_id, path: 'spawn.py', content: SPAWN_PY });
+    await ok(client, 'write_file', { sandbox_id: meta.sandbox_id, path: 'shm.py', content: SHM_PY });
     return meta.sandbox_id as string;
   }
 
@@ -229,6 +254,22 @@ describe.skipIf(!asRoot).each(users)('resource limits, server running as $name',
     await ok(client, 'kill_sandbox', { sandbox_id: other });
   });
 
+  it('run_command and run_code that leave the sandbox at its process limit say so after stderr', async () => {
+    const note = /\[sandbox-mcp\] The sandbox is at its process limit \(256 processes and threads\)/;
+    const viaCommand = await createSandbox();
+    const command = await run(viaCommand, `python3 spawn.py ${2 * PROCESSES} leave`);
+    expect(command.exit_code).toBe(1);
+    expect(counts(command.stdout as string).eagain).toBeGreaterThan(0);
+    expect(command.stderr).toMatch(note);
+    const viaCode = await createSandbox();
+    const code = await ok(client, 'run_code', { sandbox_id: viaCode, language: 'bash', code: `python3 spawn.py ${2 * PROCESSES} leave` });
+    expect(counts(code.stdout as string).eagain).toBeGreaterThan(0);
+    expect(code.stderr).toMatch(note);
+    // A command that fails below the limit gets no such line.
+    const other = await createSandbox();
+    expect(await run(other, `python3 spawn.py 16 drop; exit 1`)).toMatchObject({ exit_code: 1, stderr: '' });
+  });
+
   it('a writer gets ENOSPC at the disk budget, split over the writable mounts; the covers and /dev are read-only', async () => {
     const id = await createSandbox();
     // Up to twice the whole budget into each writable mount.
@@ -253,6 +294,32 @@ describe.skipIf(!asRoot).each(users)('resource limits, server running as $name',
     expect(fill.stderr).toMatch(/\[sandbox-mcp\] The sandbox's disk is full at \/home\/user, \/tmp, \/var\/tmp, \/dev\/shm/);
     // A full disk does not stop the sandbox: the next command cleans up.
     expect((await run(id, 'rm /tmp/fill && echo freed')).stdout).toBe('freed\n');
+    await ok(client, 'kill_sandbox', { sandbox_id: id });
+  });
+
+  it("SysV shared memory is bounded by /dev/shm's share and dies with its processes (root); a non-root server keeps the kernel's defaults", async () => {
+    const id = await createSandbox();
+    // /dev/shm's share of the disk budget (an eighth) bounds SysV shared memory too, where the keeper can set it.
+    const boundMb = isRoot ? DISK_MB / 8 : null;
+    const rec = readKeeperRecord(join(stateDir, 'local', id.replace(/^local:/, '')));
+    expect(rec?.enforced?.sysvShmMb).toBe(boundMb);
+    const tryBytes = 2 * (DISK_MB / 8) * MIB;
+    const segments = 'tail -n +2 /proc/sysvipc/shm | wc -l';
+    // Segments of 1 MiB up to twice the bound, then one segment of twice the bound.
+    const first = await run(id, `python3 shm.py ${MIB} ${tryBytes} ${tryBytes}; ${segments}`);
+    const [line, left] = (first.stdout as string).trim().split('\n');
+    if (isRoot) {
+      expect(line).toBe(`made=${boundMb! * MIB} err=ENOSPC big=EINVAL`);
+      // shm_rmid_forced: the segments died with the process that made them, the written one too.
+      expect(left).toBe('0');
+      // So the next process has the whole bound again.
+      expect((await run(id, `python3 shm.py ${MIB} ${tryBytes} ${MIB}`)).stdout).toBe(`made=${boundMb! * MIB} err=ENOSPC big=ENOSPC\n`);
+    } else {
+      // A keeper that is not root may not set the namespace's sysctls: the kernel's defaults hold, and the
+      // segments stay until the sandbox ends (its IPC namespace with it).
+      expect(line).toBe(`made=${tryBytes} err=None big=None`);
+      expect(Number(left)).toBe(tryBytes / MIB + 1);
+    }
     await ok(client, 'kill_sandbox', { sandbox_id: id });
   });
 

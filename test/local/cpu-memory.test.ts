@@ -51,9 +51,15 @@ describe('local sandbox cpu and memory limits', () => {
       for (const dir of rec.cgroups) {
         await waitFor(() => readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').some(isSleeper), 'the sleeper in the cgroup');
       }
-      // A memory hog is OOM-killed; the sandbox lives on.
-      const hog = await provider.exec(id, 'node -e "const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1))"', { timeoutS: 60 });
+      // A memory hog of twice the limit (bounded: Buffer memory is outside V8's heap limit) is
+      // OOM-killed before it is done; the sandbox lives on.
+      const hog = await provider.exec(
+        id,
+        `node -e "const a = []; for (let i = 0; i < ${2 * 96}; i++) a.push(Buffer.alloc(1 << 20, 1)); console.log('not killed')"`,
+        { timeoutS: 60 },
+      );
       expect(hog.exitCode).toBe(137);
+      expect(hog.stdout.toString()).toBe('');
       expect((await provider.exec(id, 'echo ok', { timeoutS: 10 })).stdout.toString()).toBe('ok\n');
       await provider.kill(id);
       for (const dir of rec.cgroups) expect(existsSync(dir)).toBe(false);

@@ -10,6 +10,7 @@ import { createLogger } from '../../../log.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { writableMountSizes } from '../limits/disk-shares.js';
 import type { EnforcedLimits } from '../limits/enforced.js';
+import { boundSandboxIpc } from '../limits/ipc-bounds.js';
 import { exemptFromOomKiller } from '../limits/oom-protection.js';
 import { pidsMaxFor } from '../limits/process-tiers.js';
 import { diskBudgetMb } from '../limits/sandbox-limits.js';
@@ -75,7 +76,7 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
     ending: new AbortController(),
     held: new HeldResources(),
     cgroups: { dirs: [], version: null, enforced: {} },
-    enforced: { cpu: null, memoryMb: null, pidsMax: null, diskMb: null, oomExempt: false },
+    enforced: { cpu: null, memoryMb: null, pidsMax: null, diskMb: null, oomExempt: false, sysvShmMb: null },
     bwrap: null,
     pid1: null,
     bwrapId: null,
@@ -88,6 +89,7 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
     outcome = makeCgroups(keeper);
     if (outcome.ok) outcome = await launchBwrap(keeper, opts.startTimeoutMs ?? 15_000);
     if (outcome.ok) outcome = exemptCoreFromOomKiller(keeper);
+    if (outcome.ok) outcome = await boundIpc(keeper);
     if (outcome.ok) outcome = await openNetwork(keeper);
     if (outcome.ok) outcome = recordKeeper(keeper);
     if (outcome.ok) {
@@ -199,6 +201,21 @@ async function startBwrap(keeper: KeeperState, startTimeoutMs: number): Promise<
 function exemptCoreFromOomKiller(keeper: KeeperState): KeeperReport {
   const pids = [keeper.pid1?.pid, keeper.bwrapId?.pid].filter((p): p is number => p !== undefined);
   keeper.enforced.oomExempt = exemptFromOomKiller(pids);
+  return READY;
+}
+
+/**
+ * Bounds the sandbox's SysV IPC in its IPC namespace (limits/ipc-bounds.ts), shared memory to
+ * /dev/shm's share of the disk budget, before any command can enter. Best effort, like the OOM
+ * exemption: only a keeper running as root may write those sysctls.
+ */
+async function boundIpc(keeper: KeeperState): Promise<KeeperReport> {
+  const { limits } = keeper.spec;
+  if (!limits || !keeper.pid1) return READY;
+  // The budget bubblewrap could not size the mounts to (before 0.7) still bounds shared memory.
+  const diskMb = keeper.enforced.diskMb ?? diskBudgetMb(limits.diskMb, keeper.enforced.memoryMb);
+  const shmBytes = writableMountSizes(diskMb)['/dev/shm']!;
+  keeper.enforced.sysvShmMb = await boundSandboxIpc(keeper.spec.tools, keeper.pid1.pid, shmBytes);
   return READY;
 }
 

@@ -13,4 +13,6 @@ export interface EnforcedLimits {
   diskMb: number | null;
   /** pid 1 and bwrap are exempt from the OOM killer (only a keeper running as root can do that). */
   oomExempt: boolean;
+  /** SysV shared memory's bound in MiB, segments removed with their processes (limits/ipc-bounds.ts; root only). Absent in records before it. */
+  sysvShmMb?: number | null;
 }
