@@ -73,6 +73,8 @@ export interface AgentCallOpts {
   envs?: Record<string, string>;
   /** Aborting it stops the agent process as a timeout would (the call then fails). */
   signal?: AbortSignal;
+  /** The agent process's stdin (how `input` receives its data: see inputRequest). Default: none. */
+  stdin?: Buffer;
 }
 
 /** Sends protocol requests to the agent inside a sandbox through a provider's exec. */
@@ -104,7 +106,7 @@ export class AgentClient {
     const execOpts = {
       timeoutS: opts.timeoutS,
       role: request.op === 'start' ? ('task' as const) : ('service' as const),
-      ...definedFields({ envs: opts.envs, signal: opts.signal }),
+      ...definedFields({ envs: opts.envs, signal: opts.signal, stdin: opts.stdin }),
     };
     let result = await provider.exec(sandboxId, command, execOpts);
     if (result.exitCode === EXIT_AGENT_MISSING) {
