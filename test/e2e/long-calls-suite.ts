@@ -211,6 +211,14 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       await ok(second.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
     });
 
+    it('installs the agent when send_task_input is the first call into a sandbox (its data waiting on stdin meanwhile), then answers for the task', async () => {
+      const s = await shared();
+      const sb = await ok(s.client, 'create_sandbox', {});
+      const unknown = await toolError(s.client, 'send_task_input', { sandbox_id: sb.sandbox_id, task_id: 'a'.repeat(32), data: 'hello\n' });
+      expect([unknown.category, unknown.code]).toEqual(['not_found', 'not_found']);
+      await ok(s.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
+    });
+
     it('reports progress at the interval with a progress token (fast path, promotable call, get_task wait), and none without one', async () => {
       const s = await shared();
       const sb = await ok(s.client, 'create_sandbox', {});
