@@ -13,6 +13,7 @@ import {
   type HelloResult,
 } from '../shared/protocol.js';
 import { AgentFailure, debug } from './errors.js';
+import { readInputData } from './input-data.js';
 import { cancelTask } from './ops/cancel.js';
 import { getTask } from './ops/get.js';
 import { sendInput } from './ops/input.js';
@@ -89,7 +90,8 @@ export async function handleCall(arg: string | undefined): Promise<AgentResponse
         return { protocol: PROTOCOL_VERSION, ok: true, result };
       }
       case 'input': {
-        const result = await sendInput({ taskId: req.task_id, data: req.data, eof: req.eof }, timings);
+        const data = req.data_on_stdin ? await readInputData() : Buffer.from(req.data ?? '', 'utf8');
+        const result = await sendInput({ taskId: req.task_id, data, eof: req.eof }, timings);
         return { protocol: PROTOCOL_VERSION, ok: true, result };
       }
       case 'list':

@@ -73,6 +73,8 @@ export interface AgentCallOpts {
   envs?: Record<string, string>;
   /** Aborting it stops the agent process as a timeout would (the call then fails). */
   signal?: AbortSignal;
+  /** The agent process's stdin (how `input` receives its data: see inputRequest). Default: none. */
+  stdin?: Buffer;
 }
 
 /** Sends protocol requests to the agent inside a sandbox through a provider's exec. */
@@ -84,10 +86,15 @@ export class AgentClient {
 
   constructor(private readonly bundle: AgentBundle) {}
 
-  /** The shell command that runs one request; its length is what the 96 KiB cap measures. */
-  commandFor(request: AgentRequestInput): string {
+  /**
+   * The shell command that runs one request; its length is what the 96 KiB cap measures. With
+   * `hasStdin`, a missing agent's exit first reads the stdin to its end: E2B's envd refuses stdin
+   * for a process that has already exited, which would fail the call instead of installing.
+   */
+  commandFor(request: AgentRequestInput, hasStdin = false): string {
     const file = `"$HOME/${AGENT_INSTALL_DIR}/${this.bundle.fileName}"`;
-    return `[ -f ${file} ] || exit ${EXIT_AGENT_MISSING}; exec node ${file} call ${encodeRequest(request)}`;
+    const missing = hasStdin ? `{ cat >/dev/null; exit ${EXIT_AGENT_MISSING}; }` : `exit ${EXIT_AGENT_MISSING}`;
+    return `[ -f ${file} ] || ${missing}; exec node ${file} call ${encodeRequest(request)}`;
   }
 
   /** Sends one request and returns the raw, schema-checked response line. */
@@ -99,12 +106,12 @@ export class AgentClient {
   ): Promise<{ line: string; response: AgentResponse }> {
     const key = `${provider.id}:${sandboxId}`;
     const installsBefore = this.installs.get(key) ?? 0;
-    const command = this.commandFor(request);
+    const command = this.commandFor(request, opts.stdin !== undefined);
     // A start's processes are the task's (its supervisor and command inherit them); the other ops are the server's own.
     const execOpts = {
       timeoutS: opts.timeoutS,
       role: request.op === 'start' ? ('task' as const) : ('service' as const),
-      ...definedFields({ envs: opts.envs, signal: opts.signal }),
+      ...definedFields({ envs: opts.envs, signal: opts.signal, stdin: opts.stdin }),
     };
     let result = await provider.exec(sandboxId, command, execOpts);
     if (result.exitCode === EXIT_AGENT_MISSING) {

@@ -51,9 +51,12 @@ export interface ServerNetworkConfig {
   default: (typeof NETWORK_DEFAULTS)[number];
 }
 
-/** The bounds of `background_after`, in seconds, for the tool argument and the server option alike. */
+/**
+ * The bounds of `background_after`, in seconds, for the tool argument and the server option alike.
+ * The maximum is the task's: a promoted call goes on as a task.
+ */
 export const BACKGROUND_AFTER_MIN_S = 1;
-export const BACKGROUND_AFTER_MAX_S = 3600;
+export const BACKGROUND_AFTER_MAX_S = LIMITS.taskTimeoutMaxS;
 
 /** Thrown for a bad flag or environment value; the CLI prints it and exits 2. */
 export class ConfigError extends Error {}

@@ -1,4 +1,4 @@
-// The host <-> agent protocol, version 1.2. Both sides and the tests validate with these schemas;
+// The host <-> agent protocol, version 1.3. Both sides and the tests validate with these schemas;
 // nothing here may import from host/ or agent/.
 // zod/mini, not classic zod: the agent bundles this, and classic zod triples node's start-up time.
 import * as z from 'zod/mini';
@@ -10,9 +10,10 @@ export const PROTOCOL_VERSION = 1;
 /**
  * Minor protocol version: additions an older agent of the same major lacks. 1 added the `input`
  * and `list` ops and `stdin` on `start`; 2 added the `remove` op and task variables
- * (TASK_ENV_PREFIX). Requests carry only the major; `hello` reports the minor.
+ * (TASK_ENV_PREFIX); 3 added `data_on_stdin` on `input`. Requests carry only the major; `hello`
+ * reports the minor.
  */
-export const PROTOCOL_MINOR = 2;
+export const PROTOCOL_MINOR = 3;
 
 /** The operations the agent understands, in the order the protocol documentation lists them. */
 export const OP_NAMES = ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'selftest'] as const;
@@ -82,14 +83,26 @@ export const InputDataSchema = z.string().check(
   z.maxLength(LIMITS.inputMaxBytes),
   z.refine((s) => Buffer.byteLength(s, 'utf8') <= LIMITS.inputMaxBytes, { params: { maximum_bytes: LIMITS.inputMaxBytes } }),
 );
-/** Writes `data` to a running task's stdin, then closes it if `eof`. (minor 1) */
-export const InputRequestSchema = z.strictObject({
-  protocol: anyInt(),
-  op: z.literal('input'),
-  task_id: TaskIdSchema,
-  data: InputDataSchema,
-  eof: z._default(z.boolean(), false),
-});
+/**
+ * Writes `data` to a running task's stdin, then closes it if `eof`. (minor 1) With
+ * `data_on_stdin: true` in place of `data` (minor 3), the data is the agent process's own stdin,
+ * read to its end: input then never travels on a command line, which `ps` and /proc show to anyone.
+ */
+export const InputRequestSchema = z
+  .strictObject({
+    protocol: anyInt(),
+    op: z.literal('input'),
+    task_id: TaskIdSchema,
+    data: z.optional(InputDataSchema),
+    data_on_stdin: z.optional(z.literal(true)),
+    eof: z._default(z.boolean(), false),
+  })
+  .check(
+    z.refine((req) => (req.data === undefined) !== (req.data_on_stdin === undefined), {
+      message: 'exactly one of `data` and `data_on_stdin` is required',
+      params: { exactly_one_of: ['data', 'data_on_stdin'] },
+    }),
+  );
 /** Lists this sandbox user's tasks, newest first. (minor 1) */
 export const ListRequestSchema = z.strictObject({ protocol: anyInt(), op: z.literal('list') });
 /** Deletes a finished task's directory, freeing its slot of LIMITS.maxTasks. (minor 2) */
@@ -256,7 +269,11 @@ export function describeIssue(error: z.core.$ZodError, input: unknown, shownName
       what = 'does not match any allowed shape';
       break;
     case 'custom': {
-      const maxBytes = (issue.params as { maximum_bytes?: unknown } | undefined)?.maximum_bytes;
+      const params = issue.params as { maximum_bytes?: unknown; exactly_one_of?: unknown } | undefined;
+      if (Array.isArray(params?.exactly_one_of)) {
+        return `exactly one of the fields ${params.exactly_one_of.map((k) => `\`${nameOf(k as string, shownNames)}\``).join(' and ')} is required`;
+      }
+      const maxBytes = params?.maximum_bytes;
       what = typeof maxBytes === 'number' ? `is too long (maximum ${maxBytes} bytes of UTF-8)` : 'is invalid';
       break;
     }

@@ -17,7 +17,8 @@ import { existingTaskDir } from './task-dir.js';
 /** A validated input request. */
 export interface InputOpts {
   taskId: string;
-  data: string;
+  /** UTF-8 text, already checked against the size cap. */
+  data: Buffer;
   eof: boolean;
 }
 
@@ -33,7 +34,7 @@ export async function sendInput(opts: InputOpts, timings: Timings): Promise<Inpu
         : `the task has finished (${observed.state}); input cannot be delivered`,
     );
   }
-  const delivered = await deliverInput(dir, observed.status!, Buffer.from(opts.data, 'utf8'), opts.eof, timings);
+  const delivered = await deliverInput(dir, observed.status!, opts.data, opts.eof, timings);
   return { task_id: opts.taskId, ...delivered };
 }
 

@@ -12,13 +12,14 @@ import type { SandboxRef } from '../sandbox-ref.js';
 import { EnvsSchema, SandboxIdSchema, defineTool, intIn, learnSecrets, renewIfOwned, resolveSandbox, type ToolContext } from './tool.js';
 import { definedFields } from '../util/defined-fields.js';
 import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, renderCapped, type ExecToolResult } from './exec-result.js';
+import { CommandSchema, CwdSchema, EXEC_TIMEOUT_DEFAULT_S, ExecTimeoutSchema } from './command-fields.js';
 import { withProgress } from './progress.js';
 import { runPromotable } from './promote.js';
 
 const BackgroundAfterSchema = intIn(BACKGROUND_AFTER_MIN_S, BACKGROUND_AFTER_MAX_S)
   .optional()
   .describe(
-    'Seconds (1-3600) to wait before handing the still-running command over as a background task: the result then has backgrounded: true and a task_id to read with get_task (or answer with send_task_input). ' +
+    `Seconds (${BACKGROUND_AFTER_MIN_S}-${BACKGROUND_AFTER_MAX_S}) to wait before handing the still-running command over as a background task: the result then has backgrounded: true and a task_id to read with get_task and stop with cancel_task. ` +
       "Set it below your client's request timeout (e.g. 50 for a 60 s client) for anything that might run long. Finishing earlier returns the usual result.",
   );
 
@@ -96,17 +97,17 @@ const runCommand = defineTool({
   name: 'run_command',
   title: 'Run command',
   description:
-    'Run a shell command (bash -c) in a sandbox and wait for it (timeout 1-3600 s, default 60; the whole process group is killed at the timeout). ' +
+    `Run a shell command (bash -c) in a sandbox and wait for it (timeout 1-${LIMITS.taskTimeoutMaxS} s, default ${EXEC_TIMEOUT_DEFAULT_S}; the whole process group is killed at the timeout). ` +
     'Returns exit_code and stdout/stderr, each capped at 64 KiB (first and last 32 KiB) with *_truncated flags; on a timeout timed_out is true and exit_code is ' +
     'whatever the killed shell reported. Clients often cut a call at about 60 s: for anything that may run longer pass background_after (e.g. 50): ' +
-    'if the command is still running then, you get backgrounded: true with a task_id instead (read it with get_task, answer prompts with send_task_input, stop it with cancel_task). ' +
-    "With background_after the command's stdin stays open (a prompt waits for send_task_input); without it stdin is empty. Long output belongs in start_task.",
+    'if the command is still running then, you get backgrounded: true with a task_id instead (read it with get_task, stop it with cancel_task). ' +
+    'Stdin is empty either way (a prompt sees end-of-file); for a command that needs input use start_task and send_task_input. Long output belongs in start_task.',
   input: z.strictObject({
-    command: z.string().min(1).max(LIMITS.commandMaxChars).describe('Shell command (bash -c).'),
+    command: CommandSchema,
     sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
-    cwd: z.string().min(1).max(4096).optional().describe('Working directory (relative paths are under the sandbox home).'),
+    cwd: CwdSchema,
     envs: EnvsSchema.optional().describe('Extra environment variables for this command.'),
-    timeout: intIn(1, 3600).default(60).describe("Seconds before the command's process group is killed (timed_out)."),
+    timeout: ExecTimeoutSchema.describe("Seconds before the command's process group is killed (timed_out)."),
     background_after: BackgroundAfterSchema,
   }),
   output: ExecResultSchema,
@@ -135,7 +136,7 @@ const runCode = defineTool({
     code: z.string().min(1).max(1_000_000),
     language: z.enum(['python', 'javascript', 'bash']).default('python'),
     sandbox_id: SandboxIdSchema.optional(),
-    timeout: intIn(1, 3600).default(60),
+    timeout: ExecTimeoutSchema,
     background_after: BackgroundAfterSchema,
   }),
   output: ExecResultSchema,

@@ -4,9 +4,10 @@
 // whose id nobody was given; still running at `background_after`, it returns the task handle
 // instead — the handle start_task gives, retaining the sandbox as start_task does — so a client
 // that cuts calls at ~60 s loses nothing. Cancelling the call before then stops the command, as
-// it would without `background_after`.
+// it would without `background_after`. Its stdin is empty, as on the fast path: a promoted task
+// takes no send_task_input (start_task is for commands that need input).
 import { LIMITS } from '../../shared/limits.js';
-import { PROTOCOL_VERSION, TASK_ENV_PREFIX, type AgentRequestInput, type TaskView } from '../../shared/protocol.js';
+import { PROTOCOL_VERSION, TASK_ENV_PREFIX, type TaskView } from '../../shared/protocol.js';
 import { secretValuesOf } from '../config.js';
 import { ProviderError, isProviderError } from '../errors.js';
 import type { Provider } from '../providers/provider.js';
@@ -14,17 +15,22 @@ import type { SandboxRef } from '../sandbox-ref.js';
 import { definedFields } from '../util/defined-fields.js';
 import { EXEC_OUTPUT_CAP_BYTES, renderCapped, type ExecToolResult } from './exec-result.js';
 import { describeBytes, withProgress } from './progress.js';
-import { CALL_SLACK_S, START_CALL_TIMEOUT_S, checkEncodedSize, isUncertain, newTaskId, present, unknownView } from './task-calls.js';
+import {
+  CALL_SLACK_S,
+  START_CALL_TIMEOUT_S,
+  checkEncodedSize,
+  isUncertain,
+  newTaskId,
+  present,
+  startRequest,
+  unknownView,
+  type TaskLaunch,
+} from './task-calls.js';
 import type { ToolContext } from './tool.js';
 
 /** A command to run under the supervisor, promoted to a task if it outlasts `backgroundAfterS`. */
-export interface PromotableRun {
-  command: string;
-  /** Already resolved by the path rule. */
-  cwd?: string;
+export interface PromotableRun extends Omit<TaskLaunch, 'stdin'> {
   envs?: Record<string, string>;
-  /** The task's timeout: the command's. */
-  timeoutS: number;
   backgroundAfterS: number;
 }
 
@@ -45,14 +51,10 @@ type Outcome = { kind: 'finished' | 'promoted'; view: TaskView; isPageZero: bool
 export async function runPromotable(ctx: ToolContext, ref: SandboxRef, run: PromotableRun): Promise<ExecToolResult> {
   const deadlineMs = Date.now() + run.backgroundAfterS * 1000;
   const taskId = newTaskId();
-  const request: AgentRequestInput = {
-    protocol: PROTOCOL_VERSION,
-    op: 'start',
-    task_id: taskId,
-    command: run.command,
-    timeout_s: run.timeoutS,
-    ...definedFields({ cwd: run.cwd }),
-  };
+  // Empty stdin, as on the fast path: a command that reads stdin (`grep x`, a prompt) sees
+  // end-of-file at once instead of waiting for its timeout, so a call that ends within
+  // background_after gets the same result as without it.
+  const request = startRequest(taskId, { command: run.command, timeoutS: run.timeoutS, stdin: false, ...definedFields({ cwd: run.cwd }) });
   checkEncodedSize(ctx, request);
   const provider = ctx.deps.providers.get(ref.provider);
   // Held from before submission, as start_task does: a session closing meanwhile must not destroy it.
@@ -62,12 +64,10 @@ export async function runPromotable(ctx: ToolContext, ref: SandboxRef, run: Prom
   try {
     let started: TaskView;
     try {
-      started = await ctx.deps.agent.call(
-        provider,
-        ref.id,
-        { ...request, op: 'start' },
-        { timeoutS: START_CALL_TIMEOUT_S, ...definedFields({ envs: taskEnvs(run.envs) }) },
-      );
+      started = await ctx.deps.agent.call(provider, ref.id, request, {
+        timeoutS: START_CALL_TIMEOUT_S,
+        ...definedFields({ envs: taskEnvs(run.envs) }),
+      });
     } catch (e) {
       if (isProviderError(e) && isUncertain(e)) {
         learnEnvs(ctx, ref, run.envs);

@@ -4,8 +4,9 @@
 import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
 import { LIMITS } from '../../shared/limits.js';
-import { TaskViewSchema, type AgentRequestInput, type TaskView } from '../../shared/protocol.js';
+import { PROTOCOL_VERSION, TaskViewSchema, type AgentRequestInput, type TaskView } from '../../shared/protocol.js';
 import { ProviderError } from '../errors.js';
+import { definedFields } from '../util/defined-fields.js';
 import type { ToolContext } from './tool.js';
 
 /** start_task / get_task / cancel_task: the task view with its qualified sandbox id. */
@@ -16,6 +17,32 @@ export type TaskResult = z.infer<typeof TaskResultSchema>;
 export const START_CALL_TIMEOUT_S = 60;
 /** Added to a call's own waiting (get's wait_s) to bound its exec. */
 export const CALL_SLACK_S = 30;
+
+/** What a new task runs: the parts of an agent `start` request a tool decides. */
+export interface TaskLaunch {
+  command: string;
+  /** Already resolved by the path rule. */
+  cwd?: string;
+  timeoutS: number;
+  /**
+   * true: a stdin pipe for send_task_input (start_task); false: empty stdin, end-of-file at once,
+   * as run_command's fast path gives (a call promoted by background_after).
+   */
+  stdin: boolean;
+}
+
+/** The agent `start` request for task `taskId`: the one place the host builds it. */
+export function startRequest(taskId: string, launch: TaskLaunch): AgentRequestInput & { op: 'start' } {
+  return {
+    protocol: PROTOCOL_VERSION,
+    op: 'start',
+    task_id: taskId,
+    command: launch.command,
+    timeout_s: launch.timeoutS,
+    stdin: launch.stdin,
+    ...definedFields({ cwd: launch.cwd }),
+  };
+}
 
 /** A fresh task id, made by the host before submission so an uncertain start still has a handle. */
 export function newTaskId(): string {

@@ -4,15 +4,8 @@
 // extension.
 import * as z from 'zod';
 import { LIMITS } from '../../shared/limits.js';
-import {
-  InputDataSchema,
-  InputResultSchema,
-  PROTOCOL_VERSION,
-  TASK_ID_PATTERN,
-  type AgentRequestInput,
-  type TaskView,
-} from '../../shared/protocol.js';
-import { isProviderError } from '../errors.js';
+import { InputDataSchema, InputResultSchema, PROTOCOL_VERSION, TASK_ID_PATTERN, type TaskView } from '../../shared/protocol.js';
+import { ProviderError, isProviderError } from '../errors.js';
 import { resolveSandboxPath } from '../providers/provider.js';
 import { parseSandboxRef, type SandboxRef } from '../sandbox-ref.js';
 import { SandboxIdSchema, defineTool, intIn, learnSecrets, resolveSandbox, type ExtraContent, type ToolContext } from './tool.js';
@@ -26,9 +19,11 @@ import {
   isUncertain,
   newTaskId,
   present,
+  startRequest,
   unknownView,
   type TaskResult,
 } from './task-calls.js';
+import { CommandSchema, CwdSchema } from './command-fields.js';
 
 /**
  * Notes on the limits the sandbox met, as text content beside the task view (whose shape stays
@@ -51,9 +46,9 @@ const startTask = defineTool({
     'The sandbox is retained when this session ends; destroy it with kill_sandbox when done. ' +
     'Never extends the sandbox lifetime: its deadline can stop the task first. If the state is "unknown", inspect with get_task; do not blindly resubmit.',
   input: z.strictObject({
-    command: z.string().min(1).max(LIMITS.commandMaxChars).describe('Shell command (bash -c).'),
+    command: CommandSchema,
     sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
-    cwd: z.string().min(1).max(4096).optional().describe('Working directory (relative paths are under the sandbox home).'),
+    cwd: CwdSchema,
     timeout: intIn(1, LIMITS.taskTimeoutMaxS)
       .default(LIMITS.taskTimeoutDefaultS)
       .describe('Seconds until the TASK is stopped (timed_out). Not the sandbox lifetime: the sandbox may end first.'),
@@ -66,14 +61,8 @@ const startTask = defineTool({
     const cwd = args.cwd !== undefined ? resolveSandboxPath(args.cwd) : undefined;
     // The handle exists before submission, so an uncertain outcome can still be inspected later.
     const taskId = newTaskId();
-    const request: AgentRequestInput = {
-      protocol: PROTOCOL_VERSION,
-      op: 'start',
-      task_id: taskId,
-      command: args.command,
-      timeout_s: args.timeout,
-      ...definedFields({ cwd }),
-    };
+    // A stdin pipe the task's prompts can be answered through (send_task_input).
+    const request = startRequest(taskId, { command: args.command, timeoutS: args.timeout, stdin: true, ...definedFields({ cwd }) });
     checkEncodedSize(ctx, request);
     const provider = ctx.deps.providers.get(ref.provider);
     // Held from before submission, so a session closing meanwhile cannot destroy the sandbox under it.
@@ -84,7 +73,7 @@ const startTask = defineTool({
       // before submission: its failure is certain, nothing was started.
       await learnSecrets(ctx, ref);
       try {
-        const view = await ctx.deps.agent.call(provider, ref.id, { ...request, op: 'start' }, { timeoutS: START_CALL_TIMEOUT_S });
+        const view = await ctx.deps.agent.call(provider, ref.id, request, { timeoutS: START_CALL_TIMEOUT_S });
         isHeld = true;
         return { result: present(ref.qualified, view, ctx), content: await limitNotesFor(ctx, ref, view) };
       } catch (e) {
@@ -192,7 +181,8 @@ const sendTaskInput = defineTool({
   name: 'send_task_input',
   title: 'Send input to background task',
   description:
-    'Write text to a running task\'s stdin: answer a prompt (include its newline, e.g. "y\\n"), feed a REPL. Tasks from start_task and backgrounded run_command/run_code calls keep stdin open. ' +
+    'Write text to a running task\'s stdin: answer a prompt (include its newline, e.g. "y\\n"), feed a REPL. Tasks from start_task keep stdin open; ' +
+    "a backgrounded run_command/run_code call's stdin is empty, as without background_after, so input to it is a conflict error (no_stdin): run commands that need input with start_task. " +
     'eof: true closes stdin after the data (ends `cat`, `read` loops); with all of data written, stdin_closed: false means the close was asked for but not yet confirmed (get_task shows the outcome); eof is applied only once all of data was written. ' +
     'bytes_written below the UTF-8 length of data means the program is not reading: send the rest later. ' +
     'A finished task, or one whose stdin is closed or absent, is a conflict error. Works from any session. The input is neither masked nor logged.',
@@ -211,15 +201,32 @@ const sendTaskInput = defineTool({
   async run(args, ctx) {
     // By explicit handle only, like get and cancel: never the session default, never a renewal.
     const ref = parseSandboxRef(args.sandbox_id, ctx.deps.config.defaultProvider);
-    const written = await ctx.deps.agent.call(
-      ctx.deps.providers.get(ref.provider),
-      ref.id,
-      { protocol: PROTOCOL_VERSION, op: 'input', task_id: args.task_id, data: args.data, eof: args.eof },
-      { timeoutS: CALL_SLACK_S },
-    );
-    return { result: { sandbox_id: ref.qualified, ...written } };
+    // The data goes on the agent process's stdin, never on its command line (which `ps` on the
+    // host and /proc in the sandbox show to every user while the call runs).
+    try {
+      const written = await ctx.deps.agent.call(
+        ctx.deps.providers.get(ref.provider),
+        ref.id,
+        { protocol: PROTOCOL_VERSION, op: 'input', task_id: args.task_id, data_on_stdin: true, eof: args.eof },
+        { timeoutS: CALL_SLACK_S, stdin: Buffer.from(args.data, 'utf8') },
+      );
+      return { result: { sandbox_id: ref.qualified, ...written } };
+    } catch (e) {
+      throw isProviderError(e) && e.code === 'no_stdin' ? withStartTaskHint(e) : e;
+    }
   },
 });
+
+/**
+ * The agent's no_stdin refusal, telling the model what to do: the usual case is a backgrounded
+ * run_command/run_code call, whose task the agent only knows as started with `stdin: false`.
+ */
+function withStartTaskHint(e: ProviderError): ProviderError {
+  return new ProviderError(e.category, {
+    code: 'no_stdin',
+    detail: `${e.suggestion}. Backgrounded run_command and run_code calls run with empty stdin, as without background_after: start a command that needs input with start_task.`,
+  });
+}
 
 /** The task tools. */
 export const taskTools = [startTask, getTask, cancelTask, sendTaskInput];

@@ -167,6 +167,48 @@ describe('refusals', () => {
   });
 });
 
+describe("data on the agent's stdin (data_on_stdin, minor 3)", () => {
+  const onStdin = (w: AgentWorld, taskId: string, data: Buffer, eof = false) =>
+    call(w, { protocol: 1, op: 'input', task_id: taskId, data_on_stdin: true, eof }, {}, data);
+
+  it('writes the bytes the agent process read from its stdin, and applies eof after them', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'cat');
+    expect(await onStdin(w, id, Buffer.from('héllo\n'))).toEqual({
+      protocol: 1,
+      ok: true,
+      result: { task_id: id, bytes_written: 7, stdin_closed: false },
+    });
+    // Empty stdin with eof: only the close, as an empty inline `data` would be.
+    expect(await onStdin(w, id, Buffer.alloc(0), true)).toMatchObject({ ok: true, result: { bytes_written: 0, stdin_closed: true } });
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: 'héllo\n' });
+  });
+
+  it('holds stdin data to the same rules as inline data, naming the field without echoing it', async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'cat');
+    const tooLong = await onStdin(w, id, Buffer.from('é'.repeat(16_385)));
+    expect(tooLong).toMatchObject({
+      ok: false,
+      error: { code: 'invalid_request', message: 'field `data` is too long (maximum 32768 bytes of UTF-8)' },
+    });
+    const notText = await onStdin(w, id, Buffer.from([0x61, 0xff, 0x62]));
+    expect(notText).toMatchObject({ ok: false, error: { code: 'invalid_request', message: 'field `data` must be UTF-8 text' } });
+    // Exactly one source of data.
+    const both = { protocol: 1, op: 'input', task_id: id, data: 'x', data_on_stdin: true };
+    const neither = { protocol: 1, op: 'input', task_id: id };
+    for (const request of [both, neither]) {
+      expect(await call(w, request, {}, Buffer.from('y'))).toMatchObject({
+        ok: false,
+        error: { code: 'invalid_request', message: 'exactly one of the fields `data` and `data_on_stdin` is required' },
+      });
+    }
+    // Nothing of the refused data reached the task: the exact maximum still fits, then eof ends it.
+    expect(await onStdin(w, id, Buffer.from('é'.repeat(16_384)), true)).toMatchObject({ ok: true, result: { bytes_written: 32_768 } });
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout_size: 32_768 });
+  });
+});
+
 describe('a full pipe', () => {
   it('never hangs: it takes what fits within the bound, reports the bytes, and does not close stdin early', async () => {
     const w = world({ SANDBOX_AGENT_INPUT_WAIT_MS: '200' });

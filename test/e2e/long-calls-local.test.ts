@@ -1,10 +1,15 @@
-// Long and interactive commands with real local sandboxes (the suite: long-calls-suite.ts), and
-// once over Streamable HTTP, where progress travels on the call's own event stream.
+// Long and interactive commands with real local sandboxes (the suite: long-calls-suite.ts), once
+// over Streamable HTTP, where progress travels on the call's own event stream, and where
+// send_task_input's data travels (never on a command line: the host's /proc shows every process
+// of a local sandbox).
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Progress } from '@modelcontextprotocol/sdk/types.js';
 import { TEST_PROGRESS_INTERVAL_MS, describeLongCalls } from './long-calls-suite.js';
 import { connectStdio, type HttpServer, ok, startHttp, type StdioServer } from '../support/built-server.js';
 import { requireSandboxes } from '../support/prerequisites.js';
+import { allPids, cmdline } from '../support/processes.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 
 const stateDir = tempStateDir();
@@ -49,5 +54,54 @@ describe('long calls over Streamable HTTP', () => {
     });
     await ok(client, 'kill_sandbox', {});
     await client.close();
+  });
+});
+
+/** Every text a process's argv holds, with base64url runs decoded (the agent's requests are encoded so). */
+function argvTexts(pid: number): string[] {
+  return cmdline(pid).flatMap((arg) => [
+    arg,
+    ...(arg.match(/[A-Za-z0-9_-]{16,}/g) ?? []).map((run) => Buffer.from(run, 'base64url').toString('latin1')),
+  ]);
+}
+
+function environOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/environ`, 'latin1');
+  } catch {
+    return '';
+  }
+}
+
+describe('send_task_input data on the way into the sandbox', () => {
+  it("is in no process's command line (nor environment) while the agent call that delivers it runs", async () => {
+    const s = await connectStdio(env);
+    open.push(s);
+    // The agent waits up to this long for room in a full pipe: the call stays in flight meanwhile.
+    const sb = await ok(s.client, 'create_sandbox', { envs: { SANDBOX_AGENT_INPUT_WAIT_MS: '8000' } });
+    const task = await ok(s.client, 'start_task', { command: 'sleep 300' });
+    const at = { sandbox_id: sb.sandbox_id, task_id: task.task_id };
+    // Fill the task's stdin pipe (64 KiB; sleep never reads), so the next input has to wait.
+    for (let i = 0; i < 2; i++) await ok(s.client, 'send_task_input', { ...at, data: 'x'.repeat(32_768) });
+    const marker = `typed-answer-${randomBytes(8).toString('hex')}`;
+    let isInFlight = true;
+    const sending = ok(s.client, 'send_task_input', { ...at, data: marker }).finally(() => (isInFlight = false));
+    let callsSeen = 0;
+    const leaks: string[] = [];
+    while (isInFlight) {
+      for (const pid of allPids()) {
+        const texts = argvTexts(pid);
+        // The agent call delivering this input: the request (op and task id) is on its command line.
+        if (texts.some((t) => t.includes('"op":"input"') && t.includes(task.task_id))) callsSeen++;
+        if (texts.some((t) => t.includes(marker))) leaks.push(`cmdline of ${pid}`);
+        if (environOf(pid).includes(marker)) leaks.push(`environ of ${pid}`);
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    // The pipe stayed full, so the call waited (and wrote nothing): it was in flight throughout.
+    expect(await sending).toMatchObject({ bytes_written: 0 });
+    expect(callsSeen).toBeGreaterThan(0);
+    expect(leaks).toEqual([]);
+    await ok(s.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
   });
 });

@@ -136,6 +136,12 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
         expect(supervised).toEqual(fast);
         expect(supervised.stderr_truncated).toBe(true);
       }
+      // Stdin is empty on both paths: a command that reads it ends at once, not at background_after.
+      for (const command of ['cat', 'read x; echo got:$x', 'grep x']) {
+        const fast = await ok(s.client, 'run_command', { command });
+        expect(await ok(s.client, 'run_command', { command, background_after: 30 })).toEqual(fast);
+        expect(fast.backgrounded).toBeUndefined();
+      }
       // Per-call variables reach the command; secret-named ones are masked.
       const envs = { PLAIN: 'visible', API_KEY: 'sekrit-value-' + randomInt(1e9) };
       const masked = await ok(s.client, 'run_command', { command: 'echo "$PLAIN $API_KEY"', envs, background_after: 30 });
@@ -151,9 +157,11 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       await ok(s.client, 'kill_sandbox', {});
     });
 
-    it('feeds stdin: a prompt answered through send_task_input from this and from a new server process, cat ended by eof, input to a finished task refused', async () => {
+    it('feeds stdin: a prompt answered through send_task_input from this and from a new server process, cat ended by eof, input to a finished task or a promoted call refused', async () => {
       const first = await server();
-      const sb = await ok(first.client, 'create_sandbox', { timeout: 600 });
+      // A generous bound on the agent's wait for the supervisor to confirm an eof: a loaded
+      // machine must not turn a slow confirmation into stdin_closed: false.
+      const sb = await ok(first.client, 'create_sandbox', { timeout: 600, envs: { SANDBOX_AGENT_INPUT_WAIT_MS: '30000' } });
       const task = await ok(first.client, 'start_task', { command: 'read x; echo got:$x' });
       const at = { sandbox_id: sb.sandbox_id, task_id: task.task_id };
       expect(await ok(first.client, 'send_task_input', { ...at, data: 'hello\n' })).toEqual({
@@ -163,10 +171,18 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       });
       expect(await finalView(first.client, at)).toMatchObject({ state: 'succeeded', stdout: 'got:hello\n' });
 
-      // A promoted run_command waiting at its prompt, answered after the server was replaced.
-      const prompt = await ok(first.client, 'run_command', { command: 'echo "name?"; read x; echo got:$x', background_after: 1 });
-      expect(prompt).toMatchObject({ backgrounded: true, state: 'running' });
+      // A task waiting at its prompt, answered after the server was replaced.
+      const prompt = await ok(first.client, 'start_task', { command: 'echo "name?"; read x; echo got:$x' });
+      expect(prompt).toMatchObject({ state: 'running' });
       const promptAt = { sandbox_id: prompt.sandbox_id, task_id: prompt.task_id };
+      // A promoted call's stdin is empty, as on the fast path: it takes no input, and says so.
+      const promoted = await ok(first.client, 'run_command', { command: 'sleep 30', background_after: 1 });
+      expect(promoted).toMatchObject({ backgrounded: true, state: 'running' });
+      const promotedAt = { sandbox_id: promoted.sandbox_id, task_id: promoted.task_id };
+      const noStdin = await toolError(first.client, 'send_task_input', { ...promotedAt, data: 'hello\n' });
+      expect([noStdin.category, noStdin.code]).toEqual(['conflict', 'no_stdin']);
+      expect(noStdin.suggestion).toMatch(/start_task/);
+      expect(await ok(first.client, 'cancel_task', promotedAt)).toMatchObject({ state: 'cancelled' });
       await first.close();
       const second = await shared();
       const lifetimeBefore = opts.lifetimeCalls?.();
@@ -179,9 +195,7 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       const catAt = { sandbox_id: sb.sandbox_id, task_id: cat.task_id };
       const sent = await ok(second.client, 'send_task_input', { ...catAt, data: 'a\nb', eof: true });
       expect(sent.bytes_written).toBe(3);
-      // stdin_closed is false only when the supervisor was slow to confirm the close (a loaded
-      // machine); the close was asked for either way, so cat ends.
-      expect(typeof sent.stdin_closed).toBe('boolean');
+      expect(sent.stdin_closed).toBe(true);
       expect(await finalView(second.client, catAt)).toMatchObject({ state: 'succeeded', stdout: 'a\nb' });
       const refused = await toolError(second.client, 'send_task_input', { ...catAt, data: 'late\n' });
       expect([refused.category, refused.code]).toEqual(['conflict', 'task_finished']);
@@ -195,6 +209,14 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
         'field `task_id` is required',
       );
       await ok(second.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
+    });
+
+    it('installs the agent when send_task_input is the first call into a sandbox (its data waiting on stdin meanwhile), then answers for the task', async () => {
+      const s = await shared();
+      const sb = await ok(s.client, 'create_sandbox', {});
+      const unknown = await toolError(s.client, 'send_task_input', { sandbox_id: sb.sandbox_id, task_id: 'a'.repeat(32), data: 'hello\n' });
+      expect([unknown.category, unknown.code]).toEqual(['not_found', 'not_found']);
+      await ok(s.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
     });
 
     it('reports progress at the interval with a progress token (fast path, promotable call, get_task wait), and none without one', async () => {

@@ -57,10 +57,13 @@ export interface RawResult {
   stderr: string;
 }
 
-/** Runs `node dist/agent.cjs <args>` and collects its output. */
-export function runAgent(world: AgentWorld, args: string[], extraEnv: Record<string, string> = {}): Promise<RawResult> {
+/**
+ * Runs `node dist/agent.cjs <args>` and collects its output. With `stdin`, the process reads those
+ * bytes and then end-of-file (how the host sends `input` data); without, its stdin is left open.
+ */
+export function runAgent(world: AgentWorld, args: string[], extraEnv: Record<string, string> = {}, stdin?: Buffer): Promise<RawResult> {
   return new Promise((resolvePromise) => {
-    execFile(
+    const child = execFile(
       process.execPath,
       [AGENT_BUNDLE, ...args],
       { env: agentEnv(world, extraEnv), timeout: 60_000, maxBuffer: 8 << 20 },
@@ -69,12 +72,21 @@ export function runAgent(world: AgentWorld, args: string[], extraEnv: Record<str
         resolvePromise({ exitCode: code, stdout, stderr });
       },
     );
+    if (stdin) {
+      child.stdin?.on('error', () => {}); // an agent that answered without reading (a refusal) closes it early
+      child.stdin?.end(stdin);
+    }
   });
 }
 
 /** Sends one raw (already encoded) argument; asserts the one-JSON-line contract and exit 0. */
-export async function callRaw(world: AgentWorld, arg: string, extraEnv: Record<string, string> = {}): Promise<AgentResponse> {
-  const res = await runAgent(world, ['call', arg], extraEnv);
+export async function callRaw(
+  world: AgentWorld,
+  arg: string,
+  extraEnv: Record<string, string> = {},
+  stdin?: Buffer,
+): Promise<AgentResponse> {
+  const res = await runAgent(world, ['call', arg], extraEnv, stdin);
   if (res.exitCode !== 0) throw new Error(`agent exited ${res.exitCode}: ${res.stderr}`);
   const lines = res.stdout.split('\n');
   if (lines.length !== 2 || lines[1] !== '') throw new Error(`expected exactly one line, got ${JSON.stringify(res.stdout)}`);
@@ -86,8 +98,9 @@ export function call(
   world: AgentWorld,
   request: AgentRequestInput | Record<string, unknown>,
   extraEnv: Record<string, string> = {},
+  stdin?: Buffer,
 ): Promise<AgentResponse> {
-  return callRaw(world, encodeRequest(request as AgentRequestInput), extraEnv);
+  return callRaw(world, encodeRequest(request as AgentRequestInput), extraEnv, stdin);
 }
 
 /** Sends a start/get/cancel request and returns its validated task view (fails on ok:false). */
