@@ -2,10 +2,10 @@
 // removes tasks it ran for a call that finished in time (their ids were never handed out); a
 // running or unknown task is never removed, since only its directory lets anyone cancel it.
 import { renameSync, rmSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { TERMINAL_STATES, type RemoveResult } from '../../shared/protocol.js';
 import { AgentFailure } from '../errors.js';
+import { crypto } from '../node-modules.js';
 import { isSameLiveProcess } from '../proc.js';
 import { observeTask } from '../task-view.js';
 import { sleep, type Timings } from '../timing.js';
@@ -25,7 +25,7 @@ export async function removeTask(taskId: string, timings: Timings): Promise<Remo
   }
   await awaitSupervisorExit(observed.status?.supervisor ?? null, timings);
   // A rename first: from here on the task is gone for every reader, even if deleting takes a while.
-  const doomed = join(dirname(dir), `.removed-${taskId}-${randomBytes(4).toString('hex')}`);
+  const doomed = join(dirname(dir), `.removed-${taskId}-${crypto().randomBytes(4).toString('hex')}`);
   try {
     renameSync(dir, doomed);
   } catch (err) {
