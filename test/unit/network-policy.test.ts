@@ -136,12 +136,18 @@ describe('egress destinations', () => {
       ['fd12::1', 6],
       ['::ffff:a9fe:a9fe', 6],
       ['::ffff:127.0.0.1', 6],
+      ['::7f00:1', 6],
+      ['::127.0.0.1', 6],
+      ['64:ff9b:1::a00:1', 6],
+      ['2002:7f00:1::1', 6],
+      ['2002:c0a8:101::1', 6],
     ] as const)
       expect(isNonPublicAddress(a, f), a).toBe(true);
     for (const [a, f] of [
       ['151.101.0.223', 4],
       ['8.8.8.8', 4],
       ['2a04:4e42::223', 6],
+      ['64:ff9b::808:808', 6],
     ] as const)
       expect(isNonPublicAddress(a, f), a).toBe(false);
   });

@@ -23,7 +23,10 @@ for (const [net, prefix] of [
 ] as const) NON_PUBLIC.addSubnet(net, prefix, 'ipv4');
 // prettier-ignore
 for (const [net, prefix] of [
-  ['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8], ['2001:db8::', 32], ['100::', 64],
+  // ::/96 holds ::, ::1 and the IPv4-compatible addresses; 64:ff9b:1::/48 is local-use NAT64; 2002::/16
+  // (6to4) embeds an IPv4 address of any kind.
+  ['::', 96], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8], ['2001:db8::', 32], ['100::', 64],
+  ['64:ff9b:1::', 48], ['2002::', 16],
 ] as const) NON_PUBLIC.addSubnet(net, prefix, 'ipv6');
 
 /** The IPv4 address an IPv6 address carries (mapped ::ffff:a.b.c.d, NAT64 64:ff9b::/96), else null. */
