@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { expect } from 'vitest';
 import { HOST_JS } from './paths.js';
+import { hostJsReadableBy } from './readable-build.js';
 import { isRunning } from './processes.js';
 import { waitFor } from './wait.js';
 
@@ -60,7 +61,7 @@ export interface HttpServer {
  */
 export async function startHttp(env: Record<string, string>, args: string[] = [], as?: { uid: number; gid: number }): Promise<HttpServer> {
   const token = env.SANDBOX_MCP_TOKENS_FILE ? '' : (env.SANDBOX_MCP_TOKEN ?? 'test-token-' + randomBytes(12).toString('hex'));
-  const child = spawn(process.execPath, [HOST_JS, 'http', '--port', '0', ...args], {
+  const child = spawn(process.execPath, [as ? hostJsReadableBy(as) : HOST_JS, 'http', '--port', '0', ...args], {
     env: serverEnv({ ...env, ...(token ? { SANDBOX_MCP_TOKEN: token } : {}) }),
     stdio: ['ignore', 'ignore', 'pipe'],
     ...(as ?? {}),
@@ -72,7 +73,7 @@ export async function startHttp(env: Record<string, string>, args: string[] = []
       const m = /listening on (http:\/\/\S+)/.exec(buf);
       if (m) resolveUrl(new URL(m[1]!));
     });
-    child.once('exit', () => reject(new Error('http server exited before listening')));
+    child.once('exit', () => reject(new Error(`http server exited before listening: ${buf.trim().slice(-2000)}`)));
   });
   return {
     url,

@@ -12,8 +12,10 @@ export default class SummaryReporter implements Reporter {
         else if (state === 'failed') counts.failed++;
         else counts.skipped++;
       }
-      // A file that failed to load has no tests to count but must not read as a pass.
-      if (module.state() === 'failed' && [...module.children.allTests()].length === 0) counts.failed++;
+      // A file that failed to load, or whose hook failed (its tests then read as skipped), must not
+      // read as a pass: it counts once unless one of its tests already failed.
+      const testFailed = [...module.children.allTests()].some((t) => t.result().state === 'failed');
+      if (module.state() === 'failed' && !testFailed) counts.failed++;
     }
     counts.failed += unhandledErrors.length;
     const skipped = counts.skipped ? `, ${counts.skipped} skipped` : '';
