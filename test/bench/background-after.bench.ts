@@ -3,6 +3,8 @@
 // sandbox, run `true` in interleaved rounds (so the shared machine's load skews both alike).
 // Printed as medians, p95 and the ratio of the two; a bare provider exec of `node -e 0` in the
 // same rounds tells how many node start-ups' worth the difference is on this machine's load.
+// SANDBOX_MCP_BENCH_BASELINE=<a built checkout of another revision> adds that revision's plain
+// server to the rounds (its own state directory), to compare the fast path across revisions.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { execFileSync } from 'node:child_process';
@@ -23,11 +25,15 @@ const stateDir = mkdtempSync(join(tmpdir(), 'bg-after-bench-'));
 // A clean environment: this machine's NODE_EXTRA_CA_CERTS alone adds ~40 ms to a node start.
 const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/root', SANDBOX_MCP_STATE_DIR: stateDir };
 
-async function connect(args: string[]): Promise<Client> {
+async function connect(args: string[], host = HOST, serverEnv: Record<string, string> = env): Promise<Client> {
   const client = new Client({ name: 'bench', version: '1' });
-  await client.connect(new StdioClientTransport({ command: process.execPath, args: [HOST, ...args], env, stderr: 'ignore' }));
+  await client.connect(new StdioClientTransport({ command: process.execPath, args: [host, ...args], env: serverEnv, stderr: 'ignore' }));
   return client;
 }
+
+const baselineDir = process.env.SANDBOX_MCP_BENCH_BASELINE;
+const baselineStateDir = mkdtempSync(join(tmpdir(), 'bg-after-bench-baseline-'));
+const BASELINE = 'run_command true (baseline revision, plain)';
 
 async function call(client: Client, name: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
   const r = await client.callTool({ name, arguments: args });
@@ -38,6 +44,9 @@ async function call(client: Client, name: string, args: Record<string, unknown>)
 const servers: Record<string, Client> = {
   'run_command true (plain server)': await connect([]),
   'run_command true (--background-after 50)': await connect(['--background-after', '50']),
+  ...(baselineDir
+    ? { [BASELINE]: await connect([], join(baselineDir, 'dist/host.js'), { ...env, SANDBOX_MCP_STATE_DIR: baselineStateDir }) }
+    : {}),
 };
 const sandboxIds: string[] = [];
 for (const client of Object.values(servers)) sandboxIds.push(String((await call(client, 'create_sandbox', { timeout: 900 })).sandbox_id));
@@ -61,7 +70,8 @@ function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((s.length - 1) * p))]!;
 }
-const [plain, optioned, nodeStart] = Object.values(samples).map((xs) => pct(xs, 0.5)) as [number, number, number];
+const [plain, optioned] = Object.values(samples).map((xs) => pct(xs, 0.5)) as [number, number];
+const nodeStart = pct(samples[NODE_START]!, 0.5);
 process.stderr.write(`[background-after bench] ${ROUNDS} interleaved rounds, stdio, local provider\n`);
 for (const [name, xs] of Object.entries(samples)) {
   process.stderr.write(
@@ -72,6 +82,10 @@ process.stderr.write(
   `[background-after bench] the option costs ${(optioned - plain).toFixed(1)} ms per call: ${(optioned / plain).toFixed(1)}x, ` +
     `${((optioned - plain) / nodeStart).toFixed(1)} node start-ups' worth\n`,
 );
+if (baselineDir) {
+  const base = pct(samples[BASELINE]!, 0.5);
+  process.stderr.write(`[background-after bench] the fast path against the baseline revision's: ${(plain / base).toFixed(2)}x\n`);
+}
 
 afterAll(async () => {
   for (const client of Object.values(servers)) {
@@ -80,6 +94,7 @@ afterAll(async () => {
   }
   await provider.close();
   rmSync(stateDir, { recursive: true, force: true });
+  rmSync(baselineStateDir, { recursive: true, force: true });
 });
 
 describe('run_command true on a plain server vs one with --background-after (vitest repeats the pair)', () => {
