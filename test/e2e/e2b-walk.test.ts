@@ -1,16 +1,16 @@
 // The e2b provider through the MCP tools: the real server process, the real `e2b` SDK, and the
 // in-repo fake of E2B's APIs (which does not establish real cloud support).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { INJECTED_MESSAGE, startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
 import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
+import { fakeE2bServers, lifetimeCalls } from '../support/fake-e2b-servers.js';
 import { isRunning } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
 
-let fake: FakeE2b;
-const open: StdioServer[] = [];
+const e2b = fakeE2bServers();
+const open = e2b.open;
 
-async function server(extraEnv: Record<string, string> = {}, f: FakeE2b = fake): Promise<StdioServer> {
+async function server(extraEnv: Record<string, string> = {}, f: FakeE2b = e2b.fake): Promise<StdioServer> {
   const s = await connectStdio({ ...f.env, ...extraEnv }, ['--provider', 'e2b']);
   open.push(s);
   return s;
@@ -19,31 +19,15 @@ async function server(extraEnv: Record<string, string> = {}, f: FakeE2b = fake):
 const METADATA_KEYS = ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'];
 const rawId = (qualified: string) => qualified.replace(/^e2b:/, '');
 
-/** Control-plane calls that change a lifetime: any /timeout, and any connect the fake saw lengthen one. */
-function lifetimeCalls(fromIndex: number) {
-  return fake.calls
-    .slice(fromIndex)
-    .filter((c) => /\/timeout$/.test(c.path) || (c.extendedLifetime !== false && c.path.endsWith('/connect')));
-}
-
-const uploads = (fromIndex: number) => fake.envdCalls.slice(fromIndex).filter((c) => c.path === '/files').length;
+const uploads = (fromIndex: number) => e2b.fake.envdCalls.slice(fromIndex).filter((c) => c.path === '/files').length;
 
 /** What no result or log may contain: the fake's raw error text, its URL, any URL. */
 function expectNoLeak(text: string): void {
   expect(text).not.toContain('FAKE-RAW-MESSAGE');
   expect(text).not.toContain(INJECTED_MESSAGE);
-  expect(text).not.toContain(fake.url);
+  expect(text).not.toContain(e2b.fake.url);
   expect(text).not.toMatch(/https?:\/\//);
 }
-
-beforeAll(async () => {
-  requireSandboxes();
-  fake = await startFakeE2b();
-});
-afterAll(async () => {
-  await Promise.allSettled(open.map((o) => o.close()));
-  await fake?.close();
-});
 
 describe('e2b through MCP (against the fake)', () => {
   it('walks the seeds: start, disconnect, a new server process reads and cancels, cleanup — task tools never lengthen the lifetime', async () => {
@@ -52,11 +36,11 @@ describe('e2b through MCP (against the fake)', () => {
     expect(sb.sandbox_id).toMatch(/^e2b:fake[0-9a-f]+$/);
     expect(Object.keys(sb).sort()).toEqual(METADATA_KEYS);
     expect(sb).toMatchObject({ region: null, disk_size_mb: null, status: 'running', template: 'base' });
-    const fakeSb = fake.sandbox(rawId(sb.sandbox_id))!;
+    const fakeSb = e2b.fake.sandbox(rawId(sb.sandbox_id))!;
     const endAt = fakeSb.endAt.getTime();
 
-    const callsBefore = fake.calls.length;
-    const uploadsBefore = fake.envdCalls.length;
+    const callsBefore = e2b.fake.calls.length;
+    const uploadsBefore = e2b.fake.envdCalls.length;
     const started = await ok(first.client, 'start_task', { command: 'printf BEFORE; sleep 60; printf AFTER', timeout: 120 });
     expect(started.task_id).toMatch(/^[0-9a-f]{32}$/);
     const handle = { sandbox_id: sb.sandbox_id, task_id: started.task_id };
@@ -66,11 +50,11 @@ describe('e2b through MCP (against the fake)', () => {
     expect(uploads(uploadsBefore)).toBe(1);
     await first.close();
     // start_task retained the sandbox: the first session's end did not destroy it.
-    expect(fake.sandbox(rawId(sb.sandbox_id))).toBeDefined();
+    expect(e2b.fake.sandbox(rawId(sb.sandbox_id))).toBeDefined();
 
     const second = await server();
-    const callsSecond = fake.calls.length;
-    const uploadsSecond = fake.envdCalls.length;
+    const callsSecond = e2b.fake.calls.length;
+    const uploadsSecond = e2b.fake.envdCalls.length;
     const view = await ok(second.client, 'get_task', handle);
     expect(view).toMatchObject({ sandbox_id: sb.sandbox_id, state: 'running', stdout: 'BEFORE', stdout_next_offset: 6 });
     const cancelled = await ok(second.client, 'cancel_task', handle);
@@ -80,29 +64,29 @@ describe('e2b through MCP (against the fake)', () => {
     expect((await ok(second.client, 'cancel_task', handle)).state).toBe('cancelled');
 
     // The fresh process did reach envd through a connect — one that asked for no extension.
-    const connects = fake.calls.slice(callsSecond).filter((c) => c.path.endsWith('/connect'));
+    const connects = e2b.fake.calls.slice(callsSecond).filter((c) => c.path.endsWith('/connect'));
     expect(connects.length).toBeGreaterThanOrEqual(1);
     for (const c of connects) expect(c.extendedLifetime).toBe(false);
-    expect(lifetimeCalls(callsBefore)).toEqual([]);
+    expect(lifetimeCalls(e2b.fake, callsBefore)).toEqual([]);
     expect(fakeSb.endAt.getTime()).toBe(endAt);
     // A new server process finds this agent build already installed.
     expect(uploads(uploadsSecond)).toBe(0);
 
     // Inspecting and extending an id outside the session are single static calls: no connect, no resume.
-    const staticMark = fake.calls.length;
+    const staticMark = e2b.fake.calls.length;
     expect((await ok(second.client, 'get_sandbox', { sandbox_id: sb.sandbox_id })).end_at).toBe(new Date(endAt).toISOString());
     expect(await ok(second.client, 'set_sandbox_timeout', { sandbox_id: sb.sandbox_id, timeout: 900 })).toEqual({
       success: true,
       sandbox_id: sb.sandbox_id,
       timeout: 900,
     });
-    expect(fake.calls.slice(staticMark).map((c) => [c.method, c.path, c.body])).toEqual([
+    expect(e2b.fake.calls.slice(staticMark).map((c) => [c.method, c.path, c.body])).toEqual([
       ['GET', `/sandboxes/${rawId(sb.sandbox_id)}`, undefined],
       ['POST', `/sandboxes/${rawId(sb.sandbox_id)}/timeout`, { timeout: 900 }],
     ]);
 
     expect(await ok(second.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id })).toEqual({ success: true, sandbox_id: sb.sandbox_id });
-    expect(fake.sandbox(rawId(sb.sandbox_id))).toBeUndefined();
+    expect(e2b.fake.sandbox(rawId(sb.sandbox_id))).toBeUndefined();
     expect((await toolError(second.client, 'get_sandbox', { sandbox_id: sb.sandbox_id })).category).toBe('not_found');
   });
 
@@ -110,7 +94,7 @@ describe('e2b through MCP (against the fake)', () => {
     const s = await server();
     const a = await ok(s.client, 'create_sandbox', {});
     const b = await ok(s.client, 'create_sandbox', {});
-    const mark = fake.envdCalls.length;
+    const mark = e2b.fake.envdCalls.length;
     // Concurrent first calls into a fresh sandbox share one push.
     const concurrent = await Promise.all([1, 2, 3].map(() => ok(s.client, 'start_task', { sandbox_id: a.sandbox_id, command: 'true' })));
     for (const t of concurrent) expect(t.state).not.toBe('unknown');
@@ -118,7 +102,7 @@ describe('e2b through MCP (against the fake)', () => {
       const t = await ok(s.client, 'start_task', { sandbox_id: id, command: 'true' });
       expect(t.sandbox_id).toMatch(/^e2b:/);
     }
-    const pushed = fake.envdCalls.slice(mark).filter((c) => c.path === '/files');
+    const pushed = e2b.fake.envdCalls.slice(mark).filter((c) => c.path === '/files');
     expect(pushed.map((c) => c.sandboxId).sort()).toEqual([rawId(a.sandbox_id), rawId(b.sandbox_id)].sort());
     expect((await ok(s.client, 'get_sandbox', { sandbox_id: rawId(b.sandbox_id) })).sandbox_id).toBe(b.sandbox_id);
     for (const id of [a.sandbox_id, b.sandbox_id]) await ok(s.client, 'kill_sandbox', { sandbox_id: id });
@@ -144,9 +128,9 @@ describe('e2b through MCP (against the fake)', () => {
       [404, 'not_found'],
     ];
     for (const [status, category] of cases) {
-      fake.injectFailure({ path: /^\/sandboxes\/[^/]+$/, method: 'GET', status, times: 10 });
+      e2b.fake.injectFailure({ path: /^\/sandboxes\/[^/]+$/, method: 'GET', status, times: 10 });
       const e = await toolError(s.client, 'get_sandbox', { sandbox_id: 'e2b:someid' });
-      fake.clearFailures();
+      e2b.fake.clearFailures();
       expect([e.category, (e as { status?: number }).status], String(status)).toEqual([category, status]);
       expectNoLeak(e.text);
     }
@@ -156,20 +140,20 @@ describe('e2b through MCP (against the fake)', () => {
     const t = await ok(s.client, 'start_task', { command: 'sleep 30' });
     const fresh = await server();
     for (const [status, category] of cases) {
-      fake.injectFailure({ path: `/sandboxes/${rawId(sb.sandbox_id)}`, method: 'GET', status, times: 10 });
+      e2b.fake.injectFailure({ path: `/sandboxes/${rawId(sb.sandbox_id)}`, method: 'GET', status, times: 10 });
       const e = await toolError(fresh.client, 'get_task', { sandbox_id: sb.sandbox_id, task_id: t.task_id });
-      fake.clearFailures();
+      e2b.fake.clearFailures();
       expect(e.category, String(status)).toBe(category);
       expectNoLeak(e.text);
     }
-    fake.injectFailure({ path: /\/connect$/, status: 503, times: 10 });
+    e2b.fake.injectFailure({ path: /\/connect$/, status: 503, times: 10 });
     const busy = await toolError(fresh.client, 'cancel_task', { sandbox_id: sb.sandbox_id, task_id: t.task_id });
-    fake.clearFailures();
+    e2b.fake.clearFailures();
     expect(busy.category).toBe('unavailable');
     // envd's REST /files: a failure there maps as well.
-    fake.injectFailure({ path: '/files', status: 507, times: 1 });
+    e2b.fake.injectFailure({ path: '/files', status: 507, times: 1 });
     const full = await toolError(s.client, 'write_file', { path: 'x.txt', content: 'x' });
-    fake.clearFailures();
+    e2b.fake.clearFailures();
     expect(full.category).toBe('insufficient_resources');
     expectNoLeak(full.text);
     await ok(s.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
@@ -179,18 +163,18 @@ describe('e2b through MCP (against the fake)', () => {
     expect(auth.category).toBe('authentication');
     expectNoLeak(auth.text);
 
-    const before = fake.calls.length;
+    const before = e2b.fake.calls.length;
     for (const args of [{ cpu: 2 }, { memory: 1024 }, { region: 'eu' }]) {
       const u = await toolError(s.client, 'create_sandbox', args);
       expect(u.category).toBe('unsupported');
       expect(u.suggestion).toMatch(/template/);
     }
-    expect(fake.calls.length).toBe(before);
+    expect(e2b.fake.calls.length).toBe(before);
     for (const x of [s, fresh, wrongKey]) expectNoLeak(x.stderr());
   });
 
   it('without E2B_API_KEY the server starts and each call fails with authentication', async () => {
-    const before = fake.calls.length;
+    const before = e2b.fake.calls.length;
     const s = await server({ E2B_API_KEY: '' });
     for (const [name, args] of [
       ['create_sandbox', {}],
@@ -203,7 +187,7 @@ describe('e2b through MCP (against the fake)', () => {
       expect([name, e.category, e.code]).toEqual([name, 'authentication', 'MissingApiKey']);
       expect(e.suggestion).toContain('E2B_API_KEY');
     }
-    expect(fake.calls.length).toBe(before);
+    expect(e2b.fake.calls.length).toBe(before);
   });
 
   it('takes credentials only from the configuration, never from tool arguments', async () => {
@@ -213,11 +197,11 @@ describe('e2b through MCP (against the fake)', () => {
       const props = Object.keys((tool.inputSchema as { properties?: object }).properties ?? {});
       for (const p of props) expect(p, `${tool.name}.${p}`).not.toMatch(/key|token|secret|password|domain|url|credential/i);
     }
-    const before = fake.calls.length;
+    const before = e2b.fake.calls.length;
     const e = await toolError(s.client, 'create_sandbox', { api_key: 'e2b_fake_test_key' });
     expect(e.category).toBe('invalid_argument');
     expect(e.text).not.toContain('e2b_fake_test_key');
-    expect(fake.calls.length).toBe(before);
+    expect(e2b.fake.calls.length).toBe(before);
   });
 
   it('pages list_sandboxes across several fake pages by offset, with the status filter', async () => {

@@ -1,38 +1,24 @@
 // Long and interactive commands on the e2b provider: the real `e2b` SDK against the in-repo fake
 // of E2B's APIs (the suite: long-calls-suite.ts).
-import { afterAll, beforeAll } from 'vitest';
-import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
 import { TEST_PROGRESS_INTERVAL_MS, describeLongCalls } from './long-calls-suite.js';
-import { connectStdio, type StdioServer } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
+import { connectStdio } from '../support/built-server.js';
+import { fakeE2bServers, lifetimeCalls } from '../support/fake-e2b-servers.js';
 
-let fake: FakeE2b;
-const open: StdioServer[] = [];
-
-beforeAll(async () => {
-  requireSandboxes();
-  fake = await startFakeE2b();
-});
-afterAll(async () => {
-  await Promise.allSettled(open.map((o) => o.close()));
-  await fake?.close();
-});
+const e2b = fakeE2bServers();
 
 describeLongCalls(
   'e2b',
   async (args = []) => {
-    const s = await connectStdio({ ...fake.env, SANDBOX_MCP_PROGRESS_INTERVAL_MS: String(TEST_PROGRESS_INTERVAL_MS) }, [
+    const s = await connectStdio({ ...e2b.fake.env, SANDBOX_MCP_PROGRESS_INTERVAL_MS: String(TEST_PROGRESS_INTERVAL_MS) }, [
       '--provider',
       'e2b',
       ...args,
     ]);
-    open.push(s);
+    e2b.open.push(s);
     return s;
   },
   {
     hasPrivateTmp: false,
-    // As in e2b-walk.test.ts: any /timeout, and any connect the fake saw lengthen a lifetime.
-    lifetimeCalls: () =>
-      fake.calls.filter((c) => /\/timeout$/.test(c.path) || (c.extendedLifetime !== false && c.path.endsWith('/connect'))).length,
+    lifetimeCalls: () => lifetimeCalls(e2b.fake).length,
   },
 );

@@ -1,32 +1,25 @@
 // A server that did not create a sandbox still masks the secrets it was created with: it learns
 // them from the sandbox's own record (local: its spec's create envs; e2b: the environment envd
 // gives commands) before it shows any output of that sandbox.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
-import { connectStdio, ok, type StdioServer } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { connectStdio, ok } from '../support/built-server.js';
+import { fakeE2bServers } from '../support/fake-e2b-servers.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 
 const stateDir = tempStateDir();
 const SECRET = 'sk-restart-secret-0123456789';
-let fake: FakeE2b;
-const open: StdioServer[] = [];
-
-beforeAll(async () => {
-  requireSandboxes();
-  fake = await startFakeE2b();
-});
-afterAll(async () => {
-  await Promise.allSettled(open.map((o) => o.close()));
-  await fake?.close();
-  await destroyStateDir(stateDir);
-});
+// Registered first, so it runs last (after hooks run in reverse): once the servers and the fake are closed.
+afterAll(() => destroyStateDir(stateDir));
+const e2b = fakeE2bServers();
 
 for (const provider of ['local', 'e2b'] as const) {
   describe(`masking after a restart (${provider})`, () => {
     const server = async () => {
-      const s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, ...(provider === 'e2b' ? fake.env : {}) }, ['--provider', provider]);
-      open.push(s);
+      const s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, ...(provider === 'e2b' ? e2b.fake.env : {}) }, [
+        '--provider',
+        provider,
+      ]);
+      e2b.open.push(s);
       return s;
     };
 

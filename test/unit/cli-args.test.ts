@@ -2,17 +2,8 @@
 // not apply to, a missing value) without echoing a value; defaults match the help text.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { HELP, OPTIONS, UsageError, parseCommandLine } from '../../host/cli-args.js';
-
-function usageError(argv: string[]): string {
-  try {
-    parseCommandLine(argv);
-  } catch (e) {
-    expect(e).toBeInstanceOf(UsageError);
-    return (e as Error).message;
-  }
-  throw new Error(`${argv.join(' ')} was accepted`);
-}
+import { HELP, OPTIONS, parseCommandLine } from '../../host/cli-args.js';
+import { usageError } from '../support/usage-error.js';
 
 describe('parseCommandLine', () => {
   it('serves stdio by default, with the documented defaults', () => {

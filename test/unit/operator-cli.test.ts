@@ -5,20 +5,11 @@ import { describe, expect, it } from 'vitest';
 import { formatBytes, formatDuration, formatRelative, isColourWanted, paint, renderTable } from '../../host/cli/format.js';
 import { completeCharacters, endLine, exitStatusFor, LOGS_EXIT } from '../../host/cli/logs.js';
 import { AGENT_WITHOUT_LIST, ListingSchema, renderListing, type Listing } from '../../host/cli/ls.js';
-import { HELP, parseCommandLine, UsageError } from '../../host/cli-args.js';
+import { HELP, parseCommandLine } from '../../host/cli-args.js';
 import type { TaskView } from '../../shared/protocol.js';
+import { usageError } from '../support/usage-error.js';
 
 const TASK = '0123456789abcdef0123456789abcdef';
-
-function usageError(argv: string[]): string {
-  try {
-    parseCommandLine(argv);
-  } catch (e) {
-    expect(e).toBeInstanceOf(UsageError);
-    return (e as Error).message;
-  }
-  throw new Error(`${argv.join(' ')} was accepted`);
-}
 
 describe('the operator commands on the command line', () => {
   it('reads each command with its options, the command anywhere among them', () => {
