@@ -10,7 +10,8 @@ import { ProviderError } from '../../host/errors.js';
 import { OPERATOR, type Principal } from '../../host/principal.js';
 import { OwnerCache, scopeProviders } from '../../host/providers/owner-scope.js';
 import { lazyProvider } from '../../host/providers/registry.js';
-import type { Provider, SandboxMetadata } from '../../host/providers/provider.js';
+import type { Provider } from '../../host/providers/provider.js';
+import { runningSandbox } from '../support/running-sandbox.js';
 import { TokenTable, hashToken, loadTokensFile, parseTokensFile } from '../../host/tokens-file.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'sandbox-mcp-principals-'));
@@ -75,18 +76,6 @@ describe('tokens file', () => {
   });
 });
 
-const meta = (id: string): SandboxMetadata => ({
-  sandbox_id: id,
-  template: 'base',
-  status: 'running',
-  region: 'local',
-  started_at: null,
-  end_at: null,
-  cpu_count: null,
-  memory_mb: null,
-  disk_size_mb: null,
-});
-
 /** An in-memory provider holding sandboxes by owner; counts getOwner reads. */
 function ownersProvider() {
   const owners = new Map<string, string | null>();
@@ -101,12 +90,12 @@ function ownersProvider() {
     async create(o) {
       const id = `sb${++n}`;
       owners.set(id, o.owner ?? null);
-      return meta(id);
+      return runningSandbox(id);
     },
     async list(o) {
-      return [...owners].filter(([, owner]) => o.owner === undefined || owner === o.owner).map(([id]) => meta(id));
+      return [...owners].filter(([, owner]) => o.owner === undefined || owner === o.owner).map(([id]) => runningSandbox(id));
     },
-    getInfo: async (id) => (await known(id), meta(id)),
+    getInfo: async (id) => (await known(id), runningSandbox(id)),
     setTimeout: known,
     kill: async (id) => {
       await known(id);

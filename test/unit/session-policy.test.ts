@@ -9,7 +9,8 @@ import { SecretMasker } from '../../host/mask.js';
 import { TaskRetention } from '../../host/retention.js';
 import { OwnerCache } from '../../host/providers/owner-scope.js';
 import { WaitGate } from '../../host/wait-gate.js';
-import type { Provider, SandboxMetadata } from '../../host/providers/provider.js';
+import type { Provider } from '../../host/providers/provider.js';
+import { runningSandbox } from '../support/running-sandbox.js';
 import { callTool, closeSession } from '../../host/server.js';
 import { Session } from '../../host/session.js';
 import type { ServerDeps } from '../../host/server-deps.js';
@@ -26,17 +27,6 @@ function recordingProvider() {
   const held = new Map<string, { release: () => void; failWith?: ProviderError }>();
   const holds = new Map<string, Promise<void>>();
   let n = 0;
-  const meta = (id: string): SandboxMetadata => ({
-    sandbox_id: id,
-    template: 'base',
-    status: 'running',
-    region: 'local',
-    started_at: null,
-    end_at: null,
-    cpu_count: null,
-    memory_mb: null,
-    disk_size_mb: null,
-  });
   const gate = async (op: string) => {
     const h = holds.get(op);
     if (h) {
@@ -52,14 +42,14 @@ function recordingProvider() {
     async create(o) {
       calls.push({ op: 'create', ...(o.timeoutS !== undefined ? { timeoutS: o.timeoutS } : {}) });
       await gate('create');
-      return meta(`sb${++n}`);
+      return runningSandbox(`sb${++n}`);
     },
     async list() {
       return [];
     },
     async getInfo(id) {
       calls.push({ op: 'getInfo', id });
-      return meta(id);
+      return runningSandbox(id);
     },
     async setTimeout(id, timeoutS) {
       calls.push({ op: 'setTimeout', id, timeoutS });
