@@ -17,7 +17,7 @@ import {
   callView,
   GENEROUS_WAITS,
   newTaskId,
-  readStatusJson,
+  statusWithGroup,
   taskDirOf,
   waitTerminal,
   worldsPerTest,
@@ -106,7 +106,7 @@ describe('refusals', () => {
   it('refuses input to a task whose supervisor is gone (unknown), signalling nothing', async () => {
     const w = world();
     const { task_id: id } = await start(w, 'read x; sleep 300');
-    const status = readStatusJson(w, id);
+    const status = await statusWithGroup(w, id);
     strays.push(status.group!.pgid);
     process.kill(status.supervisor!.pid, 'SIGKILL');
     await waitFor(async () => (await callView(w, { protocol: 1, op: 'get', task_id: id })).state === 'unknown', 'unknown');

@@ -10,7 +10,7 @@ import {
   call,
   callView,
   newTaskId,
-  readStatusJson,
+  statusWithGroup,
   waitTerminal,
   worldsPerTest,
 } from '../support/agent-world.js';
@@ -45,7 +45,7 @@ describe('list', () => {
     const orphaned = await start(w, fixture('forever.sh'));
     await waitTerminal(w, ok.task_id);
     await waitTerminal(w, failed.task_id);
-    const lost = readStatusJson(w, orphaned.task_id);
+    const lost = await statusWithGroup(w, orphaned.task_id);
     strays.push(lost.group!.pgid);
     process.kill(lost.supervisor!.pid, 'SIGKILL');
     await waitFor(() => !isRunning(lost.supervisor!.pid), 'the supervisor to die');

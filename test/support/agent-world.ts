@@ -15,7 +15,7 @@ import {
   type TaskView,
 } from '../../shared/protocol.js';
 import { AGENT_BUNDLE } from './paths.js';
-import { sleep } from './wait.js';
+import { sleep, waitFor } from './wait.js';
 
 /** A fresh task id (32 lowercase hex). */
 export const newTaskId = (): string => randomBytes(16).toString('hex');
@@ -132,6 +132,23 @@ export function readStatusJson(
   taskId: string,
 ): { supervisor: { pid: number } | null; group: { pgid: number } | null; state: string } {
   return JSON.parse(readFileSync(join(taskDirOf(world, taskId), 'status.json'), 'utf8'));
+}
+
+/**
+ * The task's status once its supervisor has recorded the command's group. start may answer before
+ * the supervisor's first write (it reports `running` after a short wait), so a test that signals the
+ * supervisor or the group reads the status through this, not straight after start.
+ */
+export function statusWithGroup(world: AgentWorld, taskId: string): Promise<ReturnType<typeof readStatusJson>> {
+  return waitFor(() => {
+    try {
+      const status = readStatusJson(world, taskId);
+      return status.group !== null && status.supervisor !== null ? status : null;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw err;
+    }
+  }, `task ${taskId}'s status to name its group`);
 }
 
 /**
