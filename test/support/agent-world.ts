@@ -36,6 +36,9 @@ export const GENEROUS_WAITS: Record<string, string> = {
   SANDBOX_AGENT_CANCEL_CONFIRM_MS: '30000',
   // input: how long to wait for room in the pipe, and for the supervisor to confirm `eof`.
   SANDBOX_AGENT_INPUT_WAIT_MS: '30000',
+  // start: how long to wait for the new supervisor's first status. Past it, start answers `unknown`
+  // (no_status), and a test that then reads the status, or waits for a terminal state, fails.
+  SANDBOX_AGENT_START_REPORT_MS: '30000',
 };
 
 /** Creates a fresh state directory and HOME; `env` adds variables (e.g. secrets, timings) over GENEROUS_WAITS. */
