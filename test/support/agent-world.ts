@@ -2,7 +2,7 @@
 // with a clean environment and a temporary state directory.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach } from 'vitest';
@@ -15,6 +15,7 @@ import {
   type TaskView,
 } from '../../shared/protocol.js';
 import { AGENT_BUNDLE } from './paths.js';
+import { allPids, startTimeOf } from './processes.js';
 import { sleep, waitFor } from './wait.js';
 
 /** A fresh task id (32 lowercase hex). */
@@ -154,15 +155,22 @@ export function statusWithGroup(world: AgentWorld, taskId: string): Promise<Retu
   }, `task ${taskId}'s status to name its group`);
 }
 
+/** Processes a test started outside any world (bystanders), each named by pid and start time. */
+export interface Strays {
+  /** Records live processes to kill after the test; one already gone is left out. */
+  push(...pids: number[]): void;
+}
+
 /**
- * A per-test factory of worlds, all destroyed after each test (with any stray pids a test records),
- * so a failing test never leaves processes behind.
+ * A per-test factory of worlds, all destroyed after each test (with any stray processes a test
+ * records), so a failing test never leaves processes behind.
  */
-export function worldsPerTest(): { world: (env?: Record<string, string>) => AgentWorld; strays: number[] } {
+export function worldsPerTest(): { world: (env?: Record<string, string>) => AgentWorld; strays: Strays } {
   const worlds: AgentWorld[] = [];
-  const strays: number[] = [];
+  const recorded: ProcessRef[] = [];
   afterEach(() => {
-    for (const w of worlds.splice(0)) destroyWorld(w, strays.splice(0));
+    for (const w of worlds.splice(0)) destroyWorld(w);
+    for (const ref of recorded.splice(0)) killIfSame(ref);
   });
   return {
     world: (env = {}) => {
@@ -170,35 +178,59 @@ export function worldsPerTest(): { world: (env?: Record<string, string>) => Agen
       worlds.push(w);
       return w;
     },
-    strays,
+    strays: {
+      push: (...pids) => {
+        for (const pid of pids) {
+          const startTime = startTimeOrNull(pid);
+          if (startTime !== null) recorded.push({ pid, startTime });
+        }
+      },
+    },
   };
 }
 
-/** Kills every supervisor and task group recorded under the world, then removes it. */
-export function destroyWorld(world: AgentWorld, extraPids: number[] = []): void {
-  const tasks = join(world.stateDir, 'tasks');
-  const ids = existsSync(tasks) ? readdirSync(tasks) : [];
-  for (const id of ids) {
-    try {
-      const status = readStatusJson(world, id);
-      // Only tasks that never finished can have anything left to kill.
-      if (status.state !== 'running') continue;
-      if (status.group) tryKill(-status.group.pgid);
-      if (status.supervisor && cmdlineOf(status.supervisor.pid).includes('supervise')) tryKill(status.supervisor.pid);
-    } catch {
-      // no status
-    }
+/**
+ * Kills every process of the world, then removes it. A world's processes (agent calls, supervisors,
+ * commands, whatever those started, even in a session of their own) are told apart by the state
+ * directory in their environment, unique per world: a pid recorded in a status file may have ended
+ * long ago and been reused by a process of a test running in parallel.
+ */
+export function destroyWorld(world: AgentWorld): void {
+  const marker = `\0SANDBOX_AGENT_STATE_DIR=${world.stateDir}\0`;
+  // Again while any is left: a supervisor may have been starting its command meanwhile.
+  for (let pass = 0; pass < 5; pass++) {
+    const found = allPids().filter((pid) => pid !== process.pid && environOf(pid).includes(marker));
+    if (found.length === 0) break;
+    for (const pid of found) tryKill(pid);
   }
-  for (const pid of extraPids) tryKill(pid);
   rmSync(dirname(world.stateDir), { recursive: true, force: true });
 }
 
-function cmdlineOf(pid: number): string {
+interface ProcessRef {
+  pid: number;
+  startTime: number;
+}
+
+/** The process's environment, NUL-delimited on both sides ('' when gone, a zombie, or unreadable). */
+function environOf(pid: number): string {
   try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'latin1');
+    return `\0${readFileSync(`/proc/${pid}/environ`, 'latin1')}`;
   } catch {
     return '';
   }
+}
+
+function startTimeOrNull(pid: number): number | null {
+  try {
+    return startTimeOf(pid);
+  } catch {
+    return null;
+  }
+}
+
+/** SIGKILL, only to the very process recorded: a pid that ended may now name another test's process. */
+function killIfSame(ref: ProcessRef): void {
+  if (startTimeOrNull(ref.pid) === ref.startTime) tryKill(ref.pid);
 }
 
 function tryKill(pid: number): void {
