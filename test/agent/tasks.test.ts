@@ -33,7 +33,10 @@ const start = (w: AgentWorld, command: string, extra: Record<string, unknown> = 
 describe('the seeds walk', () => {
   it('reads BEFORE, then AFTER, by byte offsets, each from a fresh agent process', async () => {
     const w = world();
-    const started = await start(w, 'printf BEFORE; sleep 2; printf AFTER');
+    // AFTER waits for the test to have read BEFORE (a file says so), not for a fixed time that a
+    // loaded machine's agent calls could outlast.
+    const go = join(w.home, 'before-seen');
+    const started = await start(w, `printf BEFORE; until [ -e ${go} ]; do sleep 0.05; done; printf AFTER`);
     const id = started.task_id;
     expect(['running', 'succeeded']).toContain(started.state);
     expect(started.started_at).toEqual(expect.any(Number));
@@ -46,6 +49,7 @@ describe('the seeds walk', () => {
     do {
       view = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: offset, wait_s: 5 });
       if (view.stdout) seen.push({ text: view.stdout, state: view.state });
+      if (view.stdout.includes('BEFORE')) writeFileSync(go, '');
       expect(view.stdout_next_offset).toBe(offset + Buffer.byteLength(view.stdout));
       offset = view.stdout_next_offset;
       text += view.stdout;
