@@ -1,7 +1,7 @@
 // The supervisor under adverse conditions: an event loop stalled past the cleanup deadline, a
 // full state directory, and the OOM killer's choice between the command and the supervisor.
 import { execFileSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TaskStatusSchema } from '../../shared/status.js';
@@ -32,8 +32,14 @@ describe('a stalled supervisor', () => {
   it('still KILLs a TERM-ignoring group member when its event loop stalls past the cleanup deadline', async () => {
     const graceMs = 3000;
     const w = world({ SANDBOX_AGENT_GRACE_MS: String(graceMs) });
-    // The leader exits at once, leaving one member that obeys TERM and one that ignores it.
-    const { task_id: id } = await start(w, `${fixture('ignore-sigterm.sh')} & echo $!; sleep 300 & echo $!; sleep 0.3`);
+    // The leader exits once told by a file (not after a fixed time: the test must stop the supervisor
+    // within the grace period after that, however slow its agent calls), leaving one member that
+    // obeys TERM and one that ignores it.
+    const go = join(w.home, 'leader-may-exit');
+    const { task_id: id } = await start(
+      w,
+      `${fixture('ignore-sigterm.sh')} & echo $!; sleep 300 & echo $!; until [ -e ${go} ]; do sleep 0.05; done`,
+    );
     const [stubborn, obedient] = await waitFor(async () => {
       const v = await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 1 });
       const pids = v.stdout.match(/^\d+$/gm)?.map(Number) ?? [];
@@ -41,6 +47,7 @@ describe('a stalled supervisor', () => {
     }, 'both member pids');
     strays.push(stubborn!, obedient!);
     const supervisor = readStatusJson(w, id).supervisor!.pid;
+    writeFileSync(go, '');
     // The obedient member's death shows the supervisor's TERM went out and its KILL is pending.
     await waitFor(() => !isRunning(obedient!), 'the TERM to the group', 20_000, 5);
     // A stopped process is the purest stall: when it continues, every timer is due at once,
@@ -52,7 +59,7 @@ describe('a stalled supervisor', () => {
       process.kill(supervisor, 'SIGCONT');
     }
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', exit_code: 0 });
-    await waitFor(() => !isRunning(stubborn!), 'the TERM-ignoring member to be killed', 5000);
+    await waitFor(() => !isRunning(stubborn!), 'the TERM-ignoring member to be killed');
   });
 });
 
