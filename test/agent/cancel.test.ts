@@ -86,7 +86,9 @@ describe('cancel', () => {
   });
 
   it('returns not-confirmed honestly when the cancel window is shorter than the stop', async () => {
-    const w = world({ SANDBOX_AGENT_GRACE_MS: '1500', SANDBOX_AGENT_CANCEL_CONFIRM_MS: '200' });
+    // The stop (TERM ignored, KILL after the grace) outlasts the window many times over, so a cancel
+    // call that a loaded machine stalls still looks before the KILL.
+    const w = world({ SANDBOX_AGENT_GRACE_MS: '5000', SANDBOX_AGENT_CANCEL_CONFIRM_MS: '200' });
     const { task_id: id } = await start(w, fixture('ignore-sigterm.sh'));
     await waitOutput(w, id, 'ready');
     const view = await cancel(w, id);
@@ -200,6 +202,7 @@ describe('status file', () => {
       [
         '-e',
         `const fs = require('fs'); let reads = 0, bad = 0, states = new Set(); const until = Date.now() + 60000;
+         fs.writeSync(1, 'reading\\n');
          while (Date.now() < until) {
            let text; try { text = fs.readFileSync(process.argv[1], 'utf8'); } catch { continue; }
            reads++;
@@ -219,13 +222,15 @@ describe('status file', () => {
     let out = '';
     reader.stdout.on('data', (d: Buffer) => (out += d.toString()));
     const readerDone = new Promise((resolve) => reader.on('exit', resolve));
+    // It must be reading before the task starts, or it could miss the first record.
+    await waitFor(() => out.startsWith('reading\n'), 'the reader to start');
 
     const command = `trap 'until [ -e ${seen} ]; do sleep 0.05; done; exit 0' TERM; echo ready; while :; do sleep 0.05; done`;
     await callView(w, { protocol: 1, op: 'start', task_id: id, command });
     await waitOutput(w, id, 'ready');
     expect(await cancel(w, id)).toMatchObject({ state: 'cancelled' });
     await readerDone;
-    const report = JSON.parse(out) as { reads: number; bad: number; states: string[] };
+    const report = JSON.parse(out.slice('reading\n'.length)) as { reads: number; bad: number; states: string[] };
     expect(report.bad).toBe(0);
     expect(report.reads).toBeGreaterThan(100);
     expect(report.states).toEqual(['running:null', 'running:cancel', 'cancelled:cancel']);
