@@ -38,7 +38,7 @@ describe('remove', () => {
   it('refuses a running task with task_not_finished and leaves it running', async () => {
     const w = world();
     const id = newTaskId();
-    await callView(w, { protocol: 1, op: 'start', task_id: id, command: 'sleep 30' });
+    await callView(w, { protocol: 1, op: 'start', task_id: id, command: 'sleep 300' });
     const error = await errorOf(remove(w, id));
     expect(error.code).toBe('task_not_finished');
     expect(error.message).toContain('cancel it first');
