@@ -73,17 +73,18 @@ describe('local sandbox exec', () => {
     const { sandbox_id: id } = await create();
     const processes = async () => (await provider.exec(id, 'cat /proc/[0-9]*/cmdline | tr "\\0" " "', { timeoutS: 10 })).stdout.toString();
     const ac = new AbortController();
-    const running = provider.exec(id, 'sleep 30 & sleep 31; wait', { timeoutS: 50, signal: ac.signal });
+    // Sleeps far longer than the test may take: the abort, not their end, must stop them.
+    const running = provider.exec(id, 'sleep 300 & sleep 301; wait', { timeoutS: 50, signal: ac.signal });
     await waitFor(async () => {
       const ps = await processes();
-      return ps.includes('sleep 30 ') && ps.includes('sleep 31 ');
+      return ps.includes('sleep 300 ') && ps.includes('sleep 301 ');
     }, 'both sleeps to run');
     ac.abort();
     // Killed like at a timeout (well before the 50 s one), but not reported as one.
     expect(await running).toMatchObject({ exitCode: 137, timedOut: false });
     const after = await processes();
-    expect(after).not.toContain('sleep 30 ');
-    expect(after).not.toContain('sleep 31 ');
+    expect(after).not.toContain('sleep 300 ');
+    expect(after).not.toContain('sleep 301 ');
 
     const aborted = new AbortController();
     aborted.abort();
@@ -97,5 +98,5 @@ describe('local sandbox exec', () => {
     const done = await provider.exec(id, 'echo done', { timeoutS: 10, signal: late.signal });
     late.abort();
     expect(done).toMatchObject({ exitCode: 0, timedOut: false });
-  }, 30_000);
+  });
 });
