@@ -57,7 +57,7 @@ describe('local sandbox files', () => {
     expect(await provider.writeFile(id, 'plain', Buffer.from('!'), { append: true })).toEqual({ size: 4 });
     await provider.exec(id, 'chmod 600 plain', { timeoutS: 10 });
     expect((await provider.readFile(id, 'plain')).data.toString()).toBe('xyz!');
-  }, 30_000);
+  });
 
   it('moves megabytes both ways and keeps shallow entries first when a listing is capped', async () => {
     const { sandbox_id: id } = await create();
