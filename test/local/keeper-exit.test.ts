@@ -31,8 +31,8 @@ describe('keeper exit paths', () => {
     rec.cgroups.every((d) => !existsSync(d));
 
   /** A ready sandbox with cgroups (where this machine allows them) and its keeper's record. */
-  const createSandbox = async (timeoutS = 120): Promise<{ id: string; rec: KeeperRecord }> => {
-    const { sandbox_id: id } = await provider.create({ timeoutS, ...limits });
+  const createSandbox = async (): Promise<{ id: string; rec: KeeperRecord }> => {
+    const { sandbox_id: id } = await provider.create({ timeoutS: 120, ...limits });
     const rec = readKeeperRecord(sandboxDir(id))!;
     expect(rec.cgroups.length > 0).toBe(hasCgroups);
     for (const dir of rec.cgroups) expect(existsSync(dir)).toBe(true);
@@ -53,7 +53,10 @@ describe('keeper exit paths', () => {
   });
 
   it('the deadline: the same, with no server involved', async () => {
-    const { id, rec } = await createSandbox(1);
+    // Created with room to read its record, then given a 1 s deadline: a 1 s create could pass its
+    // deadline (counted from before the keeper started) while a loaded machine was still starting it.
+    const { id, rec } = await createSandbox();
+    await provider.setTimeout(id, 1);
     await waitFor(() => isGone(rec, id), 'the sandbox to be gone');
   });
 
@@ -91,7 +94,7 @@ describe('keeper exit paths', () => {
   it('a fault of its own (its state directory vanished while starting): the same', async () => {
     const bwrap = fakes.gated('held-for-fault');
     const p = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT, tools: { bwrap: bwrap.path } });
-    const before = new Set(readdirSync(join(stateDir, 'local')));
+    const before = new Set(existsSync(join(stateDir, 'local')) ? readdirSync(join(stateDir, 'local')) : []);
     const creating = p.create({ timeoutS: 60, ...limits });
     creating.catch(() => undefined); // awaited below; no unhandled rejection if a check fails first
     await waitFor(() => readDrop(bwrap.drop) !== null, 'the fake bwrap to start');
