@@ -100,7 +100,9 @@ describe('local sandbox lifecycle', () => {
   });
 
   it('a 2-second sandbox disappears by itself with no server running', async () => {
-    // The "server" is a separate node process that creates the sandbox and exits.
+    // The "server" is a separate node process that creates the sandbox and exits. It gives it a
+    // lifetime long enough to be seen alive after that exit, however loaded the machine; the test
+    // then moves the deadline to 2 s from now, and only the keeper is there to act on it.
     const out = join(local.stateDir, 'create-sandbox.mjs');
     await build({
       entryPoints: [join(FIXTURES, 'create-sandbox.ts')],
@@ -110,12 +112,13 @@ describe('local sandbox lifecycle', () => {
       outfile: out,
       logLevel: 'silent',
     });
-    const { stdout } = await run(process.execPath, [out, local.stateDir, KEEPER_SCRIPT, '2'], { env: cleanNodeEnv() });
+    const { stdout } = await run(process.execPath, [out, local.stateDir, KEEPER_SCRIPT, '120'], { env: cleanNodeEnv() });
     const id = (JSON.parse(stdout) as { sandbox_id: string }).sandbox_id;
     local.created.push(id);
     const rec = keeperOf(id);
     expect(isAlive(rec.pid1)).toBe(true);
-    await waitFor(() => !isAlive(rec.keeper) && !isAlive(rec.pid1) && !isAlive(rec.bwrap), 'the sandbox to end at its deadline', 20_000);
+    await provider.setTimeout(id, 2);
+    await waitFor(() => !isAlive(rec.keeper) && !isAlive(rec.pid1) && !isAlive(rec.bwrap), 'the sandbox to end at its deadline');
     expect(existsSync(sandboxDir(id))).toBe(false);
     await expect(provider.getInfo(id)).rejects.toMatchObject({ category: 'not_found' });
   });
@@ -138,6 +141,8 @@ describe('local sandbox lifecycle', () => {
   });
 
   it('list pages with offset and limit', async () => {
+    // Two of its own: the test does not count on sandboxes earlier tests left.
+    await create();
     await create();
     const all = await provider.list({ limit: 100, offset: 0 });
     expect(all.length).toBeGreaterThanOrEqual(2);
@@ -183,13 +188,14 @@ describe('local sandbox lifecycle', () => {
 
   it('a command running when the sandbox is killed reports not_found', async () => {
     const { sandbox_id: id } = await create();
-    const running = provider.exec(id, 'sleep 30', { timeoutS: 60 }).then(
+    // Far longer than the test may take: the kill, not its end, must end it.
+    const running = provider.exec(id, 'sleep 300', { timeoutS: 60 }).then(
       () => null,
       (e: unknown) => e,
     );
     await waitFor(
       async () =>
-        (await provider.exec(id, 'cat /proc/[0-9]*/cmdline | tr "\\0" " "', { timeoutS: 5 })).stdout.toString().includes('sleep 30'),
+        (await provider.exec(id, 'cat /proc/[0-9]*/cmdline | tr "\\0" " "', { timeoutS: 5 })).stdout.toString().includes('sleep 300'),
       'the command to run',
     );
     await provider.kill(id);
