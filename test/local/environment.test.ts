@@ -147,15 +147,11 @@ describe('local provider environment checks', () => {
       'the shell to stop',
     );
     await p.setTimeout(id, 1);
-    await waitFor(
-      () => !isAlive(rec.keeper) && !isAlive(rec.pid1) && !isAlive(rec.bwrap),
-      'the sandbox to end at its new deadline',
-      15_000,
-    );
+    await waitFor(() => !isAlive(rec.keeper) && !isAlive(rec.pid1) && !isAlive(rec.bwrap), 'the sandbox to end at its new deadline');
     expect(existsSync(join(stateDir, 'local', id))).toBe(false);
     await expect(p.getInfo(id)).rejects.toMatchObject({ category: 'not_found' });
     // Well before the command's own 50 s timeout.
-    await waitFor(() => outcome !== 'pending', 'the stopped command to end', 15_000);
+    await waitFor(() => outcome !== 'pending', 'the stopped command to end');
     await stopped;
     expect(outcome).toMatchObject({ category: 'not_found' });
   });
