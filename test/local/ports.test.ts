@@ -121,7 +121,8 @@ describe('local sandbox exposed ports', () => {
         message: expect.stringContaining('port'),
       });
     }
-    // 8000 and 8001 are exposed already.
+    // With 8000 and 8001 (exposed again: the same forwards), 30 more reach the maximum.
+    for (const port of [8000, 8001]) await provider.exposePort(id, port);
     for (let port = 9000; port < 9030; port++) await provider.exposePort(id, port);
     await expect(provider.exposePort(id, 9030)).rejects.toMatchObject({ category: 'insufficient_resources', code: 'too_many_ports' });
     // An exposed port still answers with the same URL.

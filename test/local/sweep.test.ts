@@ -123,7 +123,7 @@ describe('start-up sweep of dead sandboxes', () => {
 
   it('a keeper killed -9 while starting: the create fails and the cgroups it made are removed too', async () => {
     const bwrap = fakes.gated('killed-while-starting');
-    const before = new Set(readdirSync(join(stateDir, 'local')));
+    const before = new Set(existsSync(join(stateDir, 'local')) ? readdirSync(join(stateDir, 'local')) : []);
     const creating = provider({ tools: { bwrap: bwrap.path } }).create({ timeoutS: 120, ...limits });
     creating.catch(() => undefined); // awaited below; no unhandled rejection if a check fails first
     await waitFor(() => readDrop(bwrap.drop) !== null, 'the fake bwrap to start');
