@@ -57,7 +57,7 @@ export const OPTIONS = {
   'idle-timeout': { type: 'string', commands: ['http'] },
   'allowed-host': { type: 'string', multiple: true, commands: ['http'] },
   'tokens-file': { type: 'string', commands: ['http'] },
-  json: { type: 'boolean', commands: ['doctor', 'ls'] },
+  json: { type: 'boolean', commands: ['doctor', 'ls', 'logs', 'kill', 'cancel'] },
   follow: { type: 'boolean', short: 'f', commands: ['logs'] },
   stderr: { type: 'boolean', commands: ['logs'] },
   from: { type: 'string', commands: ['logs'] },
@@ -100,20 +100,24 @@ Watching agents (no running server needed; ids as the tools return them, e.g. lo
         The provider's sandboxes (template, state, started, ends, limits), each with its tasks
         (state, exit code, started, duration, output sizes; + = cut at the 1 MiB cap).
         Colour only on a terminal, never with NO_COLOR.
-  sandbox-mcp logs <sandbox_id> <task_id> [--follow] [--stderr] [--from N]
+  sandbox-mcp logs <sandbox_id> <task_id> [--follow] [--stderr] [--from N] [--json]
         Print a task's output. At the end its state goes to stderr. Exit status: the task's
         exit code once it ended (0 while it still runs, without --follow), 124 timed out,
         125 cancelled, 123 outcome unknown, 130 stopped following with Ctrl-C (never the task).
+        --json: JSON Lines, {"stream","offset","text"} per piece of output (offset: the byte
+        it starts at, for --from), then {"state","exit_code","next_offset"} (none after Ctrl-C).
   sandbox-mcp shell <sandbox_id> [-- command...]
         An interactive terminal in the sandbox, as run_command's user and environment, on a
         fresh pseudo-terminal (yours is never handed in); exits with the shell's status. A
         command after -- runs instead of the shell (local sandboxes only: E2B's terminal runs
         only its shell). Needs node-pty (@lydell/node-pty).
-  sandbox-mcp kill <sandbox_id>
-        Destroy a sandbox.
-  sandbox-mcp cancel <sandbox_id> <task_id>
-        Cancel a task: TERM, then KILL, to its process group.
+  sandbox-mcp kill <sandbox_id> [--json]
+        Destroy a sandbox. --json: {"sandbox_id","killed":true}.
+  sandbox-mcp cancel <sandbox_id> <task_id> [--json]
+        Cancel a task: TERM, then KILL, to its process group. Exit 1 if its end is not
+        confirmed. --json: {"sandbox_id","task_id","state","exit_code","confirmed"}.
   Errors print the tools' category and suggestion and exit 1; a bad command line exits 2.
+  With --json too: errors stay on stderr, stdout carries only the JSON.
 
 Options:
   --provider local|e2b   default provider for create_sandbox and unqualified ids (env
@@ -141,7 +145,8 @@ Options:
   --network-default D    what a create_sandbox without network gets: provider (default: local
                          sandboxes none, e2b E2B's internet access), none, or allowed (the
                          whole --network-allow set) (env SANDBOX_MCP_NETWORK_DEFAULT)
-  --json                 doctor, ls: print one JSON object (the checks; the sandboxes and tasks)
+  --json                 doctor, ls, kill, cancel: print one JSON object (the checks; the
+                         sandboxes and tasks; the outcome); logs: JSON Lines (see logs)
   --follow, -f           logs: keep printing as the output grows, until the task ends
   --stderr               logs: the task's stderr instead of its stdout
   --from N               logs: start at byte N of the stream (default 0)
@@ -221,10 +226,10 @@ const ARITY: Record<CommandName, { min: number; max: number; usage: string }> = 
   agent: { min: 2, max: 3, usage: 'sandbox-mcp agent <sandbox_id> <op> [json]' },
   selftest: { min: 1, max: 1, usage: 'sandbox-mcp selftest <sandbox_id>' },
   ls: { min: 0, max: 0, usage: 'sandbox-mcp ls [--json] [--provider local|e2b]' },
-  logs: { min: 2, max: 2, usage: 'sandbox-mcp logs <sandbox_id> <task_id> [--follow] [--stderr] [--from N]' },
+  logs: { min: 2, max: 2, usage: 'sandbox-mcp logs <sandbox_id> <task_id> [--follow] [--stderr] [--from N] [--json]' },
   shell: { min: 1, max: 1, usage: 'sandbox-mcp shell <sandbox_id> [-- command...]' },
-  kill: { min: 1, max: 1, usage: 'sandbox-mcp kill <sandbox_id>' },
-  cancel: { min: 2, max: 2, usage: 'sandbox-mcp cancel <sandbox_id> <task_id>' },
+  kill: { min: 1, max: 1, usage: 'sandbox-mcp kill <sandbox_id> [--json]' },
+  cancel: { min: 2, max: 2, usage: 'sandbox-mcp cancel <sandbox_id> <task_id> [--json]' },
   network: { min: 0, max: 1, usage: 'sandbox-mcp network [sandbox_id]' },
 };
 

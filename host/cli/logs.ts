@@ -2,8 +2,10 @@
 // printing as it grows — by long-polling the agent's `get` (wait_s), never a busy loop — until the
 // task ends; then the final state goes to stderr and the exit status tells the outcome. Ctrl-C
 // ends the in-flight get (its exec), never the task. Output is masked as get_task masks it.
+// With --json the same reading prints JSON Lines: one object per piece of output, then the end.
+import * as z from 'zod';
 import { LIMITS } from '../../shared/limits.js';
-import { PROTOCOL_VERSION, type TaskView } from '../../shared/protocol.js';
+import { PROTOCOL_VERSION, TASK_STATES, type TaskView } from '../../shared/protocol.js';
 import type { ServerDeps } from '../server-deps.js';
 import type { SandboxRef } from '../sandbox-ref.js';
 
@@ -29,13 +31,38 @@ export interface LogsOpts {
   follow: boolean;
 }
 
-/** Where `logs` writes: the stream's text, and its own lines for people. */
+/** One piece of output of `logs --json`: the (masked) text that starts at byte `offset` of the stream. */
+export const LogsChunkSchema = z.strictObject({
+  stream: z.enum(['stdout', 'stderr']),
+  offset: z.number().int().nonnegative(),
+  text: z.string(),
+});
+export type LogsChunk = z.infer<typeof LogsChunkSchema>;
+
+/** The last line of `logs --json`: the task's state, its exit code, and the offset to resume from (--from). */
+export const LogsEndSchema = z.strictObject({
+  state: z.enum(TASK_STATES),
+  exit_code: z.number().int().nullable(),
+  next_offset: z.number().int().nonnegative(),
+});
+export type LogsEnd = z.infer<typeof LogsEndSchema>;
+
+/** Any line `logs --json` prints: chunks, then one end (none when following was stopped with Ctrl-C). */
+export const LogsLineSchema = z.union([LogsChunkSchema, LogsEndSchema]);
+export type LogsLine = z.infer<typeof LogsLineSchema>;
+
+/** Where `logs` writes: stdout (waiting while it is full), and its own lines for people (stderr). */
 export interface LogsIo {
   write(text: string): Promise<void>;
   note(line: string): void;
   /** Aborted on Ctrl-C. */
   signal: AbortSignal;
+  /** JSON Lines on stdout, and nothing on stderr but errors. */
+  json: boolean;
 }
+
+/** How reading ended: the last view read and the offset after the last byte printed; null when stopped with Ctrl-C. */
+type ReadOutcome = { view: TaskView; nextOffset: number } | null;
 
 // A get's exec may take its wait plus this before it counts as broken.
 const CALL_SLACK_S = 30;
@@ -72,6 +99,16 @@ export function exitStatusFor(view: Pick<TaskView, 'state' | 'exit_code'>): numb
   }
 }
 
+/** One line of `logs --json` (JSON Lines: no newline inside). */
+export function jsonLine(line: LogsLine): string {
+  return JSON.stringify(line) + '\n';
+}
+
+/** The end of `logs --json` for a task last seen as `view`, resuming at `nextOffset`. */
+export function logsEnd(view: Pick<TaskView, 'state' | 'exit_code'>, nextOffset: number): LogsEnd {
+  return { state: view.state, exit_code: view.exit_code, next_offset: nextOffset };
+}
+
 /** The line that ends `logs` on stderr. */
 export function endLine(view: TaskView, stream: 'stdout' | 'stderr', follow: boolean): string {
   const id = `task ${view.task_id}`;
@@ -93,8 +130,25 @@ export function endLine(view: TaskView, stream: 'stdout' | 'stderr', follow: boo
   }
 }
 
-/** Prints the stream as LogsOpts says; returns the exit status (LOGS_EXIT or the task's code). */
+/** Prints the stream as LogsOpts says, for people or (io.json) scripts; returns the exit status (LOGS_EXIT or the task's code). */
 export async function followLogs(deps: Pick<ServerDeps, 'providers' | 'agent' | 'masker'>, opts: LogsOpts, io: LogsIo): Promise<number> {
+  const outcome = await readLogs(deps, opts, io.signal, (chunk) => io.write(io.json ? jsonLine(chunk) : chunk.text));
+  if (outcome === null) {
+    if (!io.json) io.note(`stopped following; task ${opts.taskId} keeps running`);
+    return LOGS_EXIT.interrupted;
+  }
+  if (io.json) await io.write(jsonLine(logsEnd(outcome.view, outcome.nextOffset)));
+  else io.note(endLine(outcome.view, opts.stream, opts.follow));
+  return exitStatusFor(outcome.view);
+}
+
+/** Reads the stream from opts.from, handing each masked piece to `emit`, until it ends (or once, without follow). */
+async function readLogs(
+  deps: Pick<ServerDeps, 'providers' | 'agent' | 'masker'>,
+  opts: LogsOpts,
+  signal: AbortSignal,
+  emit: (chunk: LogsChunk) => Promise<void>,
+): Promise<ReadOutcome> {
   const provider = deps.providers.get(opts.sandbox.provider);
   const other = opts.stream === 'stdout' ? 'stderr' : 'stdout';
   const get = (offset: number, waitS: number) =>
@@ -112,28 +166,27 @@ export async function followLogs(deps: Pick<ServerDeps, 'providers' | 'agent' | 
         limit: LIMITS.pageMaxBytes,
         wait_s: waitS,
       },
-      { timeoutS: waitS + CALL_SLACK_S, signal: io.signal },
+      { timeoutS: waitS + CALL_SLACK_S, signal },
     );
 
   let offset = opts.from;
   let waitS = 0;
-  let view: TaskView;
   try {
     // As get_task: the sandbox's own secrets join the masking before any output is shown.
     await deps.masker.learn(opts.sandbox.qualified, () => provider.getEnvironment(opts.sandbox.id));
     for (;;) {
-      view = await get(offset, waitS);
+      const view = await get(offset, waitS);
       const next = view[`${opts.stream}_next_offset`];
       const size = view[`${opts.stream}_size`];
       const isFinal = view.state !== 'running' && next >= size;
       const page = completeCharacters(view[opts.stream], next - offset, isFinal);
-      if (page.text) await io.write(deps.masker.mask(opts.sandbox.qualified, page.text));
+      if (page.text) await emit({ stream: opts.stream, offset, text: deps.masker.mask(opts.sandbox.qualified, page.text) });
       offset += page.bytes;
       if (offset < size && page.bytes > 0) {
         waitS = 0; // more is there already
         continue;
       }
-      if (view.state !== 'running' || !opts.follow) break;
+      if (view.state !== 'running' || !opts.follow) return { view, nextOffset: offset };
       if (offset < size) {
         // Only part of a character is there: wait until the stream grows past it, then read again.
         await get(size, LIMITS.waitMaxS);
@@ -143,12 +196,7 @@ export async function followLogs(deps: Pick<ServerDeps, 'providers' | 'agent' | 
       waitS = LIMITS.waitMaxS;
     }
   } catch (e) {
-    if (io.signal.aborted) {
-      io.note(`stopped following; task ${opts.taskId} keeps running`);
-      return LOGS_EXIT.interrupted;
-    }
+    if (signal.aborted) return null;
     throw e;
   }
-  io.note(endLine(view, opts.stream, opts.follow));
-  return exitStatusFor(view);
 }

@@ -2,16 +2,17 @@
 // They need no running server: each builds the same provider registry and agent client as the
 // server does (handed in by cli.ts) and acts by explicit sandbox id, never adopting anything.
 // cli-args.ts parses their command line; this module checks their ids (naming what is wrong,
-// never echoing a value), runs the command's own module and returns its exit status.
+// never echoing a value), runs the command's own module and returns its exit status. With --json
+// each prints the shape its module declares (on stdout); errors stay on stderr, as without it.
 import { TASK_ID_PATTERN } from '../../shared/protocol.js';
 import { UsageError, type CommandLine } from '../cli-args.js';
 import type { ServerConfig } from '../config.js';
 import { isProviderError } from '../errors.js';
 import { parseSandboxRef, type SandboxRef } from '../sandbox-ref.js';
 import type { ServerDeps } from '../server-deps.js';
-import { cancelTask } from './cancel.js';
+import { cancelLine, cancelTask } from './cancel.js';
 import { isColourWanted } from './format.js';
-import { killSandbox } from './kill.js';
+import { killLine, killSandbox } from './kill.js';
 import { followLogs } from './logs.js';
 import { collectListing, renderListing } from './ls.js';
 import { runShell } from './shell.js';
@@ -74,7 +75,7 @@ async function dispatch(command: OperatorCommand, line: CommandLine, deps: Serve
       const onInterrupt = () => interrupt.abort();
       process.on('SIGINT', onInterrupt);
       try {
-        return await followLogs(deps, opts, { write: writeStdout, note, signal: interrupt.signal });
+        return await followLogs(deps, opts, { write: writeStdout, note, signal: interrupt.signal, json: line.json });
       } finally {
         process.off('SIGINT', onInterrupt);
       }
@@ -94,14 +95,18 @@ async function dispatch(command: OperatorCommand, line: CommandLine, deps: Serve
           return () => signals.forEach((s) => process.off(s, fn));
         },
       });
-    case 'kill':
-      out((await killSandbox(deps, sandboxArg(line, config))) + '\n');
+    case 'kill': {
+      const result = await killSandbox(deps, sandboxArg(line, config));
+      out((line.json ? JSON.stringify(result) : killLine(result)) + '\n');
       return OPERATOR_EXIT.ok;
+    }
     case 'cancel': {
-      const outcome = await cancelTask(deps, sandboxArg(line, config), taskArg(line));
-      if (outcome.isConfirmed) out(outcome.line + '\n');
-      else note(outcome.line);
-      return outcome.isConfirmed ? OPERATOR_EXIT.ok : OPERATOR_EXIT.failed;
+      const result = await cancelTask(deps, sandboxArg(line, config), taskArg(line));
+      // For scripts the object says whether it is confirmed, so it is always the answer on stdout.
+      if (line.json) out(JSON.stringify(result) + '\n');
+      else if (result.confirmed) out(cancelLine(result) + '\n');
+      else note(cancelLine(result));
+      return result.confirmed ? OPERATOR_EXIT.ok : OPERATOR_EXIT.failed;
     }
   }
 }

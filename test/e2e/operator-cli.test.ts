@@ -1,10 +1,14 @@
 // The operator's commands through the BUILT bin against real local sandboxes (and ls/logs/kill
 // against the e2b fake): ls for people and for scripts, logs with --follow and its exit statuses,
-// Ctrl-C that stops following but never the task, cancel, kill, and the errors.
+// Ctrl-C that stops following but never the task, cancel, kill, the errors, and --json of logs,
+// cancel and kill.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentClient, loadAgentBundle } from '../../host/agent-client.js';
+import { CancelResultSchema } from '../../host/cli/cancel.js';
+import { KillResultSchema } from '../../host/cli/kill.js';
+import { LogsChunkSchema, LogsEndSchema, type LogsChunk } from '../../host/cli/logs.js';
 import { ListingSchema } from '../../host/cli/ls.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
@@ -233,6 +237,133 @@ describe('sandbox-mcp cancel and kill', () => {
     const badId = await cli(['kill', 'local:../../etc']);
     expect(badId.code).toBe(2);
     expect(badId.stderr).not.toContain('etc');
+  });
+});
+
+describe('--json for scripts', () => {
+  // One sandbox for every --json test; the last one kills it.
+  let sb: string;
+  beforeAll(async () => {
+    sb = (await provider.create({ timeoutS: 900 })).sandbox_id;
+  });
+
+  /** `logs --json` output: its chunks, and its last line (which must be the end). */
+  function parseLogs(stdout: string) {
+    expect(stdout.endsWith('\n')).toBe(true);
+    const lines = stdout.slice(0, -1).split('\n');
+    const chunks = lines.slice(0, -1).map((l) => LogsChunkSchema.parse(JSON.parse(l)));
+    return { chunks, end: LogsEndSchema.parse(JSON.parse(lines.at(-1)!)) };
+  }
+
+  /** Each chunk starts where the one before it ended; returns the byte after the last. */
+  function expectContiguous(chunks: readonly LogsChunk[], from: number): number {
+    let offset = from;
+    for (const c of chunks) {
+      expect(c).toMatchObject({ stream: 'stdout', offset });
+      offset += Buffer.byteLength(c.text);
+    }
+    return offset;
+  }
+
+  it('logs --json of a finished task: chunks whose text is the output at consistent offsets, then its state and exit code', async () => {
+    // 90,000 bytes of 3-byte characters: more than one 64 KiB page, split mid-character.
+    const output = '€'.repeat(30_000) + '\ndone\n';
+    const taskId = await startTask(`node -e 'process.stdout.write("€".repeat(30000) + "\\ndone\\n")'; exit 3`, 300, sb);
+    await waitFor(async () => (await taskState(taskId, sb)) === 'failed', 'the task to end');
+    const r = await cli(['logs', sb, taskId, '--json']);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toBe('');
+    const { chunks, end } = parseLogs(r.stdout);
+    expect(chunks.length).toBeGreaterThan(1);
+    expect(chunks.map((c) => c.text).join('')).toBe(output);
+    expect(expectContiguous(chunks, 0)).toBe(Buffer.byteLength(output));
+    expect(end).toEqual({ state: 'failed', exit_code: 3, next_offset: Buffer.byteLength(output) });
+
+    // A chunk's offset is where --from resumes.
+    const resumed = parseLogs((await cli(['logs', sb, taskId, '--json', '--from', String(chunks[1]!.offset)])).stdout);
+    expect(resumed.chunks.map((c) => c.text).join('')).toBe(
+      chunks
+        .slice(1)
+        .map((c) => c.text)
+        .join(''),
+    );
+    expectContiguous(resumed.chunks, chunks[1]!.offset);
+  });
+
+  it('logs --follow --json prints each chunk as it comes and ends with the task code as its exit status', async () => {
+    // As the test without --json: each line waits for a file the test creates once it is printed.
+    const taskId = await startTask('for i in 1 2 3; do echo line$i; until [ -e go$i ]; do sleep 0.1; done; done; exit 5', 300, sb);
+    const run = spawnCli(['logs', `local:${sb}`, taskId, '--follow', '--json']);
+    const printed = () =>
+      run
+        .stdout()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => LogsChunkSchema.parse(JSON.parse(l)).text)
+        .join('');
+    let expected = '';
+    for (const i of [1, 2, 3]) {
+      expected += `line${i}\n`;
+      await waitFor(() => printed() === expected, `chunk ${i} on the CLI's stdout while the task waits`);
+      await provider.writeFile(sb, `go${i}`, Buffer.alloc(0));
+    }
+    expect(await run.exited).toBe(5);
+    expect(run.stderr()).toBe('');
+    const { chunks, end } = parseLogs(run.stdout());
+    expect(expectContiguous(chunks, 0)).toBe(expected.length);
+    expect(end).toEqual({ state: 'failed', exit_code: 5, next_offset: expected.length });
+  });
+
+  it('Ctrl-C ends logs --follow --json with 130: no end object (the task has not ended), no note, the task running', async () => {
+    const taskId = await startTask('echo started; sleep 600', 300, sb);
+    const run = spawnCli(['logs', sb, taskId, '-f', '--json'], { detached: true });
+    await waitFor(() => run.stdout().endsWith('\n'), 'the first chunk');
+    const group = -run.child.pid!;
+    try {
+      process.kill(group, 'SIGINT');
+      expect(await run.exited).toBe(130);
+      expect(run.stdout()).toBe(JSON.stringify({ stream: 'stdout', offset: 0, text: 'started\n' }) + '\n');
+      expect(run.stderr()).toBe('');
+      expect(await taskState(taskId, sb)).toBe('running');
+    } finally {
+      try {
+        process.kill(group, 'SIGKILL');
+      } catch {
+        // The group is gone: nothing of the CLI's is left behind.
+      }
+    }
+  });
+
+  it('cancel --json: a running task confirmed cancelled, a finished one with its state and exit code', async () => {
+    const running = await startTask('sleep 600', 300, sb);
+    const c = await cli(['cancel', sb, running, '--json']);
+    expect(c.code).toBe(0);
+    expect(c.stderr).toBe('');
+    expect(CancelResultSchema.parse(JSON.parse(c.stdout))).toMatchObject({
+      sandbox_id: `local:${sb}`,
+      task_id: running,
+      state: 'cancelled',
+      confirmed: true,
+    });
+
+    const finished = await startTask('exit 4', 300, sb);
+    await waitFor(async () => (await taskState(finished, sb)) === 'failed', 'the task to fail');
+    const f = await cli(['cancel', sb, finished, '--json']);
+    expect({ code: f.code, stderr: f.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(CancelResultSchema.parse(JSON.parse(f.stdout))).toEqual({
+      sandbox_id: `local:${sb}`,
+      task_id: finished,
+      state: 'failed',
+      exit_code: 4,
+      confirmed: true,
+    });
+  });
+
+  it('kill --json: one object naming the sandbox, which is gone', async () => {
+    const k = await cli(['kill', sb, '--json']);
+    expect({ code: k.code, stderr: k.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(KillResultSchema.parse(JSON.parse(k.stdout))).toEqual({ sandbox_id: `local:${sb}`, killed: true });
+    await expect(provider.getInfo(sb)).rejects.toMatchObject({ category: 'not_found' });
   });
 });
 

@@ -59,7 +59,9 @@ describe('parseCommandLine', () => {
     expect(usageError(['doctor', '--host', '0.0.0.0'])).toBe('--host applies only to: sandbox-mcp http');
     expect(usageError(['--idle-timeout', '5'])).toContain('--idle-timeout applies only to');
     expect(usageError(['--allowed-host', 'x'])).toContain('--allowed-host applies only to');
-    expect(usageError(['--json'])).toBe('--json applies only to: sandbox-mcp doctor, sandbox-mcp ls');
+    expect(usageError(['--json'])).toBe(
+      '--json applies only to: sandbox-mcp doctor, sandbox-mcp ls, sandbox-mcp logs, sandbox-mcp kill, sandbox-mcp cancel',
+    );
     expect(usageError(['doctor', '--keep-sandboxes'])).toBe('--keep-sandboxes applies only to: sandbox-mcp, sandbox-mcp http');
   });
 

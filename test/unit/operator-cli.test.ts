@@ -1,9 +1,21 @@
 // The operator commands' pure parts with exact expectations: their command line (every mistake
 // named, no value echoed), people's formatting (columns, times, sizes, colour rules), logs' page joining
-// and exit statuses, and the ls rendering of a listing.
+// and exit statuses, the ls rendering of a listing, and the --json shapes of logs, kill and cancel.
 import { describe, expect, it } from 'vitest';
 import { formatBytes, formatDuration, formatRelative, isColourWanted, paint, renderTable } from '../../host/cli/format.js';
-import { completeCharacters, endLine, exitStatusFor, LOGS_EXIT } from '../../host/cli/logs.js';
+import { cancelLine, CancelResultSchema, type CancelResult } from '../../host/cli/cancel.js';
+import { killLine, KillResultSchema } from '../../host/cli/kill.js';
+import {
+  completeCharacters,
+  endLine,
+  exitStatusFor,
+  jsonLine,
+  LOGS_EXIT,
+  LogsChunkSchema,
+  LogsEndSchema,
+  LogsLineSchema,
+  logsEnd,
+} from '../../host/cli/logs.js';
 import { AGENT_WITHOUT_LIST, ListingSchema, renderListing, type Listing } from '../../host/cli/ls.js';
 import { HELP, parseCommandLine } from '../../host/cli-args.js';
 import type { TaskView } from '../../shared/protocol.js';
@@ -33,16 +45,25 @@ describe('the operator commands on the command line', () => {
     expect(parseCommandLine(['kill', 'abc'])).toMatchObject({ command: 'kill', args: ['abc'] });
     expect(parseCommandLine(['cancel', 'abc', TASK])).toMatchObject({ command: 'cancel', args: ['abc', TASK] });
     expect(parseCommandLine(['logs', '--help'])).toMatchObject({ command: 'logs', help: true });
+    for (const argv of [
+      ['logs', 'abc', TASK, '-f', '--json'],
+      ['kill', 'abc', '--json'],
+      ['cancel', 'abc', TASK, '--json'],
+    ])
+      expect(parseCommandLine(argv)).toMatchObject({ command: argv[0], json: true });
   });
 
   it('names what is wrong and never echoes a value', () => {
     expect(usageError(['ls', '--follow'])).toBe('--follow applies only to: sandbox-mcp logs');
     expect(usageError(['doctor', '--from', '1'])).toBe('--from applies only to: sandbox-mcp logs');
     expect(usageError(['ls', 'extra'])).toBe('ls takes no arguments (usage: sandbox-mcp ls [--json] [--provider local|e2b])');
-    expect(usageError(['logs', 'abc'])).toBe('usage: sandbox-mcp logs <sandbox_id> <task_id> [--follow] [--stderr] [--from N]');
+    expect(usageError(['logs', 'abc'])).toBe('usage: sandbox-mcp logs <sandbox_id> <task_id> [--follow] [--stderr] [--from N] [--json]');
     expect(usageError(['shell'])).toBe('usage: sandbox-mcp shell <sandbox_id> [-- command...]');
     expect(usageError(['shell', 'abc', 'ls'])).toBe('usage: sandbox-mcp shell <sandbox_id> [-- command...]');
-    expect(usageError(['kill', 'abc', '--', 'x'])).toBe('usage: sandbox-mcp kill <sandbox_id>');
+    expect(usageError(['kill', 'abc', '--', 'x'])).toBe('usage: sandbox-mcp kill <sandbox_id> [--json]');
+    // An interactive terminal has no JSON form: the flag is named, not ignored.
+    expect(usageError(['shell', 'abc', '--json'])).toMatch(/^--json applies only to: .*sandbox-mcp ls\b/);
+    expect(usageError(['shell', 'abc', '--json'])).not.toContain('shell');
     expect(usageError(['logs', 'abc', TASK, '--from'])).toBe('--from needs a value');
     expect(usageError(['logs', 'abc', TASK, '--from=-1'])).toBe('--from must be an integer 0-1048576');
     expect(usageError(['logs', 'abc', TASK, '--from', '1048577'])).toBe('--from must be an integer 0-1048576');
@@ -57,6 +78,8 @@ describe('the operator commands on the command line', () => {
   it('are documented in --help, with their exit statuses', () => {
     for (const command of ['ls', 'logs', 'shell', 'kill', 'cancel']) expect(HELP).toContain(`sandbox-mcp ${command} `);
     for (const code of Object.values(LOGS_EXIT)) expect(HELP).toContain(String(code));
+    for (const command of ['logs', 'kill', 'cancel']) expect(HELP).toMatch(new RegExp(`sandbox-mcp ${command} .*\\[--json\\]`));
+    expect(HELP).toContain('errors stay on stderr');
   });
 });
 
@@ -219,6 +242,41 @@ describe('ls rendering', () => {
         '    tasks unavailable: too old',
         '',
       ].join('\n'),
+    );
+  });
+});
+
+describe('the --json shapes of logs, kill and cancel', () => {
+  const sandbox = 'local:aaaa';
+
+  it('logs: one line per chunk, then the end with the offset to resume from', () => {
+    const chunk = { stream: 'stdout' as const, offset: 65535, text: 'a "quoted"\nline\u2028€' };
+    const line = jsonLine(chunk);
+    // JSON Lines: exactly one newline, at the end, whatever the text holds.
+    expect(line.indexOf('\n')).toBe(line.length - 1);
+    expect(LogsChunkSchema.parse(JSON.parse(line))).toEqual(chunk);
+    const end = logsEnd({ state: 'failed', exit_code: 3 }, 90_000);
+    expect(end).toEqual({ state: 'failed', exit_code: 3, next_offset: 90_000 });
+    expect(LogsEndSchema.parse(JSON.parse(jsonLine(end)))).toEqual(end);
+    expect(logsEnd({ state: 'running', exit_code: null }, 0)).toEqual({ state: 'running', exit_code: null, next_offset: 0 });
+    // A line is one shape or the other, never a mix.
+    expect(LogsLineSchema.safeParse({ ...chunk, state: 'failed' }).success).toBe(false);
+  });
+
+  it('kill: the sandbox and that it is gone; the line for people unchanged', () => {
+    const result = { sandbox_id: sandbox, killed: true as const };
+    expect(KillResultSchema.parse(result)).toEqual(result);
+    expect(killLine(result)).toBe('killed local:aaaa');
+  });
+
+  it('cancel: state, exit code and whether the end is confirmed; the lines for people unchanged', () => {
+    const base: CancelResult = { sandbox_id: sandbox, task_id: TASK, state: 'cancelled', exit_code: 143, confirmed: true };
+    expect(CancelResultSchema.parse(base)).toEqual(base);
+    expect(cancelLine(base)).toBe(`task ${TASK} cancelled`);
+    expect(cancelLine({ ...base, state: 'failed', exit_code: 4 })).toBe(`task ${TASK} had already ended: failed, exit code 4`);
+    expect(cancelLine({ ...base, state: 'timed_out', exit_code: null })).toBe(`task ${TASK} had already ended: timed_out`);
+    expect(cancelLine({ ...base, state: 'unknown', exit_code: null, confirmed: false })).toBe(
+      `task ${TASK}: cancellation not confirmed (state unknown); check again with \`sandbox-mcp ls\``,
     );
   });
 });
