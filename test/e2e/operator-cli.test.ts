@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentClient, loadAgentBundle } from '../../host/agent-client.js';
 import { ListingSchema } from '../../host/cli/ls.js';
+import { isProviderError } from '../../host/errors.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
@@ -67,8 +68,27 @@ async function startTask(command: string, timeoutS = 300, sandbox = sandboxId): 
   return taskId;
 }
 
-const taskState = async (taskId: string, sandbox = sandboxId) =>
-  (await agent.call(provider, sandbox, { protocol: PROTOCOL_VERSION, op: 'get', task_id: taskId }, { timeoutS: 60 })).state;
+const taskView = (taskId: string, sandbox = sandboxId) =>
+  agent.call(provider, sandbox, { protocol: PROTOCOL_VERSION, op: 'get', task_id: taskId }, { timeoutS: 60 });
+const taskState = async (taskId: string, sandbox = sandboxId) => (await taskView(taskId, sandbox)).state;
+
+/**
+ * The pid its supervisor recorded in the task's status. start may answer before the supervisor's
+ * first status write (it reports after a bounded wait), so the file is read once it names one.
+ */
+function supervisorPid(taskId: string): Promise<number> {
+  return waitFor(async () => {
+    try {
+      const status = JSON.parse(
+        (await provider.readFile(sandboxId, `.local/state/sandbox-agent/tasks/${taskId}/status.json`)).data.toString(),
+      );
+      return (status as { supervisor: { pid: number } | null }).supervisor?.pid;
+    } catch (e) {
+      if (isProviderError(e) && e.category === 'not_found') return undefined;
+      throw e;
+    }
+  }, `task ${taskId}'s status to name its supervisor`);
+}
 
 beforeAll(async () => {
   requireSandboxes();
@@ -84,6 +104,12 @@ afterAll(async () => {
 describe('sandbox-mcp ls', () => {
   it('shows each sandbox and its running task, in columns for people and as JSON for scripts', async () => {
     const taskId = await startTask('echo hi; sleep 600');
+    // start may answer before the supervisor's first status write or the command's first line:
+    // what ls must show (running, 3 B of stdout) is there before ls runs.
+    await waitFor(async () => {
+      const view = await taskView(taskId);
+      return view.state === 'running' && view.stdout_size === 3;
+    }, 'the task to run and print its line');
     const idle = (await provider.create({ timeoutS: 900 })).sandbox_id;
 
     const people = await cli(['ls']);
@@ -190,8 +216,7 @@ describe('sandbox-mcp logs', () => {
 
     // Its supervisor killed: nothing can confirm the outcome any more.
     const lost = await startTask('sleep 600');
-    const status = JSON.parse((await provider.readFile(sandboxId, `.local/state/sandbox-agent/tasks/${lost}/status.json`)).data.toString());
-    await provider.exec(sandboxId, `kill -9 ${Number(status.supervisor.pid)}`, { timeoutS: 30 });
+    await provider.exec(sandboxId, `kill -9 ${await supervisorPid(lost)}`, { timeoutS: 30 });
     await waitFor(async () => (await taskState(lost)) === 'unknown', 'the task to read unknown');
     const u = await cli(['logs', sandboxId, lost, '-f']);
     expect(u.code).toBe(123);
