@@ -14,6 +14,7 @@ import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
 import { connectStdio, ok, serverEnv } from '../support/built-server.js';
 import { HOST_JS, REPO } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
+import { allPids, pgidOf } from '../support/processes.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
@@ -195,10 +196,14 @@ describe('sandbox-mcp logs', () => {
       expect(run.stderr()).toBe(`sandbox-mcp: stopped following; task ${taskId} keeps running\n`);
       expect(await taskState(taskId)).toBe('running');
     } finally {
-      try {
-        process.kill(group, 'SIGKILL');
-      } catch {
-        // The group is gone: nothing of the CLI's is left behind.
+      // Only a group that still has members: once they are all gone its number is free, and a
+      // process of another test could lead a group of that number.
+      if (allPids().some((pid) => pgidOf(pid) === -group)) {
+        try {
+          process.kill(group, 'SIGKILL');
+        } catch {
+          // Its last member ended meanwhile: nothing of the CLI's is left behind.
+        }
       }
     }
   });
