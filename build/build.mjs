@@ -1,9 +1,13 @@
 // Builds the two artefacts: dist/agent.cjs (one self-contained CommonJS file pushed into
 // sandboxes) and dist/host.js (the MCP server CLI). Prints nothing on success, because
-// `npm start` runs this before serving MCP on stdout.
+// `npm start` runs this before serving MCP on stdout. A file whose bytes did not change is left
+// alone, and a changed one replaced by a rename: a server, keeper or CLI starting from dist/ while
+// this runs (a test run beside `npm start`, a server loading its e2b chunk late) reads the old or
+// the new file whole, never one truncated mid-write.
 import { build } from 'esbuild';
+import { Buffer } from 'node:buffer';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -11,23 +15,45 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const dist = join(root, 'dist');
 
-const common = { bundle: true, platform: 'node', target: 'node20', logLevel: 'warning', legalComments: 'none' };
+const common = { bundle: true, platform: 'node', target: 'node20', logLevel: 'warning', legalComments: 'none', write: false };
 
-await build({
-  ...common,
-  entryPoints: [join(root, 'agent/main.ts')],
-  outfile: join(dist, 'agent.cjs'),
-  format: 'cjs',
-  define: { __AGENT_VERSION__: JSON.stringify(pkg.version) },
-});
+/** Puts `bytes` at `file` unless it already holds them: written beside it, then renamed over it. */
+function writeOutput(file, bytes, mode = 0o644) {
+  if (existsSync(file) && readFileSync(file).equals(bytes)) {
+    chmodSync(file, mode);
+    return;
+  }
+  mkdirSync(dirname(file), { recursive: true });
+  const temporary = `${file}.${process.pid}.tmp`;
+  writeFileSync(temporary, bytes);
+  chmodSync(temporary, mode);
+  renameSync(temporary, file);
+}
+
+/** Writes every output file of an esbuild result (built with write: false). */
+function writeOutputs(result, modes = {}) {
+  for (const f of result.outputFiles) writeOutput(f.path, Buffer.from(f.contents), modes[f.path]);
+}
+
+writeOutputs(
+  await build({
+    ...common,
+    entryPoints: [join(root, 'agent/main.ts')],
+    outfile: join(dist, 'agent.cjs'),
+    format: 'cjs',
+    define: { __AGENT_VERSION__: JSON.stringify(pkg.version) },
+  }),
+);
 
 // The host derives the agent's in-sandbox file name from its content, so a new build never
 // overwrites an agent that supervises running tasks.
 const agentBytes = readFileSync(join(dist, 'agent.cjs'));
 const sha256 = createHash('sha256').update(agentBytes).digest('hex');
-writeFileSync(
+writeOutput(
   join(dist, 'agent-manifest.json'),
-  JSON.stringify({ version: pkg.version, sha256, file_name: `agent-${pkg.version}-${sha256.slice(0, 16)}.cjs` }, null, 2) + '\n',
+  Buffer.from(
+    JSON.stringify({ version: pkg.version, sha256, file_name: `agent-${pkg.version}-${sha256.slice(0, 16)}.cjs` }, null, 2) + '\n',
+  ),
 );
 
 // Code-split so that the E2B SDK is loaded only when the e2b provider is first used (cli.ts).
@@ -43,7 +69,7 @@ const host = await build({
   define: { __HOST_VERSION__: JSON.stringify(pkg.version), __NODE_ENGINES__: JSON.stringify(pkg.engines.node) },
   metafile: true,
 });
-chmodSync(join(dist, 'host.js'), 0o755);
+writeOutputs(host, { [join(dist, 'host.js')]: 0o755 });
 // Remove chunks of earlier builds only now, so a server started before this build keeps its files.
 const current = new Set(Object.keys(host.metafile.outputs).map((o) => resolve(o))); // relative to the cwd
 for (const name of existsSync(join(dist, 'chunks')) ? readdirSync(join(dist, 'chunks')) : []) {
@@ -52,10 +78,12 @@ for (const name of existsSync(join(dist, 'chunks')) ? readdirSync(join(dist, 'ch
 
 // The local provider's per-sandbox keeper gets its own small entry: a keeper that loaded the
 // whole server (MCP and E2B SDKs) would start several times slower and weigh far more per sandbox.
-await build({
-  ...common,
-  entryPoints: [join(root, 'host/providers/local/keeper/main.ts')],
-  outfile: join(dist, 'keeper.js'),
-  format: 'esm',
-  packages: 'external',
-});
+writeOutputs(
+  await build({
+    ...common,
+    entryPoints: [join(root, 'host/providers/local/keeper/main.ts')],
+    outfile: join(dist, 'keeper.js'),
+    format: 'esm',
+    packages: 'external',
+  }),
+);

@@ -32,7 +32,8 @@ describe('connectWithoutExtension', () => {
   });
 
   test('a margin larger than the lifetime left asks for nothing (0), still no extension', async () => {
-    const { sandboxId } = await world.newSandbox(5);
+    // Long enough to outlive a loaded machine's create and connect, far below the 60 s margin.
+    const { sandboxId } = await world.newSandbox(30);
     const mark = world.fake.calls.length;
     await connectWithoutExtension(sandboxId, world.sdkOpts(), 60_000);
     const connect = world.fake.calls.slice(mark).find((c) => c.path.endsWith('/connect'))!;

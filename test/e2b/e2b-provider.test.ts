@@ -6,6 +6,7 @@ import type { Provider } from '../../host/providers/provider.js';
 import { isProviderError, type ProviderError } from '../../host/errors.js';
 import { SANDBOX_MARKER_VAR, startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
 import { isRunning } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 let fake: FakeE2b;
 let provider: Provider;
@@ -58,14 +59,6 @@ async function within<T>(p: Promise<T>, boundMs: number): Promise<T> {
     return await Promise.race([p, late]);
   } finally {
     clearTimeout(timer);
-  }
-}
-
-async function until(fn: () => boolean, boundMs = 10_000): Promise<void> {
-  const end = Date.now() + boundMs;
-  while (!fn()) {
-    if (Date.now() > end) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 50));
   }
 }
 
@@ -126,12 +119,12 @@ describe('e2b provider against the fake', () => {
     expect(t.stderr.toString()).toBe('');
     const gc = Number((await provider.readFile(id, 'gc.pid')).data.toString().trim());
     expect(gc).toBeGreaterThan(1);
-    await until(() => !isRunning(gc));
+    await waitFor(() => !isRunning(gc), 'the grandchild to end');
 
     // Completion cleans descendants left in the command's group (they would hold the output open).
     const left = await provider.exec(id, 'sleep 300 & echo $!', { timeoutS: 30 });
     expect(left).toMatchObject({ exitCode: 0, timedOut: false });
-    await until(() => !isRunning(Number(left.stdout.toString().trim())));
+    await waitFor(() => !isRunning(Number(left.stdout.toString().trim())), 'the leftover sleep to end');
 
     // files: binary round trip, relative and absolute paths, parents created, offset/length, append.
     const bin = Buffer.from(Array.from({ length: 70_000 }, (_, i) => (i * 7 + 3) % 256));
@@ -177,14 +170,15 @@ describe('e2b provider against the fake', () => {
   test('a cancelled exec kills the whole process group and resolves with the output so far', async () => {
     const { sandbox_id: id } = await provider.create({ timeoutS: 120 });
     try {
-      const sleeps = () => sandboxProcesses(id).filter(([, argv]) => /^sleep 3[01]$/.test(argv));
+      const sleeps = () => sandboxProcesses(id).filter(([, argv]) => /^sleep 30[01]$/.test(argv));
       const ac = new AbortController();
-      const running = provider.exec(id, 'echo started; sleep 30 & sleep 31; wait', { timeoutS: 600, signal: ac.signal });
-      await until(() => sleeps().length === 2);
+      const running = provider.exec(id, 'echo started; sleep 300 & sleep 301; wait', { timeoutS: 600, signal: ac.signal });
+      await waitFor(() => sleeps().length === 2, 'both sleeps to run');
       const pids = sleeps().map(([pid]) => pid);
       ac.abort();
-      // Both sleeps would keep it running for 30 s; the bound is far above the grace period.
-      const r = await within(running, 15_000);
+      // Both sleeps would keep it running for 300 s; the bound is far above the grace period, and
+      // above what a cancel (a second envd command, the wrapper's TERM) takes on a loaded machine.
+      const r = await within(running, 45_000);
       expect(r).toMatchObject({ exitCode: 143, timedOut: false });
       expect(r.stdout.toString()).toBe('started\n');
       expect(r.stderr.toString()).toBe('');
@@ -193,10 +187,10 @@ describe('e2b provider against the fake', () => {
 
       // A command that ignores TERM gets KILL once the grace period (1 s here) has passed.
       const stubborn = new AbortController();
-      const ignoring = provider.exec(id, 'trap "" TERM; sleep 31 & sleep 30; wait', { timeoutS: 600, signal: stubborn.signal });
-      await until(() => sleeps().length === 2);
+      const ignoring = provider.exec(id, 'trap "" TERM; sleep 301 & sleep 300; wait', { timeoutS: 600, signal: stubborn.signal });
+      await waitFor(() => sleeps().length === 2, 'both sleeps to run');
       stubborn.abort();
-      expect(await within(ignoring, 15_000)).toMatchObject({ exitCode: 137, timedOut: false });
+      expect(await within(ignoring, 45_000)).toMatchObject({ exitCode: 137, timedOut: false });
       expect(sleeps()).toEqual([]);
 
       // An abort after the command finished changes nothing.
@@ -207,7 +201,7 @@ describe('e2b provider against the fake', () => {
     } finally {
       await provider.kill(id);
     }
-  });
+  }, 120_000);
 
   test('a cancelled exec whose wrapper cannot be reached gives up after the grace period, exit code unknown', async () => {
     const quick = createE2bProvider({
@@ -221,7 +215,7 @@ describe('e2b provider against the fake', () => {
     try {
       const ac = new AbortController();
       const running = quick.exec(id, 'echo started; exec sleep 32', { timeoutS: 600, signal: ac.signal, stdin: Buffer.alloc(0) });
-      await until(() => sandboxProcesses(id).some(([, argv]) => argv === 'sleep 32'));
+      await waitFor(() => sandboxProcesses(id).some(([, argv]) => argv === 'sleep 32'), 'the command to run');
       // envd refuses the command that would signal the wrapper.
       fake.injectFailure({ path: '/process.Process/Start', status: 503, times: 1 });
       ac.abort();
@@ -250,14 +244,17 @@ describe('e2b provider against the fake', () => {
   });
 
   test('the sandbox deadline removes it and kills its processes', async () => {
-    const { sandbox_id: id } = await provider.create({ timeoutS: 2 });
+    const { sandbox_id: id } = await provider.create({ timeoutS: 120 });
     // Its own session escapes exec's group cleanup; wait until it has one before returning.
     const escape = `setsid bash -c 'echo $$ > "$HOME/escaped.pid"; exec sleep 300' >/dev/null 2>&1 &
       while [ ! -s "$HOME/escaped.pid" ]; do sleep 0.01; done; cat "$HOME/escaped.pid"`;
-    const r = await provider.exec(id, escape, { timeoutS: 5 });
+    const r = await provider.exec(id, escape, { timeoutS: 30 });
     const pid = Number(r.stdout.toString().trim());
     expect(isRunning(pid)).toBe(true);
-    await until(() => !isRunning(pid));
+    // The deadline is armed only now: a lifetime given at create could end before a loaded
+    // machine has run the command above.
+    await provider.setTimeout(id, 1);
+    await waitFor(() => !isRunning(pid), 'the escaped process to end at the deadline');
     expect((await caught(provider.getInfo(id))).category).toBe('not_found');
   });
 

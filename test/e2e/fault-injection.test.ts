@@ -7,6 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isAlive as isProcAlive, type ProcIdentity } from '../../host/providers/local/system/proc.js';
 import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { isRunning, pidNamespace, runningIn, runningWith } from '../support/processes.js';
@@ -81,16 +82,23 @@ async function readToEnd(s: StdioServer, handle: Handle): Promise<{ state: strin
 }
 
 /** What the host knows of a local sandbox's processes, from its keeper record. */
-function sandboxProcesses(sandboxId: string): { keeper: number; bwrap: number; pid1: number; namespace: string; cgroups: string[] } {
+function sandboxProcesses(sandboxId: string): {
+  keeper: number;
+  keeperIdentity: ProcIdentity;
+  bwrap: number;
+  pid1: number;
+  namespace: string;
+  cgroups: string[];
+} {
   const rec = JSON.parse(readFileSync(join(stateDir, 'local', sandboxId.replace(/^local:/, ''), 'keeper.json'), 'utf8')) as {
-    keeper: { pid: number };
+    keeper: ProcIdentity;
     bwrap: { pid: number };
     pid1: { pid: number };
     cgroups: string[];
   };
   const namespace = pidNamespace(rec.pid1.pid);
   if (!namespace) throw new Error('the sandbox pid 1 is not running');
-  return { keeper: rec.keeper.pid, bwrap: rec.bwrap.pid, pid1: rec.pid1.pid, namespace, cgroups: rec.cgroups };
+  return { keeper: rec.keeper.pid, keeperIdentity: rec.keeper, bwrap: rec.bwrap.pid, pid1: rec.pid1.pid, namespace, cgroups: rec.cgroups };
 }
 
 /** Kills the task's supervisor (found from the host by its argv, which names the task directory). */
@@ -144,6 +152,9 @@ describe('fault injection (kill -9 of server, supervisor, keeper during a runnin
           // The task may already have ended: then there is nothing to kill, and its outcome is final.
           if (killSupervisor(targetHandle.task_id)) supervisorKills++;
         } else {
+          // The recorded pid is signalled only while it is still that keeper (same start time): a
+          // keeper dead already could have left its pid to another test's process.
+          expect(isProcAlive(procs.keeperIdentity), `${where} the keeper to be alive before its kill`).toBe(true);
           process.kill(procs.keeper, 'SIGKILL');
           await waitFor(() => !isRunning(procs.keeper), 'the killed keeper to exit');
         }
@@ -189,5 +200,6 @@ describe('fault injection (kill -9 of server, supervisor, keeper during a runnin
     }
     // Guards the suite itself: had every task ended before its fault, nothing would have been tested.
     expect(supervisorKills, `[seed ${SEED}] no supervisor was killed while running`).toBeGreaterThan(0);
-  }, 120_000);
+    // Nine rounds of real sandboxes and tasks: 38 s on this machine with two busy loops besides.
+  }, 240_000);
 });

@@ -253,7 +253,9 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       expect(short).toMatchObject({ timed_out: true });
       expect(short.backgrounded).toBeUndefined();
 
-      const seconds = 2000 + randomInt(5000);
+      // pgrep sees every process of the machine where the sandbox runs on the host (the e2b fake):
+      // nine random digits, which no other test's sleep (e.g. test/local's `sleep 4242`) can be.
+      const seconds = 100_000_000 + randomInt(900_000_000);
       const aborter = new AbortController();
       const call = s.client.callTool({ name: 'run_command', arguments: { command: `sleep ${seconds}`, background_after: 30 } }, undefined, {
         signal: aborter.signal,
@@ -261,14 +263,14 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       await waitFor(
         // slee[p]: the pattern must not match the shell running pgrep; timeout 1 keeps these on the fast path.
         async () =>
-          (await ok(s.client, 'run_command', { command: `pgrep -f 'slee[p] ${seconds}' || true`, timeout: 1 })).stdout.trim() !== '',
+          (await ok(s.client, 'run_command', { command: `pgrep -f 'slee[p] ${seconds}$' || true`, timeout: 1 })).stdout.trim() !== '',
         'the command to run',
       );
       aborter.abort();
       await expect(call).rejects.toThrow();
       await waitFor(
         async () =>
-          (await ok(s.client, 'run_command', { command: `pgrep -f 'slee[p] ${seconds}' || echo none`, timeout: 1 })).stdout.trim() ===
+          (await ok(s.client, 'run_command', { command: `pgrep -f 'slee[p] ${seconds}$' || echo none`, timeout: 1 })).stdout.trim() ===
           'none',
         'the cancelled call to stop its command',
       );

@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { connectStdio, ok } from '../support/built-server.js';
 import { fakeE2bServers } from '../support/fake-e2b-servers.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
 const SECRET = 'sk-restart-secret-0123456789';
@@ -38,7 +39,11 @@ for (const provider of ['local', 'e2b'] as const) {
       // Task output is masked in the sandbox too (the supervisor knows its environment).
       await ok(second.client, 'write_file', { sandbox_id: sandbox, path: 'leak.txt', content: SECRET });
       const task = await ok(second.client, 'start_task', { sandbox_id: sandbox, command: 'cat leak.txt', timeout: 60 });
-      const page = await ok(second.client, 'get_task', { sandbox_id: sandbox, task_id: task.task_id, wait: 10 });
+      // `cat` writes its one line at once: the first output read is all of it.
+      const page = await waitFor(async () => {
+        const view = await ok(second.client, 'get_task', { sandbox_id: sandbox, task_id: task.task_id, wait: 10 });
+        return view.stdout !== '' ? view : undefined;
+      }, 'the task output');
       expect(page.stdout).toBe('[MASKED]');
       expect(JSON.stringify([echoed, code, page])).not.toContain(SECRET);
       expect(second.stderr()).not.toContain(SECRET);

@@ -10,6 +10,7 @@ import { CancelResultSchema } from '../../host/cli/cancel.js';
 import { KillResultSchema } from '../../host/cli/kill.js';
 import { LogsChunkSchema, LogsEndSchema, type LogsChunk } from '../../host/cli/logs.js';
 import { ListingSchema } from '../../host/cli/ls.js';
+import { isProviderError } from '../../host/errors.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
@@ -17,6 +18,7 @@ import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
 import { connectStdio, ok, serverEnv } from '../support/built-server.js';
 import { HOST_JS, REPO } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
+import { allPids, pgidOf } from '../support/processes.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
@@ -71,8 +73,27 @@ async function startTask(command: string, timeoutS = 300, sandbox = sandboxId): 
   return taskId;
 }
 
-const taskState = async (taskId: string, sandbox = sandboxId) =>
-  (await agent.call(provider, sandbox, { protocol: PROTOCOL_VERSION, op: 'get', task_id: taskId }, { timeoutS: 60 })).state;
+const taskView = (taskId: string, sandbox = sandboxId) =>
+  agent.call(provider, sandbox, { protocol: PROTOCOL_VERSION, op: 'get', task_id: taskId }, { timeoutS: 60 });
+const taskState = async (taskId: string, sandbox = sandboxId) => (await taskView(taskId, sandbox)).state;
+
+/**
+ * The pid its supervisor recorded in the task's status. start may answer before the supervisor's
+ * first status write (it reports after a bounded wait), so the file is read once it names one.
+ */
+function supervisorPid(taskId: string): Promise<number> {
+  return waitFor(async () => {
+    try {
+      const status = JSON.parse(
+        (await provider.readFile(sandboxId, `.local/state/sandbox-agent/tasks/${taskId}/status.json`)).data.toString(),
+      );
+      return (status as { supervisor: { pid: number } | null }).supervisor?.pid;
+    } catch (e) {
+      if (isProviderError(e) && e.category === 'not_found') return undefined;
+      throw e;
+    }
+  }, `task ${taskId}'s status to name its supervisor`);
+}
 
 beforeAll(async () => {
   requireSandboxes();
@@ -88,6 +109,12 @@ afterAll(async () => {
 describe('sandbox-mcp ls', () => {
   it('shows each sandbox and its running task, in columns for people and as JSON for scripts', async () => {
     const taskId = await startTask('echo hi; sleep 600');
+    // start may answer before the supervisor's first status write or the command's first line:
+    // what ls must show (running, 3 B of stdout) is there before ls runs.
+    await waitFor(async () => {
+      const view = await taskView(taskId);
+      return view.state === 'running' && view.stdout_size === 3;
+    }, 'the task to run and print its line');
     const idle = (await provider.create({ timeoutS: 900 })).sandbox_id;
 
     const people = await cli(['ls']);
@@ -173,10 +200,14 @@ describe('sandbox-mcp logs', () => {
       expect(run.stderr()).toBe(`sandbox-mcp: stopped following; task ${taskId} keeps running\n`);
       expect(await taskState(taskId)).toBe('running');
     } finally {
-      try {
-        process.kill(group, 'SIGKILL');
-      } catch {
-        // The group is gone: nothing of the CLI's is left behind.
+      // Only a group that still has members: once they are all gone its number is free, and a
+      // process of another test could lead a group of that number.
+      if (allPids().some((pid) => pgidOf(pid) === -group)) {
+        try {
+          process.kill(group, 'SIGKILL');
+        } catch {
+          // Its last member ended meanwhile: nothing of the CLI's is left behind.
+        }
       }
     }
   });
@@ -194,8 +225,7 @@ describe('sandbox-mcp logs', () => {
 
     // Its supervisor killed: nothing can confirm the outcome any more.
     const lost = await startTask('sleep 600');
-    const status = JSON.parse((await provider.readFile(sandboxId, `.local/state/sandbox-agent/tasks/${lost}/status.json`)).data.toString());
-    await provider.exec(sandboxId, `kill -9 ${Number(status.supervisor.pid)}`, { timeoutS: 30 });
+    await provider.exec(sandboxId, `kill -9 ${await supervisorPid(lost)}`, { timeoutS: 30 });
     await waitFor(async () => (await taskState(lost)) === 'unknown', 'the task to read unknown');
     const u = await cli(['logs', sandboxId, lost, '-f']);
     expect(u.code).toBe(123);

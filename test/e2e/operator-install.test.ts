@@ -19,6 +19,7 @@ import { serverEnv } from '../support/built-server.js';
 import { REPO } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
 const installs: string[] = [];
@@ -130,6 +131,13 @@ ${real}
       current,
       { protocol: PROTOCOL_VERSION, op: 'start', task_id: taskId, command: 'sleep 300' },
       { timeoutS: 60 },
+    );
+    // start may answer before the supervisor's first status write (the task would list as unknown).
+    await waitFor(
+      async () =>
+        (await agent.call(provider, current, { protocol: PROTOCOL_VERSION, op: 'get', task_id: taskId }, { timeoutS: 60 })).state ===
+        'running',
+      'the task to run',
     );
 
     const json = await run(hostJs, ['ls', '--json']);

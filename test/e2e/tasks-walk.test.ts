@@ -27,7 +27,13 @@ describe('reconnectable tasks through MCP', () => {
     const first = await server();
     const sandbox = await ok(first.client, 'create_sandbox', { timeout: 600 });
     expect(sandbox.sandbox_id).toMatch(/^local:/);
-    const started = await ok(first.client, 'start_task', { command: 'printf BEFORE; sleep 10; printf AFTER', timeout: 120 });
+    // The seeds' `printf BEFORE; sleep 10; printf AFTER`, with the 10 s replaced by a file this test
+    // creates once it has read BEFORE from the new server: a loaded machine can take longer than
+    // 10 s to end this server, start the next and read, and the task must still be running then.
+    const started = await ok(first.client, 'start_task', {
+      command: 'printf BEFORE; until [ -e go ]; do sleep 0.1; done; printf AFTER',
+      timeout: 120,
+    });
     expect(started.task_id).toMatch(/^[0-9a-f]{32}$/);
     expect(started.sandbox_id).toBe(sandbox.sandbox_id);
     expect(['running', 'succeeded']).toContain(started.state);
@@ -48,6 +54,7 @@ describe('reconnectable tasks through MCP', () => {
     expect(page.stdout).toBe('BEFORE');
     expect(page.state).toBe('running');
     expect(page.stdout_next_offset).toBe(6);
+    await ok(second.client, 'write_file', { sandbox_id: sandbox.sandbox_id, path: 'go', content: '' });
 
     // Read on from the returned offset until the state changes.
     let next = page;

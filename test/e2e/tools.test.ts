@@ -255,7 +255,9 @@ describe('the tool surface', () => {
     const r = await ok(s.client, 'run_code', {
       sandbox_id: shared,
       code: 'import time\nprint("started", flush=True)\ntime.sleep(30)',
-      timeout: 1,
+      // The timeout counts from the host's spawn (nsenter, the sandbox's shell, python's start-up):
+      // on a loaded machine that takes a good part of a second before "started" is printed.
+      timeout: 3,
     });
     expect(r.timed_out).toBe(true);
     expect(r.stdout).toBe('started\n');

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { expect } from 'vitest';
 import { HOST_JS } from './paths.js';
 import { hostJsReadableBy } from './readable-build.js';
-import { isRunning } from './processes.js';
+import { isRunning, startTimeOf } from './processes.js';
 import { waitFor } from './wait.js';
 
 /** A clean environment for the server: no NODE_EXTRA_CA_CERTS, only what the test sets. */
@@ -32,16 +32,27 @@ export async function connectStdio(env: Record<string, string>, args: string[] =
   transport.stderr?.on('data', (d: Buffer) => (log += d.toString('utf8')));
   const client = new Client({ name: 'e2e', version: '1.0.0' });
   await client.connect(transport);
+  // The server is its pid and start time: close waits for this process to exit, never for one that
+  // took the pid over after a test killed the server long before.
+  const pid = transport.pid;
+  const startTime = pid ? startTimeOrNull(pid) : null;
   return {
     client,
     transport,
     stderr: () => log,
     async close() {
-      const pid = transport.pid;
       await client.close();
-      if (pid) await waitFor(() => !isRunning(pid), 'the server process to exit');
+      if (pid) await waitFor(() => !isRunning(pid) || startTimeOrNull(pid) !== startTime, 'the server process to exit');
     },
   };
+}
+
+function startTimeOrNull(pid: number): number | null {
+  try {
+    return startTimeOf(pid);
+  } catch {
+    return null;
+  }
 }
 
 export interface HttpServer {
