@@ -26,7 +26,10 @@ export const DEFAULT_TIMINGS: Timings = {
   drainMs: 500,
   pollMs: 50,
   cancelConfirmMs: LIMITS.cancelConfirmMs,
-  startReportMs: 5000,
+  // A supervisor writes its first status within ~100 ms, but on a loaded machine (a sandbox's own
+  // fork or memory storm next door) a node start-up has taken over 5 s: past this bound start answers
+  // `unknown` (no_status) for a task that is in fact starting. The host's start call allows 60 s.
+  startReportMs: 20000,
   startSettleMs: 100,
   inputWaitMs: 1000,
 };
