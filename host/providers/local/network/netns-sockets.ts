@@ -29,6 +29,9 @@ export class NetnsError extends Error {
   }
 }
 
+/** A SIGKILLed helper is reaped within milliseconds; this only bounds a wait that cannot be. */
+const HELPER_EXIT_WAIT_MS = 5000;
+
 interface Pending {
   resolve(handle: unknown): void;
   reject(e: NetnsError): void;
@@ -55,10 +58,14 @@ export class NetnsSockets {
     return (await this.request('connect', port)) as Socket;
   }
 
-  /** Stops the helper; later requests fail. */
-  close(): void {
+  /**
+   * Stops the helper; later requests fail. Resolves once the helper has exited (or after
+   * HELPER_EXIT_WAIT_MS): until then it still sits in the sandbox's network namespace, so a kill
+   * that returned earlier would leave a process of the sandbox behind for a moment. Never rejects.
+   */
+  close(): Promise<void> {
     this.isClosed = true;
-    this.stopHelper();
+    return this.stopHelper();
   }
 
   private request(op: NetnsRequest['op'], port: number): Promise<unknown> {
@@ -91,7 +98,7 @@ export class NetnsSockets {
     if (outcome instanceof NetnsError) p.reject(outcome);
     else p.resolve(outcome.handle);
     if (this.pending.size === 0 && this.helper) {
-      this.idleTimer = setTimeout(() => this.stopHelper(), this.opts.idleMs ?? 30_000);
+      this.idleTimer = setTimeout(() => void this.stopHelper().catch(() => undefined), this.opts.idleMs ?? 30_000);
       this.idleTimer.unref();
     }
   }
@@ -126,12 +133,20 @@ export class NetnsSockets {
     for (const id of [...this.pending.keys()]) this.settle(id, new NetnsError('helper_failed'));
   }
 
-  private stopHelper(): void {
+  private stopHelper(): Promise<void> {
     clearTimeout(this.idleTimer);
     const helper = this.helper;
-    if (!helper) return;
+    if (!helper) return Promise.resolve();
     this.helper = null;
     for (const id of [...this.pending.keys()]) this.settle(id, new NetnsError('helper_failed'));
+    const exited =
+      helper.exitCode !== null || helper.signalCode !== null
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => {
+            helper.once('exit', () => resolve());
+            setTimeout(resolve, HELPER_EXIT_WAIT_MS).unref();
+          });
     helper.kill('SIGKILL');
+    return exited;
   }
 }

@@ -48,11 +48,11 @@ export async function openSandboxNetwork(opts: SandboxNetworkOpts): Promise<Held
   const forwards = new PortForwards(sockets, dir);
   let proxy: EgressProxy | null = null;
   let control: { close(): void } | null = null;
-  const closeAll = (): void => {
+  const closeAll = (): Promise<void> => {
     control?.close();
     forwards.close();
     proxy?.close();
-    sockets.close();
+    return sockets.close();
   };
   try {
     const allowOut = spec.allowOut ?? [];
@@ -68,12 +68,12 @@ export async function openSandboxNetwork(opts: SandboxNetworkOpts): Promise<Held
     }
     control = await serveControl(dir, (req) => answer(forwards, req));
   } catch (e) {
-    closeAll();
+    await closeAll();
     throw e;
   }
   return {
-    release: async () => closeAll(),
-    releaseNow: closeAll,
+    release: closeAll,
+    releaseNow: () => void closeAll().catch(() => undefined),
   };
 }
 
