@@ -2,17 +2,20 @@
 // against the server's permitted set, the egress proxy surviving a server restart while its
 // sandbox lives, refusals in the server's log (host name only), expose_port serving a task's web
 // server to the host until kill_sandbox, and the effective network in `sandbox-mcp network`.
+// Then the same egress and expose_port with the server running as an ordinary user (nobody),
+// whose keeper reaches the sandbox's network namespace through the sandbox's user namespace.
 import { execFile } from 'node:child_process';
-import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { chownSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { KeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
+import { readKeeperRecord, type KeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import { isAlive as isProcAlive } from '../../host/providers/local/system/proc.js';
 import { connectStdio, ok, serverEnv, toolError, type StdioServer } from '../support/built-server.js';
 import { HOST_JS } from '../support/paths.js';
-import { requireSandboxes } from '../support/prerequisites.js';
+import { isRootOrSkipping, requireCommands, requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
@@ -38,6 +41,17 @@ function logLines(s: StdioServer, msg: string): Record<string, unknown>[] {
     .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as Record<string, unknown>)
     .filter((l) => l.msg === msg);
+}
+
+/** Processes in the network namespace `netNs` (e.g. `net:[4026532301]`), zombies included. */
+function inNetNs(netNs: string): string[] {
+  return readdirSync('/proc').filter((n) => {
+    try {
+      return /^\d+$/.test(n) && readlinkSync(`/proc/${n}/ns/net`) === netNs;
+    } catch {
+      return false;
+    }
+  });
 }
 
 const stateDir = tempStateDir();
@@ -156,15 +170,63 @@ describe('network through the MCP server', () => {
     const netNs = readlinkSync(`/proc/${keeper.pid1.pid}/ns/net`);
     await ok(s.client, 'kill_sandbox', { sandbox_id: id });
     expect(await get(url)).toBe('failed: ECONNREFUSED');
-    const inNetNs = readdirSync('/proc').filter((n) => {
-      try {
-        return /^\d+$/.test(n) && readlinkSync(`/proc/${n}/ns/net`) === netNs;
-      } catch {
-        return false;
-      }
-    });
-    expect(inNetNs).toEqual([]);
+    expect(inNetNs(netNs)).toEqual([]);
     // Gone or a zombie awaiting its reaper (it was detached from the first server): never running.
     expect(isProcAlive(keeper.keeper)).toBe(false);
+  });
+});
+
+const NOBODY = { uid: 65534, gid: 65534 };
+// Starting a server as another user needs root.
+const asRoot = isRootOrSkipping('the network test of a server running as nobody');
+
+describe.skipIf(!asRoot)('network through the MCP server running as an ordinary user (nobody)', () => {
+  let nobodyDir = '';
+  let u: StdioServer | undefined;
+
+  beforeAll(async () => {
+    requireCommands(['setpriv', 'curl', 'python3']);
+    // A state directory nobody owns (tempStateDir's is root's).
+    nobodyDir = mkdtempSync(join(tmpdir(), 'sandbox-mcp-network-nobody-'));
+    chownSync(nobodyDir, NOBODY.uid, NOBODY.gid);
+    u = await connectStdio({ SANDBOX_MCP_STATE_DIR: nobodyDir, SANDBOX_MCP_NETWORK_ALLOW: `127.0.0.1:${p1}` }, [], NOBODY);
+  });
+  afterAll(async () => {
+    // A sandbox a failed test left (its task would retain it past the session) ends here, not at its timeout.
+    try {
+      for (const sb of u ? ((await ok(u.client, 'list_sandboxes', {})).sandboxes as { sandbox_id: string }[]) : []) {
+        await u!.client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: sb.sandbox_id } });
+      }
+    } finally {
+      await u?.close();
+    }
+    if (nobodyDir) rmSync(nobodyDir, { recursive: true, force: true });
+  });
+
+  it("reaches an allowed server through the proxy, gets a 403 for another, and serves a task's port until kill_sandbox", async () => {
+    const meta = await ok(u!.client, 'create_sandbox', { timeout: 300, network: { allow_out: [`127.0.0.1:${p1}`] } });
+    const id = meta.sandbox_id as string;
+    // The non-root path: the keeper runs as nobody, so it enters the sandbox's user namespace to reach its network.
+    const keeper = readKeeperRecord(join(nobodyDir, 'local', id.replace('local:', '')))!;
+    expect(readFileSync(`/proc/${keeper.keeper.pid}/status`, 'utf8')).toMatch(/^Uid:\t65534\t/m);
+
+    const before = hits.one;
+    expect((await ok(u!.client, 'run_command', { command: `curl -sS http://127.0.0.1:${p1}/` })).stdout).toBe('page one\n');
+    expect(hits.one).toBe(before + 1);
+    const refused = await ok(u!.client, 'run_command', { command: `curl -sS -w ' %{http_code}' http://127.0.0.1:${p2}/` });
+    expect(refused.stdout).toContain(`sandbox-mcp: 127.0.0.1:${p2} is not on this sandbox's egress allow-list`);
+    expect(refused.stdout).toMatch(/ 403$/);
+    expect(hits.two).toBe(0);
+
+    await ok(u!.client, 'run_command', { command: 'mkdir -p ~/site && echo "served as nobody" > ~/site/index.html' });
+    await ok(u!.client, 'start_task', { command: 'cd ~/site && exec python3 -m http.server 8000', timeout: 300 });
+    const { url } = await ok(u!.client, 'expose_port', { port: 8000 });
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+    await waitFor(async () => (await get(url)) === 'served as nobody\n', 'the task to serve at the exposed URL');
+
+    const netNs = readlinkSync(`/proc/${keeper.pid1.pid}/ns/net`);
+    await ok(u!.client, 'kill_sandbox', { sandbox_id: id });
+    expect(await get(url)).toBe('failed: ECONNREFUSED');
+    expect(inNetNs(netNs)).toEqual([]);
   });
 });

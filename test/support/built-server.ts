@@ -25,9 +25,22 @@ export interface StdioServer {
   close(): Promise<void>;
 }
 
-/** Spawns the built server over stdio and connects a real MCP client. */
-export async function connectStdio(env: Record<string, string>, args: string[] = []): Promise<StdioServer> {
-  const transport = new StdioClientTransport({ command: process.execPath, args: [HOST_JS, ...args], env: serverEnv(env), stderr: 'pipe' });
+/**
+ * Spawns the built server over stdio and connects a real MCP client. With `as` the server runs as
+ * that user (through setpriv, which execs it: the pid stays the server's), from a build that user
+ * can read, in `/`.
+ */
+export async function connectStdio(
+  env: Record<string, string>,
+  args: string[] = [],
+  as?: { uid: number; gid: number },
+): Promise<StdioServer> {
+  const server = [as ? hostJsReadableBy(as) : HOST_JS, ...args];
+  // prettier-ignore
+  const launch = as
+    ? { command: 'setpriv', args: ['--reuid', String(as.uid), '--regid', String(as.gid), '--clear-groups', '--', process.execPath, ...server], cwd: '/' }
+    : { command: process.execPath, args: server };
+  const transport = new StdioClientTransport({ ...launch, env: serverEnv(env), stderr: 'pipe' });
   let log = '';
   transport.stderr?.on('data', (d: Buffer) => (log += d.toString('utf8')));
   const client = new Client({ name: 'e2e', version: '1.0.0' });
