@@ -3,6 +3,7 @@
 import { createHash } from 'node:crypto';
 import * as z from 'zod';
 import { ProviderError } from '../errors.js';
+import { PATH_MAX_CHARS } from './command-fields.js';
 import { SandboxIdSchema, defineTool, intIn, renewIfOwned, resolveSandbox, type ExtraContent } from './tool.js';
 
 const MIB = 1024 * 1024;
@@ -15,7 +16,7 @@ export const UPLOAD_CAP_BYTES = 3 * MIB;
 /** download_file returns at most this many bytes per call. */
 export const DOWNLOAD_CAP_BYTES = 4 * MIB;
 
-const PathSchema = z.string().min(1).max(4096);
+const PathSchema = z.string().min(1).max(PATH_MAX_CHARS);
 
 const readFile = defineTool({
   name: 'read_file',
