@@ -20,7 +20,7 @@ const BackgroundAfterSchema = intIn(BACKGROUND_AFTER_MIN_S, BACKGROUND_AFTER_MAX
   .optional()
   .describe(
     `Seconds (${BACKGROUND_AFTER_MIN_S}-${BACKGROUND_AFTER_MAX_S}) to wait before handing the still-running command over as a background task: the result then has backgrounded: true and a task_id to read with get_task and stop with cancel_task. ` +
-      "Set it below your client's request timeout (e.g. 50 for a 60 s client) for anything that might run long. Finishing earlier returns the usual result.",
+      "Set it below your client's request timeout (e.g. 50 for a 60 s client) for anything that might run long. Finishing earlier returns the usual result, except that beyond 1 MiB of output per stream its tail is the end of the first MiB (a task keeps only that), not the true end; its stdin is empty.",
   );
 
 /** Decodes one captured stream, marking where the provider dropped its middle, and masks secrets. */
