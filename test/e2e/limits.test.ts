@@ -294,6 +294,18 @@ describe.skipIf(!asRoot).each(users)('resource limits, server running as $name',
     expect(fill.stderr).toMatch(/\[sandbox-mcp\] The sandbox's disk is full at \/home\/user, \/tmp, \/var\/tmp, \/dev\/shm/);
     // A full disk does not stop the sandbox: the next command cleans up.
     expect((await run(id, 'rm /tmp/fill && echo freed')).stdout).toBe('freed\n');
+    // run_code's writer meets the same budget (up to twice /tmp's whole share), and is told so.
+    const viaCode = await ok(client, 'run_code', {
+      sandbox_id: id,
+      language: 'python',
+      code: `with open('/tmp/fill', 'wb') as f:\n    for _ in range(${2 * DISK_MB}):\n        f.write(bytes(${MIB}))\n        f.flush()\nprint('not stopped')`,
+      timeout: 120,
+    });
+    expect(viaCode.exit_code).not.toBe(0);
+    expect(viaCode.stdout).toBe('');
+    expect(viaCode.stderr).toMatch(/No space left on device/);
+    expect(viaCode.stderr).toMatch(/\[sandbox-mcp\] The sandbox's disk is full at .*\/tmp/);
+    expect(Number((await run(id, 'stat -c %s /tmp/fill')).stdout)).toBeLessThanOrEqual((DISK_MB * MIB) / 4);
     await ok(client, 'kill_sandbox', { sandbox_id: id });
   });
 
@@ -352,6 +364,15 @@ describe.skipIf(!asRoot).each(users)('resource limits, server running as $name',
     expect(killed.stdout).toBe('');
     expect(killed.stderr).toMatch(/\[sandbox-mcp\] The sandbox reached its memory limit \(128 MB/);
     expect((await run(id, 'echo still here')).stdout).toBe('still here\n');
+    // run_code's allocating process is the victim too.
+    const viaCode = await ok(client, 'run_code', {
+      sandbox_id: id,
+      language: 'python',
+      code: `b = b'x' * ${2 * MEMORY_MB * MIB}\nprint('not killed')`,
+      timeout: 120,
+    });
+    expect(viaCode).toMatchObject({ exit_code: 137, stdout: '' });
+    expect(viaCode.stderr).toMatch(/\[sandbox-mcp\] The sandbox reached its memory limit \(128 MB/);
     expect((await ok(client, 'get_task', { sandbox_id: id, task_id: sleeper.task_id })).state).toBe('running');
     // A task whose command is the hog ends failed with its exit code and its logs, and the note says why.
     const hogTask = await ok(client, 'start_task', { sandbox_id: id, command: `echo before; ${hog}` });
