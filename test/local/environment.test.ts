@@ -30,11 +30,11 @@ describe('local provider environment checks', () => {
     await destroyStateDir(stateDir);
   });
 
-  it('without bubblewrap, create says so and how to install it', async () => {
+  it('with SANDBOX_MCP_BWRAP naming no executable, create names the setting and how to fix it', async () => {
     const p = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT, tools: { bwrap: join(fakes, 'missing-bwrap') } });
     const err = await p.create({}).catch((e: unknown) => e);
     expect(err).toMatchObject({ category: 'unavailable', code: 'bwrap_missing' });
-    expect((err as Error).message).toMatch(/bubblewrap.*install/i);
+    expect((err as Error).message).toMatch(/^SANDBOX_MCP_BWRAP does not name an executable file: .*install/);
   });
 
   it('refused user namespaces: says which restriction and how to lift it', async () => {

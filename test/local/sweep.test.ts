@@ -90,7 +90,10 @@ describe('start-up sweep of dead sandboxes', () => {
         expect(existsSync(sandboxDir(deadId))).toBe(false);
         for (const dir of rec.cgroups) expect(existsSync(dir)).toBe(false);
         expect((JSON.parse(sweptLine()!) as { removed: number }).removed).toBeGreaterThanOrEqual(1);
-        if (env.SANDBOX_MCP_BWRAP) expect(server.stderr()).toContain('sandbox-mcp: warning: the local provider cannot work here');
+        if (env.SANDBOX_MCP_BWRAP)
+          expect(server.stderr()).toContain(
+            'sandbox-mcp: warning: the local provider cannot work here: SANDBOX_MCP_BWRAP does not name an executable file',
+          );
       } finally {
         await server.close();
       }

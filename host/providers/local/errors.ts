@@ -7,6 +7,8 @@ import type { KeeperFailure } from './keeper/report.js';
 export const LOCAL_DETAILS = {
   notLinux: 'The local provider needs Linux (bubblewrap and namespaces); use the e2b provider elsewhere.',
   bwrapMissing: 'bubblewrap (bwrap) is not installed: install it (apt-get install bubblewrap, dnf install bubblewrap) and retry.',
+  bwrapOverrideMissing:
+    'SANDBOX_MCP_BWRAP does not name an executable file: point it at the bwrap binary, or unset it to use bubblewrap from PATH (install it: apt-get install bubblewrap, dnf install bubblewrap).',
   nsenterMissing: "util-linux's nsenter is not installed: install util-linux and retry.",
   setprivMissing: "util-linux's setpriv is not installed (needed to drop root in sandboxes): install util-linux and retry.",
   hostBundleMissing: 'The built keeper (dist/keeper.js) is missing: run `npm run build` and retry.',

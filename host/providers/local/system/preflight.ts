@@ -44,7 +44,11 @@ export function preflight(settings: Pick<LocalSettings, 'toolOverrides' | 'ident
   if (process.platform !== 'linux') throw new ProviderError('unsupported', { detail: LOCAL_DETAILS.notLinux });
   const tool = (name: keyof ToolPaths): string | null => locateTool(name, settings.toolOverrides);
   const bwrap = tool('bwrap');
-  if (!bwrap) throw new ProviderError('unavailable', { code: 'bwrap_missing', detail: LOCAL_DETAILS.bwrapMissing });
+  if (!bwrap) {
+    // A named binary that is not there is a setting to fix, not a package to install.
+    const detail = settings.toolOverrides.bwrap !== undefined ? LOCAL_DETAILS.bwrapOverrideMissing : LOCAL_DETAILS.bwrapMissing;
+    throw new ProviderError('unavailable', { code: 'bwrap_missing', detail });
+  }
   const nsenter = tool('nsenter');
   if (!nsenter) throw new ProviderError('unavailable', { code: 'nsenter_missing', detail: LOCAL_DETAILS.nsenterMissing });
   const setpriv = tool('setpriv');
