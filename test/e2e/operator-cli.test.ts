@@ -406,13 +406,15 @@ describe('against the e2b fake', () => {
     await fake?.close();
   });
 
-  it('ls, logs and kill work on e2b sandboxes through the same agent protocol', async () => {
+  it('ls, logs, cancel and kill work on e2b sandboxes through the same agent protocol', async () => {
     const server = await connectStdio(fake.env, ['--provider', 'e2b']);
     let sb: string;
     let taskId: string;
+    let longTaskId: string;
     try {
       sb = (await ok(server.client, 'create_sandbox', {})).sandbox_id;
       taskId = (await ok(server.client, 'start_task', { command: 'echo from-e2b; exit 3' })).task_id;
+      longTaskId = (await ok(server.client, 'start_task', { command: 'sleep 300' })).task_id;
     } finally {
       await server.close();
     }
@@ -422,6 +424,10 @@ describe('against the e2b fake', () => {
     const logs = await cli(['logs', sb, taskId, '--follow'], env);
     expect(logs).toEqual({ code: 3, stdout: 'from-e2b\n', stderr: `sandbox-mcp: task ${taskId} failed, exit code 3\n` });
     expect((await cli(['ls', '--provider', 'e2b'], env)).stdout).toContain(taskId);
+    expect(await cli(['cancel', sb, longTaskId], env)).toEqual({ code: 0, stdout: `task ${longTaskId} cancelled\n`, stderr: '' });
+    const ended = await cli(['cancel', sb, taskId, '--json'], env);
+    expect(ended).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(ended.stdout)).toEqual({ sandbox_id: sb, task_id: taskId, state: 'failed', exit_code: 3, confirmed: true });
     expect(await cli(['kill', sb], env)).toEqual({ code: 0, stdout: `killed ${sb}\n`, stderr: '' });
     expect(fake.sandbox(sb.replace(/^e2b:/, ''))).toBeUndefined();
   });
