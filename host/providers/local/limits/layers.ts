@@ -1,4 +1,4 @@
-// Which layer enforces which limit on a given machine: the rule behind the README's table and
+// Which layer enforces which limit on a given machine: the rule behind docs/local-provider.md's table and
 // the doctor's report, as a pure function of what the machine offers. rlimits and read-only
 // covers hold everywhere; a cgroup (root on cgroup v1, or a delegated v2 subtree) adds the
 // memory limit and pids.max; bubblewrap 0.7+ sizes the writable mounts; CAP_SYS_RESOURCE lets the
