@@ -19,7 +19,7 @@ import {
 } from '../../host/network-policy.js';
 import { proxyEnvironment } from '../../host/providers/local/launch/environment.js';
 import { DenialLog, readDenials } from '../../host/providers/local/network/denial-log.js';
-import { egressRefusalNotes, hostsRefusedSince } from '../../host/providers/local/network/denial-notes.js';
+import { egressRefusalNote, egressRefusalNotes, hostsRefusedSince } from '../../host/providers/local/network/denial-notes.js';
 import { isNonPublicAddress, resolveDestination, type Resolver } from '../../host/providers/local/network/destinations.js';
 import { checkNetwork } from '../../host/doctor/network-check.js';
 import { createNetworkOpts } from '../../host/providers/e2b/network.js';
@@ -236,6 +236,11 @@ describe('denial log', () => {
       expect(note).toContain("The sandbox's egress proxy refused a.example, b.example, c.example, d.example, e.example and 2 more: ");
       expect(note).toContain('network.allow_out');
       expect(note).not.toContain('f.example');
+      // A name recorded with `?` for characters a host name cannot have is counted, never shown.
+      expect(egressRefusalNote(['s3cr?t.example', 'ok.example'])).toContain('refused ok.example and 1 more: ');
+      expect(egressRefusalNote(['s3cr?t.example'])).toContain('refused a host: ');
+      expect(egressRefusalNote(['x?.example', 'y?.example'])).toContain('refused 2 hosts: ');
+      expect(egressRefusalNote(['x?.example', 'y?.example']).includes('?.example')).toBe(false);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

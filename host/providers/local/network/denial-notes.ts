@@ -33,12 +33,18 @@ export function hostsRefusedSince(dir: string, sinceMs: number, untilMs = Infini
   return [...hosts];
 }
 
-/** The note for refused hosts (at least one): at most five named, the rest counted. */
+/**
+ * The note for refused hosts (at least one): at most five named, the rest counted. A name the
+ * keeper recorded with `?` for characters a host name cannot have is counted, never shown: masking
+ * matches a secret's exact text, and such a name may hold a secret with a character replaced.
+ */
 export function egressRefusalNote(hosts: readonly string[]): string {
-  const shown = hosts.slice(0, HOSTS_SHOWN_MAX).join(', ');
-  const more = hosts.length > HOSTS_SHOWN_MAX ? ` and ${hosts.length - HOSTS_SHOWN_MAX} more` : '';
+  const shown = hosts.filter((h) => !h.includes('?')).slice(0, HOSTS_SHOWN_MAX);
+  const hidden = hosts.length - shown.length;
+  const what =
+    shown.length === 0 ? (hidden === 1 ? 'a host' : `${hidden} hosts`) : shown.join(', ') + (hidden > 0 ? ` and ${hidden} more` : '');
   return (
-    `The sandbox's egress proxy refused ${shown}${more}: not on this sandbox's allow-list, or a name that resolves to a loopback, ` +
+    `The sandbox's egress proxy refused ${what}: not on this sandbox's allow-list, or a name that resolves to a loopback, ` +
     'link-local or private address (the proxy answered 403, which HTTPS clients report as "CONNECT tunnel failed"). ' +
     'To reach them, create a sandbox whose network.allow_out names them, within what the server permits (--network-allow / SANDBOX_MCP_NETWORK_ALLOW).'
   );
