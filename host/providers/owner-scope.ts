@@ -147,6 +147,10 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
       await check(sandboxId);
       return (await provider.limitNotes?.(sandboxId)) ?? [];
     },
+    async refusalNotes(sandboxId, window) {
+      await check(sandboxId);
+      return (await provider.refusalNotes?.(sandboxId, window)) ?? [];
+    },
     async openTerminal(sandboxId, opts) {
       await check(sandboxId);
       if (!provider.openTerminal) throw new ProviderError('unsupported', { code: 'no_terminal', detail: NO_TERMINAL_DETAIL });

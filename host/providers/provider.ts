@@ -172,10 +172,18 @@ export interface ExecResult {
   stderrHeadBytes: number;
   timedOut: boolean;
   /**
-   * Static sentences of the provider's own about a resource limit the command met (its memory
-   * limit killed a process, a writable mount is full, the process limit is reached); absent when none.
+   * Sentences of the provider's own about a resource limit the command met (its memory limit
+   * killed a process, a writable mount is full, the process limit is reached) or destinations
+   * the sandbox's egress proxy refused while it ran; absent when none. A refusal note names host
+   * names the sandbox chose, so callers mask notes like the command's output.
    */
   notes?: string[];
+}
+
+/** The time span refusalNotes looks at: epoch milliseconds, `untilMs` exclusive. */
+export interface RefusalWindow {
+  sinceMs: number;
+  untilMs?: number;
 }
 
 export interface ReadFileOpts {
@@ -268,6 +276,13 @@ export interface Provider {
    * provider that cannot tell omits it.
    */
   limitNotes?(sandboxId: string): Promise<string[]>;
+  /**
+   * Sentences naming the destinations the sandbox's egress proxy refused from `sinceMs` up to
+   * (not including) `untilMs` (epoch ms; open-ended without it); [] when none or unknown. The
+   * host names are the sandbox's choice: callers mask them like its output. Optional: a
+   * provider without an egress proxy omits it.
+   */
+  refusalNotes?(sandboxId: string, window: RefusalWindow): Promise<string[]>;
   /**
    * Opens an interactive terminal in the sandbox (the operator's `shell` command; no tool uses
    * it). Optional: a provider without it cannot offer one. Never extends the lifetime.

@@ -61,21 +61,24 @@ async function runCapped(
   return { result: toResult(r, ref, ctx) };
 }
 
-/** What starts a line of the server's own in a command's stderr (a note on a limit the command met). */
+/** What starts a line of the server's own in a command's stderr (a note on a limit the command met or a refused destination). */
 export const NOTE_PREFIX = '[sandbox-mcp] ';
 
-/** The provider's notes on the limits a command met, as lines after its stderr (never cut by the cap). */
-function withNotes(stderr: string, notes: readonly string[] | undefined): string {
+/**
+ * The provider's notes on a failed command, as lines after its stderr (never cut by the cap),
+ * masked like the output: a refusal note names hosts the sandbox chose (`curl https://$TOKEN.example`).
+ */
+function withNotes(stderr: string, notes: readonly string[] | undefined, ref: SandboxRef, ctx: ToolContext): string {
   if (!notes || notes.length === 0) return stderr;
   const sep = stderr === '' || stderr.endsWith('\n') ? '' : '\n';
-  return stderr + sep + notes.map((n) => `${NOTE_PREFIX}${n}\n`).join('');
+  return stderr + sep + notes.map((n) => `${NOTE_PREFIX}${ctx.deps.masker.mask(ref.qualified, n)}\n`).join('');
 }
 
 function toResult(r: ExecResult, ref: SandboxRef, ctx: ToolContext): ExecToolResult {
   return {
     exit_code: r.exitCode,
     stdout: renderStream(r.stdout, r.stdoutTruncated, r.stdoutHeadBytes, ref, ctx),
-    stderr: withNotes(renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ref, ctx), r.notes),
+    stderr: withNotes(renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ref, ctx), r.notes, ref, ctx),
     stdout_truncated: r.stdoutTruncated,
     stderr_truncated: r.stderrTruncated,
     timed_out: r.timedOut,

@@ -26,15 +26,27 @@ import {
 import { CommandSchema, CwdSchema } from './command-fields.js';
 
 /**
- * Notes on the limits the sandbox met, as text content beside the task view (whose shape stays
- * the protocol's), for views a limit may explain: unknown, or failed by a SIGKILL (exit code 137,
- * as the memory limit's OOM kill ends a command). Best effort: [] when the provider cannot tell.
+ * Notes beside the task view (whose shape stays the protocol's), for views they may explain: the
+ * limits the sandbox met, for a view that is unknown or failed by a SIGKILL (exit code 137, as
+ * the memory limit's OOM kill ends a command); the destinations its egress proxy refused while
+ * the task ran, for any failed view (masked: the sandbox chose those names). Best effort: []
+ * when the provider cannot tell.
  */
-async function limitNotesFor(ctx: ToolContext, ref: SandboxRef, view: TaskView): Promise<ExtraContent[]> {
-  if (view.state !== 'unknown' && !(view.state === 'failed' && view.exit_code === 137)) return [];
+async function notesFor(ctx: ToolContext, ref: SandboxRef, view: TaskView): Promise<ExtraContent[]> {
   const provider = ctx.deps.providers.get(ref.provider);
-  const notes = (await provider.limitNotes?.(ref.id).catch(() => [])) ?? [];
-  return notes.map((text) => ({ type: 'text', text: `note: ${text}` }));
+  const notes: string[] = [];
+  if (view.state === 'unknown' || (view.state === 'failed' && view.exit_code === 137)) {
+    notes.push(...((await provider.limitNotes?.(ref.id).catch(() => [])) ?? []));
+  }
+  if (view.state === 'failed' && view.started_at !== null) {
+    // The view's times are whole seconds: the window covers the whole of each.
+    const window = {
+      sinceMs: view.started_at * 1000,
+      ...definedFields({ untilMs: view.finished_at !== null ? (view.finished_at + 1) * 1000 : undefined }),
+    };
+    notes.push(...((await provider.refusalNotes?.(ref.id, window).catch(() => [])) ?? []));
+  }
+  return notes.map((text) => ({ type: 'text', text: `note: ${ctx.deps.masker.mask(ref.qualified, text)}` }));
 }
 
 const startTask = defineTool({
@@ -75,13 +87,13 @@ const startTask = defineTool({
       try {
         const view = await ctx.deps.agent.call(provider, ref.id, request, { timeoutS: START_CALL_TIMEOUT_S });
         isHeld = true;
-        return { result: present(ref.qualified, view, ctx), content: await limitNotesFor(ctx, ref, view) };
+        return { result: present(ref.qualified, view, ctx), content: await notesFor(ctx, ref, view) };
       } catch (e) {
         if (isProviderError(e) && isUncertain(e)) {
           isHeld = true;
           ctx.deps.log.warn('task submission uncertain', { category: e.category });
           const view = unknownView(taskId, e.code ?? e.category, e.suggestion);
-          return { result: present(ref.qualified, view, ctx), content: await limitNotesFor(ctx, ref, view) };
+          return { result: present(ref.qualified, view, ctx), content: await notesFor(ctx, ref, view) };
         }
         throw e;
       }
@@ -142,7 +154,7 @@ async function queryTask(
   } finally {
     endWait?.();
   }
-  return { result: present(ref.qualified, view, ctx), content: await limitNotesFor(ctx, ref, view) };
+  return { result: present(ref.qualified, view, ctx), content: await notesFor(ctx, ref, view) };
 }
 
 const getTask = defineTool({

@@ -1,6 +1,7 @@
 // Network through the BUILT server and a real MCP client: create_sandbox's `network` argument
 // against the server's permitted set, the egress proxy surviving a server restart while its
-// sandbox lives, refusals in the server's log (host name only), expose_port serving a task's web
+// sandbox lives, refusals in the server's log (host name only) and in a note on the failed command
+// or task they explain (masked like its output), expose_port serving a task's web
 // server to the host until kill_sandbox, and the effective network in `sandbox-mcp network`.
 // Then the same egress and expose_port with the server running as an ordinary user (nobody),
 // whose keeper reaches the sandbox's network namespace through the sandbox's user namespace.
@@ -10,6 +11,7 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readKeeperRecord, type KeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import { isAlive as isProcAlive } from '../../host/providers/local/system/proc.js';
@@ -173,6 +175,53 @@ describe('network through the MCP server', () => {
     expect(inNetNs(netNs)).toEqual([]);
     // Gone or a zombie awaiting its reaper (it was detached from the first server): never running.
     expect(isProcAlive(keeper.keeper)).toBe(false);
+  });
+
+  it('tells a failed command or task which destinations the proxy refused (HTTPS shows only the 403), masked, and says nothing on success', async () => {
+    s ??= await connectStdio(env);
+    const { sandbox_id: id } = await ok(s.client, 'create_sandbox', { timeout: 300, network: { allow_out: [`127.0.0.1:${p1}`] } });
+    // CONNECT refused, by name and by address: curl reports only "CONNECT tunnel failed, response 403".
+    const failed = await ok(s!.client, 'run_command', {
+      sandbox_id: id,
+      command: `curl -sS https://refused-one.example/; curl -sS https://127.0.0.1:${p2}/`,
+    });
+    expect(failed.exit_code).toBe(56);
+    expect(failed.stderr).toContain('CONNECT tunnel failed, response 403');
+    expect(failed.stderr).toContain(
+      `\n[sandbox-mcp] The sandbox's egress proxy refused refused-one.example, 127.0.0.1: not on this sandbox's allow-list`,
+    );
+    expect(hits.two).toBe(0);
+    // A command that succeeds gets no note, even when a request of it was refused.
+    const fine = await ok(s!.client, 'run_command', {
+      sandbox_id: id,
+      command: `curl -sS https://refused-two.example/ || curl -sS http://127.0.0.1:${p1}/`,
+    });
+    expect(fine).toMatchObject({ exit_code: 0, stdout: 'page one\n' });
+    expect(fine.stderr).not.toContain('[sandbox-mcp]');
+
+    // The host name is the sandbox's choice: a secret put into it is masked in the note.
+    const secret = 'notes0secret0value';
+    const leak = (await s!.client.callTool({
+      name: 'run_command',
+      arguments: { sandbox_id: id, command: 'curl -sS "https://$API_TOKEN.example/"', envs: { API_TOKEN: secret } },
+    })) as CallToolResult;
+    expect((leak.structuredContent as { stderr: string }).stderr).toContain('egress proxy refused [MASKED].example: ');
+    expect(JSON.stringify(leak)).not.toContain(secret);
+
+    // A failed task's notes (text beside its view) name what was refused while it ran.
+    const task = await ok(s!.client, 'start_task', { sandbox_id: id, command: 'curl -sS https://refused-task.example/' });
+    const ended = await waitFor(async () => {
+      const r = (await s!.client.callTool({
+        name: 'get_task',
+        arguments: { sandbox_id: id, task_id: task.task_id, wait: 5 },
+      })) as CallToolResult;
+      return (r.structuredContent as { state: string }).state !== 'running' ? r : undefined;
+    }, 'the task to end');
+    expect(ended.structuredContent).toMatchObject({ state: 'failed', exit_code: 56 });
+    expect(ended.content.map((c) => (c as { text: string }).text).join('\n')).toMatch(
+      /note: The sandbox's egress proxy refused (.*, )?refused-task\.example/,
+    );
+    await ok(s!.client, 'kill_sandbox', { sandbox_id: id });
   });
 });
 

@@ -19,6 +19,7 @@ import {
 } from '../../host/network-policy.js';
 import { proxyEnvironment } from '../../host/providers/local/launch/environment.js';
 import { DenialLog, readDenials } from '../../host/providers/local/network/denial-log.js';
+import { egressRefusalNote, egressRefusalNotes, hostsRefusedSince } from '../../host/providers/local/network/denial-notes.js';
 import { isNonPublicAddress, resolveDestination, type Resolver } from '../../host/providers/local/network/destinations.js';
 import { checkNetwork } from '../../host/doctor/network-check.js';
 import { createNetworkOpts } from '../../host/providers/e2b/network.js';
@@ -215,6 +216,31 @@ describe('denial log', () => {
       writeFileSync(join(dir, 'network-denials.jsonl'), '{"at":1,"host":"c.exa', { flag: 'a' });
       expect(readDenials(dir, first.next).records).toEqual([]);
       expect(readDenials(join(dir, 'missing'), 0)).toEqual({ records: [], next: 0 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('notes the distinct hosts refused within a window, naming at most five and counting the rest', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'denials-'));
+    try {
+      const log = new DenialLog(dir);
+      log.record('before.example', 999);
+      for (const [i, host] of ['a', 'b', 'c', 'd', 'e', 'f', 'g'].entries()) log.record(`${host}.example`, 1_000 + i);
+      log.record('after.example', 2_000);
+      expect(hostsRefusedSince(dir, 1_000, 2_000)).toEqual(['a', 'b', 'c', 'd', 'e', 'f', 'g'].map((h) => `${h}.example`));
+      expect(hostsRefusedSince(dir, 1_006)).toEqual(['g.example', 'after.example']);
+      expect(egressRefusalNotes(dir, 2_001)).toEqual([]);
+      expect(egressRefusalNotes(join(dir, 'missing'), 0)).toEqual([]);
+      const [note] = egressRefusalNotes(dir, 1_000, 2_000);
+      expect(note).toContain("The sandbox's egress proxy refused a.example, b.example, c.example, d.example, e.example and 2 more: ");
+      expect(note).toContain('network.allow_out');
+      expect(note).not.toContain('f.example');
+      // A name recorded with `?` for characters a host name cannot have is counted, never shown.
+      expect(egressRefusalNote(['s3cr?t.example', 'ok.example'])).toContain('refused ok.example and 1 more: ');
+      expect(egressRefusalNote(['s3cr?t.example'])).toContain('refused a host: ');
+      expect(egressRefusalNote(['x?.example', 'y?.example'])).toContain('refused 2 hosts: ');
+      expect(egressRefusalNote(['x?.example', 'y?.example']).includes('?.example')).toBe(false);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -22,6 +22,7 @@ import type {
   ListOpts,
   Provider,
   ReadFileOpts,
+  RefusalWindow,
   ReadFileResult,
   SandboxMetadata,
   TerminalOpts,
@@ -36,6 +37,7 @@ import { SandboxFiles } from './files/operations.js';
 import { SandboxCreator } from './lifecycle/create.js';
 import { SandboxLifecycle } from './lifecycle/manage.js';
 import { limitNotes } from './limits/limit-watch.js';
+import { egressRefusalNotes } from './network/denial-notes.js';
 import { DenialReporter } from './network/denial-reporter.js';
 import { describeSandboxNetwork } from './network/describe.js';
 import { SandboxPorts } from './network/expose.js';
@@ -119,6 +121,15 @@ export class LocalProvider implements Provider {
   async limitNotes(sandboxId: string): Promise<string[]> {
     try {
       return limitNotes(await this.registry.require(sandboxId));
+    } catch {
+      return [];
+    }
+  }
+
+  /** Notes on the destinations the sandbox's egress proxy refused in `window` ([] when none, or when it is gone). */
+  async refusalNotes(sandboxId: string, window: RefusalWindow): Promise<string[]> {
+    try {
+      return egressRefusalNotes((await this.registry.require(sandboxId)).dir, window.sinceMs, window.untilMs);
     } catch {
       return [];
     }
