@@ -1,4 +1,4 @@
 // The bin entry, kept tiny: the CLI and its SDKs live in code-split chunks, so the E2B SDK
 // (about 0.3 s of start-up) is only loaded when an e2b sandbox is first used.
-const { runCli } = await import('./cli.js');
+const { runCli } = await import('./cli/run.js');
 await runCli(process.argv.slice(2));

@@ -3,8 +3,8 @@
 import * as z from 'zod';
 import { LIMITS } from '../../shared/limits.js';
 import { PROTOCOL_VERSION, TASK_STATES, TERMINAL_STATES } from '../../shared/protocol.js';
-import type { SandboxRef } from '../sandbox-ref.js';
-import type { ServerDeps } from '../server-deps.js';
+import type { SandboxRef } from '../providers/sandbox-ref.js';
+import type { ServerDeps } from '../mcp/server-deps.js';
 
 // The agent's own confirmation wait, plus room for a slow exec.
 const CANCEL_CALL_TIMEOUT_S = Math.ceil(LIMITS.cancelConfirmMs / 1000) + 30;

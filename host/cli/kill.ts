@@ -1,7 +1,7 @@
 // `sandbox-mcp kill`: destroys a sandbox (kill_sandbox's complete cleanup), by explicit id only.
 import * as z from 'zod';
-import type { SandboxRef } from '../sandbox-ref.js';
-import type { ServerDeps } from '../server-deps.js';
+import type { SandboxRef } from '../providers/sandbox-ref.js';
+import type { ServerDeps } from '../mcp/server-deps.js';
 
 /** What `kill --json` prints: the sandbox destroyed (a failure is an error on stderr instead). */
 export const KillResultSchema = z.strictObject({ sandbox_id: z.string(), killed: z.literal(true) });

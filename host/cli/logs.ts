@@ -6,8 +6,8 @@
 import * as z from 'zod';
 import { LIMITS } from '../../shared/limits.js';
 import { PROTOCOL_VERSION, TASK_STATES, type TaskView } from '../../shared/protocol.js';
-import type { ServerDeps } from '../server-deps.js';
-import type { SandboxRef } from '../sandbox-ref.js';
+import type { ServerDeps } from '../mcp/server-deps.js';
+import type { SandboxRef } from '../providers/sandbox-ref.js';
 
 /** Exit statuses of `logs` beyond the task's own exit code (documented in --help and the README). */
 export const LOGS_EXIT = {

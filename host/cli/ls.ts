@@ -4,10 +4,10 @@
 // why; the others are still listed.
 import * as z from 'zod';
 import { PROTOCOL_VERSION, TaskSummarySchema, agentSupportsOp, type TaskSummary } from '../../shared/protocol.js';
-import type { ProviderId } from '../config.js';
-import { isProviderError, ProviderError } from '../errors.js';
-import { MetadataSchema, qualifyMetadata } from '../sandbox-metadata.js';
-import type { ServerDeps } from '../server-deps.js';
+import type { ProviderId } from '../providers/sandbox-ref.js';
+import { isProviderError, ProviderError } from '../providers/provider-error.js';
+import { MetadataSchema, qualifyMetadata } from '../providers/sandbox-metadata.js';
+import type { ServerDeps } from '../mcp/server-deps.js';
 import { definedFields } from '../util/defined-fields.js';
 import { formatBytes, formatDuration, formatRelative, renderTable, stateColour, type Cell } from './format.js';
 

@@ -1,15 +1,15 @@
 // The operator's commands — ls, logs, shell, kill, cancel — for a person watching what agents run.
 // They need no running server: each builds the same provider registry and agent client as the
 // server does (handed in by cli.ts) and acts by explicit sandbox id, never adopting anything.
-// cli-args.ts parses their command line; this module checks their ids (naming what is wrong,
+// args.ts parses their command line; this module checks their ids (naming what is wrong,
 // never echoing a value), runs the command's own module and returns its exit status. With --json
 // each prints the shape its module declares (on stdout); errors stay on stderr, as without it.
 import { TASK_ID_PATTERN } from '../../shared/protocol.js';
-import { UsageError, type CommandLine } from '../cli-args.js';
-import type { ServerConfig } from '../config.js';
-import { isProviderError } from '../errors.js';
-import { parseSandboxRef, type SandboxRef } from '../sandbox-ref.js';
-import type { ServerDeps } from '../server-deps.js';
+import { UsageError, type CommandLine } from './args.js';
+import type { ServerConfig } from '../config/config.js';
+import { isProviderError } from '../providers/provider-error.js';
+import { parseSandboxRef, type SandboxRef } from '../providers/sandbox-ref.js';
+import type { ServerDeps } from '../mcp/server-deps.js';
 import { cancelLine, cancelTask } from './cancel.js';
 import { isColourWanted } from './format.js';
 import { killLine, killSandbox } from './kill.js';

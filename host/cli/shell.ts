@@ -2,10 +2,9 @@
 // pseudo-terminal for the program (the person's own terminal is never handed in: a sandboxed
 // process holding it could inject keystrokes with TIOCSTI); this side only relays bytes, puts the
 // person's terminal in raw mode — restored on every way out — and passes on window-size changes.
-import { ProviderError } from '../errors.js';
-import { NO_TERMINAL_DETAIL } from '../providers/registry.js';
-import type { SandboxRef } from '../sandbox-ref.js';
-import type { ServerDeps } from '../server-deps.js';
+import { noTerminal } from '../providers/provider.js';
+import type { SandboxRef } from '../providers/sandbox-ref.js';
+import type { ServerDeps } from '../mcp/server-deps.js';
 
 /** The person's terminal, as the shell command uses it (process.stdin/stdout in the CLI). */
 export interface ShellIo {
@@ -32,7 +31,7 @@ export async function runShell(
   io: ShellIo,
 ): Promise<number> {
   const provider = deps.providers.get(sandbox.provider);
-  if (!provider.openTerminal) throw new ProviderError('unsupported', { code: 'no_terminal', detail: NO_TERMINAL_DETAIL });
+  if (!provider.openTerminal) throw noTerminal();
   const { stdin, stdout } = io;
   const session = await provider.openTerminal(sandbox.id, {
     ...sizeOf(stdout),

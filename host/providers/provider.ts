@@ -6,8 +6,8 @@
 // once, at this boundary. exec runs with the sandbox's environment (its create envs plus per-call
 // envs) and HOME set to SANDBOX_HOME, so `$HOME/...` works in commands.
 import { posix } from 'node:path';
-import { ProviderError } from '../errors.js';
-import type { NetworkPolicy } from '../network-policy.js';
+import { ProviderError } from './provider-error.js';
+import type { NetworkPolicy } from './network-policy.js';
 
 /** The sandbox user's home directory on every provider: $HOME, and where relative paths resolve. */
 export const SANDBOX_HOME = '/home/user';
@@ -50,6 +50,11 @@ export function isNetworkMode(value: string): value is NetworkMode {
 /** exec's error when its signal was aborted before the command started: nothing ran. */
 export function cancelledBeforeStart(): ProviderError {
   return new ProviderError('conflict', { code: 'cancelled', detail: 'The call was cancelled before the command started.' });
+}
+
+/** The error of a provider (or a provider call) that cannot open an interactive terminal. */
+export function noTerminal(): ProviderError {
+  return new ProviderError('unsupported', { code: 'no_terminal', detail: 'This provider cannot open an interactive terminal.' });
 }
 
 /** Exactly the nine metadata fields the tools may disclose. Times are ISO 8601 or null. */

@@ -1,12 +1,12 @@
 // Providers by id, created on first use so a server that never touches E2B never needs its
 // credentials (the e2b provider reports a missing key as an `authentication` error per call).
-import type { ProviderId } from '../config.js';
-import type { ProviderRegistry } from '../server-deps.js';
-import { ProviderError } from '../errors.js';
-import type { Provider } from './provider.js';
+import { noTerminal, type Provider } from './provider.js';
+import type { ProviderId } from './sandbox-ref.js';
 
-/** Why a provider without openTerminal cannot open a shell. */
-export const NO_TERMINAL_DETAIL = 'This provider cannot open an interactive terminal.';
+/** Looks up a provider by id; throws a ProviderError when it cannot be configured. */
+export interface ProviderRegistry {
+  get(id: ProviderId): Provider;
+}
 
 /** A registry over lazily-built providers; closeAll() releases those that were built. */
 export function createProviderRegistry(factories: Record<ProviderId, () => Provider>): ProviderRegistry & { closeAll(): Promise<void> } {
@@ -53,7 +53,7 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Require
     refusalNotes: async (sandboxId, window) => (await (await get()).refusalNotes?.(sandboxId, window)) ?? [],
     openTerminal: async (sandboxId, opts) => {
       const provider = await get();
-      if (!provider.openTerminal) throw new ProviderError('unsupported', { code: 'no_terminal', detail: NO_TERMINAL_DETAIL });
+      if (!provider.openTerminal) throw noTerminal();
       return provider.openTerminal(sandboxId, opts);
     },
     close: async () => {

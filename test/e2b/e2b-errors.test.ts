@@ -13,7 +13,7 @@ import {
   TimeoutError,
 } from 'e2b';
 import { describe, expect, test } from 'vitest';
-import { ProviderError } from '../../host/errors.js';
+import { ProviderError } from '../../host/providers/provider-error.js';
 import { mapE2bError } from '../../host/providers/e2b/errors.js';
 
 const RAW = 'raw text with https://api.e2b.app/sandboxes/secret?token=abc';

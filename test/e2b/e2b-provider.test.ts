@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createE2bProvider } from '../../host/providers/e2b/e2b-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { isProviderError, type ProviderError } from '../../host/errors.js';
+import { isProviderError, type ProviderError } from '../../host/providers/provider-error.js';
 import { SANDBOX_MARKER_VAR, startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
 import { isRunning } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';

@@ -4,7 +4,7 @@
 import { SandboxError, SandboxNotFoundError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createLifecycle, type Lifecycle } from '../../host/providers/e2b/lifecycle.js';
-import { isProviderError } from '../../host/errors.js';
+import { isProviderError } from '../../host/providers/provider-error.js';
 import { SANDBOX_LIFETIME_DEFAULT_S } from '../../host/providers/provider.js';
 import { callsSince, startSdkWorld, type SdkWorld } from '../support/e2b-sdk-world.js';
 

@@ -6,9 +6,9 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../host/config.js';
-import { checkUserNamespaces } from '../../host/doctor/bubblewrap-checks.js';
-import { startupWarning } from '../../host/doctor/startup-warning.js';
+import { loadConfig } from '../../host/config/config.js';
+import { checkUserNamespaces } from '../../host/cli/doctor/bubblewrap-checks.js';
+import { startupWarning } from '../../host/cli/doctor/startup-warning.js';
 import { connectStdio, ok, serverEnv, toolError } from '../support/built-server.js';
 import { HOST_JS } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';

@@ -5,12 +5,12 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentClient, loadAgentBundle } from '../../host/agent-client.js';
+import { AgentClient, loadAgentBundle } from '../../host/tasks/agent-client.js';
 import { CancelResultSchema } from '../../host/cli/cancel.js';
 import { KillResultSchema } from '../../host/cli/kill.js';
 import { LogsChunkSchema, LogsEndSchema, type LogsChunk } from '../../host/cli/logs.js';
 import { ListingSchema } from '../../host/cli/ls.js';
-import { isProviderError } from '../../host/errors.js';
+import { isProviderError } from '../../host/providers/provider-error.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';

@@ -9,10 +9,10 @@ import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, syml
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentClient, loadAgentBundle } from '../../host/agent-client.js';
+import { AgentClient, loadAgentBundle } from '../../host/tasks/agent-client.js';
 import { AGENT_WITHOUT_LIST, ListingSchema } from '../../host/cli/ls.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
-import { ALL_TOOLS } from '../../host/server.js';
+import { ALL_TOOLS } from '../../host/mcp/server.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { serverEnv } from '../support/built-server.js';

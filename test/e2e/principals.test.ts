@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken } from '../../host/tokens-file.js';
+import { hashToken } from '../../host/access/tokens-file.js';
 import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
 import { type HttpServer, ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
 import { canMakeCgroups } from '../support/fake-bwrap.js';

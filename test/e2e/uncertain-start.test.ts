@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AGENT_INSTALL_DIR } from '../../host/agent-client.js';
+import { AGENT_INSTALL_DIR } from '../../host/tasks/agent-client.js';
 import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
 import { REPO } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isProviderError } from '../../host/errors.js';
+import { isProviderError } from '../../host/providers/provider-error.js';
 import { createE2bProvider } from '../../host/providers/e2b/e2b-provider.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';

@@ -2,7 +2,7 @@
 // not apply to, a missing value) without echoing a value; defaults match the help text.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { HELP, OPTIONS, parseCommandLine } from '../../host/cli-args.js';
+import { HELP, OPTIONS, parseCommandLine } from '../../host/cli/args.js';
 import { usageError } from '../support/usage-error.js';
 
 describe('parseCommandLine', () => {

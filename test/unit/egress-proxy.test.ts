@@ -5,7 +5,7 @@ import { once } from 'node:events';
 import { createServer as createHttpServer, request, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseAllowList } from '../../host/network-policy.js';
+import { parseAllowList } from '../../host/providers/network-policy.js';
 import { startEgressProxy, type EgressProxy } from '../../host/providers/local/network/egress-proxy.js';
 
 function listen(server: Server | HttpServer): Promise<number> {

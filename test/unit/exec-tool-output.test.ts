@@ -2,17 +2,17 @@
 // provider that returns fixed captures: the omitted-output marker goes where the provider's
 // result says its head ends, whatever the cap's halves would be.
 import { describe, expect, it } from 'vitest';
-import { AgentClient } from '../../host/agent-client.js';
-import { ProviderError } from '../../host/errors.js';
-import { createLogger } from '../../host/log.js';
-import { SecretMasker } from '../../host/mask.js';
+import { AgentClient } from '../../host/tasks/agent-client.js';
+import { ProviderError } from '../../host/providers/provider-error.js';
+import { createLogger } from '../../host/util/log.js';
+import { SecretMasker } from '../../host/mcp/mask.js';
 import type { ExecResult, Provider } from '../../host/providers/provider.js';
-import { TaskRetention } from '../../host/retention.js';
-import { OwnerCache } from '../../host/providers/owner-scope.js';
-import { WaitGate } from '../../host/wait-gate.js';
-import type { ServerDeps } from '../../host/server-deps.js';
-import { callTool } from '../../host/server.js';
-import { Session } from '../../host/session.js';
+import { TaskRetention } from '../../host/tasks/retention.js';
+import { OwnerCache } from '../../host/access/owner-scope.js';
+import { WaitGate } from '../../host/tasks/wait-gate.js';
+import type { ServerDeps } from '../../host/mcp/server-deps.js';
+import { callTool } from '../../host/mcp/server.js';
+import { Session } from '../../host/mcp/session.js';
 
 /** A provider whose exec returns `result`; anything else is not expected here. */
 function execOnlyProvider(result: ExecResult): Provider {

@@ -6,10 +6,10 @@ import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { LIMITS } from '../../shared/limits.js';
-import { ConfigError, loadConfig } from '../../host/config.js';
-import { isProviderError } from '../../host/errors.js';
-import { HELP, parseCommandLine } from '../../host/cli-args.js';
-import { LIMIT_OPTIONS, limitOptionsHelp } from '../../host/limit-options.js';
+import { ConfigError, loadConfig } from '../../host/config/config.js';
+import { isProviderError } from '../../host/providers/provider-error.js';
+import { HELP, parseCommandLine } from '../../host/cli/args.js';
+import { LIMIT_OPTIONS, limitOptionsHelp } from '../../host/config/limit-options.js';
 import { SCRATCH_PATHS } from '../../host/providers/local/launch/bwrap-args.js';
 import { DISK_SHARES_EIGHTHS, writableMountSizes } from '../../host/providers/local/limits/disk-shares.js';
 import { describeLayers } from '../../host/providers/local/limits/layers.js';
@@ -25,8 +25,8 @@ import {
 } from '../../host/providers/local/limits/settings.js';
 import { validateEnvs } from '../../host/providers/local/validation.js';
 import { SANDBOX_HOME } from '../../host/providers/provider.js';
-import { EnvsSchema } from '../../host/tools/tool.js';
-import { WaitGate } from '../../host/wait-gate.js';
+import { EnvsSchema } from '../../host/mcp/tools/tool.js';
+import { WaitGate } from '../../host/tasks/wait-gate.js';
 import { describeIssue } from '../../shared/protocol.js';
 
 const GIB = 1024 * 1024 * 1024;

@@ -1,8 +1,8 @@
 // The pieces of long calls that need no sandbox: the server option's parsing, and the run_command
 // result schema that tells a finished call from a promoted one.
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../host/config.js';
-import { ExecResultSchema } from '../../host/tools/exec-result.js';
+import { ConfigError, loadConfig } from '../../host/config/config.js';
+import { ExecResultSchema } from '../../host/mcp/tools/exec-result.js';
 
 describe('--background-after / SANDBOX_MCP_BACKGROUND_AFTER', () => {
   it('is unset by default, read from the environment, and the flag wins', () => {

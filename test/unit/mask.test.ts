@@ -1,6 +1,6 @@
-// Host-side masking (host/mask.ts): known secret values replaced, per sandbox, learned once.
+// Host-side masking (host/mcp/mask.ts): known secret values replaced, per sandbox, learned once.
 import { describe, expect, it } from 'vitest';
-import { SecretMasker } from '../../host/mask.js';
+import { SecretMasker } from '../../host/mcp/mask.js';
 
 describe('SecretMasker', () => {
   it('masks every occurrence, longest value first, and ignores values under 4 bytes', () => {

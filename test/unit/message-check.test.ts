@@ -4,8 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { describeIssue } from '../../shared/protocol.js';
-import { EnvelopeScanner } from '../../host/transports/envelope-scanner.js';
-import { screenEnvelope, screenParams } from '../../host/transports/message-check.js';
+import { EnvelopeScanner } from '../../host/mcp/transports/envelope-scanner.js';
+import { screenEnvelope, screenParams } from '../../host/mcp/transports/message-check.js';
 
 function scan(text: string, pieceBytes = text.length): ReturnType<EnvelopeScanner['result']> {
   const scanner = new EnvelopeScanner();

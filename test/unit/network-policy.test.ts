@@ -1,12 +1,12 @@
-// The allow-list contract (host/network-policy.ts) and its uses that need no sandbox: the entry
+// The allow-list contract (host/providers/network-policy.ts) and its uses that need no sandbox: the entry
 // grammar, matching, the permitted-set check, the destinations the proxy may connect to, the
 // proxy variables, the server's configuration and create_sandbox's `network` argument.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, type ServerConfig } from '../../host/config.js';
-import { ProviderError } from '../../host/errors.js';
+import { ConfigError, loadConfig, type ServerConfig } from '../../host/config/config.js';
+import { ProviderError } from '../../host/providers/provider-error.js';
 import {
   ALLOW_LIST_PRESETS,
   entryAllows,
@@ -16,14 +16,14 @@ import {
   parseAllowEntry,
   parseAllowList,
   requestHost,
-} from '../../host/network-policy.js';
+} from '../../host/providers/network-policy.js';
 import { proxyEnvironment } from '../../host/providers/local/launch/environment.js';
 import { DenialLog, readDenials } from '../../host/providers/local/network/denial-log.js';
 import { egressRefusalNote, egressRefusalNotes, hostsRefusedSince } from '../../host/providers/local/network/denial-notes.js';
 import { isNonPublicAddress, resolveDestination, type Resolver } from '../../host/providers/local/network/destinations.js';
-import { checkNetwork } from '../../host/doctor/network-check.js';
+import { checkNetwork } from '../../host/cli/doctor/network-check.js';
 import { createNetworkOpts } from '../../host/providers/e2b/network.js';
-import { networkSummary, resolveNetworkArg } from '../../host/tools/network.js';
+import { networkSummary, resolveNetworkArg } from '../../host/mcp/tools/network.js';
 
 describe('allow-list entries', () => {
   it('parses host names, wildcards and addresses with optional ports into a canonical form', () => {

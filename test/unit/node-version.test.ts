@@ -1,7 +1,7 @@
 // The supported Node.js range comes from package.json and is checked the way npm reads it.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { checkNodeVersion, satisfiesRange, supportedNodeRange } from '../../host/doctor/node-version.js';
+import { checkNodeVersion, satisfiesRange, supportedNodeRange } from '../../host/cli/doctor/node-version.js';
 
 const RANGE = '>=20.18.1 <21 || >=22';
 

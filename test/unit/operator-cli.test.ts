@@ -17,7 +17,7 @@ import {
   logsEnd,
 } from '../../host/cli/logs.js';
 import { AGENT_WITHOUT_LIST, ListingSchema, renderListing, type Listing } from '../../host/cli/ls.js';
-import { HELP, parseCommandLine } from '../../host/cli-args.js';
+import { HELP, parseCommandLine } from '../../host/cli/args.js';
 import type { TaskView } from '../../shared/protocol.js';
 import { usageError } from '../support/usage-error.js';
 

@@ -3,16 +3,16 @@
 // and the field, never a malformed answer and never a value.
 import * as z from 'zod';
 import { describe, expect, it } from 'vitest';
-import { AgentClient } from '../../host/agent-client.js';
-import { createLogger } from '../../host/log.js';
-import { SecretMasker } from '../../host/mask.js';
-import { TaskRetention } from '../../host/retention.js';
-import { OwnerCache } from '../../host/providers/owner-scope.js';
-import { WaitGate } from '../../host/wait-gate.js';
-import type { ServerDeps } from '../../host/server-deps.js';
-import { runTool } from '../../host/server.js';
-import { Session } from '../../host/session.js';
-import { defineTool, type ToolDef } from '../../host/tools/tool.js';
+import { AgentClient } from '../../host/tasks/agent-client.js';
+import { createLogger } from '../../host/util/log.js';
+import { SecretMasker } from '../../host/mcp/mask.js';
+import { TaskRetention } from '../../host/tasks/retention.js';
+import { OwnerCache } from '../../host/access/owner-scope.js';
+import { WaitGate } from '../../host/tasks/wait-gate.js';
+import type { ServerDeps } from '../../host/mcp/server-deps.js';
+import { runTool } from '../../host/mcp/server.js';
+import { Session } from '../../host/mcp/session.js';
+import { defineTool, type ToolDef } from '../../host/mcp/tools/tool.js';
 
 const VALUE = 'VALUE-that-must-not-be-logged';
 

@@ -1,7 +1,7 @@
 // Sandbox ids as tools receive them: qualified with a provider, or of the default one.
 import { describe, expect, it } from 'vitest';
-import { ProviderError } from '../../host/errors.js';
-import { parseSandboxRef } from '../../host/sandbox-ref.js';
+import { ProviderError } from '../../host/providers/provider-error.js';
+import { parseSandboxRef } from '../../host/providers/sandbox-ref.js';
 
 describe('parseSandboxRef', () => {
   it('qualifies unqualified ids with the default provider', () => {

@@ -2,18 +2,18 @@
 // provider whose calls the test can hold open — the only way to pin in-flight races
 // deterministically. Real sandboxes cover the same tools end to end in test/e2e/.
 import { describe, expect, it } from 'vitest';
-import { AgentClient } from '../../host/agent-client.js';
-import { ProviderError } from '../../host/errors.js';
-import { createLogger } from '../../host/log.js';
-import { SecretMasker } from '../../host/mask.js';
-import { TaskRetention } from '../../host/retention.js';
-import { OwnerCache } from '../../host/providers/owner-scope.js';
-import { WaitGate } from '../../host/wait-gate.js';
+import { AgentClient } from '../../host/tasks/agent-client.js';
+import { ProviderError } from '../../host/providers/provider-error.js';
+import { createLogger } from '../../host/util/log.js';
+import { SecretMasker } from '../../host/mcp/mask.js';
+import { TaskRetention } from '../../host/tasks/retention.js';
+import { OwnerCache } from '../../host/access/owner-scope.js';
+import { WaitGate } from '../../host/tasks/wait-gate.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { runningSandbox } from '../support/running-sandbox.js';
-import { callTool, closeSession } from '../../host/server.js';
-import { Session } from '../../host/session.js';
-import type { ServerDeps } from '../../host/server-deps.js';
+import { callTool, closeSession } from '../../host/mcp/server.js';
+import { Session } from '../../host/mcp/session.js';
+import type { ServerDeps } from '../../host/mcp/server-deps.js';
 
 interface Call {
   op: string;

@@ -3,7 +3,7 @@
 // scripts for other modules. Failures are the SDK's own errors, unmapped, or ProviderErrors of our
 // own; the provider maps them.
 import { CommandExitError, type CommandHandle, type Sandbox } from 'e2b';
-import { ProviderError } from '../../errors.js';
+import { ProviderError } from '../provider-error.js';
 import { definedFields } from '../../util/defined-fields.js';
 import { OutputCapture } from '../output-capture.js';
 import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath, type ExecOpts, type ExecResult } from '../provider.js';

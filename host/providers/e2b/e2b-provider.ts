@@ -4,7 +4,7 @@
 // sandbox). This file only wires them together and is the one place their failures become
 // ProviderErrors (errors.ts's table). Only setTimeout changes a lifetime.
 import { Sandbox } from 'e2b';
-import { ProviderError } from '../../errors.js';
+import { ProviderError } from '../provider-error.js';
 import { assertExposablePort, resolveSandboxPath, type Provider } from '../provider.js';
 import { createCommands, checkExecCanStart, runHelperScript, type CommandsOpts } from './commands.js';
 import { createConnections, type ConnectionsOpts } from './connections.js';

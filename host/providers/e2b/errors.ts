@@ -15,7 +15,7 @@ import {
   TemplateError,
   TimeoutError,
 } from 'e2b';
-import { isProviderError, ProviderError, type ErrorCategory } from '../../errors.js';
+import { isProviderError, ProviderError, type ErrorCategory } from '../provider-error.js';
 import { definedFields } from '../../util/defined-fields.js';
 
 type ErrorClass = abstract new (...args: never[]) => Error;

@@ -3,7 +3,7 @@
 // errors, unmapped, or ProviderErrors of our own; the provider maps them.
 import { randomBytes } from 'node:crypto';
 import type { Sandbox } from 'e2b';
-import { ProviderError } from '../../errors.js';
+import { ProviderError } from '../provider-error.js';
 import {
   SANDBOX_HOME,
   type FileEntry,

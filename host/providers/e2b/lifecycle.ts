@@ -3,7 +3,7 @@
 // change). Failures are the SDK's own errors, unmapped, or a ProviderError for an option E2B does
 // not have; the provider maps them.
 import { Sandbox } from 'e2b';
-import { ProviderError } from '../../errors.js';
+import { ProviderError } from '../provider-error.js';
 import { definedFields } from '../../util/defined-fields.js';
 import { SANDBOX_LIFETIME_DEFAULT_S, type CreateOpts, type ListOpts, type SandboxMetadata } from '../provider.js';
 import { OWNER_METADATA_KEY, ownerFrom, toMetadata } from './metadata.js';

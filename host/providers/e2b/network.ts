@@ -3,8 +3,8 @@
 // proxy, no variables), an exposed port is the SDK's public host for it, and the effective
 // policy is read back from getInfo.
 import { ALL_TRAFFIC, type Sandbox, type SandboxInfo, type SandboxOpts } from 'e2b';
-import { ProviderError } from '../../errors.js';
-import { parseAllowList, type NetworkPolicy } from '../../network-policy.js';
+import { ProviderError } from '../provider-error.js';
+import { parseAllowList, type NetworkPolicy } from '../network-policy.js';
 import type { ExposedPort, NetworkDescription } from '../provider.js';
 
 const PORTS_UNSUPPORTED =

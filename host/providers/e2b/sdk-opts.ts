@@ -1,7 +1,7 @@
 // The connection options every SDK call carries (credentials, endpoints, request timeout), built
 // once from the server's configuration. Without an API key each call fails on its own, so a server
 // that never touches E2B never needs one.
-import { ProviderError } from '../../errors.js';
+import { ProviderError } from '../provider-error.js';
 import { definedFields } from '../../util/defined-fields.js';
 
 /** Where and how the SDK reaches E2B: configuration from the server, never from tool arguments. */

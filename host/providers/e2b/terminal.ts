@@ -3,7 +3,7 @@
 // terminal is handed in. Failures of pty.create are the SDK's own errors, unmapped (the provider
 // maps them); once open, the session never throws: a broken stream ends it.
 import { CommandExitError, type CommandHandle, type Sandbox } from 'e2b';
-import { ProviderError } from '../../errors.js';
+import { ProviderError } from '../provider-error.js';
 import type { TerminalOpts, TerminalSession } from '../provider.js';
 
 /** The exit status reported when the terminal's stream broke and its program's status is unknown (as ssh reports a lost connection). */

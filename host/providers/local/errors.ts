@@ -1,6 +1,6 @@
 // Every local failure becomes one of the fixed categories here, with static text of ours:
 // keeper start-up codes, missing tools and stray exceptions (whose messages carry host paths).
-import { isProviderError, ProviderError } from '../../errors.js';
+import { isProviderError, ProviderError } from '../provider-error.js';
 import type { KeeperFailure } from './keeper/report.js';
 
 /** Static "what is wrong and how to fix it" texts for the environment checks. */

@@ -1,7 +1,7 @@
 // Checks of call arguments shared by the provider's operations. Each failure is an
 // invalid_argument ProviderError whose detail names the argument, never its value.
 import { envsBytes, LIMITS } from '../../../shared/limits.js';
-import { ProviderError } from '../../errors.js';
+import { ProviderError } from '../provider-error.js';
 import { SANDBOX_LIFETIME_MAX_S, SANDBOX_LIFETIME_MIN_S } from '../provider.js';
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;

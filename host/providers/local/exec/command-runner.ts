@@ -3,7 +3,7 @@
 // kill can end them.
 import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
-import { ProviderError } from '../../../errors.js';
+import { ProviderError } from '../../provider-error.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { cancelledBeforeStart, SANDBOX_HOME, type ExecRole } from '../../provider.js';
 import { LOCAL_DETAILS } from '../errors.js';

@@ -1,7 +1,7 @@
 // exec: one shell command in a sandbox, as its user, with the sandbox's environment (its proxy
 // variables included) and the call's sourced inside (never given to the host-side nsenter), an
 // optional cwd, a timeout and capped output.
-import { ProviderError } from '../../../errors.js';
+import { ProviderError } from '../../provider-error.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath, type ExecOpts, type ExecResult } from '../../provider.js';
 import { LOCAL_DETAILS } from '../errors.js';

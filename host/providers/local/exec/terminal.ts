@@ -5,7 +5,7 @@
 import { constants } from 'node:os';
 import { join } from 'node:path';
 import type { IPty } from '@lydell/node-pty';
-import { ProviderError } from '../../../errors.js';
+import { ProviderError } from '../../provider-error.js';
 import type { TerminalOpts, TerminalSession } from '../../provider.js';
 import { exportScript, sandboxPath } from '../launch/environment.js';
 import { buildTerminalCommand, TERMINAL_ENV_MAX_BYTES, TERMINAL_ENV_VAR } from '../launch/terminal-command.js';

@@ -1,6 +1,6 @@
 // readFile, writeFile and listFiles: each runs one of the in-sandbox scripts of scripts.ts as the
 // sandbox user, bounded in time and output, and maps the script's exit status.
-import { ProviderError } from '../../../errors.js';
+import { ProviderError } from '../../provider-error.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import {
   resolveSandboxPath,

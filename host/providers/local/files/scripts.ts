@@ -3,7 +3,7 @@
 // host's. Each script reports its outcome as an exit status from the table below and metadata
 // on fd 3; data travels on stdin/stdout, binary-safe.
 import { posix } from 'node:path';
-import { ProviderError } from '../../../errors.js';
+import { ProviderError } from '../../provider-error.js';
 import type { FileEntry } from '../../provider.js';
 
 /** Exit statuses of the file scripts (chosen above any status the tools themselves use). */

@@ -6,7 +6,7 @@
 // SIGUSR1 means "the deadline file changed" (set_sandbox_timeout). Read runKeeper top to bottom:
 // each phase is a function below it, and everything they share is one KeeperState.
 import { basename, dirname, join } from 'node:path';
-import { createLogger } from '../../../log.js';
+import { createLogger } from '../../../util/log.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { writableMountSizes } from '../limits/disk-shares.js';
 import type { EnforcedLimits } from '../limits/enforced.js';

@@ -2,7 +2,7 @@
 // covered descriptors, and its one-line JSON report on fd 3 within a bounded wait.
 import { spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
-import { ProviderError } from '../../../errors.js';
+import { ProviderError } from '../../provider-error.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import { sandboxPath } from '../launch/environment.js';
 import type { LocalSettings } from '../settings.js';

@@ -1,7 +1,7 @@
 // What a command finds inside a sandbox: its PATH, its proxy variables, and the shell preludes
 // that source the caller's environment from a descriptor (never through the host-side helpers)
 // and change into its working directory. Pure text, unit-tested.
-import { parseAllowList } from '../../../network-policy.js';
+import { parseAllowList } from '../../network-policy.js';
 
 /** The descriptor on which a command's environment reaches the sandbox (see envPrelude). */
 export const ENV_FD = 4;

@@ -3,8 +3,8 @@
 // start leaves no state.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { ProviderError } from '../../../errors.js';
-import { formatAllowEntry, parseAllowEntry, type NetworkPolicy } from '../../../network-policy.js';
+import { ProviderError } from '../../provider-error.js';
+import { formatAllowEntry, parseAllowEntry, type NetworkPolicy } from '../../network-policy.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import type { CreateOpts, SandboxMetadata } from '../../provider.js';
 import { keeperFailureError, LOCAL_DETAILS } from '../errors.js';

@@ -1,6 +1,6 @@
 // What the tools say when a sandbox meets one of its limits: static sentences of ours, built from
 // numbers only (never from a command's output), for errors and for the notes results carry.
-import { ProviderError } from '../../../errors.js';
+import { ProviderError } from '../../provider-error.js';
 import type { ExecRole } from '../../provider.js';
 import { DISK_SHARES_EIGHTHS } from './disk-shares.js';
 import { processLimitFor } from './process-tiers.js';

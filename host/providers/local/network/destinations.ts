@@ -3,7 +3,7 @@
 // private, and the other non-public ranges), unless an entry names that address literally. The
 // connection is then made to the address checked here, never resolved again.
 import { BlockList } from 'node:net';
-import { canonicalIPv6, entryAllows, namesAddressLiterally, requestHost, type AllowEntry } from '../../../network-policy.js';
+import { canonicalIPv6, entryAllows, namesAddressLiterally, requestHost, type AllowEntry } from '../../network-policy.js';
 
 /** Why a request was refused; `not_listed` and `private_address` are the allow-list's own refusals. */
 export type DenialReason = 'not_listed' | 'private_address' | 'unresolvable' | 'bad_host';

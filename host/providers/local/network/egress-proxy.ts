@@ -7,7 +7,7 @@
 import type { Server as HttpServer, IncomingMessage, ServerResponse } from 'node:http';
 import { connect, Socket, type Server } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { AllowEntry } from '../../../network-policy.js';
+import type { AllowEntry } from '../../network-policy.js';
 import { resolveDestination, type DenialReason, type Destination, type Resolver } from './destinations.js';
 import { splice } from './splice.js';
 

@@ -4,7 +4,7 @@
 // sandbox sharing the host's network serves on the host's loopback already: its port is the URL.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { ProviderError } from '../../../errors.js';
+import { ProviderError } from '../../provider-error.js';
 import { assertExposablePort, type ExposedPort } from '../../provider.js';
 import { sandboxGone, type SandboxRegistry } from '../sandbox/registry.js';
 import { specNetwork } from '../sandbox/spec.js';

@@ -4,7 +4,7 @@
 // allow-list, and the control socket through which servers expose its ports. The keeper holds the
 // result until the sandbox ends, so both live exactly as long as the sandbox, with or without a
 // server. A sandbox sharing the host's network needs neither.
-import { parseAllowList } from '../../../network-policy.js';
+import { parseAllowList } from '../../network-policy.js';
 import type { HeldResource } from '../keeper/held-resources.js';
 import { SANDBOX_PROXY_PORT } from '../launch/environment.js';
 import { specNetwork, type SandboxSpec } from '../sandbox/spec.js';

@@ -4,7 +4,7 @@
 // (in this server or another) is absent but left alone.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { ProviderError } from '../../../errors.js';
+import { ProviderError } from '../../provider-error.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import type { LocalSettings } from '../settings.js';
 import { removeCgroups } from '../system/cgroups.js';

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import { ProviderError } from '../../../errors.js';
+import { ProviderError } from '../../provider-error.js';
 import type { EnforcedLimits } from '../limits/enforced.js';
 import type { ProcIdentity } from '../system/proc.js';
 import { isSandboxId } from './ids.js';

@@ -2,7 +2,7 @@
 // keeper? Each missing piece is an unavailable (or unsupported) ProviderError with a fix in it.
 import { accessSync, constants as fsConstants, existsSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { ProviderError } from '../../../errors.js';
+import { ProviderError } from '../../provider-error.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import type { ToolPaths } from '../launch/command-lines.js';
 import type { LocalSettings } from '../settings.js';

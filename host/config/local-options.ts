@@ -1,0 +1,19 @@
+// The local provider's options as the server configuration sets them: one place, so the server
+// and `sandbox-mcp doctor` build the very same provider.
+import type { ServerConfig } from './config.js';
+import type { LocalProviderOpts } from '../providers/local/settings.js';
+import { definedFields } from '../util/defined-fields.js';
+
+/** LocalProviderOpts from the configuration (state directory, network, bubblewrap path, limits). */
+export function localProviderOpts(
+  config: Pick<ServerConfig, 'stateDir' | 'localNetwork' | 'bwrapPath' | 'localLimits'>,
+): LocalProviderOpts {
+  return {
+    network: config.localNetwork,
+    ...definedFields({
+      stateDir: config.stateDir,
+      tools: config.bwrapPath === undefined ? undefined : { bwrap: config.bwrapPath },
+      limits: config.localLimits,
+    }),
+  };
+}

@@ -1,0 +1,169 @@
+// Synchronous execution: run_command and run_code. Output is capped per stream (first and last
+// 32 KiB with a marker between) so a result never floods a model's context; long work belongs
+// in start_task, or in a call with `background_after`, which becomes a task when it runs long
+// (promote.ts). Without `background_after` (argument or server default) a call takes the fast
+// path: one provider exec, no supervisor.
+import { randomBytes } from 'node:crypto';
+import * as z from 'zod';
+import { LIMITS } from '../../../shared/limits.js';
+import { BACKGROUND_AFTER_MAX_S, BACKGROUND_AFTER_MIN_S, secretValuesOf } from '../../config/config.js';
+import { resolveSandboxPath, type ExecOpts, type ExecResult } from '../../providers/provider.js';
+import type { SandboxRef } from '../../providers/sandbox-ref.js';
+import { EnvsSchema, SandboxIdSchema, defineTool, intIn, learnSecrets, renewIfOwned, resolveSandbox, type ToolContext } from './tool.js';
+import { definedFields } from '../../util/defined-fields.js';
+import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, renderCapped, type ExecToolResult } from './exec-result.js';
+import { CommandSchema, CwdSchema, EXEC_TIMEOUT_DEFAULT_S, ExecTimeoutSchema } from './command-fields.js';
+import { withProgress } from './progress.js';
+import { runPromotable } from './promote.js';
+
+const BackgroundAfterSchema = intIn(BACKGROUND_AFTER_MIN_S, BACKGROUND_AFTER_MAX_S)
+  .optional()
+  .describe(
+    `Seconds (${BACKGROUND_AFTER_MIN_S}-${BACKGROUND_AFTER_MAX_S}) to wait before handing the still-running command over as a background task: the result then has backgrounded: true and a task_id to read with get_task and stop with cancel_task. ` +
+      "Set it below your client's request timeout (e.g. 50 for a 60 s client) for anything that might run long. Finishing earlier returns the usual result, except that beyond 1 MiB of output per stream its tail is the end of the first MiB (a task keeps only that), not the true end; its stdin is empty.",
+  );
+
+/** Decodes one captured stream, marking where the provider dropped its middle, and masks secrets. */
+function renderStream(data: Buffer, isTruncated: boolean, headBytes: number, ref: SandboxRef, ctx: ToolContext): string {
+  if (!isTruncated) return renderCapped(ctx, ref, [data.toString('utf8')]);
+  return renderCapped(ctx, ref, [data.subarray(0, headBytes).toString('utf8'), data.subarray(headBytes).toString('utf8')]);
+}
+
+/**
+ * The background_after in effect: the call's, else the server's default. None when the command's
+ * own timeout ends it first: such a call could never be promoted, so it takes the fast path.
+ */
+function backgroundAfterFor(ctx: ToolContext, requested: number | undefined, timeoutS: number): number | undefined {
+  const backgroundAfterS = requested ?? ctx.deps.config.backgroundAfterS;
+  return backgroundAfterS !== undefined && backgroundAfterS < timeoutS ? backgroundAfterS : undefined;
+}
+
+/** The fast path: runs the command with one provider exec and the tool output cap, and shapes the result. */
+async function runCapped(
+  ctx: ToolContext,
+  ref: SandboxRef,
+  command: string,
+  opts: Omit<ExecOpts, 'maxOutputBytes'>,
+  cleanupAfterTimeout?: string,
+) {
+  const provider = ctx.deps.providers.get(ref.provider);
+  const r = await withProgress(
+    ctx,
+    (s) => `command running for ${s} s`,
+    () => provider.exec(ref.id, command, { ...opts, maxOutputBytes: EXEC_OUTPUT_CAP_BYTES, ...definedFields({ signal: ctx.signal }) }),
+  );
+  // Only once the provider ran it (so the caller may see this sandbox) do its envs join the
+  // sandbox's masking: else anyone could mask words out of another principal's output.
+  if (opts.envs) ctx.deps.masker.add(ref.qualified, secretValuesOf(opts.envs));
+  // A timeout (or a cancelled call) kills the whole group, shell traps included: clean up from outside.
+  if ((r.timedOut || ctx.signal?.aborted) && cleanupAfterTimeout)
+    await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30, role: 'service' }).catch(() => undefined);
+  return { result: toResult(r, ref, ctx) };
+}
+
+/** What starts a line of the server's own in a command's stderr (a note on a limit the command met or a refused destination). */
+export const NOTE_PREFIX = '[sandbox-mcp] ';
+
+/**
+ * The provider's notes on a failed command, as lines after its stderr (never cut by the cap),
+ * masked like the output: a refusal note names hosts the sandbox chose (`curl https://$TOKEN.example`).
+ */
+function withNotes(stderr: string, notes: readonly string[] | undefined, ref: SandboxRef, ctx: ToolContext): string {
+  if (!notes || notes.length === 0) return stderr;
+  const sep = stderr === '' || stderr.endsWith('\n') ? '' : '\n';
+  return stderr + sep + notes.map((n) => `${NOTE_PREFIX}${ctx.deps.masker.mask(ref.qualified, n)}\n`).join('');
+}
+
+function toResult(r: ExecResult, ref: SandboxRef, ctx: ToolContext): ExecToolResult {
+  return {
+    exit_code: r.exitCode,
+    stdout: renderStream(r.stdout, r.stdoutTruncated, r.stdoutHeadBytes, ref, ctx),
+    stderr: withNotes(renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ref, ctx), r.notes, ref, ctx),
+    stdout_truncated: r.stdoutTruncated,
+    stderr_truncated: r.stderrTruncated,
+    timed_out: r.timedOut,
+  };
+}
+
+/**
+ * Resolves the sandbox, learns its secrets (before any of its output is shown) and renews it if
+ * this session owns it: every run_command/run_code does this first.
+ */
+async function targetOf(ctx: ToolContext, sandboxId: string | undefined): Promise<SandboxRef> {
+  const ref = resolveSandbox(ctx, sandboxId);
+  await learnSecrets(ctx, ref);
+  await renewIfOwned(ctx, ref);
+  return ref;
+}
+
+const runCommand = defineTool({
+  name: 'run_command',
+  title: 'Run command',
+  description:
+    `Run a shell command (bash -c) in a sandbox and wait for it (timeout 1-${LIMITS.taskTimeoutMaxS} s, default ${EXEC_TIMEOUT_DEFAULT_S}; the whole process group is killed at the timeout). ` +
+    'Returns exit_code and stdout/stderr, each capped at 64 KiB (first and last 32 KiB) with *_truncated flags; on a timeout timed_out is true and exit_code is ' +
+    'whatever the killed shell reported. Clients often cut a call at about 60 s: for anything that may run longer pass background_after (e.g. 50): ' +
+    'if the command is still running then, you get backgrounded: true with a task_id instead (read it with get_task, stop it with cancel_task). ' +
+    'Stdin is empty either way (a prompt sees end-of-file); for a command that needs input use start_task and send_task_input. Long output belongs in start_task.',
+  input: z.strictObject({
+    command: CommandSchema,
+    sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
+    cwd: CwdSchema,
+    envs: EnvsSchema.optional().describe('Extra environment variables for this command.'),
+    timeout: ExecTimeoutSchema.describe("Seconds before the command's process group is killed (timed_out)."),
+    background_after: BackgroundAfterSchema,
+  }),
+  output: ExecResultSchema,
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  async run(args, ctx) {
+    const backgroundAfterS = backgroundAfterFor(ctx, args.background_after, args.timeout);
+    const ref = await targetOf(ctx, args.sandbox_id);
+    if (backgroundAfterS === undefined) {
+      return runCapped(ctx, ref, args.command, { timeoutS: args.timeout, ...definedFields({ cwd: args.cwd, envs: args.envs }) });
+    }
+    const cwd = args.cwd !== undefined ? resolveSandboxPath(args.cwd) : undefined;
+    const run = { command: args.command, timeoutS: args.timeout, backgroundAfterS, ...definedFields({ cwd, envs: args.envs }) };
+    return { result: await runPromotable(ctx, ref, run) };
+  },
+});
+
+const INTERPRETERS = { python: ['python3', 'py'], javascript: ['node', 'js'], bash: ['bash', 'sh'] } as const;
+
+const runCode = defineTool({
+  name: 'run_code',
+  title: 'Run code',
+  description:
+    'Write code to a temporary file in the sandbox and run it with python3, node or bash (default python); same limits and result as run_command, ' +
+    'including background_after (the temporary file is removed when the code ends, also after promotion).',
+  input: z.strictObject({
+    code: z.string().min(1).max(1_000_000),
+    language: z.enum(['python', 'javascript', 'bash']).default('python'),
+    sandbox_id: SandboxIdSchema.optional(),
+    timeout: ExecTimeoutSchema,
+    background_after: BackgroundAfterSchema,
+  }),
+  output: ExecResultSchema,
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  async run(args, ctx) {
+    const [interpreter, ext] = INTERPRETERS[args.language];
+    const path = `/tmp/sandbox-mcp-code-${randomBytes(8).toString('hex')}.${ext}`;
+    const backgroundAfterS = backgroundAfterFor(ctx, args.background_after, args.timeout);
+    const ref = await targetOf(ctx, args.sandbox_id);
+    const provider = ctx.deps.providers.get(ref.provider);
+    await provider.writeFile(ref.id, path, Buffer.from(args.code, 'utf8'));
+    // The shell removes the file when the code ends (a TERM from a timeout or cancel included), so
+    // it also goes when the run outlives this call as a task.
+    const command = `trap 'rm -f ${path}' EXIT; ${interpreter} ${path}`;
+    if (backgroundAfterS === undefined) return runCapped(ctx, ref, command, { timeoutS: args.timeout }, `rm -f ${path}`);
+    try {
+      return { result: await runPromotable(ctx, ref, { command, timeoutS: args.timeout, backgroundAfterS }) };
+    } catch (e) {
+      // The task may never have started (or has ended): the file must not stay behind.
+      await provider.exec(ref.id, `rm -f ${path}`, { timeoutS: 30, role: 'service' }).catch(() => undefined);
+      throw e;
+    }
+  },
+});
+
+/** run_command and run_code. */
+export const execTools = [runCommand, runCode];

@@ -1,0 +1,174 @@
+// Lifecycle tools: create, kill, list, inspect, extend.
+import * as z from 'zod';
+import { secretValuesOf } from '../../config/config.js';
+import { ProviderError, isProviderError } from '../../providers/provider-error.js';
+import { SANDBOX_LIFETIME_DEFAULT_S, SANDBOX_LIFETIME_MAX_S, SANDBOX_LIFETIME_MIN_S } from '../../providers/provider.js';
+import { MetadataSchema, qualifyMetadata } from '../../providers/sandbox-metadata.js';
+import { PROVIDER_IDS, qualify } from '../../providers/sandbox-ref.js';
+import { EnvsSchema, SandboxIdSchema, defineTool, intIn, resolveSandbox, type ToolContext } from './tool.js';
+import { definedFields } from '../../util/defined-fields.js';
+import { NetworkArgSchema, networkSummary, resolveNetworkArg } from './network.js';
+
+/** A sandbox lifetime argument: whole seconds within the contract's bounds. */
+const LifetimeSchema = intIn(SANDBOX_LIFETIME_MIN_S, SANDBOX_LIFETIME_MAX_S);
+
+/**
+ * Added to create_sandbox's text in sessions whose sandboxes end with them (stdio): a client that
+ * starts a server per call would otherwise lose the sandbox right after this call, unawares.
+ */
+export const CLEANUP_NOTE =
+  'Note: this sandbox is destroyed when this MCP session ends (a client that starts the server for each call ends it right after this call), ' +
+  'unless a task is started in it with start_task. To keep sandboxes until their own timeout, run the server with --keep-sandboxes (SANDBOX_MCP_KEEP_SANDBOXES=1).';
+
+const createSandbox = defineTool({
+  name: 'create_sandbox',
+  title: 'Create sandbox',
+  description:
+    "Create a new sandbox and make it this session's default. It is destroyed when the session ends unless a task was started in it. " +
+    "Omitted options keep the provider's defaults. Keep secrets in the server's configuration; envs given here are visible to the model.",
+  input: z.strictObject({
+    template: z.string().min(1).max(200).optional(),
+    timeout: LifetimeSchema.optional().describe(`Lifetime in seconds (default ${SANDBOX_LIFETIME_DEFAULT_S}).`),
+    envs: EnvsSchema.optional().describe('Environment variables for every command in the sandbox.'),
+    region: z.string().min(1).max(100).optional(),
+    cpu: z.number().int().min(1).max(1024).optional().describe("CPU cores (default: no CPU limit; at most the server's maximum)."),
+    memory: z
+      .number()
+      .int()
+      .min(1)
+      .max(1048576)
+      .optional()
+      .describe("Memory limit in MB, the sandbox's files included (default and maximum: the server's)."),
+    provider: z.enum(PROVIDER_IDS).optional().describe("A configured provider id; default is the server's."),
+    network: NetworkArgSchema.optional(),
+  }),
+  output: MetadataSchema,
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+  configNote: networkSummary,
+  async run(args, ctx) {
+    const providerId = args.provider ?? ctx.deps.config.defaultProvider;
+    const provider = ctx.deps.providers.get(providerId);
+    const network = resolveNetworkArg(args.network, ctx.deps.config);
+    const meta = await provider.create(
+      definedFields({
+        template: args.template,
+        timeoutS: args.timeout,
+        envs: args.envs,
+        region: args.region,
+        cpu: args.cpu,
+        memoryMb: args.memory,
+        network,
+      }),
+    );
+    const ref = qualify(providerId, meta.sandbox_id);
+    // This process knows the sandbox's record: its envs are all there is to learn.
+    ctx.deps.masker.add(ref.qualified, secretValuesOf(args.envs ?? {}));
+    ctx.deps.masker.markLearned(ref.qualified);
+    if (!ctx.session.adopt(ref.qualified, args.timeout ?? SANDBOX_LIFETIME_DEFAULT_S)) {
+      // The session ended while we were creating: nobody owns this sandbox, so it must not outlive us.
+      await provider.kill(ref.id).catch(() => undefined);
+      throw new ProviderError('conflict', {
+        code: 'session_closed',
+        detail: 'The session ended while the sandbox was being created; it was destroyed.',
+      });
+    }
+    const result = qualifyMetadata(providerId, meta);
+    return ctx.session.opts.hasCleanupNote ? { result, content: [{ type: 'text', text: CLEANUP_NOTE }] } : { result };
+  },
+});
+
+const killSandbox = defineTool({
+  name: 'kill_sandbox',
+  title: 'Destroy sandbox',
+  description:
+    'Destroy a sandbox and everything in it, including its tasks and their logs (the complete cleanup). Defaults to the session default.',
+  input: z.strictObject({ sandbox_id: SandboxIdSchema.optional() }),
+  output: z.strictObject({ success: z.boolean(), sandbox_id: z.string() }),
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
+  async run(args, ctx) {
+    const ref = resolveSandbox(ctx, args.sandbox_id);
+    try {
+      await ctx.deps.providers.get(ref.provider).kill(ref.id);
+    } catch (e) {
+      // Already gone (expired, killed elsewhere): it must not linger as this session's default.
+      // Only the session's own state: not_found may also be another principal's sandbox, whose
+      // retention and masking are none of this caller's business.
+      if (isProviderError(e) && e.category === 'not_found') ctx.session.forget(ref.qualified);
+      throw e;
+    }
+    forget(ctx, ref.qualified);
+    return { result: { success: true, sandbox_id: ref.qualified } };
+  },
+});
+
+function forget(ctx: ToolContext, qualifiedId: string): void {
+  ctx.session.forget(qualifiedId);
+  ctx.deps.retention.forget(qualifiedId);
+  ctx.deps.masker.forget(qualifiedId);
+}
+
+const listSandboxes = defineTool({
+  name: 'list_sandboxes',
+  title: 'List sandboxes',
+  description:
+    'List sandboxes visible to the configured account and provider. Increase offset for the next page; there is no total or cursor. ' +
+    'Listing never creates, selects or adopts a sandbox.',
+  input: z.strictObject({
+    status: z.enum(['running', 'paused']).optional(),
+    limit: intIn(1, 100).default(100),
+    offset: z.number().int().min(0).max(1_000_000).default(0),
+    provider: z.enum(PROVIDER_IDS).optional(),
+    region: z.string().min(1).max(100).optional(),
+  }),
+  output: z.strictObject({ sandboxes: z.array(MetadataSchema), limit: z.number(), offset: z.number() }),
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+  async run(args, ctx) {
+    const providerId = args.provider ?? ctx.deps.config.defaultProvider;
+    const items = await ctx.deps.providers.get(providerId).list({
+      limit: args.limit,
+      offset: args.offset,
+      ...definedFields({ status: args.status, region: args.region }),
+    });
+    return {
+      result: { sandboxes: items.slice(0, args.limit).map((m) => qualifyMetadata(providerId, m)), limit: args.limit, offset: args.offset },
+    };
+  },
+});
+
+const getSandbox = defineTool({
+  name: 'get_sandbox',
+  title: 'Inspect sandbox',
+  description:
+    'Current metadata of a sandbox (the session default when sandbox_id is omitted). Never creates, resumes or extends a sandbox.',
+  input: z.strictObject({ sandbox_id: SandboxIdSchema.optional() }),
+  output: MetadataSchema,
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+  async run(args, ctx) {
+    const ref = resolveSandbox(ctx, args.sandbox_id);
+    return { result: qualifyMetadata(ref.provider, await ctx.deps.providers.get(ref.provider).getInfo(ref.id)) };
+  },
+});
+
+const setSandboxTimeout = defineTool({
+  name: 'set_sandbox_timeout',
+  title: 'Set sandbox lifetime',
+  description:
+    "Set a sandbox's lifetime to `timeout` seconds from now. For a sandbox this session created, later command and file tools renew with this duration.",
+  input: z.strictObject({
+    timeout: LifetimeSchema.describe('New lifetime in seconds, counted from now.'),
+    sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
+  }),
+  output: z.strictObject({ success: z.boolean(), sandbox_id: z.string(), timeout: z.number() }),
+  // Destructive: a short timeout ends the sandbox and everything in it.
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
+  async run(args, ctx) {
+    const ref = resolveSandbox(ctx, args.sandbox_id);
+    await ctx.deps.providers.get(ref.provider).setTimeout(ref.id, args.timeout);
+    // Only after success, and only for a sandbox this still-open session owns.
+    ctx.session.setRenewal(ref.qualified, args.timeout);
+    return { result: { success: true, sandbox_id: ref.qualified, timeout: args.timeout } };
+  },
+});
+
+/** The five lifecycle tools. */
+export const sandboxTools = [createSandbox, killSandbox, listSandboxes, getSandbox, setSandboxTimeout];

@@ -1,0 +1,240 @@
+// Streamable HTTP transport at /mcp: bearer token, Host/Origin validation against the bound
+// address (DNS-rebinding protection), one server + session per MCP session; DELETE and an idle
+// timeout end a session with the same cleanup as stdio.
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { randomUUID } from 'node:crypto';
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { isSamePrincipal, type Principal } from '../../access/principal.js';
+import { createServer } from '../server.js';
+import type { ServerDeps } from '../server-deps.js';
+import type { TokenTable } from '../../access/tokens-file.js';
+import { screenEnvelope, type Refused } from './message-check.js';
+
+export interface HttpOpts {
+  host: string;
+  port: number;
+  /** Extra Host header names (host or host:port) clients may use, e.g. a DNS name of this machine. */
+  extraHosts?: string[];
+  /** Who each bearer token authenticates. */
+  tokens: TokenTable;
+  /** A session with no request for this long is closed and cleaned up. */
+  idleTimeoutMs: number;
+  /** How often idle sessions are looked for. */
+  sweepIntervalMs?: number;
+}
+
+/** Largest accepted request body: a full 3 MiB upload_file chunk is 4 MiB of base64 plus JSON-RPC framing. */
+const MAX_BODY_BYTES = 4 * 1024 * 1024 + 64 * 1024;
+
+interface HttpSession {
+  transport: StreamableHTTPServerTransport;
+  /** The principal that opened it: only the same principal may use it. */
+  principal: Principal;
+  lastSeenMs: number;
+  activeRequests: number;
+  end: () => Promise<void>;
+}
+
+/** A running HTTP server; `close()` ends every session with its cleanup. */
+export interface HttpHandle {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Host header values (lowercase host:port) that name the bound address, its loopback aliases and any extras. */
+export function allowedHosts(host: string, port: number, extras: readonly string[] = []): Set<string> {
+  const names = new Set([bracket(host)]);
+  if (isLoopback(host)) for (const alias of ['127.0.0.1', 'localhost', '[::1]']) names.add(alias);
+  const allowed = new Set([...names].map((n) => `${n}:${port}`.toLowerCase()));
+  for (const extra of extras) allowed.add((/:\d+$/.test(extra) ? extra : `${extra}:${port}`).toLowerCase());
+  return allowed;
+}
+
+/** True for an address only this machine can reach. */
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\./.test(host);
+}
+
+/** A wildcard bind has no address a Host header could name: it needs explicit --allowed-host names. */
+export function isWildcard(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '';
+}
+
+function bracket(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+function reject(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
+}
+
+/**
+ * The first message of a body (one message, or each of a batch) that screenEnvelope refuses. The
+ * SDK would answer it with a generic parse error, or not at all for a message in a batch.
+ */
+function refuseMalformed(body: unknown): Refused | undefined {
+  for (const message of Array.isArray(body) ? body : [body]) {
+    const screened = screenEnvelope(message);
+    if (!screened.ok) return screened;
+  }
+  return undefined;
+}
+
+function replyRefused(res: ServerResponse, refused: Refused): void {
+  if (!refused.reply) {
+    // Nothing to answer (a notification or a response): accepted and dropped, as JSON-RPC asks.
+    res.writeHead(202).end();
+    return;
+  }
+  res.writeHead(400, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(refused.reply));
+}
+
+async function readBody(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY_BYTES) throw Object.assign(new Error('too large'), { status: 413 });
+    chunks.push(chunk as Buffer);
+  }
+  if (size === 0) return undefined;
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    throw Object.assign(new Error('bad json'), { status: 400 });
+  }
+}
+
+/** Serves MCP over Streamable HTTP until close(). */
+export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpHandle> {
+  const sessions = new Map<string, HttpSession>();
+  let hosts = allowedHosts(opts.host, opts.port, opts.extraHosts);
+
+  async function openSession(req: IncomingMessage, res: ServerResponse, body: unknown, principal: Principal): Promise<void> {
+    const { server, connect, close } = createServer(deps, { principal, transport: 'http' });
+    let entry: HttpSession | undefined;
+    let ended: Promise<void> | undefined;
+    const end = () =>
+      (ended ??= (async () => {
+        if (transport.sessionId) sessions.delete(transport.sessionId);
+        await close();
+        await server.close().catch(() => undefined);
+      })());
+    // From transport callbacks, which cannot wait: a failure is logged, never lost silently.
+    const endQuietly = (): void => {
+      end().catch((e: unknown) => deps.log.warn('http session cleanup failed', { unexpected: e instanceof Error ? e.name : typeof e }));
+    };
+    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (id) => {
+        entry = { transport, principal, lastSeenMs: Date.now(), activeRequests: 1, end };
+        sessions.set(id, entry);
+        // The principal's name is not a secret, and says whose session this was.
+        deps.log.info('http session opened', principal.kind === 'named' ? { principal: principal.name } : {});
+      },
+      onsessionclosed: () => {
+        endQuietly();
+      },
+    });
+    server.onclose = endQuietly;
+    await connect(transport);
+    await transport.handleRequest(req, res, body);
+    if (entry) entry.activeRequests--;
+    else endQuietly(); // initialization failed: nothing to keep
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const host = (req.headers.host ?? '').toLowerCase();
+    if (!hosts.has(host)) return reject(res, 403, 'Forbidden: Host header does not match the server address');
+    const origin = req.headers.origin?.toLowerCase();
+    if (origin !== undefined && ![...hosts].some((h) => origin === `http://${h}`)) {
+      return reject(res, 403, 'Forbidden: Origin does not match the server address');
+    }
+    if ((req.url ?? '').split('?')[0] !== '/mcp') return reject(res, 404, 'Not found: the MCP endpoint is /mcp');
+    // The auth scheme is case-insensitive (RFC 7235); the token is not.
+    const auth = /^bearer +(\S+)$/i.exec(req.headers.authorization ?? '');
+    const principal = auth ? opts.tokens.authenticate(auth[1]!) : undefined;
+    if (!principal) return reject(res, 401, 'Unauthorized: a bearer token is required', { 'www-authenticate': 'Bearer' });
+    let body: unknown;
+    if (req.method === 'POST') {
+      try {
+        body = await readBody(req);
+      } catch (e) {
+        const status = (e as { status?: number }).status ?? 400;
+        return reject(res, status, status === 413 ? 'Request body too large' : 'Parse error: invalid JSON');
+      }
+    }
+    if (body !== undefined) {
+      const refused = refuseMalformed(body);
+      if (refused) {
+        deps.log.info('refused a message', { reason: refused.reason });
+        return replyRefused(res, refused);
+      }
+    }
+    const sessionId = req.headers['mcp-session-id'];
+    if (typeof sessionId === 'string') {
+      const entry = sessions.get(sessionId);
+      // Another principal's session reads as no session at all.
+      if (!entry || !isSamePrincipal(entry.principal, principal)) return reject(res, 404, 'Session not found');
+      entry.lastSeenMs = Date.now();
+      // The standalone GET stream stays open for the whole session: it is not activity.
+      const isCall = req.method === 'POST';
+      if (isCall) entry.activeRequests++;
+      try {
+        await entry.transport.handleRequest(req, res, body);
+      } finally {
+        if (isCall) entry.activeRequests--;
+        entry.lastSeenMs = Date.now();
+      }
+      return;
+    }
+    if (req.method === 'POST' && isInitializeRequest(body)) return openSession(req, res, body, principal);
+    return reject(res, 400, 'Bad request: no valid session id');
+  }
+
+  const httpServer = createHttpServer((req, res) => {
+    handle(req, res).catch(() => {
+      if (!res.headersSent) reject(res, 500, 'Internal error');
+      else res.end();
+    });
+  });
+  await new Promise<void>((resolve, reject_) => {
+    httpServer.once('error', reject_);
+    httpServer.listen(opts.port, opts.host, () => resolve());
+  });
+  const port = (httpServer.address() as AddressInfo).port;
+  hosts = allowedHosts(opts.host, port, opts.extraHosts);
+
+  const sweep = setInterval(
+    () => {
+      const now = Date.now();
+      for (const entry of sessions.values()) {
+        // A long get_task wait holds a request open: that session is not idle.
+        if (entry.activeRequests === 0 && now - entry.lastSeenMs > opts.idleTimeoutMs) {
+          deps.log.info('http session idle; closing');
+          entry
+            .end()
+            .catch((e: unknown) => deps.log.warn('http session cleanup failed', { unexpected: e instanceof Error ? e.name : typeof e }));
+        }
+      }
+    },
+    opts.sweepIntervalMs ?? Math.min(30_000, Math.max(100, opts.idleTimeoutMs / 4)),
+  );
+  sweep.unref();
+
+  return {
+    url: `http://${bracket(opts.host)}:${port}/mcp`,
+    port,
+    async close() {
+      clearInterval(sweep);
+      await Promise.all([...sessions.values()].map((s) => s.end()));
+      httpServer.closeAllConnections();
+      await new Promise<void>((resolve) => httpServer.close(() => resolve()));
+    },
+  };
+}

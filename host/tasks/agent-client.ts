@@ -1,0 +1,180 @@
+// The host side of the agent protocol: one request per provider exec, pushing the agent first
+// when the sandbox lacks this exact build. The agent file is content-addressed, so a new host
+// never disturbs tasks supervised by an older agent.
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import {
+  RESULT_SCHEMAS,
+  ResponseSchema,
+  encodeRequest,
+  type AgentErrorCode,
+  type AgentRequestInput,
+  type AgentResponse,
+  type OpName,
+} from '../../shared/protocol.js';
+import { ProviderError, type ErrorCategory } from '../providers/provider-error.js';
+import type { Provider } from '../providers/provider.js';
+import { definedFields } from '../util/defined-fields.js';
+
+/** The built agent: its bytes and the content-addressed name it is installed under. */
+export interface AgentBundle {
+  bytes: Buffer;
+  fileName: string;
+  version: string;
+}
+
+/** Where agents live in a sandbox, relative to the sandbox user's home. */
+export const AGENT_INSTALL_DIR = '.sandbox-mcp/agent';
+
+// A shell exit status no node or agent uses: "this agent build is not installed here".
+const EXIT_AGENT_MISSING = 197;
+const EXIT_NODE_MISSING = 127;
+
+/** Loads dist/agent.cjs and its manifest (written by build/build.mjs). */
+export function loadAgentBundle(distDir = defaultDistDir()): AgentBundle {
+  const manifest = JSON.parse(readFileSync(join(distDir, 'agent-manifest.json'), 'utf8')) as { file_name: string; version: string };
+  return { bytes: readFileSync(join(distDir, 'agent.cjs')), fileName: manifest.file_name, version: manifest.version };
+}
+
+function defaultDistDir(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  // Bundled, this module is a chunk under dist/chunks/; from sources it is host/agent-client.ts.
+  const candidates = [join(here, '..'), here, join(here, '..', 'dist')];
+  return candidates.find((dir) => existsSync(join(dir, 'agent-manifest.json'))) ?? join(here, '..', 'dist');
+}
+
+/** Agent error codes as provider-boundary categories. */
+const AGENT_ERROR_CATEGORIES: Record<AgentErrorCode, ErrorCategory> = {
+  protocol_mismatch: 'conflict',
+  invalid_request: 'invalid_argument',
+  task_limit: 'insufficient_resources',
+  not_found: 'not_found',
+  spawn_failed: 'internal',
+  task_finished: 'conflict',
+  no_stdin: 'conflict',
+  stdin_closed: 'conflict',
+  state_dir_full: 'insufficient_resources',
+  task_not_finished: 'conflict',
+  internal: 'internal',
+};
+
+/** An `ok:false` answer from the agent, as a ProviderError keeping the agent's code. */
+export function agentErrorToProviderError(code: AgentErrorCode, message: string): ProviderError {
+  // The agent's messages are ours (static text naming fields), so they may be shown.
+  return new ProviderError(AGENT_ERROR_CATEGORIES[code], { code, detail: message });
+}
+
+export interface AgentCallOpts {
+  /** Bound on the whole exec, in seconds. */
+  timeoutS: number;
+  /** Extra environment of the agent process (how `start` receives task variables; see TASK_ENV_PREFIX). */
+  envs?: Record<string, string>;
+  /** Aborting it stops the agent process as a timeout would (the call then fails). */
+  signal?: AbortSignal;
+  /** The agent process's stdin (how `input` receives its data: see inputRequest). Default: none. */
+  stdin?: Buffer;
+}
+
+/** Sends protocol requests to the agent inside a sandbox through a provider's exec. */
+export class AgentClient {
+  // One install per sandbox at a time (concurrent calls into a fresh sandbox share it), and a
+  // count of completed installs so a call that raced one does not install again.
+  private readonly pendingInstalls = new Map<string, Promise<void>>();
+  private readonly installs = new Map<string, number>();
+
+  constructor(private readonly bundle: AgentBundle) {}
+
+  /**
+   * The shell command that runs one request; its length is what the 96 KiB cap measures. With
+   * `hasStdin`, a missing agent's exit first reads the stdin to its end: E2B's envd refuses stdin
+   * for a process that has already exited, which would fail the call instead of installing.
+   */
+  commandFor(request: AgentRequestInput, hasStdin = false): string {
+    const file = `"$HOME/${AGENT_INSTALL_DIR}/${this.bundle.fileName}"`;
+    const missing = hasStdin ? `{ cat >/dev/null; exit ${EXIT_AGENT_MISSING}; }` : `exit ${EXIT_AGENT_MISSING}`;
+    return `[ -f ${file} ] || ${missing}; exec node ${file} call ${encodeRequest(request)}`;
+  }
+
+  /** Sends one request and returns the raw, schema-checked response line. */
+  async callRaw(
+    provider: Provider,
+    sandboxId: string,
+    request: AgentRequestInput,
+    opts: AgentCallOpts,
+  ): Promise<{ line: string; response: AgentResponse }> {
+    const key = `${provider.id}:${sandboxId}`;
+    const installsBefore = this.installs.get(key) ?? 0;
+    const command = this.commandFor(request, opts.stdin !== undefined);
+    // A start's processes are the task's (its supervisor and command inherit them); the other ops are the server's own.
+    const execOpts = {
+      timeoutS: opts.timeoutS,
+      role: request.op === 'start' ? ('task' as const) : ('service' as const),
+      ...definedFields({ envs: opts.envs, signal: opts.signal, stdin: opts.stdin }),
+    };
+    let result = await provider.exec(sandboxId, command, execOpts);
+    if (result.exitCode === EXIT_AGENT_MISSING) {
+      // Unless a concurrent call installed it meanwhile, install it (once, shared), then ask again.
+      if ((this.installs.get(key) ?? 0) === installsBefore) await this.install(provider, sandboxId, key);
+      result = await provider.exec(sandboxId, command, execOpts);
+    }
+    if (result.timedOut) throw new ProviderError('timeout', { code: 'agent_timeout' });
+    if (result.exitCode === EXIT_NODE_MISSING) {
+      throw new ProviderError('unsupported', {
+        code: 'node_missing',
+        detail: 'Node.js (node) is not available in this sandbox; the task agent needs it. Use a template with Node.js 20 or later.',
+      });
+    }
+    const line = result.stdout.toString('utf8').trim().split('\n').pop() ?? '';
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(line);
+    } catch {
+      throw new ProviderError('internal', { code: 'agent_failed', detail: 'The in-sandbox agent did not answer with a protocol line.' });
+    }
+    const response = ResponseSchema.safeParse(parsed);
+    if (!response.success || result.exitCode !== 0) {
+      throw new ProviderError('internal', { code: 'agent_failed', detail: 'The in-sandbox agent answered outside the protocol.' });
+    }
+    return { line, response: response.data };
+  }
+
+  /** Uploads the agent under a temporary name and moves it into place; concurrent callers share one install. */
+  private install(provider: Provider, sandboxId: string, key: string): Promise<void> {
+    let pending = this.pendingInstalls.get(key);
+    if (!pending) {
+      const file = `"$HOME/${AGENT_INSTALL_DIR}/${this.bundle.fileName}"`;
+      const tmp = `${AGENT_INSTALL_DIR}/.${this.bundle.fileName}.${randomBytes(6).toString('hex')}`;
+      pending = (async () => {
+        await provider.writeFile(sandboxId, tmp, this.bundle.bytes);
+        // rename(2) is atomic: another server never runs a half-written agent.
+        await provider.exec(sandboxId, `[ -f ${file} ] || mv -f "$HOME/${tmp}" ${file}; rm -f "$HOME/${tmp}"`, {
+          timeoutS: 60,
+          role: 'service',
+        });
+        this.installs.set(key, (this.installs.get(key) ?? 0) + 1);
+      })();
+      this.pendingInstalls.set(key, pending);
+      const settled = () => this.pendingInstalls.delete(key);
+      pending.then(settled, settled);
+    }
+    return pending;
+  }
+
+  /** Sends one request and returns its validated result, or throws the agent's error as a ProviderError. */
+  async call<Op extends OpName>(
+    provider: Provider,
+    sandboxId: string,
+    request: AgentRequestInput & { op: Op },
+    opts: AgentCallOpts,
+  ): Promise<ReturnType<(typeof RESULT_SCHEMAS)[Op]['parse']>> {
+    const { response } = await this.callRaw(provider, sandboxId, request, opts);
+    if (!response.ok) throw agentErrorToProviderError(response.error.code, response.error.message);
+    const schema = RESULT_SCHEMAS[request.op];
+    const result = schema.safeParse(response.result);
+    if (!result.success)
+      throw new ProviderError('internal', { code: 'agent_failed', detail: 'The in-sandbox agent answered outside the protocol.' });
+    return result.data as ReturnType<(typeof RESULT_SCHEMAS)[Op]['parse']>;
+  }
+}
