@@ -39,7 +39,7 @@ export const NetworkArgSchema = z
   );
 
 /** The server's permitted entries (parsed once per call; the list is short). */
-function permittedOf(config: Pick<ServerConfig, 'network'>): string[] {
+export function permittedOf(config: Pick<ServerConfig, 'network'>): string[] {
   return config.network?.permitted ?? [];
 }
 

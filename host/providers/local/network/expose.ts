@@ -53,6 +53,7 @@ export class SandboxPorts {
       throw new ProviderError('unavailable', { code: 'keeper_unreachable', detail: "The sandbox's keeper did not answer; retry." });
     }
     if (!reply.ok) throw refusal(reply.code);
+    if (!('host_port' in reply)) throw new ProviderError('internal', { code: 'bad_reply' });
     return { url: hostUrl(reply.host_port) };
   }
 }
