@@ -94,10 +94,24 @@ export interface CreateOpts {
 export const EXPOSED_PORT_MIN = 1;
 export const EXPOSED_PORT_MAX = 65535;
 
-/** Throws invalid_argument (naming `port`) unless `port` is a TCP port a sandbox may expose. */
-export function assertExposablePort(port: unknown): asserts port is number {
+/** Ports of a provider's own plumbing inside its sandboxes, with what uses each (a sentence's subject). */
+export type ReservedPorts = Readonly<Record<number, string>>;
+
+/**
+ * Throws invalid_argument (naming `port`) unless `port` is a TCP port a sandbox may expose: in
+ * range, and not one of `reserved` — exposing the sandbox's own plumbing (its egress proxy, say)
+ * would hand it to whoever reaches the URL.
+ */
+export function assertExposablePort(port: unknown, reserved: ReservedPorts = {}): asserts port is number {
   if (typeof port !== 'number' || !Number.isInteger(port) || port < EXPOSED_PORT_MIN || port > EXPOSED_PORT_MAX) {
     throw new ProviderError('invalid_argument', { detail: `port must be an integer from ${EXPOSED_PORT_MIN} to ${EXPOSED_PORT_MAX}.` });
+  }
+  const user = reserved[port];
+  if (user !== undefined) {
+    throw new ProviderError('invalid_argument', {
+      code: 'port_reserved',
+      detail: `port: ${port} is ${user}, not a server of the sandbox's, and cannot be exposed; serve on another port.`,
+    });
   }
 }
 

@@ -3,8 +3,8 @@
 // sandbox lives, refusals and unreachable destinations in the server's log (destination and
 // reason only) and in notes on every failed command or task they explain (masked like its
 // output), the Host an allowed server sees, a note on the missing network when a failed command's
-// output shows one, expose_port serving a task's web server to the host until kill_sandbox, and
-// the effective network in `sandbox-mcp network`.
+// output shows one, expose_port serving a task's web server to the host until kill_sandbox (and
+// refusing the proxy's own port), and the effective network in `sandbox-mcp network`.
 // Then the same egress and expose_port with the server running as an ordinary user (nobody),
 // whose keeper reaches the sandbox's network namespace through the sandbox's user namespace.
 import { execFile } from 'node:child_process';
@@ -276,11 +276,14 @@ describe('network through the MCP server', () => {
     );
   });
 
-  it('forwards the Host of the URL it checked', async () => {
+  it("forwards the Host of the URL it checked, and refuses to expose the proxy's own port", async () => {
     const before = hostsSeenByOne.length;
     const r = await inNotesSandbox(`curl -sS -H 'Host: 127.0.0.1:${p2}' http://127.0.0.1:${p1}/`);
     expect(r.stdout).toBe('page one\n');
     expect(hostsSeenByOne.slice(before)).toEqual([`127.0.0.1:${p1}`]);
+    const reserved = await toolError(s!.client, 'expose_port', { sandbox_id: notesId, port: 3128 });
+    expect(reserved).toMatchObject({ category: 'invalid_argument', code: 'port_reserved' });
+    expect(reserved.text).toContain("port: 3128 is the sandbox's egress proxy");
     await ok(s!.client, 'kill_sandbox', { sandbox_id: notesId });
   });
 
