@@ -276,7 +276,7 @@ describe('network through the MCP server', () => {
     );
   });
 
-  it("forwards the Host of the URL it checked, and refuses to expose the proxy's own port", async () => {
+  it("forwards the Host of the URL it checked, refuses to expose the proxy's own port, and says why a tool that bypasses the proxy gets no DNS", async () => {
     const before = hostsSeenByOne.length;
     const r = await inNotesSandbox(`curl -sS -H 'Host: 127.0.0.1:${p2}' http://127.0.0.1:${p1}/`);
     expect(r.stdout).toBe('page one\n');
@@ -284,10 +284,17 @@ describe('network through the MCP server', () => {
     const reserved = await toolError(s!.client, 'expose_port', { sandbox_id: notesId, port: 3128 });
     expect(reserved).toMatchObject({ category: 'invalid_argument', code: 'port_reserved' });
     expect(reserved.text).toContain("port: 3128 is the sandbox's egress proxy");
+    // With an allow-list, a tool that ignores the proxy variables gets no DNS: the note says why.
+    const direct = await inNotesSandbox(`curl -sS --noproxy '*' http://example.com/`);
+    expect(direct.exit_code).toBe(6);
+    expect(direct.stderr).toContain(
+      `\n[sandbox-mcp] This sandbox reaches only 127.0.0.1:${p1}, localhost:${p2}, no-such-host.invalid, 127.0.0.1:${pClosed}, ` +
+        'and only through its egress proxy (HTTP_PROXY/HTTPS_PROXY, http://127.0.0.1:3128)',
+    );
     await ok(s!.client, 'kill_sandbox', { sandbox_id: notesId });
   });
 
-  it('tells a failed command that its sandbox has no network, or reaches it only through the proxy, when the output shows a network failure', async () => {
+  it('tells a failed command or task that its sandbox has no network when the output shows a network failure', async () => {
     const { sandbox_id: id } = await ok(s!.client, 'create_sandbox', { timeout: 300 });
     const lookup = 'curl -sS http://example.com/';
     const none = await ok(s!.client, 'run_command', { sandbox_id: id, command: lookup });
@@ -313,15 +320,6 @@ describe('network through the MCP server', () => {
     const other = await ok(s!.client, 'run_command', { sandbox_id: id, command: 'echo nope >&2; exit 3' });
     expect(other).toMatchObject({ exit_code: 3, stderr: 'nope\n' });
     await ok(s!.client, 'kill_sandbox', { sandbox_id: id });
-
-    // With an allow-list, a tool that ignores the proxy variables gets no DNS: the note says why.
-    const { sandbox_id: listed } = await ok(s!.client, 'create_sandbox', { timeout: 300, network: { allow_out: [`127.0.0.1:${p1}`] } });
-    const direct = await ok(s!.client, 'run_command', { sandbox_id: listed, command: `curl -sS --noproxy '*' http://example.com/` });
-    expect(direct.exit_code).toBe(6);
-    expect(direct.stderr).toContain(
-      `\n[sandbox-mcp] This sandbox reaches only 127.0.0.1:${p1}, and only through its egress proxy (HTTP_PROXY/HTTPS_PROXY, http://127.0.0.1:3128)`,
-    );
-    await ok(s!.client, 'kill_sandbox', { sandbox_id: listed });
   });
 });
 
