@@ -88,6 +88,42 @@ describe('the tool surface', () => {
     expect(OP_NAMES).toEqual(['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'selftest']);
   });
 
+  it('describes every input field, nested ones included, in tools/list', async () => {
+    const { tools } = await s.client.listTools();
+    const undescribed: string[] = [];
+    const fields: string[] = [];
+    // Every property at any depth: inside unions (anyOf/oneOf/allOf), array items and record values.
+    const walk = (schema: unknown, at: string): void => {
+      if (schema === null || typeof schema !== 'object') return;
+      const node = schema as Record<string, unknown>;
+      for (const [name, property] of Object.entries((node.properties ?? {}) as Record<string, Record<string, unknown>>)) {
+        fields.push(`${at}.${name}`);
+        if (typeof property.description !== 'string' || property.description.trim() === '') undescribed.push(`${at}.${name}`);
+        walk(property, `${at}.${name}`);
+      }
+      for (const key of ['anyOf', 'oneOf', 'allOf'] as const) for (const branch of (node[key] ?? []) as unknown[]) walk(branch, at);
+      walk(node.items, `${at}[]`);
+      walk(node.additionalProperties, `${at}{}`);
+    };
+    for (const t of tools) walk(t.inputSchema, t.name);
+    expect(undescribed).toEqual([]);
+    // The walk reached nested fields too (network.allow_out), so an empty list means something.
+    expect(fields).toContain('create_sandbox.network.allow_out');
+    expect(fields.length).toBeGreaterThan(50);
+    // The path rule is told wherever a path or working directory is taken.
+    const property = (tool: string, name: string) =>
+      (tools.find((t) => t.name === tool)!.inputSchema.properties as Record<string, { description: string }>)[name]!.description;
+    for (const [tool, name] of [
+      ['write_file', 'path'],
+      ['download_file', 'path'],
+      ['run_command', 'cwd'],
+      ['run_code', 'cwd'],
+      ['start_task', 'cwd'],
+    ]) {
+      expect(property(tool!, name!), `${tool}.${name}`).toContain('/tmp/a/../b is /tmp/b');
+    }
+  });
+
   it('tells the model the workflow in the initialize instructions', () => {
     const text = s.client.getInstructions() ?? '';
     expect(text).toMatch(/task_id/);

@@ -6,9 +6,17 @@ import * as z from 'zod';
 import { LIMITS } from '../../../shared/limits.js';
 import { InputDataSchema, InputResultSchema, PROTOCOL_VERSION, TASK_ID_PATTERN, type TaskView } from '../../../shared/protocol.js';
 import { ProviderError, isProviderError } from '../../providers/provider-error.js';
-import { resolveSandboxPath } from '../../providers/provider.js';
 import { parseSandboxRef, type SandboxRef } from '../../providers/sandbox-ref.js';
-import { SandboxIdSchema, defineTool, intIn, learnSecrets, resolveSandbox, type ExtraContent, type ToolContext } from './tool.js';
+import {
+  DefaultSandboxIdSchema,
+  SandboxIdSchema,
+  defineTool,
+  intIn,
+  learnSecrets,
+  resolveSandbox,
+  type ExtraContent,
+  type ToolContext,
+} from './tool.js';
 import { definedFields } from '../../util/defined-fields.js';
 import { withProgress } from './progress.js';
 import {
@@ -23,7 +31,7 @@ import {
   unknownView,
   type TaskResult,
 } from './task-calls.js';
-import { CommandSchema, CwdSchema } from './command-fields.js';
+import { CommandSchema, CwdSchema, resolveCwd } from './command-fields.js';
 
 /**
  * Notes beside the task view (whose shape stays the protocol's), for views they may explain: the
@@ -59,7 +67,7 @@ const startTask = defineTool({
     'Never extends the sandbox lifetime: its deadline can stop the task first. If the state is "unknown", inspect with get_task; do not blindly resubmit.',
   input: z.strictObject({
     command: CommandSchema,
-    sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
+    sandbox_id: DefaultSandboxIdSchema,
     cwd: CwdSchema,
     timeout: intIn(1, LIMITS.taskTimeoutMaxS)
       .default(LIMITS.taskTimeoutDefaultS)
@@ -70,7 +78,7 @@ const startTask = defineTool({
   async run(args, ctx) {
     const ref = resolveSandbox(ctx, args.sandbox_id);
     // Resolved here, so a task's cwd follows the same path rule as every other tool's.
-    const cwd = args.cwd !== undefined ? resolveSandboxPath(args.cwd) : undefined;
+    const cwd = resolveCwd(args.cwd);
     // The handle exists before submission, so an uncertain outcome can still be inspected later.
     const taskId = newTaskId();
     // A stdin pipe the task's prompts can be answered through (send_task_input).
