@@ -81,6 +81,27 @@ function sandboxCalls(sandboxId: string, taskId: string): [string, Record<string
   ];
 }
 
+/**
+ * Every tool that takes a sandbox answers `client` about `sandboxId` byte for byte as about
+ * `missingId`, which never existed: not_found, except kill_sandbox, idempotent, whose answer
+ * (already gone) differs only by the id it echoes.
+ */
+async function expectHiddenEverywhere(client: Client, sandboxId: string, taskId: string, missingId: string): Promise<void> {
+  const missingCalls = sandboxCalls(missingId, taskId);
+  for (const [index, [tool, args]] of sandboxCalls(sandboxId, taskId).entries()) {
+    if (tool === 'kill_sandbox') {
+      const hidden = await ok(client, tool, args);
+      expect(hidden, tool).toEqual({ success: true, sandbox_id: sandboxId, destroyed: false });
+      expect({ ...(await ok(client, tool, missingCalls[index]![1])), sandbox_id: sandboxId }, tool).toEqual(hidden);
+      continue;
+    }
+    const hidden = await toolError(client, tool, args);
+    const missing = await toolError(client, tool, missingCalls[index]![1]);
+    expect(hidden.category, tool).toBe('not_found');
+    expect(hidden.text, tool).toBe(missing.text);
+  }
+}
+
 for (const provider of ['local', 'e2b'] as const) {
   describe(`principals over HTTP (${provider})`, () => {
     let server: HttpServer;
@@ -111,13 +132,7 @@ for (const provider of ['local', 'e2b'] as const) {
       const reader = (await ok(alice, 'start_task', { command: 'read x; echo got:$x', timeout: 600 })).task_id as string;
       const b = (await ok(bob, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
 
-      const missingCalls = sandboxCalls(missingId, reader);
-      for (const [index, [tool, args]] of sandboxCalls(a, reader).entries()) {
-        const hidden = await toolError(bob, tool, args);
-        const missing = await toolError(bob, tool, missingCalls[index]![1]);
-        expect(hidden.category, tool).toBe('not_found');
-        expect(hidden.text, tool).toBe(missing.text);
-      }
+      await expectHiddenEverywhere(bob, a, reader, missingId);
       const listed = (c: Client) =>
         ok(c, 'list_sandboxes', {}).then((r) => (r.sandboxes as { sandbox_id: string }[]).map((s) => s.sandbox_id));
       expect(await listed(bob)).toEqual([b]);

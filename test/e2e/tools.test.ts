@@ -391,8 +391,28 @@ describe('the tool surface', () => {
 
   it('kill_sandbox clears the default', async () => {
     const meta = await ok(s.client, 'create_sandbox', {});
-    expect(await ok(s.client, 'kill_sandbox', {})).toEqual({ success: true, sandbox_id: meta.sandbox_id });
+    expect(await ok(s.client, 'kill_sandbox', {})).toEqual({ success: true, sandbox_id: meta.sandbox_id, destroyed: true });
     expect((await toolError(s.client, 'get_sandbox', {})).code).toBe('no_default_sandbox');
     expect((await toolError(s.client, 'get_sandbox', { sandbox_id: meta.sandbox_id })).category).toBe('not_found');
+  });
+
+  it('kill_sandbox is idempotent, as annotated: a sandbox already gone (or never made) is a success with destroyed: false', async () => {
+    const { tools } = await s.client.listTools();
+    expect(tools.find((t) => t.name === 'kill_sandbox')!.annotations!.idempotentHint).toBe(true);
+    const meta = await ok(s.client, 'create_sandbox', {});
+    expect(await ok(s.client, 'kill_sandbox', { sandbox_id: meta.sandbox_id })).toMatchObject({ destroyed: true });
+    // A retry (say, after a lost answer) and an id that never existed answer alike.
+    expect(await ok(s.client, 'kill_sandbox', { sandbox_id: meta.sandbox_id })).toEqual({
+      success: true,
+      sandbox_id: meta.sandbox_id,
+      destroyed: false,
+    });
+    expect(await ok(s.client, 'kill_sandbox', { sandbox_id: 'local:zzzzzzzzzzzz' })).toEqual({
+      success: true,
+      sandbox_id: 'local:zzzzzzzzzzzz',
+      destroyed: false,
+    });
+    // Not every failure is "already gone": a malformed id is still an error.
+    expect((await toolError(s.client, 'kill_sandbox', { sandbox_id: 'local:../../etc' })).category).toBe('invalid_argument');
   });
 });

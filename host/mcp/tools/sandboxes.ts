@@ -91,23 +91,31 @@ const killSandbox = defineTool({
   name: 'kill_sandbox',
   title: 'Destroy sandbox',
   description:
-    'Destroy a sandbox and everything in it, including its tasks and their logs (the complete cleanup). Defaults to the session default.',
+    'Destroy a sandbox and everything in it, including its tasks and their logs (the complete cleanup). Defaults to the session default. ' +
+    'Idempotent: a sandbox that is already gone (destroyed, expired, or never one you could see) is a success with destroyed: false.',
   input: z.strictObject({ sandbox_id: DefaultSandboxIdSchema }),
-  output: z.strictObject({ success: z.boolean(), sandbox_id: z.string() }),
+  output: z.strictObject({
+    success: z.boolean(),
+    sandbox_id: z.string(),
+    destroyed: z.boolean().describe('true: this call destroyed it; false: there was no such sandbox to destroy.'),
+  }),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
     const ref = resolveSandbox(ctx, args.sandbox_id);
     try {
       await ctx.deps.providers.get(ref.provider).kill(ref.id);
     } catch (e) {
-      // Already gone (expired, killed elsewhere): it must not linger as this session's default.
-      // Only the session's own state: not_found may also be another principal's sandbox, whose
-      // retention and masking are none of this caller's business.
-      if (isProviderError(e) && e.category === 'not_found') ctx.session.forget(ref.qualified);
-      throw e;
+      if (!isProviderError(e) || e.category !== 'not_found') throw e;
+      // Already gone (expired, killed elsewhere, a retry after a lost answer): what was asked for
+      // holds. For a named user this is also the answer for another principal's sandbox, which
+      // the scope reports exactly as a missing one: the same bytes either way, so nothing leaks.
+      // Only the session's own state is forgotten (it must not linger as the default): another
+      // principal's retention and masking are none of this caller's business.
+      ctx.session.forget(ref.qualified);
+      return { result: { success: true, sandbox_id: ref.qualified, destroyed: false } };
     }
     forget(ctx, ref.qualified);
-    return { result: { success: true, sandbox_id: ref.qualified } };
+    return { result: { success: true, sandbox_id: ref.qualified, destroyed: true } };
   },
 });
 
