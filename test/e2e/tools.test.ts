@@ -287,6 +287,50 @@ describe('the tool surface', () => {
     expect([view.state, view.stdout]).toEqual(['succeeded', '/home/user/tilde\ntilde\n']);
   });
 
+  it('resolves every cwd by the path rule: start_task, run_command and run_code, direct and promoted by background_after', async () => {
+    const sb = (await ok(s.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
+    try {
+      // ~/sub and /tmp/b exist; ~/nope and /tmp/a do not: `..` must be normalised away before
+      // anything changes directory (the kernel would refuse a path through a missing directory).
+      await ok(s.client, 'run_command', { sandbox_id: sb, command: 'mkdir -p ~/sub /tmp/b && rm -rf ~/nope /tmp/a' });
+      const cases = [
+        ['~/nope/..', '/home/user'],
+        ['sub', '/home/user/sub'],
+        ['/tmp/a/../b', '/tmp/b'],
+      ] as const;
+      const pythonPwd = 'import os\nprint(os.getcwd())';
+      for (const [cwd, expected] of cases) {
+        const task = await ok(s.client, 'start_task', { sandbox_id: sb, command: 'pwd', cwd });
+        expect(await finished(task), `start_task ${cwd}`).toMatchObject({ state: 'succeeded', stdout: `${expected}\n` });
+        for (const backgroundAfter of [undefined, 30]) {
+          const promoted = backgroundAfter === undefined ? {} : { background_after: backgroundAfter };
+          const how = backgroundAfter === undefined ? 'direct' : 'promotable';
+          expect(
+            await ok(s.client, 'run_command', { sandbox_id: sb, command: 'pwd', cwd, ...promoted }),
+            `run_command ${how} ${cwd}`,
+          ).toMatchObject({
+            exit_code: 0,
+            stdout: `${expected}\n`,
+          });
+          expect(
+            await ok(s.client, 'run_code', { sandbox_id: sb, code: pythonPwd, cwd, ...promoted }),
+            `run_code ${how} ${cwd}`,
+          ).toMatchObject({
+            exit_code: 0,
+            stdout: `${expected}\n`,
+          });
+        }
+      }
+      // A working directory that does not exist is refused, and run_code leaves no temp file behind.
+      expect((await toolError(s.client, 'run_code', { sandbox_id: sb, code: pythonPwd, cwd: '/tmp/a' })).category).toBe('invalid_argument');
+      expect((await ok(s.client, 'run_command', { sandbox_id: sb, command: 'ls /tmp | grep -c sandbox-mcp-code || true' })).stdout).toBe(
+        '0\n',
+      );
+    } finally {
+      await ok(s.client, 'kill_sandbox', { sandbox_id: sb });
+    }
+  });
+
   it('run_code removes its temp file even when the timeout kills it', async () => {
     const r = await ok(s.client, 'run_code', {
       sandbox_id: shared,
