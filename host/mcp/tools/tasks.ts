@@ -131,6 +131,18 @@ const handleShape = {
 type Handle = { sandbox_id: string; task_id: string; stdout_offset: number; stderr_offset: number; limit: number };
 
 /**
+ * Counts a waiting get against the sandbox's limit (a waiting get holds a process in it), but only
+ * once the caller may see the sandbox: a refusal for a full gate would tell another principal
+ * that it exists. getOwner goes through the session's ownership scope, which answers a sandbox
+ * the caller may not see exactly as a missing one; learnSecrets cannot be relied on for that, as
+ * it asks the provider only the first time in a process.
+ */
+async function enterWaitGate(ctx: ToolContext, ref: SandboxRef): Promise<() => void> {
+  await ctx.deps.providers.get(ref.provider).getOwner(ref.id);
+  return ctx.deps.waits.enter(ref.qualified);
+}
+
+/**
  * get and cancel: by explicit handle only — never the session default, never adopted into this
  * session's cleanup, never a lifetime extension.
  */
@@ -142,8 +154,7 @@ async function queryTask(
 ): Promise<{ result: TaskResult; content: ExtraContent[] }> {
   const ref = parseSandboxRef(handle.sandbox_id, ctx.deps.config.defaultProvider);
   await learnSecrets(ctx, ref);
-  // A waiting get holds a process in the sandbox: only so many at once.
-  const endWait = op.op === 'get' && op.wait_s > 0 ? ctx.deps.waits.enter(ref.qualified) : undefined;
+  const endWait = op.op === 'get' && op.wait_s > 0 ? await enterWaitGate(ctx, ref) : undefined;
   let view: TaskView;
   try {
     view = await ctx.deps.agent.call(
