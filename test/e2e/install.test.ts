@@ -151,7 +151,7 @@ describe('the installed package', () => {
         return view.state !== 'running';
       }, 'the task to finish');
       expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'from-task\n' });
-      expect(await ok(client, 'kill_sandbox', {})).toEqual({ success: true, sandbox_id: sandbox.sandbox_id });
+      expect(await ok(client, 'kill_sandbox', {})).toEqual({ success: true, sandbox_id: sandbox.sandbox_id, destroyed: true });
     } finally {
       await client.close();
     }
