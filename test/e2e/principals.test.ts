@@ -170,7 +170,7 @@ for (const provider of ['local', 'e2b'] as const) {
       expect((await toolError(conns.alice.client, 'get_sandbox', { sandbox_id: a })).category).toBe('not_found');
     });
 
-    it('a sandbox made over stdio or with the plain token (no owner) is not_found for every user in every tool, as a missing one; the admin sees it', async () => {
+    it('a sandbox made over stdio or with the plain token (no owner) is not_found for a user in every tool, as a missing one; the admin sees it', async () => {
       const providerEnv = { SANDBOX_MCP_STATE_DIR: stateDir, ...(provider === 'e2b' ? fake.env : {}) };
       const providerArgs = ['--provider', provider, '--keep-sandboxes'];
       /** Makes a sandbox with a file and a task reading one line, through `client` (the operator); returns their ids. */
@@ -190,13 +190,11 @@ for (const provider of ['local', 'e2b'] as const) {
 
       const root = conns.root.client;
       for (const { sandboxId, taskId } of [fromStdio, fromPlainToken]) {
-        for (const who of ['alice', 'bob'] as const) {
-          await expectHiddenEverywhere(conns[who].client, sandboxId, taskId, missingId);
-          const listed = ((await ok(conns[who].client, 'list_sandboxes', {})).sandboxes as { sandbox_id: string }[]).map(
-            (x) => x.sandbox_id,
-          );
-          expect(listed, who).not.toContain(sandboxId);
-        }
+        // One user is enough: users differ only by name, and neither name is recorded on these.
+        const bob = conns.bob.client;
+        await expectHiddenEverywhere(bob, sandboxId, taskId, missingId);
+        const listed = ((await ok(bob, 'list_sandboxes', {})).sandboxes as { sandbox_id: string }[]).map((x) => x.sandbox_id);
+        expect(listed).not.toContain(sandboxId);
         // Nothing the users tried happened: the admin finds the sandbox, its file and its task as they were.
         expect((await ok(root, 'get_sandbox', { sandbox_id: sandboxId })).status).toBe('running');
         expect((await ok(root, 'read_file', { sandbox_id: sandboxId, path: 'alice.txt' })).content).toBe('operator-data');
