@@ -50,6 +50,7 @@ export const OPTIONS = {
   'network-allow': { type: 'string', multiple: true, commands: [...SERVING, 'network'] },
   'network-default': { type: 'string', commands: [...SERVING, 'network'] },
   'background-after': { type: 'string', commands: SERVING },
+  'workspace-allow': { type: 'string', multiple: true, commands: SERVING },
   host: { type: 'string', commands: ['http'] },
   port: { type: 'string', commands: ['http'] },
   'idle-timeout': { type: 'string', commands: ['http'] },
@@ -143,6 +144,10 @@ Options:
   --network-default D    what a create_sandbox without network gets: provider (default: local
                          sandboxes none, e2b E2B's internet access), none, or allowed (the
                          whole --network-allow set) (env SANDBOX_MCP_NETWORK_DEFAULT)
+  --workspace-allow DIRS the host directories (comma-separated or repeated; each with
+                         everything below it) create_sandbox's workspace may name; symlinks
+                         and .. are resolved first; default none: no workspaces (env
+                         SANDBOX_MCP_WORKSPACE_ALLOW)
   --json                 doctor, ls, kill, cancel: print one JSON object (the checks; the
                          sandboxes and tasks; the outcome); logs: JSON Lines (see logs)
   --follow, -f           logs: keep printing as the output grows, until the task ends
@@ -163,6 +168,7 @@ Environment (a flag wins over its variable):
                               services)
   SANDBOX_MCP_NETWORK_ALLOW   as --network-allow (comma-separated)
   SANDBOX_MCP_NETWORK_DEFAULT as --network-default
+  SANDBOX_MCP_WORKSPACE_ALLOW as --workspace-allow (comma-separated)
   SANDBOX_MCP_BWRAP           absolute path of the bubblewrap binary (default: bwrap on PATH)
   SANDBOX_MCP_TOKEN           http: bearer token, 16+ characters (default: generated, printed
                               once to stderr); its holder sees every sandbox
@@ -197,6 +203,8 @@ export interface CommandLine {
   tokensFile?: string;
   /** --network-allow, each a comma-separated list (config.ts expands them). */
   networkAllow: string[];
+  /** --workspace-allow, each a comma-separated list (config.ts resolves them). */
+  workspaceAllow: string[];
   networkDefault?: string;
   json: boolean;
   /** logs: keep printing until the task ends. */
@@ -297,6 +305,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     version,
     ...definedFields({ provider, tokensFile, networkDefault }),
     networkAllow: given.get('network-allow') ?? [],
+    workspaceAllow: given.get('workspace-allow') ?? [],
     ...definedFields({ provider, tokensFile, backgroundAfter }),
     keepSandboxes: given.has('keep-sandboxes'),
     host: one('host') ?? '127.0.0.1',

@@ -64,6 +64,7 @@ async function main(argv: string[]): Promise<void> {
     ...definedFields({ provider: line.provider, networkDefault: line.networkDefault, backgroundAfter: line.backgroundAfter }),
     keepSandboxes: line.keepSandboxes,
     networkAllow: line.networkAllow,
+    workspaceAllow: line.workspaceAllow,
     limits: line.limits,
   });
   switch (line.command) {

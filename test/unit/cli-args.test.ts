@@ -105,6 +105,15 @@ describe('parseCommandLine', () => {
     expect(usageError(['--network-default', 'a', '--network-default', 'b'])).toBe('--network-default is given more than once');
   });
 
+  it('reads --workspace-allow for the serving commands only', () => {
+    expect(parseCommandLine([])).toMatchObject({ workspaceAllow: [] });
+    expect(parseCommandLine(['http', '--workspace-allow', '/a,/b', '--workspace-allow=/c'])).toMatchObject({
+      command: 'http',
+      workspaceAllow: ['/a,/b', '/c'],
+    });
+    expect(usageError(['ls', '--workspace-allow', '/a'])).toBe('--workspace-allow applies only to: sandbox-mcp, sandbox-mcp http');
+  });
+
   it('lets --help and --version through with any command and flag', () => {
     expect(parseCommandLine(['--port', '1', '--help'])).toMatchObject({ help: true });
     expect(parseCommandLine(['doctor', '--version'])).toMatchObject({ version: true });
