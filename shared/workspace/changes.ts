@@ -11,17 +11,7 @@
 // part of the changes. Runs where the trees are (the agent, inside the sandbox) with node:fs only.
 import { closeSync, lstatSync, openSync, readdirSync, readlinkSync, readSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
-
-/** How a path changed. `mode_changed`: the same content (or link target) with other permissions. */
-export const WORKSPACE_CHANGES = ['added', 'modified', 'deleted', 'mode_changed'] as const;
-export type WorkspaceChangeKind = (typeof WORKSPACE_CHANGES)[number];
-
-/** What a changed path is (after the change; before it, when deleted). Other file types are not compared. */
-export const WORKSPACE_ENTRY_KINDS = ['file', 'symlink', 'directory'] as const;
-export type WorkspaceEntryKind = (typeof WORKSPACE_ENTRY_KINDS)[number];
-
-/** Names never compared, wherever they occur: a repository's own files are the repository's business. */
-export const EXCLUDED_NAMES: readonly string[] = ['.git'];
+import { EXCLUDED_NAMES, type WorkspaceChangeKind, type WorkspaceEntryKind } from './contract.js';
 
 /** One changed path. */
 export interface WorkspaceChange {

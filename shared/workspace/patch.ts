@@ -5,11 +5,8 @@
 import { closeSync, openSync, readlinkSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import type { WorkspaceChange, WorkspaceTrees } from './changes.js';
+import type { DiffState } from './contract.js';
 import { splitLines, unifiedHunks } from './line-diff.js';
-
-/** Whether a change's content is in the patch: `inline` (it is, unless the patch was cut first), or why not. */
-export const DIFF_STATES = ['inline', 'binary', 'too_large', 'unreadable', 'none'] as const;
-export type DiffState = (typeof DIFF_STATES)[number];
 
 /** A change as reported: which of its content the patch shows. `none`: a directory. */
 export type DescribedChange = WorkspaceChange & { diff: DiffState };
