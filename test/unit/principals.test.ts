@@ -119,6 +119,7 @@ function ownersProvider() {
     listFiles: async () => [],
     exposePort: async (id) => (await known(id), { url: 'http://127.0.0.1:1/' }),
     describeNetwork: async (id) => (await known(id), { egress: 'none', allow_out: [], proxy: null, exposed_ports: [] }),
+    getWorkspace: async (id) => (await known(id), null),
     limitNotes: async (id) => (await known(id), [`limit note of ${id}`]),
     egressNotes: async (id, window) => (await known(id), [`refusals of ${id} since ${window.sinceMs}`]),
     openTerminal: async (id) => {
@@ -146,6 +147,7 @@ const PROVIDER_KEYS = Object.keys({
   listFiles: 0,
   exposePort: 0,
   describeNetwork: 0,
+  getWorkspace: 0,
   limitNotes: 0,
   egressNotes: 0,
   openTerminal: 0,
@@ -210,6 +212,8 @@ describe('scopeProviders', () => {
     expect(await asBob.limitNotes!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     expect(await asAlice.egressNotes!(a, { sinceMs: 5 })).toEqual([`refusals of ${a} since 5`]);
     expect(await asBob.egressNotes!(a, { sinceMs: 5 }).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    expect(await asAlice.getWorkspace!(a)).toBeNull();
+    expect(await asBob.getWorkspace!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     const terminal = { cols: 80, rows: 24, onData: () => undefined };
     expect(await asAlice.openTerminal!(a, terminal).catch((e: ProviderError) => e.code)).toBe('terminal_reached');
     expect(await asBob.openTerminal!(a, terminal).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
