@@ -27,6 +27,7 @@ import { fileTools } from './tools/files.js';
 import { sandboxTools } from './tools/sandboxes.js';
 import { networkSummary, networkTools } from './tools/network.js';
 import { taskTools } from './tools/tasks.js';
+import { workspaceTools } from './tools/workspace.js';
 import type { ServerConfig } from '../config/config.js';
 import type { ServerDeps } from './server-deps.js';
 import type { ProgressNotifier } from './tools/tool.js';
@@ -42,6 +43,7 @@ export const ALL_TOOLS: readonly ToolDef[] = [
   ...fileTools,
   ...taskTools,
   ...networkTools,
+  ...workspaceTools,
 ] as unknown as ToolDef[];
 
 /** What becomes of the sandboxes a session creates, as the instructions tell it (see --keep-sandboxes). */

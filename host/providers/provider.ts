@@ -111,8 +111,15 @@ export interface SandboxWorkspace {
    * as it started, as the sandbox sees it now, and the overlay's upper directory when there is one.
    */
   trees: { base: string; current: string; upper?: string };
+  /**
+   * True when `trees.base` is the workspace as it was at create (a copy: e2b), so a change's kind
+   * says whether the path existed then; false when it is the live host directory (an overlay's lower).
+   */
+  isBaseFrozen: boolean;
   /** The origin recorded at create: see providers/workspace-origin.ts. */
   origin: WorkspaceOrigin;
+  /** A host file holding the names each directory held at create (workspace-origin.ts WorkspaceNames), where they were recorded. */
+  namesFile?: string;
 }
 
 /** What the host directory was at create, as far as `apply` needs it. */

@@ -11,7 +11,7 @@
 //   - the git repository the directory lies in and the commit HEAD named, for `apply`'s branch.
 // The content at create is not kept: a host file changed since is flagged, never diffed against.
 import { execFile } from 'node:child_process';
-import { chmodSync, lstatSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import type { WorkspaceGit, WorkspaceOrigin } from './provider.js';
@@ -181,4 +181,14 @@ function existedInNames(names: WorkspaceNames | undefined, parent: string, path:
   if (recorded) return recorded.includes(parent === '' ? path : path.slice(parent.length + 1));
   // A complete walk records every directory there was: one it lacks did not exist (or was no directory).
   return names.isComplete ? false : undefined;
+}
+
+/** The names recorded in `file` (see recordNames), or undefined when it cannot be read as such. */
+export function readNames(file: string): WorkspaceNames | undefined {
+  try {
+    const parsed = JSON.parse(readFileSync(file, 'utf8')) as WorkspaceNames;
+    return parsed && typeof parsed.dirs === 'object' && typeof parsed.isComplete === 'boolean' ? parsed : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -27,8 +27,9 @@ const TOOL_NAMES = [
   'get_task',
   'cancel_task',
   'send_task_input',
-  // Beyond the seeds (DESIGN.md): issue 11.
+  // Beyond the seeds (DESIGN.md): issues 11 and 25.
   'expose_port',
+  'workspace_changes',
 ];
 const METADATA_FIELDS = ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'];
 const SECRET = 'sk-live-' + randomBytes(12).toString('hex');

@@ -8,6 +8,7 @@ import { createLogger } from '../../host/util/log.js';
 import { SecretMasker } from '../../host/mcp/mask.js';
 import { TaskRetention } from '../../host/tasks/retention.js';
 import { OwnerCache } from '../../host/access/owner-scope.js';
+import { WorkspacePaths } from '../../host/tasks/workspace-changes.js';
 import { WaitGate } from '../../host/tasks/wait-gate.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { runningSandbox } from '../support/running-sandbox.js';
@@ -116,6 +117,7 @@ function deps(provider: Provider): ServerDeps {
     retention: new TaskRetention(),
     waits: new WaitGate(4),
     owners: new OwnerCache(),
+    workspaces: new WorkspacePaths(),
     log: createLogger({ write: () => undefined }),
   };
 }
