@@ -229,6 +229,7 @@ export const WorkspaceChangeSchema = z.strictObject({
   mode_before: z.nullable(z.string()),
   mode_after: z.nullable(z.string()),
   size: z.nullable(nonNegInt()),
+  link_target: z.nullable(z.string()),
   diff: z.enum(DIFF_STATES),
 });
 

@@ -22,6 +22,8 @@ export const COMMANDS = [
   'kill',
   'cancel',
   'network',
+  'diff',
+  'apply',
 ] as const;
 export type CommandName = (typeof COMMANDS)[number];
 
@@ -56,7 +58,8 @@ export const OPTIONS = {
   'idle-timeout': { type: 'string', commands: ['http'] },
   'allowed-host': { type: 'string', multiple: true, commands: ['http'] },
   'tokens-file': { type: 'string', commands: ['http'] },
-  json: { type: 'boolean', commands: ['doctor', 'ls', 'logs', 'kill', 'cancel'] },
+  json: { type: 'boolean', commands: ['doctor', 'ls', 'logs', 'kill', 'cancel', 'diff', 'apply'] },
+  worktree: { type: 'boolean', commands: ['apply'] },
   follow: { type: 'boolean', short: 'f', commands: ['logs'] },
   stderr: { type: 'boolean', commands: ['logs'] },
   from: { type: 'string', commands: ['logs'] },
@@ -115,6 +118,15 @@ Watching agents (no running server needed; ids as the tools return them, e.g. lo
   sandbox-mcp cancel <sandbox_id> <task_id> [--json]
         Cancel a task: TERM, then KILL, to its process group. Exit 1 if its end is not
         confirmed. --json: {"sandbox_id","task_id","state","exit_code","confirmed"}.
+  sandbox-mcp diff <sandbox_id> [--json]
+        What a sandbox changed in its workspace (create_sandbox's workspace): a unified diff
+        (coloured on a terminal), then the binary and large files it does not show and the
+        paths the host changed since create. --json: the changes and the patch as one object.
+  sandbox-mcp apply <sandbox_id> [--worktree] [--json]
+        Take those changes onto the host. In a git repository: one commit on a new branch
+        sandbox/<short id>, the working tree and index untouched (git merge takes it). With
+        --worktree, or in a plain directory: the changed files are written into it, refused
+        (naming them, nothing written) where the host changed a file since create.
   Errors print the tools' category and suggestion and exit 1; a bad command line exits 2.
   With --json too: errors stay on stderr, stdout carries only the JSON.
 
@@ -148,8 +160,11 @@ Options:
                          everything below it) create_sandbox's workspace may name; symlinks
                          and .. are resolved first; default none: no workspaces (env
                          SANDBOX_MCP_WORKSPACE_ALLOW)
-  --json                 doctor, ls, kill, cancel: print one JSON object (the checks; the
-                         sandboxes and tasks; the outcome); logs: JSON Lines (see logs)
+  --json                 doctor, ls, kill, cancel, diff, apply: print one JSON object (the
+                         checks; the sandboxes and tasks; the outcome; the changes); logs:
+                         JSON Lines (see logs)
+  --worktree             apply: write into a git repository's working tree instead of
+                         committing to a branch
   --follow, -f           logs: keep printing as the output grows, until the task ends
   --stderr               logs: the task's stderr instead of its stdout
   --from N               logs: start at byte N of the stream (default 0)
@@ -213,6 +228,8 @@ export interface CommandLine {
   stderr: boolean;
   /** logs: the byte offset to start from. */
   fromByte: number;
+  /** apply: into the working tree, not onto a branch. */
+  worktree: boolean;
   /** shell: the program after `--` (empty: the sandbox's shell). */
   program: string[];
   /** The limit flags given (by flag name; see LIMIT_OPTIONS). */
@@ -237,6 +254,8 @@ const ARITY: Record<CommandName, { min: number; max: number; usage: string }> = 
   kill: { min: 1, max: 1, usage: 'sandbox-mcp kill <sandbox_id> [--json]' },
   cancel: { min: 2, max: 2, usage: 'sandbox-mcp cancel <sandbox_id> <task_id> [--json]' },
   network: { min: 0, max: 1, usage: 'sandbox-mcp network [sandbox_id]' },
+  diff: { min: 1, max: 1, usage: 'sandbox-mcp diff <sandbox_id> [--json]' },
+  apply: { min: 1, max: 1, usage: 'sandbox-mcp apply <sandbox_id> [--worktree] [--json]' },
 };
 
 function intOption(value: string | undefined, name: string, min: number, max: number, fallback: number): number {
@@ -319,6 +338,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     follow: given.has('follow'),
     stderr: given.has('stderr'),
     fromByte: intOption(one('from'), 'from', 0, LIMITS.streamCapBytes, 0),
+    worktree: given.has('worktree'),
     program,
     limits: Object.fromEntries(LIMIT_OPTIONS.flatMap((o) => (given.has(o.flag) ? [[o.flag, one(o.flag)!]] : []))),
   };

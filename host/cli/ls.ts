@@ -14,8 +14,9 @@ import { formatBytes, formatDuration, formatRelative, renderTable, stateColour, 
 /** Why a sandbox's tasks are missing from a listing: the error category, its code, what to do. */
 export const TasksErrorSchema = z.strictObject({ category: z.string(), code: z.string().optional(), suggestion: z.string() });
 
-/** One sandbox of `ls --json`: the nine metadata fields, its tasks (null when unreadable) and why not. */
+/** One sandbox of `ls --json`: the nine metadata fields, its workspace's host directory (null: none), its tasks (null when unreadable) and why not. */
 export const ListedSandboxSchema = MetadataSchema.extend({
+  workspace: z.string().nullable(),
   tasks: z.array(TaskSummarySchema).nullable(),
   tasks_truncated: z.boolean(),
   tasks_error: TasksErrorSchema.nullable(),
@@ -78,6 +79,16 @@ async function tasksOf(
   }
 }
 
+/** The host directory of the sandbox's workspace; null when it has none, or it cannot be read (the listing goes on). */
+async function workspaceOf(deps: Deps, provider: ProviderId, sandboxId: string): Promise<string | null> {
+  const p = deps.providers.get(provider);
+  try {
+    return (await p.getWorkspace?.(sandboxId))?.hostPath ?? null;
+  } catch {
+    return null;
+  }
+}
+
 async function inBatches<T, R>(items: readonly T[], size: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array<R>(items.length);
   let next = 0;
@@ -98,7 +109,8 @@ export async function collectListing(deps: Deps, providers: readonly ProviderId[
     const metas = await listAllSandboxes(deps, provider);
     const rows = await inBatches(metas, PARALLEL_SANDBOXES, async (m) => {
       const t = await tasksOf(deps, provider, m.sandbox_id);
-      return { ...qualifyMetadata(provider, m), tasks: t.tasks, tasks_truncated: t.truncated, tasks_error: t.error };
+      const workspace = await workspaceOf(deps, provider, m.sandbox_id);
+      return { ...qualifyMetadata(provider, m), workspace, tasks: t.tasks, tasks_truncated: t.truncated, tasks_error: t.error };
     });
     sandboxes.push(...rows);
   }
@@ -160,6 +172,7 @@ export function renderListing(listing: Listing, nowMs: number, colour: boolean):
   const out = [headerLine!];
   listing.sandboxes.forEach((s, i) => {
     out.push(lines[i]!);
+    if (s.workspace !== null) out.push(`    workspace: ${s.workspace}`);
     if (s.tasks_error) {
       const what = s.tasks_error.code === AGENT_WITHOUT_LIST ? '' : `${s.tasks_error.category}: `;
       out.push(`    tasks unavailable: ${what}${s.tasks_error.suggestion}`);

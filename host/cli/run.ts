@@ -92,6 +92,8 @@ async function main(argv: string[]): Promise<void> {
     case 'shell':
     case 'kill':
     case 'cancel':
+    case 'diff':
+    case 'apply':
       return process.exit(await runOperatorCommand(line.command, line, config, commandDeps));
     case 'network':
       return networkCommand(config, line);

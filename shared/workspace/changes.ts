@@ -24,6 +24,8 @@ export interface WorkspaceChange {
   mode_after: string | null;
   /** Bytes of the file (after; before, when deleted), of a symlink's target; null for directories. */
   size: number | null;
+  /** A symlink's target now; null for anything else, or a deleted one. */
+  link_target: string | null;
 }
 
 /** Where the trees are. */
@@ -121,6 +123,14 @@ function readFull(fd: number, buf: Buffer): number {
   return n;
 }
 
+function readLink(path: string): string | null {
+  try {
+    return readlinkSync(path);
+  } catch {
+    return null;
+  }
+}
+
 function sameLink(pathA: string, pathB: string): boolean {
   try {
     return readlinkSync(pathA) === readlinkSync(pathB);
@@ -152,6 +162,7 @@ class Comparison {
       mode_before: before ? formatMode(before.mode) : null,
       mode_after: after ? formatMode(after.mode) : null,
       size: node.kind === 'directory' ? null : node.size,
+      link_target: node.kind === 'symlink' && after ? readLink(this.current(path)) : null,
     });
   }
 

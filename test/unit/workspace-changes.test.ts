@@ -223,7 +223,8 @@ describe('the changes between two copies (walking both trees)', () => {
     expect(byPath('run.sh')).toMatchObject({ mode_before: '0644', mode_after: '0755', size: 19 });
     expect(byPath('to-delete.txt')).toMatchObject({ mode_before: '0644', mode_after: null, size: 4 });
     expect(byPath('new/dir')).toMatchObject({ mode_before: null, size: null });
-    expect(byPath('to-link.txt', 'added')).toMatchObject({ kind: 'symlink', size: 'README.md'.length });
+    expect(byPath('to-link.txt', 'added')).toMatchObject({ kind: 'symlink', size: 'README.md'.length, link_target: 'README.md' });
+    expect(byPath('to-link.txt', 'deleted')).toMatchObject({ kind: 'file', link_target: null });
   });
 
   it('trusts an equal size, mtime and mode in a full walk, and compares content where they differ', () => {
@@ -361,7 +362,7 @@ describe('file modes in a full walk', () => {
     cpSync(b, c, { recursive: true, preserveTimestamps: true });
     chmodSync(join(c, 'x'), 0o600);
     expect(collectChanges({ base: b, current: c })).toEqual([
-      { path: 'x', change: 'mode_changed', kind: 'file', mode_before: '0644', mode_after: '0600', size: 1 },
+      { path: 'x', change: 'mode_changed', kind: 'file', mode_before: '0644', mode_after: '0600', size: 1, link_target: null },
     ]);
   });
 });

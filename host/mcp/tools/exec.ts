@@ -23,7 +23,7 @@ import { definedFields } from '../../util/defined-fields.js';
 import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, renderCapped, withNotes, type ExecToolResult } from './exec-result.js';
 import { CommandSchema, CwdSchema, EXEC_TIMEOUT_DEFAULT_S, ExecTimeoutSchema, resolveCwd } from './command-fields.js';
 import { networkNotes } from './network-notes.js';
-import { defaultCwd } from './workspace.js';
+import { defaultCwd, defaultTaskCwd } from './workspace.js';
 import { withProgress } from './progress.js';
 import { runPromotable } from './promote.js';
 
@@ -120,11 +120,11 @@ const runCommand = defineTool({
   async run(args, ctx) {
     const backgroundAfterS = backgroundAfterFor(ctx, args.background_after, args.timeout);
     const ref = await targetOf(ctx, args.sandbox_id);
-    const given = args.cwd ?? (await defaultCwd(ctx, ref));
     if (backgroundAfterS === undefined) {
-      return runCapped(ctx, ref, args.command, { timeoutS: args.timeout, ...definedFields({ cwd: given, envs: args.envs }) });
+      const cwd = args.cwd ?? (await defaultCwd(ctx, ref));
+      return runCapped(ctx, ref, args.command, { timeoutS: args.timeout, ...definedFields({ cwd, envs: args.envs }) });
     }
-    const cwd = resolveCwd(given);
+    const cwd = resolveCwd(args.cwd) ?? (await defaultTaskCwd(ctx, ref));
     const run = { command: args.command, timeoutS: args.timeout, backgroundAfterS, ...definedFields({ cwd, envs: args.envs }) };
     return { result: await runPromotable(ctx, ref, run) };
   },
@@ -156,7 +156,6 @@ const runCode = defineTool({
     const path = `/tmp/sandbox-mcp-code-${randomBytes(8).toString('hex')}.${ext}`;
     const backgroundAfterS = backgroundAfterFor(ctx, args.background_after, args.timeout);
     const ref = await targetOf(ctx, args.sandbox_id);
-    const given = args.cwd ?? (await defaultCwd(ctx, ref));
     const provider = ctx.deps.providers.get(ref.provider);
     await provider.writeFile(ref.id, path, Buffer.from(args.code, 'utf8'));
     // The shell removes the file when the code ends (a TERM from a timeout or cancel included), so
@@ -165,9 +164,10 @@ const runCode = defineTool({
     const cleanup = `rm -f ${path}`;
     try {
       if (backgroundAfterS === undefined) {
-        return await runCapped(ctx, ref, command, { timeoutS: args.timeout, ...definedFields({ cwd: given }) }, cleanup);
+        const cwd = args.cwd ?? (await defaultCwd(ctx, ref));
+        return await runCapped(ctx, ref, command, { timeoutS: args.timeout, ...definedFields({ cwd }) }, cleanup);
       }
-      const cwd = resolveCwd(given);
+      const cwd = resolveCwd(args.cwd) ?? (await defaultTaskCwd(ctx, ref));
       return { result: await runPromotable(ctx, ref, { command, timeoutS: args.timeout, backgroundAfterS, ...definedFields({ cwd }) }) };
     } catch (e) {
       // The code may never have run (a missing cwd, a task that never started) or has ended: the file must not stay behind.

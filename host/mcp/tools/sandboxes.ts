@@ -90,7 +90,9 @@ const createSandbox = defineTool({
     const notes: string[] = [];
     if (workspace !== undefined) {
       const path = await defaultCwd(ctx, ref);
-      notes.push(`The workspace is at ${path ?? 'an unknown path'} in the sandbox (the default cwd of its commands); workspace_changes lists what you change there.`);
+      notes.push(
+        `The workspace is at ${path ?? 'an unknown path'} in the sandbox (the default cwd of its commands); workspace_changes lists what you change there.`,
+      );
     }
     if (ctx.session.opts.hasCleanupNote) notes.push(CLEANUP_NOTE);
     return notes.length > 0 ? { result, content: notes.map((text) => ({ type: 'text' as const, text })) } : { result };

@@ -33,7 +33,7 @@ import {
 } from './task-calls.js';
 import { CommandSchema, CwdSchema, resolveCwd } from './command-fields.js';
 import { networkNotes } from './network-notes.js';
-import { defaultCwd } from './workspace.js';
+import { defaultTaskCwd } from './workspace.js';
 
 /**
  * Notes beside the task view (whose shape stays the protocol's), for views they may explain: the
@@ -81,7 +81,7 @@ const startTask = defineTool({
   async run(args, ctx) {
     const ref = resolveSandbox(ctx, args.sandbox_id);
     // Resolved here, so a task's cwd follows the same path rule as every other tool's.
-    const cwd = resolveCwd(args.cwd) ?? (await defaultCwd(ctx, ref));
+    const cwd = resolveCwd(args.cwd) ?? (await defaultTaskCwd(ctx, ref));
     // The handle exists before submission, so an uncertain outcome can still be inspected later.
     const taskId = newTaskId();
     // A stdin pipe the task's prompts can be answered through (send_task_input).

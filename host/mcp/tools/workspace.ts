@@ -6,6 +6,7 @@ import * as z from 'zod';
 import { WORKSPACE_LIMITS } from '../../../shared/protocol.js';
 import { DIFF_STATES, WORKSPACE_CHANGES, WORKSPACE_ENTRY_KINDS } from '../../../shared/workspace/contract.js';
 import type { ServerConfig } from '../../config/config.js';
+import { SANDBOX_HOME } from '../../providers/provider.js';
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
 import { resolveWorkspaceArg, WORKSPACE_ALLOW_FLAG } from '../../providers/workspace-policy.js';
 import { readWorkspaceChanges } from '../../tasks/workspace-changes.js';
@@ -44,6 +45,16 @@ export async function defaultCwd(ctx: ToolContext, ref: SandboxRef): Promise<str
   });
 }
 
+/**
+ * defaultCwd for a command the agent starts (a task, a promoted call): a workspace in the home
+ * goes relative to it, which the agent resolves against its own HOME — the home wherever the
+ * sandbox keeps it (E2B's fake keeps it elsewhere on its host).
+ */
+export async function defaultTaskCwd(ctx: ToolContext, ref: SandboxRef): Promise<string | undefined> {
+  const path = await defaultCwd(ctx, ref);
+  return path?.startsWith(`${SANDBOX_HOME}/`) ? path.slice(SANDBOX_HOME.length + 1) : path;
+}
+
 const ChangeSchema = z.strictObject({
   path: z.string().describe('Relative to the workspace, /-separated.'),
   change: z.enum(WORKSPACE_CHANGES),
@@ -51,7 +62,10 @@ const ChangeSchema = z.strictObject({
   mode_before: z.string().nullable().describe('Permission bits, four octal digits; null when it did not exist before.'),
   mode_after: z.string().nullable().describe('Permission bits now; null when deleted.'),
   size: z.number().nullable().describe('Bytes (after; before, when deleted); a symlink: its target; null for directories.'),
-  diff: z.enum(DIFF_STATES).describe('inline: in the patch (unless it was cut first); binary, too_large, unreadable: listed only; none: nothing to show.'),
+  link_target: z.string().nullable().describe("A symlink's target now; null otherwise."),
+  diff: z
+    .enum(DIFF_STATES)
+    .describe('inline: in the patch (unless it was cut first); binary, too_large, unreadable: listed only; none: nothing to show.'),
   host_changed: z.boolean().describe("The person's own file here changed since create: applying would overwrite their change."),
 });
 
@@ -90,7 +104,11 @@ const workspaceChanges = defineTool({
         sandbox_id: ref.qualified,
         host_path: report.workspace.hostPath,
         path: report.workspace.path,
-        changes: report.changes.map((c) => ({ ...c, path: mask(c.path) })),
+        changes: report.changes.map((c) => ({
+          ...c,
+          path: mask(c.path),
+          link_target: c.link_target === null ? null : mask(c.link_target),
+        })),
         changes_truncated: report.changes_truncated,
         counts: report.counts,
         patch: report.patch === null ? null : mask(report.patch),
