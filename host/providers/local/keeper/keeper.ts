@@ -263,7 +263,9 @@ function recordKeeper(keeper: KeeperState): KeeperReport {
 /**
  * Resolves once the sandbox must end: its deadline passed or its deadline file is gone (someone
  * removed the state: the sandbox must not outlive it), pid 1 ended, SIGTERM, or a fault. SIGUSR1
- * re-reads the deadline; so does a recheck timer, in case a signal was lost.
+ * re-reads the deadline; so does a recheck timer, in case a signal was lost. Taking this listener
+ * off afterwards is safe: main.ts's own SIGUSR1 listener stays until exit, so a late SIGUSR1
+ * never opens Node's inspector.
  */
 async function superviseDeadline(keeper: KeeperState, recheckMs: number): Promise<void> {
   const { ending } = keeper;
