@@ -83,7 +83,17 @@ describe('sandbox-mcp doctor', () => {
     expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
     expect(report.ok).toBe(true);
     expect(code).toBe(0);
-    for (const name of ['node', 'bubblewrap', 'user namespaces', 'nsenter', 'setpriv', 'cgroups', 'state directory', 'server files']) {
+    for (const name of [
+      'node',
+      'bubblewrap',
+      'user namespaces',
+      'nsenter',
+      'setpriv',
+      'flock',
+      'cgroups',
+      'state directory',
+      'server files',
+    ]) {
       expect(byName.get(name), name).toBeDefined();
     }
     expect(byName.get('node')!.status).toBe('ok');

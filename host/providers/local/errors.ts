@@ -11,6 +11,10 @@ export const LOCAL_DETAILS = {
     'SANDBOX_MCP_BWRAP does not name an executable file: point it at the bwrap binary, or unset it to use bubblewrap from PATH (install it: apt-get install bubblewrap, dnf install bubblewrap).',
   nsenterMissing: "util-linux's nsenter is not installed: install util-linux and retry.",
   setprivMissing: "util-linux's setpriv is not installed (needed to drop root in sandboxes): install util-linux and retry.",
+  flockMissing:
+    "util-linux's flock is not installed (creates take a lock shared by every server on the state directory): install util-linux and retry.",
+  createLockBusy:
+    'Another server sharing the state directory held its create lock for too long (is one stopped?): retry, or point SANDBOX_MCP_STATE_DIR elsewhere.',
   hostBundleMissing: 'The built keeper (dist/keeper.js) is missing: run `npm run build` and retry.',
   usernsRefused:
     'The kernel refuses unprivileged user namespaces, which bubblewrap needs: enable them (sysctl -w kernel.unprivileged_userns_clone=1 and user.max_user_namespaces=10000) and retry.',
