@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { hasSysResource } from '../../host/providers/local/limits/layers.js';
-import { processLimitFor } from '../../host/providers/local/limits/process-tiers.js';
+import { cleanupLimitFor, processLimitFor } from '../../host/providers/local/limits/process-tiers.js';
 import { readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import { ok, startHttp, toolError, type HttpServer } from '../support/built-server.js';
 import { isRootOrSkipping, requireSandboxes } from '../support/prerequisites.js';
@@ -268,6 +268,43 @@ describe.skipIf(!asRoot).each(users)('resource limits, server running as $name',
     // A command that fails below the limit gets no such line.
     const other = await createSandbox();
     expect(await run(other, `python3 spawn.py 16 drop; exit 1`)).toMatchObject({ exit_code: 1, stderr: '' });
+  });
+
+  it('leftovers of a finished run_command fill the process limit: run_command keeps a reserve to clean up, stop_processes ends them and keeps the tasks', async () => {
+    const id = await createSandbox();
+    const kept = await ok(client, 'start_task', { sandbox_id: id, command: 'echo up; sleep 300', timeout: 300 });
+    const keptHandle = { sandbox_id: id, task_id: kept.task_id };
+    // A command that returns, leaving sleepers behind until the commands' limit (bounded: twice the sandbox's limit, counted).
+    const first = counts((await run(id, `python3 spawn.py ${2 * PROCESSES} leave`)).stdout as string);
+    expect(first.eagain).toBeGreaterThan(0);
+    expect(first.ok).toBeLessThanOrEqual(processLimitFor(PROCESSES, 'command'));
+    // A task cannot start, and the refusal names a way out that works.
+    const refusedTask = await toolError(client, 'start_task', { sandbox_id: id, command: 'true' });
+    expect(refusedTask).toMatchObject({ category: 'insufficient_resources', code: 'process_limit' });
+    expect(refusedTask.suggestion).toMatch(/run_command with kill or pkill.*stop_processes/);
+    // run_command and run_code still run (on the reserve kept for cleaning up), and so do the task tools.
+    expect((await run(id, 'echo still here')).stdout).toBe('still here\n');
+    expect((await ok(client, 'run_code', { sandbox_id: id, language: 'python', code: 'print(6 * 7)' })).stdout).toBe('42\n');
+    expect((await ok(client, 'get_task', keptHandle)).state).toBe('running');
+    // Leftovers that fill the reserve too leave the commands nothing: the refusal names stop_processes.
+    const second = counts((await run(id, `python3 spawn.py ${PROCESSES} leave`)).stdout as string);
+    expect(second.ok).toBeLessThanOrEqual(cleanupLimitFor(PROCESSES) - processLimitFor(PROCESSES, 'command'));
+    const refused = await toolError(client, 'run_command', { sandbox_id: id, command: 'true' });
+    expect(refused).toMatchObject({ category: 'insufficient_resources', code: 'process_limit' });
+    expect(refused.suggestion).toMatch(/^The sandbox is at its process limit .*: call stop_processes/);
+    // The way out: everything but the task ends; the sandbox and its files stay.
+    const stopped = await ok(client, 'stop_processes', { sandbox_id: id });
+    expect(stopped.stopped).toBeGreaterThanOrEqual(first.ok + second.ok);
+    expect(stopped.stopped).toBeLessThanOrEqual(first.ok + second.ok + 8);
+    expect((await ok(client, 'get_task', keptHandle)).state).toBe('running');
+    expect(counts((await run(id, `python3 spawn.py 16 drop`)).stdout as string)).toEqual({ ok: 16, eagain: 0 });
+    expect((await ok(client, 'read_file', { sandbox_id: id, path: 'spawn.py' })).content).toBe(SPAWN_PY);
+    const task = await ok(client, 'start_task', { sandbox_id: id, command: 'echo again' });
+    expect((await finished({ sandbox_id: id, task_id: task.task_id })).stdout).toBe('again\n');
+    // Nothing left to stop but the task.
+    expect((await ok(client, 'stop_processes', { sandbox_id: id })).stopped).toBe(0);
+    expect((await ok(client, 'get_task', keptHandle)).state).toBe('running');
+    await ok(client, 'kill_sandbox', { sandbox_id: id });
   });
 
   it('a writer gets ENOSPC at the disk budget, split over the writable mounts; the covers and /dev are read-only', async () => {

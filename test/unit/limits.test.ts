@@ -14,7 +14,13 @@ import { SCRATCH_PATHS } from '../../host/providers/local/launch/bwrap-args.js';
 import { DISK_SHARES_EIGHTHS, writableMountSizes } from '../../host/providers/local/limits/disk-shares.js';
 import { describeLayers } from '../../host/providers/local/limits/layers.js';
 import { entryPrelude, preludeFor, REFUSED_EXIT, REFUSED_MESSAGE } from '../../host/providers/local/limits/entry-prelude.js';
-import { pidsMaxFor, processLimitFor, refuseStartAt } from '../../host/providers/local/limits/process-tiers.js';
+import {
+  cleanupFrom,
+  cleanupLimitFor,
+  pidsMaxFor,
+  processLimitFor,
+  refuseStartAt,
+} from '../../host/providers/local/limits/process-tiers.js';
 import { chooseSandboxLimits, diskBudgetMb } from '../../host/providers/local/limits/sandbox-limits.js';
 import {
   DEFAULT_MEMORY_CAP_MB,
@@ -98,10 +104,16 @@ describe('limit settings', () => {
       expect(processLimitFor(n, 'command')).toBeLessThan(processLimitFor(n, 'service'));
       expect(processLimitFor(n, 'service')).toBe(n);
       expect(pidsMaxFor(n)).toBeGreaterThan(n);
-      for (const role of ['task', 'command', 'service'] as const) {
+      for (const role of ['task', 'service'] as const) {
         expect(refuseStartAt(n, role)).toBeLessThan(processLimitFor(n, role));
         expect(refuseStartAt(n, role)).toBeGreaterThan(0);
       }
+      // A command finding the commands' limit reached still runs, on a reserve below the server's share.
+      expect(cleanupFrom(n)).toBeLessThan(processLimitFor(n, 'command'));
+      expect(cleanupLimitFor(n)).toBeGreaterThan(processLimitFor(n, 'command'));
+      expect(cleanupLimitFor(n)).toBeLessThan(refuseStartAt(n, 'service'));
+      expect(refuseStartAt(n, 'command')).toBeGreaterThan(cleanupFrom(n));
+      expect(refuseStartAt(n, 'command')).toBeLessThan(cleanupLimitFor(n));
     }
   });
 });
@@ -155,6 +167,25 @@ describe('the entry prelude in real shells', () => {
     expect(r.status).toBe(REFUSED_EXIT);
     expect(r.stdout).toBe('');
     expect(r.stderr.trim()).toBe(REFUSED_MESSAGE);
+  });
+
+  it.each(shells)("%s: a command finding the commands' limit reached gets the cleanup reserve instead", (shell) => {
+    const limitOf = (from: number) => {
+      const prelude = entryPrelude({
+        cgroupFdCount: 0,
+        rlimits: { processes: 300, refuseAt: 100_000, openFiles: 200, cleanup: { from, processes: 400 } },
+        oomScoreAdj: null,
+      });
+      return /^Max processes +(\d+) +(\d+) /m
+        .exec(execFileSync(shell, ['-c', `${prelude}cat /proc/self/limits`], { encoding: 'utf8' }))
+        ?.slice(1);
+    };
+    expect(limitOf(1)).toEqual(['400', '400']);
+    expect(limitOf(100_000)).toEqual(['300', '300']);
+    // Only run_command and run_code have it.
+    const limits = { processes: 1024, openFiles: 4096, memoryMb: 1024, diskMb: 2048 };
+    expect(preludeFor(limits, 'command', 0)).toContain(`-ge ${cleanupFrom(1024)} ]; then`);
+    for (const role of ['task', 'service'] as const) expect(preludeFor(limits, role, 0)).not.toContain(String(cleanupLimitFor(1024)));
   });
 
   it('joins each cgroup through its descriptor first, and closes the descriptors', () => {

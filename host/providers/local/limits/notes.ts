@@ -3,7 +3,7 @@
 import { ProviderError } from '../../provider-error.js';
 import type { ExecRole } from '../../provider.js';
 import { DISK_SHARES_EIGHTHS } from './disk-shares.js';
-import { processLimitFor } from './process-tiers.js';
+import { cleanupLimitFor, processLimitFor } from './process-tiers.js';
 
 /** insufficient_resources for a create beyond the server's maximum of live sandboxes. */
 export function tooManySandboxes(max: number): ProviderError {
@@ -15,20 +15,35 @@ export function tooManySandboxes(max: number): ProviderError {
   });
 }
 
-const STOP_SOME: Readonly<Record<ExecRole, string>> = {
-  task: 'stop some of its processes (run_command with kill or pkill, cancel_task) or destroy it with kill_sandbox',
-  command: 'stop some of its processes (cancel_task) or destroy it with kill_sandbox',
-  service: 'destroy it with kill_sandbox',
+// The way out of a full process table, by who was refused. run_command and run_code keep a
+// reserve until leftovers of commands fill it too; stop_processes needs no process in the sandbox.
+const WAY_OUT: Readonly<Record<ExecRole, string>> = {
+  task:
+    'end what you no longer need: run_command with kill or pkill (commands keep a reserve for this), cancel_task for a task, ' +
+    'or stop_processes, which ends every process that is not part of a task',
+  command:
+    'call stop_processes: it ends every process that is not part of a task (what commands left running in the background) and needs no room in the sandbox; ' +
+    'cancel_task stops a task',
+  service: 'call stop_processes: it ends every process that is not part of a task and needs no room in the sandbox',
+};
+
+const WHO: Readonly<Record<ExecRole, string>> = {
+  task: 'a task',
+  command: 'a command',
+  service: "the server's task agent or file operation",
 };
 
 /** insufficient_resources for a command refused because the sandbox has no process left for it. */
 export function processLimitReached(processes: number, role: ExecRole): ProviderError {
-  const what = role === 'task' ? 'a task' : role === 'command' ? 'a command' : 'the task agent';
+  const share =
+    role === 'command'
+      ? `commands may use ${processLimitFor(processes, 'command')}, and ${cleanupLimitFor(processes)} to clean up`
+      : `${WHO[role]} may use ${processLimitFor(processes, role)}`;
   return new ProviderError('insufficient_resources', {
     code: 'process_limit',
     detail:
-      `The sandbox is at its process limit (${processes} processes and threads; ${what} may use ${processLimitFor(processes, role)}), ` +
-      `so ${what} cannot start: ${STOP_SOME[role]}. The limit is --sandbox-processes or SANDBOX_MCP_SANDBOX_PROCESSES.`,
+      `The sandbox is at its process limit (${processes} processes and threads; ${share}), so ${WHO[role]} cannot start: ${WAY_OUT[role]}; ` +
+      `kill_sandbox destroys the sandbox. The limit is --sandbox-processes or SANDBOX_MCP_SANDBOX_PROCESSES.`,
   });
 }
 
@@ -50,5 +65,8 @@ export function diskFullNote(paths: readonly string[], diskMb: number): string {
 
 /** The note for a sandbox whose processes fill its process limit. */
 export function processLimitNote(processes: number): string {
-  return `The sandbox is at its process limit (${processes} processes and threads): new processes fail with EAGAIN (Resource temporarily unavailable).`;
+  return (
+    `The sandbox is at its process limit (${processes} processes and threads): new processes fail with EAGAIN (Resource temporarily unavailable). ` +
+    'End what you left running with kill or pkill, or call stop_processes (it ends every process that is not part of a task).'
+  );
 }
