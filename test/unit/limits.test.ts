@@ -13,6 +13,7 @@ import { LIMIT_OPTIONS, limitOptionsHelp } from '../../host/config/limit-options
 import { SCRATCH_PATHS } from '../../host/providers/local/launch/bwrap-args.js';
 import { DISK_SHARES_EIGHTHS, writableMountSizes } from '../../host/providers/local/limits/disk-shares.js';
 import { describeLayers } from '../../host/providers/local/limits/layers.js';
+import { exceedsCeiling } from '../../host/providers/local/limits/memory-ceiling.js';
 import { entryPrelude, preludeFor, REFUSED_EXIT, REFUSED_MESSAGE } from '../../host/providers/local/limits/entry-prelude.js';
 import {
   cleanupFrom,
@@ -25,6 +26,7 @@ import { chooseSandboxLimits, diskBudgetMb } from '../../host/providers/local/li
 import {
   DEFAULT_MEMORY_CAP_MB,
   defaultMaxMemoryMb,
+  defaultMaxTotalMemoryMb,
   defaultMemoryMb,
   MIN_PROCESSES,
   resolveLimitSettings,
@@ -56,6 +58,25 @@ describe('limit settings', () => {
     const s = resolveLimitSettings();
     expect(s).toMatchObject({ maxSandboxes: 16, processes: 1024, openFiles: 4096, diskMb: 2048 });
     expect(s.memoryMb).toBeLessThanOrEqual(s.maxMemoryMb);
+    // All sandboxes together: half of RAM (as much as one may ask for), the other half for the person's programs.
+    expect(defaultMaxTotalMemoryMb(16 * GIB)).toBe(8 * 1024);
+    expect(s.maxTotalMemoryMb).toBe(defaultMaxTotalMemoryMb());
+    expect(s.maxMemoryMb).toBeLessThanOrEqual(s.maxTotalMemoryMb);
+    // A smaller ceiling lowers the defaults below it; an explicit maximum above it is a conflict, by code.
+    expect(resolveLimitSettings({ maxTotalMemoryMb: 100 })).toMatchObject({ maxTotalMemoryMb: 100, maxMemoryMb: 100 });
+    expect(resolveLimitSettings({ maxTotalMemoryMb: 100 }).memoryMb).toBeLessThanOrEqual(100);
+    expect(thrown(() => resolveLimitSettings({ maxTotalMemoryMb: 100, maxMemoryMb: 200 }))).toMatchObject({
+      category: 'invalid_argument',
+      code: 'max_memory_above_total',
+    });
+  });
+
+  it("the memory ceiling where no parent cgroup holds it: the running sandboxes' memory limits are counted", () => {
+    const counting = { isCounting: true, limitsMb: [100, 200] };
+    expect(exceedsCeiling(counting, 100, 400)).toBe(false);
+    expect(exceedsCeiling(counting, 101, 400)).toBe(true);
+    // Nothing is counted where a parent cgroup holds the ceiling (or no memory cgroup exists at all).
+    expect(exceedsCeiling({ isCounting: false, limitsMb: [] }, 10_000, 400)).toBe(false);
   });
 
   it('refuses values out of range, naming the option', () => {
@@ -67,7 +88,13 @@ describe('limit settings', () => {
 
   it("create's cpu and memory: within the server's maxima, else invalid_argument naming the field and the maximum, never the value", () => {
     const s = resolveLimitSettings({ memoryMb: 1024, maxMemoryMb: 2048, maxCpu: 2 });
-    expect(chooseSandboxLimits(s, {})).toEqual({ processes: 1024, openFiles: 4096, memoryMb: 1024, diskMb: 2048 });
+    expect(chooseSandboxLimits(s, {})).toEqual({
+      processes: 1024,
+      openFiles: 4096,
+      memoryMb: 1024,
+      diskMb: 2048,
+      totalMemoryMb: s.maxTotalMemoryMb,
+    });
     expect(chooseSandboxLimits(s, { memoryMb: 2048, cpu: 2 }).memoryMb).toBe(2048);
     for (const [ask, field, max] of [
       [{ memoryMb: 2049 }, 'memory', '2048'],
@@ -124,15 +151,27 @@ describe('which layer holds each limit', () => {
     Object.fromEntries(describeLayers(facts, settings).map((l) => [l.limit, l]));
 
   it('with a cgroup and bubblewrap 0.7+: everything holds, the disk at half the memory limit', () => {
-    const l = byLimit({ cgroup: { cpu: 1, memoryMb: 64, pidsMax: 64 }, bwrapHasSize: true, canExemptFromOom: false });
+    const l = byLimit({
+      cgroup: { cpu: 1, memoryMb: 64, pidsMax: 64 },
+      hasCeilingCgroup: true,
+      bwrapHasSize: true,
+      canExemptFromOom: false,
+    });
     expect(Object.values(l).filter((x) => x.missing)).toEqual([]);
+    expect(l['memory of all sandboxes']!.heldBy).toMatch(/^\d+ MB together by their parent memory cgroup/);
+    // A memory cgroup without a parent above it: the limits are counted instead.
+    const counted = byLimit({ cgroup: { memoryMb: 64 }, hasCeilingCgroup: false, bwrapHasSize: true, canExemptFromOom: false });
+    expect(counted['memory of all sandboxes']!.heldBy).toMatch(
+      /by counting their memory limits: a create that would take them above it is refused/,
+    );
     expect(l.processes!.heldBy).toMatch(/RLIMIT_NPROC.*pids/);
     expect(l.memory!.heldBy).toMatch(/^1024 MB/);
     expect(l.disk!.heldBy).toMatch(/^512 MB by sized tmpfs/);
   });
 
   it('without a cgroup or --size: rlimits still hold, and what is missing says how to get it', () => {
-    const l = byLimit({ cgroup: {}, bwrapHasSize: false, canExemptFromOom: false });
+    const l = byLimit({ cgroup: {}, hasCeilingCgroup: false, bwrapHasSize: false, canExemptFromOom: false });
+    expect(l['memory of all sandboxes']!.heldBy).toBe('none (no memory cgroup)');
     expect(l.processes!.missing).toBeUndefined();
     expect(l['open files']!.missing).toBeUndefined();
     expect(l.memory!.missing).toMatch(/Delegate=yes/);
@@ -210,6 +249,9 @@ describe('limit flags and variables', () => {
     const e = thrown(() => loadConfig({ SANDBOX_MCP_SANDBOX_MEMORY: '4096', SANDBOX_MCP_MAX_SANDBOX_MEMORY: '1024' }));
     expect(e).toBeInstanceOf(ConfigError);
     expect((e as Error).message).toMatch(/--sandbox-memory.*--max-sandbox-memory/);
+    const total = thrown(() => loadConfig({ SANDBOX_MCP_MAX_TOTAL_MEMORY: '512', SANDBOX_MCP_MAX_SANDBOX_MEMORY: '1024' }));
+    expect((total as Error).message).toMatch(/--max-sandbox-memory.*--max-total-memory \(SANDBOX_MCP_MAX_TOTAL_MEMORY\)/);
+    expect(loadConfig({}, { limits: { 'max-total-memory': '3000' } }).localLimits).toEqual({ maxTotalMemoryMb: 3000 });
   });
 
   it('a bad value names the flag and the variable, not the value', () => {

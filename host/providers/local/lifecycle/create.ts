@@ -11,7 +11,8 @@ import { keeperFailureError, LOCAL_DETAILS } from '../errors.js';
 import type { KeeperReport } from '../keeper/report.js';
 import { startKeeper } from '../keeper/start.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
-import { tooManySandboxes } from '../limits/notes.js';
+import { exceedsCeiling, unceiledMemory } from '../limits/memory-ceiling.js';
+import { memoryCeilingReached, tooManySandboxes } from '../limits/notes.js';
 import { chooseSandboxLimits, type SandboxLimits } from '../limits/sandbox-limits.js';
 import { newSandboxId, newSandboxUid } from '../sandbox/ids.js';
 import { withCreateLock } from '../sandbox/create-lock.js';
@@ -76,7 +77,7 @@ export class SandboxCreator {
     const sandboxes = ensureSandboxesDir(this.settings.stateDir);
     const identity = this.newIdentity(sandboxes);
     try {
-      const id = await this.claimDirectory(sandboxes);
+      const id = await this.claimDirectory(sandboxes, limits);
       return await this.createWith(sandboxes, id, identity, timeoutS, envs, limits, allowOut, tools, opts);
     } finally {
       this.pendingUids.delete(identity.uid);
@@ -91,12 +92,20 @@ export class SandboxCreator {
    * server processes cannot both take the last place. Listing is cheap; only at the maximum are
    * the sandboxes checked against /proc (outside the lock), which cleans up the dead ones.
    */
-  private async claimDirectory(sandboxes: string): Promise<string> {
-    const max = this.settings.limits.maxSandboxes;
+  private async claimDirectory(sandboxes: string, limits: SandboxLimits): Promise<string> {
+    const { maxSandboxes: max, maxTotalMemoryMb: ceilingMb } = this.settings.limits;
     this.flock ??= findExecutable('flock') ?? 'flock';
     for (const isFirstLook of [true, false]) {
       const id = await withCreateLock(sandboxes, this.flock, () => {
         if (listSandboxIds(sandboxes).length >= max) return null;
+        // Where no parent cgroup holds the ceiling, the running sandboxes' limits are counted.
+        const unceiled = unceiledMemory(sandboxes);
+        if (exceedsCeiling(unceiled, limits.memoryMb, ceilingMb)) {
+          throw memoryCeilingReached(
+            ceilingMb,
+            unceiled.limitsMb.reduce((a, b) => a + b, 0),
+          );
+        }
         const newId = newSandboxId();
         const dir = join(sandboxes, newId);
         mkdirSync(dir, { mode: 0o700 });

@@ -15,6 +15,17 @@ export function tooManySandboxes(max: number): ProviderError {
   });
 }
 
+/** insufficient_resources for a create whose memory limit would take the counted limits above the ceiling. */
+export function memoryCeilingReached(ceilingMb: number, countedMb: number): ProviderError {
+  return new ProviderError('insufficient_resources', {
+    code: 'memory_ceiling',
+    detail:
+      `The local sandboxes of this state directory may use at most ${ceilingMb} MB of memory together, and the memory limits of those running add up to ${countedMb} MB ` +
+      '(no parent cgroup can hold them here, so their limits are counted): destroy a sandbox with kill_sandbox, create this one with less `memory`, ' +
+      'or raise the ceiling with --max-total-memory or SANDBOX_MCP_MAX_TOTAL_MEMORY.',
+  });
+}
+
 // The way out of a full process table, by who was refused. run_command and run_code keep a
 // reserve until leftovers of commands fill it too; stop_processes needs no process in the sandbox.
 const WAY_OUT: Readonly<Record<ExecRole, string>> = {
@@ -47,12 +58,13 @@ export function processLimitReached(processes: number, role: ExecRole): Provider
   });
 }
 
-/** The note for processes the sandbox's memory cgroup killed. */
-export function memoryLimitNote(memoryMb: number, kills: number): string {
-  return (
-    `The sandbox reached its memory limit (${memoryMb} MB, files in its writable mounts included): ` +
-    `the kernel killed ${kills === 1 ? 'a process' : `${kills} processes`} (exit code 137, SIGKILL).`
-  );
+/** The note for processes the sandbox's memory cgroup (or the ceiling of all sandboxes above it, `totalMemoryMb`) killed. */
+export function memoryLimitNote(memoryMb: number, kills: number, totalMemoryMb: number | null = null): string {
+  const reached =
+    totalMemoryMb === null
+      ? `The sandbox reached its memory limit (${memoryMb} MB, files in its writable mounts included)`
+      : `The sandbox reached its memory limit (${memoryMb} MB, files in its writable mounts included), or all sandboxes together reached theirs (${totalMemoryMb} MB, --max-total-memory)`;
+  return `${reached}: the kernel killed ${kills === 1 ? 'a process' : `${kills} processes`} (exit code 137, SIGKILL).`;
 }
 
 /** The note for writable mounts that are full. */
