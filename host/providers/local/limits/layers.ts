@@ -29,7 +29,7 @@ export interface LayerReport {
 }
 
 const CGROUP_FIX =
-  'run the server as root on cgroup v1, or give it a cgroup v2 subtree with memory and pids delegated (systemd: Delegate=yes)';
+  'run the server as root, or on cgroup v2 give it a subtree with memory and pids delegated (systemd: Delegate=yes, e.g. systemd-run --user --scope -p Delegate=yes sandbox-mcp)';
 
 /** The layer that holds each limit of a sandbox with the server's default settings, on a machine with `facts`. */
 export function describeLayers(facts: MachineFacts, settings: LimitSettings): LayerReport[] {
@@ -47,7 +47,9 @@ export function describeLayers(facts: MachineFacts, settings: LimitSettings): La
       : {
           limit: 'memory',
           heldBy: "none per sandbox: the host's OOM killer chooses sandbox commands first (oom_score_adj 500)",
-          missing: `no memory cgroup can be made (memory_mb is null; create_sandbox with memory is unsupported): ${CGROUP_FIX}`,
+          missing:
+            `no memory cgroup can be made, so the memory limits configured (${settings.memoryMb} MB per sandbox, ${settings.maxTotalMemoryMb} MB together) ` +
+            `are not enforced (memory_mb is null; create_sandbox with memory is unsupported): ${CGROUP_FIX}`,
         },
     {
       limit: 'memory of all sandboxes',

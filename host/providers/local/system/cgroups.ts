@@ -429,3 +429,17 @@ export function describeCgroups(wanted: readonly string[] = ['cpu', 'memory', 'p
   }
   return { version, controllers: wanted.filter((c) => offered.has(c)) };
 }
+
+/**
+ * True when a memory cgroup can be made here the way a keeper makes a sandbox's (tried: a probe
+ * cgroup made and removed at once). What the server's start-up warning asks, a few mkdirs.
+ */
+export function canLimitMemory(): boolean {
+  try {
+    const made = createCgroups(`sandbox-mcp-probe-${process.pid}`, { memoryMb: 64 }, { cpu: false, memory: true });
+    removeCgroupsNow(made.dirs);
+    return made.enforced.memoryMb !== undefined;
+  } catch {
+    return false;
+  }
+}
