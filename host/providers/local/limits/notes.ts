@@ -11,7 +11,7 @@ export function tooManySandboxes(max: number): ProviderError {
     code: 'sandbox_limit',
     detail:
       `This server allows at most ${max} live local sandboxes (counted in its state directory, so other servers sharing it count too): ` +
-      'destroy one with kill_sandbox, or raise the limit with --max-sandboxes or SANDBOX_MCP_MAX_SANDBOXES.',
+      'destroy one you no longer need with kill_sandbox (list_sandboxes shows yours), or raise the limit with --max-sandboxes or SANDBOX_MCP_MAX_SANDBOXES.',
   });
 }
 
