@@ -6,7 +6,7 @@ import { DEFAULT_MAX_WAITING_GETS } from '../config/limit-options.js';
 import { localProviderOpts } from '../config/local-options.js';
 import { SecretMasker } from '../mcp/mask.js';
 import type { ServerDeps } from '../mcp/server-deps.js';
-import { createLocalProvider } from '../providers/local/local-provider.js';
+import { createLocalProvider, isRefusal, type EgressFailureReport } from '../providers/local/local-provider.js';
 import { createProviderRegistry, lazyProvider } from '../providers/registry.js';
 import { AgentClient, loadAgentBundle } from '../tasks/agent-client.js';
 import { TaskRetention } from '../tasks/retention.js';
@@ -16,6 +16,17 @@ import { createLogger } from '../util/log.js';
 /** Server dependencies plus the one call that releases them (the providers' resources). */
 export type ClosableDeps = ServerDeps & { close(): Promise<void> };
 
+/** A failure's log fields: the sandbox, the destination and the reason, and the non-public address a name resolved to. */
+function egressLogFields(f: EgressFailureReport): Record<string, string | number> {
+  return {
+    sandbox_id: `local:${f.sandboxId}`,
+    host: f.host,
+    ...(f.port > 0 ? { port: f.port } : {}),
+    reason: f.reason,
+    ...(f.address !== undefined ? { address: f.address } : {}),
+  };
+}
+
 /** Builds the dependencies from the configuration; providers are made on first use. */
 export function buildDeps(config: ServerConfig): ClosableDeps {
   const log = createLogger({ isDebug: Boolean(process.env.SANDBOX_MCP_DEBUG) });
@@ -23,8 +34,8 @@ export function buildDeps(config: ServerConfig): ClosableDeps {
     local: () =>
       createLocalProvider({
         ...localProviderOpts(config),
-        // The egress proxies' refusals, by host name only (never a path, a port or anything the request carried).
-        onNetworkDenied: (d) => log.warn('network denied', { sandbox_id: `local:${d.sandboxId}`, host: d.host }),
+        // The egress proxies' failures by destination and reason (never a path or anything else the request carried).
+        onEgressFailure: (f) => log.warn(isRefusal(f.reason) ? 'network denied' : 'network unreachable', egressLogFields(f)),
       }),
     e2b: () => lazyProvider('e2b', async () => (await import('../providers/e2b/e2b-provider.js')).createE2bProvider(config.e2b)),
   });

@@ -11,8 +11,9 @@ import { noStopProcesses, resolveSandboxPath, type ExecOpts, type ExecResult } f
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
 import { EnvsSchema, SandboxIdSchema, defineTool, intIn, learnSecrets, renewIfOwned, resolveSandbox, type ToolContext } from './tool.js';
 import { definedFields } from '../../util/defined-fields.js';
-import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, renderCapped, type ExecToolResult } from './exec-result.js';
+import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, renderCapped, withNotes, type ExecToolResult } from './exec-result.js';
 import { CommandSchema, CwdSchema, EXEC_TIMEOUT_DEFAULT_S, ExecTimeoutSchema } from './command-fields.js';
+import { networkNotes } from './network-notes.js';
 import { withProgress } from './progress.js';
 import { runPromotable } from './promote.js';
 
@@ -47,6 +48,7 @@ async function runCapped(
   cleanupAfterTimeout?: string,
 ) {
   const provider = ctx.deps.providers.get(ref.provider);
+  const startedMs = Date.now();
   const r = await withProgress(
     ctx,
     (s) => `command running for ${s} s`,
@@ -58,20 +60,10 @@ async function runCapped(
   // A timeout (or a cancelled call) kills the whole group, shell traps included: clean up from outside.
   if ((r.timedOut || ctx.signal?.aborted) && cleanupAfterTimeout)
     await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30, role: 'service' }).catch(() => undefined);
-  return { result: toResult(r, ref, ctx) };
-}
-
-/** What starts a line of the server's own in a command's stderr (a note on a limit the command met or a refused destination). */
-export const NOTE_PREFIX = '[sandbox-mcp] ';
-
-/**
- * The provider's notes on a failed command, as lines after its stderr (never cut by the cap),
- * masked like the output: a refusal note names hosts the sandbox chose (`curl https://$TOKEN.example`).
- */
-function withNotes(stderr: string, notes: readonly string[] | undefined, ref: SandboxRef, ctx: ToolContext): string {
-  if (!notes || notes.length === 0) return stderr;
-  const sep = stderr === '' || stderr.endsWith('\n') ? '' : '\n';
-  return stderr + sep + notes.map((n) => `${NOTE_PREFIX}${ctx.deps.masker.mask(ref.qualified, n)}\n`).join('');
+  const result = toResult(r, ref, ctx);
+  if (r.exitCode === 0) return { result };
+  const network = await networkNotes(ctx, ref, { sinceMs: startedMs, untilMs: Date.now() + 1 }, result.stdout + result.stderr);
+  return { result: { ...result, stderr: withNotes(result.stderr, network, ref, ctx) } };
 }
 
 function toResult(r: ExecResult, ref: SandboxRef, ctx: ToolContext): ExecToolResult {

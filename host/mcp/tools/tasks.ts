@@ -24,12 +24,14 @@ import {
   type TaskResult,
 } from './task-calls.js';
 import { CommandSchema, CwdSchema } from './command-fields.js';
+import { networkNotes } from './network-notes.js';
 
 /**
  * Notes beside the task view (whose shape stays the protocol's), for views they may explain: the
  * limits the sandbox met, for a view that is unknown or failed by a SIGKILL (exit code 137, as
- * the memory limit's OOM kill ends a command); the destinations its egress proxy refused while
- * the task ran, for any failed view (masked: the sandbox chose those names). Best effort: []
+ * the memory limit's OOM kill ends a command); for any failed view, what its egress proxy refused
+ * or could not reach while the task ran, or the sandbox's network when the output at hand shows a
+ * network failure (network-notes.ts; masked: the sandbox chose those names). Best effort: []
  * when the provider cannot tell.
  */
 async function notesFor(ctx: ToolContext, ref: SandboxRef, view: TaskView): Promise<ExtraContent[]> {
@@ -44,7 +46,7 @@ async function notesFor(ctx: ToolContext, ref: SandboxRef, view: TaskView): Prom
       sinceMs: view.started_at * 1000,
       ...definedFields({ untilMs: view.finished_at !== null ? (view.finished_at + 1) * 1000 : undefined }),
     };
-    notes.push(...((await provider.refusalNotes?.(ref.id, window).catch(() => [])) ?? []));
+    notes.push(...(await networkNotes(ctx, ref, window, view.stdout + view.stderr)));
   }
   return notes.map((text) => ({ type: 'text', text: `note: ${ctx.deps.masker.mask(ref.qualified, text)}` }));
 }
