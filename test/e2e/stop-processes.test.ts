@@ -29,7 +29,8 @@ describe('stop_processes', () => {
       'sleep 2001 >/dev/null 2>&1 &',
       'nohup sleep 2002 >/dev/null 2>&1 &',
       'setsid sleep 2003 >/dev/null 2>&1 &',
-      'sleep 2004 >/dev/null 2>&1 & kill -STOP $!',
+      // Stopped once it is sleep (a STOP before its exec would stop the shell's fork instead).
+      'sleep 2004 >/dev/null 2>&1 & p=$!; until [ "$(cat /proc/$p/comm)" = sleep ]; do :; done; kill -STOP $p',
       'bash -c \'trap "" TERM; sleep 2005; sleep 2005\' >/dev/null 2>&1 &',
       'unshare --user --map-root-user --pid --fork sleep 2006 >/dev/null 2>&1 &',
     ];
