@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { OPERATOR } from '../../host/access/principal.js';
 import { hashToken, parseTokensFile, TokenTable } from '../../host/access/tokens-file.js';
-import { allowedHosts, authorize, type RequestHead } from '../../host/mcp/transports/http.js';
+import { allowedHosts, authorize, UNAUTHORIZED, type RequestHead } from '../../host/mcp/transports/http.js';
 
 const TOKEN = 'operator-token-0123456789';
 const hosts = allowedHosts('127.0.0.1', 8765, ['sandbox.example']);
@@ -57,21 +57,32 @@ describe('authorize', () => {
     }
   });
 
-  it('refuses a missing, malformed or unknown token with 401 and a Bearer challenge', () => {
+  it('refuses a request without an Authorization header with 401, saying no token was sent', () => {
+    const refusal = refusalOf(head({ authorization: undefined }));
+    expect(refusal).toEqual({ status: 401, message: UNAUTHORIZED.missing, headers: { 'www-authenticate': 'Bearer' } });
+  });
+
+  it('refuses an Authorization header that is not "Bearer <token>" with 401, saying so without echoing it', () => {
+    for (const authorization of ['', 'Basic c2VjcmV0LXZhbHVl', 'Bearer', 'Bearer  ', `Bearer ${TOKEN} extra`, TOKEN]) {
+      const refusal = refusalOf(head({ authorization }));
+      expect(refusal, authorization).toEqual({ status: 401, message: UNAUTHORIZED.malformed, headers: { 'www-authenticate': 'Bearer' } });
+    }
+  });
+
+  it('refuses a token no principal holds with 401, saying it is not valid without echoing it', () => {
     for (const authorization of [
-      undefined,
-      '',
-      'Basic abc',
-      'Bearer',
-      'Bearer  ',
-      `Bearer ${TOKEN} extra`,
       'Bearer wrong-token-xyz',
       `Bearer ${TOKEN.toUpperCase()}`,
+      `Bearer ${TOKEN}x`,
+      `Bearer ${TOKEN.slice(1)}`,
     ]) {
       const refusal = refusalOf(head({ authorization }));
-      expect(refusal.status, String(authorization)).toBe(401);
-      expect(refusal.headers).toEqual({ 'www-authenticate': 'Bearer' });
+      expect(refusal, authorization).toEqual({ status: 401, message: UNAUTHORIZED.wrong, headers: { 'www-authenticate': 'Bearer' } });
     }
+  });
+
+  it('gives the three a different text each', () => {
+    expect(new Set(Object.values(UNAUTHORIZED)).size).toBe(3);
   });
 
   it('takes the scheme in any case and spaces after it', () => {

@@ -96,11 +96,25 @@ export function authorize(
     return refuse(403, 'Forbidden: Origin does not match the server address');
   }
   if ((req.url ?? '').split('?')[0] !== '/mcp') return refuse(404, 'Not found: the MCP endpoint is /mcp');
+  const header = req.headers.authorization;
+  if (header === undefined) return unauthorized(UNAUTHORIZED.missing);
   // The auth scheme is case-insensitive (RFC 7235); the token is not.
-  const auth = /^bearer +(\S+)$/i.exec(req.headers.authorization ?? '');
-  const principal = auth ? tokens.authenticate(auth[1]!) : undefined;
-  if (!principal) return refuse(401, 'Unauthorized: a bearer token is required', { 'www-authenticate': 'Bearer' });
+  const token = /^bearer +(\S+)$/i.exec(header)?.[1];
+  if (token === undefined) return unauthorized(UNAUTHORIZED.malformed);
+  const principal = tokens.authenticate(token);
+  if (!principal) return unauthorized(UNAUTHORIZED.wrong);
   return { principal };
+}
+
+/** Why a request without a principal was refused: each says which, none repeats what was sent. */
+export const UNAUTHORIZED = {
+  missing: 'Unauthorized: no bearer token was sent; send the header Authorization: Bearer <token>',
+  malformed: 'Unauthorized: the Authorization header is not of the form Bearer <token>',
+  wrong: 'Unauthorized: the bearer token is not valid for this server (a generated token changes at every server start)',
+};
+
+function unauthorized(message: string): { refusal: Refusal } {
+  return refuse(401, message, { 'www-authenticate': 'Bearer' });
 }
 
 function refuse(status: number, message: string, headers?: Record<string, string>): { refusal: Refusal } {
