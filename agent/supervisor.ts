@@ -11,7 +11,7 @@ import { closeSync, existsSync, openSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { LIMITS } from '../shared/limits.js';
-import { STATUS_FORMAT_VERSION, type TaskStatus, type TerminationReason } from '../shared/status.js';
+import { initialStatus, type TaskStatus, type TerminationReason } from '../shared/status.js';
 import { CappedLog } from './capped-log.js';
 import { createFifoPipes, discardRestWithCat, drainFd, type FifoPipe, type PipeReader } from './drain-pipes.js';
 import { debug } from './errors.js';
@@ -146,20 +146,7 @@ function beginSupervision(dir: string): Supervision {
     dir,
     req,
     env: commandEnv(process.env),
-    status: {
-      format: STATUS_FORMAT_VERSION,
-      task_id: req.task_id,
-      state: 'running',
-      reason: null,
-      supervisor: self ? { pid: process.pid, start_time: self.startTime } : null,
-      group: null,
-      exit_code: null,
-      signal: null,
-      started_at: null,
-      finished_at: null,
-      stdout_truncated: false,
-      stderr_truncated: false,
-    },
+    status: { ...initialStatus(req.task_id), supervisor: self ? { pid: process.pid, start_time: self.startTime } : null },
     pgid: 0,
     isTermSent: false,
     isFinal: false,
