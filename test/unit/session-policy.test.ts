@@ -1,6 +1,6 @@
-// The seeds' session rules, driven through the real tool handlers (callTool) with a recording
-// provider whose calls the test can hold open — the only way to pin in-flight races
-// deterministically. Real sandboxes cover the same tools end to end in test/e2e/.
+// The session rules (ownership, default, renewal, cleanup), driven through the real tool handlers
+// (callTool) with a recording provider whose calls the test can hold open — the only way to pin
+// in-flight races deterministically. Real sandboxes cover the same tools end to end in test/e2e/.
 import { describe, expect, it } from 'vitest';
 import { AgentClient } from '../../host/tasks/agent-client.js';
 import { ProviderError } from '../../host/providers/provider-error.js';

@@ -110,7 +110,7 @@ export function createCommands(opts: CommandsOpts = {}): Commands {
       return await Promise.race([exitOf(handle), ...(cancel ? [cancel.gaveUp] : [])]);
     } catch (e) {
       // Cancelled while feeding stdin (the wrapper may be gone): report the outcome, not the failure.
-      if (cancel?.requested) return await Promise.race([exitOf(handle), cancel.gaveUp]);
+      if (cancel?.isRequested) return await Promise.race([exitOf(handle), cancel.gaveUp]);
       await handle.kill().catch(() => false);
       throw e;
     } finally {
