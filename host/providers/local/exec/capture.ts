@@ -105,6 +105,10 @@ interface Sinks {
   meta: OutputSink;
 }
 
+/** drainGraceMs and killWaitMs unless the caller says otherwise. */
+const DEFAULT_DRAIN_GRACE_MS = 100;
+const DEFAULT_KILL_WAIT_MS = 5000;
+
 /** What the meta descriptor may carry (scripts report a few fields there). */
 const META_CAP_BYTES = 64 * 1024;
 
@@ -203,7 +207,7 @@ function stop(run: CaptureRun, reason: StopReason): void {
   if (run.exit || run.stopReason) return;
   run.stopReason = reason;
   if (run.child.pid !== undefined) killProcessGroup(run.child.pid);
-  endAfter(run, run.opts.killWaitMs ?? 5000);
+  endAfter(run, run.opts.killWaitMs ?? DEFAULT_KILL_WAIT_MS);
 }
 
 // --- the end --------------------------------------------------------------------------------------
@@ -218,7 +222,7 @@ function awaitEnd(run: CaptureRun): Promise<void> {
   child.on('exit', (code, signal) => {
     run.exit = { code, signal };
     opts.onExit?.();
-    endAfter(run, opts.drainGraceMs ?? 100);
+    endAfter(run, opts.drainGraceMs ?? DEFAULT_DRAIN_GRACE_MS);
   });
   child.on('close', () => run.end.resolve());
   return run.end.promise;
