@@ -128,20 +128,20 @@ describe('session renewal policy and ownership', () => {
     const p = recordingProvider();
     const d = deps(p.provider);
     const session = new Session();
-    await callTool({ deps: d, session: session }, 'create_sandbox', { timeout: 120 });
-    await callTool({ deps: d, session: session }, 'run_command', { command: 'true' });
+    await callTool({ deps: d, session }, 'create_sandbox', { timeout: 120 });
+    await callTool({ deps: d, session }, 'run_command', { command: 'true' });
     expect(renewals(p.calls)).toEqual([120]);
 
-    await callTool({ deps: d, session: session }, 'set_sandbox_timeout', { timeout: 600 });
-    await callTool({ deps: d, session: session }, 'read_file', { path: 'x' });
+    await callTool({ deps: d, session }, 'set_sandbox_timeout', { timeout: 600 });
+    await callTool({ deps: d, session }, 'read_file', { path: 'x' });
     expect(renewals(p.calls)).toEqual([120, 600, 600]);
 
     // A failed platform update leaves the previous policy intact.
     const release = p.hold('setTimeout', new ProviderError('unavailable'));
-    const failed = callTool({ deps: d, session: session }, 'set_sandbox_timeout', { timeout: 900 });
+    const failed = callTool({ deps: d, session }, 'set_sandbox_timeout', { timeout: 900 });
     release();
     expect((await failed).isError).toBe(true);
-    await callTool({ deps: d, session: session }, 'list_files', { path: '.' });
+    await callTool({ deps: d, session }, 'list_files', { path: '.' });
     expect(renewals(p.calls)).toEqual([120, 600, 600, 900, 600]);
   });
 
@@ -149,13 +149,13 @@ describe('session renewal policy and ownership', () => {
     const p = recordingProvider();
     const d = deps(p.provider);
     const session = new Session();
-    await callTool({ deps: d, session: session }, 'run_command', { command: 'true', sandbox_id: 'local:other' });
-    await callTool({ deps: d, session: session }, 'get_sandbox', { sandbox_id: 'local:other' });
-    await callTool({ deps: d, session: session }, 'set_sandbox_timeout', { sandbox_id: 'local:other', timeout: 50 });
-    await callTool({ deps: d, session: session }, 'get_task', { sandbox_id: 'local:other', task_id: 'a'.repeat(32) });
-    await callTool({ deps: d, session: session }, 'create_sandbox', {});
-    await callTool({ deps: d, session: session }, 'start_task', { command: 'sleep 1' });
-    await callTool({ deps: d, session: session }, 'cancel_task', { sandbox_id: 'local:sb1', task_id: 'a'.repeat(32) });
+    await callTool({ deps: d, session }, 'run_command', { command: 'true', sandbox_id: 'local:other' });
+    await callTool({ deps: d, session }, 'get_sandbox', { sandbox_id: 'local:other' });
+    await callTool({ deps: d, session }, 'set_sandbox_timeout', { sandbox_id: 'local:other', timeout: 50 });
+    await callTool({ deps: d, session }, 'get_task', { sandbox_id: 'local:other', task_id: 'a'.repeat(32) });
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    await callTool({ deps: d, session }, 'start_task', { command: 'sleep 1' });
+    await callTool({ deps: d, session }, 'cancel_task', { sandbox_id: 'local:sb1', task_id: 'a'.repeat(32) });
     // Only the explicit set_sandbox_timeout touched a lifetime.
     expect(renewals(p.calls)).toEqual([50]);
     expect(session.defaultSandbox).toBe('local:sb1');
@@ -168,9 +168,9 @@ describe('session renewal policy and ownership', () => {
     const p = recordingProvider();
     const d = deps(p.provider);
     const session = new Session();
-    await callTool({ deps: d, session: session }, 'create_sandbox', { timeout: 100 });
+    await callTool({ deps: d, session }, 'create_sandbox', { timeout: 100 });
     const release = p.hold('setTimeout');
-    const inFlight = callTool({ deps: d, session: session }, 'set_sandbox_timeout', { timeout: 700 });
+    const inFlight = callTool({ deps: d, session }, 'set_sandbox_timeout', { timeout: 700 });
     await closeSession(d, session);
     release();
     expect((await inFlight).isError).toBeFalsy();
@@ -184,7 +184,7 @@ describe('session renewal policy and ownership', () => {
     const d = deps(p.provider);
     const session = new Session();
     const release = p.hold('create');
-    const inFlight = callTool({ deps: d, session: session }, 'create_sandbox', {});
+    const inFlight = callTool({ deps: d, session }, 'create_sandbox', {});
     await closeSession(d, session);
     release();
     const r = await inFlight;
@@ -197,8 +197,8 @@ describe('session renewal policy and ownership', () => {
     const p = recordingProvider();
     const d = deps(p.provider);
     const session = new Session();
-    await callTool({ deps: d, session: session }, 'create_sandbox', {});
-    await callTool({ deps: d, session: session }, 'kill_sandbox', {});
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    await callTool({ deps: d, session }, 'kill_sandbox', {});
     expect(session.defaultSandbox).toBeUndefined();
     await closeSession(d, session);
     expect(p.calls.filter((c) => c.op === 'kill')).toHaveLength(1);
@@ -214,8 +214,8 @@ describe('start_task submission outcomes', () => {
     };
     const d = deps(p.provider);
     const session = new Session();
-    await callTool({ deps: d, session: session }, 'create_sandbox', {});
-    const r = await callTool({ deps: d, session: session }, 'start_task', { command: 'sleep 5' });
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    const r = await callTool({ deps: d, session }, 'start_task', { command: 'sleep 5' });
     expect(r.isError).toBeFalsy();
     const view = r.structuredContent as { state: string; task_id: string; sandbox_id: string; error?: { code: string } };
     expect(view.state).toBe('unknown');
@@ -248,8 +248,8 @@ describe('task retention', () => {
     };
     const d = deps(p.provider);
     const session = new Session();
-    await callTool({ deps: d, session: session }, 'create_sandbox', {});
-    expect((await callTool({ deps: d, session: session }, 'start_task', { command: 'true', cwd: '/nonexistent' })).isError).toBe(true);
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    expect((await callTool({ deps: d, session }, 'start_task', { command: 'true', cwd: '/nonexistent' })).isError).toBe(true);
     await closeSession(d, session);
     expect(kills(p.calls)).toEqual(['sb1']);
   });
@@ -260,8 +260,8 @@ describe('task retention', () => {
     p.provider.exec = () => new Promise((_, reject) => (fail = () => reject(new ProviderError('not_found'))));
     const d = deps(p.provider);
     const session = new Session();
-    await callTool({ deps: d, session: session }, 'create_sandbox', {});
-    const inFlight = callTool({ deps: d, session: session }, 'start_task', { command: 'true' });
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    const inFlight = callTool({ deps: d, session }, 'start_task', { command: 'true' });
     await closeSession(d, session);
     expect(kills(p.calls)).toEqual([]);
     fail();
@@ -289,9 +289,11 @@ describe('kill_sandbox', () => {
     };
     const d = deps(p.provider);
     const session = new Session();
-    await callTool({ deps: d, session: session }, 'create_sandbox', {});
-    const r = await callTool({ deps: d, session: session }, 'kill_sandbox', {});
-    expect(r.isError).toBe(true);
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    const r = await callTool({ deps: d, session }, 'kill_sandbox', {});
+    // Idempotent: already gone is what was asked for.
+    expect(r.isError).toBeUndefined();
+    expect(r.structuredContent).toEqual({ success: true, sandbox_id: 'local:sb1', destroyed: false });
     expect(session.defaultSandbox).toBeUndefined();
   });
 });

@@ -13,7 +13,8 @@ import { ProviderError, isProviderError } from '../../providers/provider-error.j
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
 import type { AgentCallOpts, AgentResult } from '../../tasks/agent-client.js';
 import { definedFields } from '../../util/defined-fields.js';
-import { EXEC_OUTPUT_CAP_BYTES, renderCapped, type ExecToolResult } from './exec-result.js';
+import { EXEC_OUTPUT_CAP_BYTES, renderCapped, withNotes, type ExecToolResult } from './exec-result.js';
+import { networkNotes } from './network-notes.js';
 import { describeBytes, withProgress } from './progress.js';
 import {
   CALL_SLACK_S,
@@ -91,7 +92,8 @@ function taskAgent(ctx: ToolContext, ref: SandboxRef): TaskAgent {
 
 /** Runs `run` as a task: the usual result if it finishes within backgroundAfterS, else its handle. */
 export async function runPromotable(ctx: ToolContext, ref: SandboxRef, run: PromotableRun): Promise<ExecToolResult> {
-  const deadlineAtMs = Date.now() + run.backgroundAfterS * 1000;
+  const startedAtMs = Date.now();
+  const deadlineAtMs = startedAtMs + run.backgroundAfterS * 1000;
   // Empty stdin, as on the fast path: a command that reads stdin (`grep x`, a prompt) sees
   // end-of-file at once instead of waiting for its timeout, so a call that ends within
   // background_after gets the same result as without it.
@@ -108,7 +110,7 @@ export async function runPromotable(ctx: ToolContext, ref: SandboxRef, run: Prom
   let outcome: RunOutcome | undefined;
   try {
     outcome = await runToOutcome(agent, request, run.envs, deadlineAtMs);
-    return await resultOf(agent, outcome);
+    return await resultOf(agent, outcome, startedAtMs);
   } finally {
     await ctx.deps.retention.end(ref.qualified, keepsSandbox(outcome));
   }
@@ -134,8 +136,11 @@ async function runToOutcome(
   return withProgressOfRun(agent.ctx, started, (sizes) => awaitOutcome(agent, started, deadlineAtMs, sizes));
 }
 
-/** What the call answers for `outcome`, or throws: a rejected start's error, a cancelled call's. */
-async function resultOf(agent: TaskAgent, outcome: RunOutcome): Promise<ExecToolResult> {
+/**
+ * What the call answers for `outcome`, or throws: a rejected start's error, a cancelled call's.
+ * A failed command's notes cover what its network did since `startedAtMs`.
+ */
+async function resultOf(agent: TaskAgent, outcome: RunOutcome, startedAtMs: number): Promise<ExecToolResult> {
   switch (outcome.kind) {
     case 'rejected':
       throw outcome.error;
@@ -154,7 +159,11 @@ async function resultOf(agent: TaskAgent, outcome: RunOutcome): Promise<ExecTool
     case 'finished': {
       const result = await finishedResult(agent, outcome.view, outcome.isPageZero);
       await removeTask(agent, outcome.view.task_id);
-      return result;
+      if (outcome.view.state !== 'failed') return result;
+      // As on the fast path: a failed command says what its network did.
+      const { ctx, ref } = agent;
+      const network = await networkNotes(ctx, ref, { sinceMs: startedAtMs, untilMs: Date.now() + 1 }, result.stdout + result.stderr);
+      return { ...result, stderr: withNotes(result.stderr, network, ref, ctx) };
     }
   }
 }
