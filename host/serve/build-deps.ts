@@ -6,11 +6,12 @@ import { DEFAULT_MAX_WAITING_GETS } from '../config/limit-options.js';
 import { localProviderOpts } from '../config/local-options.js';
 import { SecretMasker } from '../mcp/mask.js';
 import type { ServerDeps } from '../mcp/server-deps.js';
-import { createLocalProvider, isRefusal, type EgressFailureReport } from '../providers/local/local-provider.js';
+import { createLocalProvider, isRefusal, type EgressFailureListener, type EgressFailureReport } from '../providers/local/local-provider.js';
 import { createProviderRegistry, lazyProvider } from '../providers/registry.js';
 import { AgentClient, loadAgentBundle } from '../tasks/agent-client.js';
 import { TaskRetention } from '../tasks/retention.js';
 import { WaitGate } from '../tasks/wait-gate.js';
+import { definedFields } from '../util/defined-fields.js';
 import { createLogger } from '../util/log.js';
 
 /** Server dependencies plus the one call that releases them (the providers' resources). */
@@ -27,16 +28,25 @@ function egressLogFields(f: EgressFailureReport): Record<string, string | number
   };
 }
 
+/** Who the dependencies are for. */
+export interface BuildDepsOpts {
+  /**
+   * A serving process logs its sandboxes' egress failures; a CLI command must not: the provider
+   * reads each sandbox's record from its start in every process, so every `ls` or `logs` would
+   * print all earlier refusals again, among what the person asked for.
+   */
+  logsEgressFailures: boolean;
+}
+
 /** Builds the dependencies from the configuration; providers are made on first use. */
-export function buildDeps(config: ServerConfig): ClosableDeps {
+export function buildDeps(config: ServerConfig, opts: BuildDepsOpts): ClosableDeps {
   const log = createLogger({ isDebug: Boolean(process.env.SANDBOX_MCP_DEBUG) });
+  // The egress proxies' failures by destination and reason (never a path or anything else the request carried).
+  const onEgressFailure: EgressFailureListener | undefined = opts.logsEgressFailures
+    ? (f) => log.warn(isRefusal(f.reason) ? 'network denied' : 'network unreachable', egressLogFields(f))
+    : undefined;
   const providers = createProviderRegistry({
-    local: () =>
-      createLocalProvider({
-        ...localProviderOpts(config),
-        // The egress proxies' failures by destination and reason (never a path or anything else the request carried).
-        onEgressFailure: (f) => log.warn(isRefusal(f.reason) ? 'network denied' : 'network unreachable', egressLogFields(f)),
-      }),
+    local: () => createLocalProvider({ ...localProviderOpts(config), ...definedFields({ onEgressFailure }) }),
     e2b: () => lazyProvider('e2b', async () => (await import('../providers/e2b/e2b-provider.js')).createE2bProvider(config.e2b)),
   });
   return {

@@ -85,7 +85,11 @@ describe('e2b through MCP (against the fake)', () => {
       ['POST', `/sandboxes/${rawId(sb.sandbox_id)}/timeout`, { timeout: 900 }],
     ]);
 
-    expect(await ok(second.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id })).toEqual({ success: true, sandbox_id: sb.sandbox_id });
+    expect(await ok(second.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id })).toEqual({
+      success: true,
+      sandbox_id: sb.sandbox_id,
+      destroyed: true,
+    });
     expect(e2b.fake.sandbox(rawId(sb.sandbox_id))).toBeUndefined();
     expect((await toolError(second.client, 'get_sandbox', { sandbox_id: sb.sandbox_id })).category).toBe('not_found');
   });

@@ -7,12 +7,21 @@ import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
 import { LIMITS } from '../../../shared/limits.js';
 import { BACKGROUND_AFTER_MAX_S, BACKGROUND_AFTER_MIN_S, secretValuesOf } from '../../config/config.js';
-import { noStopProcesses, resolveSandboxPath, type ExecOpts, type ExecResult } from '../../providers/provider.js';
+import { noStopProcesses, type ExecOpts, type ExecResult } from '../../providers/provider.js';
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
-import { EnvsSchema, SandboxIdSchema, defineTool, intIn, learnSecrets, renewIfOwned, resolveSandbox, type ToolContext } from './tool.js';
+import {
+  DefaultSandboxIdSchema,
+  EnvsSchema,
+  defineTool,
+  intIn,
+  learnSecrets,
+  renewIfOwned,
+  resolveSandbox,
+  type ToolContext,
+} from './tool.js';
 import { definedFields } from '../../util/defined-fields.js';
 import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, renderCapped, withNotes, type ExecToolResult } from './exec-result.js';
-import { CommandSchema, CwdSchema, EXEC_TIMEOUT_DEFAULT_S, ExecTimeoutSchema } from './command-fields.js';
+import { CommandSchema, CwdSchema, EXEC_TIMEOUT_DEFAULT_S, ExecTimeoutSchema, resolveCwd } from './command-fields.js';
 import { networkNotes } from './network-notes.js';
 import { withProgress } from './progress.js';
 import { runPromotable } from './promote.js';
@@ -99,10 +108,10 @@ const runCommand = defineTool({
     'Stdin is empty either way (a prompt sees end-of-file); for a command that needs input use start_task and send_task_input. Long output belongs in start_task.',
   input: z.strictObject({
     command: CommandSchema,
-    sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
+    sandbox_id: DefaultSandboxIdSchema,
     cwd: CwdSchema,
-    envs: EnvsSchema.optional().describe('Extra environment variables for this command.'),
-    timeout: ExecTimeoutSchema.describe("Seconds before the command's process group is killed (timed_out)."),
+    envs: EnvsSchema.optional().describe("Extra environment variables for this command only, added to the sandbox's own."),
+    timeout: ExecTimeoutSchema,
     background_after: BackgroundAfterSchema,
   }),
   output: ExecResultSchema,
@@ -113,7 +122,7 @@ const runCommand = defineTool({
     if (backgroundAfterS === undefined) {
       return runCapped(ctx, ref, args.command, { timeoutS: args.timeout, ...definedFields({ cwd: args.cwd, envs: args.envs }) });
     }
-    const cwd = args.cwd !== undefined ? resolveSandboxPath(args.cwd) : undefined;
+    const cwd = resolveCwd(args.cwd);
     const run = { command: args.command, timeoutS: args.timeout, backgroundAfterS, ...definedFields({ cwd, envs: args.envs }) };
     return { result: await runPromotable(ctx, ref, run) };
   },
@@ -125,12 +134,16 @@ const runCode = defineTool({
   name: 'run_code',
   title: 'Run code',
   description:
-    'Write code to a temporary file in the sandbox and run it with python3, node or bash (default python); same limits and result as run_command, ' +
+    'Write code to a temporary file in the sandbox and run it with python3, node or bash (default python), in cwd (default: the sandbox home); same limits and result as run_command, ' +
     'including background_after (the temporary file is removed when the code ends, also after promotion).',
   input: z.strictObject({
-    code: z.string().min(1).max(1_000_000),
-    language: z.enum(['python', 'javascript', 'bash']).default('python'),
-    sandbox_id: SandboxIdSchema.optional(),
+    code: z.string().min(1).max(1_000_000).describe('The program text (at most 1,000,000 characters), run from a temporary file.'),
+    language: z
+      .enum(['python', 'javascript', 'bash'])
+      .default('python')
+      .describe('Interpreter: python (python3), javascript (node) or bash. Default python.'),
+    sandbox_id: DefaultSandboxIdSchema,
+    cwd: CwdSchema,
     timeout: ExecTimeoutSchema,
     background_after: BackgroundAfterSchema,
   }),
@@ -146,12 +159,16 @@ const runCode = defineTool({
     // The shell removes the file when the code ends (a TERM from a timeout or cancel included), so
     // it also goes when the run outlives this call as a task.
     const command = `trap 'rm -f ${path}' EXIT; ${interpreter} ${path}`;
-    if (backgroundAfterS === undefined) return runCapped(ctx, ref, command, { timeoutS: args.timeout }, `rm -f ${path}`);
+    const cleanup = `rm -f ${path}`;
     try {
-      return { result: await runPromotable(ctx, ref, { command, timeoutS: args.timeout, backgroundAfterS }) };
+      if (backgroundAfterS === undefined) {
+        return await runCapped(ctx, ref, command, { timeoutS: args.timeout, ...definedFields({ cwd: args.cwd }) }, cleanup);
+      }
+      const cwd = resolveCwd(args.cwd);
+      return { result: await runPromotable(ctx, ref, { command, timeoutS: args.timeout, backgroundAfterS, ...definedFields({ cwd }) }) };
     } catch (e) {
-      // The task may never have started (or has ended): the file must not stay behind.
-      await provider.exec(ref.id, `rm -f ${path}`, { timeoutS: 30, role: 'service' }).catch(() => undefined);
+      // The code may never have run (a missing cwd, a task that never started) or has ended: the file must not stay behind.
+      await provider.exec(ref.id, cleanup, { timeoutS: 30, role: 'service' }).catch(() => undefined);
       throw e;
     }
   },
@@ -166,7 +183,7 @@ const stopProcesses = defineTool({
     'The way out when a sandbox is at its process limit (insufficient_resources, code process_limit): it needs no new process in the sandbox. ' +
     'Returns how many processes it stopped. Local sandboxes only.',
   input: z.strictObject({
-    sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
+    sandbox_id: DefaultSandboxIdSchema,
   }),
   output: z.strictObject({ sandbox_id: z.string(), stopped: z.number().int() }),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },

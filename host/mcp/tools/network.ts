@@ -15,7 +15,7 @@ import {
   type NetworkPolicy,
 } from '../../providers/network-policy.js';
 import { EXPOSED_PORT_MAX, EXPOSED_PORT_MIN } from '../../providers/provider.js';
-import { SandboxIdSchema, defineTool, intIn, resolveSandbox } from './tool.js';
+import { DefaultSandboxIdSchema, defineTool, intIn, resolveSandbox } from './tool.js';
 
 /** One allow-list entry as a tool argument. */
 const AllowEntrySchema = z
@@ -111,7 +111,7 @@ const exposePort = defineTool({
     "A port the sandbox's own plumbing uses (a local sandbox's egress proxy, e2b's envd) is refused: serve on another.",
   input: z.strictObject({
     port: intIn(EXPOSED_PORT_MIN, EXPOSED_PORT_MAX).describe('The TCP port inside the sandbox.'),
-    sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
+    sandbox_id: DefaultSandboxIdSchema,
   }),
   output: z.strictObject({ sandbox_id: z.string(), port: z.number(), url: z.string() }),
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },

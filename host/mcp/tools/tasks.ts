@@ -6,9 +6,17 @@ import * as z from 'zod';
 import { LIMITS } from '../../../shared/limits.js';
 import { InputDataSchema, InputResultSchema, PROTOCOL_VERSION, TASK_ID_PATTERN, type TaskView } from '../../../shared/protocol.js';
 import { ProviderError, isProviderError } from '../../providers/provider-error.js';
-import { resolveSandboxPath } from '../../providers/provider.js';
 import { parseSandboxRef, type SandboxRef } from '../../providers/sandbox-ref.js';
-import { SandboxIdSchema, defineTool, intIn, learnSecrets, resolveSandbox, type ExtraContent, type ToolContext } from './tool.js';
+import {
+  DefaultSandboxIdSchema,
+  SandboxIdSchema,
+  defineTool,
+  intIn,
+  learnSecrets,
+  resolveSandbox,
+  type ExtraContent,
+  type ToolContext,
+} from './tool.js';
 import { definedFields } from '../../util/defined-fields.js';
 import { withProgress } from './progress.js';
 import {
@@ -23,7 +31,7 @@ import {
   unknownView,
   type TaskResult,
 } from './task-calls.js';
-import { CommandSchema, CwdSchema } from './command-fields.js';
+import { CommandSchema, CwdSchema, resolveCwd } from './command-fields.js';
 import { networkNotes } from './network-notes.js';
 
 /**
@@ -61,7 +69,7 @@ const startTask = defineTool({
     'Never extends the sandbox lifetime: its deadline can stop the task first. If the state is "unknown", inspect with get_task; do not blindly resubmit.',
   input: z.strictObject({
     command: CommandSchema,
-    sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
+    sandbox_id: DefaultSandboxIdSchema,
     cwd: CwdSchema,
     timeout: intIn(1, LIMITS.taskTimeoutMaxS)
       .default(LIMITS.taskTimeoutDefaultS)
@@ -72,7 +80,7 @@ const startTask = defineTool({
   async run(args, ctx) {
     const ref = resolveSandbox(ctx, args.sandbox_id);
     // Resolved here, so a task's cwd follows the same path rule as every other tool's.
-    const cwd = args.cwd !== undefined ? resolveSandboxPath(args.cwd) : undefined;
+    const cwd = resolveCwd(args.cwd);
     // The handle exists before submission, so an uncertain outcome can still be inspected later.
     const taskId = newTaskId();
     // A stdin pipe the task's prompts can be answered through (send_task_input).
@@ -125,6 +133,18 @@ const handleShape = {
 type Handle = { sandbox_id: string; task_id: string; stdout_offset: number; stderr_offset: number; limit: number };
 
 /**
+ * Counts a waiting get against the sandbox's limit (a waiting get holds a process in it), but only
+ * once the caller may see the sandbox: a refusal for a full gate would tell another principal
+ * that it exists. getOwner goes through the session's ownership scope, which answers a sandbox
+ * the caller may not see exactly as a missing one; learnSecrets cannot be relied on for that, as
+ * it asks the provider only the first time in a process.
+ */
+async function enterWaitGate(ctx: ToolContext, ref: SandboxRef): Promise<() => void> {
+  await ctx.deps.providers.get(ref.provider).getOwner(ref.id);
+  return ctx.deps.waits.enter(ref.qualified);
+}
+
+/**
  * get and cancel: by explicit handle only — never the session default, never adopted into this
  * session's cleanup, never a lifetime extension.
  */
@@ -136,8 +156,7 @@ async function queryTask(
 ): Promise<{ result: TaskResult; content: ExtraContent[] }> {
   const ref = parseSandboxRef(handle.sandbox_id, ctx.deps.config.defaultProvider);
   await learnSecrets(ctx, ref);
-  // A waiting get holds a process in the sandbox: only so many at once.
-  const endWait = op.op === 'get' && op.wait_s > 0 ? ctx.deps.waits.enter(ref.qualified) : undefined;
+  const endWait = op.op === 'get' && op.wait_s > 0 ? await enterWaitGate(ctx, ref) : undefined;
   let view: TaskView;
   try {
     view = await ctx.deps.agent.call(
