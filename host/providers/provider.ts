@@ -2,7 +2,7 @@
 // providers and the tools share (the sandbox home and its path rule, lifetime bounds, the default
 // output cap, network modes, exposed port bounds, the cancelled-before-start error). Each fact is written here once.
 // Ids here are the provider's own (unqualified); the tool layer adds and strips the `provider:`
-// prefix. Every method throws only ProviderError (host/errors.ts): the provider maps its failures
+// prefix. Every method throws only ProviderError (provider-error.ts): the provider maps its failures
 // once, at this boundary. exec runs with the sandbox's environment (its create envs plus per-call
 // envs) and HOME set to SANDBOX_HOME, so `$HOME/...` works in commands.
 import { posix } from 'node:path';
@@ -55,6 +55,15 @@ export function cancelledBeforeStart(): ProviderError {
 /** The error of a provider (or a provider call) that cannot open an interactive terminal. */
 export function noTerminal(): ProviderError {
   return new ProviderError('unsupported', { code: 'no_terminal', detail: 'This provider cannot open an interactive terminal.' });
+}
+
+/** The unsupported error of a provider without stopProcesses. */
+export function noStopProcesses(): ProviderError {
+  return new ProviderError('unsupported', {
+    code: 'no_stop_processes',
+    detail:
+      "This provider cannot stop a sandbox's processes for you (it has no process limit to recover from): end them with run_command (kill or pkill), or cancel_task for a task.",
+  });
 }
 
 /** Exactly the nine metadata fields the tools may disclose. Times are ISO 8601 or null. */
@@ -175,7 +184,7 @@ export interface ExposedPort {
 
 /**
  * A sandbox's effective network, for people (the debug CLI): never part of a tool result, whose
- * metadata keeps the seeds' nine fields. `egress`: `none` (own loopback only), `allow_out` (the
+ * metadata keeps its nine fixed fields. `egress`: `none` (own loopback only), `allow_out` (the
  * listed destinations), `host` (the host's network, local) or `provider_default` (e2b: E2B's own).
  */
 export interface NetworkDescription {
@@ -359,6 +368,13 @@ export interface Provider {
    * like its output. Optional: a provider without an egress proxy omits it.
    */
   egressNotes?(sandboxId: string, window: EgressWindow): Promise<string[]>;
+  /**
+   * Ends every process of the sandbox that is not part of a task (what commands left running,
+   * commands still running) and returns how many it ended; tasks and the sandbox go on. Needs no
+   * new process in the sandbox: the way out of a full process table. Optional: without it the
+   * tool is unsupported.
+   */
+  stopProcesses?(sandboxId: string): Promise<{ stopped: number }>;
   /**
    * Opens an interactive terminal in the sandbox (the operator's `shell` command; no tool uses
    * it). Optional: a provider without it cannot offer one. Never extends the lifetime.

@@ -1,4 +1,4 @@
-// The tools (the seeds' fifteen and the later ones) through a real MCP client over stdio, against
+// Every tool through a real MCP client over stdio, against
 // real local sandboxes. Each test sets up what it needs: tests that only run things share one
 // sandbox made in beforeAll and name it explicitly; tests about the session default use a
 // session of their own.
@@ -29,6 +29,8 @@ const TOOL_NAMES = [
   'send_task_input',
   // Beyond the seeds (DESIGN.md): issues 11 and 25.
   'expose_port',
+  // The way out of a full process table (issue 20).
+  'stop_processes',
   'workspace_changes',
 ];
 const METADATA_FIELDS = ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'];
