@@ -3,6 +3,7 @@
 // hold even for concurrent starts.
 import { existsSync, mkdirSync, openSync, readdirSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
+import { nodeRelaunch } from '../../shared/agent-runtime.js';
 import { LIMITS } from '../../shared/limits.js';
 import { TERMINAL_STATES, type TaskView } from '../../shared/protocol.js';
 import { STATUS_FORMAT_VERSION } from '../../shared/status.js';
@@ -84,7 +85,9 @@ async function launch(dir: string, opts: StartOpts, cwd: string, timings: Timing
   const debugFd = process.env.AGENT_DEBUG ? openSync(join(dir, 'supervisor-debug.log'), 'a', 0o600) : 'ignore';
   let spawnError: string | undefined;
   let hasExited = false;
-  const child = spawn(process.execPath, [resolve(process.argv[1]!), 'supervise', dir], {
+  // Under the sandbox's agent runtime, process.execPath is its loader (see shared/agent-runtime.ts).
+  const node = nodeRelaunch(process.execPath, [resolve(process.argv[1]!), 'supervise', dir]);
+  const child = spawn(node.file, node.args, {
     detached: true,
     stdio: ['ignore', 'ignore', debugFd],
     env: process.env,

@@ -251,6 +251,11 @@ export interface TerminalSession {
 export interface Provider {
   /** The prefix of qualified ids, e.g. `local`. */
   readonly id: string;
+  /**
+   * Shell words that start Node.js for the in-sandbox agent (default: `node` from the sandbox's
+   * PATH). The local provider's is its agent runtime, the same in every sandbox.
+   */
+  readonly agentNode?: string;
   create(opts: CreateOpts): Promise<SandboxMetadata>;
   list(opts: ListOpts): Promise<SandboxMetadata[]>;
   getInfo(sandboxId: string): Promise<SandboxMetadata>;
@@ -293,6 +298,11 @@ export interface Provider {
    * it). Optional: a provider without it cannot offer one. Never extends the lifetime.
    */
   openTerminal?(sandboxId: string, opts: TerminalOpts): Promise<TerminalSession>;
+  /**
+   * The templates create accepts (besides its default), read now: for create_sandbox's
+   * description. Optional: a provider that cannot list them omits it.
+   */
+  templateNames?(): string[];
   /** Releases clients and timers held by this instance (not the sandboxes). */
   close(): Promise<void>;
 }
