@@ -10,12 +10,17 @@ import type { NetworkDenialListener } from './network/denial-reporter.js';
 import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
 import type { FdCover } from './system/inherited-fds.js';
 import { inheritableFds } from './system/inherited-fds.js';
+import { templatesDir } from './templates/store.js';
 import { invalid } from './validation.js';
 
 /** Options of the local provider; every one has a working default. */
 export interface LocalProviderOpts {
   /** State directory (default: $SANDBOX_MCP_STATE_DIR, $XDG_STATE_HOME/sandbox-mcp, ~/.local/state/sandbox-mcp). */
   stateDir?: string;
+  /** Where templates are kept (default: `templates` in the state directory; templates/store.ts). */
+  templatesDir?: string;
+  /** The most MB of snapshot layers the templates directory may hold (default 10240; 0: no snapshots). */
+  maxSnapshotStorageMb?: number;
   /** The built keeper entry (`node <keeperScript> <dir>`); default dist/keeper.js next to the host bundle. */
   keeperScript?: string;
   /** Node binary for keepers (default: this process's). */
@@ -50,11 +55,17 @@ export interface LocalProviderOpts {
   onNetworkDenied?: NetworkDenialListener;
 }
 
+/** The snapshot storage (MB of snapshot layers) a templates directory may hold when not configured. */
+export const DEFAULT_MAX_SNAPSHOT_STORAGE_MB = 10_240;
+
 /** LocalProviderOpts with every default applied; fixed for the life of a provider instance. */
 export interface LocalSettings {
   readonly stateDir: string;
   /** The directory holding one state directory per sandbox (inside stateDir). */
   readonly sandboxes: string;
+  /** The template store (templates/store.ts). */
+  readonly templatesDir: string;
+  readonly maxSnapshotStorageBytes: number;
   readonly keeperScript: string;
   readonly nodePath: string;
   readonly defaultTimeoutS: number;
@@ -89,6 +100,10 @@ export function defaultKeeperScript(): string {
 export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   const stateDir = resolve(opts.stateDir ?? defaultStateDir());
   const sandboxes = sandboxesDir(stateDir);
+  const templates = resolve(templatesDir(stateDir, opts.templatesDir));
+  const maxSnapshotStorageMb = opts.maxSnapshotStorageMb ?? DEFAULT_MAX_SNAPSHOT_STORAGE_MB;
+  if (!Number.isSafeInteger(maxSnapshotStorageMb) || maxSnapshotStorageMb < 0)
+    throw invalid('The snapshot storage cap must be a whole number of MB.');
   const keeperScript = opts.keeperScript ?? defaultKeeperScript();
   const nodePath = opts.nodePath ?? process.execPath;
   const defaultTimeoutS = opts.defaultTimeoutS ?? SANDBOX_LIFETIME_DEFAULT_S;
@@ -118,6 +133,8 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   return {
     stateDir,
     sandboxes,
+    templatesDir: templates,
+    maxSnapshotStorageBytes: maxSnapshotStorageMb * 1024 * 1024,
     keeperScript,
     nodePath,
     defaultTimeoutS,

@@ -54,6 +54,7 @@ export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 
 /** What a new spec takes from the provider's settings (LocalSettings has each of these). */
 export interface SpecSettings {
   readonly stateDir: string;
+  readonly templatesDir: string;
   readonly nodePath: string;
   /** The provider's identity template: whether sandboxes drop root decides what can be bound back. */
   readonly identity: Identity;
@@ -73,7 +74,7 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
     identity: opts.identity,
     tools: opts.tools,
     shell: settings.shell,
-    hidePaths: hidePaths(settings.stateDir),
+    hidePaths: hidePaths([settings.stateDir, settings.templatesDir]),
     roBindPaths: roBindPaths(settings.nodePath, settings.identity.dropPrivileges),
     hideVarRun: isRealDir('/var/run'),
     network: opts.allowOut !== undefined ? 'isolated' : settings.network,
@@ -107,15 +108,19 @@ function isRealDir(path: string): boolean {
   }
 }
 
-/** The state directory must be invisible inside sandboxes wherever it lives. */
-function hidePaths(stateDir: string): string[] {
-  let state = stateDir;
-  try {
-    state = realpathSync(state);
-  } catch {
-    // Use it as given.
+/** The state and templates directories must be invisible inside sandboxes wherever they live. */
+function hidePaths(dirs: readonly string[]): string[] {
+  const hidden: string[] = [];
+  for (const dir of dirs) {
+    let real = dir;
+    try {
+      real = realpathSync(dir);
+    } catch {
+      // Use it as given.
+    }
+    if (!isUnder(real, [...HIDDEN_PATHS, ...SCRATCH_PATHS, ...hidden])) hidden.push(real);
   }
-  return isUnder(state, [...HIDDEN_PATHS, ...SCRATCH_PATHS]) ? [] : [state];
+  return hidden;
 }
 
 /** node's prefix, bound back when the sandbox's hidden paths (/home, /root…) would hide it. */
