@@ -56,7 +56,13 @@ async function main(argv: string[]): Promise<void> {
   if (line.help) return void process.stdout.write(HELP);
   if (line.version) return void process.stdout.write(`${HOST_VERSION}\n`);
   const config = loadConfig(process.env, {
-    ...definedFields({ provider: line.provider, networkDefault: line.networkDefault, backgroundAfter: line.backgroundAfter }),
+    ...definedFields({
+      provider: line.provider,
+      networkDefault: line.networkDefault,
+      backgroundAfter: line.backgroundAfter,
+      templateDir: line.templateDir,
+      maxSnapshotStorage: line.maxSnapshotStorage,
+    }),
     keepSandboxes: line.keepSandboxes,
     networkAllow: line.networkAllow,
     limits: line.limits,
@@ -89,6 +95,11 @@ async function main(argv: string[]): Promise<void> {
       return process.exit(await runOperatorCommand(line.command, line, config, buildDeps));
     case 'network':
       return networkCommand(config, line);
+    case 'template':
+      // Loaded only here, as the doctor's code is.
+      return process.exit(await (await import('./template.js')).runTemplateCommand(line, config));
+    case 'snapshot':
+      throw new UsageError('snapshot is not available yet');
   }
 }
 

@@ -14,6 +14,10 @@ export interface ServerConfig {
   defaultProvider: ProviderId;
   /** Local provider state directory override (SANDBOX_MCP_STATE_DIR). */
   stateDir?: string;
+  /** Where local templates are kept instead of the state directory's `templates` (--template-dir, SANDBOX_MCP_TEMPLATE_DIR). */
+  templatesDir?: string;
+  /** The most MB of snapshot layers the templates directory may hold (--max-snapshot-storage, SANDBOX_MCP_MAX_SNAPSHOT_STORAGE). */
+  maxSnapshotStorageMb?: number;
   /** Local sandboxes' network: their own (default) or the host's (SANDBOX_MCP_LOCAL_NETWORK=host). */
   localNetwork: NetworkMode;
   /** The bubblewrap binary local sandboxes use instead of searching PATH (SANDBOX_MCP_BWRAP). */
@@ -70,6 +74,10 @@ export interface ConfigFlags {
   /** --network-allow, repeatable, each a comma-separated list. */
   networkAllow?: string[] | undefined;
   networkDefault?: string | undefined;
+  /** --template-dir, as given. */
+  templateDir?: string | undefined;
+  /** --max-snapshot-storage, raw (validated here, as its variable is). */
+  maxSnapshotStorage?: string | undefined;
 }
 
 /**
@@ -111,11 +119,15 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
   const bwrapPath = env.SANDBOX_MCP_BWRAP || undefined;
   if (bwrapPath !== undefined && !isAbsolute(bwrapPath)) throw new ConfigError('SANDBOX_MCP_BWRAP must be an absolute path');
   const keepSandboxes = flags.keepSandboxes || parseSwitch(env, 'SANDBOX_MCP_KEEP_SANDBOXES');
+  const templatesDir = flags.templateDir ?? (env.SANDBOX_MCP_TEMPLATE_DIR || undefined);
+  if (templatesDir !== undefined && !isAbsolute(templatesDir)) {
+    throw new ConfigError('--template-dir (SANDBOX_MCP_TEMPLATE_DIR) must be an absolute path');
+  }
   return {
     defaultProvider: provider as ProviderId,
     localNetwork,
     network: loadNetworkConfig(env, flags),
-    ...definedFields({ stateDir: env.SANDBOX_MCP_STATE_DIR || undefined, bwrapPath }),
+    ...definedFields({ stateDir: env.SANDBOX_MCP_STATE_DIR || undefined, bwrapPath, templatesDir }),
     keepSandboxes,
     ...loadLimits(env, flags.limits ?? {}),
     // An empty variable counts as unset.
@@ -124,6 +136,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
     ...definedFields({
       backgroundAfterS: parseBackgroundAfter(flags.backgroundAfter ?? env.SANDBOX_MCP_BACKGROUND_AFTER),
       progressIntervalMs: parseProgressInterval(env.SANDBOX_MCP_PROGRESS_INTERVAL_MS),
+      maxSnapshotStorageMb: parseSnapshotStorage(flags.maxSnapshotStorage ?? env.SANDBOX_MCP_MAX_SNAPSHOT_STORAGE),
     }),
   };
 }
@@ -143,6 +156,15 @@ function parseBackgroundAfter(raw: string | undefined): number | undefined {
     throw new ConfigError(
       `--background-after / SANDBOX_MCP_BACKGROUND_AFTER must be a whole number of seconds, ${BACKGROUND_AFTER_MIN_S}-${BACKGROUND_AFTER_MAX_S}`,
     );
+  }
+  return value;
+}
+
+function parseSnapshotStorage(raw: string | undefined): number | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw.trim());
+  if (!/^\d+$/.test(raw.trim()) || !Number.isSafeInteger(value)) {
+    throw new ConfigError('--max-snapshot-storage (SANDBOX_MCP_MAX_SNAPSHOT_STORAGE) must be a whole number of MB (0: no snapshots)');
   }
   return value;
 }

@@ -60,7 +60,7 @@ describe('parseCommandLine', () => {
     expect(usageError(['--idle-timeout', '5'])).toContain('--idle-timeout applies only to');
     expect(usageError(['--allowed-host', 'x'])).toContain('--allowed-host applies only to');
     expect(usageError(['--json'])).toBe(
-      '--json applies only to: sandbox-mcp doctor, sandbox-mcp ls, sandbox-mcp logs, sandbox-mcp kill, sandbox-mcp cancel',
+      '--json applies only to: sandbox-mcp doctor, sandbox-mcp ls, sandbox-mcp logs, sandbox-mcp kill, sandbox-mcp cancel, sandbox-mcp template, sandbox-mcp snapshot',
     );
     expect(usageError(['doctor', '--keep-sandboxes'])).toBe('--keep-sandboxes applies only to: sandbox-mcp, sandbox-mcp http');
   });
@@ -103,6 +103,37 @@ describe('parseCommandLine', () => {
       '--network-default applies only to: sandbox-mcp, sandbox-mcp http, sandbox-mcp network',
     );
     expect(usageError(['--network-default', 'a', '--network-default', 'b'])).toBe('--network-default is given more than once');
+  });
+
+  it('reads the template and snapshot commands and their flags, and nowhere else', () => {
+    expect(
+      parseCommandLine(['template', 'build', 'py', '--packages', 'python3,git', '--suite', 'trixie', '--package-cache', '/var/cache/x']),
+    ).toMatchObject({
+      command: 'template',
+      args: ['build', 'py'],
+      packages: 'python3,git',
+      suite: 'trixie',
+      packageCache: '/var/cache/x',
+    });
+    expect(parseCommandLine(['template', 'import', 'mini', '/tmp/r.tar', '--template-dir', '/srv/t'])).toMatchObject({
+      args: ['import', 'mini', '/tmp/r.tar'],
+      templateDir: '/srv/t',
+    });
+    expect(parseCommandLine(['snapshot', 'local:abc', 'snap', '--max-snapshot-storage', '100'])).toMatchObject({
+      command: 'snapshot',
+      args: ['local:abc', 'snap'],
+      maxSnapshotStorage: '100',
+    });
+    expect(parseCommandLine(['http', '--template-dir', '/srv/t', '--max-snapshot-storage', '0'])).toMatchObject({
+      templateDir: '/srv/t',
+      maxSnapshotStorage: '0',
+    });
+    expect(usageError(['--packages', 'git'])).toBe('--packages applies only to: sandbox-mcp template');
+    expect(usageError(['ls', '--template-dir', '/t'])).toBe(
+      '--template-dir applies only to: sandbox-mcp, sandbox-mcp http, sandbox-mcp doctor, sandbox-mcp template, sandbox-mcp snapshot',
+    );
+    expect(usageError(['snapshot', 'local:abc'])).toBe('usage: sandbox-mcp snapshot <sandbox_id> NAME [--json]');
+    expect(usageError(['template', 'import', 'a', 'b', 'c'])).toContain('usage: sandbox-mcp template');
   });
 
   it('lets --help and --version through with any command and flag', () => {

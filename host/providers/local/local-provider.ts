@@ -12,8 +12,8 @@
 //               environment; the perl helpers' commands (helpers/ holds the helpers)
 //   rootfs/     what a sandbox sees as its system: the base view, a template's writable root and
 //               ids, the agent's runtime
-//   templates/  the template store's on-disk format
 //   system/     this machine: /proc, cgroups, inherited descriptors, the tools (preflight)
+//   templates/  root filesystems sandboxes can run on: the store, and making, removing, snapshotting
 import type {
   CreateOpts,
   ExecOpts,
@@ -48,8 +48,10 @@ import { SandboxPorts } from './network/expose.js';
 import { SandboxRegistry } from './sandbox/registry.js';
 import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
+import { LocalTemplates } from './templates/local-templates.js';
 
 export { MIN_MEMORY_MB } from './limits/settings.js';
+export type { LocalTemplates, TemplateDetails } from './templates/local-templates.js';
 export { defaultKeeperScript, type LocalProviderOpts } from './settings.js';
 export type { NetworkDenial, NetworkDenialListener } from './network/denial-reporter.js';
 
@@ -195,6 +197,15 @@ export class LocalProvider implements Provider {
   async openTerminal(sandboxId: string, opts: TerminalOpts): Promise<TerminalSession> {
     return asProviderErrors(() => this.terminals.open(sandboxId, opts));
   }
+}
+
+/**
+ * The local templates of a configuration (the CLI's `template` commands): its templates directory,
+ * with the sandboxes of its state directory as their users.
+ */
+export function createLocalTemplates(opts: LocalProviderOpts = {}): LocalTemplates {
+  const settings = resolveSettings(opts);
+  return new LocalTemplates(settings, new SandboxRegistry(settings));
 }
 
 /** Creates the local provider (bubblewrap sandboxes on this machine). */

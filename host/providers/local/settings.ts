@@ -8,15 +8,19 @@ import type { Identity, ToolPaths } from './launch/command-lines.js';
 import { resolveLimitSettings, type LimitOpts, type LimitSettings } from './limits/settings.js';
 import type { NetworkDenialListener } from './network/denial-reporter.js';
 import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
-import { templatesDir as templatesDirOf } from './templates/store.js';
 import type { FdCover } from './system/inherited-fds.js';
 import { inheritableFds } from './system/inherited-fds.js';
+import { templatesDir } from './templates/store.js';
 import { invalid } from './validation.js';
 
 /** Options of the local provider; every one has a working default. */
 export interface LocalProviderOpts {
   /** State directory (default: $SANDBOX_MCP_STATE_DIR, $XDG_STATE_HOME/sandbox-mcp, ~/.local/state/sandbox-mcp). */
   stateDir?: string;
+  /** Where templates are kept (default: `templates` in the state directory; templates/store.ts). */
+  templatesDir?: string;
+  /** The most MB of snapshot layers the templates directory may hold (default 10240; 0: no snapshots). */
+  maxSnapshotStorageMb?: number;
   /** The built keeper entry (`node <keeperScript> <dir>`); default dist/keeper.js next to the host bundle. */
   keeperScript?: string;
   /** Node binary for keepers (default: this process's). */
@@ -49,17 +53,21 @@ export interface LocalProviderOpts {
   limits?: LimitOpts;
   /** Hears each request a sandbox's egress proxy refused (once per server process); default: nobody. */
   onNetworkDenied?: NetworkDenialListener;
-  /** Where templates are stored (default: `templates` in the state directory; see templates/store.ts). */
-  templatesDir?: string;
   /** Host paths every sandbox sees read-only at the same place (absolute; --sandbox-ro-bind). */
   roBinds?: readonly string[];
 }
+
+/** The snapshot storage (MB of snapshot layers) a templates directory may hold when not configured. */
+export const DEFAULT_MAX_SNAPSHOT_STORAGE_MB = 10_240;
 
 /** LocalProviderOpts with every default applied; fixed for the life of a provider instance. */
 export interface LocalSettings {
   readonly stateDir: string;
   /** The directory holding one state directory per sandbox (inside stateDir). */
   readonly sandboxes: string;
+  /** The template store (templates/store.ts). */
+  readonly templatesDir: string;
+  readonly maxSnapshotStorageBytes: number;
   readonly keeperScript: string;
   readonly nodePath: string;
   readonly defaultTimeoutS: number;
@@ -67,7 +75,6 @@ export interface LocalSettings {
   readonly identity: Identity;
   /** True when the server runs as root (template sandboxes then get a block of host ids each). */
   readonly isRoot: boolean;
-  readonly templatesDir: string;
   readonly roBinds: readonly string[];
   readonly uidPerSandbox: boolean;
   readonly startTimeoutMs: number;
@@ -98,6 +105,10 @@ export function defaultKeeperScript(): string {
 export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   const stateDir = resolve(opts.stateDir ?? defaultStateDir());
   const sandboxes = sandboxesDir(stateDir);
+  const templates = resolve(templatesDir(stateDir, opts.templatesDir));
+  const maxSnapshotStorageMb = opts.maxSnapshotStorageMb ?? DEFAULT_MAX_SNAPSHOT_STORAGE_MB;
+  if (!Number.isSafeInteger(maxSnapshotStorageMb) || maxSnapshotStorageMb < 0)
+    throw invalid('The snapshot storage cap must be a whole number of MB.');
   const keeperScript = opts.keeperScript ?? defaultKeeperScript();
   const nodePath = opts.nodePath ?? process.execPath;
   const defaultTimeoutS = opts.defaultTimeoutS ?? SANDBOX_LIFETIME_DEFAULT_S;
@@ -106,7 +117,6 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
     ? { uid: opts.sandboxUid ?? 65534, gid: opts.sandboxGid ?? 65534, dropPrivileges: true }
     : { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0, dropPrivileges: false };
   const uidPerSandbox = isRoot && opts.sandboxUid === undefined;
-  const templatesDir = templatesDirOf(stateDir, opts.templatesDir === undefined ? undefined : resolve(opts.templatesDir));
   const roBinds = [...(opts.roBinds ?? [])];
   if (roBinds.some((p) => !isAbsolute(p) || p.includes('\0')))
     throw invalid('The read-only paths of sandboxes (roBinds) must be absolute.');
@@ -131,12 +141,13 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   return {
     stateDir,
     sandboxes,
+    templatesDir: templates,
+    maxSnapshotStorageBytes: maxSnapshotStorageMb * 1024 * 1024,
     keeperScript,
     nodePath,
     defaultTimeoutS,
     identity,
     isRoot,
-    templatesDir,
     roBinds,
     uidPerSandbox,
     startTimeoutMs,

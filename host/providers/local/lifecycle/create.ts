@@ -18,7 +18,8 @@ import type { SandboxRegistry } from '../sandbox/registry.js';
 import { buildSandboxSpec, type SandboxSpec, type TemplateRoot } from '../sandbox/spec.js';
 import { HostViews } from '../rootfs/host-views.js';
 import { claimIdBlock, releaseIdBlock } from '../rootfs/id-blocks.js';
-import { ownersFor, resolveTemplateRoot, templateShell } from '../rootfs/template-root.js';
+import { resolveTemplateRoot, templateShell } from '../rootfs/template-root.js';
+import { layerOwnersHere } from '../templates/import-root.js';
 import { BASE_TEMPLATE, isStorableTemplateName, listTemplates } from '../templates/store.js';
 import {
   ensureSandboxesDir,
@@ -107,7 +108,7 @@ export class SandboxCreator {
   /** The stored templates (for create_sandbox's description); none when the store cannot be read. */
   templateNames(): string[] {
     return listTemplates(this.settings.templatesDir)
-      .filter((t) => t.owners === ownersFor(this.settings.isRoot))
+      .filter((t) => t.owners === layerOwnersHere())
       .map((t) => t.name);
   }
 

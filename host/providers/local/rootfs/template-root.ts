@@ -5,12 +5,8 @@ import { join, posix } from 'node:path';
 import { ProviderError } from '../../provider-error.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import type { TemplateRoot } from '../sandbox/spec.js';
-import { readTemplate, templateLowerDirs, type LayerOwners } from '../templates/store.js';
-
-/** The owners a server's templates must have: native for root (idmapped per sandbox), flattened to its own uid otherwise. */
-export function ownersFor(isRoot: boolean): LayerOwners {
-  return isRoot ? 'native' : 'flattened';
-}
+import { layerOwnersHere } from '../templates/import-root.js';
+import { readTemplate, templateLowerDirs } from '../templates/store.js';
 
 /**
  * The root of a sandbox on template `name` from the store in `templatesDir`. Throws not_found
@@ -20,7 +16,8 @@ export function ownersFor(isRoot: boolean): LayerOwners {
 export function resolveTemplateRoot(templatesDir: string, name: string, isRoot: boolean): TemplateRoot {
   const record = readTemplate(templatesDir, name);
   if (!record) throw new ProviderError('not_found', { code: 'template_not_found', detail: LOCAL_DETAILS.templateNotFound });
-  if (record.owners !== ownersFor(isRoot)) {
+  // Native owners for root (idmapped per sandbox), flattened to its own uid otherwise (import-root.ts).
+  if (record.owners !== layerOwnersHere()) {
     throw new ProviderError('unsupported', { code: 'template_owners', detail: LOCAL_DETAILS.templateOwnersMismatch });
   }
   return { layers: templateLowerDirs(templatesDir, record), mode: isRoot ? 'idrange' : 'userns' };

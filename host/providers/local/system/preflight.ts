@@ -21,7 +21,8 @@ function isExecutable(path: string): boolean {
   }
 }
 
-function findExecutable(name: string): string | null {
+/** The executable `name` on PATH or in the usual system directories, or null. */
+export function findExecutable(name: string): string | null {
   const dirs = [
     ...(process.env.PATH ?? '').split(delimiter),
     '/usr/local/sbin',
