@@ -162,6 +162,14 @@ export function listTools(config?: ServerConfig): {
   }));
 }
 
+/** The listed tools with each tool's listNote read now (the rest of a listing never changes). */
+export function withListNotes<T extends { name: string; description: string }>(tools: readonly T[], deps: ServerDeps): T[] {
+  return tools.map((t) => {
+    const note = ALL_TOOLS.find((d) => d.name === t.name)?.listNote?.(deps);
+    return note ? { ...t, description: `${t.description} ${note}` } : t;
+  });
+}
+
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
   const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io }) as Record<string, unknown>;
   return rest;
@@ -250,7 +258,7 @@ export function createServer(processDeps: ServerDeps, opts: SessionServerOpts = 
   // Only the error's class name: a transport's or handler's message may carry values.
   server.onerror = (e) => deps.log.warn('mcp protocol error', { unexpected: e instanceof Error ? e.name : typeof e });
   const tools = listTools(deps.config);
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: withListNotes(tools, deps) }));
   const inFlight = new Set<Promise<unknown>>();
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
     const call = callTool(deps, session, request.params.name, request.params.arguments, extra.signal, progressNotifier(extra));

@@ -19,16 +19,18 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { elfInterpreter, linkedLibraries } from '../../host/providers/local/rootfs/agent-runtime.js';
 import { layerRoot, type LayerOwners, type TemplateRecord } from '../../host/providers/local/templates/store.js';
 
 /** What the test template holds besides its programs. */
 export interface TestTemplateOpts {
-  /** Host programs (absolute paths, resolved), placed at their real path with their libraries. */
+  /** Host programs (absolute paths), placed at their path and their real path, with their libraries. */
   programs: readonly string[];
-  /** Whole host directories placed as they are (e.g. python's standard library). */
+  /** Whole host directories placed as they are (e.g. python's standard library)… */
   trees?: readonly string[];
+  /** …but for the entries whose names match (caches, static libraries a test never needs). */
+  skipInTrees?: RegExp;
   /** native: a root server's; flattened: owned by `owner` (a server that is not root). */
   owners: LayerOwners;
   owner?: { uid: number; gid: number };
@@ -41,10 +43,10 @@ export const BASIC_PROGRAMS = [
   'dd', 'seq', 'sort', 'mkfifo',
 ].map(hostProgram); // prettier-ignore
 
-/** The real path of a host program (never a shell builtin or a shim outside the system directories). */
+/** A host program in the system directories (never a shell builtin or a shim elsewhere on PATH). */
 export function hostProgram(name: string): string {
   for (const dir of ['/usr/sbin', '/usr/bin', '/sbin', '/bin']) {
-    if (existsSync(join(dir, name))) return realpathSync(join(dir, name));
+    if (existsSync(join(dir, name))) return join(dir, name);
   }
   throw new Error(`the host has no ${name}`);
 }
@@ -70,7 +72,8 @@ export function writeTestTemplate(dir: string, name: string, opts: TestTemplateO
     symlinkSync(target!, join(root, link!));
   const files = new Set<string>();
   for (const program of opts.programs) {
-    files.add(program);
+    // The name programs are called by (often a symlink: python3, sh) and the file itself.
+    files.add(program).add(realpathSync(program));
     const loader = elfInterpreter(program);
     if (loader === null) continue;
     files.add(realpathSync(loader));
@@ -83,7 +86,7 @@ export function writeTestTemplate(dir: string, name: string, opts: TestTemplateO
   const loader = elfInterpreter(opts.programs[0]!);
   if (loader !== null && !existsSync(join(root, loader))) symlinkSync(realpathSync(loader), join(root, loader));
   if (!existsSync(join(root, 'usr/bin/sh'))) symlinkSync(realpathSync('/bin/sh'), join(root, 'usr/bin/sh'));
-  for (const tree of opts.trees ?? []) copyTree(root, tree, opts.owners);
+  for (const tree of opts.trees ?? []) copyTree(root, tree, opts.owners, opts.skipInTrees);
   writeFileSync(join(root, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n');
   writeFileSync(join(root, 'etc/group'), 'root:x:0:\nnogroup:x:65534:\n');
   if (opts.owners === 'flattened') chownTree(root, opts.owner ?? { uid: process.getuid!(), gid: process.getgid!() });
@@ -128,8 +131,9 @@ function placeFile(root: string, hostPath: string, owners: LayerOwners): void {
 }
 
 /** Places a host directory tree at the same path under `root`, symlinks kept as they are. */
-function copyTree(root: string, hostDir: string, owners: LayerOwners): void {
+function copyTree(root: string, hostDir: string, owners: LayerOwners, skip?: RegExp): void {
   const visit = (rel: string): void => {
+    if (skip && rel !== '' && skip.test(basename(rel))) return;
     const from = join(hostDir, rel);
     const to = join(root, hostDir, rel);
     const st = lstatSync(from);

@@ -125,11 +125,12 @@ export function buildBwrapArgs(opts: BwrapArgsOpts): string[] {
     '--symlink', '/proc/self/fd/1', '/dev/stdout',
     '--symlink', '/proc/self/fd/2', '/dev/stderr',
   );
-  args.push(...boundHostPaths(opts));
   const size = (path: string): string[] => (opts.mountSizes?.[path] !== undefined ? ['--size', String(opts.mountSizes[path])] : []);
   args.push('--perms', '0700', ...size(SANDBOX_HOME), '--tmpfs', SANDBOX_HOME);
   for (const path of SCRATCH_PATHS) args.push('--perms', '1777', ...size(path), '--tmpfs', path);
   args.push('--dir', '/run', '--symlink', '../run', '/var/run');
+  // After the writable mounts, which would otherwise cover a bound path below them (one in /tmp, say).
+  args.push(...boundHostPaths(opts));
   if (opts.runtimeDir !== undefined) args.push('--ro-bind', opts.runtimeDir, AGENT_RUNTIME_DIR);
   args.push('--ro-bind-data', String(opts.passwdFd), '/etc/passwd', '--ro-bind-data', String(opts.groupFd), '/etc/group');
   // /dev, the covers and the root hold nothing but mount points and device nodes: read-only, they

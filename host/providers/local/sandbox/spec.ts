@@ -135,5 +135,7 @@ function hidePaths(privateDirs: readonly string[], roBinds: readonly string[]): 
       return p;
     }
   };
-  return [...new Set(privateDirs.map(real))].filter((dir) => isUnder(dir, roBinds.map(real)));
+  const shown = [...new Set(privateDirs.map(real))].filter((dir) => isUnder(dir, roBinds.map(real)));
+  // One cover hides what is below it too (another would leave its mount point in the first).
+  return shown.filter((dir) => !shown.some((other) => other !== dir && isUnder(dir, [other])));
 }
