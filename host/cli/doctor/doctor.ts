@@ -26,13 +26,13 @@ import { HOST_VERSION } from '../../config/version.js';
 /** The built files the server runs besides itself, found relative to the installed bundle. */
 function checkServerFiles(): Check {
   const keeper = existsSync(defaultKeeperScript()) && existsSync(join(helpersDir(defaultKeeperScript()), 'enter.pl'));
-  let agent = true;
+  let hasAgent = true;
   try {
     loadAgentBundle();
   } catch {
-    agent = false;
+    hasAgent = false;
   }
-  if (keeper && agent) return ok('server files', 'the keeper (dist/keeper.js) and the agent (dist/agent.cjs) are beside the server');
+  if (keeper && hasAgent) return ok('server files', 'the keeper (dist/keeper.js) and the agent (dist/agent.cjs) are beside the server');
   return fail(
     'server files',
     `${keeper ? 'the agent (dist/agent.cjs)' : 'the keeper (dist/keeper.js) or its helpers (dist/helpers/)'} is missing`,
