@@ -68,12 +68,12 @@ function removeIfStale(file: string): boolean {
 
 /**
  * Claims a free block for the sandbox directory `sandboxDir` and returns its first host id. Throws
- * an Error with code `ENOSPC` when every block is taken by a live sandbox.
+ * an Error with code `ENOSPC` when every block (the first `count`) is taken by a live sandbox.
  */
-export function claimIdBlock(sandboxDir: string, dir = ID_BLOCK_CLAIMS_DIR): number {
+export function claimIdBlock(sandboxDir: string, dir = ID_BLOCK_CLAIMS_DIR, count = ID_BLOCK_COUNT): number {
   const claims = claimsDir(dir);
   const taken = new Set(readdirSync(claims));
-  const order = shuffled(ID_BLOCK_COUNT);
+  const order = shuffled(Math.min(count, ID_BLOCK_COUNT));
   const tryClaim = (k: number): boolean => {
     try {
       writeFileSync(join(claims, String(k)), sandboxDir, { flag: 'wx', mode: 0o600 });
