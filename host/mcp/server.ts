@@ -25,6 +25,7 @@ import { Session } from './session.js';
 import { execTools } from './tools/exec.js';
 import { fileTools } from './tools/files.js';
 import { sandboxTools } from './tools/sandboxes.js';
+import { snapshotTools } from './tools/snapshot.js';
 import { networkSummary, networkTools } from './tools/network.js';
 import { taskTools } from './tools/tasks.js';
 import type { ServerConfig } from '../config/config.js';
@@ -38,6 +39,7 @@ import { HOST_VERSION } from '../config/version.js';
 /** Every tool, in the order tools/list shows them. */
 export const ALL_TOOLS: readonly ToolDef[] = [
   ...sandboxTools,
+  ...snapshotTools,
   ...execTools,
   ...fileTools,
   ...taskTools,

@@ -39,7 +39,7 @@ export interface ImportOpts {
 /** Options of a build. */
 export interface BuildOpts {
   /** How the arguments are named in errors (the CLI's NAME, --suite, --package-cache). */
-  fields?: Partial<{ name: string; suite: string; packageCache: string }>;
+  fields?: Partial<{ name: string; suite: string; packageCache: string; mirror: string }>;
   /** Hears every line mmdebstrap prints. */
   onOutput?: (line: string) => void;
   /** Interrupts the build. */
@@ -105,7 +105,7 @@ export class LocalTemplates {
    * `onOutput`; `signal` interrupts it. Nothing remains of a failed or interrupted build.
    */
   async buildDebian(name: string, spec: DebianBuildSpec, opts: BuildOpts = {}): Promise<TemplateRecord> {
-    const fields = { name: 'name', suite: 'suite', packageCache: 'package_cache', ...opts.fields };
+    const fields = { name: 'name', suite: 'suite', packageCache: 'package_cache', mirror: 'mirror', ...opts.fields };
     if (!isStorableTemplateName(name)) throw badTemplateName(fields.name);
     checkBuildSpec(spec, fields);
     if (process.geteuid?.() !== 0) throw buildNeedsRoot();
