@@ -2,7 +2,7 @@
 // providers and the tools share (the sandbox home and its path rule, lifetime bounds, the default
 // output cap, network modes, exposed port bounds, the cancelled-before-start error). Each fact is written here once.
 // Ids here are the provider's own (unqualified); the tool layer adds and strips the `provider:`
-// prefix. Every method throws only ProviderError (host/errors.ts): the provider maps its failures
+// prefix. Every method throws only ProviderError (provider-error.ts): the provider maps its failures
 // once, at this boundary. exec runs with the sandbox's environment (its create envs plus per-call
 // envs) and HOME set to SANDBOX_HOME, so `$HOME/...` works in commands.
 import { posix } from 'node:path';
@@ -94,10 +94,24 @@ export interface CreateOpts {
 export const EXPOSED_PORT_MIN = 1;
 export const EXPOSED_PORT_MAX = 65535;
 
-/** Throws invalid_argument (naming `port`) unless `port` is a TCP port a sandbox may expose. */
-export function assertExposablePort(port: unknown): asserts port is number {
+/** Ports of a provider's own plumbing inside its sandboxes, with what uses each (a sentence's subject). */
+export type ReservedPorts = Readonly<Record<number, string>>;
+
+/**
+ * Throws invalid_argument (naming `port`) unless `port` is a TCP port a sandbox may expose: in
+ * range, and not one of `reserved` — exposing the sandbox's own plumbing (its egress proxy, say)
+ * would hand it to whoever reaches the URL.
+ */
+export function assertExposablePort(port: unknown, reserved: ReservedPorts = {}): asserts port is number {
   if (typeof port !== 'number' || !Number.isInteger(port) || port < EXPOSED_PORT_MIN || port > EXPOSED_PORT_MAX) {
     throw new ProviderError('invalid_argument', { detail: `port must be an integer from ${EXPOSED_PORT_MIN} to ${EXPOSED_PORT_MAX}.` });
+  }
+  const user = reserved[port];
+  if (user !== undefined) {
+    throw new ProviderError('invalid_argument', {
+      code: 'port_reserved',
+      detail: `port: ${port} is ${user}, not a server of the sandbox's, and cannot be exposed; serve on another port.`,
+    });
   }
 }
 
@@ -108,7 +122,7 @@ export interface ExposedPort {
 
 /**
  * A sandbox's effective network, for people (the debug CLI): never part of a tool result, whose
- * metadata keeps the seeds' nine fields. `egress`: `none` (own loopback only), `allow_out` (the
+ * metadata keeps its nine fixed fields. `egress`: `none` (own loopback only), `allow_out` (the
  * listed destinations), `host` (the host's network, local) or `provider_default` (e2b: E2B's own).
  */
 export interface NetworkDescription {
@@ -178,15 +192,14 @@ export interface ExecResult {
   timedOut: boolean;
   /**
    * Sentences of the provider's own about a resource limit the command met (its memory limit
-   * killed a process, a writable mount is full, the process limit is reached) or destinations
-   * the sandbox's egress proxy refused while it ran; absent when none. A refusal note names host
-   * names the sandbox chose, so callers mask notes like the command's output.
+   * killed a process, a writable mount is full, the process limit is reached); absent when none.
+   * What the egress proxy refused meanwhile is egressNotes' to say.
    */
   notes?: string[];
 }
 
-/** The time span refusalNotes looks at: epoch milliseconds, `untilMs` exclusive. */
-export interface RefusalWindow {
+/** The time span egressNotes looks at: epoch milliseconds, `untilMs` exclusive. */
+export interface EgressWindow {
   sinceMs: number;
   untilMs?: number;
 }
@@ -299,12 +312,12 @@ export interface Provider {
    */
   limitNotes?(sandboxId: string): Promise<string[]>;
   /**
-   * Sentences naming the destinations the sandbox's egress proxy refused from `sinceMs` up to
-   * (not including) `untilMs` (epoch ms; open-ended without it); [] when none or unknown. The
-   * host names are the sandbox's choice: callers mask them like its output. Optional: a
-   * provider without an egress proxy omits it.
+   * Sentences naming the destinations the sandbox's egress proxy refused, or allowed but could
+   * not reach, from `sinceMs` up to (not including) `untilMs` (epoch ms; open-ended without it),
+   * and why; [] when none or unknown. The host names are the sandbox's choice: callers mask them
+   * like its output. Optional: a provider without an egress proxy omits it.
    */
-  refusalNotes?(sandboxId: string, window: RefusalWindow): Promise<string[]>;
+  egressNotes?(sandboxId: string, window: EgressWindow): Promise<string[]>;
   /**
    * Opens an interactive terminal in the sandbox (the operator's `shell` command; no tool uses
    * it). Optional: a provider without it cannot offer one. Never extends the lifetime.

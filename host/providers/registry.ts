@@ -50,7 +50,7 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Require
     exposePort: async (...a) => (await get()).exposePort(...a),
     describeNetwork: async (...a) => (await get()).describeNetwork(...a),
     limitNotes: async (sandboxId) => (await (await get()).limitNotes?.(sandboxId)) ?? [],
-    refusalNotes: async (sandboxId, window) => (await (await get()).refusalNotes?.(sandboxId, window)) ?? [],
+    egressNotes: async (sandboxId, window) => (await (await get()).egressNotes?.(sandboxId, window)) ?? [],
     openTerminal: async (sandboxId, opts) => {
       const provider = await get();
       if (!provider.openTerminal) throw noTerminal();

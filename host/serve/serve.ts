@@ -19,7 +19,7 @@ const TTY_HINT =
 /** Serves one stdio session until EOF, a signal or a fault; then exits. */
 export async function serveStdioProcess(config: ServerConfig): Promise<never> {
   if (process.stdin.isTTY) process.stderr.write(TTY_HINT);
-  const deps = buildDeps(config);
+  const deps = buildDeps(config, { logsEgressFailures: true });
   const faults = watchForFaults(deps.log);
   await serveStdio(deps, {
     stop: Promise.race([shutdownSignal(), faults.happened]),
@@ -41,7 +41,7 @@ export interface HttpServeOpts {
 /** Serves Streamable HTTP until a signal or a fault; then exits. */
 export async function serveHttpProcess(config: ServerConfig, opts: HttpServeOpts): Promise<never> {
   const { tokens, principals, generated } = httpTokensFrom(process.env, opts.tokensFile, () => randomBytes(24).toString('base64url'));
-  const deps = buildDeps(config);
+  const deps = buildDeps(config, { logsEgressFailures: true });
   const faults = watchForFaults(deps.log);
   const handle = await serveHttp(deps, {
     host: opts.host,

@@ -1,4 +1,4 @@
-// The seeds' walk over stdio with real local sandboxes: a task outlives its MCP session and its
+// The task walk over stdio with real local sandboxes: a task outlives its MCP session and its
 // server process, and a NEW server process reads, cancels and cleans up.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
@@ -81,7 +81,7 @@ describe('reconnectable tasks through MCP', () => {
     expect(cancelled.exit_code).toBe(0);
 
     const killed = await ok(second.client, 'kill_sandbox', { sandbox_id: sandbox.sandbox_id });
-    expect(killed).toEqual({ success: true, sandbox_id: sandbox.sandbox_id });
+    expect(killed).toEqual({ success: true, sandbox_id: sandbox.sandbox_id, destroyed: true });
     const gone = await toolError(second.client, 'get_sandbox', { sandbox_id: sandbox.sandbox_id });
     expect(gone.category).toBe('not_found');
   });

@@ -6,6 +6,7 @@ import * as z from 'zod';
 import { describeIssue } from '../../shared/protocol.js';
 import { EnvelopeScanner } from '../../host/mcp/transports/envelope-scanner.js';
 import { screenEnvelope, screenParams } from '../../host/mcp/transports/message-check.js';
+import { PROTOTYPE_KEYS } from '../support/prototype-keys.js';
 
 function scan(text: string, pieceBytes = text.length): ReturnType<EnvelopeScanner['result']> {
   const scanner = new EnvelopeScanner();
@@ -86,6 +87,10 @@ describe('screenParams', () => {
     ).toBe('Invalid params: field `params.clientInfo` is required');
     expect(screenParams({ jsonrpc: '2.0', id: 11, method: 'tools/call', params: { name: 'x', arguments: {} } })).toBeUndefined();
     expect(screenParams({ jsonrpc: '2.0', id: 12, method: 'not/ours', params: { anything: 1 } })).toBeUndefined();
+  });
+
+  it('passes a method named like an Object.prototype key on to the SDK (which answers -32601), never throwing', () => {
+    for (const method of PROTOTYPE_KEYS) expect(screenParams({ jsonrpc: '2.0', id: 13, method }), method).toBeUndefined();
   });
 });
 

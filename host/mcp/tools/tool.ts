@@ -1,6 +1,7 @@
 // What a tool is, and the helpers every tool group shares: sandbox resolution and renewal
-// (metadata qualification is in ../sandbox-metadata.ts, which the CLI shares). Tool handlers throw ProviderError; the server turns it into an
-// `isError` result. They never format provider errors themselves.
+// (metadata qualification is in providers/sandbox-metadata.ts, which the CLI shares). Tool
+// handlers throw ProviderError; tool-call.ts turns it into an `isError` result. They never format
+// provider errors themselves.
 import * as z from 'zod';
 import { envsBytes, LIMITS } from '../../../shared/limits.js';
 import type { ServerConfig } from '../../config/config.js';
@@ -54,6 +55,11 @@ export const intIn = (min: number, max: number) => z.number().int().min(min).max
 
 /** An explicit sandbox id: never empty; `provider:id` or an id of the default provider. */
 export const SandboxIdSchema = z.string().min(1).max(200);
+
+/** The `sandbox_id` of a tool that falls back to the session default: described once for all of them. */
+export const DefaultSandboxIdSchema = SandboxIdSchema.optional().describe(
+  "The sandbox, as create_sandbox returned it (e.g. local:abc; an unqualified id is the default provider's). Default: this session's default sandbox (the last one it created).",
+);
 
 /**
  * Environment variables: POSIX names to string values, LIMITS.envsMaxBytes in all. Every
