@@ -167,7 +167,8 @@ Options:
                          or comma-separated): host names (exact, or *.suffix for subdomains)
                          or IPv4/[IPv6] addresses, each with an optional :port (without one:
                          80 and 443), or @packages (pypi, npm, cargo, go, gem and GitHub
-                         hosts); default none (env SANDBOX_MCP_NETWORK_ALLOW)
+                         hosts) or @debian (apt in a built template: deb.debian.org,
+                         security.debian.org); default none (env SANDBOX_MCP_NETWORK_ALLOW)
   --network-default D    what a create_sandbox without network gets: provider (default: local
                          sandboxes none, e2b E2B's internet access), none, or allowed (the
                          whole --network-allow set) (env SANDBOX_MCP_NETWORK_DEFAULT)
