@@ -94,3 +94,10 @@ writeOutputs(
     packages: 'external',
   }),
 );
+
+// The local provider's perl helpers (host/providers/local/helpers/), read by the server and the
+// keeper from dist/helpers/ at run time (launch/perl-helpers.ts).
+const helpersSource = join(root, 'host/providers/local/helpers');
+for (const name of readdirSync(helpersSource).filter((n) => n.endsWith('.pl'))) {
+  writeOutput(join(dist, 'helpers', name), readFileSync(join(helpersSource, name)));
+}

@@ -90,6 +90,9 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
 
   return {
     id: provider.id,
+    agentNode: provider.agentNode ?? 'node',
+    // Templates are the server's, not a principal's: every principal may see and use them.
+    templateNames: () => provider.templateNames?.() ?? [],
     async create(opts) {
       const owner = ownerRecordedBy(principal) ?? null;
       const meta = await provider.create({ ...opts, ...definedFields({ owner: owner ?? undefined }) });

@@ -62,6 +62,7 @@ export const OPTIONS = {
   stderr: { type: 'boolean', commands: ['logs'] },
   from: { type: 'string', commands: ['logs'] },
   'template-dir': { type: 'string', commands: [...SERVING, 'doctor', 'template', 'snapshot'] },
+  'sandbox-ro-bind': { type: 'string', multiple: true, commands: [...SERVING, 'doctor'] },
   'max-snapshot-storage': { type: 'string', commands: [...SERVING, 'snapshot'] },
   packages: { type: 'string', commands: ['template'] },
   suite: { type: 'string', commands: ['template'] },
@@ -182,6 +183,10 @@ Options:
   --max-snapshot-storage N  MB of snapshots the templates directory may hold; a snapshot that
                          would pass it is refused (env SANDBOX_MCP_MAX_SNAPSHOT_STORAGE; default
                          10240; 0: none)
+  --sandbox-ro-bind PATH  show host PATH read-only, at the same place, in every local sandbox
+                         (repeatable; env SANDBOX_MCP_SANDBOX_RO_BIND, colon-separated); a
+                         sandbox sees none of the host's files but its system directories
+                         otherwise (README "What a sandbox sees")
   --packages LIST        template build: Debian packages to add (comma-separated)
   --suite S              template build: the Debian suite (default stable)
   --mirror URL           template build: one Debian mirror, main only (default deb.debian.org,
@@ -203,6 +208,7 @@ Environment (a flag wins over its variable):
   SANDBOX_MCP_NETWORK_ALLOW   as --network-allow (comma-separated)
   SANDBOX_MCP_NETWORK_DEFAULT as --network-default
   SANDBOX_MCP_BWRAP           absolute path of the bubblewrap binary (default: bwrap on PATH)
+  SANDBOX_MCP_SANDBOX_RO_BIND as --sandbox-ro-bind (colon-separated)
   SANDBOX_MCP_TOKEN           http: bearer token, 16+ characters (default: generated, printed
                               once to stderr); its holder sees every sandbox
   SANDBOX_MCP_TOKENS_FILE     as --tokens-file
@@ -250,6 +256,8 @@ export interface CommandLine {
   limits: Record<string, string>;
   /** --template-dir, as given (loadConfig checks it with its variable). */
   templateDir?: string;
+  /** --sandbox-ro-bind, each as given (loadConfig checks them). */
+  sandboxRoBinds: string[];
   /** --max-snapshot-storage, raw (loadConfig validates it). */
   maxSnapshotStorage?: string;
   /** template build: --packages, raw (comma-separated). */
@@ -350,6 +358,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     version,
     ...definedFields({ provider, tokensFile, networkDefault }),
     networkAllow: given.get('network-allow') ?? [],
+    sandboxRoBinds: given.get('sandbox-ro-bind') ?? [],
     ...definedFields({ provider, tokensFile, backgroundAfter }),
     keepSandboxes: given.has('keep-sandboxes'),
     host: one('host') ?? '127.0.0.1',

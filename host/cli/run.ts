@@ -70,6 +70,7 @@ async function main(argv: string[]): Promise<void> {
     }),
     keepSandboxes: line.keepSandboxes,
     networkAllow: line.networkAllow,
+    sandboxRoBinds: line.sandboxRoBinds,
     limits: line.limits,
   });
   switch (line.command) {

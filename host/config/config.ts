@@ -1,4 +1,5 @@
 // Server configuration from flags and environment. Credentials live here, never in tool arguments.
+import { realpathSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
 import { SECRET_NAME_PATTERN, LIMITS } from '../../shared/limits.js';
 import { isProviderError } from '../providers/provider-error.js';
@@ -22,6 +23,8 @@ export interface ServerConfig {
   localNetwork: NetworkMode;
   /** The bubblewrap binary local sandboxes use instead of searching PATH (SANDBOX_MCP_BWRAP). */
   bwrapPath?: string;
+  /** Host paths every local sandbox sees read-only (--sandbox-ro-bind, SANDBOX_MCP_SANDBOX_RO_BIND); absent: none. */
+  sandboxRoBinds?: string[];
   /** Sandboxes a session created outlive it, until their own deadline (--keep-sandboxes). */
   keepSandboxes?: boolean;
   /** Local sandboxes' resource limits given by flags or environment (the rest keep the provider's defaults). */
@@ -76,6 +79,8 @@ export interface ConfigFlags {
   networkDefault?: string | undefined;
   /** --template-dir, as given. */
   templateDir?: string | undefined;
+  /** --sandbox-ro-bind, each as given. */
+  sandboxRoBinds?: string[] | undefined;
   /** --max-snapshot-storage, raw (validated here, as its variable is). */
   maxSnapshotStorage?: string | undefined;
 }
@@ -127,7 +132,12 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
     defaultProvider: provider as ProviderId,
     localNetwork,
     network: loadNetworkConfig(env, flags),
-    ...definedFields({ stateDir: env.SANDBOX_MCP_STATE_DIR || undefined, bwrapPath, templatesDir }),
+    ...definedFields({
+      stateDir: env.SANDBOX_MCP_STATE_DIR || undefined,
+      bwrapPath,
+      templatesDir,
+      sandboxRoBinds: loadRoBinds(env, flags),
+    }),
     keepSandboxes,
     ...loadLimits(env, flags.limits ?? {}),
     // An empty variable counts as unset.
@@ -139,6 +149,29 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
       maxSnapshotStorageMb: parseSnapshotStorage(flags.maxSnapshotStorage ?? env.SANDBOX_MCP_MAX_SNAPSHOT_STORAGE),
     }),
   };
+}
+
+/**
+ * The host paths local sandboxes see read-only: --sandbox-ro-bind (repeatable) or else
+ * SANDBOX_MCP_SANDBOX_RO_BIND (colon-separated); each absolute and existing, as the path itself
+ * (its symlinks resolved, so that the sandbox shows what it names). Undefined when none.
+ */
+function loadRoBinds(env: NodeJS.ProcessEnv, flags: ConfigFlags): string[] | undefined {
+  const fromFlag = flags.sandboxRoBinds !== undefined && flags.sandboxRoBinds.length > 0;
+  const source = fromFlag ? '--sandbox-ro-bind' : 'SANDBOX_MCP_SANDBOX_RO_BIND';
+  const items = fromFlag ? flags.sandboxRoBinds! : (env.SANDBOX_MCP_SANDBOX_RO_BIND ?? '').split(':').filter(Boolean);
+  if (items.length === 0) return undefined;
+  return items.map((item, i) => {
+    let real: string;
+    try {
+      if (!isAbsolute(item) || item.includes('\0')) throw new Error('not absolute');
+      real = realpathSync(item);
+    } catch {
+      throw new ConfigError(`${source}: item ${i + 1} must be the absolute path of an existing file or directory`);
+    }
+    if (real === '/') throw new ConfigError(`${source}: item ${i + 1} is the host's root, which would show every host file`);
+    return real;
+  });
 }
 
 /** An on/off variable: unset, empty, 0 or false is off; 1 or true is on; anything else is refused. */

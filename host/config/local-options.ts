@@ -4,9 +4,12 @@ import type { ServerConfig } from './config.js';
 import type { LocalProviderOpts } from '../providers/local/settings.js';
 import { definedFields } from '../util/defined-fields.js';
 
-/** LocalProviderOpts from the configuration (state and templates directories, network, bubblewrap path, limits). */
+/** LocalProviderOpts from the configuration (state and templates directories, network, bubblewrap path, limits, read-only paths). */
 export function localProviderOpts(
-  config: Pick<ServerConfig, 'stateDir' | 'localNetwork' | 'bwrapPath' | 'localLimits' | 'templatesDir' | 'maxSnapshotStorageMb'>,
+  config: Pick<
+    ServerConfig,
+    'stateDir' | 'localNetwork' | 'bwrapPath' | 'localLimits' | 'templatesDir' | 'maxSnapshotStorageMb' | 'sandboxRoBinds'
+  >,
 ): LocalProviderOpts {
   return {
     network: config.localNetwork,
@@ -16,6 +19,7 @@ export function localProviderOpts(
       limits: config.localLimits,
       templatesDir: config.templatesDir,
       maxSnapshotStorageMb: config.maxSnapshotStorageMb,
+      roBinds: config.sandboxRoBinds,
     }),
   };
 }

@@ -281,6 +281,11 @@ export function noSnapshots(): ProviderError {
 export interface Provider {
   /** The prefix of qualified ids, e.g. `local`. */
   readonly id: string;
+  /**
+   * Shell words that start Node.js for the in-sandbox agent (default: `node` from the sandbox's
+   * PATH). The local provider's is its agent runtime, the same in every sandbox.
+   */
+  readonly agentNode?: string;
   create(opts: CreateOpts): Promise<SandboxMetadata>;
   list(opts: ListOpts): Promise<SandboxMetadata[]>;
   getInfo(sandboxId: string): Promise<SandboxMetadata>;
@@ -329,6 +334,11 @@ export interface Provider {
    * answer noSnapshots()). Never extends the lifetime.
    */
   snapshot?(sandboxId: string, name: string): Promise<SnapshotResult>;
+  /**
+   * The templates create accepts (besides its default), read now: for create_sandbox's
+   * description. Optional: a provider that cannot list them omits it.
+   */
+  templateNames?(): string[];
   /** Releases clients and timers held by this instance (not the sandboxes). */
   close(): Promise<void>;
 }

@@ -36,6 +36,10 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Require
   const get = () => (loading ??= load());
   return {
     id,
+    // Synchronous, so not the loaded provider's: a lazily loaded provider runs the agent on the
+    // sandbox's own node and lists no templates (the e2b provider's are E2B's account's).
+    agentNode: 'node',
+    templateNames: () => [],
     create: async (...a) => (await get()).create(...a),
     list: async (...a) => (await get()).list(...a),
     getInfo: async (...a) => (await get()).getInfo(...a),

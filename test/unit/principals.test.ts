@@ -134,6 +134,8 @@ function ownersProvider() {
 /** Every key of Provider, optional ones included: a key added to the interface fails to compile here until it is listed. */
 const PROVIDER_KEYS = Object.keys({
   id: 0,
+  agentNode: 0,
+  templateNames: 0,
   create: 0,
   list: 0,
   getInfo: 0,
@@ -205,7 +207,7 @@ describe('scopeProviders', () => {
     const cache = new OwnerCache();
     const asAlice = scopeProviders(registry, alice, cache).get('local');
     const asBob = scopeProviders(registry, bob, cache).get('local');
-    for (const key of PROVIDER_KEYS) expect(typeof asAlice[key], key).toBe(key === 'id' ? 'string' : 'function');
+    for (const key of PROVIDER_KEYS) expect(typeof asAlice[key], key).toBe(key === 'id' || key === 'agentNode' ? 'string' : 'function');
     const a = (await asAlice.create({})).sandbox_id;
     expect(await asAlice.limitNotes!(a)).toEqual([`limit note of ${a}`]);
     const missing = await asBob.getInfo('nope').catch((e: ProviderError) => e.toJSON());
@@ -225,7 +227,7 @@ describe('scopeProviders', () => {
   it('lazyProvider forwards every Provider method, optional ones included', async () => {
     const { provider } = ownersProvider();
     const lazy = lazyProvider('local', async () => provider);
-    for (const key of PROVIDER_KEYS) expect(typeof lazy[key], key).toBe(key === 'id' ? 'string' : 'function');
+    for (const key of PROVIDER_KEYS) expect(typeof lazy[key], key).toBe(key === 'id' || key === 'agentNode' ? 'string' : 'function');
     const a = (await lazy.create({})).sandbox_id;
     expect(await lazy.limitNotes(a)).toEqual([`limit note of ${a}`]);
     expect(await lazy.egressNotes(a, { sinceMs: 5 })).toEqual([`refusals of ${a} since 5`]);

@@ -9,7 +9,9 @@
 //   keeper/     the per-sandbox keeper process, and starting it
 //   network/    the host side of a sandbox's network: egress proxy, exposed ports, control socket
 //   launch/     pure builders: the bwrap argv, the launch, enter and terminal command lines, passwd,
-//               environment
+//               environment; the perl helpers' commands (helpers/ holds the helpers)
+//   rootfs/     what a sandbox sees as its system: the base view, a template's writable root and
+//               ids, the agent's runtime
 //   system/     this machine: /proc, cgroups, inherited descriptors, the tools (preflight)
 //   templates/  root filesystems sandboxes can run on: the store, and making, removing, snapshotting
 import type {
@@ -30,6 +32,7 @@ import type {
   TerminalSession,
   WriteFileOpts,
 } from '../provider.js';
+import { agentRuntimeArgv } from '../../../shared/agent-runtime.js';
 import { toProviderError } from './errors.js';
 import { CommandRunner } from './exec/command-runner.js';
 import { SandboxExec } from './exec/exec.js';
@@ -86,12 +89,24 @@ export class LocalProvider implements Provider {
     this.registry = new SandboxRegistry(settings);
     this.creator = new SandboxCreator(settings, this.registry);
     this.lifecycle = new SandboxLifecycle(settings, this.registry, runner);
-    this.commands = new SandboxExec(settings, this.registry, runner);
+    this.commands = new SandboxExec(this.registry, runner);
     this.files = new SandboxFiles(settings, this.registry, runner);
     this.ports = new SandboxPorts(this.registry);
     this.failures = new FailureReporter(settings.sandboxes, settings.onEgressFailure);
     this.terminals = new SandboxTerminals(settings, this.registry, runner);
     this.sweep = sweepDeadSandboxes(this.registry, settings.sandboxes);
+  }
+
+  /** The agent runtime's node, the same in every local sandbox (shared/agent-runtime.ts). */
+  readonly agentNode = agentRuntimeArgv().join(' ');
+
+  /** The stored templates this server can run, read now. */
+  templateNames(): string[] {
+    try {
+      return this.creator.templateNames();
+    } catch {
+      return [];
+    }
   }
 
   /** Resolves once this instance's start-up sweep is done, with how many dead sandboxes it removed; never rejects. */

@@ -1,7 +1,7 @@
 // The local provider's options and the settings resolved from them once, at construction: every
 // other module of the provider reads these, never the options themselves.
 import { existsSync, openSync, realpathSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isNetworkMode, NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
 import type { Identity, ToolPaths } from './launch/command-lines.js';
@@ -53,6 +53,8 @@ export interface LocalProviderOpts {
   limits?: LimitOpts;
   /** Hears each request a sandbox's egress proxy refused or could not get through, as its file records them (once per server process); default: nobody. */
   onEgressFailure?: EgressFailureListener;
+  /** Host paths every sandbox sees read-only at the same place (absolute; --sandbox-ro-bind). */
+  roBinds?: readonly string[];
 }
 
 /** The snapshot storage (MB of snapshot layers) a templates directory may hold when not configured. */
@@ -69,8 +71,11 @@ export interface LocalSettings {
   readonly keeperScript: string;
   readonly nodePath: string;
   readonly defaultTimeoutS: number;
-  /** The fixed identity of every sandbox, or (root without sandboxUid) the template of per-sandbox ones. */
+  /** The fixed identity of every base sandbox, or (root without sandboxUid) the template of per-sandbox ones. */
   readonly identity: Identity;
+  /** True when the server runs as root (template sandboxes then get a block of host ids each). */
+  readonly isRoot: boolean;
+  readonly roBinds: readonly string[];
   readonly uidPerSandbox: boolean;
   readonly startTimeoutMs: number;
   readonly killWaitMs: number;
@@ -112,6 +117,9 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
     ? { uid: opts.sandboxUid ?? 65534, gid: opts.sandboxGid ?? 65534, dropPrivileges: true }
     : { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0, dropPrivileges: false };
   const uidPerSandbox = isRoot && opts.sandboxUid === undefined;
+  const roBinds = [...(opts.roBinds ?? [])];
+  if (roBinds.some((p) => !isAbsolute(p) || p.includes('\0')))
+    throw invalid('The read-only paths of sandboxes (roBinds) must be absolute.');
   const startTimeoutMs = opts.startTimeoutMs ?? 20_000;
   const killWaitMs = opts.killWaitMs ?? 5_000;
   const fileOpTimeoutMs = opts.fileOpTimeoutMs ?? 120_000;
@@ -139,6 +147,8 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
     nodePath,
     defaultTimeoutS,
     identity,
+    isRoot,
+    roBinds,
     uidPerSandbox,
     startTimeoutMs,
     killWaitMs,
