@@ -146,7 +146,7 @@ export class LocalTemplates {
     layer: WritableLayerView | null,
     name: string,
     capBytes: number,
-  ): Promise<{ record: TemplateRecord; isFrozen: boolean }> {
+  ): Promise<{ record: TemplateRecord; layerBytes: number; isFrozen: boolean }> {
     if (!isStorableTemplateName(name)) throw badTemplateName('name');
     if (sandbox.template === undefined || sandbox.layerDirs === undefined || layer === null) throw snapshotNeedsTemplate();
     // The layers it runs on (their ids), as its spec recorded them: a live sandbox's template cannot be removed.
@@ -157,12 +157,14 @@ export class LocalTemplates {
     assertSnapshotFits(this.dir, snapshotSizeBytes(layer.upperDir), capBytes);
     const owners = baseRecords[0]!.owners;
     let isFrozen = false;
+    let layerBytes = 0;
     const record = await this.make(name, baseLayers, async (claim) => {
       const top = await makeLayer(this.dir, claim, owners, async (root) => {
         isFrozen = (await fillFromWritableLayer(root, layer)).isFrozen;
         // Files may have grown since the first look.
         assertSnapshotFits(this.dir, treeSizeBytes(root), capBytes);
       });
+      layerBytes = top.size_bytes;
       return {
         format: 1,
         name,
@@ -173,7 +175,7 @@ export class LocalTemplates {
         owners,
       };
     });
-    return { record, isFrozen };
+    return { record, layerBytes, isFrozen };
   }
 
   /**

@@ -174,7 +174,7 @@ export function snapshotStorageBytes(dir: string): number {
 }
 
 const MIB = 1024 * 1024;
-const mib = (bytes: number) => `${Math.ceil(bytes / MIB)} MiB`;
+const mib = (bytes: number) => `${(bytes / MIB).toFixed(1)} MiB`;
 
 /** insufficient_resources unless `moreBytes` fit within the cap beside what snapshots hold already. */
 export function assertSnapshotFits(dir: string, moreBytes: number, capBytes: number): void {
