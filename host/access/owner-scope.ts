@@ -8,7 +8,7 @@
 import { ProviderError, isProviderError } from '../providers/provider-error.js';
 import { maySee, ownerRecordedBy, seesEverything, type Principal } from './principal.js';
 import { definedFields } from '../util/defined-fields.js';
-import { noTerminal, type Provider } from '../providers/provider.js';
+import { noSnapshots, noTerminal, type Provider } from '../providers/provider.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 
 /** Owners held at most; the oldest are forgotten first (they are read again when needed). */
@@ -157,6 +157,11 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
       await check(sandboxId);
       if (!provider.openTerminal) throw noTerminal();
       return provider.openTerminal(sandboxId, opts);
+    },
+    async snapshot(sandboxId, name) {
+      await check(sandboxId);
+      if (!provider.snapshot) throw noSnapshots();
+      return provider.snapshot(sandboxId, name);
     },
     // The registry owns the provider's lifetime, not a session.
     close: async () => undefined,

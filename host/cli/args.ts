@@ -67,6 +67,7 @@ export const OPTIONS = {
   packages: { type: 'string', commands: ['template'] },
   suite: { type: 'string', commands: ['template'] },
   'package-cache': { type: 'string', commands: ['template'] },
+  mirror: { type: 'string', commands: ['template'] },
 } as const satisfies Record<string, OptionSpec>;
 type OptionName = keyof typeof OPTIONS;
 
@@ -130,7 +131,8 @@ Watching agents (no running server needed; ids as the tools return them, e.g. lo
   With --json too: errors stay on stderr, stdout carries only the JSON.
 
 Templates of local sandboxes (root filesystems create_sandbox's template names; README "Templates"):
-  sandbox-mcp template build NAME [--packages LIST] [--suite S] [--package-cache DIR]
+  sandbox-mcp template build NAME [--packages LIST] [--suite S] [--mirror URL]
+                               [--package-cache DIR]
         Build a Debian root filesystem with mmdebstrap (needs root; fetches from
         deb.debian.org): the apt variant plus LIST (comma-separated packages). Progress on a
         terminal; a failed or interrupted build leaves nothing behind.
@@ -166,7 +168,8 @@ Options:
                          or comma-separated): host names (exact, or *.suffix for subdomains)
                          or IPv4/[IPv6] addresses, each with an optional :port (without one:
                          80 and 443), or @packages (pypi, npm, cargo, go, gem and GitHub
-                         hosts); default none (env SANDBOX_MCP_NETWORK_ALLOW)
+                         hosts) or @debian (apt in a built template: deb.debian.org,
+                         security.debian.org); default none (env SANDBOX_MCP_NETWORK_ALLOW)
   --network-default D    what a create_sandbox without network gets: provider (default: local
                          sandboxes none, e2b E2B's internet access), none, or allowed (the
                          whole --network-allow set) (env SANDBOX_MCP_NETWORK_DEFAULT)
@@ -186,6 +189,8 @@ Options:
                          otherwise (README "What a sandbox sees")
   --packages LIST        template build: Debian packages to add (comma-separated)
   --suite S              template build: the Debian suite (default stable)
+  --mirror URL           template build: one Debian mirror, main only (default deb.debian.org,
+                         with a stable suite's updates and security)
   --package-cache DIR    template build: keep the downloaded packages in DIR and reuse them
 
 Resource limits of local sandboxes (each also a variable; a flag wins; README "Resource limits"):
@@ -261,6 +266,8 @@ export interface CommandLine {
   suite?: string;
   /** template build: --package-cache. */
   packageCache?: string;
+  /** template build: --mirror. */
+  mirror?: string;
 }
 
 /** Option names are printed only when they look like one (never arbitrary text from argv). */
@@ -373,6 +380,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       packages: one('packages'),
       suite: one('suite'),
       packageCache: one('package-cache'),
+      mirror: one('mirror'),
     }),
   };
 }

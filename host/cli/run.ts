@@ -98,14 +98,13 @@ async function main(argv: string[]): Promise<void> {
     case 'shell':
     case 'kill':
     case 'cancel':
+    case 'snapshot':
       return process.exit(await runOperatorCommand(line.command, line, config, commandDeps));
     case 'network':
       return networkCommand(config, line);
     case 'template':
       // Loaded only here, as the doctor's code is.
       return process.exit(await (await import('./template.js')).runTemplateCommand(line, config));
-    case 'snapshot':
-      throw new UsageError('snapshot is not available yet');
   }
 }
 

@@ -17,6 +17,7 @@ import {
 } from '../providers/local/templates/store.js';
 import { qualify } from '../providers/sandbox-ref.js';
 import { isProviderError } from '../providers/provider-error.js';
+import { definedFields } from '../util/defined-fields.js';
 import { UsageError, type CommandLine } from './args.js';
 import { BuildProgress } from './build-progress.js';
 import { formatBytes, formatRelative, isColourWanted, renderTable } from './format.js';
@@ -39,8 +40,8 @@ export const INTERRUPTED_EXIT = 130;
 const USAGE: Record<Subcommand, { args: number; usage: string; flags: readonly (keyof CommandLine)[] }> = {
   build: {
     args: 1,
-    usage: 'sandbox-mcp template build NAME [--packages LIST] [--suite S] [--package-cache DIR]',
-    flags: ['packages', 'suite', 'packageCache'],
+    usage: 'sandbox-mcp template build NAME [--packages LIST] [--suite S] [--mirror URL] [--package-cache DIR]',
+    flags: ['packages', 'suite', 'mirror', 'packageCache'],
   },
   import: { args: 2, usage: 'sandbox-mcp template import NAME FILE.tar|DIR', flags: [] },
   ls: { args: 0, usage: 'sandbox-mcp template ls [--json]', flags: ['json'] },
@@ -52,6 +53,7 @@ const FLAG_NAMES: Partial<Record<keyof CommandLine, string>> = {
   packages: '--packages',
   suite: '--suite',
   packageCache: '--package-cache',
+  mirror: '--mirror',
   json: '--json',
 };
 
@@ -178,14 +180,14 @@ async function build(
   const spec = {
     suite: line.suite ?? DEFAULT_DEBIAN_SUITE,
     packages: parsePackageListOrUsage(line.packages),
-    ...(line.packageCache !== undefined ? { packageCache: line.packageCache } : {}),
+    ...definedFields({ packageCache: line.packageCache, mirror: line.mirror }),
   };
   const progress = new BuildProgress(process.stderr, `building template ${name}`);
   let isSuccess = false;
   try {
     const record = await interruptible((signal) =>
       templates.buildDebian(name, spec, {
-        fields: { name: 'NAME', suite: '--suite', packageCache: '--package-cache' },
+        fields: { name: 'NAME', suite: '--suite', packageCache: '--package-cache', mirror: '--mirror' },
         onOutput: (l) => progress.line(l),
         signal,
       }),

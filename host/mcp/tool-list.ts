@@ -7,12 +7,14 @@ import { execTools } from './tools/exec.js';
 import { fileTools } from './tools/files.js';
 import { networkTools } from './tools/network.js';
 import { sandboxTools } from './tools/sandboxes.js';
+import { snapshotTools } from './tools/snapshot.js';
 import { taskTools } from './tools/tasks.js';
 import type { ToolDef } from './tools/tool.js';
 
 /** Every tool, in the order tools/list shows them. */
 export const ALL_TOOLS: readonly ToolDef[] = [
   ...sandboxTools,
+  ...snapshotTools,
   ...execTools,
   ...fileTools,
   ...taskTools,

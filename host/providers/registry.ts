@@ -1,6 +1,6 @@
 // Providers by id, created on first use so a server that never touches E2B never needs its
 // credentials (the e2b provider reports a missing key as an `authentication` error per call).
-import { noTerminal, type Provider } from './provider.js';
+import { noSnapshots, noTerminal, type Provider } from './provider.js';
 import type { ProviderId } from './sandbox-ref.js';
 
 /** Looks up a provider by id; throws a ProviderError when it cannot be configured. */
@@ -59,6 +59,11 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Require
       const provider = await get();
       if (!provider.openTerminal) throw noTerminal();
       return provider.openTerminal(sandboxId, opts);
+    },
+    snapshot: async (sandboxId, name) => {
+      const provider = await get();
+      if (!provider.snapshot) throw noSnapshots();
+      return provider.snapshot(sandboxId, name);
     },
     close: async () => {
       if (loading) await (await loading).close();

@@ -8,22 +8,10 @@ import { dirname, join } from 'node:path';
 
 /** The programs a mini root holds (under /usr/bin, with the merged-usr links /bin, /lib, /lib64). */
 export const MINI_ROOT_PROGRAMS = [
-  'bash',
-  'sh',
-  'ls',
-  'cat',
-  'echo',
-  'mkdir',
-  'rm',
-  'head',
-  'dd',
-  'du',
-  'env',
-  'id',
-  'sleep',
-  'true',
-  'stat',
-];
+  'bash', 'sh', 'ls', 'cat', 'id', 'head', 'tail', 'stat', 'mkdir', 'mv', 'rm', 'sleep', 'touch', 'dirname', 'df', 'wc', 'env',
+  'find', 'grep', 'tr', 'cut', 'printf', 'echo', 'true', 'false', 'readlink', 'ln', 'chmod', 'du', 'kill', 'ps', 'dd', 'seq', 'sort',
+  'mkfifo', 'base64', 'sha256sum', 'cp', 'xargs', 'sed', 'tar', 'gzip',
+]; // prettier-ignore
 
 /** The libraries `program` links, as ldd names them (absolute paths). */
 function librariesOf(program: string): string[] {
@@ -43,7 +31,7 @@ function copyIn(root: string, hostPath: string): void {
 /** Makes a mini root in a new directory and returns its path. */
 export function makeMiniRootDir(): string {
   const root = mkdtempSync(join(tmpdir(), 'mini-root-'));
-  for (const dir of ['usr/bin', 'usr/lib', 'usr/lib64', 'etc', 'home/user', 'tmp', 'var/tmp', 'proc', 'dev', 'root']) {
+  for (const dir of ['usr/bin', 'usr/lib', 'usr/lib64', 'etc', 'home', 'tmp', 'var/tmp', 'proc', 'dev', 'root']) {
     mkdirSync(join(root, dir), { recursive: true });
   }
   chmodSync(join(root, 'tmp'), 0o1777);

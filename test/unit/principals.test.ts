@@ -125,6 +125,7 @@ function ownersProvider() {
       await known(id);
       throw new ProviderError('unsupported', { code: 'terminal_reached' });
     },
+    snapshot: async (id, name) => (await known(id), { template: name, sizeBytes: 1, createdAt: 'now', note: `snapshot of ${id}` }),
     close: async () => undefined,
   };
   return { provider, owners, reads };
@@ -151,6 +152,7 @@ const PROVIDER_KEYS = Object.keys({
   limitNotes: 0,
   egressNotes: 0,
   openTerminal: 0,
+  snapshot: 0,
   close: 0,
 } satisfies Record<keyof Provider, 0>) as (keyof Provider)[];
 
@@ -199,7 +201,7 @@ describe('scopeProviders', () => {
     expect(owners.has(a)).toBe(false);
   });
 
-  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, egressNotes, openTerminal)', async () => {
+  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, egressNotes, openTerminal, snapshot)', async () => {
     const { provider } = ownersProvider();
     const registry = { get: () => provider };
     const cache = new OwnerCache();
@@ -215,6 +217,11 @@ describe('scopeProviders', () => {
     const terminal = { cols: 80, rows: 24, onData: () => undefined };
     expect(await asAlice.openTerminal!(a, terminal).catch((e: ProviderError) => e.code)).toBe('terminal_reached');
     expect(await asBob.openTerminal!(a, terminal).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    expect((await asAlice.snapshot!(a, 'snap')).note).toBe(`snapshot of ${a}`);
+    expect(await asBob.snapshot!(a, 'snap').catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    const { snapshot: _none, ...withoutSnapshots } = provider;
+    const scoped = scopeProviders({ get: () => withoutSnapshots }, alice, cache).get('local');
+    expect(await scoped.snapshot!(a, 'snap').catch((e: ProviderError) => e.code)).toBe('no_snapshots');
   });
 
   it('lazyProvider forwards every Provider method, optional ones included', async () => {
@@ -228,6 +235,13 @@ describe('scopeProviders', () => {
     const { limitNotes: _omitted, egressNotes: _alsoOmitted, ...withoutNotes } = provider;
     expect(await lazyProvider('local', async () => withoutNotes).limitNotes(a)).toEqual([]);
     expect(await lazyProvider('local', async () => withoutNotes).egressNotes(a, { sinceMs: 5 })).toEqual([]);
+    expect((await lazy.snapshot(a, 'snap')).template).toBe('snap');
+    const { snapshot: _none, ...withoutSnapshots } = provider;
+    expect(
+      await lazyProvider('local', async () => withoutSnapshots)
+        .snapshot(a, 'snap')
+        .catch((e: ProviderError) => e.code),
+    ).toBe('no_snapshots');
   });
 
   it('gives the operator the registry itself: no checks, no owner recorded', async () => {

@@ -224,6 +224,12 @@ describe('template build', () => {
     expect(cached).toContain('--setup-hook=sync-in /c /var/cache/apt/archives/');
     expect(cached).toContain('--customize-hook=sync-out /var/cache/apt/archives /c');
     expect(cached).toContain('--skip=essential/unlink');
+    // Without a mirror, mmdebstrap's own sources (a stable suite's updates and security too); with one, only it.
+    expect(cached.at(-1)).toBe('/t/root');
+    const mirrored = mmdebstrapArgs({ suite: 'bookworm', packages: [], mirror: 'http://m.test/debian' }, '/t/root', {
+      hasEatmydata: false,
+    });
+    expect(mirrored.slice(-3)).toEqual(['bookworm', '/t/root', 'http://m.test/debian']);
   });
 
   it('checks package names, the suite and the cache path, naming the field', () => {
@@ -231,13 +237,18 @@ describe('template build', () => {
     expect(parsePackageList(undefined, '--packages')).toEqual([]);
     expect(() => parsePackageList('ok,Bad_Name', '--packages')).toThrow('--packages must be Debian package names');
     expect(() => parsePackageList('x;rm -rf /', '--packages')).toThrow('--packages must be');
-    const fields = { suite: '--suite', packageCache: '--package-cache' };
+    const fields = { suite: '--suite', packageCache: '--package-cache', mirror: '--mirror' };
     expect(() => checkBuildSpec({ suite: 'Stable!', packages: [] }, fields)).toThrow('--suite must be a Debian suite');
     expect(() => checkBuildSpec({ suite: 'stable', packages: [], packageCache: 'rel' }, fields)).toThrow(
       '--package-cache must be an absolute path',
     );
     expect(() => checkBuildSpec({ suite: 'stable', packages: [], packageCache: '/a b' }, fields)).toThrow('--package-cache must be');
-    checkBuildSpec({ suite: 'bookworm-backports', packages: [], packageCache: '/var/cache/x' }, fields);
+    expect(() => checkBuildSpec({ suite: 'stable', packages: [], mirror: 'ftp://x' }, fields)).toThrow('--mirror must be an http://');
+    expect(() => checkBuildSpec({ suite: 'stable', packages: [], mirror: 'http://a b' }, fields)).toThrow('--mirror must be');
+    checkBuildSpec(
+      { suite: 'bookworm-backports', packages: [], packageCache: '/var/cache/x', mirror: 'http://deb.debian.org/debian' },
+      fields,
+    );
   });
 
   it('shows a spinner with the phase on a terminal, and the progress lines elsewhere', () => {

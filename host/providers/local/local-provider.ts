@@ -28,6 +28,7 @@ import type {
   EgressWindow,
   ReadFileResult,
   SandboxMetadata,
+  SnapshotResult,
   TerminalOpts,
   TerminalSession,
   WriteFileOpts,
@@ -49,6 +50,9 @@ import { SandboxRegistry } from './sandbox/registry.js';
 import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
 import { LocalTemplates } from './templates/local-templates.js';
+import { localSnapshotNote } from './templates/snapshot.js';
+import { liveWritableLayer } from './rootfs/writable-layer.js';
+import { specTemplate } from './sandbox/spec.js';
 
 export { MIN_MEMORY_MB } from './limits/settings.js';
 export type { LocalTemplates, TemplateDetails } from './templates/local-templates.js';
@@ -80,6 +84,8 @@ export class LocalProvider implements Provider {
   /** Passes the egress proxies' recorded failures on after each command and before each kill. */
   private readonly failures: FailureReporter;
   private readonly terminals: SandboxTerminals;
+  private readonly templates: LocalTemplates;
+  private readonly maxSnapshotStorageBytes: number;
   /** The start-up sweep of dead sandboxes (sandbox/sweep.ts), running in the background. */
   private readonly sweep: Promise<number>;
 
@@ -94,6 +100,8 @@ export class LocalProvider implements Provider {
     this.ports = new SandboxPorts(this.registry);
     this.failures = new FailureReporter(settings.sandboxes, settings.onEgressFailure);
     this.terminals = new SandboxTerminals(settings, this.registry, runner);
+    this.templates = new LocalTemplates(settings, this.registry);
+    this.maxSnapshotStorageBytes = settings.maxSnapshotStorageBytes;
     this.sweep = sweepDeadSandboxes(this.registry, settings.sandboxes);
   }
 
@@ -193,6 +201,21 @@ export class LocalProvider implements Provider {
 
   async describeNetwork(sandboxId: string): Promise<NetworkDescription> {
     return asProviderErrors(() => describeSandboxNetwork(this.registry, sandboxId));
+  }
+
+  /** Saves a running template sandbox's files as template `name` (templates/snapshot.ts). */
+  async snapshot(sandboxId: string, name: string): Promise<SnapshotResult> {
+    return asProviderErrors(async () => {
+      const sb = await this.registry.require(sandboxId);
+      const root = sb.spec.root;
+      const { record, layerBytes, isFrozen } = await this.templates.snapshot(
+        { id: sb.id, template: root ? specTemplate(sb.spec) : undefined, layerDirs: root?.layers },
+        root ? liveWritableLayer(sb.dir) : null,
+        name,
+        this.maxSnapshotStorageBytes,
+      );
+      return { template: record.name, sizeBytes: layerBytes, createdAt: record.created_at, note: localSnapshotNote(isFrozen) };
+    });
   }
 
   async openTerminal(sandboxId: string, opts: TerminalOpts): Promise<TerminalSession> {

@@ -1,6 +1,7 @@
 // `template build`: a Debian root filesystem made by mmdebstrap — apt's variant (the Essential
 // packages and apt, so apt-get works inside) plus the packages asked for, fetched from Debian's
-// repositories (mmdebstrap's default sources: for a stable suite also its updates and security).
+// repositories (mmdebstrap's default sources: for a stable suite also its updates and security;
+// or one mirror's main component).
 // Only as root: mmdebstrap's root mode keeps the files' real owners (`native` layers). A server
 // of another user would need mmdebstrap's fakechroot mode (fakechroot, fakeroot, and fixing the
 // absolute symlinks it leaves into the build directory) or subordinate ids for its unshare mode:
@@ -27,6 +28,7 @@ const PACKAGE_NAME = /^[a-z0-9][a-z0-9+.-]+$/;
 const SUITE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 /** mmdebstrap's special hooks split on spaces: a cache path is used only without them. */
 const HOOK_SAFE_PATH = /^\/[^\s'"\\$`]*$/;
+const MIRROR_URL = /^https?:\/\/[^\s'"\\$`]+$/;
 
 /** What to build. */
 export interface DebianBuildSpec {
@@ -34,6 +36,8 @@ export interface DebianBuildSpec {
   packages: string[];
   /** Where downloaded packages are kept between builds (absolute); none: nothing is kept. */
   packageCache?: string;
+  /** The one Debian mirror to use (its main component only) instead of mmdebstrap's default sources. */
+  mirror?: string;
 }
 
 /** The packages of a --packages list (comma-separated); invalid_argument naming `field` for a bad name. */
@@ -53,7 +57,7 @@ export function parsePackageList(text: string | undefined, field: string): strin
 }
 
 /** Checks the suite and the package cache path; invalid_argument naming the field. */
-export function checkBuildSpec(spec: DebianBuildSpec, fields: { suite: string; packageCache: string }): void {
+export function checkBuildSpec(spec: DebianBuildSpec, fields: { suite: string; packageCache: string; mirror: string }): void {
   if (!SUITE_NAME.test(spec.suite)) {
     throw new ProviderError('invalid_argument', {
       code: 'bad_suite',
@@ -64,6 +68,12 @@ export function checkBuildSpec(spec: DebianBuildSpec, fields: { suite: string; p
     throw new ProviderError('invalid_argument', {
       code: 'bad_package_cache',
       detail: `${fields.packageCache} must be an absolute path without spaces, quotes, backslashes or $.`,
+    });
+  }
+  if (spec.mirror !== undefined && !MIRROR_URL.test(spec.mirror)) {
+    throw new ProviderError('invalid_argument', {
+      code: 'bad_mirror',
+      detail: `${fields.mirror} must be an http:// or https:// URL of a Debian mirror (like http://deb.debian.org/debian).`,
     });
   }
 }
@@ -86,6 +96,8 @@ export function mmdebstrapArgs(spec: DebianBuildSpec, target: string, opts: { ha
   // mmdebstrap copies the host's resolver settings and name in: a sandbox has its own.
   args.push('--customize-hook=rm -f "$1/etc/resolv.conf" "$1/etc/hostname"');
   args.push(spec.suite, target);
+  // Without one, mmdebstrap's defaults: deb.debian.org, and for a stable release its updates and security.
+  if (spec.mirror !== undefined) args.push(spec.mirror);
   return args;
 }
 

@@ -2,7 +2,7 @@
 // (refused while a live sandbox runs on one), import, build and snapshot. Each change goes through
 // the store's writers (store-writer.ts): a name claimed first, a layer made aside and renamed into
 // place, a record published exclusively; whatever fails leaves nothing behind.
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { ProviderError } from '../../provider-error.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
 import { listSandboxIds, readSpec } from '../sandbox/state-dir.js';
@@ -12,8 +12,11 @@ import { findExecutable } from '../system/preflight.js';
 import { buildNeedsRoot, checkBuildSpec, DEBIAN_VARIANT, mmdebstrapMissing, runMmdebstrap, type DebianBuildSpec } from './debian-build.js';
 import { classifySource, fillFromSource, layerOwnersHere } from './import-root.js';
 import { badTemplateName, templateNotFound } from './refusals.js';
+import { treeSizeBytes } from './file-tree.js';
+import { snapshotChainTooLong, snapshotNeedsTemplate } from './refusals.js';
+import { assertSnapshotFits, fillFromWritableLayer, MAX_TEMPLATE_LAYERS, snapshotSizeBytes, type WritableLayerView } from './snapshot.js';
 import { isStorableTemplateName, listTemplates, readTemplate, type TemplateRecord } from './store.js';
-import { claimName, ensureTemplatesDir, makeLayer, publishTemplate, removeTemplate, sweepStale } from './store-writer.js';
+import { claimName, ensureTemplatesDir, makeLayer, publishTemplate, readLayer, removeTemplate, sweepStale } from './store-writer.js';
 
 /** A template and the live sandboxes (unqualified ids) running on it. */
 export type TemplateDetails = TemplateRecord & { used_by: string[] };
@@ -39,7 +42,7 @@ export interface ImportOpts {
 /** Options of a build. */
 export interface BuildOpts {
   /** How the arguments are named in errors (the CLI's NAME, --suite, --package-cache). */
-  fields?: Partial<{ name: string; suite: string; packageCache: string }>;
+  fields?: Partial<{ name: string; suite: string; packageCache: string; mirror: string }>;
   /** Hears every line mmdebstrap prints. */
   onOutput?: (line: string) => void;
   /** Interrupts the build. */
@@ -105,7 +108,7 @@ export class LocalTemplates {
    * `onOutput`; `signal` interrupts it. Nothing remains of a failed or interrupted build.
    */
   async buildDebian(name: string, spec: DebianBuildSpec, opts: BuildOpts = {}): Promise<TemplateRecord> {
-    const fields = { name: 'name', suite: 'suite', packageCache: 'package_cache', ...opts.fields };
+    const fields = { name: 'name', suite: 'suite', packageCache: 'package_cache', mirror: 'mirror', ...opts.fields };
     if (!isStorableTemplateName(name)) throw badTemplateName(fields.name);
     checkBuildSpec(spec, fields);
     if (process.geteuid?.() !== 0) throw buildNeedsRoot();
@@ -131,6 +134,48 @@ export class LocalTemplates {
         owners: 'native',
       };
     });
+  }
+
+  /**
+   * Saves the writable layer of a running template sandbox as template `name`, on top of the
+   * layers it runs on (snapshot.ts). Refused (unsupported) for a base sandbox, and
+   * (insufficient_resources) when snapshot storage would pass `capBytes`.
+   */
+  async snapshot(
+    sandbox: { id: string; template: string | undefined; layerDirs: readonly string[] | undefined },
+    layer: WritableLayerView | null,
+    name: string,
+    capBytes: number,
+  ): Promise<{ record: TemplateRecord; layerBytes: number; isFrozen: boolean }> {
+    if (!isStorableTemplateName(name)) throw badTemplateName('name');
+    if (sandbox.template === undefined || sandbox.layerDirs === undefined || layer === null) throw snapshotNeedsTemplate();
+    // The layers it runs on (their ids), as its spec recorded them: a live sandbox's template cannot be removed.
+    const baseLayers = sandbox.layerDirs.map((d) => basename(dirname(d)));
+    const baseRecords = baseLayers.map((id) => readLayer(this.dir, id));
+    if (baseRecords.some((r) => r === undefined)) throw new ProviderError('internal', { code: 'template_layer_missing' });
+    if (baseLayers.length + 1 > MAX_TEMPLATE_LAYERS) throw snapshotChainTooLong();
+    assertSnapshotFits(this.dir, snapshotSizeBytes(layer.upperDir), capBytes);
+    const owners = baseRecords[0]!.owners;
+    let isFrozen = false;
+    let layerBytes = 0;
+    const record = await this.make(name, baseLayers, async (claim) => {
+      const top = await makeLayer(this.dir, claim, owners, async (root) => {
+        isFrozen = (await fillFromWritableLayer(root, layer)).isFrozen;
+        // Files may have grown since the first look.
+        assertSnapshotFits(this.dir, treeSizeBytes(root), capBytes);
+      });
+      layerBytes = top.size_bytes;
+      return {
+        format: 1,
+        name,
+        source: { kind: 'snapshot', sandbox_id: sandbox.id, parent: sandbox.template! },
+        created_at: top.created_at,
+        size_bytes: top.size_bytes + baseRecords.reduce((sum, r) => sum + r!.size_bytes, 0),
+        layers: [top.id, ...baseLayers],
+        owners,
+      };
+    });
+    return { record, layerBytes, isFrozen };
   }
 
   /**

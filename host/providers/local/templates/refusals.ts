@@ -46,3 +46,19 @@ export function templatesDirNotPrivate(): ProviderError {
       "The templates directory must be this user's alone (mode 0700: its layers hold setuid files): chmod 700 it, or point SANDBOX_MCP_TEMPLATE_DIR at a private directory.",
   });
 }
+
+export function snapshotNeedsTemplate(): ProviderError {
+  return new ProviderError('unsupported', {
+    code: 'snapshot_needs_template',
+    detail:
+      "Only a sandbox created from a template can be snapshotted: a base sandbox's system is the host's own. Create one with create_sandbox's template (sandbox-mcp template ls lists them).",
+  });
+}
+
+export function snapshotChainTooLong(): ProviderError {
+  return new ProviderError('unsupported', {
+    code: 'snapshot_chain_too_long',
+    detail:
+      'This sandbox runs on a template of too many stacked snapshots: export its files and import them as a new template (sandbox-mcp template import) to start a new stack.',
+  });
+}
