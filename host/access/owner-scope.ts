@@ -8,7 +8,7 @@
 import { ProviderError, isProviderError } from '../providers/provider-error.js';
 import { maySee, ownerRecordedBy, seesEverything, type Principal } from './principal.js';
 import { definedFields } from '../util/defined-fields.js';
-import { noSnapshots, noTerminal, type Provider } from '../providers/provider.js';
+import { noSnapshots, noStopProcesses, noTerminal, type Provider } from '../providers/provider.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 
 /** Owners held at most; the oldest are forgotten first (they are read again when needed). */
@@ -152,6 +152,11 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
     async egressNotes(sandboxId, window) {
       await check(sandboxId);
       return (await provider.egressNotes?.(sandboxId, window)) ?? [];
+    },
+    async stopProcesses(sandboxId) {
+      await check(sandboxId);
+      if (!provider.stopProcesses) throw noStopProcesses();
+      return provider.stopProcesses(sandboxId);
     },
     async openTerminal(sandboxId, opts) {
       await check(sandboxId);

@@ -29,6 +29,8 @@ const TOOL_NAMES = [
   'send_task_input',
   // Beyond the seeds (DESIGN.md): issue 11.
   'expose_port',
+  // The way out of a full process table (issue 20).
+  'stop_processes',
   // Issue 19.
   'snapshot_sandbox',
 ];

@@ -83,7 +83,7 @@ function room(file: string): string {
  * then the providers, with configuration beside them and util/ and shared/ below everything.
  */
 const MAY_IMPORT: Record<string, readonly string[]> = {
-  'main.ts': ['cli'],
+  'main.ts': ['cli', 'util'],
   cli: ['serve', 'mcp', 'access', 'tasks', 'config', 'providers', 'util'],
   serve: ['mcp', 'access', 'tasks', 'config', 'providers', 'util'],
   mcp: ['access', 'tasks', 'config', 'providers', 'util'],

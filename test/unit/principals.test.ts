@@ -121,6 +121,7 @@ function ownersProvider() {
     describeNetwork: async (id) => (await known(id), { egress: 'none', allow_out: [], proxy: null, exposed_ports: [] }),
     limitNotes: async (id) => (await known(id), [`limit note of ${id}`]),
     egressNotes: async (id, window) => (await known(id), [`refusals of ${id} since ${window.sinceMs}`]),
+    stopProcesses: async (id) => (await known(id), { stopped: 7 }),
     openTerminal: async (id) => {
       await known(id);
       throw new ProviderError('unsupported', { code: 'terminal_reached' });
@@ -151,6 +152,7 @@ const PROVIDER_KEYS = Object.keys({
   describeNetwork: 0,
   limitNotes: 0,
   egressNotes: 0,
+  stopProcesses: 0,
   openTerminal: 0,
   snapshot: 0,
   close: 0,
@@ -201,7 +203,7 @@ describe('scopeProviders', () => {
     expect(owners.has(a)).toBe(false);
   });
 
-  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, egressNotes, openTerminal, snapshot)', async () => {
+  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, egressNotes, stopProcesses, openTerminal, snapshot)', async () => {
     const { provider } = ownersProvider();
     const registry = { get: () => provider };
     const cache = new OwnerCache();
@@ -214,6 +216,8 @@ describe('scopeProviders', () => {
     expect(await asBob.limitNotes!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     expect(await asAlice.egressNotes!(a, { sinceMs: 5 })).toEqual([`refusals of ${a} since 5`]);
     expect(await asBob.egressNotes!(a, { sinceMs: 5 }).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    expect(await asAlice.stopProcesses!(a)).toEqual({ stopped: 7 });
+    expect(await asBob.stopProcesses!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     const terminal = { cols: 80, rows: 24, onData: () => undefined };
     expect(await asAlice.openTerminal!(a, terminal).catch((e: ProviderError) => e.code)).toBe('terminal_reached');
     expect(await asBob.openTerminal!(a, terminal).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
@@ -235,6 +239,17 @@ describe('scopeProviders', () => {
     const { limitNotes: _omitted, egressNotes: _alsoOmitted, ...withoutNotes } = provider;
     expect(await lazyProvider('local', async () => withoutNotes).limitNotes(a)).toEqual([]);
     expect(await lazyProvider('local', async () => withoutNotes).egressNotes(a, { sinceMs: 5 })).toEqual([]);
+    expect(await lazy.stopProcesses(a)).toEqual({ stopped: 7 });
+    // A provider without stopProcesses (e2b) says so, naming the tools that do the job there.
+    const { stopProcesses: _noStop, ...withoutStop } = provider;
+    const unsupported = await lazyProvider('e2b', async () => withoutStop)
+      .stopProcesses(a)
+      .then(
+        () => null,
+        (e: ProviderError) => e.toJSON(),
+      );
+    expect(unsupported).toMatchObject({ category: 'unsupported', code: 'no_stop_processes' });
+    expect(unsupported?.suggestion).toMatch(/run_command \(kill or pkill\)/);
     expect((await lazy.snapshot(a, 'snap')).template).toBe('snap');
     const { snapshot: _none, ...withoutSnapshots } = provider;
     expect(

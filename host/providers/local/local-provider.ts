@@ -37,6 +37,7 @@ import { agentRuntimeArgv } from '../../../shared/agent-runtime.js';
 import { toProviderError } from './errors.js';
 import { CommandRunner } from './exec/command-runner.js';
 import { SandboxExec } from './exec/exec.js';
+import { stopLeftovers } from './exec/stop-processes.js';
 import { SandboxTerminals } from './exec/terminal.js';
 import { SandboxFiles } from './files/operations.js';
 import { SandboxCreator } from './lifecycle/create.js';
@@ -215,6 +216,13 @@ export class LocalProvider implements Provider {
         this.maxSnapshotStorageBytes,
       );
       return { template: record.name, sizeBytes: layerBytes, createdAt: record.created_at, note: localSnapshotNote(isFrozen) };
+    });
+  }
+
+  async stopProcesses(sandboxId: string): Promise<{ stopped: number }> {
+    return asProviderErrors(async () => {
+      const sb = await this.registry.require(sandboxId);
+      return { stopped: await stopLeftovers(sb.keeper.pid1) };
     });
   }
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { ProviderError } from '../../provider-error.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { cancelledBeforeStart, SANDBOX_HOME, type ExecRole } from '../../provider.js';
-import { LOCAL_DETAILS } from '../errors.js';
+import { hostResourcesError, LOCAL_DETAILS } from '../errors.js';
 import { buildEnterCommand, TEMPLATE_COMMAND_CAPS, type Command, type TemplateEntry } from '../launch/command-lines.js';
 import { proxyEnvironment, sandboxPathFor } from '../launch/environment.js';
 import { helpersDir, isHelperArch, readHelper } from '../launch/perl-helpers.js';
@@ -132,7 +132,7 @@ export class CommandRunner {
           if (sb.spec.root) throw new ProviderError('unavailable', { code: 'perl_missing', detail: LOCAL_DETAILS.perlMissing });
           throw new ProviderError('unavailable', { code: 'nsenter_missing', detail: LOCAL_DETAILS.nsenterMissing });
         }
-        throw new ProviderError('insufficient_resources', { code: e.code });
+        throw hostResourcesError(e.code);
       }
       throw e;
     } finally {

@@ -1,6 +1,6 @@
 // Before the first sandbox: is this Linux on an architecture the helpers know, and where are bwrap,
-// nsenter, setpriv, perl and the built keeper with its helpers? Each missing piece is an unavailable
-// (or unsupported) ProviderError with a fix in it.
+// nsenter, setpriv, flock, perl and the built keeper with its helpers? Each missing piece is an
+// unavailable (or unsupported) ProviderError with a fix in it.
 import { accessSync, constants as fsConstants, existsSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { ProviderError } from '../../provider-error.js';
@@ -21,7 +21,7 @@ function isExecutable(path: string): boolean {
   }
 }
 
-/** The executable `name` on PATH or in the usual system directories, or null. */
+/** The first executable `name` on PATH or in the usual system directories, or null. */
 export function findExecutable(name: string): string | null {
   const dirs = [
     ...(process.env.PATH ?? '').split(delimiter),
@@ -63,6 +63,8 @@ export function preflight(settings: Pick<LocalSettings, 'toolOverrides' | 'ident
   if (!setpriv && settings.identity.dropPrivileges) {
     throw new ProviderError('unavailable', { code: 'setpriv_missing', detail: LOCAL_DETAILS.setprivMissing });
   }
+  // Creates take the state directory's lock with it (sandbox/create-lock.ts).
+  if (!findExecutable('flock')) throw new ProviderError('unavailable', { code: 'flock_missing', detail: LOCAL_DETAILS.flockMissing });
   // Every sandbox needs it: its keeper forbids user namespaces inside with a perl helper.
   const perl = tool('perl');
   if (!perl) throw new ProviderError('unavailable', { code: 'perl_missing', detail: LOCAL_DETAILS.perlMissing });
