@@ -1,5 +1,5 @@
-// The operator's commands — ls, logs, shell, kill, cancel, diff, apply — for a person watching what
-// agents run and taking their workspace changes.
+// The operator's commands — ls, logs, shell, kill, cancel, snapshot, diff, apply — for a person
+// watching what agents run and taking their workspace changes.
 // They need no running server: each builds the same provider registry and agent client as the
 // server does (handed in by run.ts) and acts by explicit sandbox id, never adopting anything.
 // args.ts parses their command line; this module checks their ids (naming what is wrong,
@@ -19,9 +19,12 @@ import { killLine, killSandbox } from './kill.js';
 import { followLogs } from './logs.js';
 import { collectListing, renderListing } from './ls.js';
 import { runShell } from './shell.js';
+import { snapshotLines, snapshotSandbox } from './snapshot.js';
+import { isStorableTemplateName } from '../providers/local/templates/store.js';
+import { TEMPLATE_NAME_RULE } from '../providers/local/templates/refusals.js';
 
 /** The operator's commands (a subset of cli-args' COMMANDS). */
-export const OPERATOR_COMMANDS = ['ls', 'logs', 'shell', 'kill', 'cancel', 'diff', 'apply'] as const;
+export const OPERATOR_COMMANDS = ['ls', 'logs', 'shell', 'kill', 'cancel', 'snapshot', 'diff', 'apply'] as const;
 export type OperatorCommand = (typeof OPERATOR_COMMANDS)[number];
 
 /** Exit statuses every operator command shares (others: logs' LOGS_EXIT, shell's program status). */
@@ -118,6 +121,13 @@ async function dispatch(command: OperatorCommand, line: CommandLine, deps: Serve
       const sandbox = sandboxArg(line, config);
       const result = await applyWorkspace(deps, sandbox, { isWorktree: line.worktree });
       out((line.json ? JSON.stringify(result) : applyLine(result)) + '\n');
+      return OPERATOR_EXIT.ok;
+    }
+    case 'snapshot': {
+      const name = line.args[1] ?? '';
+      if (!isStorableTemplateName(name)) throw new UsageError(`NAME must be ${TEMPLATE_NAME_RULE}`);
+      const result = await snapshotSandbox(deps, sandboxArg(line, config), name);
+      out(line.json ? JSON.stringify(result) + '\n' : snapshotLines(result));
       return OPERATOR_EXIT.ok;
     }
     case 'cancel': {

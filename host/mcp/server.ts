@@ -14,7 +14,7 @@ import type { ServerDeps } from './server-deps.js';
 import { closeSession } from './session-close.js';
 import { Session } from './session.js';
 import { callTool } from './tool-call.js';
-import { listTools } from './tool-list.js';
+import { listTools, withListNotes } from './tool-list.js';
 import { progressNotifier } from './tools/progress.js';
 import { screenRequests } from './transports/message-check.js';
 
@@ -59,7 +59,8 @@ export function createServer(processDeps: ServerDeps, opts: SessionServerOpts = 
   // Only the error's class name: a transport's or handler's message may carry values.
   server.onerror = (e) => deps.log.warn('mcp protocol error', { unexpected: e instanceof Error ? e.name : typeof e });
   const tools = listTools(deps.config);
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  // A tool's listNote is read at every listing: a template made since shows without a restart.
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: withListNotes(tools, deps) }));
   const inFlight = new Set<Promise<unknown>>();
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
     const ctx = { deps, session, ...definedFields({ signal: extra.signal, progress: progressNotifier(extra) }) };

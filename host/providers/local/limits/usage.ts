@@ -3,7 +3,7 @@
 // calls), so the provider asks only when a command failed or a task tool asks.
 import { readdirSync, readFileSync, statfsSync } from 'node:fs';
 import { join } from 'node:path';
-import { DISK_SHARES_EIGHTHS } from './disk-shares.js';
+import { diskSharesEighths } from './disk-shares.js';
 
 // A mount with less than this free is full: ENOSPC for any write of some size.
 const FULL_BELOW_BYTES = 1024 * 1024;
@@ -55,10 +55,10 @@ export function taskCount(cgroupDirs: readonly string[], pid1: number): number |
   }
 }
 
-/** The writable mounts with (almost) no space left, seen through pid 1's root. */
-export function fullMounts(pid1: number): string[] {
+/** The writable mounts with (almost) no space left, seen through pid 1's root (`isTemplate`: a writable root). */
+export function fullMounts(pid1: number, isTemplate = false): string[] {
   const full: string[] = [];
-  for (const path of Object.keys(DISK_SHARES_EIGHTHS)) {
+  for (const path of Object.keys(diskSharesEighths(isTemplate))) {
     try {
       const st = statfsSync(join(`/proc/${pid1}/root`, path));
       if (st.bavail * st.bsize < FULL_BELOW_BYTES) full.push(path);
