@@ -28,6 +28,7 @@ import type {
   EgressWindow,
   ReadFileResult,
   SandboxMetadata,
+  SandboxWorkspace,
   SnapshotResult,
   TerminalOpts,
   TerminalSession,
@@ -47,6 +48,7 @@ import { describeSandboxNetwork } from './network/describe.js';
 import { egressNotes } from './network/failure-notes.js';
 import { SandboxPorts } from './network/expose.js';
 import { FailureReporter } from './network/failure-reporter.js';
+import { localWorkspace } from './rootfs/workspace.js';
 import { SandboxRegistry } from './sandbox/registry.js';
 import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
@@ -165,6 +167,13 @@ export class LocalProvider implements Provider {
 
   async getOwner(sandboxId: string): Promise<string | null> {
     return asProviderErrors(() => this.lifecycle.getOwner(sandboxId));
+  }
+
+  async getWorkspace(sandboxId: string): Promise<SandboxWorkspace | null> {
+    return asProviderErrors(async () => {
+      const sb = await this.registry.require(sandboxId);
+      return sb.spec.workspace ? localWorkspace(sb.dir, sb.spec.workspace) : null;
+    });
   }
 
   async getEnvironment(sandboxId: string): Promise<Record<string, string>> {
