@@ -3,7 +3,7 @@
 // sees and changes the files, the host tree stays byte-for-byte as it was, the changes come from
 // the agent (through the upper), writes count in the disk budget, and a template's root holds a
 // workspace too. As root the person's files look like the sandbox user's own (an idmapped lower).
-import { chownSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -11,6 +11,7 @@ import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { AgentClient, loadAgentBundle } from '../../host/tasks/agent-client.js';
 import { readWorkspaceChanges } from '../../host/tasks/workspace-changes.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
+import { listTemplates } from '../../host/providers/local/templates/store.js';
 import { localSandboxes } from '../support/local-sandboxes.js';
 import { KEEPER_SCRIPT, REPO } from '../support/paths.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
@@ -109,6 +110,8 @@ describe('a workspace in a sandbox on a template', () => {
   it("is the same overlay, its writes on the root's tmpfs, listed through the agent", async () => {
     mkdirSync(templatesDir, { mode: 0o700 });
     writeTestTemplate(templatesDir, 'mini', { programs: BASIC_PROGRAMS, owners: isRoot ? 'native' : 'flattened' });
+    // The store's layers are private, as the server's own store keeps them (snapshots refuse otherwise).
+    chmodSync(join(templatesDir, 'layers'), 0o700);
     provider = createLocalProvider({ stateDir, keeperScript: KEEPER_SCRIPT, limits: { diskMb: 32 } });
     const project = join(top, 'on-template');
     mkdirSync(project);
@@ -129,6 +132,9 @@ describe('a workspace in a sandbox on a template', () => {
       expect(report.changes.map((c) => `${c.change} ${c.path}`)).toEqual(['modified a.txt', 'deleted gone.txt']);
       expect(report.patch).toContain(' one\n+two\n');
       expect(treeHash(project)).toBe(before);
+      // A snapshot would drop the workspace's changes: refused, and nothing stored.
+      await expect(provider.snapshot!(id, 'with-ws')).rejects.toMatchObject({ category: 'unsupported', code: 'workspace_snapshot' });
+      expect(listTemplates(templatesDir).map((t) => t.name)).toEqual(['mini']);
     } finally {
       await provider.kill(id);
     }

@@ -48,7 +48,7 @@ import { describeSandboxNetwork } from './network/describe.js';
 import { egressNotes } from './network/failure-notes.js';
 import { SandboxPorts } from './network/expose.js';
 import { FailureReporter } from './network/failure-reporter.js';
-import { localWorkspace } from './rootfs/workspace.js';
+import { localWorkspace, workspaceSnapshotRefused } from './rootfs/workspace.js';
 import { SandboxRegistry } from './sandbox/registry.js';
 import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
@@ -217,6 +217,8 @@ export class LocalProvider implements Provider {
   async snapshot(sandboxId: string, name: string): Promise<SnapshotResult> {
     return asProviderErrors(async () => {
       const sb = await this.registry.require(sandboxId);
+      // Its workspace's changes live beside the writable layer, not in it: a snapshot would drop them unsaid.
+      if (sb.spec.workspace) throw workspaceSnapshotRefused();
       const root = sb.spec.root;
       const { record, layerBytes, isFrozen } = await this.templates.snapshot(
         { id: sb.id, template: root ? specTemplate(sb.spec) : undefined, layerDirs: root?.layers },

@@ -85,3 +85,15 @@ export function localWorkspace(dir: string, ws: SpecWorkspace): SandboxWorkspace
     namesFile: join(dir, WORKSPACE_NAMES_FILE),
   };
 }
+
+/**
+ * The refusal of a snapshot of a sandbox with a workspace: its changes are in the workspace's own
+ * upper, not the writable layer a snapshot copies, so the snapshot would silently lose them.
+ */
+export function workspaceSnapshotRefused(): ProviderError {
+  return new ProviderError('unsupported', {
+    code: 'workspace_snapshot',
+    detail:
+      "This sandbox has a workspace, and a local snapshot would not keep the workspace's changes: the person applies them first (sandbox-mcp apply), or snapshot a sandbox without a workspace.",
+  });
+}
