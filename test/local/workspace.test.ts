@@ -3,7 +3,8 @@
 // sees and changes the files, the host tree stays byte-for-byte as it was, the changes come from
 // the agent (through the upper), writes count in the disk budget, and a template's root holds a
 // workspace too. As root the person's files look like the sandbox user's own (an idmapped lower).
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -13,6 +14,7 @@ import { readWorkspaceChanges } from '../../host/tasks/workspace-changes.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { listTemplates } from '../../host/providers/local/templates/store.js';
 import { localSandboxes } from '../support/local-sandboxes.js';
+import { WORKSPACE_NAMES_FILE } from '../../host/providers/local/sandbox/state-dir.js';
 import { KEEPER_SCRIPT, REPO } from '../support/paths.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { BASIC_PROGRAMS, writeTestTemplate } from '../support/test-template.js';
@@ -21,6 +23,9 @@ import { SANDBOX_EDITS, treeHash, writeProject } from '../support/workspace-tree
 const local = localSandboxes();
 const top = realpathSync(mkdtempSync(join(tmpdir(), 'ws-local-')));
 afterAll(() => rmSync(top, { recursive: true, force: true }));
+
+/** Bytes on disk below `dir` (du, apparent sizes aside). */
+const du = (dir: string) => Number(execFileSync('du', ['-s', '-B1', dir], { encoding: 'utf8' }).split('\t')[0]);
 
 const run = async (id: string, command: string, cwd = '/workspace') => {
   const r = await local.provider.exec(id, command, { timeoutS: 60, cwd });
@@ -82,6 +87,28 @@ describe('a local workspace', () => {
     const sizeKb = Number(full.out.trim().split('\n').pop()!.split(/\s+/)[1]);
     // A base sandbox's workspace gets 3/8 of the budget.
     expect(sizeKb * 1024).toBe((info.disk_size_mb! * 1024 * 1024 * 3) / 8);
+    await local.provider.kill(id);
+  });
+
+  it('makes a large workspace (10 000 files, 200 MiB) without copying it: the sandbox holds none of it', async () => {
+    const project = join(top, 'large');
+    for (let d = 0; d < 100; d++) {
+      mkdirSync(join(project, `d${d}`), { recursive: true });
+      for (let f = 0; f < 100; f++) writeFileSync(join(project, `d${d}`, `f${f}`), `${d}/${f}\n`);
+    }
+    // 200 MiB the sandbox reads whole.
+    writeFileSync(join(project, 'big.bin'), '');
+    truncateSync(join(project, 'big.bin'), 200 * 1024 * 1024);
+    const { sandbox_id: id } = await local.create({ workspace: project });
+    const r = await run(id, 'find . -type f | wc -l; wc -c < big.bin; df -k /workspace | tail -1');
+    const [files, bytes, df] = r.out.trim().split('\n');
+    expect([Number(files), Number(bytes)]).toEqual([10_001, 200 * 1024 * 1024]);
+    // Its tmpfs holds only what the sandbox wrote: nothing yet.
+    expect(Number(df!.split(/\s+/)[2])).toBeLessThan(64);
+    // The state directory holds the names, not the files.
+    const names = JSON.parse(readFileSync(join(local.sandboxDir(id), WORKSPACE_NAMES_FILE), 'utf8')) as { dirs: Record<string, string[]> };
+    expect(Object.values(names.dirs).reduce((n, names) => n + names.length, 0)).toBe(10_101);
+    expect(du(local.sandboxDir(id))).toBeLessThan(2 * 1024 * 1024);
     await local.provider.kill(id);
   });
 
