@@ -46,7 +46,7 @@ afterAll(async () => {
 
 async function server(env: Record<string, string>, as?: { uid: number; gid: number }): Promise<StdioServer> {
   requireSandboxes();
-  const s = await connectStdio({ ...env, SANDBOX_MCP_WORKSPACE_ALLOW: allowed }, [], as);
+  const s = await connectStdio({ SANDBOX_MCP_WORKSPACE_ALLOW: allowed, ...env }, [], as);
   open.push(s);
   return s;
 }
@@ -211,6 +211,39 @@ describe('a local workspace (server as root)', () => {
       expect(e.text).not.toContain(top);
     }
     expect((await ok(s.client, 'list_sandboxes', {})).sandboxes.length).toBe(before);
+    // Without --workspace-allow: refused, naming the flag.
+    const closed = await server({ SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_WORKSPACE_ALLOW: '' });
+    const none = await toolError(closed.client, 'create_sandbox', { workspace: allowed });
+    expect(none.text).toContain('--workspace-allow');
+    // workspace_changes: a bad field is named, a sandbox without a workspace is not_found.
+    const { sandbox_id: id } = await ok(s.client, 'create_sandbox', {});
+    const bad = await s.client.callTool({ name: 'workspace_changes', arguments: { sandbox_id: id, patch: 'yes' } });
+    expect(bad.isError).toBe(true);
+    expect(text(bad)).toContain('patch');
+    const noWs = await toolError(s.client, 'workspace_changes', { sandbox_id: id });
+    expect([noWs.category, noWs.code]).toEqual(['not_found', 'no_workspace']);
+    await ok(s.client, 'kill_sandbox', { sandbox_id: id });
+  });
+
+  it('apply --worktree writes the changes into the working tree, HEAD and the branch unchanged', async () => {
+    const repo = join(allowed, 'worktree');
+    const head = makeRepo(repo);
+    const s = await server(env);
+    const { sandbox_id: id } = await ok(s.client, 'create_sandbox', { workspace: repo });
+    expect((await ok(s.client, 'run_command', { command: SANDBOX_EDITS })).exit_code).toBe(0);
+    const applied = await cli(env, ['apply', id, '--worktree', '--json']);
+    expect(applied.stderr).toBe('');
+    expect(JSON.parse(applied.stdout)).toMatchObject({ mode: 'directory', branch: null, deleted: 1 });
+    expect(git(repo, 'rev-parse', 'HEAD')).toBe(head);
+    expect(git(repo, 'branch', '--list', 'sandbox/*')).toBe('');
+    expect(
+      git(repo, 'status', '--porcelain')
+        .split('\n')
+        .map((l) => l.trim())
+        .sort(),
+    ).toEqual(['?? src/new/', 'D obsolete.txt', 'M run.sh', 'M src/app.js']);
+    expect(readFileSync(join(repo, 'src', 'app.js'), 'utf8')).toBe("console.log('hello, sandbox');\n");
+    await ok(s.client, 'kill_sandbox', { sandbox_id: id });
   });
 });
 
