@@ -1,7 +1,8 @@
 // The one slow template test: `sandbox-mcp template build` makes a real minimal Debian root with
 // mmdebstrap, run on a real pseudo-terminal (its progress display: a spinner line with the
 // phase), then apt-get installs a package inside a sandbox on that template through an egress
-// allow-list, the way a person would set it up (--network-allow @debian).
+// allow-list, the way a person would set it up (--network-allow @debian). Before that, a build
+// that fails and one interrupted with Ctrl-C leave nothing behind (store and processes).
 //
 // The packages mmdebstrap downloads are kept between runs on the same machine (the build's
 // --package-cache, in the user's cache directory, outside the checkout); a fresh machine
@@ -12,7 +13,7 @@ import { spawn as spawnPty } from '@lydell/node-pty';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { lookup } from 'node:dns/promises';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -30,16 +31,48 @@ const MIRROR = 'http://deb.debian.org/debian';
 const BUILD_TIMEOUT_MS = 600_000;
 let server: StdioServer | undefined;
 
-/** Runs `template build` on a pseudo-terminal; resolves its exit status and everything it showed. */
-function buildOnTerminal(name: string): Promise<{ code: number; output: string }> {
-  const term = spawnPty(process.execPath, [HOST_JS, 'template', 'build', name, '--mirror', MIRROR, '--package-cache', PACKAGE_CACHE], {
+/**
+ * Runs `template build` on a pseudo-terminal; resolves its exit status and everything it showed.
+ * `interruptAt`: once the output matches it, Ctrl-C is typed.
+ */
+function buildOnTerminal(name: string, extra: string[] = [], interruptAt?: RegExp): Promise<{ code: number; output: string }> {
+  const args = [HOST_JS, 'template', 'build', name, '--mirror', MIRROR, '--package-cache', PACKAGE_CACHE, ...extra];
+  const term = spawnPty(process.execPath, args, {
     cols: 120,
     rows: 30,
     env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir, TERM: 'xterm' }),
   });
   let output = '';
-  term.onData((d) => (output += d));
+  let isInterrupted = false;
+  term.onData((d) => {
+    output += d;
+    if (interruptAt && !isInterrupted && interruptAt.test(output)) {
+      isInterrupted = true;
+      term.write('\x03');
+    }
+  });
   return new Promise((resolve) => term.onExit(({ exitCode }) => resolve({ code: exitCode, output })));
+}
+
+/** What a failed or interrupted build must not leave: anything in the store but records and layers, and its processes. */
+function leftovers(): string[] {
+  const store = templatesDir(stateDir);
+  const names = (d: string) => (existsSync(d) ? readdirSync(d) : []);
+  const processes = readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(join(store, 'layers'));
+      } catch {
+        return false;
+      }
+    });
+  return [
+    ...names(store).filter((n) => n.startsWith('.tmp-')),
+    ...names(join(store, 'layers')).filter((n) => !/^[0-9a-f]{16}$/.test(n)),
+    ...names(join(store, '.claims')),
+    ...processes.map((p) => `process ${p}`),
+  ];
 }
 
 /** A call that may take minutes (apt-get): the client's own 60 s request timeout would cut it. */
@@ -65,8 +98,23 @@ afterAll(async () => {
 
 describe.runIf(isRoot)('a Debian template built with mmdebstrap', () => {
   it(
-    'builds on a terminal showing its phase, and apt-get installs a package inside a sandbox through an allow-list',
+    'leaves nothing when a build fails or is interrupted; builds on a terminal showing its phase; apt-get installs a package inside a sandbox through an allow-list',
     async () => {
+      const failed = await buildOnTerminal('broken', ['--suite', 'no-such-suite']);
+      expect(failed.code).toBe(1);
+      expect(failed.output).toContain('building template broken: the last lines mmdebstrap printed:');
+      expect(failed.output).toContain('unavailable: mmdebstrap failed (its last lines are above)');
+      expect(readTemplate(templatesDir(stateDir), 'broken')).toBeUndefined();
+      expect(leftovers()).toEqual([]);
+      // Interrupted while apt and dpkg work in the tree: their processes are stopped, then the tree removed.
+      const interrupted = await buildOnTerminal('stopped', [], /extracting archives|installing essential packages/);
+      expect(interrupted.code).toBe(130);
+      expect(interrupted.output).toContain('The build was interrupted; nothing of it was kept.');
+      // Stopped there, not left to finish.
+      expect(interrupted.output).not.toMatch(/cleaning package lists|success in/);
+      expect(readTemplate(templatesDir(stateDir), 'stopped')).toBeUndefined();
+      expect(leftovers()).toEqual([]);
+
       const built = await buildOnTerminal('debian');
       expect(built.code, built.output.slice(-3000)).toBe(0);
       // The progress line, rewritten in place: a spinner, the phase, the time so far.
