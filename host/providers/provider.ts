@@ -185,6 +185,28 @@ export interface ExecResult {
   notes?: string[];
 }
 
+/** One measured amount and the limit it counts against (null: no limit holds, or none is known). */
+export interface UsageAmount {
+  used: number;
+  limit: number | null;
+}
+
+/**
+ * What a sandbox uses now, for people (the dashboard): null for what the provider cannot measure,
+ * never 0. `memoryBytes` includes files in memory-backed mounts where the sandbox is charged for
+ * them (a local sandbox's tmpfs mounts).
+ */
+export interface SandboxUsage {
+  memoryBytes: UsageAmount | null;
+  processes: UsageAmount | null;
+  diskBytes: UsageAmount | null;
+}
+
+/** The usage of a sandbox whose provider measures nothing. */
+export function unmeasuredUsage(): SandboxUsage {
+  return { memoryBytes: null, processes: null, diskBytes: null };
+}
+
 /** The time span refusalNotes looks at: epoch milliseconds, `untilMs` exclusive. */
 export interface RefusalWindow {
   sinceMs: number;
@@ -288,6 +310,11 @@ export interface Provider {
    * provider without an egress proxy omits it.
    */
   refusalNotes?(sandboxId: string, window: RefusalWindow): Promise<string[]>;
+  /**
+   * What the sandbox uses now (memory, processes, disk; see SandboxUsage). Never extends the
+   * lifetime. Optional: a provider that measures nothing omits it.
+   */
+  usage?(sandboxId: string): Promise<SandboxUsage>;
   /**
    * Opens an interactive terminal in the sandbox (the operator's `shell` command; no tool uses
    * it). Optional: a provider without it cannot offer one. Never extends the lifetime.

@@ -121,6 +121,7 @@ function ownersProvider() {
     describeNetwork: async (id) => (await known(id), { egress: 'none', allow_out: [], proxy: null, exposed_ports: [] }),
     limitNotes: async (id) => (await known(id), [`limit note of ${id}`]),
     refusalNotes: async (id, window) => (await known(id), [`refusals of ${id} since ${window.sinceMs}`]),
+    usage: async (id) => (await known(id), { memoryBytes: { used: id.length, limit: null }, processes: null, diskBytes: null }),
     openTerminal: async (id) => {
       await known(id);
       throw new ProviderError('unsupported', { code: 'terminal_reached' });
@@ -148,6 +149,7 @@ const PROVIDER_KEYS = Object.keys({
   describeNetwork: 0,
   limitNotes: 0,
   refusalNotes: 0,
+  usage: 0,
   openTerminal: 0,
   close: 0,
 } satisfies Record<keyof Provider, 0>) as (keyof Provider)[];
@@ -197,7 +199,7 @@ describe('scopeProviders', () => {
     expect(owners.has(a)).toBe(false);
   });
 
-  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, refusalNotes, openTerminal)', async () => {
+  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, refusalNotes, usage, openTerminal)', async () => {
     const { provider } = ownersProvider();
     const registry = { get: () => provider };
     const cache = new OwnerCache();
@@ -210,6 +212,8 @@ describe('scopeProviders', () => {
     expect(await asBob.limitNotes!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     expect(await asAlice.refusalNotes!(a, { sinceMs: 5 })).toEqual([`refusals of ${a} since 5`]);
     expect(await asBob.refusalNotes!(a, { sinceMs: 5 }).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    expect(await asAlice.usage!(a)).toEqual({ memoryBytes: { used: a.length, limit: null }, processes: null, diskBytes: null });
+    expect(await asBob.usage!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     const terminal = { cols: 80, rows: 24, onData: () => undefined };
     expect(await asAlice.openTerminal!(a, terminal).catch((e: ProviderError) => e.code)).toBe('terminal_reached');
     expect(await asBob.openTerminal!(a, terminal).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
@@ -226,6 +230,10 @@ describe('scopeProviders', () => {
     const { limitNotes: _omitted, refusalNotes: _alsoOmitted, ...withoutNotes } = provider;
     expect(await lazyProvider('local', async () => withoutNotes).limitNotes(a)).toEqual([]);
     expect(await lazyProvider('local', async () => withoutNotes).refusalNotes(a, { sinceMs: 5 })).toEqual([]);
+    expect(await lazy.usage(a)).toEqual({ memoryBytes: { used: a.length, limit: null }, processes: null, diskBytes: null });
+    // One that measures nothing: every amount unknown (null), never 0.
+    const { usage: _noUsage, ...withoutUsage } = provider;
+    expect(await lazyProvider('local', async () => withoutUsage).usage(a)).toEqual({ memoryBytes: null, processes: null, diskBytes: null });
   });
 
   it('gives the operator the registry itself: no checks, no owner recorded', async () => {

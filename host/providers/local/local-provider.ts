@@ -25,6 +25,7 @@ import type {
   RefusalWindow,
   ReadFileResult,
   SandboxMetadata,
+  SandboxUsage,
   TerminalOpts,
   TerminalSession,
   WriteFileOpts,
@@ -37,6 +38,7 @@ import { SandboxFiles } from './files/operations.js';
 import { SandboxCreator } from './lifecycle/create.js';
 import { SandboxLifecycle } from './lifecycle/manage.js';
 import { limitNotes } from './limits/limit-watch.js';
+import { sandboxUsage } from './limits/sandbox-usage.js';
 import { egressRefusalNotes } from './network/denial-notes.js';
 import { DenialReporter } from './network/denial-reporter.js';
 import { describeSandboxNetwork } from './network/describe.js';
@@ -124,6 +126,11 @@ export class LocalProvider implements Provider {
     } catch {
       return [];
     }
+  }
+
+  /** What the sandbox uses now, against the limits its keeper enforces. */
+  async usage(sandboxId: string): Promise<SandboxUsage> {
+    return asProviderErrors(async () => sandboxUsage(await this.registry.require(sandboxId)));
   }
 
   /** Notes on the destinations the sandbox's egress proxy refused in `window` ([] when none, or when it is gone). */
