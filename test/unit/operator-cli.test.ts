@@ -16,7 +16,8 @@ import {
   LogsLineSchema,
   logsEnd,
 } from '../../host/cli/logs.js';
-import { AGENT_WITHOUT_LIST, ListingSchema, renderListing, type Listing } from '../../host/cli/ls.js';
+import { renderListing } from '../../host/cli/ls.js';
+import { AGENT_WITHOUT_LIST, ListingSchema, type Listing } from '../../host/tasks/listing.js';
 import { HELP, parseCommandLine } from '../../host/cli/args.js';
 import type { TaskView } from '../../shared/protocol.js';
 import { usageError } from '../support/usage-error.js';
