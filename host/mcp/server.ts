@@ -6,7 +6,6 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   CallToolRequestSchema,
   ErrorCode,
-  ListToolsRequestSchema,
   isJSONRPCRequest,
   McpError,
   type CallToolResult,
@@ -32,6 +31,7 @@ import type { ServerDeps } from './server-deps.js';
 import type { ProgressNotifier } from './tools/tool.js';
 import type { ToolDef } from './tools/tool.js';
 import { screenParams } from './transports/message-check.js';
+import { serveToolsAndViews } from './apps.js';
 import { definedFields } from '../util/defined-fields.js';
 import { HOST_VERSION } from '../config/version.js';
 
@@ -245,12 +245,12 @@ export function createServer(processDeps: ServerDeps, opts: SessionServerOpts = 
   const session = new Session({ hasCleanupNote: opts.transport === 'stdio' && !keep });
   const server = new Server(
     { name: 'sandbox-mcp', version: HOST_VERSION },
-    { capabilities: { tools: {} }, instructions: instructionsFor(deps.config) },
+    // `resources` serves the MCP App task view (apps.ts); it must be declared before connect.
+    { capabilities: { tools: {}, resources: {} }, instructions: instructionsFor(deps.config) },
   );
   // Only the error's class name: a transport's or handler's message may carry values.
   server.onerror = (e) => deps.log.warn('mcp protocol error', { unexpected: e instanceof Error ? e.name : typeof e });
-  const tools = listTools(deps.config);
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  serveToolsAndViews(server, listTools(deps.config));
   const inFlight = new Set<Promise<unknown>>();
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
     const call = callTool(deps, session, request.params.name, request.params.arguments, extra.signal, progressNotifier(extra));

@@ -133,7 +133,7 @@ function follow(): void {
 function showFinishedRun(r: { exit_code: number | null; stdout: string; stderr: string; timed_out: boolean }): void {
   const state = r.timed_out ? 'timed out' : r.exit_code === 0 ? 'finished' : 'failed';
   showState('finished', `${r.exit_code === 0 && !r.timed_out ? '✓' : '✗'} ${state}, exit code ${r.exit_code ?? 'unknown'}`);
-  $('exit').textContent = r.exit_code === null ? '–' : String(r.exit_code);
+  $('task-meta').hidden = true;
   append('stdout', r.stdout);
   append('stderr', r.stderr);
 }

@@ -8,8 +8,10 @@ import {
   ErrorCode,
   InitializeRequestSchema,
   JSONRPCMessageSchema,
+  ListResourcesRequestSchema,
   ListToolsRequestSchema,
   PingRequestSchema,
+  ReadResourceRequestSchema,
   type JSONRPCErrorResponse,
   type JSONRPCMessage,
   type JSONRPCRequest,
@@ -88,6 +90,9 @@ const REQUEST_SCHEMAS: Record<string, z.ZodType> = {
   ping: PingRequestSchema,
   'tools/list': ListToolsRequestSchema,
   'tools/call': CallToolRequestSchema,
+  // The MCP App task view (mcp/apps.ts).
+  'resources/list': ListResourcesRequestSchema,
+  'resources/read': ReadResourceRequestSchema,
 };
 
 /** MCP's own field names, which may be shown in an error (other keys are caller data). */
@@ -102,6 +107,7 @@ const PROTOCOL_FIELDS = new Set([
   'version',
   '_meta',
   'task',
+  'uri',
 ]);
 
 /** A JSON-RPC error for a request whose params do not fit its method, or undefined when they do (or the method is not ours). */
