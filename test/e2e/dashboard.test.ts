@@ -176,7 +176,7 @@ describe('the dashboard (sandbox-mcp http)', () => {
     await context.close();
   });
 
-  it('cancel and kill, each after a confirmation, are done and shown', async () => {
+  it('cancel, a new lifetime and kill, each after a confirmation, are done and shown', async () => {
     const { context, page, errors } = await freshPage();
     await signIn(page, TOKENS.alice);
     await page.locator(`tr[data-sandbox="${ids.a2}"]`).click();
@@ -196,6 +196,14 @@ describe('the dashboard (sandbox-mcp http)', () => {
     await expect.poll(() => task.getAttribute('data-state'), { timeout: 15_000 }).toBe('cancelled');
     await expect.poll(() => page.locator('#output-state').getAttribute('data-state'), { timeout: 15_000 }).toBe('cancelled');
     expect((await ok(mcp.alice, 'get_task', { sandbox_id: ids.a2, task_id: ids.sleeper })).state).toBe('cancelled');
+
+    // A new lifetime, counted from now, after the same kind of confirmation.
+    await page.locator('#extend').click();
+    await page.locator('#extend-seconds').fill('7200');
+    await page.locator('#confirm-yes').click();
+    await expect
+      .poll(async () => Date.parse((await ok(mcp.alice, 'get_sandbox', { sandbox_id: ids.a2 })).end_at) - Date.now())
+      .toBeGreaterThan(7000 * 1000);
 
     await page.locator('#kill').click();
     expect(await page.locator('#confirm-text').textContent()).toContain(ids.a2);
