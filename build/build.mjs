@@ -15,7 +15,14 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const dist = join(root, 'dist');
 
-const common = { bundle: true, platform: 'node', target: 'node20', logLevel: 'warning', legalComments: 'none', write: false };
+// Every bundle targets the oldest Node.js package.json's engines admits (its lowest `>=` bound, e.g.
+// node20.18.1): the host runs on any supported line, and the agent on whichever node a sandbox has.
+const [oldestNode] = [...pkg.engines.node.matchAll(/>=\s*v?(\d+(?:\.\d+){0,2})/g)]
+  .map((m) => m[1])
+  .sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
+if (!oldestNode) throw new Error(`package.json's engines.node (${pkg.engines.node}) has no lower bound to target`);
+
+const common = { bundle: true, platform: 'node', target: `node${oldestNode}`, logLevel: 'warning', legalComments: 'none', write: false };
 
 /** Puts `bytes` at `file` unless it already holds them: written beside it, then renamed over it. */
 function writeOutput(file, bytes, mode = 0o644) {

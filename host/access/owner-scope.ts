@@ -146,9 +146,9 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
       await check(sandboxId);
       return (await provider.limitNotes?.(sandboxId)) ?? [];
     },
-    async refusalNotes(sandboxId, window) {
+    async egressNotes(sandboxId, window) {
       await check(sandboxId);
-      return (await provider.refusalNotes?.(sandboxId, window)) ?? [];
+      return (await provider.egressNotes?.(sandboxId, window)) ?? [];
     },
     async usage(sandboxId) {
       await check(sandboxId);

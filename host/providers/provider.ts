@@ -94,10 +94,24 @@ export interface CreateOpts {
 export const EXPOSED_PORT_MIN = 1;
 export const EXPOSED_PORT_MAX = 65535;
 
-/** Throws invalid_argument (naming `port`) unless `port` is a TCP port a sandbox may expose. */
-export function assertExposablePort(port: unknown): asserts port is number {
+/** Ports of a provider's own plumbing inside its sandboxes, with what uses each (a sentence's subject). */
+export type ReservedPorts = Readonly<Record<number, string>>;
+
+/**
+ * Throws invalid_argument (naming `port`) unless `port` is a TCP port a sandbox may expose: in
+ * range, and not one of `reserved` — exposing the sandbox's own plumbing (its egress proxy, say)
+ * would hand it to whoever reaches the URL.
+ */
+export function assertExposablePort(port: unknown, reserved: ReservedPorts = {}): asserts port is number {
   if (typeof port !== 'number' || !Number.isInteger(port) || port < EXPOSED_PORT_MIN || port > EXPOSED_PORT_MAX) {
     throw new ProviderError('invalid_argument', { detail: `port must be an integer from ${EXPOSED_PORT_MIN} to ${EXPOSED_PORT_MAX}.` });
+  }
+  const user = reserved[port];
+  if (user !== undefined) {
+    throw new ProviderError('invalid_argument', {
+      code: 'port_reserved',
+      detail: `port: ${port} is ${user}, not a server of the sandbox's, and cannot be exposed; serve on another port.`,
+    });
   }
 }
 
@@ -178,9 +192,8 @@ export interface ExecResult {
   timedOut: boolean;
   /**
    * Sentences of the provider's own about a resource limit the command met (its memory limit
-   * killed a process, a writable mount is full, the process limit is reached) or destinations
-   * the sandbox's egress proxy refused while it ran; absent when none. A refusal note names host
-   * names the sandbox chose, so callers mask notes like the command's output.
+   * killed a process, a writable mount is full, the process limit is reached); absent when none.
+   * What the egress proxy refused meanwhile is egressNotes' to say.
    */
   notes?: string[];
 }
@@ -207,8 +220,8 @@ export function unmeasuredUsage(): SandboxUsage {
   return { memoryBytes: null, processes: null, diskBytes: null };
 }
 
-/** The time span refusalNotes looks at: epoch milliseconds, `untilMs` exclusive. */
-export interface RefusalWindow {
+/** The time span egressNotes looks at: epoch milliseconds, `untilMs` exclusive. */
+export interface EgressWindow {
   sinceMs: number;
   untilMs?: number;
 }
@@ -304,12 +317,12 @@ export interface Provider {
    */
   limitNotes?(sandboxId: string): Promise<string[]>;
   /**
-   * Sentences naming the destinations the sandbox's egress proxy refused from `sinceMs` up to
-   * (not including) `untilMs` (epoch ms; open-ended without it); [] when none or unknown. The
-   * host names are the sandbox's choice: callers mask them like its output. Optional: a
-   * provider without an egress proxy omits it.
+   * Sentences naming the destinations the sandbox's egress proxy refused, or allowed but could
+   * not reach, from `sinceMs` up to (not including) `untilMs` (epoch ms; open-ended without it),
+   * and why; [] when none or unknown. The host names are the sandbox's choice: callers mask them
+   * like its output. Optional: a provider without an egress proxy omits it.
    */
-  refusalNotes?(sandboxId: string, window: RefusalWindow): Promise<string[]>;
+  egressNotes?(sandboxId: string, window: EgressWindow): Promise<string[]>;
   /**
    * What the sandbox uses now (memory, processes, disk; see SandboxUsage). Never extends the
    * lifetime. Optional: a provider that measures nothing omits it.

@@ -21,7 +21,7 @@ const TTY_HINT =
 /** Serves one stdio session until EOF, a signal or a fault; then exits. */
 export async function serveStdioProcess(config: ServerConfig): Promise<never> {
   if (process.stdin.isTTY) process.stderr.write(TTY_HINT);
-  const deps = buildDeps(config);
+  const deps = buildDeps(config, { logsEgressFailures: true });
   const faults = watchForFaults(deps.log);
   await serveStdio(deps, {
     stop: Promise.race([shutdownSignal(), faults.happened]),
@@ -45,7 +45,7 @@ export interface HttpServeOpts {
 /** Serves Streamable HTTP until a signal or a fault; then exits. */
 export async function serveHttpProcess(config: ServerConfig, opts: HttpServeOpts): Promise<never> {
   const { tokens, principals, generated } = httpTokensFrom(process.env, opts.tokensFile, () => randomBytes(24).toString('base64url'));
-  const deps = buildDeps(config);
+  const deps = buildDeps(config, { logsEgressFailures: true });
   const faults = watchForFaults(deps.log);
   const dashboard = opts.noDashboard ? undefined : createDashboard(deps, { tokens });
   const handle = await serveHttp(deps, {
@@ -77,7 +77,8 @@ export async function serveHttpProcess(config: ServerConfig, opts: HttpServeOpts
  * stderr (for a person, outside the log); a line on stdin prints a new one.
  */
 export async function serveDashboardProcess(config: ServerConfig, opts: { port: number }): Promise<never> {
-  const deps = buildDeps(config);
+  // Like the operator's commands, it only looks: earlier egress failures are not logged again.
+  const deps = buildDeps(config, { logsEgressFailures: false });
   const faults = watchForFaults(deps.log);
   const codes = new OneTimeCode();
   const server = await listenDashboard(createDashboard(deps, { oneTimeCode: codes }), opts.port, (e) =>

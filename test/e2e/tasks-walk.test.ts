@@ -81,7 +81,7 @@ describe('reconnectable tasks through MCP', () => {
     expect(cancelled.exit_code).toBe(0);
 
     const killed = await ok(second.client, 'kill_sandbox', { sandbox_id: sandbox.sandbox_id });
-    expect(killed).toEqual({ success: true, sandbox_id: sandbox.sandbox_id });
+    expect(killed).toEqual({ success: true, sandbox_id: sandbox.sandbox_id, destroyed: true });
     const gone = await toolError(second.client, 'get_sandbox', { sandbox_id: sandbox.sandbox_id });
     expect(gone.category).toBe('not_found');
   });

@@ -6,6 +6,7 @@ import * as z from 'zod';
 import { describeIssue } from '../../shared/protocol.js';
 import { EnvelopeScanner } from '../../host/mcp/transports/envelope-scanner.js';
 import { screenEnvelope, screenParams } from '../../host/mcp/transports/message-check.js';
+import { PROTOTYPE_KEYS } from '../support/prototype-keys.js';
 
 function scan(text: string, pieceBytes = text.length): ReturnType<EnvelopeScanner['result']> {
   const scanner = new EnvelopeScanner();
@@ -98,6 +99,10 @@ describe('screenParams', () => {
     );
     expect(screenParams({ jsonrpc: '2.0', id: 15, method: 'resources/read', params: { uri: 'ui://x' } })).toBeUndefined();
     expect(screenParams({ jsonrpc: '2.0', id: 16, method: 'resources/list' })).toBeUndefined();
+  });
+
+  it('passes a method named like an Object.prototype key on to the SDK (which answers -32601), never throwing', () => {
+    for (const method of PROTOTYPE_KEYS) expect(screenParams({ jsonrpc: '2.0', id: 13, method }), method).toBeUndefined();
   });
 });
 

@@ -73,3 +73,16 @@ export function renderCapped(ctx: ToolContext, ref: SandboxRef, pieces: readonly
   const masked = pieces.map((p) => ctx.deps.masker.mask(ref.qualified, p));
   return masked.join(OMITTED_MARKER);
 }
+
+/** What starts a line of the server's own in a command's stderr (a note on a limit the command met, or on its network). */
+export const NOTE_PREFIX = '[sandbox-mcp] ';
+
+/**
+ * Notes on a failed command, as lines after its stderr (never cut by the cap), masked like the
+ * output: a network note names hosts the sandbox chose (`curl https://$TOKEN.example`).
+ */
+export function withNotes(stderr: string, notes: readonly string[] | undefined, ref: SandboxRef, ctx: ToolContext): string {
+  if (!notes || notes.length === 0) return stderr;
+  const sep = stderr === '' || stderr.endsWith('\n') ? '' : '\n';
+  return stderr + sep + notes.map((n) => `${NOTE_PREFIX}${ctx.deps.masker.mask(ref.qualified, n)}\n`).join('');
+}

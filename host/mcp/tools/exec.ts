@@ -7,12 +7,22 @@ import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
 import { LIMITS } from '../../../shared/limits.js';
 import { BACKGROUND_AFTER_MAX_S, BACKGROUND_AFTER_MIN_S, secretValuesOf } from '../../config/config.js';
-import { resolveSandboxPath, type ExecOpts, type ExecResult } from '../../providers/provider.js';
+import type { ExecOpts, ExecResult } from '../../providers/provider.js';
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
-import { EnvsSchema, SandboxIdSchema, defineTool, intIn, learnSecrets, renewIfOwned, resolveSandbox, type ToolContext } from './tool.js';
+import {
+  DefaultSandboxIdSchema,
+  EnvsSchema,
+  defineTool,
+  intIn,
+  learnSecrets,
+  renewIfOwned,
+  resolveSandbox,
+  type ToolContext,
+} from './tool.js';
 import { definedFields } from '../../util/defined-fields.js';
-import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, renderCapped, type ExecToolResult } from './exec-result.js';
-import { CommandSchema, CwdSchema, EXEC_TIMEOUT_DEFAULT_S, ExecTimeoutSchema } from './command-fields.js';
+import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, renderCapped, withNotes, type ExecToolResult } from './exec-result.js';
+import { CommandSchema, CwdSchema, EXEC_TIMEOUT_DEFAULT_S, ExecTimeoutSchema, resolveCwd } from './command-fields.js';
+import { networkNotes } from './network-notes.js';
 import { withProgress } from './progress.js';
 import { runPromotable } from './promote.js';
 
@@ -47,6 +57,7 @@ async function runCapped(
   cleanupAfterTimeout?: string,
 ) {
   const provider = ctx.deps.providers.get(ref.provider);
+  const startedMs = Date.now();
   const r = await withProgress(
     ctx,
     (s) => `command running for ${s} s`,
@@ -58,20 +69,10 @@ async function runCapped(
   // A timeout (or a cancelled call) kills the whole group, shell traps included: clean up from outside.
   if ((r.timedOut || ctx.signal?.aborted) && cleanupAfterTimeout)
     await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30, role: 'service' }).catch(() => undefined);
-  return { result: toResult(r, ref, ctx) };
-}
-
-/** What starts a line of the server's own in a command's stderr (a note on a limit the command met or a refused destination). */
-export const NOTE_PREFIX = '[sandbox-mcp] ';
-
-/**
- * The provider's notes on a failed command, as lines after its stderr (never cut by the cap),
- * masked like the output: a refusal note names hosts the sandbox chose (`curl https://$TOKEN.example`).
- */
-function withNotes(stderr: string, notes: readonly string[] | undefined, ref: SandboxRef, ctx: ToolContext): string {
-  if (!notes || notes.length === 0) return stderr;
-  const sep = stderr === '' || stderr.endsWith('\n') ? '' : '\n';
-  return stderr + sep + notes.map((n) => `${NOTE_PREFIX}${ctx.deps.masker.mask(ref.qualified, n)}\n`).join('');
+  const result = toResult(r, ref, ctx);
+  if (r.exitCode === 0) return { result };
+  const network = await networkNotes(ctx, ref, { sinceMs: startedMs, untilMs: Date.now() + 1 }, result.stdout + result.stderr);
+  return { result: { ...result, stderr: withNotes(result.stderr, network, ref, ctx) } };
 }
 
 function toResult(r: ExecResult, ref: SandboxRef, ctx: ToolContext): ExecToolResult {
@@ -107,10 +108,10 @@ const runCommand = defineTool({
     'Stdin is empty either way (a prompt sees end-of-file); for a command that needs input use start_task and send_task_input. Long output belongs in start_task.',
   input: z.strictObject({
     command: CommandSchema,
-    sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
+    sandbox_id: DefaultSandboxIdSchema,
     cwd: CwdSchema,
-    envs: EnvsSchema.optional().describe('Extra environment variables for this command.'),
-    timeout: ExecTimeoutSchema.describe("Seconds before the command's process group is killed (timed_out)."),
+    envs: EnvsSchema.optional().describe("Extra environment variables for this command only, added to the sandbox's own."),
+    timeout: ExecTimeoutSchema,
     background_after: BackgroundAfterSchema,
   }),
   output: ExecResultSchema,
@@ -121,7 +122,7 @@ const runCommand = defineTool({
     if (backgroundAfterS === undefined) {
       return runCapped(ctx, ref, args.command, { timeoutS: args.timeout, ...definedFields({ cwd: args.cwd, envs: args.envs }) });
     }
-    const cwd = args.cwd !== undefined ? resolveSandboxPath(args.cwd) : undefined;
+    const cwd = resolveCwd(args.cwd);
     const run = { command: args.command, timeoutS: args.timeout, backgroundAfterS, ...definedFields({ cwd, envs: args.envs }) };
     return { result: await runPromotable(ctx, ref, run) };
   },
@@ -133,12 +134,16 @@ const runCode = defineTool({
   name: 'run_code',
   title: 'Run code',
   description:
-    'Write code to a temporary file in the sandbox and run it with python3, node or bash (default python); same limits and result as run_command, ' +
+    'Write code to a temporary file in the sandbox and run it with python3, node or bash (default python), in cwd (default: the sandbox home); same limits and result as run_command, ' +
     'including background_after (the temporary file is removed when the code ends, also after promotion).',
   input: z.strictObject({
-    code: z.string().min(1).max(1_000_000),
-    language: z.enum(['python', 'javascript', 'bash']).default('python'),
-    sandbox_id: SandboxIdSchema.optional(),
+    code: z.string().min(1).max(1_000_000).describe('The program text (at most 1,000,000 characters), run from a temporary file.'),
+    language: z
+      .enum(['python', 'javascript', 'bash'])
+      .default('python')
+      .describe('Interpreter: python (python3), javascript (node) or bash. Default python.'),
+    sandbox_id: DefaultSandboxIdSchema,
+    cwd: CwdSchema,
     timeout: ExecTimeoutSchema,
     background_after: BackgroundAfterSchema,
   }),
@@ -154,12 +159,16 @@ const runCode = defineTool({
     // The shell removes the file when the code ends (a TERM from a timeout or cancel included), so
     // it also goes when the run outlives this call as a task.
     const command = `trap 'rm -f ${path}' EXIT; ${interpreter} ${path}`;
-    if (backgroundAfterS === undefined) return runCapped(ctx, ref, command, { timeoutS: args.timeout }, `rm -f ${path}`);
+    const cleanup = `rm -f ${path}`;
     try {
-      return { result: await runPromotable(ctx, ref, { command, timeoutS: args.timeout, backgroundAfterS }) };
+      if (backgroundAfterS === undefined) {
+        return await runCapped(ctx, ref, command, { timeoutS: args.timeout, ...definedFields({ cwd: args.cwd }) }, cleanup);
+      }
+      const cwd = resolveCwd(args.cwd);
+      return { result: await runPromotable(ctx, ref, { command, timeoutS: args.timeout, backgroundAfterS, ...definedFields({ cwd }) }) };
     } catch (e) {
-      // The task may never have started (or has ended): the file must not stay behind.
-      await provider.exec(ref.id, `rm -f ${path}`, { timeoutS: 30, role: 'service' }).catch(() => undefined);
+      // The code may never have run (a missing cwd, a task that never started) or has ended: the file must not stay behind.
+      await provider.exec(ref.id, cleanup, { timeoutS: 30, role: 'service' }).catch(() => undefined);
       throw e;
     }
   },

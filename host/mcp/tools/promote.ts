@@ -13,7 +13,8 @@ import { ProviderError, isProviderError } from '../../providers/provider-error.j
 import type { Provider } from '../../providers/provider.js';
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
 import { definedFields } from '../../util/defined-fields.js';
-import { EXEC_OUTPUT_CAP_BYTES, renderCapped, type ExecToolResult } from './exec-result.js';
+import { EXEC_OUTPUT_CAP_BYTES, renderCapped, withNotes, type ExecToolResult } from './exec-result.js';
+import { networkNotes } from './network-notes.js';
 import { describeBytes, withProgress } from './progress.js';
 import {
   CALL_SLACK_S,
@@ -49,7 +50,8 @@ type Outcome = { kind: 'finished' | 'promoted'; view: TaskView; isPageZero: bool
 
 /** Runs `run` as a task: the usual result if it finishes within backgroundAfterS, else its handle. */
 export async function runPromotable(ctx: ToolContext, ref: SandboxRef, run: PromotableRun): Promise<ExecToolResult> {
-  const deadlineMs = Date.now() + run.backgroundAfterS * 1000;
+  const startedMs = Date.now();
+  const deadlineMs = startedMs + run.backgroundAfterS * 1000;
   const taskId = newTaskId();
   // Empty stdin, as on the fast path: a command that reads stdin (`grep x`, a prompt) sees
   // end-of-file at once instead of waiting for its timeout, so a call that ends within
@@ -96,7 +98,10 @@ export async function runPromotable(ctx: ToolContext, ref: SandboxRef, run: Prom
     isHeld = false;
     const result = await finishedResult(ctx, provider, ref, outcome.view, outcome.isPageZero);
     await removeTask(ctx, provider, ref, taskId);
-    return result;
+    if (outcome.view.state !== 'failed') return result;
+    // As on the fast path: a failed command says what its network did.
+    const network = await networkNotes(ctx, ref, { sinceMs: startedMs, untilMs: Date.now() + 1 }, result.stdout + result.stderr);
+    return { ...result, stderr: withNotes(result.stderr, network, ref, ctx) };
   } finally {
     await ctx.deps.retention.end(ref.qualified, isHeld);
   }

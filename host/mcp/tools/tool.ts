@@ -55,6 +55,11 @@ export const intIn = (min: number, max: number) => z.number().int().min(min).max
 /** An explicit sandbox id: never empty; `provider:id` or an id of the default provider. */
 export const SandboxIdSchema = z.string().min(1).max(200);
 
+/** The `sandbox_id` of a tool that falls back to the session default: described once for all of them. */
+export const DefaultSandboxIdSchema = SandboxIdSchema.optional().describe(
+  "The sandbox, as create_sandbox returned it (e.g. local:abc; an unqualified id is the default provider's). Default: this session's default sandbox (the last one it created).",
+);
+
 /**
  * Environment variables: POSIX names to string values, LIMITS.envsMaxBytes in all. Every
  * command of a sandbox carries them: beyond the kernel's bounds every exec fails with E2BIG.

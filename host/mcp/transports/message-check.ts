@@ -84,16 +84,20 @@ export function screenEnvelope(raw: unknown): Screened {
   return { ok: true, message: parsed.data };
 }
 
-/** The SDK's schema for each request method this server answers: its params are checked before the SDK sees them. */
-const REQUEST_SCHEMAS: Record<string, z.ZodType> = {
-  initialize: InitializeRequestSchema,
-  ping: PingRequestSchema,
-  'tools/list': ListToolsRequestSchema,
-  'tools/call': CallToolRequestSchema,
+/**
+ * The SDK's schema for each request method this server answers: its params are checked before the
+ * SDK sees them. A Map, as the SDK's own handler table is: the method is the caller's text, and on
+ * a plain object `constructor` or `toString` would find Object.prototype's members.
+ */
+const REQUEST_SCHEMAS = new Map<string, z.ZodType>([
+  ['initialize', InitializeRequestSchema],
+  ['ping', PingRequestSchema],
+  ['tools/list', ListToolsRequestSchema],
+  ['tools/call', CallToolRequestSchema],
   // The MCP App task view (mcp/apps.ts).
-  'resources/list': ListResourcesRequestSchema,
-  'resources/read': ReadResourceRequestSchema,
-};
+  ['resources/list', ListResourcesRequestSchema],
+  ['resources/read', ReadResourceRequestSchema],
+]);
 
 /** MCP's own field names, which may be shown in an error (other keys are caller data). */
 const PROTOCOL_FIELDS = new Set([
@@ -112,7 +116,7 @@ const PROTOCOL_FIELDS = new Set([
 
 /** A JSON-RPC error for a request whose params do not fit its method, or undefined when they do (or the method is not ours). */
 export function screenParams(request: JSONRPCRequest): JSONRPCErrorResponse | undefined {
-  const schema = REQUEST_SCHEMAS[request.method];
+  const schema = REQUEST_SCHEMAS.get(request.method);
   if (!schema) return undefined;
   const { jsonrpc: _jsonrpc, id: _id, ...body } = request;
   const checked = schema.safeParse(body);

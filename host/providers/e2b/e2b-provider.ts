@@ -11,7 +11,7 @@ import { createConnections, type ConnectionsOpts } from './connections.js';
 import { mapE2bError, mapped } from './errors.js';
 import * as files from './files.js';
 import { createLifecycle } from './lifecycle.js';
-import { describeNetwork, exposedPort } from './network.js';
+import { describeNetwork, exposedPort, RESERVED_PORTS } from './network.js';
 import { sdkOptsFrom, type E2bConnectionConfig } from './sdk-opts.js';
 import { openTerminal } from './terminal.js';
 import { readUsage } from './usage.js';
@@ -117,7 +117,7 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
 
     async exposePort(sandboxId, port) {
       // Checked before connecting: nothing is contacted for a port that cannot exist.
-      assertExposablePort(port);
+      assertExposablePort(port, RESERVED_PORTS);
       return onEnvd(sandboxId, async (sandbox) => exposedPort(sandbox, port));
     },
 

@@ -22,7 +22,7 @@ import type {
   ListOpts,
   Provider,
   ReadFileOpts,
-  RefusalWindow,
+  EgressWindow,
   ReadFileResult,
   SandboxMetadata,
   SandboxUsage,
@@ -39,17 +39,18 @@ import { SandboxCreator } from './lifecycle/create.js';
 import { SandboxLifecycle } from './lifecycle/manage.js';
 import { limitNotes } from './limits/limit-watch.js';
 import { sandboxUsage } from './limits/sandbox-usage.js';
-import { egressRefusalNotes } from './network/denial-notes.js';
-import { DenialReporter } from './network/denial-reporter.js';
 import { describeSandboxNetwork } from './network/describe.js';
+import { egressNotes } from './network/failure-notes.js';
 import { SandboxPorts } from './network/expose.js';
+import { FailureReporter } from './network/failure-reporter.js';
 import { SandboxRegistry } from './sandbox/registry.js';
 import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
 
 export { MIN_MEMORY_MB } from './limits/settings.js';
 export { defaultKeeperScript, type LocalProviderOpts } from './settings.js';
-export type { NetworkDenial, NetworkDenialListener } from './network/denial-reporter.js';
+export type { EgressFailureReport, EgressFailureListener } from './network/failure-reporter.js';
+export { isRefusal } from './network/egress-failures.js';
 
 /** Name of this provider (prefix of qualified ids). */
 export const LOCAL_PROVIDER_ID = 'local';
@@ -72,8 +73,8 @@ export class LocalProvider implements Provider {
   private readonly commands: SandboxExec;
   private readonly files: SandboxFiles;
   private readonly ports: SandboxPorts;
-  /** Passes the egress proxies' refusals on after each command and before each kill. */
-  private readonly denials: DenialReporter;
+  /** Passes the egress proxies' recorded failures on after each command and before each kill. */
+  private readonly failures: FailureReporter;
   private readonly terminals: SandboxTerminals;
   /** The start-up sweep of dead sandboxes (sandbox/sweep.ts), running in the background. */
   private readonly sweep: Promise<number>;
@@ -87,7 +88,7 @@ export class LocalProvider implements Provider {
     this.commands = new SandboxExec(settings, this.registry, runner);
     this.files = new SandboxFiles(settings, this.registry, runner);
     this.ports = new SandboxPorts(this.registry);
-    this.denials = new DenialReporter(settings.sandboxes, settings.onNetworkDenied);
+    this.failures = new FailureReporter(settings.sandboxes, settings.onEgressFailure);
     this.terminals = new SandboxTerminals(settings, this.registry, runner);
     this.sweep = sweepDeadSandboxes(this.registry, settings.sandboxes);
   }
@@ -114,9 +115,9 @@ export class LocalProvider implements Provider {
   }
 
   async kill(sandboxId: string): Promise<void> {
-    this.denials.report(sandboxId);
+    this.failures.report(sandboxId);
     await asProviderErrors(() => this.lifecycle.kill(sandboxId));
-    this.denials.forget(sandboxId);
+    this.failures.forget(sandboxId);
   }
 
   /** Notes on the limits the sandbox met ([] when none, or when it is gone: they only explain). */
@@ -133,10 +134,10 @@ export class LocalProvider implements Provider {
     return asProviderErrors(async () => sandboxUsage(await this.registry.require(sandboxId)));
   }
 
-  /** Notes on the destinations the sandbox's egress proxy refused in `window` ([] when none, or when it is gone). */
-  async refusalNotes(sandboxId: string, window: RefusalWindow): Promise<string[]> {
+  /** Notes on the requests the sandbox's egress proxy refused or could not get through in `window` ([] when none, or when it is gone). */
+  async egressNotes(sandboxId: string, window: EgressWindow): Promise<string[]> {
     try {
-      return egressRefusalNotes((await this.registry.require(sandboxId)).dir, window.sinceMs, window.untilMs);
+      return await egressNotes(await this.registry.require(sandboxId), window.sinceMs, window.untilMs);
     } catch {
       return [];
     }
@@ -159,7 +160,7 @@ export class LocalProvider implements Provider {
     try {
       return await asProviderErrors(() => this.commands.exec(sandboxId, command, opts));
     } finally {
-      this.denials.report(sandboxId);
+      this.failures.report(sandboxId);
     }
   }
 

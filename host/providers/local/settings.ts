@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { isNetworkMode, NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
 import type { Identity, ToolPaths } from './launch/command-lines.js';
 import { resolveLimitSettings, type LimitOpts, type LimitSettings } from './limits/settings.js';
-import type { NetworkDenialListener } from './network/denial-reporter.js';
+import type { EgressFailureListener } from './network/failure-reporter.js';
 import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
 import type { FdCover } from './system/inherited-fds.js';
 import { inheritableFds } from './system/inherited-fds.js';
@@ -46,8 +46,8 @@ export interface LocalProviderOpts {
   network?: NetworkMode;
   /** Resource bounds of the sandboxes (limits/settings.ts); every one has a default. */
   limits?: LimitOpts;
-  /** Hears each request a sandbox's egress proxy refused (once per server process); default: nobody. */
-  onNetworkDenied?: NetworkDenialListener;
+  /** Hears each request a sandbox's egress proxy refused or could not get through, as its file records them (once per server process); default: nobody. */
+  onEgressFailure?: EgressFailureListener;
 }
 
 /** LocalProviderOpts with every default applied; fixed for the life of a provider instance. */
@@ -68,7 +68,7 @@ export interface LocalSettings {
   readonly toolOverrides: Partial<ToolPaths>;
   readonly network: NetworkMode;
   readonly limits: LimitSettings;
-  readonly onNetworkDenied: NetworkDenialListener | undefined;
+  readonly onEgressFailure: EgressFailureListener | undefined;
   readonly shell: string;
   /** Directories of the node binary (as given and resolved), put on the sandbox's PATH. */
   readonly nodeBinDirs: string[];
@@ -130,7 +130,7 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
     toolOverrides,
     network,
     limits,
-    onNetworkDenied: opts.onNetworkDenied,
+    onEgressFailure: opts.onEgressFailure,
     shell,
     nodeBinDirs: [...dirs],
     cover,
