@@ -300,6 +300,19 @@ describe('the dashboard (sandbox-mcp http)', () => {
   });
 });
 
+describe('sandbox-mcp http --no-dashboard', () => {
+  it('serves /mcp only: the page and the API are not there', async () => {
+    const bare = await startHttp({ SANDBOX_MCP_STATE_DIR: stateDir }, ['--no-dashboard']);
+    try {
+      for (const path of ['/', '/assets/dashboard.js', '/api/sandboxes'])
+        expect((await fetch(new URL(path, bare.url))).status, path).toBe(404);
+      expect((await bare.connect()).client.getServerVersion()?.name).toBe('sandbox-mcp');
+    } finally {
+      await bare.stop();
+    }
+  });
+});
+
 describe('sandbox-mcp dashboard (stdio users)', () => {
   let child: ChildProcessWithoutNullStreams;
   let stderr = '';
