@@ -39,3 +39,21 @@ export const TaskStatusSchema = z.object({
   error: z.optional(z.object({ code: z.string(), message: z.string() })),
 });
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
+
+/** A task's status before anything happened to it: running, with no process or outcome recorded. */
+export function initialStatus(taskId: string): TaskStatus {
+  return {
+    format: STATUS_FORMAT_VERSION,
+    task_id: taskId,
+    state: 'running',
+    reason: null,
+    supervisor: null,
+    group: null,
+    exit_code: null,
+    signal: null,
+    started_at: null,
+    finished_at: null,
+    stdout_truncated: false,
+    stderr_truncated: false,
+  };
+}

@@ -98,7 +98,7 @@ export function logsEnd(view: Pick<TaskView, 'state' | 'exit_code'>, nextOffset:
 /** The line that ends `logs` on stderr. */
 export function endLine(view: TaskView, stream: 'stdout' | 'stderr', follow: boolean): string {
   const id = `task ${view.task_id}`;
-  const truncated = view[`${stream}_truncated`]
+  const truncationNote = view[`${stream}_truncated`]
     ? ` (its ${stream} reached the ${LIMITS.streamCapBytes / 1024 / 1024} MiB cap: the rest was not kept)`
     : '';
   switch (view.state) {
@@ -106,11 +106,11 @@ export function endLine(view: TaskView, stream: 'stdout' | 'stderr', follow: boo
       return `${id} is still running${follow ? '' : ' (--follow keeps printing until it ends)'}`;
     case 'succeeded':
     case 'failed':
-      return `${id} ${view.state}, exit code ${view.exit_code ?? 'unknown'}${truncated}`;
+      return `${id} ${view.state}, exit code ${view.exit_code ?? 'unknown'}${truncationNote}`;
     case 'timed_out':
-      return `${id} timed out${truncated}`;
+      return `${id} timed out${truncationNote}`;
     case 'cancelled':
-      return `${id} was cancelled${truncated}`;
+      return `${id} was cancelled${truncationNote}`;
     case 'unknown':
       return `${id}: state unknown${view.error ? ` (${view.error.message})` : ''}`;
   }

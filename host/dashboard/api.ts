@@ -9,11 +9,12 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { scopeProviders } from '../access/owner-scope.js';
 import type { Principal } from '../access/principal.js';
 import { HOST_VERSION } from '../config/version.js';
-import { callTool } from '../mcp/server.js';
+import { callTool } from '../mcp/tool-call.js';
 import type { ServerDeps } from '../mcp/server-deps.js';
 import { Session } from '../mcp/session.js';
 import type { ErrorCategory } from '../providers/provider-error.js';
 import { WaitGate } from '../tasks/wait-gate.js';
+import { definedFields } from '../util/defined-fields.js';
 import { collectOverview, type Overview } from './overview.js';
 
 /** The HTTP status of a tool error of each category. */
@@ -105,7 +106,7 @@ export class DashboardApi {
 
   /** Runs tool `name` as `principal` in a session of its own (nothing is adopted, nothing renewed). */
   private tool(principal: Principal, name: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<CallToolResult> {
-    return callTool(this.depsOf(principal), new Session(), name, args, signal);
+    return callTool({ deps: this.depsOf(principal), session: new Session(), ...definedFields({ signal }) }, name, args);
   }
 
   private answerTool(res: ServerResponse, result: CallToolResult): void {

@@ -1,9 +1,58 @@
+// Where a command's output streams go: each kept within a cap while the rest is read and dropped,
+// so a command that writes without end never blocks on a full pipe nor grows our memory.
+
+/** A stream's bytes kept within a cap; the same face whichever bytes are kept. */
+export interface OutputSink {
+  /** Adds a chunk; never blocks and never grows beyond the cap. */
+  push(chunk: Buffer): void;
+  /** True when bytes were dropped. */
+  readonly isTruncated: boolean;
+  /** The kept bytes. */
+  readonly data: Buffer;
+  /** How many leading bytes of `data` are the stream's first bytes (where an "omitted" marker belongs). */
+  readonly splitAt: number;
+}
+
+/** Keeps the first `capBytes` of a stream (file reads: a prefix is what a reader wants). */
+export class HeadCapture implements OutputSink {
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  isTruncated = false;
+
+  constructor(private readonly capBytes: number) {}
+
+  push(chunk: Buffer): void {
+    const room = this.capBytes - this.size;
+    if (room <= 0) {
+      if (chunk.length > 0) this.isTruncated = true;
+      return;
+    }
+    if (chunk.length > room) {
+      this.chunks.push(chunk.subarray(0, room));
+      this.size += room;
+      this.isTruncated = true;
+    } else {
+      this.chunks.push(chunk);
+      this.size += chunk.length;
+    }
+  }
+
+  get data(): Buffer {
+    return Buffer.concat(this.chunks, this.size);
+  }
+
+  /** Every kept byte is from the stream's start. */
+  get splitAt(): number {
+    return this.size;
+  }
+}
+
 /**
  * Captures a stream's bytes up to a cap while draining the rest, keeping the first half and
  * the last half of the cap so a caller sees both how output began and how it ended (errors
  * usually come last). Providers use it for exec output.
  */
-export class OutputCapture {
+export class OutputCapture implements OutputSink {
   private readonly headCap: number;
   private readonly tailCap: number;
   private readonly head: Buffer[] = [];
@@ -47,7 +96,7 @@ export class OutputCapture {
   }
 
   /** True when bytes were dropped between the head and the tail. */
-  get truncated(): boolean {
+  get isTruncated(): boolean {
     return this.totalBytes > this.headBytes + this.tailBytes;
   }
 
@@ -61,6 +110,6 @@ export class OutputCapture {
    * dropped, else where the head ends (the place a "bytes omitted" marker belongs).
    */
   get splitAt(): number {
-    return this.truncated ? this.headBytes : this.headBytes + this.tailBytes;
+    return this.isTruncated ? this.headBytes : this.headBytes + this.tailBytes;
   }
 }

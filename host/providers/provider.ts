@@ -2,7 +2,7 @@
 // providers and the tools share (the sandbox home and its path rule, lifetime bounds, the default
 // output cap, network modes, exposed port bounds, the cancelled-before-start error). Each fact is written here once.
 // Ids here are the provider's own (unqualified); the tool layer adds and strips the `provider:`
-// prefix. Every method throws only ProviderError (host/errors.ts): the provider maps its failures
+// prefix. Every method throws only ProviderError (provider-error.ts): the provider maps its failures
 // once, at this boundary. exec runs with the sandbox's environment (its create envs plus per-call
 // envs) and HOME set to SANDBOX_HOME, so `$HOME/...` works in commands.
 import { posix } from 'node:path';
@@ -122,7 +122,7 @@ export interface ExposedPort {
 
 /**
  * A sandbox's effective network, for people (the debug CLI): never part of a tool result, whose
- * metadata keeps the seeds' nine fields. `egress`: `none` (own loopback only), `allow_out` (the
+ * metadata keeps its nine fixed fields. `egress`: `none` (own loopback only), `allow_out` (the
  * listed destinations), `host` (the host's network, local) or `provider_default` (e2b: E2B's own).
  */
 export interface NetworkDescription {

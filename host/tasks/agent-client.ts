@@ -77,6 +77,9 @@ export interface AgentCallOpts {
   stdin?: Buffer;
 }
 
+/** What the agent answers to an `op` request, validated. */
+export type AgentResult<Op extends OpName> = ReturnType<(typeof RESULT_SCHEMAS)[Op]['parse']>;
+
 /** Sends protocol requests to the agent inside a sandbox through a provider's exec. */
 export class AgentClient {
   // One install per sandbox at a time (concurrent calls into a fresh sandbox share it), and a
@@ -168,13 +171,13 @@ export class AgentClient {
     sandboxId: string,
     request: AgentRequestInput & { op: Op },
     opts: AgentCallOpts,
-  ): Promise<ReturnType<(typeof RESULT_SCHEMAS)[Op]['parse']>> {
+  ): Promise<AgentResult<Op>> {
     const { response } = await this.callRaw(provider, sandboxId, request, opts);
     if (!response.ok) throw agentErrorToProviderError(response.error.code, response.error.message);
     const schema = RESULT_SCHEMAS[request.op];
     const result = schema.safeParse(response.result);
     if (!result.success)
       throw new ProviderError('internal', { code: 'agent_failed', detail: 'The in-sandbox agent answered outside the protocol.' });
-    return result.data as ReturnType<(typeof RESULT_SCHEMAS)[Op]['parse']>;
+    return result.data as AgentResult<Op>;
   }
 }

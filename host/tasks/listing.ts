@@ -59,11 +59,11 @@ async function tasksOf(
   deps: ListingDeps,
   provider: ProviderId,
   sandboxId: string,
-): Promise<{ tasks: TaskSummary[] | null; truncated: boolean; error: z.infer<typeof TasksErrorSchema> | null }> {
+): Promise<{ tasks: TaskSummary[] | null; isTruncated: boolean; error: z.infer<typeof TasksErrorSchema> | null }> {
   const p = deps.providers.get(provider);
   try {
     const r = await deps.agent.call(p, sandboxId, { protocol: PROTOCOL_VERSION, op: 'list' }, { timeoutS: LIST_CALL_TIMEOUT_S });
-    return { tasks: r.tasks, truncated: r.truncated, error: null };
+    return { tasks: r.tasks, isTruncated: r.truncated, error: null };
   } catch (e) {
     let err = isProviderError(e) ? e : new ProviderError('internal');
     // An agent that does not know `list` refuses it as an invalid request; its hello says why.
@@ -76,7 +76,7 @@ async function tasksOf(
     }
     return {
       tasks: null,
-      truncated: false,
+      isTruncated: false,
       error: { category: err.category, ...definedFields({ code: err.code }), suggestion: err.suggestion },
     };
   }
@@ -103,7 +103,7 @@ export async function collectListing(deps: ListingDeps, providers: readonly Prov
     const metas = await listAllSandboxes(deps, provider);
     const rows = await inBatches(metas, PARALLEL_SANDBOXES, async (m) => {
       const t = await tasksOf(deps, provider, m.sandbox_id);
-      return { ...qualifyMetadata(provider, m), tasks: t.tasks, tasks_truncated: t.truncated, tasks_error: t.error };
+      return { ...qualifyMetadata(provider, m), tasks: t.tasks, tasks_truncated: t.isTruncated, tasks_error: t.error };
     });
     sandboxes.push(...rows);
   }

@@ -1,4 +1,4 @@
-// Real tasks through the built agent: the seeds' walk, masking, the cap, pages, exit codes,
+// Real tasks through the built agent: the start/read/cancel walk, masking, the cap, pages, exit codes,
 // group cleanup on completion, long-polling, idempotent start and the task limit.
 import { execFileSync, spawn, type StdioOptions } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';

@@ -87,6 +87,27 @@ describe('HTTP transport', () => {
     expect(good.headers.get('mcp-session-id')).toBeTruthy();
   });
 
+  it('says whether the bearer token was missing, malformed or wrong, never echoing what was sent', async () => {
+    const sent = 'not-the-token-7f3a9c51';
+    /** What the SDK's client reports when the server refuses its initialize. */
+    const connectError = async (headers: Record<string, string>): Promise<string> => {
+      const refused = await server.connect(headers).then(
+        () => undefined,
+        (e: unknown) => (e instanceof Error ? e.message : String(e)),
+      );
+      if (refused === undefined) throw new Error('the server accepted the connection');
+      return refused;
+    };
+    const missing = await connectError({});
+    const wrong = await connectError({ authorization: `Bearer ${sent}` });
+    expect(missing).toMatch(/no bearer token was sent/);
+    expect(wrong).toMatch(/bearer token is not valid/);
+    const malformed = await rawPost({ authorization: `Basic ${sent}` });
+    expect(malformed.status).toBe(401);
+    expect(((await malformed.json()) as { error: { message: string } }).error.message).toMatch(/not of the form Bearer <token>/);
+    for (const text of [missing, wrong]) expect(text).not.toContain(sent);
+  });
+
   it('rejects a foreign Host or Origin (DNS rebinding)', async () => {
     expect(await rawRequest({ host: `evil.example:${server.url.port}` })).toBe(403);
     expect(await rawRequest({ origin: 'http://evil.example' })).toBe(403);

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentClient, loadAgentBundle } from '../../host/tasks/agent-client.js';
 import { AGENT_WITHOUT_LIST, ListingSchema } from '../../host/tasks/listing.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
-import { ALL_TOOLS } from '../../host/mcp/server.js';
+import { ALL_TOOLS } from '../../host/mcp/tool-list.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { serverEnv } from '../support/built-server.js';

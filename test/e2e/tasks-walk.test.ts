@@ -1,4 +1,4 @@
-// The seeds' walk over stdio with real local sandboxes: a task outlives its MCP session and its
+// The task walk over stdio with real local sandboxes: a task outlives its MCP session and its
 // server process, and a NEW server process reads, cancels and cleans up.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';

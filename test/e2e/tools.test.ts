@@ -1,4 +1,4 @@
-// The tools (the seeds' fifteen and the later ones) through a real MCP client over stdio, against
+// Every tool through a real MCP client over stdio, against
 // real local sandboxes. Each test sets up what it needs: tests that only run things share one
 // sandbox made in beforeAll and name it explicitly; tests about the session default use a
 // session of their own.

@@ -1,6 +1,6 @@
-// The seeds' session rules, driven through the real tool handlers (callTool) with a recording
-// provider whose calls the test can hold open — the only way to pin in-flight races
-// deterministically. Real sandboxes cover the same tools end to end in test/e2e/.
+// The session rules (ownership, default, renewal, cleanup), driven through the real tool handlers
+// (callTool) with a recording provider whose calls the test can hold open — the only way to pin
+// in-flight races deterministically. Real sandboxes cover the same tools end to end in test/e2e/.
 import { describe, expect, it } from 'vitest';
 import { AgentClient } from '../../host/tasks/agent-client.js';
 import { ProviderError } from '../../host/providers/provider-error.js';
@@ -11,7 +11,8 @@ import { OwnerCache } from '../../host/access/owner-scope.js';
 import { WaitGate } from '../../host/tasks/wait-gate.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { runningSandbox } from '../support/running-sandbox.js';
-import { callTool, closeSession } from '../../host/mcp/server.js';
+import { closeSession } from '../../host/mcp/session-close.js';
+import { callTool } from '../../host/mcp/tool-call.js';
 import { Session } from '../../host/mcp/session.js';
 import type { ServerDeps } from '../../host/mcp/server-deps.js';
 
@@ -131,20 +132,20 @@ describe('session renewal policy and ownership', () => {
     const p = recordingProvider();
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'create_sandbox', { timeout: 120 });
-    await callTool(d, session, 'run_command', { command: 'true' });
+    await callTool({ deps: d, session }, 'create_sandbox', { timeout: 120 });
+    await callTool({ deps: d, session }, 'run_command', { command: 'true' });
     expect(renewals(p.calls)).toEqual([120]);
 
-    await callTool(d, session, 'set_sandbox_timeout', { timeout: 600 });
-    await callTool(d, session, 'read_file', { path: 'x' });
+    await callTool({ deps: d, session }, 'set_sandbox_timeout', { timeout: 600 });
+    await callTool({ deps: d, session }, 'read_file', { path: 'x' });
     expect(renewals(p.calls)).toEqual([120, 600, 600]);
 
     // A failed platform update leaves the previous policy intact.
     const release = p.hold('setTimeout', new ProviderError('unavailable'));
-    const failed = callTool(d, session, 'set_sandbox_timeout', { timeout: 900 });
+    const failed = callTool({ deps: d, session }, 'set_sandbox_timeout', { timeout: 900 });
     release();
     expect((await failed).isError).toBe(true);
-    await callTool(d, session, 'list_files', { path: '.' });
+    await callTool({ deps: d, session }, 'list_files', { path: '.' });
     expect(renewals(p.calls)).toEqual([120, 600, 600, 900, 600]);
   });
 
@@ -152,19 +153,19 @@ describe('session renewal policy and ownership', () => {
     const p = recordingProvider();
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'create_sandbox', { timeout: 120 });
+    await callTool({ deps: d, session }, 'create_sandbox', { timeout: 120 });
     // Someone else (the dashboard, another session's explicit set_sandbox_timeout) gave it a day.
     p.endAtMs.set('sb1', Date.now() + 86_400_000);
-    await callTool(d, session, 'run_command', { command: 'true' });
-    await callTool(d, session, 'write_file', { path: 'x', content: 'y' });
+    await callTool({ deps: d, session }, 'run_command', { command: 'true' });
+    await callTool({ deps: d, session }, 'write_file', { path: 'x', content: 'y' });
     expect(renewals(p.calls)).toEqual([]);
     // Ending sooner than the renewal would set: renewed as before.
     p.endAtMs.set('sb1', Date.now() + 60_000);
-    await callTool(d, session, 'run_command', { command: 'true' });
+    await callTool({ deps: d, session }, 'run_command', { command: 'true' });
     expect(renewals(p.calls)).toEqual([120]);
     // The owner's own set_sandbox_timeout may still shorten it.
     p.endAtMs.set('sb1', Date.now() + 86_400_000);
-    await callTool(d, session, 'set_sandbox_timeout', { timeout: 30 });
+    await callTool({ deps: d, session }, 'set_sandbox_timeout', { timeout: 30 });
     expect(renewals(p.calls)).toEqual([120, 30]);
   });
 
@@ -172,13 +173,13 @@ describe('session renewal policy and ownership', () => {
     const p = recordingProvider();
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'run_command', { command: 'true', sandbox_id: 'local:other' });
-    await callTool(d, session, 'get_sandbox', { sandbox_id: 'local:other' });
-    await callTool(d, session, 'set_sandbox_timeout', { sandbox_id: 'local:other', timeout: 50 });
-    await callTool(d, session, 'get_task', { sandbox_id: 'local:other', task_id: 'a'.repeat(32) });
-    await callTool(d, session, 'create_sandbox', {});
-    await callTool(d, session, 'start_task', { command: 'sleep 1' });
-    await callTool(d, session, 'cancel_task', { sandbox_id: 'local:sb1', task_id: 'a'.repeat(32) });
+    await callTool({ deps: d, session }, 'run_command', { command: 'true', sandbox_id: 'local:other' });
+    await callTool({ deps: d, session }, 'get_sandbox', { sandbox_id: 'local:other' });
+    await callTool({ deps: d, session }, 'set_sandbox_timeout', { sandbox_id: 'local:other', timeout: 50 });
+    await callTool({ deps: d, session }, 'get_task', { sandbox_id: 'local:other', task_id: 'a'.repeat(32) });
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    await callTool({ deps: d, session }, 'start_task', { command: 'sleep 1' });
+    await callTool({ deps: d, session }, 'cancel_task', { sandbox_id: 'local:sb1', task_id: 'a'.repeat(32) });
     // Only the explicit set_sandbox_timeout touched a lifetime.
     expect(renewals(p.calls)).toEqual([50]);
     expect(session.defaultSandbox).toBe('local:sb1');
@@ -191,9 +192,9 @@ describe('session renewal policy and ownership', () => {
     const p = recordingProvider();
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'create_sandbox', { timeout: 100 });
+    await callTool({ deps: d, session }, 'create_sandbox', { timeout: 100 });
     const release = p.hold('setTimeout');
-    const inFlight = callTool(d, session, 'set_sandbox_timeout', { timeout: 700 });
+    const inFlight = callTool({ deps: d, session }, 'set_sandbox_timeout', { timeout: 700 });
     await closeSession(d, session);
     release();
     expect((await inFlight).isError).toBeFalsy();
@@ -207,7 +208,7 @@ describe('session renewal policy and ownership', () => {
     const d = deps(p.provider);
     const session = new Session();
     const release = p.hold('create');
-    const inFlight = callTool(d, session, 'create_sandbox', {});
+    const inFlight = callTool({ deps: d, session }, 'create_sandbox', {});
     await closeSession(d, session);
     release();
     const r = await inFlight;
@@ -220,8 +221,8 @@ describe('session renewal policy and ownership', () => {
     const p = recordingProvider();
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'create_sandbox', {});
-    await callTool(d, session, 'kill_sandbox', {});
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    await callTool({ deps: d, session }, 'kill_sandbox', {});
     expect(session.defaultSandbox).toBeUndefined();
     await closeSession(d, session);
     expect(p.calls.filter((c) => c.op === 'kill')).toHaveLength(1);
@@ -237,8 +238,8 @@ describe('start_task submission outcomes', () => {
     };
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'create_sandbox', {});
-    const r = await callTool(d, session, 'start_task', { command: 'sleep 5' });
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    const r = await callTool({ deps: d, session }, 'start_task', { command: 'sleep 5' });
     expect(r.isError).toBeFalsy();
     const view = r.structuredContent as { state: string; task_id: string; sandbox_id: string; error?: { code: string } };
     expect(view.state).toBe('unknown');
@@ -255,7 +256,7 @@ describe('start_task submission outcomes', () => {
       throw new ProviderError('not_found');
     };
     const d = deps(p.provider);
-    const r = await callTool(d, new Session(), 'start_task', { sandbox_id: 'local:gone', command: 'true' });
+    const r = await callTool({ deps: d, session: new Session() }, 'start_task', { sandbox_id: 'local:gone', command: 'true' });
     expect(r.isError).toBe(true);
     expect(JSON.parse((r.content[0] as { text: string }).text).error.category).toBe('not_found');
   });
@@ -271,8 +272,8 @@ describe('task retention', () => {
     };
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'create_sandbox', {});
-    expect((await callTool(d, session, 'start_task', { command: 'true', cwd: '/nonexistent' })).isError).toBe(true);
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    expect((await callTool({ deps: d, session }, 'start_task', { command: 'true', cwd: '/nonexistent' })).isError).toBe(true);
     await closeSession(d, session);
     expect(kills(p.calls)).toEqual(['sb1']);
   });
@@ -283,8 +284,8 @@ describe('task retention', () => {
     p.provider.exec = () => new Promise((_, reject) => (fail = () => reject(new ProviderError('not_found'))));
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'create_sandbox', {});
-    const inFlight = callTool(d, session, 'start_task', { command: 'true' });
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    const inFlight = callTool({ deps: d, session }, 'start_task', { command: 'true' });
     await closeSession(d, session);
     expect(kills(p.calls)).toEqual([]);
     fail();
@@ -297,8 +298,8 @@ describe('task retention', () => {
     const d = deps(p.provider);
     const owner = new Session();
     const other = new Session();
-    await callTool(d, owner, 'create_sandbox', {});
-    await callTool(d, other, 'start_task', { sandbox_id: 'local:sb1', command: 'sleep 9' });
+    await callTool({ deps: d, session: owner }, 'create_sandbox', {});
+    await callTool({ deps: d, session: other }, 'start_task', { sandbox_id: 'local:sb1', command: 'sleep 9' });
     await closeSession(d, owner);
     expect(kills(p.calls)).toEqual([]);
   });
@@ -312,8 +313,8 @@ describe('kill_sandbox', () => {
     };
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'create_sandbox', {});
-    const r = await callTool(d, session, 'kill_sandbox', {});
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    const r = await callTool({ deps: d, session }, 'kill_sandbox', {});
     // Idempotent: already gone is what was asked for.
     expect(r.isError).toBeUndefined();
     expect(r.structuredContent).toEqual({ success: true, sandbox_id: 'local:sb1', destroyed: false });

@@ -1,4 +1,4 @@
-// The result of run_command and run_code, written once: the seeds' six fields, which a call that
+// The result of run_command and run_code, written once: the six fields, which a call that
 // finishes always returns exactly, plus the task handle fields a call promoted by
 // `background_after` adds (`backgrounded: true` says which shape came back). And how capped
 // output is shown: the first and last 32 KiB of a stream with a marker where the middle was cut.

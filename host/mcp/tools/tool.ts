@@ -1,6 +1,7 @@
 // What a tool is, and the helpers every tool group shares: sandbox resolution and renewal
-// (metadata qualification is in ../sandbox-metadata.ts, which the CLI shares). Tool handlers throw ProviderError; the server turns it into an
-// `isError` result. They never format provider errors themselves.
+// (metadata qualification is in providers/sandbox-metadata.ts, which the CLI shares). Tool
+// handlers throw ProviderError; tool-call.ts turns it into an `isError` result. They never format
+// provider errors themselves.
 import * as z from 'zod';
 import { envsBytes, LIMITS } from '../../../shared/limits.js';
 import type { ServerConfig } from '../../config/config.js';

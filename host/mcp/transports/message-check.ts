@@ -3,10 +3,12 @@
 // else is refused with a JSON-RPC error naming the problem — never a value — wherever the protocol
 // allows a reply (a request whose id can be read). Left to itself the SDK drops such a message
 // without an answer (stdio) or answers with a raw zod dump as an internal error.
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   CallToolRequestSchema,
   ErrorCode,
   InitializeRequestSchema,
+  isJSONRPCRequest,
   JSONRPCMessageSchema,
   ListResourcesRequestSchema,
   ListToolsRequestSchema,
@@ -20,6 +22,7 @@ import {
 import type * as z from 'zod';
 import { describeIssue } from '../../../shared/protocol.js';
 import { definedFields } from '../../util/defined-fields.js';
+import type { Logger } from '../../util/log.js';
 
 /** A JSON-RPC error response; `id` only when the refused message's id could be read. */
 export function errorReply(id: RequestId | undefined, code: number, message: string): JSONRPCErrorResponse {
@@ -122,4 +125,20 @@ export function screenParams(request: JSONRPCRequest): JSONRPCErrorResponse | un
   const checked = schema.safeParse(body);
   if (checked.success) return undefined;
   return errorReply(request.id, ErrorCode.InvalidParams, `Invalid params: ${describeIssue(checked.error, body, PROTOCOL_FIELDS)}`);
+}
+
+/**
+ * Routes a transport's requests through screenParams: a request whose params do not fit its
+ * method is answered with a JSON-RPC error naming the field, where the SDK would answer a raw
+ * zod dump as an internal error. Call it after the SDK connected the transport (it wraps the
+ * SDK's onmessage).
+ */
+export function screenRequests(transport: Transport, log: Logger): void {
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const reply = isJSONRPCRequest(message) ? screenParams(message) : undefined;
+    if (!reply) return deliver?.(message, extra);
+    log.info('refused a message', { reason: 'invalid_params' });
+    transport.send(reply).catch(() => log.warn('could not answer a refused message'));
+  };
 }

@@ -301,8 +301,8 @@ async function terminate(keeper: KeeperState, exitWaitMs: number): Promise<void>
     else if (!bwrap.hasExited()) bwrap.child.kill('SIGKILL');
     // Commands entered with nsenter keep a host-side half that must reap its child before the
     // namespace can finish dying; a stopped one never would.
-    const deadline = Date.now() + exitWaitMs;
-    while (!bwrap.hasExited() && Date.now() < deadline) {
+    const giveUpAtMs = Date.now() + exitWaitMs;
+    while (!bwrap.hasExited() && Date.now() < giveUpAtMs) {
       if (keeper.pidNs) killNamespaceEnterers(keeper.pidNs, [process.pid]);
       await Promise.race([bwrap.exited, sleep(50)]);
     }

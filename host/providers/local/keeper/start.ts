@@ -29,10 +29,10 @@ export function startKeeper(dir: string, opts: KeeperStartOpts): Promise<KeeperR
     });
     const pipe = child.stdio[3] as Readable;
     let text = '';
-    let done = false;
+    let isDone = false;
     const finish = (r: KeeperReport | Error): void => {
-      if (done) return;
-      done = true;
+      if (isDone) return;
+      isDone = true;
       clearTimeout(timer);
       pipe.destroy();
       child.unref();

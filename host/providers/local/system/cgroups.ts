@@ -260,8 +260,8 @@ export function removeCgroupsNow(dirs: readonly string[]): string[] {
 /** Removes the cgroups, retrying while their last processes exit (EBUSY); true when all are gone. */
 export async function removeCgroups(dirs: readonly string[], timeoutMs = 3000, pollMs = 10): Promise<boolean> {
   let left = removeCgroupsNow(dirs);
-  const deadline = Date.now() + timeoutMs;
-  while (left.length > 0 && Date.now() < deadline) {
+  const giveUpAtMs = Date.now() + timeoutMs;
+  while (left.length > 0 && Date.now() < giveUpAtMs) {
     await new Promise((r) => setTimeout(r, pollMs));
     left = removeCgroupsNow(left);
   }
