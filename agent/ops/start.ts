@@ -194,6 +194,7 @@ function countTasks(tasks: string): number {
 function taskLimit(): AgentFailure {
   return new AgentFailure(
     'task_limit',
-    `this sandbox user already has ${LIMITS.maxTasks} task directories, the maximum; destroy the sandbox (or use another) to start more tasks`,
+    `this sandbox user already has ${LIMITS.maxTasks} task directories, the maximum: remove those of finished tasks you no longer need ` +
+      `(run_command: rm -r ~/.local/state/sandbox-agent/tasks/<task_id>), or use another sandbox`,
   );
 }

@@ -26,7 +26,7 @@ export function instructionsFor(config: Pick<ServerConfig, 'keepSandboxes' | 'lo
     '3. For long work, start_task and SAVE both sandbox_id and task_id: they keep working across disconnects and server restarts.',
     '4. Read output with get_task, passing the returned stdout_next_offset / stderr_next_offset each time; use wait (up to 30 s) instead of polling in a loop.',
     '   A task waiting at a prompt (installer question, REPL) shows it in its output: answer with send_task_input (eof: true closes its stdin).',
-    '5. cancel_task stops a task; when finished, destroy retained sandboxes with kill_sandbox.',
+    '5. cancel_task stops a task; stop_processes ends whatever commands left running (e.g. `cmd &`) and keeps the tasks; when finished, destroy retained sandboxes with kill_sandbox.',
     'Long calls report notifications/progress every ~10 s when you send a progressToken.',
     networkSummary(config),
   ].join('\n');

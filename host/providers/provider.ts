@@ -57,6 +57,15 @@ export function noTerminal(): ProviderError {
   return new ProviderError('unsupported', { code: 'no_terminal', detail: 'This provider cannot open an interactive terminal.' });
 }
 
+/** The unsupported error of a provider without stopProcesses. */
+export function noStopProcesses(): ProviderError {
+  return new ProviderError('unsupported', {
+    code: 'no_stop_processes',
+    detail:
+      "This provider cannot stop a sandbox's processes for you (it has no process limit to recover from): end them with run_command (kill or pkill), or cancel_task for a task.",
+  });
+}
+
 /** Exactly the nine metadata fields the tools may disclose. Times are ISO 8601 or null. */
 export interface SandboxMetadata {
   sandbox_id: string;
@@ -328,6 +337,13 @@ export interface Provider {
    * lifetime. Optional: a provider that measures nothing omits it.
    */
   usage?(sandboxId: string): Promise<SandboxUsage>;
+  /**
+   * Ends every process of the sandbox that is not part of a task (what commands left running,
+   * commands still running) and returns how many it ended; tasks and the sandbox go on. Needs no
+   * new process in the sandbox: the way out of a full process table. Optional: without it the
+   * tool is unsupported.
+   */
+  stopProcesses?(sandboxId: string): Promise<{ stopped: number }>;
   /**
    * Opens an interactive terminal in the sandbox (the operator's `shell` command; no tool uses
    * it). Optional: a provider without it cannot offer one. Never extends the lifetime.

@@ -29,6 +29,8 @@ const TOOL_NAMES = [
   'send_task_input',
   // Beyond the seeds (DESIGN.md): issue 11.
   'expose_port',
+  // The way out of a full process table (issue 20).
+  'stop_processes',
 ];
 const METADATA_FIELDS = ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'];
 const SECRET = 'sk-live-' + randomBytes(12).toString('hex');

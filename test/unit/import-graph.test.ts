@@ -84,7 +84,7 @@ function room(file: string): string {
  * then the providers, with configuration beside them and util/ and shared/ below everything.
  */
 const MAY_IMPORT: Record<string, readonly string[]> = {
-  'main.ts': ['cli'],
+  'main.ts': ['cli', 'util'],
   cli: ['serve', 'dashboard', 'mcp', 'access', 'tasks', 'config', 'providers', 'util'],
   serve: ['dashboard', 'mcp', 'access', 'tasks', 'config', 'providers', 'util'],
   dashboard: ['mcp', 'access', 'tasks', 'config', 'providers', 'util'],

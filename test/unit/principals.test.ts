@@ -122,6 +122,7 @@ function ownersProvider() {
     limitNotes: async (id) => (await known(id), [`limit note of ${id}`]),
     egressNotes: async (id, window) => (await known(id), [`refusals of ${id} since ${window.sinceMs}`]),
     usage: async (id) => (await known(id), { memoryBytes: { used: id.length, limit: null }, processes: null, diskBytes: null }),
+    stopProcesses: async (id) => (await known(id), { stopped: 7 }),
     openTerminal: async (id) => {
       await known(id);
       throw new ProviderError('unsupported', { code: 'terminal_reached' });
@@ -150,6 +151,7 @@ const PROVIDER_KEYS = Object.keys({
   limitNotes: 0,
   egressNotes: 0,
   usage: 0,
+  stopProcesses: 0,
   openTerminal: 0,
   close: 0,
 } satisfies Record<keyof Provider, 0>) as (keyof Provider)[];
@@ -199,7 +201,7 @@ describe('scopeProviders', () => {
     expect(owners.has(a)).toBe(false);
   });
 
-  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, egressNotes, usage, openTerminal)', async () => {
+  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, egressNotes, usage, stopProcesses, openTerminal)', async () => {
     const { provider } = ownersProvider();
     const registry = { get: () => provider };
     const cache = new OwnerCache();
@@ -214,6 +216,8 @@ describe('scopeProviders', () => {
     expect(await asBob.egressNotes!(a, { sinceMs: 5 }).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     expect(await asAlice.usage!(a)).toEqual({ memoryBytes: { used: a.length, limit: null }, processes: null, diskBytes: null });
     expect(await asBob.usage!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    expect(await asAlice.stopProcesses!(a)).toEqual({ stopped: 7 });
+    expect(await asBob.stopProcesses!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     const terminal = { cols: 80, rows: 24, onData: () => undefined };
     expect(await asAlice.openTerminal!(a, terminal).catch((e: ProviderError) => e.code)).toBe('terminal_reached');
     expect(await asBob.openTerminal!(a, terminal).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
@@ -234,6 +238,17 @@ describe('scopeProviders', () => {
     // One that measures nothing: every amount unknown (null), never 0.
     const { usage: _noUsage, ...withoutUsage } = provider;
     expect(await lazyProvider('local', async () => withoutUsage).usage(a)).toEqual({ memoryBytes: null, processes: null, diskBytes: null });
+    expect(await lazy.stopProcesses(a)).toEqual({ stopped: 7 });
+    // A provider without stopProcesses (e2b) says so, naming the tools that do the job there.
+    const { stopProcesses: _noStop, ...withoutStop } = provider;
+    const unsupported = await lazyProvider('e2b', async () => withoutStop)
+      .stopProcesses(a)
+      .then(
+        () => null,
+        (e: ProviderError) => e.toJSON(),
+      );
+    expect(unsupported).toMatchObject({ category: 'unsupported', code: 'no_stop_processes' });
+    expect(unsupported?.suggestion).toMatch(/run_command \(kill or pkill\)/);
   });
 
   it('gives the operator the registry itself: no checks, no owner recorded', async () => {

@@ -66,7 +66,12 @@ export async function collectChecks(config: ServerConfig): Promise<Check[]> {
     const cgroups = await checkCgroups();
     checks.push(cgroups.check);
     const limits = resolveLimitSettings(config.localLimits);
-    checks.push(checkLimits({ cgroup: cgroups.enforced, bwrapHasSize: bwrap.hasSize, canExemptFromOom: hasSysResource() }, limits));
+    checks.push(
+      checkLimits(
+        { cgroup: cgroups.enforced, hasCeilingCgroup: cgroups.hasCeiling, bwrapHasSize: bwrap.hasSize, canExemptFromOom: hasSysResource() },
+        limits,
+      ),
+    );
     checks.push(checkStateDir(resolve(config.stateDir ?? defaultStateDir())), checkServerFiles());
     if (checks.some((c) => c.status === 'fail')) {
       checks.push(fail('sandbox', 'not tried: a check above failed', 'fix the failures above, then run sandbox-mcp doctor again'));

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
 import { LIMITS } from '../../../shared/limits.js';
 import { BACKGROUND_AFTER_MAX_S, BACKGROUND_AFTER_MIN_S, secretValuesOf } from '../../config/config.js';
-import type { ExecOpts, ExecResult } from '../../providers/provider.js';
+import { noStopProcesses, type ExecOpts, type ExecResult } from '../../providers/provider.js';
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
 import {
   DefaultSandboxIdSchema,
@@ -174,5 +174,28 @@ const runCode = defineTool({
   },
 });
 
-/** run_command and run_code. */
-export const execTools = [runCommand, runCode];
+const stopProcesses = defineTool({
+  name: 'stop_processes',
+  title: 'Stop leftover processes',
+  description:
+    'End every process in a sandbox that is not part of a task: what run_command and run_code left running in the background (`cmd &`, nohup, setsid; servers included) ' +
+    'and commands still running. Tasks (start_task, background_after) keep running, and so does the sandbox with its files. TERM, then KILL 1 s later. ' +
+    'The way out when a sandbox is at its process limit (insufficient_resources, code process_limit): it needs no new process in the sandbox. ' +
+    'Returns how many processes it stopped. Local sandboxes only.',
+  input: z.strictObject({
+    sandbox_id: DefaultSandboxIdSchema,
+  }),
+  output: z.strictObject({ sandbox_id: z.string(), stopped: z.number().int() }),
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+  async run(args, ctx) {
+    const ref = resolveSandbox(ctx, args.sandbox_id);
+    await renewIfOwned(ctx, ref);
+    const provider = ctx.deps.providers.get(ref.provider);
+    if (!provider.stopProcesses) throw noStopProcesses();
+    const { stopped } = await provider.stopProcesses(ref.id);
+    return { result: { sandbox_id: ref.qualified, stopped } };
+  },
+});
+
+/** run_command and run_code, and stop_processes for what they leave running. */
+export const execTools = [runCommand, runCode, stopProcesses];

@@ -33,6 +33,7 @@ import type {
 import { toProviderError } from './errors.js';
 import { CommandRunner } from './exec/command-runner.js';
 import { SandboxExec } from './exec/exec.js';
+import { stopLeftovers } from './exec/stop-processes.js';
 import { SandboxTerminals } from './exec/terminal.js';
 import { SandboxFiles } from './files/operations.js';
 import { SandboxCreator } from './lifecycle/create.js';
@@ -182,6 +183,13 @@ export class LocalProvider implements Provider {
 
   async describeNetwork(sandboxId: string): Promise<NetworkDescription> {
     return asProviderErrors(() => describeSandboxNetwork(this.registry, sandboxId));
+  }
+
+  async stopProcesses(sandboxId: string): Promise<{ stopped: number }> {
+    return asProviderErrors(async () => {
+      const sb = await this.registry.require(sandboxId);
+      return { stopped: await stopLeftovers(sb.keeper.pid1) };
+    });
   }
 
   async openTerminal(sandboxId: string, opts: TerminalOpts): Promise<TerminalSession> {

@@ -20,12 +20,15 @@ function hostUrl(port: number): string {
   return `http://127.0.0.1:${port}/`;
 }
 
-function refusal(code: ControlFailure): ProviderError {
+/** The ProviderError for a keeper's refusal to expose a port. */
+export function exposeRefusal(code: ControlFailure): ProviderError {
   switch (code) {
     case 'too_many_ports':
       return new ProviderError('insufficient_resources', {
         code,
-        detail: `A sandbox may expose at most ${MAX_EXPOSED_PORTS} ports.`,
+        detail:
+          `A sandbox may expose at most ${MAX_EXPOSED_PORTS} ports, and they stay exposed until it ends: serve on a port already exposed ` +
+          '(expose_port gives the same URL for it again), or use another sandbox.',
       });
     case 'listen_failed':
       return new ProviderError('unavailable', { code, detail: "No port on the host's loopback could be opened for the sandbox's port." });
@@ -56,7 +59,7 @@ export class SandboxPorts {
       if (!(await this.registry.inspect(sandboxId))) throw sandboxGone();
       throw new ProviderError('unavailable', { code: 'keeper_unreachable', detail: "The sandbox's keeper did not answer; retry." });
     }
-    if (!reply.ok) throw refusal(reply.code);
+    if (!reply.ok) throw exposeRefusal(reply.code);
     if (!('host_port' in reply)) throw new ProviderError('internal', { code: 'bad_reply' });
     return { url: hostUrl(reply.host_port) };
   }

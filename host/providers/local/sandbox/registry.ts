@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { ProviderError } from '../../provider-error.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import type { LocalSettings } from '../settings.js';
-import { removeCgroups } from '../system/cgroups.js';
+import { removeCgroups, removeEmptyCeilings } from '../system/cgroups.js';
 import { isAlive, signalIfAlive } from '../system/proc.js';
 import { isSandboxId } from './ids.js';
 import type { SandboxSpec } from './spec.js';
@@ -171,7 +171,9 @@ export class SandboxRegistry {
       signalIfAlive(keeper.bwrap, 'SIGKILL');
     }
     // Without a record (its keeper died while starting), the cgroups it made are listed on their own.
-    await removeCgroups(keeper?.cgroups ?? readCgroupsList(join(this.settings.sandboxes, id)));
+    const cgroups = keeper?.cgroups ?? readCgroupsList(join(this.settings.sandboxes, id));
+    await removeCgroups(cgroups);
+    removeEmptyCeilings(cgroups);
     removeSandboxDir(this.settings.sandboxes, id);
   }
 }
