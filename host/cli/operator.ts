@@ -14,7 +14,8 @@ import { cancelLine, cancelTask } from './cancel.js';
 import { isColourWanted } from './format.js';
 import { killLine, killSandbox } from './kill.js';
 import { followLogs } from './logs.js';
-import { collectListing, renderListing } from './ls.js';
+import { renderListing } from './ls.js';
+import { collectListing } from '../tasks/listing.js';
 import { runShell } from './shell.js';
 
 /** The operator's commands (a subset of cli-args' COMMANDS). */
