@@ -121,6 +121,7 @@ function ownersProvider() {
     describeNetwork: async (id) => (await known(id), { egress: 'none', allow_out: [], proxy: null, exposed_ports: [] }),
     limitNotes: async (id) => (await known(id), [`limit note of ${id}`]),
     egressNotes: async (id, window) => (await known(id), [`refusals of ${id} since ${window.sinceMs}`]),
+    usage: async (id) => (await known(id), { memoryBytes: { used: id.length, limit: null }, processes: null, diskBytes: null }),
     stopProcesses: async (id) => (await known(id), { stopped: 7 }),
     openTerminal: async (id) => {
       await known(id);
@@ -152,6 +153,7 @@ const PROVIDER_KEYS = Object.keys({
   describeNetwork: 0,
   limitNotes: 0,
   egressNotes: 0,
+  usage: 0,
   stopProcesses: 0,
   openTerminal: 0,
   snapshot: 0,
@@ -203,7 +205,7 @@ describe('scopeProviders', () => {
     expect(owners.has(a)).toBe(false);
   });
 
-  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, egressNotes, stopProcesses, openTerminal, snapshot)', async () => {
+  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, egressNotes, usage, stopProcesses, openTerminal, snapshot)', async () => {
     const { provider } = ownersProvider();
     const registry = { get: () => provider };
     const cache = new OwnerCache();
@@ -216,6 +218,8 @@ describe('scopeProviders', () => {
     expect(await asBob.limitNotes!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     expect(await asAlice.egressNotes!(a, { sinceMs: 5 })).toEqual([`refusals of ${a} since 5`]);
     expect(await asBob.egressNotes!(a, { sinceMs: 5 }).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    expect(await asAlice.usage!(a)).toEqual({ memoryBytes: { used: a.length, limit: null }, processes: null, diskBytes: null });
+    expect(await asBob.usage!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     expect(await asAlice.stopProcesses!(a)).toEqual({ stopped: 7 });
     expect(await asBob.stopProcesses!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     const terminal = { cols: 80, rows: 24, onData: () => undefined };
@@ -239,6 +243,10 @@ describe('scopeProviders', () => {
     const { limitNotes: _omitted, egressNotes: _alsoOmitted, ...withoutNotes } = provider;
     expect(await lazyProvider('local', async () => withoutNotes).limitNotes(a)).toEqual([]);
     expect(await lazyProvider('local', async () => withoutNotes).egressNotes(a, { sinceMs: 5 })).toEqual([]);
+    expect(await lazy.usage(a)).toEqual({ memoryBytes: { used: a.length, limit: null }, processes: null, diskBytes: null });
+    // One that measures nothing: every amount unknown (null), never 0.
+    const { usage: _noUsage, ...withoutUsage } = provider;
+    expect(await lazyProvider('local', async () => withoutUsage).usage(a)).toEqual({ memoryBytes: null, processes: null, diskBytes: null });
     expect(await lazy.stopProcesses(a)).toEqual({ stopped: 7 });
     // A provider without stopProcesses (e2b) says so, naming the tools that do the job there.
     const { stopProcesses: _noStop, ...withoutStop } = provider;
