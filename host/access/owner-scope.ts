@@ -8,7 +8,7 @@
 import { ProviderError, isProviderError } from '../providers/provider-error.js';
 import { maySee, ownerRecordedBy, seesEverything, type Principal } from './principal.js';
 import { definedFields } from '../util/defined-fields.js';
-import { noSnapshots, noStopProcesses, noTerminal, type Provider } from '../providers/provider.js';
+import { noSnapshots, noStopProcesses, noTerminal, unmeasuredUsage, type Provider } from '../providers/provider.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 
 /** Owners held at most; the oldest are forgotten first (they are read again when needed). */
@@ -156,6 +156,10 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
     async egressNotes(sandboxId, window) {
       await check(sandboxId);
       return (await provider.egressNotes?.(sandboxId, window)) ?? [];
+    },
+    async usage(sandboxId) {
+      await check(sandboxId);
+      return (await provider.usage?.(sandboxId)) ?? unmeasuredUsage();
     },
     async stopProcesses(sandboxId) {
       await check(sandboxId);

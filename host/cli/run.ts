@@ -9,7 +9,7 @@ import { isWildcard } from '../mcp/transports/http.js';
 import { isProviderError } from '../providers/provider-error.js';
 import { parseSandboxRef } from '../providers/sandbox-ref.js';
 import { buildDeps, type ClosableDeps } from '../serve/build-deps.js';
-import { serveHttpProcess, serveStdioProcess } from '../serve/serve.js';
+import { serveDashboardProcess, serveHttpProcess, serveStdioProcess } from '../serve/serve.js';
 import { definedFields } from '../util/defined-fields.js';
 import { HELP, UsageError, parseCommandLine, type CommandLine } from './args.js';
 import { warnAtStartup } from './doctor/startup-warning.js';
@@ -108,6 +108,8 @@ async function main(argv: string[]): Promise<void> {
     case 'template':
       // Loaded only here, as the doctor's code is.
       return process.exit(await (await import('./template.js')).runTemplateCommand(line, config));
+    case 'dashboard':
+      return serveDashboardProcess(config, { port: line.port });
   }
 }
 

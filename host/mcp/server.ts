@@ -4,11 +4,12 @@
 // — and ends the session once (session-close.ts), waiting boundedly for calls still running.
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { OPERATOR, type Principal } from '../access/principal.js';
 import { scopeProviders } from '../access/owner-scope.js';
 import { HOST_VERSION } from '../config/version.js';
 import { definedFields } from '../util/defined-fields.js';
+import { serveToolsAndViews } from './apps.js';
 import { instructionsFor } from './instructions.js';
 import type { ServerDeps } from './server-deps.js';
 import { closeSession } from './session-close.js';
@@ -54,13 +55,14 @@ export function createServer(processDeps: ServerDeps, opts: SessionServerOpts = 
   const session = new Session({ hasCleanupNote: opts.transport === 'stdio' && !keep });
   const server = new Server(
     { name: 'sandbox-mcp', version: HOST_VERSION },
-    { capabilities: { tools: {} }, instructions: instructionsFor(deps.config) },
+    // `resources` serves the MCP App task view (apps.ts); it must be declared before connect.
+    { capabilities: { tools: {}, resources: {} }, instructions: instructionsFor(deps.config) },
   );
   // Only the error's class name: a transport's or handler's message may carry values.
   server.onerror = (e) => deps.log.warn('mcp protocol error', { unexpected: e instanceof Error ? e.name : typeof e });
   const tools = listTools(deps.config);
   // A tool's listNote is read at every listing: a template made since shows without a restart.
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: withListNotes(tools, deps) }));
+  serveToolsAndViews(server, () => withListNotes(tools, deps));
   const inFlight = new Set<Promise<unknown>>();
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
     const ctx = { deps, session, ...definedFields({ signal: extra.signal, progress: progressNotifier(extra) }) };

@@ -260,6 +260,28 @@ export interface ExecResult {
   notes?: string[];
 }
 
+/** One measured amount and the limit it counts against (null: no limit holds, or none is known). */
+export interface UsageAmount {
+  used: number;
+  limit: number | null;
+}
+
+/**
+ * What a sandbox uses now, for people (the dashboard): null for what the provider cannot measure,
+ * never 0. `memoryBytes` includes files in memory-backed mounts where the sandbox is charged for
+ * them (a local sandbox's tmpfs mounts).
+ */
+export interface SandboxUsage {
+  memoryBytes: UsageAmount | null;
+  processes: UsageAmount | null;
+  diskBytes: UsageAmount | null;
+}
+
+/** The usage of a sandbox whose provider measures nothing. */
+export function unmeasuredUsage(): SandboxUsage {
+  return { memoryBytes: null, processes: null, diskBytes: null };
+}
+
 /** The time span egressNotes looks at: epoch milliseconds, `untilMs` exclusive. */
 export interface EgressWindow {
   sinceMs: number;
@@ -390,6 +412,11 @@ export interface Provider {
    * like its output. Optional: a provider without an egress proxy omits it.
    */
   egressNotes?(sandboxId: string, window: EgressWindow): Promise<string[]>;
+  /**
+   * What the sandbox uses now (memory, processes, disk; see SandboxUsage). Never extends the
+   * lifetime. Optional: a provider that measures nothing omits it.
+   */
+  usage?(sandboxId: string): Promise<SandboxUsage>;
   /**
    * Ends every process of the sandbox that is not part of a task (what commands left running,
    * commands still running) and returns how many it ended; tasks and the sandbox go on. Needs no

@@ -1,6 +1,6 @@
 // Providers by id, created on first use so a server that never touches E2B never needs its
 // credentials (the e2b provider reports a missing key as an `authentication` error per call).
-import { noSnapshots, noStopProcesses, noTerminal, type Provider } from './provider.js';
+import { noSnapshots, noStopProcesses, noTerminal, unmeasuredUsage, type Provider } from './provider.js';
 import type { ProviderId } from './sandbox-ref.js';
 
 /** Looks up a provider by id; throws a ProviderError when it cannot be configured. */
@@ -56,6 +56,7 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Require
     getWorkspace: async (sandboxId) => (await (await get()).getWorkspace?.(sandboxId)) ?? null,
     limitNotes: async (sandboxId) => (await (await get()).limitNotes?.(sandboxId)) ?? [],
     egressNotes: async (sandboxId, window) => (await (await get()).egressNotes?.(sandboxId, window)) ?? [],
+    usage: async (sandboxId) => (await (await get()).usage?.(sandboxId)) ?? unmeasuredUsage(),
     stopProcesses: async (sandboxId) => {
       const provider = await get();
       if (!provider.stopProcesses) throw noStopProcesses();

@@ -2,9 +2,8 @@
 // when the sandbox lacks this exact build. The agent file is content-addressed, so a new host
 // never disturbs tasks supervised by an older agent.
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import {
   RESULT_SCHEMAS,
   ResponseSchema,
@@ -17,6 +16,7 @@ import {
 import { ProviderError, type ErrorCategory } from '../providers/provider-error.js';
 import type { Provider } from '../providers/provider.js';
 import { definedFields } from '../util/defined-fields.js';
+import { distDir } from '../util/dist-files.js';
 
 /** The built agent: its bytes and the content-addressed name it is installed under. */
 export interface AgentBundle {
@@ -33,16 +33,9 @@ const EXIT_AGENT_MISSING = 197;
 const EXIT_NODE_MISSING = 127;
 
 /** Loads dist/agent.cjs and its manifest (written by build/build.mjs). */
-export function loadAgentBundle(distDir = defaultDistDir()): AgentBundle {
-  const manifest = JSON.parse(readFileSync(join(distDir, 'agent-manifest.json'), 'utf8')) as { file_name: string; version: string };
-  return { bytes: readFileSync(join(distDir, 'agent.cjs')), fileName: manifest.file_name, version: manifest.version };
-}
-
-function defaultDistDir(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  // Bundled, this module is a chunk under dist/chunks/; from sources it is host/agent-client.ts.
-  const candidates = [join(here, '..'), here, join(here, '..', 'dist')];
-  return candidates.find((dir) => existsSync(join(dir, 'agent-manifest.json'))) ?? join(here, '..', 'dist');
+export function loadAgentBundle(dir = distDir()): AgentBundle {
+  const manifest = JSON.parse(readFileSync(join(dir, 'agent-manifest.json'), 'utf8')) as { file_name: string; version: string };
+  return { bytes: readFileSync(join(dir, 'agent.cjs')), fileName: manifest.file_name, version: manifest.version };
 }
 
 /** Agent error codes as provider-boundary categories. */

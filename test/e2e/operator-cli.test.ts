@@ -9,7 +9,7 @@ import { AgentClient, loadAgentBundle } from '../../host/tasks/agent-client.js';
 import { CancelResultSchema } from '../../host/cli/cancel.js';
 import { KillResultSchema } from '../../host/cli/kill.js';
 import { LogsChunkSchema, LogsEndSchema, type LogsChunk } from '../../host/cli/logs.js';
-import { ListingSchema } from '../../host/cli/ls.js';
+import { ListingSchema } from '../../host/tasks/listing.js';
 import { isProviderError } from '../../host/providers/provider-error.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentClient, loadAgentBundle } from '../../host/tasks/agent-client.js';
-import { AGENT_WITHOUT_LIST, ListingSchema } from '../../host/cli/ls.js';
+import { AGENT_WITHOUT_LIST, ListingSchema } from '../../host/tasks/listing.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { ALL_TOOLS } from '../../host/mcp/tool-list.js';
 import type { Provider } from '../../host/providers/provider.js';

@@ -87,6 +87,9 @@ describe('a local workspace', () => {
     const sizeKb = Number(full.out.trim().split('\n').pop()!.split(/\s+/)[1]);
     // A base sandbox's workspace gets 3/8 of the budget.
     expect(sizeKb * 1024).toBe((info.disk_size_mb! * 1024 * 1024 * 3) / 8);
+    // The usage the dashboard shows counts it: at least the full workspace share is used.
+    const usage = await local.provider.usage!(id);
+    expect(usage.diskBytes!.used).toBeGreaterThanOrEqual(sizeKb * 1024 - 1024 * 1024);
     await local.provider.kill(id);
   });
 

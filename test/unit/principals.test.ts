@@ -122,6 +122,7 @@ function ownersProvider() {
     getWorkspace: async (id) => (await known(id), null),
     limitNotes: async (id) => (await known(id), [`limit note of ${id}`]),
     egressNotes: async (id, window) => (await known(id), [`refusals of ${id} since ${window.sinceMs}`]),
+    usage: async (id) => (await known(id), { memoryBytes: { used: id.length, limit: null }, processes: null, diskBytes: null }),
     stopProcesses: async (id) => (await known(id), { stopped: 7 }),
     openTerminal: async (id) => {
       await known(id);
@@ -154,6 +155,7 @@ const PROVIDER_KEYS = Object.keys({
   getWorkspace: 0,
   limitNotes: 0,
   egressNotes: 0,
+  usage: 0,
   stopProcesses: 0,
   openTerminal: 0,
   snapshot: 0,
@@ -205,7 +207,7 @@ describe('scopeProviders', () => {
     expect(owners.has(a)).toBe(false);
   });
 
-  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, egressNotes, stopProcesses, openTerminal, snapshot)', async () => {
+  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, egressNotes, usage, stopProcesses, openTerminal, snapshot)', async () => {
     const { provider } = ownersProvider();
     const registry = { get: () => provider };
     const cache = new OwnerCache();
@@ -218,6 +220,8 @@ describe('scopeProviders', () => {
     expect(await asBob.limitNotes!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     expect(await asAlice.egressNotes!(a, { sinceMs: 5 })).toEqual([`refusals of ${a} since 5`]);
     expect(await asBob.egressNotes!(a, { sinceMs: 5 }).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    expect(await asAlice.usage!(a)).toEqual({ memoryBytes: { used: a.length, limit: null }, processes: null, diskBytes: null });
+    expect(await asBob.usage!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     expect(await asAlice.stopProcesses!(a)).toEqual({ stopped: 7 });
     expect(await asBob.stopProcesses!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     expect(await asAlice.getWorkspace!(a)).toBeNull();
@@ -243,6 +247,10 @@ describe('scopeProviders', () => {
     const { limitNotes: _omitted, egressNotes: _alsoOmitted, ...withoutNotes } = provider;
     expect(await lazyProvider('local', async () => withoutNotes).limitNotes(a)).toEqual([]);
     expect(await lazyProvider('local', async () => withoutNotes).egressNotes(a, { sinceMs: 5 })).toEqual([]);
+    expect(await lazy.usage(a)).toEqual({ memoryBytes: { used: a.length, limit: null }, processes: null, diskBytes: null });
+    // One that measures nothing: every amount unknown (null), never 0.
+    const { usage: _noUsage, ...withoutUsage } = provider;
+    expect(await lazyProvider('local', async () => withoutUsage).usage(a)).toEqual({ memoryBytes: null, processes: null, diskBytes: null });
     expect(await lazy.stopProcesses(a)).toEqual({ stopped: 7 });
     // A provider without stopProcesses (e2b) says so, naming the tools that do the job there.
     const { stopProcesses: _noStop, ...withoutStop } = provider;

@@ -27,6 +27,8 @@ interface Call {
 /** A provider that records every call; `hold` makes the named op wait until released. */
 function recordingProvider() {
   const calls: Call[] = [];
+  /** end_at each sandbox reports, by id (none: null, unknown). */
+  const endAtMs = new Map<string, number>();
   const held = new Map<string, { release: () => void; failWith?: ProviderError }>();
   const holds = new Map<string, Promise<void>>();
   let n = 0;
@@ -52,7 +54,8 @@ function recordingProvider() {
     },
     async getInfo(id) {
       calls.push({ op: 'getInfo', id });
-      return runningSandbox(id);
+      const end = endAtMs.get(id);
+      return { ...runningSandbox(id), end_at: end === undefined ? null : new Date(end).toISOString() };
     },
     async setTimeout(id, timeoutS) {
       calls.push({ op: 'setTimeout', id, timeoutS });
@@ -100,6 +103,7 @@ function recordingProvider() {
   return {
     provider,
     calls,
+    endAtMs,
     /** The next call of `op` waits until the returned function is called. */
     hold(op: string, failWith?: ProviderError): () => void {
       let release!: () => void;
@@ -146,6 +150,26 @@ describe('session renewal policy and ownership', () => {
     expect((await failed).isError).toBe(true);
     await callTool({ deps: d, session }, 'list_files', { path: '.' });
     expect(renewals(p.calls)).toEqual([120, 600, 600, 900, 600]);
+  });
+
+  it('never shortens: a lifetime already ending after the renewal would is left alone; an earlier one is renewed', async () => {
+    const p = recordingProvider();
+    const d = deps(p.provider);
+    const session = new Session();
+    await callTool({ deps: d, session }, 'create_sandbox', { timeout: 120 });
+    // Someone else (the dashboard, another session's explicit set_sandbox_timeout) gave it a day.
+    p.endAtMs.set('sb1', Date.now() + 86_400_000);
+    await callTool({ deps: d, session }, 'run_command', { command: 'true' });
+    await callTool({ deps: d, session }, 'write_file', { path: 'x', content: 'y' });
+    expect(renewals(p.calls)).toEqual([]);
+    // Ending sooner than the renewal would set: renewed as before.
+    p.endAtMs.set('sb1', Date.now() + 60_000);
+    await callTool({ deps: d, session }, 'run_command', { command: 'true' });
+    expect(renewals(p.calls)).toEqual([120]);
+    // The owner's own set_sandbox_timeout may still shorten it.
+    p.endAtMs.set('sb1', Date.now() + 86_400_000);
+    await callTool({ deps: d, session }, 'set_sandbox_timeout', { timeout: 30 });
+    expect(renewals(p.calls)).toEqual([120, 30]);
   });
 
   it('never renews or adopts sandboxes referenced by explicit id, and task tools never renew', async () => {

@@ -5,7 +5,7 @@
 import * as z from 'zod';
 import { noSnapshots } from '../../providers/provider.js';
 import { TEMPLATE_NAME_PATTERN } from '../../providers/local/templates/store.js';
-import { SandboxIdSchema, defineTool, resolveSandbox } from './tool.js';
+import { DefaultSandboxIdSchema, defineTool, resolveSandbox } from './tool.js';
 
 /** snapshot_sandbox's result. */
 export const SnapshotResultSchema = z.strictObject({
@@ -24,7 +24,7 @@ const snapshotSandbox = defineTool({
     "create_sandbox with the result's `template` starts a sandbox with those files. Processes and tasks are not carried over (the result's " +
     'note says what is). Local: only a sandbox created from a template (not base); the server caps how much snapshot storage it keeps.',
   input: z.strictObject({
-    sandbox_id: SandboxIdSchema.optional(),
+    sandbox_id: DefaultSandboxIdSchema,
     name: z
       .string()
       .regex(TEMPLATE_NAME_PATTERN, "lowercase letters, digits, '.', '_' and '-', starting with a letter or digit, at most 63 characters")

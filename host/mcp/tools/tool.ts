@@ -91,14 +91,19 @@ export function resolveSandbox(ctx: ToolContext, sandboxId: string | undefined):
 }
 
 /**
- * Ordinary exec/file tools renew session-owned sandboxes to the session's renewal duration.
- * A failed renewal does not fail the tool: the operation itself reports what matters.
+ * Ordinary exec/file tools renew session-owned sandboxes to the session's renewal duration. A
+ * renewal only ever lengthens: a lifetime already ending later (set by another session's
+ * set_sandbox_timeout, or from the dashboard) stays; only set_sandbox_timeout shortens one. A
+ * failed renewal does not fail the tool: the operation itself reports what matters.
  */
 export async function renewIfOwned(ctx: ToolContext, ref: SandboxRef): Promise<void> {
   const renewS = ctx.session.renewalFor(ref.qualified);
   if (renewS === undefined) return;
   try {
-    await ctx.deps.providers.get(ref.provider).setTimeout(ref.id, renewS);
+    const provider = ctx.deps.providers.get(ref.provider);
+    const endAt = (await provider.getInfo(ref.id)).end_at;
+    if (endAt !== null && Date.parse(endAt) >= Date.now() + renewS * 1000) return;
+    await provider.setTimeout(ref.id, renewS);
   } catch (e) {
     ctx.deps.log.warn('renewal failed', { category: e instanceof ProviderError ? e.category : 'internal' });
   }

@@ -24,6 +24,8 @@ export interface HttpOpts {
   idleTimeoutMs: number;
   /** How often idle sessions are looked for. */
   sweepIntervalMs?: number;
+  /** Answers every path but /mcp (the dashboard), given this server's Host names and port; absent: 404. */
+  otherRoutes?: (req: IncomingMessage, res: ServerResponse, site: { hosts: ReadonlySet<string>; port: number }) => Promise<void>;
 }
 
 /** Largest accepted request body: a full 3 MiB upload_file chunk is 4 MiB of base64 plus JSON-RPC framing. */
@@ -171,6 +173,7 @@ async function readBody(req: IncomingMessage): Promise<{ body: unknown } | { ref
 export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpHandle> {
   const sessions = new Map<string, HttpSession>();
   let hosts = allowedHosts(opts.host, opts.port, opts.extraHosts);
+  let port = opts.port;
 
   async function openSession(req: IncomingMessage, res: ServerResponse, body: unknown, principal: Principal): Promise<void> {
     const { server, connect, close } = createServer(deps, { principal, transport: 'http' });
@@ -230,6 +233,8 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
 
   /** authorize, read and screen the body, then hand the request to its session or open one. */
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // Everything beside /mcp (the dashboard) screens its requests itself, Host included.
+    if (opts.otherRoutes && (req.url ?? '').split('?')[0] !== '/mcp') return opts.otherRoutes(req, res, { hosts, port });
     const who = authorize(req, hosts, opts.tokens);
     if ('refusal' in who) return sendRefusal(res, who.refusal);
     const read = await readBody(req);
@@ -255,7 +260,7 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
     httpServer.once('error', reject_);
     httpServer.listen(opts.port, opts.host, () => resolve());
   });
-  const port = (httpServer.address() as AddressInfo).port;
+  port = (httpServer.address() as AddressInfo).port;
   hosts = allowedHosts(opts.host, port, opts.extraHosts);
 
   const sweep = setInterval(

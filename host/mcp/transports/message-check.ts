@@ -10,8 +10,10 @@ import {
   InitializeRequestSchema,
   isJSONRPCRequest,
   JSONRPCMessageSchema,
+  ListResourcesRequestSchema,
   ListToolsRequestSchema,
   PingRequestSchema,
+  ReadResourceRequestSchema,
   type JSONRPCErrorResponse,
   type JSONRPCMessage,
   type JSONRPCRequest,
@@ -95,6 +97,9 @@ const REQUEST_SCHEMAS = new Map<string, z.ZodType>([
   ['ping', PingRequestSchema],
   ['tools/list', ListToolsRequestSchema],
   ['tools/call', CallToolRequestSchema],
+  // The MCP App task view (mcp/apps.ts).
+  ['resources/list', ListResourcesRequestSchema],
+  ['resources/read', ReadResourceRequestSchema],
 ]);
 
 /** MCP's own field names, which may be shown in an error (other keys are caller data). */
@@ -109,6 +114,7 @@ const PROTOCOL_FIELDS = new Set([
   'version',
   '_meta',
   'task',
+  'uri',
 ]);
 
 /** A JSON-RPC error for a request whose params do not fit its method, or undefined when they do (or the method is not ours). */

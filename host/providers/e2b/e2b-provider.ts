@@ -15,6 +15,7 @@ import { describeNetwork, exposedPort, RESERVED_PORTS } from './network.js';
 import { sdkOptsFrom, type E2bConnectionConfig } from './sdk-opts.js';
 import { createSnapshot } from './snapshots.js';
 import { openTerminal } from './terminal.js';
+import { readUsage } from './usage.js';
 
 /** Configuration from the server (never from tool arguments): where E2B is, the connection cache, command timing. */
 export type E2bProviderOpts = E2bConnectionConfig & ConnectionsOpts & CommandsOpts;
@@ -124,6 +125,9 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     },
 
     describeNetwork: (sandboxId) => mapped(async () => describeNetwork(await Sandbox.getInfo(sandboxId, sdkOpts()))),
+
+    // A control-plane call (no connect): looking never lengthens a lifetime.
+    usage: (sandboxId) => mapped(() => readUsage(sandboxId, sdkOpts())),
 
     async openTerminal(sandboxId, o) {
       return onEnvd(sandboxId, (sandbox) => openTerminal(sandbox, o));

@@ -30,6 +30,7 @@ import type {
   SandboxMetadata,
   SandboxWorkspace,
   SnapshotResult,
+  SandboxUsage,
   TerminalOpts,
   TerminalSession,
   WriteFileOpts,
@@ -44,6 +45,7 @@ import { SandboxFiles } from './files/operations.js';
 import { SandboxCreator } from './lifecycle/create.js';
 import { SandboxLifecycle } from './lifecycle/manage.js';
 import { limitNotes } from './limits/limit-watch.js';
+import { sandboxUsage } from './limits/sandbox-usage.js';
 import { describeSandboxNetwork } from './network/describe.js';
 import { egressNotes } from './network/failure-notes.js';
 import { SandboxPorts } from './network/expose.js';
@@ -154,6 +156,11 @@ export class LocalProvider implements Provider {
     } catch {
       return [];
     }
+  }
+
+  /** What the sandbox uses now, against the limits its keeper enforces. */
+  async usage(sandboxId: string): Promise<SandboxUsage> {
+    return asProviderErrors(async () => sandboxUsage(await this.registry.require(sandboxId)));
   }
 
   /** Notes on the requests the sandbox's egress proxy refused or could not get through in `window` ([] when none, or when it is gone). */

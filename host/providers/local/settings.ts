@@ -1,8 +1,7 @@
 // The local provider's options and the settings resolved from them once, at construction: every
 // other module of the provider reads these, never the options themselves.
 import { existsSync, openSync, realpathSync } from 'node:fs';
-import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isNetworkMode, NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
 import type { Identity, ToolPaths } from './launch/command-lines.js';
 import { resolveLimitSettings, type LimitOpts, type LimitSettings } from './limits/settings.js';
@@ -12,6 +11,7 @@ import type { FdCover } from './system/inherited-fds.js';
 import { inheritableFds } from './system/inherited-fds.js';
 import { templatesDir } from './templates/store.js';
 import { invalid } from './validation.js';
+import { distDir } from '../../util/dist-files.js';
 
 /** Options of the local provider; every one has a working default. */
 export interface LocalProviderOpts {
@@ -92,13 +92,9 @@ export interface LocalSettings {
   readonly cover: FdCover | undefined;
 }
 
-/** Path of dist/keeper.js: beside this file when bundled into dist/, else the repository's build output. */
+/** Path of dist/keeper.js in this installation or checkout. */
 export function defaultKeeperScript(): string {
-  const self = fileURLToPath(import.meta.url);
-  if (basename(dirname(self)) === 'dist') return join(dirname(self), 'keeper.js');
-  // The CLI is code-split: this module may sit in dist/chunks/.
-  if (basename(dirname(self)) === 'chunks') return join(dirname(self), '..', 'keeper.js');
-  return resolve(dirname(self), '..', '..', '..', 'dist', 'keeper.js');
+  return join(distDir(), 'keeper.js');
 }
 
 /** Applies the defaults; throws invalid_argument for an unknown network mode or a limit out of range. */
