@@ -90,7 +90,7 @@ describe('the tool surface', () => {
     }
     expect(tools.find((t) => t.name === 'get_task')!.annotations!.readOnlyHint).toBe(true);
     expect(tools.find((t) => t.name === 'kill_sandbox')!.annotations!.destructiveHint).toBe(true);
-    expect(OP_NAMES).toEqual(['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'selftest']);
+    expect(OP_NAMES).toEqual(['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'workspace_changes', 'selftest']);
   });
 
   it('describes every input field, nested ones included, in tools/list', async () => {
