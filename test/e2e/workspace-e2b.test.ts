@@ -198,6 +198,23 @@ describe('an e2b workspace (against the fake)', () => {
     expect(creates()).toBe(createsBefore);
   });
 
+  it("keeps the workspace's changes in E2B's snapshot: a sandbox from it starts with them", async () => {
+    const snapped = join(allowed, 'snapped');
+    mkdirSync(snapped);
+    writeProject(snapped);
+    const s = await server();
+    const { sandbox_id: id } = await ok(s.client, 'create_sandbox', { workspace: snapped, timeout: 600 });
+    expect((await ok(s.client, 'run_command', { command: SANDBOX_EDITS })).exit_code).toBe(0);
+    const snap = await ok(s.client, 'snapshot_sandbox', { name: 'ws-state' });
+    const copy = await ok(s.client, 'create_sandbox', { template: snap.template, timeout: 600 });
+    const seen = await ok(s.client, 'run_command', {
+      sandbox_id: copy.sandbox_id,
+      command: 'cd ~/workspace && cat src/app.js src/new/two.js && ls obsolete.txt 2>&1; stat -c %a run.sh',
+    });
+    expect(seen.stdout).toMatch(/^console\.log\('hello, sandbox'\);\nexport const two = 2;\n.*No such file.*\n755\n$/s);
+    await ok(s.client, 'kill_sandbox', { sandbox_id: id });
+  });
+
   it('answers not_found for a sandbox without a workspace', async () => {
     const s = await server();
     await ok(s.client, 'create_sandbox', {});
