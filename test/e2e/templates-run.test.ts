@@ -1,8 +1,9 @@
 // Sandboxes on templates through the BUILT server and a real MCP client, with the server running as
 // root and as an unprivileged user (nobody): create_sandbox lists this server's templates (read at
 // every tools/list) and runs on one; run_command, run_code, the file tools and tasks work there, as
-// root inside, on a template made in the test from host programs, python and their libraries — and no node.
-import { chownSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+// root inside, on a template made in the test from host programs, python (with Debian's pip) and their
+// libraries — and no node; a system-wide pip install there is that sandbox's alone.
+import { chownSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -19,8 +20,25 @@ const users = [
 ] as const;
 // Starting a server as another user, and writing templates for it, need root.
 const asRoot = isRootOrSkipping('the template sandbox tests (a server as root and as nobody)');
+// Debian's pip (python3-pip), copied into the template: a prerequisite, never a skip.
+const HOST_PIP = '/usr/lib/python3/dist-packages/pip';
 
-beforeAll(() => requireSandboxes());
+// A wheel made inside the sandbox (python's zipfile: no index, no network), installed system-wide.
+const PIP_INSTALL = `python3 - <<'EOF'
+import zipfile
+with zipfile.ZipFile('/tmp/greet-1.0-py3-none-any.whl', 'w') as z:
+    z.writestr('greet/__init__.py', 'def hello():\\n    return "hello from greet"\\n')
+    z.writestr('greet-1.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: greet\\nVersion: 1.0\\n')
+    z.writestr('greet-1.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')
+    z.writestr('greet-1.0.dist-info/RECORD', '')
+EOF
+python3 -m pip install -q --no-index --no-cache-dir --disable-pip-version-check --break-system-packages /tmp/greet-1.0-py3-none-any.whl`;
+const IMPORT_GREET = "cd / && python3 -c 'import greet; print(greet.hello(), greet.__file__)'";
+
+beforeAll(() => {
+  requireSandboxes();
+  if (!existsSync(HOST_PIP)) throw new Error(`${HOST_PIP} is required by these tests: apt-get install python3-pip (.ci/run installs it)`);
+});
 
 describe.skipIf(!asRoot).each(users)('sandboxes on a template, server running as $name', ({ as }) => {
   const stateDir = mkdtempSync(join(tmpdir(), 'sandbox-mcp-templates-run-'));
@@ -35,7 +53,7 @@ describe.skipIf(!asRoot).each(users)('sandboxes on a template, server running as
     writeTestTemplate(templatesDir, 'py', {
       programs: [...BASIC_PROGRAMS, python],
       // Its standard library: /usr/lib/python3.X, named after the program python3 is.
-      trees: [join('/usr/lib', basename(realpathSync(python)))],
+      trees: [join('/usr/lib', basename(realpathSync(python))), HOST_PIP],
       skipInTrees: /^(__pycache__|config-.*|test|idlelib|tkinter|ensurepip|lib2to3|pydoc_data)$/,
       owners,
       ...(as ? { owner: as } : {}),
@@ -92,5 +110,26 @@ describe.skipIf(!asRoot).each(users)('sandboxes on a template, server running as
     }, 'the task to finish');
     expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'line 1\nline 2\nline 3\nsetting=1\n' });
     await ok(client, 'kill_sandbox', { sandbox_id: id });
+  });
+
+  it("a system-wide pip install works in a sandbox on a template, for that sandbox alone (on base it is the user's, in the home)", async () => {
+    const [one, other] = await Promise.all([
+      ok(client, 'create_sandbox', { template: 'py' }),
+      ok(client, 'create_sandbox', { template: 'py' }),
+    ]);
+    const installed = await ok(client, 'run_command', { sandbox_id: one.sandbox_id, command: `${PIP_INSTALL} && ${IMPORT_GREET}` });
+    expect(installed.exit_code, installed.stderr).toBe(0);
+    // Where Debian's python puts a system-wide install: /usr/local/lib/python3.X/dist-packages.
+    const pythonDir = basename(realpathSync(hostProgram('python3')));
+    expect(installed.stdout).toBe(`hello from greet /usr/local/lib/${pythonDir}/dist-packages/greet/__init__.py\n`);
+    const unseen = await ok(client, 'run_command', { sandbox_id: other.sandbox_id, command: IMPORT_GREET });
+    expect(unseen.exit_code).toBe(1);
+    expect(unseen.stderr).toContain("ModuleNotFoundError: No module named 'greet'");
+    // The same install in a base sandbox (the host's python and pip, /usr read-only) is the user's, in its home.
+    const base = await ok(client, 'create_sandbox', {});
+    const onBase = await ok(client, 'run_command', { sandbox_id: base.sandbox_id, command: `${PIP_INSTALL} && ${IMPORT_GREET}` });
+    expect(onBase, onBase.stderr).toMatchObject({ exit_code: 0 });
+    expect(onBase.stdout).toMatch(/^hello from greet \/home\/user\/\.local\/lib\/python3\.\d+\/site-packages\/greet\/__init__\.py\n$/);
+    for (const sb of [one, other, base]) await ok(client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
   });
 });
