@@ -34,3 +34,13 @@ export function agentRuntimeArgv(args: readonly string[] = []): string[] {
 export function nodeRelaunch(execPath: string, args: readonly string[]): { file: string; args: string[] } {
   return { file: execPath, args: execPath === LOADER_PATH ? [...RUN_NODE, ...args] : [...args] };
 }
+
+/**
+ * What a node process was given after node itself, its script first, from its argv: `node SCRIPT …`,
+ * or `ld.so --library-path lib node SCRIPT …` when it runs on the runtime (the host reads the
+ * agent's processes this way).
+ */
+export function nodeScriptArgs(argv: readonly string[]): string[] {
+  const runtime = agentRuntimeArgv();
+  return argv.slice(runtime.every((a, i) => argv[i] === a) ? runtime.length : 1);
+}

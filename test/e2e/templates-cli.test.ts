@@ -136,14 +136,15 @@ describe('template import, ls, inspect, rm', () => {
 
   it('refuses bad names, naming NAME and never echoing the value, and changes nothing', async () => {
     const layersBefore = readdirSync(join(store, 'layers')).sort();
-    for (const bad of ['Bad', 'base', '../up', 'x.json', '_lead', 'a b', 'a'.repeat(64)]) {
-      const r = await cli(['template', 'import', bad, tarball], env);
-      expect(r.code, bad).toBe(2);
+    // Each a process of its own, started together (they only parse and refuse).
+    const bads = ['Bad', 'base', '../up', 'x.json', '_lead', 'a b', 'a'.repeat(64)];
+    const refusedImports = await Promise.all(bads.map((bad) => cli(['template', 'import', bad, tarball], env)));
+    refusedImports.forEach((r, i) => {
+      expect(r.code, bads[i]).toBe(2);
       expect(r.stderr).toContain("NAME must be lowercase letters, digits, '.', '_' and '-'");
-      if (bad !== 'base') expect(r.stderr).not.toContain(bad);
-    }
-    for (const sub of ['inspect', 'rm', 'build']) {
-      const r = await cli(['template', sub, 'Nope'], env);
+      if (bads[i] !== 'base') expect(r.stderr).not.toContain(bads[i]);
+    });
+    for (const r of await Promise.all(['inspect', 'rm', 'build'].map((sub) => cli(['template', sub, 'Nope'], env)))) {
       expect(r.code).toBe(2);
       expect(r.stderr).toContain('NAME must be');
     }
@@ -151,16 +152,22 @@ describe('template import, ls, inspect, rm', () => {
   });
 
   it('refuses subcommands it does not know, wrong arities and flags of other subcommands', async () => {
-    expect((await cli(['template'], env)).stderr).toContain('template needs a subcommand: build, import, ls, inspect, rm');
-    expect((await cli(['template', 'frobnicate'], env)).stderr).toContain('template needs a subcommand');
-    expect((await cli(['template', 'import', 'x'], env)).stderr).toContain('usage: sandbox-mcp template import NAME FILE.tar|DIR');
-    expect((await cli(['template', 'ls', '--packages', 'git'], env)).stderr).toContain(
-      '--packages applies only to: sandbox-mcp template build',
+    const [none, unknown, arity, otherFlag, badPackage, serverFlag] = await Promise.all(
+      [
+        ['template'],
+        ['template', 'frobnicate'],
+        ['template', 'import', 'x'],
+        ['template', 'ls', '--packages', 'git'],
+        ['template', 'build', 'x', '--packages', 'Not_A_Package'],
+        ['template', 'ls', '--port', '1'],
+      ].map((args) => cli(args, env)),
     );
-    expect((await cli(['template', 'build', 'x', '--packages', 'Not_A_Package'], env)).stderr).toContain(
-      '--packages must be Debian package names',
-    );
-    expect((await cli(['template', 'ls', '--port', '1'], env)).code).toBe(2);
+    expect(none!.stderr).toContain('template needs a subcommand: build, import, ls, inspect, rm');
+    expect(unknown!.stderr).toContain('template needs a subcommand');
+    expect(arity!.stderr).toContain('usage: sandbox-mcp template import NAME FILE.tar|DIR');
+    expect(otherFlag!.stderr).toContain('--packages applies only to: sandbox-mcp template build');
+    expect(badPackage!.stderr).toContain('--packages must be Debian package names');
+    expect(serverFlag!.code).toBe(2);
   });
 
   it('leaves nothing half-made when an import fails, and names what was wrong', async () => {

@@ -115,20 +115,21 @@ describe.runIf(isRoot)('a Debian template built with mmdebstrap', () => {
       expect(readTemplate(templatesDir(stateDir), 'stopped')).toBeUndefined();
       expect(leftovers()).toEqual([]);
 
-      const built = await buildOnTerminal('debian');
+      // With one small package of its own (--packages; figlet needs only libc).
+      const built = await buildOnTerminal('debian', ['--packages', 'figlet']);
       expect(built.code, built.output.slice(-3000)).toBe(0);
       // The progress line, rewritten in place (carriage return, erase line): a spinner, the phase, the time so far.
       const rewrites = built.output.split('\r\x1b[K');
       expect(rewrites.some((l) => /^[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] building template debian: running apt-get update \(\d+:\d\d\)/.test(l))).toBe(true);
       expect(rewrites.some((l) => /^[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] building template debian: installing essential packages \(\d+:\d\d\)/.test(l))).toBe(true);
-      expect(built.output).toMatch(/built template debian: debian stable, [\d.]+ MiB in \d+ s/);
+      expect(built.output).toMatch(/built template debian: debian stable \+ figlet, [\d.]+ MiB in \d+ s/);
       expect(existsSync(PACKAGE_CACHE)).toBe(true);
 
       const store = templatesDir(stateDir);
       const record = readTemplate(store, 'debian')!;
-      expect(record).toMatchObject({ source: { kind: 'debian', suite: 'stable', packages: [], variant: 'apt' }, owners: 'native' });
+      expect(record).toMatchObject({ source: { kind: 'debian', suite: 'stable', packages: ['figlet'], variant: 'apt' }, owners: 'native' });
       const layer = layerRoot(store, record.layers[0]!);
-      expect(existsSync(join(layer, 'usr/bin/apt-get'))).toBe(true);
+      for (const f of ['usr/bin/apt-get', 'var/lib/dpkg/info/figlet.list']) expect(existsSync(join(layer, f)), f).toBe(true);
       // The host's resolver settings and name were not copied in; no package was left in the tree.
       for (const f of ['etc/resolv.conf', 'etc/hostname', 'usr/bin/hello']) expect(existsSync(join(layer, f)), f).toBe(false);
 
