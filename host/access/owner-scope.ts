@@ -8,7 +8,7 @@
 import { ProviderError, isProviderError } from '../providers/provider-error.js';
 import { maySee, ownerRecordedBy, seesEverything, type Principal } from './principal.js';
 import { definedFields } from '../util/defined-fields.js';
-import { noStopProcesses, noTerminal, unmeasuredUsage, type Provider } from '../providers/provider.js';
+import { noSnapshots, noStopProcesses, noTerminal, unmeasuredUsage, type Provider } from '../providers/provider.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 
 /** Owners held at most; the oldest are forgotten first (they are read again when needed). */
@@ -90,6 +90,9 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
 
   return {
     id: provider.id,
+    agentNode: provider.agentNode ?? 'node',
+    // Templates are the server's, not a principal's: every principal may see and use them.
+    templateNames: () => provider.templateNames?.() ?? [],
     async create(opts) {
       const owner = ownerRecordedBy(principal) ?? null;
       const meta = await provider.create({ ...opts, ...definedFields({ owner: owner ?? undefined }) });
@@ -163,6 +166,11 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
       await check(sandboxId);
       if (!provider.openTerminal) throw noTerminal();
       return provider.openTerminal(sandboxId, opts);
+    },
+    async snapshot(sandboxId, name) {
+      await check(sandboxId);
+      if (!provider.snapshot) throw noSnapshots();
+      return provider.snapshot(sandboxId, name);
     },
     // The registry owns the provider's lifetime, not a session.
     close: async () => undefined,

@@ -1,4 +1,4 @@
-// The operator's commands — ls, logs, shell, kill, cancel — for a person watching what agents run.
+// The operator's commands — ls, logs, shell, kill, cancel, snapshot — for a person watching what agents run.
 // They need no running server: each builds the same provider registry and agent client as the
 // server does (handed in by run.ts) and acts by explicit sandbox id, never adopting anything.
 // args.ts parses their command line; this module checks their ids (naming what is wrong,
@@ -17,9 +17,12 @@ import { followLogs } from './logs.js';
 import { renderListing } from './ls.js';
 import { collectListing } from '../tasks/listing.js';
 import { runShell } from './shell.js';
+import { snapshotLines, snapshotSandbox } from './snapshot.js';
+import { isStorableTemplateName } from '../providers/local/templates/store.js';
+import { TEMPLATE_NAME_RULE } from '../providers/local/templates/refusals.js';
 
 /** The operator's commands (a subset of cli-args' COMMANDS). */
-export const OPERATOR_COMMANDS = ['ls', 'logs', 'shell', 'kill', 'cancel'] as const;
+export const OPERATOR_COMMANDS = ['ls', 'logs', 'shell', 'kill', 'cancel', 'snapshot'] as const;
 export type OperatorCommand = (typeof OPERATOR_COMMANDS)[number];
 
 /** Exit statuses every operator command shares (others: logs' LOGS_EXIT, shell's program status). */
@@ -99,6 +102,13 @@ async function dispatch(command: OperatorCommand, line: CommandLine, deps: Serve
     case 'kill': {
       const result = await killSandbox(deps, sandboxArg(line, config));
       out((line.json ? JSON.stringify(result) : killLine(result)) + '\n');
+      return OPERATOR_EXIT.ok;
+    }
+    case 'snapshot': {
+      const name = line.args[1] ?? '';
+      if (!isStorableTemplateName(name)) throw new UsageError(`NAME must be ${TEMPLATE_NAME_RULE}`);
+      const result = await snapshotSandbox(deps, sandboxArg(line, config), name);
+      out(line.json ? JSON.stringify(result) + '\n' : snapshotLines(result));
       return OPERATOR_EXIT.ok;
     }
     case 'cancel': {

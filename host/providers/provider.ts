@@ -291,10 +291,32 @@ export interface TerminalSession {
   readonly exited: Promise<number>;
 }
 
+/** What a snapshot made: a template create_sandbox can start from. */
+export interface SnapshotResult {
+  /** What create_sandbox's `template` takes to start a sandbox from it (the name, or the provider's id). */
+  template: string;
+  /** Bytes of files saved, where the provider counts them; null otherwise. */
+  sizeBytes: number | null;
+  /** When it was made (ISO 8601). */
+  createdAt: string;
+  /** What a sandbox started from it has and has not (processes, tasks), in the provider's words. */
+  note: string;
+}
+
+/** The error of a provider that cannot snapshot sandboxes. */
+export function noSnapshots(): ProviderError {
+  return new ProviderError('unsupported', { code: 'no_snapshots', detail: 'This provider cannot snapshot sandboxes.' });
+}
+
 /** A sandbox provider: lifecycle, exec and files. Never extends a lifetime unless setTimeout is called. */
 export interface Provider {
   /** The prefix of qualified ids, e.g. `local`. */
   readonly id: string;
+  /**
+   * Shell words that start Node.js for the in-sandbox agent (default: `node` from the sandbox's
+   * PATH). The local provider's is its agent runtime, the same in every sandbox.
+   */
+  readonly agentNode?: string;
   create(opts: CreateOpts): Promise<SandboxMetadata>;
   list(opts: ListOpts): Promise<SandboxMetadata[]>;
   getInfo(sandboxId: string): Promise<SandboxMetadata>;
@@ -349,6 +371,17 @@ export interface Provider {
    * it). Optional: a provider without it cannot offer one. Never extends the lifetime.
    */
   openTerminal?(sandboxId: string, opts: TerminalOpts): Promise<TerminalSession>;
+  /**
+   * Saves the sandbox's current files as a new template named `name`, which create can start
+   * from; the sandbox keeps running. Optional: a provider without snapshots omits it (callers
+   * answer noSnapshots()). Never extends the lifetime.
+   */
+  snapshot?(sandboxId: string, name: string): Promise<SnapshotResult>;
+  /**
+   * The templates create accepts (besides its default), read now: for create_sandbox's
+   * description. Optional: a provider that cannot list them omits it.
+   */
+  templateNames?(): string[];
   /** Releases clients and timers held by this instance (not the sandboxes). */
   close(): Promise<void>;
 }

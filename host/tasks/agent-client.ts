@@ -83,14 +83,15 @@ export class AgentClient {
   constructor(private readonly bundle: AgentBundle) {}
 
   /**
-   * The shell command that runs one request; its length is what the 96 KiB cap measures. With
+   * The shell command that runs one request (`node`: the provider's Provider.agentNode); its length
+   * is what the 96 KiB cap measures. With
    * `hasStdin`, a missing agent's exit first reads the stdin to its end: E2B's envd refuses stdin
    * for a process that has already exited, which would fail the call instead of installing.
    */
-  commandFor(request: AgentRequestInput, hasStdin = false): string {
+  commandFor(request: AgentRequestInput, hasStdin = false, node = 'node'): string {
     const file = `"$HOME/${AGENT_INSTALL_DIR}/${this.bundle.fileName}"`;
     const missing = hasStdin ? `{ cat >/dev/null; exit ${EXIT_AGENT_MISSING}; }` : `exit ${EXIT_AGENT_MISSING}`;
-    return `[ -f ${file} ] || ${missing}; exec node ${file} call ${encodeRequest(request)}`;
+    return `[ -f ${file} ] || ${missing}; exec ${node} ${file} call ${encodeRequest(request)}`;
   }
 
   /** Sends one request and returns the raw, schema-checked response line. */
@@ -102,7 +103,7 @@ export class AgentClient {
   ): Promise<{ line: string; response: AgentResponse }> {
     const key = `${provider.id}:${sandboxId}`;
     const installsBefore = this.installs.get(key) ?? 0;
-    const command = this.commandFor(request, opts.stdin !== undefined);
+    const command = this.commandFor(request, opts.stdin !== undefined, provider.agentNode);
     // A start's processes are the task's (its supervisor and command inherit them); the other ops are the server's own.
     const execOpts = {
       timeoutS: opts.timeoutS,

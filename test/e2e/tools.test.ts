@@ -31,6 +31,8 @@ const TOOL_NAMES = [
   'expose_port',
   // The way out of a full process table (issue 20).
   'stop_processes',
+  // Issue 19.
+  'snapshot_sandbox',
 ];
 const METADATA_FIELDS = ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'];
 const SECRET = 'sk-live-' + randomBytes(12).toString('hex');

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { agentRuntimeArgv } from '../../shared/agent-runtime.js';
 import { AGENT_INSTALL_DIR } from '../../host/tasks/agent-client.js';
 import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
 import { REPO } from '../support/paths.js';
@@ -16,11 +17,14 @@ import { waitFor } from '../support/wait.js';
 const stateDir = tempStateDir();
 const open: StdioServer[] = [];
 
+// Under the sandbox's agent runtime node's executable is its loader, which needs node named again.
 const WRAPPER = `// One-shot fault: the real agent runs (and may start a task), then its answer is lost.
 const { spawnSync } = require('node:child_process');
 const { renameSync } = require('node:fs');
 const real = __filename + '.real';
-spawnSync(process.execPath, [real, ...process.argv.slice(2)], { stdio: ['ignore', 'ignore', 'inherit'] });
+const runtime = ${JSON.stringify(agentRuntimeArgv())};
+const node = process.execPath === runtime[0] ? runtime.slice(1) : [];
+spawnSync(process.execPath, [...node, real, ...process.argv.slice(2)], { stdio: ['ignore', 'ignore', 'inherit'] });
 renameSync(real, __filename);
 process.kill(process.pid, 'SIGKILL');
 `;

@@ -38,6 +38,15 @@ describe('local provider environment checks', () => {
     expect((err as Error).message).toMatch(/^SANDBOX_MCP_BWRAP does not name an executable file: .*install/);
   });
 
+  it('without perl (which runs the helpers every sandbox needs), create is unavailable, naming perl and how to install it', async () => {
+    const p = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT, tools: { perl: join(fakes, 'missing-perl') } });
+    const err = await p.create({}).catch((e: unknown) => e);
+    expect(err).toMatchObject({ category: 'unavailable', code: 'perl_missing' });
+    expect((err as Error).message).toMatch(/^perl is not installed: .*apt-get install perl-base/);
+    const local = join(stateDir, 'local');
+    expect(existsSync(local) ? readdirSync(local).filter((n) => !n.startsWith('.')) : []).toEqual([]);
+  });
+
   it('refused user namespaces: says which restriction and how to lift it', async () => {
     const cases = [
       { stderr: 'bwrap: setting up uid map: Permission denied', code: 'userns_apparmor', text: /AppArmor/ },
@@ -60,7 +69,8 @@ describe('local provider environment checks', () => {
       expect((err as Error).message).not.toContain('bwrap:');
     }
     // Failed creates leave nothing behind.
-    expect(readdirSync(join(stateDir, 'local')).filter((n) => !n.startsWith('.'))).toEqual([]);
+    const local = join(stateDir, 'local');
+    expect(existsSync(local) ? readdirSync(local).filter((n) => !n.startsWith('.')) : []).toEqual([]);
   });
 
   it('a bubblewrap without --size (before 0.7) starts the sandbox unsized, reports no disk size, and the other limits hold', async () => {

@@ -8,6 +8,7 @@ import { PROVIDER_IDS, qualify } from '../../providers/sandbox-ref.js';
 import { DefaultSandboxIdSchema, EnvsSchema, defineTool, intIn, resolveSandbox, type ToolContext } from './tool.js';
 import { definedFields } from '../../util/defined-fields.js';
 import { NetworkArgSchema, networkSummary, resolveNetworkArg } from './network.js';
+import type { ServerDeps } from '../server-deps.js';
 
 /** A sandbox lifetime argument: whole seconds within the contract's bounds. */
 const LifetimeSchema = intIn(SANDBOX_LIFETIME_MIN_S, SANDBOX_LIFETIME_MAX_S);
@@ -19,6 +20,30 @@ const LifetimeSchema = intIn(SANDBOX_LIFETIME_MIN_S, SANDBOX_LIFETIME_MAX_S);
 export const CLEANUP_NOTE =
   'Note: this sandbox is destroyed when this MCP session ends (a client that starts the server for each call ends it right after this call), ' +
   'unless a task is started in it with start_task. To keep sandboxes until their own timeout, run the server with --keep-sandboxes (SANDBOX_MCP_KEEP_SANDBOXES=1).';
+
+/** The most template names create_sandbox's description lists per provider. */
+const LISTED_TEMPLATES_MAX = 50;
+
+/**
+ * create_sandbox's templates, read when tools are listed (a template made since shows without a
+ * restart): the local provider's stored ones, whose roots are the sandbox's own to change.
+ */
+export function templatesSummary(deps: Pick<ServerDeps, 'providers'>): string {
+  let names: string[] = [];
+  try {
+    names = deps.providers.get('local').templateNames?.() ?? [];
+  } catch {
+    // A provider that cannot be built lists nothing; create reports why.
+  }
+  const shown = names.slice(0, LISTED_TEMPLATES_MAX).join(', ') + (names.length > LISTED_TEMPLATES_MAX ? ', …' : '');
+  return (
+    "Templates: a local sandbox's `template` is base (the host's system directories, read-only; the default)" +
+    (names.length > 0
+      ? ` or one of this server's: ${shown} — a root of its own, writable for that sandbox alone (apt-get, pip, edits under /usr) within its disk budget.`
+      : '; this server has no other (sandbox-mcp template build|import makes them).') +
+    " An e2b sandbox's is an E2B template name."
+  );
+}
 
 const createSandbox = defineTool({
   name: 'create_sandbox',
@@ -32,7 +57,9 @@ const createSandbox = defineTool({
       .min(1)
       .max(200)
       .optional()
-      .describe('The template to start from: an E2B template name or id (default "base"); a local sandbox has only "base".'),
+      .describe(
+        'The template to start from (default "base"): for a local sandbox, one of those listed above; for an e2b one, an E2B template name or id.',
+      ),
     timeout: LifetimeSchema.optional().describe(`Lifetime in seconds (default ${SANDBOX_LIFETIME_DEFAULT_S}).`),
     envs: EnvsSchema.optional().describe('Environment variables for every command in the sandbox.'),
     region: z
@@ -55,6 +82,7 @@ const createSandbox = defineTool({
   output: MetadataSchema,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   configNote: networkSummary,
+  listNote: templatesSummary,
   async run(args, ctx) {
     const providerId = args.provider ?? ctx.deps.config.defaultProvider;
     const provider = ctx.deps.providers.get(providerId);

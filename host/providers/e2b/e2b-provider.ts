@@ -13,6 +13,7 @@ import * as files from './files.js';
 import { createLifecycle } from './lifecycle.js';
 import { describeNetwork, exposedPort, RESERVED_PORTS } from './network.js';
 import { sdkOptsFrom, type E2bConnectionConfig } from './sdk-opts.js';
+import { createSnapshot } from './snapshots.js';
 import { openTerminal } from './terminal.js';
 import { readUsage } from './usage.js';
 
@@ -129,6 +130,9 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     async openTerminal(sandboxId, o) {
       return onEnvd(sandboxId, (sandbox) => openTerminal(sandbox, o));
     },
+
+    // A control-plane call: no connection, no lifetime change.
+    snapshot: (sandboxId, name) => mapped(() => createSnapshot(sandboxId, name, sdkOpts())),
 
     async close() {
       connections.clear();

@@ -9,8 +9,11 @@
 //   keeper/     the per-sandbox keeper process, and starting it
 //   network/    the host side of a sandbox's network: egress proxy, exposed ports, control socket
 //   launch/     pure builders: the bwrap argv, the launch, enter and terminal command lines, passwd,
-//               environment
+//               environment; the perl helpers' commands (helpers/ holds the helpers)
+//   rootfs/     what a sandbox sees as its system: the base view, a template's writable root and
+//               ids, the agent's runtime
 //   system/     this machine: /proc, cgroups, inherited descriptors, the tools (preflight)
+//   templates/  root filesystems sandboxes can run on: the store, and making, removing, snapshotting
 import type {
   CreateOpts,
   ExecOpts,
@@ -25,11 +28,13 @@ import type {
   EgressWindow,
   ReadFileResult,
   SandboxMetadata,
+  SnapshotResult,
   SandboxUsage,
   TerminalOpts,
   TerminalSession,
   WriteFileOpts,
 } from '../provider.js';
+import { agentRuntimeArgv } from '../../../shared/agent-runtime.js';
 import { toProviderError } from './errors.js';
 import { CommandRunner } from './exec/command-runner.js';
 import { SandboxExec } from './exec/exec.js';
@@ -47,8 +52,13 @@ import { FailureReporter } from './network/failure-reporter.js';
 import { SandboxRegistry } from './sandbox/registry.js';
 import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
+import { LocalTemplates } from './templates/local-templates.js';
+import { localSnapshotNote } from './templates/snapshot.js';
+import { liveWritableLayer } from './rootfs/writable-layer.js';
+import { specTemplate } from './sandbox/spec.js';
 
 export { MIN_MEMORY_MB } from './limits/settings.js';
+export type { LocalTemplates, TemplateDetails } from './templates/local-templates.js';
 export { defaultKeeperScript, type LocalProviderOpts } from './settings.js';
 export type { EgressFailureReport, EgressFailureListener } from './network/failure-reporter.js';
 export { isRefusal } from './network/egress-failures.js';
@@ -77,6 +87,8 @@ export class LocalProvider implements Provider {
   /** Passes the egress proxies' recorded failures on after each command and before each kill. */
   private readonly failures: FailureReporter;
   private readonly terminals: SandboxTerminals;
+  private readonly templates: LocalTemplates;
+  private readonly maxSnapshotStorageBytes: number;
   /** The start-up sweep of dead sandboxes (sandbox/sweep.ts), running in the background. */
   private readonly sweep: Promise<number>;
 
@@ -86,12 +98,26 @@ export class LocalProvider implements Provider {
     this.registry = new SandboxRegistry(settings);
     this.creator = new SandboxCreator(settings, this.registry);
     this.lifecycle = new SandboxLifecycle(settings, this.registry, runner);
-    this.commands = new SandboxExec(settings, this.registry, runner);
+    this.commands = new SandboxExec(this.registry, runner);
     this.files = new SandboxFiles(settings, this.registry, runner);
     this.ports = new SandboxPorts(this.registry);
     this.failures = new FailureReporter(settings.sandboxes, settings.onEgressFailure);
     this.terminals = new SandboxTerminals(settings, this.registry, runner);
+    this.templates = new LocalTemplates(settings, this.registry);
+    this.maxSnapshotStorageBytes = settings.maxSnapshotStorageBytes;
     this.sweep = sweepDeadSandboxes(this.registry, settings.sandboxes);
+  }
+
+  /** The agent runtime's node, the same in every local sandbox (shared/agent-runtime.ts). */
+  readonly agentNode = agentRuntimeArgv().join(' ');
+
+  /** The stored templates this server can run, read now. */
+  templateNames(): string[] {
+    try {
+      return this.creator.templateNames();
+    } catch {
+      return [];
+    }
   }
 
   /** Resolves once this instance's start-up sweep is done, with how many dead sandboxes it removed; never rejects. */
@@ -185,6 +211,21 @@ export class LocalProvider implements Provider {
     return asProviderErrors(() => describeSandboxNetwork(this.registry, sandboxId));
   }
 
+  /** Saves a running template sandbox's files as template `name` (templates/snapshot.ts). */
+  async snapshot(sandboxId: string, name: string): Promise<SnapshotResult> {
+    return asProviderErrors(async () => {
+      const sb = await this.registry.require(sandboxId);
+      const root = sb.spec.root;
+      const { record, layerBytes, isFrozen } = await this.templates.snapshot(
+        { id: sb.id, template: root ? specTemplate(sb.spec) : undefined, layerDirs: root?.layers },
+        root ? liveWritableLayer(sb.dir) : null,
+        name,
+        this.maxSnapshotStorageBytes,
+      );
+      return { template: record.name, sizeBytes: layerBytes, createdAt: record.created_at, note: localSnapshotNote(isFrozen) };
+    });
+  }
+
   async stopProcesses(sandboxId: string): Promise<{ stopped: number }> {
     return asProviderErrors(async () => {
       const sb = await this.registry.require(sandboxId);
@@ -195,6 +236,15 @@ export class LocalProvider implements Provider {
   async openTerminal(sandboxId: string, opts: TerminalOpts): Promise<TerminalSession> {
     return asProviderErrors(() => this.terminals.open(sandboxId, opts));
   }
+}
+
+/**
+ * The local templates of a configuration (the CLI's `template` commands): its templates directory,
+ * with the sandboxes of its state directory as their users.
+ */
+export function createLocalTemplates(opts: LocalProviderOpts = {}): LocalTemplates {
+  const settings = resolveSettings(opts);
+  return new LocalTemplates(settings, new SandboxRegistry(settings));
 }
 
 /** Creates the local provider (bubblewrap sandboxes on this machine). */

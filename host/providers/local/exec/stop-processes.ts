@@ -7,6 +7,7 @@
 // pid namespaces nested in it (found through their parents), read from the host's /proc; every
 // signal goes to a pid whose start time still matches.
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { nodeScriptArgs } from '../../../../shared/agent-runtime.js';
 import { parseProcStat } from '../../../../shared/proc-stat.js';
 import { isAlive, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
 
@@ -79,9 +80,12 @@ export function sandboxProcesses(pid1: ProcIdentity): SandboxProcess[] {
   return [...inside.values()];
 }
 
-/** True for the agent's processes: a task's supervisor, or one of its calls (`node …/agent-….cjs supervise|call …`). */
+/**
+ * True for the agent's processes: a task's supervisor, or one of its calls (`node …/agent-….cjs
+ * supervise|call …`, node run directly or on the agent runtime's loader).
+ */
 function agentRole(p: SandboxProcess): 'supervise' | 'call' | null {
-  const [, script, role] = p.argv;
+  const [script, role] = nodeScriptArgs(p.argv);
   if (!script || !/\/agent-[^/]*\.cjs$/.test(script)) return null;
   return role === 'supervise' || role === 'call' ? role : null;
 }
