@@ -2,13 +2,14 @@
 // it cannot trust (pid reuse), plus the keeper honouring a shortened deadline.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { identify, isAlive } from '../../host/providers/local/system/proc.js';
 import { readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import { KEEPER_SCRIPT } from '../support/paths.js';
+import { canCatch } from '../support/processes.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
@@ -140,6 +141,19 @@ describe('local provider environment checks', () => {
     await expect(p.getInfo('reusedpid000')).rejects.toMatchObject({ category: 'not_found' });
     expect(existsSync(dir)).toBe(false);
     expect(isAlive(me)).toBe(true);
+  });
+
+  it("a keeper catches SIGUSR1, set_sandbox_timeout's wake-up (no thread of it blocks the signal)", async () => {
+    const p = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT });
+    const { sandbox_id: id } = await p.create({ timeoutS: 600 });
+    const rec = readKeeperRecord(join(stateDir, 'local', id))!;
+    try {
+      // Blocked, it would stay pending: a shortened deadline would wait for the keeper's recheck timer.
+      expect(canCatch(rec.keeper.pid, constants.signals.SIGUSR1)).toBe(true);
+      expect(isAlive(rec.keeper)).toBe(true);
+    } finally {
+      await p.kill(id);
+    }
   });
 
   it('the keeper acts on a shortened deadline (set_sandbox_timeout), even with a stopped command', async () => {
