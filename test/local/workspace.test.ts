@@ -14,6 +14,7 @@ import { readWorkspaceChanges } from '../../host/tasks/workspace-changes.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { listTemplates } from '../../host/providers/local/templates/store.js';
 import { localSandboxes } from '../support/local-sandboxes.js';
+import { isRootOrSkipping } from '../support/prerequisites.js';
 import { WORKSPACE_NAMES_FILE } from '../../host/providers/local/sandbox/state-dir.js';
 import { KEEPER_SCRIPT, REPO } from '../support/paths.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
@@ -165,6 +166,35 @@ describe('a workspace in a sandbox on a template', () => {
       // A snapshot would drop the workspace's changes: refused, and nothing stored.
       await expect(provider.snapshot!(id, 'with-ws')).rejects.toMatchObject({ category: 'unsupported', code: 'workspace_snapshot' });
       expect(listTemplates(templatesDir).map((t) => t.name)).toEqual(['mini']);
+    } finally {
+      await provider.kill(id);
+    }
+  });
+});
+
+describe('a workspace on a root server with a configured sandbox uid and group', () => {
+  const stateDir = tempStateDir();
+  let provider: ReturnType<typeof createLocalProvider>;
+  afterAll(async () => {
+    await provider?.close();
+    await destroyStateDir(stateDir);
+  });
+
+  it("runs as that uid and group, the person's files shown as theirs", async () => {
+    if (!isRootOrSkipping('a configured sandbox uid')) return;
+    provider = createLocalProvider({ stateDir, keeperScript: KEEPER_SCRIPT, sandboxUid: 23456, sandboxGid: 34567 });
+    const project = join(top, 'configured');
+    mkdirSync(project);
+    writeFileSync(join(project, 'a.txt'), 'a\n');
+    chownSync(project, 1000, 1001);
+    chownSync(join(project, 'a.txt'), 1000, 1001);
+    const { sandbox_id: id } = await provider.create({ workspace: project, timeoutS: 120 });
+    try {
+      const r = await provider.exec(id, 'id -u; id -g; stat -c "%u %g" a.txt; touch b.txt && stat -c "%u %g" b.txt', {
+        timeoutS: 60,
+        cwd: '/workspace',
+      });
+      expect(r.stdout.toString()).toBe('23456\n34567\n23456 34567\n23456 34567\n');
     } finally {
       await provider.kill(id);
     }

@@ -3,7 +3,7 @@
 # the host prepends `my %SYS = (…);`, the raw system call numbers of this machine's architecture
 # (launch/perl-helpers.ts).
 #
-#   RW MNT BYTES MODE UID [LAYER...] [--workspace DIR OWNER_UID OWNER_GID] -- bwrap ARGS...
+#   RW MNT BYTES MODE UID[:GID] [LAYER...] [--workspace DIR OWNER_UID OWNER_GID] -- bwrap ARGS...
 #
 #   RW     an empty directory of the sandbox's state directory. A sized tmpfs is mounted on it in a new
 #          mount namespace (the host keeps seeing it empty; everything here vanishes with the sandbox)
@@ -34,8 +34,8 @@
 
 my ($rw, $mnt, $bytes, $mode, $uid, @rest) = @ARGV;
 my ($sep) = grep { $rest[$_] eq '--' } 0 .. $#rest;
-my $usage = "usage: RW MNT BYTES idrange|userns|drop|keep UID [LAYER...] [--workspace DIR UID GID] -- CMD...\n";
-die $usage unless defined $sep && $sep < $#rest && $mode =~ /^(idrange|userns|drop|keep)$/ && $bytes =~ /^\d+$/ && $uid =~ /^\d+$/;
+my $usage = "usage: RW MNT BYTES idrange|userns|drop|keep UID[:GID] [LAYER...] [--workspace DIR UID GID] -- CMD...\n";
+die $usage unless defined $sep && $sep < $#rest && $mode =~ /^(idrange|userns|drop|keep)$/ && $bytes =~ /^\d+$/ && $uid =~ /^\d+(:\d+)?$/;
 my @layers = @rest[0 .. $sep - 1];
 my @cmd = @rest[$sep + 1 .. $#rest];
 my ($ws, $ws_uid, $ws_gid);
@@ -48,7 +48,12 @@ if (defined $wsi) {
 my $has_root = $mode eq 'idrange' || $mode eq 'userns';
 die $usage if ($has_root && !@layers) || (!$has_root && @layers) || (!$has_root && !defined $ws);
 my $is_root = $mode eq 'idrange' || $mode eq 'drop';
+# UID[:GID] (drop: a base sandbox's configured group may differ from its uid; else the same id).
+my ($gid);
+($uid, $gid) = split /:/, $uid;
+$gid //= $uid;
 $uid = 0 + $uid;   # syscall() passes a string argument as a pointer: make it a number
+$gid = 0 + $gid;
 
 my ($CLONE_NEWNS, $CLONE_NEWUSER) = (0x20000, 0x10000000);
 my ($MS_REC, $MS_PRIVATE, $MS_NOSUID, $MS_NODEV, $MS_BIND) = (0x4000, 0x40000, 0x2, 0x4, 0x1000);
@@ -142,9 +147,9 @@ if ($has_root) {
 if (defined $ws) {
   my @st = stat($ws) or die "sandbox-mcp: workspace: $!\n";
   mkdir($_, 0755) or die "sandbox-mcp: mkdir $_: $!\n" for qw(ws ws/upper ws/work ws/lower ws/merged);
-  my $ws_ns = $is_root ? user_namespace(0, "$ws_uid $uid 1\n", "$ws_gid $uid 1\n") : undef;
+  my $ws_ns = $is_root ? user_namespace(0, "$ws_uid $uid 1\n", "$ws_gid $gid 1\n") : undef;
   clone_tree($ws, 'ws/lower', $ws_ns);
-  if ($is_root) { chown($uid, $uid, 'ws/upper') or die "sandbox-mcp: chown: $!\n"; }
+  if ($is_root) { chown($uid, $gid, 'ws/upper') or die "sandbox-mcp: chown: $!\n"; }
   chmod($st[2] & 07777, 'ws/upper') or die "sandbox-mcp: chmod: $!\n";
   my $ws_merged = 'ws/merged';
   my $ws_opts = 'lowerdir=ws/lower,upperdir=ws/upper,workdir=ws/work' . $xattr;
@@ -168,7 +173,7 @@ if ($is_root) {
   # Drop to UID before bwrap: no groups, an empty bounding set, no new privileges (what setpriv does).
   for my $cap (0 .. 63) { last if syscall($SYS{prctl}, $PR_CAPBSET_DROP, $cap, 0, 0, 0) < 0; }   # EINVAL past the last one
   sys('setgroups', 0, $null);
-  sys('setresgid', $uid, $uid, $uid);
+  sys('setresgid', $gid, $gid, $gid);
   sys('setresuid', $uid, $uid, $uid);
   sys('prctl', $PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }

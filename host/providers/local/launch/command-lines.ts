@@ -111,11 +111,12 @@ export interface TemplateLaunch {
  * keeper's own uid (root mounts, then drops to the sandbox's uid itself), which execs bwrap.
  */
 export function buildTemplateLaunchCommand(bwrapArgs: string[], launch: TemplateLaunch, id: Identity, tools: ToolPaths): Command {
-  const uid = launch.mode === 'idrange' || launch.mode === 'drop' ? id.uid : 0;
+  // drop: the sandbox's own uid and group (a configured group may differ); idrange: its block's first id.
+  const uid = launch.mode === 'drop' ? `${id.uid}:${id.gid}` : String(launch.mode === 'idrange' ? id.uid : 0);
   const ws = launch.workspace ? ['--workspace', launch.workspace.dir, String(launch.workspace.uid), String(launch.workspace.gid)] : [];
   // prettier-ignore
   return perlCommand(tools.perl ?? 'perl', launch.helper.text, launch.helper.arch, [
-    launch.rwDir, launch.mountPoint ?? '-', String(Math.floor(launch.rootBytes)), launch.mode, String(uid), ...launch.layers, ...ws,
+    launch.rwDir, launch.mountPoint ?? '-', String(Math.floor(launch.rootBytes)), launch.mode, uid, ...launch.layers, ...ws,
     '--', tools.bwrap, ...bwrapArgs,
   ]);
 }
