@@ -52,6 +52,12 @@ describe('a local workspace', () => {
     expect(fileStat).toBe(`${uid} 644`);
     expect(content).toBe("console.log('hello');");
 
+    // The agent's views of the person's directory and of the sandbox's writes are read-only.
+    const views = await run(
+      id,
+      'for f in /.sandbox-mcp/workspace/base/README.md /.sandbox-mcp/workspace/base/new /.sandbox-mcp/workspace/upper/new; do (echo x > $f) 2>/dev/null && echo wrote $f; done; echo done',
+    );
+    expect(views.out).toBe('done\n');
     const edited = await run(id, SANDBOX_EDITS);
     expect(edited).toMatchObject({ code: 0, err: '' });
     expect(treeHash(project)).toBe(before);
