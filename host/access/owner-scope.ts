@@ -117,6 +117,10 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
       await check(sandboxId);
       return provider.getOwner(sandboxId);
     },
+    async getWorkspace(sandboxId) {
+      await check(sandboxId);
+      return (await provider.getWorkspace?.(sandboxId)) ?? null;
+    },
     async getEnvironment(sandboxId) {
       await check(sandboxId);
       return provider.getEnvironment(sandboxId);

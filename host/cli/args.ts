@@ -22,6 +22,8 @@ export const COMMANDS = [
   'kill',
   'cancel',
   'network',
+  'diff',
+  'apply',
   'template',
   'snapshot',
   'dashboard',
@@ -53,13 +55,15 @@ export const OPTIONS = {
   'network-allow': { type: 'string', multiple: true, commands: [...SERVING, 'network'] },
   'network-default': { type: 'string', commands: [...SERVING, 'network'] },
   'background-after': { type: 'string', commands: SERVING },
+  'workspace-allow': { type: 'string', multiple: true, commands: SERVING },
   host: { type: 'string', commands: ['http'] },
   port: { type: 'string', commands: ['http', 'dashboard'] },
   'no-dashboard': { type: 'boolean', commands: ['http'] },
   'idle-timeout': { type: 'string', commands: ['http'] },
   'allowed-host': { type: 'string', multiple: true, commands: ['http'] },
   'tokens-file': { type: 'string', commands: ['http'] },
-  json: { type: 'boolean', commands: ['doctor', 'ls', 'logs', 'kill', 'cancel', 'template', 'snapshot'] },
+  json: { type: 'boolean', commands: ['doctor', 'ls', 'logs', 'kill', 'cancel', 'template', 'snapshot', 'diff', 'apply'] },
+  worktree: { type: 'boolean', commands: ['apply'] },
   follow: { type: 'boolean', short: 'f', commands: ['logs'] },
   stderr: { type: 'boolean', commands: ['logs'] },
   from: { type: 'string', commands: ['logs'] },
@@ -135,6 +139,15 @@ Watching agents (no running server needed; ids as the tools return them, e.g. lo
   sandbox-mcp cancel <sandbox_id> <task_id> [--json]
         Cancel a task: TERM, then KILL, to its process group. Exit 1 if its end is not
         confirmed. --json: {"sandbox_id","task_id","state","exit_code","confirmed"}.
+  sandbox-mcp diff <sandbox_id> [--json]
+        What a sandbox changed in its workspace (create_sandbox's workspace): a unified diff
+        (coloured on a terminal), then the binary and large files it does not show and the
+        paths the host changed since create. --json: the changes and the patch as one object.
+  sandbox-mcp apply <sandbox_id> [--worktree] [--json]
+        Take those changes onto the host. In a git repository: one commit on a new branch
+        sandbox/<short id>, the working tree and index untouched (git merge takes it). With
+        --worktree, or in a plain directory: the changed files are written into it, refused
+        (naming them, nothing written) where the host changed a file since create.
   Errors print the tools' category and suggestion and exit 1; a bad command line exits 2.
   With --json too: errors stay on stderr, stdout carries only the JSON.
 
@@ -183,8 +196,15 @@ Options:
   --network-default D    what a create_sandbox without network gets: provider (default: local
                          sandboxes none, e2b E2B's internet access), none, or allowed (the
                          whole --network-allow set) (env SANDBOX_MCP_NETWORK_DEFAULT)
-  --json                 doctor, ls, kill, cancel: print one JSON object (the checks; the
-                         sandboxes and tasks; the outcome); logs: JSON Lines (see logs)
+  --workspace-allow DIRS the host directories (comma-separated or repeated; each with
+                         everything below it) create_sandbox's workspace may name; symlinks
+                         and .. are resolved first; default none: no workspaces (env
+                         SANDBOX_MCP_WORKSPACE_ALLOW)
+  --json                 doctor, ls, kill, cancel, diff, apply: print one JSON object (the
+                         checks; the sandboxes and tasks; the outcome; the changes); logs:
+                         JSON Lines (see logs)
+  --worktree             apply: write into a git repository's working tree instead of
+                         committing to a branch
   --follow, -f           logs: keep printing as the output grows, until the task ends
   --stderr               logs: the task's stderr instead of its stdout
   --from N               logs: start at byte N of the stream (default 0)
@@ -217,6 +237,7 @@ Environment (a flag wins over its variable):
                               services)
   SANDBOX_MCP_NETWORK_ALLOW   as --network-allow (comma-separated)
   SANDBOX_MCP_NETWORK_DEFAULT as --network-default
+  SANDBOX_MCP_WORKSPACE_ALLOW as --workspace-allow (comma-separated)
   SANDBOX_MCP_BWRAP           absolute path of the bubblewrap binary (default: bwrap on PATH)
   SANDBOX_MCP_SANDBOX_RO_BIND as --sandbox-ro-bind (colon-separated)
   SANDBOX_MCP_TOKEN           http: bearer token, 16+ characters (default: generated, printed
@@ -252,6 +273,8 @@ export interface CommandLine {
   tokensFile?: string;
   /** --network-allow, each a comma-separated list (config.ts expands them). */
   networkAllow: string[];
+  /** --workspace-allow, each a comma-separated list (config.ts resolves them). */
+  workspaceAllow: string[];
   networkDefault?: string;
   json: boolean;
   /** http: serve no dashboard at / (--no-dashboard). */
@@ -262,6 +285,8 @@ export interface CommandLine {
   stderr: boolean;
   /** logs: the byte offset to start from. */
   fromByte: number;
+  /** apply: into the working tree, not onto a branch. */
+  worktree: boolean;
   /** shell: the program after `--` (empty: the sandbox's shell). */
   program: string[];
   /** The limit flags given (by flag name; see LIMIT_OPTIONS). */
@@ -300,6 +325,8 @@ const ARITY: Record<CommandName, { min: number; max: number; usage: string }> = 
   kill: { min: 1, max: 1, usage: 'sandbox-mcp kill <sandbox_id> [--json]' },
   cancel: { min: 2, max: 2, usage: 'sandbox-mcp cancel <sandbox_id> <task_id> [--json]' },
   network: { min: 0, max: 1, usage: 'sandbox-mcp network [sandbox_id]' },
+  diff: { min: 1, max: 1, usage: 'sandbox-mcp diff <sandbox_id> [--json]' },
+  apply: { min: 1, max: 1, usage: 'sandbox-mcp apply <sandbox_id> [--worktree] [--json]' },
   template: { min: 0, max: 3, usage: 'sandbox-mcp template build|import|ls|inspect|rm ... (see sandbox-mcp --help)' },
   snapshot: { min: 2, max: 2, usage: 'sandbox-mcp snapshot <sandbox_id> NAME [--json]' },
   dashboard: { min: 0, max: 0, usage: 'sandbox-mcp dashboard [--port N]' },
@@ -371,6 +398,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     version,
     ...definedFields({ provider, tokensFile, networkDefault }),
     networkAllow: given.get('network-allow') ?? [],
+    workspaceAllow: given.get('workspace-allow') ?? [],
     sandboxRoBinds: given.get('sandbox-ro-bind') ?? [],
     ...definedFields({ provider, tokensFile, backgroundAfter }),
     keepSandboxes: given.has('keep-sandboxes'),
@@ -387,6 +415,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     follow: given.has('follow'),
     stderr: given.has('stderr'),
     fromByte: intOption(one('from'), 'from', 0, LIMITS.streamCapBytes, 0),
+    worktree: given.has('worktree'),
     program,
     limits: Object.fromEntries(LIMIT_OPTIONS.flatMap((o) => (given.has(o.flag) ? [[o.flag, one(o.flag)!]] : []))),
     ...definedFields({

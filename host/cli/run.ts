@@ -70,6 +70,7 @@ async function main(argv: string[]): Promise<void> {
     }),
     keepSandboxes: line.keepSandboxes,
     networkAllow: line.networkAllow,
+    workspaceAllow: line.workspaceAllow,
     sandboxRoBinds: line.sandboxRoBinds,
     limits: line.limits,
   });
@@ -98,6 +99,8 @@ async function main(argv: string[]): Promise<void> {
     case 'shell':
     case 'kill':
     case 'cancel':
+    case 'diff':
+    case 'apply':
     case 'snapshot':
       return process.exit(await runOperatorCommand(line.command, line, config, commandDeps));
     case 'network':

@@ -3,6 +3,7 @@ import { realpathSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
 import { SECRET_NAME_PATTERN, LIMITS } from '../../shared/limits.js';
 import { isProviderError } from '../providers/provider-error.js';
+import { resolveAllowedRoots, WORKSPACE_ALLOW_ENV, WORKSPACE_ALLOW_FLAG } from '../providers/workspace-policy.js';
 import { DEFAULT_MAX_WAITING_GETS, LIMIT_OPTIONS } from './limit-options.js';
 import { ALLOW_LIST_PRESETS, expandAllowList } from '../providers/network-policy.js';
 import { resolveLimitSettings, type LimitOpts } from '../providers/local/limits/settings.js';
@@ -43,6 +44,11 @@ export interface ServerConfig {
   progressIntervalMs?: number;
   /** Sandbox egress; absent: nothing is permitted and creates keep their provider's default. */
   network?: ServerNetworkConfig;
+  /**
+   * The host directories (real paths) create_sandbox's `workspace` may name, or lie below
+   * (--workspace-allow / SANDBOX_MCP_WORKSPACE_ALLOW); empty: no workspaces.
+   */
+  workspaceAllow?: string[];
 }
 
 /** What a create_sandbox without `network` gets: its provider's default, no egress, or every permitted entry. */
@@ -77,6 +83,8 @@ export interface ConfigFlags {
   /** --network-allow, repeatable, each a comma-separated list. */
   networkAllow?: string[] | undefined;
   networkDefault?: string | undefined;
+  /** --workspace-allow, repeatable, each a comma-separated list. */
+  workspaceAllow?: string[] | undefined;
   /** --template-dir, as given. */
   templateDir?: string | undefined;
   /** --sandbox-ro-bind, each as given. */
@@ -134,6 +142,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
     defaultProvider: provider as ProviderId,
     localNetwork,
     network: loadNetworkConfig(env, flags),
+    workspaceAllow: loadWorkspaceAllow(env, flags),
+    ...definedFields({ stateDir: env.SANDBOX_MCP_STATE_DIR || undefined, bwrapPath }),
     ...definedFields({
       stateDir: env.SANDBOX_MCP_STATE_DIR || undefined,
       bwrapPath,
@@ -244,4 +254,20 @@ function loadNetworkConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags): ServerNe
     );
   }
   return { permitted: expanded.entries, default: defaultText as ServerNetworkConfig['default'] };
+}
+
+/** The permitted workspace directories, from --workspace-allow or its variable, as real paths. */
+function loadWorkspaceAllow(env: NodeJS.ProcessEnv, flags: ConfigFlags): string[] {
+  const fromFlag = flags.workspaceAllow !== undefined && flags.workspaceAllow.length > 0;
+  const source = fromFlag ? WORKSPACE_ALLOW_FLAG : WORKSPACE_ALLOW_ENV;
+  const items = (fromFlag ? flags.workspaceAllow! : [env[WORKSPACE_ALLOW_ENV] ?? ''])
+    .flatMap((list) => list.split(','))
+    .map((item) => item.trim())
+    .filter(Boolean);
+  const resolved = resolveAllowedRoots(items);
+  if ('invalidIndex' in resolved) {
+    const what = resolved.problem === 'not_absolute' ? 'is not an absolute path' : 'is not an existing directory';
+    throw new ConfigError(`${source}: item ${resolved.invalidIndex + 1} ${what}`);
+  }
+  return resolved.roots;
 }

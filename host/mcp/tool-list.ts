@@ -10,6 +10,7 @@ import { sandboxTools } from './tools/sandboxes.js';
 import { snapshotTools } from './tools/snapshot.js';
 import { taskTools } from './tools/tasks.js';
 import type { ToolDef } from './tools/tool.js';
+import { workspaceTools } from './tools/workspace.js';
 
 /** Every tool, in the order tools/list shows them. */
 export const ALL_TOOLS: readonly ToolDef[] = [
@@ -19,6 +20,7 @@ export const ALL_TOOLS: readonly ToolDef[] = [
   ...fileTools,
   ...taskTools,
   ...networkTools,
+  ...workspaceTools,
 ] as unknown as ToolDef[];
 
 /** One tools/list entry. */

@@ -97,6 +97,59 @@ export interface CreateOpts {
    * keeps the provider's default. A provider that cannot enforce it exactly throws unsupported.
    */
   network?: NetworkPolicy;
+  /**
+   * A host directory (a real path, already checked against the server's permitted ones) the
+   * sandbox gets as its workspace: a copy-on-write view (local) or a copy (e2b). A provider
+   * without workspaces throws unsupported.
+   */
+  workspace?: string;
+}
+
+/**
+ * A sandbox's workspace, as its provider recorded it at create (for the person's `diff` and
+ * `apply`, and workspace_changes; never part of its metadata). Only the server side records it:
+ * nothing a sandbox does can change where `apply` writes.
+ */
+export interface SandboxWorkspace {
+  /** The host directory (a real path) it was made from. */
+  hostPath: string;
+  /** Where the sandbox sees it: also the default cwd of its commands and tasks. */
+  path: string;
+  /**
+   * The trees the agent compares (absolute, or `~/…` in the sandbox user's home): the workspace
+   * as it started, as the sandbox sees it now, and the overlay's upper directory when there is one.
+   */
+  trees: { base: string; current: string; upper?: string };
+  /**
+   * True when `trees.base` is the workspace as it was at create (a copy: e2b), so a change's kind
+   * says whether the path existed then; false when it is the live host directory (an overlay's lower).
+   */
+  isBaseFrozen: boolean;
+  /** The origin recorded at create: see providers/workspace-origin.ts. */
+  origin: WorkspaceOrigin;
+  /** A host file holding the names each directory held at create (workspace-origin.ts WorkspaceNames), where they were recorded. */
+  namesFile?: string;
+}
+
+/** What the host directory was at create, as far as `apply` needs it. */
+export interface WorkspaceOrigin {
+  /**
+   * Nanoseconds since the epoch, as a decimal string: a host file whose ctime is not before this
+   * changed since create (the kernel stamps every write, chmod and rename of a file with a ctime).
+   */
+  sinceNs: string;
+  /** The git repository the directory lies in, as it was at create; absent when it is in none. */
+  git?: WorkspaceGit;
+}
+
+/** The repository a workspace lies in. */
+export interface WorkspaceGit {
+  /** Its top-level directory (a real path). */
+  top: string;
+  /** The workspace's path inside it, `` at the top or ending in `/`. */
+  prefix: string;
+  /** The commit HEAD named at create; null in a repository without commits. */
+  head: string | null;
 }
 
 /** Ports a sandbox may expose: any TCP port. */
@@ -326,6 +379,11 @@ export interface Provider {
   kill(sandboxId: string): Promise<void>;
   /** The owner recorded at create (CreateOpts.owner), or null; throws not_found when the sandbox does not exist. */
   getOwner(sandboxId: string): Promise<string | null>;
+  /**
+   * The workspace recorded at create (CreateOpts.workspace), or null for a sandbox without one;
+   * throws not_found when the sandbox does not exist. Optional: a provider without workspaces omits it.
+   */
+  getWorkspace?(sandboxId: string): Promise<SandboxWorkspace | null>;
   /**
    * The environment every command in the sandbox starts with, as far as the provider can read it
    * from the sandbox's own record (so a server that did not create it can mask its secrets).

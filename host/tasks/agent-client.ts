@@ -68,6 +68,8 @@ export interface AgentCallOpts {
   signal?: AbortSignal;
   /** The agent process's stdin (how `input` receives its data: see inputRequest). Default: none. */
   stdin?: Buffer;
+  /** The most bytes of its answer to capture (default: the exec's own cap); an answer cut there fails the call. */
+  maxOutputBytes?: number;
 }
 
 /** What the agent answers to an `op` request, validated. */
@@ -108,7 +110,7 @@ export class AgentClient {
     const execOpts = {
       timeoutS: opts.timeoutS,
       role: request.op === 'start' ? ('task' as const) : ('service' as const),
-      ...definedFields({ envs: opts.envs, signal: opts.signal, stdin: opts.stdin }),
+      ...definedFields({ envs: opts.envs, signal: opts.signal, stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes }),
     };
     let result = await provider.exec(sandboxId, command, execOpts);
     if (result.exitCode === EXIT_AGENT_MISSING) {

@@ -41,8 +41,8 @@ describe('bundle', () => {
     expect(hello).toEqual({
       agent_version: pkg.version,
       protocol: 1,
-      protocol_minor: 3,
-      ops: ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'selftest'],
+      protocol_minor: 4,
+      ops: ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'workspace_changes', 'selftest'],
       state_dir: world.stateDir,
       max_tasks: 128,
       stream_cap_bytes: 1048576,

@@ -1,7 +1,14 @@
 // The bwrap argv of a local sandbox, a pure builder asserted by position.
 import { describe, expect, it } from 'vitest';
 import { AGENT_RUNTIME_DIR } from '../../shared/agent-runtime.js';
-import { buildBwrapArgs, buildTemplateBwrapArgs, PID1_SCRIPT } from '../../host/providers/local/launch/bwrap-args.js';
+import {
+  buildBwrapArgs,
+  buildTemplateBwrapArgs,
+  PID1_SCRIPT,
+  WORKSPACE_BASE_VIEW,
+  WORKSPACE_PATH,
+  WORKSPACE_UPPER_VIEW,
+} from '../../host/providers/local/launch/bwrap-args.js';
 import { writableMountSizes } from '../../host/providers/local/limits/disk-shares.js';
 
 const base = { statusFd: 3, readyFd: 4, passwdFd: 5, groupFd: 6, shell: '/bin/bash' };
@@ -147,5 +154,26 @@ describe('buildTemplateBwrapArgs', () => {
     expect(tmpfs).toBeGreaterThan(0);
     expect(pairIndex(a, '--ro-bind', '/c/runtime/k', AGENT_RUNTIME_DIR)).toBeGreaterThan(tmpfs);
     expect(pairIndex(a, '--remount-ro', '/.sandbox-mcp')).toBeGreaterThan(pairIndex(a, '--ro-bind', '/c/runtime/k', AGENT_RUNTIME_DIR));
+  });
+});
+
+describe('a workspace in the bwrap argv', () => {
+  const ws = { merged: '/c/mnt/ws/merged', lower: '/c/mnt/ws/lower', upper: '/c/mnt/ws/upper' };
+
+  it('binds the overlay writable at /workspace and its lower and upper read-only for the agent, after the writable mounts', () => {
+    const a = buildBwrapArgs({ ...base, workspace: ws });
+    const merged = pairIndex(a, '--bind', ws.merged, WORKSPACE_PATH);
+    expect(merged).toBeGreaterThan(pairIndex(a, '--tmpfs', '/tmp'));
+    expect(pairIndex(a, '--ro-bind', ws.lower, WORKSPACE_BASE_VIEW)).toBeGreaterThan(merged);
+    expect(pairIndex(a, '--ro-bind', ws.upper, WORKSPACE_UPPER_VIEW)).toBeGreaterThan(merged);
+    expect(buildBwrapArgs(base)).not.toContain(WORKSPACE_PATH);
+  });
+
+  it("in a template sandbox, puts the agent's views on the read-only /.sandbox-mcp tmpfs, before it is made read-only", () => {
+    const a = buildTemplateBwrapArgs({ statusFd: 3, readyFd: 4, rootFd: 7, workspace: ws });
+    const tmpfs = pairIndex(a, '--tmpfs', '/.sandbox-mcp');
+    expect(tmpfs).toBeGreaterThan(0);
+    expect(pairIndex(a, '--bind', ws.merged, WORKSPACE_PATH)).toBeGreaterThan(tmpfs);
+    expect(pairIndex(a, '--remount-ro', '/.sandbox-mcp')).toBeGreaterThan(pairIndex(a, '--ro-bind', ws.upper, WORKSPACE_UPPER_VIEW));
   });
 });

@@ -73,7 +73,7 @@ describe('parseCommandLine', () => {
     expect(usageError(['--idle-timeout', '5'])).toContain('--idle-timeout applies only to');
     expect(usageError(['--allowed-host', 'x'])).toContain('--allowed-host applies only to');
     expect(usageError(['--json'])).toBe(
-      '--json applies only to: sandbox-mcp doctor, sandbox-mcp ls, sandbox-mcp logs, sandbox-mcp kill, sandbox-mcp cancel, sandbox-mcp template, sandbox-mcp snapshot',
+      '--json applies only to: sandbox-mcp doctor, sandbox-mcp ls, sandbox-mcp logs, sandbox-mcp kill, sandbox-mcp cancel, sandbox-mcp template, sandbox-mcp snapshot, sandbox-mcp diff, sandbox-mcp apply',
     );
     expect(usageError(['doctor', '--keep-sandboxes'])).toBe('--keep-sandboxes applies only to: sandbox-mcp, sandbox-mcp http');
   });
@@ -116,6 +116,27 @@ describe('parseCommandLine', () => {
       '--network-default applies only to: sandbox-mcp, sandbox-mcp http, sandbox-mcp network',
     );
     expect(usageError(['--network-default', 'a', '--network-default', 'b'])).toBe('--network-default is given more than once');
+  });
+
+  it('reads diff and apply, with --worktree for apply only', () => {
+    expect(parseCommandLine(['diff', 'local:abc', '--json'])).toMatchObject({
+      command: 'diff',
+      args: ['local:abc'],
+      json: true,
+      worktree: false,
+    });
+    expect(parseCommandLine(['apply', 'local:abc', '--worktree'])).toMatchObject({ command: 'apply', args: ['local:abc'], worktree: true });
+    expect(usageError(['diff', 'local:abc', '--worktree'])).toBe('--worktree applies only to: sandbox-mcp apply');
+    expect(usageError(['apply'])).toBe('usage: sandbox-mcp apply <sandbox_id> [--worktree] [--json]');
+  });
+
+  it('reads --workspace-allow for the serving commands only', () => {
+    expect(parseCommandLine([])).toMatchObject({ workspaceAllow: [] });
+    expect(parseCommandLine(['http', '--workspace-allow', '/a,/b', '--workspace-allow=/c'])).toMatchObject({
+      command: 'http',
+      workspaceAllow: ['/a,/b', '/c'],
+    });
+    expect(usageError(['ls', '--workspace-allow', '/a'])).toBe('--workspace-allow applies only to: sandbox-mcp, sandbox-mcp http');
   });
 
   it('reads the template and snapshot commands and their flags, and nowhere else', () => {

@@ -141,6 +141,36 @@ describe('launch and enter commands', () => {
     expect(userns.args.slice(2, 8)).toEqual(['--', '/s/rw', '-', '7340032', 'userns', '0']);
   });
 
+  it('launches a base sandbox with a workspace through the helper: drop to the sandbox uid as root, keep as a user; the directory and its owner last', () => {
+    const launch = { helper: { text: 'H', arch: 'x64' as const }, rwDir: '/s/rw', rootBytes: 3 * 1024 * 1024, layers: [] };
+    const workspace = { dir: '/home/alice/app', uid: 1000, gid: 100 };
+    // A configured group that differs from the uid is passed as UID:GID.
+    const drop = buildTemplateLaunchCommand(
+      ['--x'],
+      { ...launch, mode: 'drop', mountPoint: '/c/mnt', workspace },
+      { ...root, gid: 4242 },
+      tools,
+    );
+    expect(drop.uid).toBeUndefined();
+    // prettier-ignore
+    expect(drop.args.slice(2)).toEqual([
+      '--', '/s/rw', '/c/mnt', String(3 * 1024 * 1024), 'drop', `${root.uid}:4242`,
+      '--workspace', '/home/alice/app', '1000', '100', '--', '/usr/bin/bwrap', '--x',
+    ]);
+    const keep = buildTemplateLaunchCommand(['--x'], { ...launch, mode: 'keep', workspace }, user, tools);
+    expect(keep.args.slice(2, 11)).toEqual([
+      '--',
+      '/s/rw',
+      '-',
+      String(3 * 1024 * 1024),
+      'keep',
+      '0',
+      '--workspace',
+      '/home/alice/app',
+      '1000',
+    ]);
+  });
+
   it('enters a template sandbox through its entry helper (never nsenter), keeping only the chosen capabilities', () => {
     const block: Identity = { uid: 0x71000000, gid: 0x71000000, dropPrivileges: true };
     const template = { helper: { text: 'E', arch: 'x64' as const }, keepCaps: TEMPLATE_COMMAND_CAPS.idrange };

@@ -119,6 +119,7 @@ function ownersProvider() {
     listFiles: async () => [],
     exposePort: async (id) => (await known(id), { url: 'http://127.0.0.1:1/' }),
     describeNetwork: async (id) => (await known(id), { egress: 'none', allow_out: [], proxy: null, exposed_ports: [] }),
+    getWorkspace: async (id) => (await known(id), null),
     limitNotes: async (id) => (await known(id), [`limit note of ${id}`]),
     egressNotes: async (id, window) => (await known(id), [`refusals of ${id} since ${window.sinceMs}`]),
     usage: async (id) => (await known(id), { memoryBytes: { used: id.length, limit: null }, processes: null, diskBytes: null }),
@@ -151,6 +152,7 @@ const PROVIDER_KEYS = Object.keys({
   listFiles: 0,
   exposePort: 0,
   describeNetwork: 0,
+  getWorkspace: 0,
   limitNotes: 0,
   egressNotes: 0,
   usage: 0,
@@ -222,6 +224,8 @@ describe('scopeProviders', () => {
     expect(await asBob.usage!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     expect(await asAlice.stopProcesses!(a)).toEqual({ stopped: 7 });
     expect(await asBob.stopProcesses!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    expect(await asAlice.getWorkspace!(a)).toBeNull();
+    expect(await asBob.getWorkspace!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     const terminal = { cols: 80, rows: 24, onData: () => undefined };
     expect(await asAlice.openTerminal!(a, terminal).catch((e: ProviderError) => e.code)).toBe('terminal_reached');
     expect(await asBob.openTerminal!(a, terminal).catch((e: ProviderError) => e.toJSON())).toEqual(missing);

@@ -23,6 +23,7 @@ import { definedFields } from '../../util/defined-fields.js';
 import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, renderCapped, withNotes, type ExecToolResult } from './exec-result.js';
 import { CommandSchema, CwdSchema, EXEC_TIMEOUT_DEFAULT_S, ExecTimeoutSchema, resolveCwd } from './command-fields.js';
 import { networkNotes } from './network-notes.js';
+import { defaultCwd, defaultTaskCwd } from './workspace.js';
 import { withProgress } from './progress.js';
 import { runPromotable } from './promote.js';
 
@@ -120,9 +121,10 @@ const runCommand = defineTool({
     const backgroundAfterS = backgroundAfterFor(ctx, args.background_after, args.timeout);
     const ref = await targetOf(ctx, args.sandbox_id);
     if (backgroundAfterS === undefined) {
-      return runCapped(ctx, ref, args.command, { timeoutS: args.timeout, ...definedFields({ cwd: args.cwd, envs: args.envs }) });
+      const cwd = args.cwd ?? (await defaultCwd(ctx, ref));
+      return runCapped(ctx, ref, args.command, { timeoutS: args.timeout, ...definedFields({ cwd, envs: args.envs }) });
     }
-    const cwd = resolveCwd(args.cwd);
+    const cwd = resolveCwd(args.cwd) ?? (await defaultTaskCwd(ctx, ref));
     const run = { command: args.command, timeoutS: args.timeout, backgroundAfterS, ...definedFields({ cwd, envs: args.envs }) };
     return { result: await runPromotable(ctx, ref, run) };
   },
@@ -134,7 +136,7 @@ const runCode = defineTool({
   name: 'run_code',
   title: 'Run code',
   description:
-    'Write code to a temporary file in the sandbox and run it with python3, node or bash (default python), in cwd (default: the sandbox home); same limits and result as run_command, ' +
+    "Write code to a temporary file in the sandbox and run it with python3, node or bash (default python), in cwd (default: the sandbox's workspace, else its home); same limits and result as run_command, " +
     'including background_after (the temporary file is removed when the code ends, also after promotion).',
   input: z.strictObject({
     code: z.string().min(1).max(1_000_000).describe('The program text (at most 1,000,000 characters), run from a temporary file.'),
@@ -162,9 +164,10 @@ const runCode = defineTool({
     const cleanup = `rm -f ${path}`;
     try {
       if (backgroundAfterS === undefined) {
-        return await runCapped(ctx, ref, command, { timeoutS: args.timeout, ...definedFields({ cwd: args.cwd }) }, cleanup);
+        const cwd = args.cwd ?? (await defaultCwd(ctx, ref));
+        return await runCapped(ctx, ref, command, { timeoutS: args.timeout, ...definedFields({ cwd }) }, cleanup);
       }
-      const cwd = resolveCwd(args.cwd);
+      const cwd = resolveCwd(args.cwd) ?? (await defaultTaskCwd(ctx, ref));
       return { result: await runPromotable(ctx, ref, { command, timeoutS: args.timeout, backgroundAfterS, ...definedFields({ cwd }) }) };
     } catch (e) {
       // The code may never have run (a missing cwd, a task that never started) or has ended: the file must not stay behind.

@@ -8,6 +8,7 @@ import { PROVIDER_IDS, qualify } from '../../providers/sandbox-ref.js';
 import { DefaultSandboxIdSchema, EnvsSchema, defineTool, intIn, resolveSandbox, type ToolContext } from './tool.js';
 import { definedFields } from '../../util/defined-fields.js';
 import { NetworkArgSchema, networkSummary, resolveNetworkArg } from './network.js';
+import { defaultCwd, resolveWorkspace, WorkspaceArgSchema, workspaceSummary } from './workspace.js';
 import type { ServerDeps } from '../server-deps.js';
 
 /** A sandbox lifetime argument: whole seconds within the contract's bounds. */
@@ -78,15 +79,17 @@ const createSandbox = defineTool({
       .describe("Memory limit in MB, the sandbox's files included (default and maximum: the server's)."),
     provider: z.enum(PROVIDER_IDS).optional().describe("A configured provider id; default is the server's."),
     network: NetworkArgSchema.optional(),
+    workspace: WorkspaceArgSchema.optional(),
   }),
   output: MetadataSchema,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
-  configNote: networkSummary,
+  configNote: (config) => `${networkSummary(config)}\n${workspaceSummary(config)}`,
   listNote: templatesSummary,
   async run(args, ctx) {
     const providerId = args.provider ?? ctx.deps.config.defaultProvider;
     const provider = ctx.deps.providers.get(providerId);
     const network = resolveNetworkArg(args.network, ctx.deps.config);
+    const workspace = resolveWorkspace(args.workspace, ctx.deps.config);
     const meta = await provider.create(
       definedFields({
         template: args.template,
@@ -96,6 +99,7 @@ const createSandbox = defineTool({
         cpu: args.cpu,
         memoryMb: args.memory,
         network,
+        workspace,
       }),
     );
     const ref = qualify(providerId, meta.sandbox_id);
@@ -111,7 +115,15 @@ const createSandbox = defineTool({
       });
     }
     const result = qualifyMetadata(providerId, meta);
-    return ctx.session.opts.hasCleanupNote ? { result, content: [{ type: 'text', text: CLEANUP_NOTE }] } : { result };
+    const notes: string[] = [];
+    if (workspace !== undefined) {
+      const path = await defaultCwd(ctx, ref);
+      notes.push(
+        `The workspace is at ${path ?? 'an unknown path'} in the sandbox (the default cwd of its commands); workspace_changes lists what you change there.`,
+      );
+    }
+    if (ctx.session.opts.hasCleanupNote) notes.push(CLEANUP_NOTE);
+    return notes.length > 0 ? { result, content: notes.map((text) => ({ type: 'text' as const, text })) } : { result };
   },
 });
 
@@ -151,6 +163,7 @@ function forget(ctx: ToolContext, qualifiedId: string): void {
   ctx.session.forget(qualifiedId);
   ctx.deps.retention.forget(qualifiedId);
   ctx.deps.masker.forget(qualifiedId);
+  ctx.deps.workspaces.forget(qualifiedId);
 }
 
 const listSandboxes = defineTool({

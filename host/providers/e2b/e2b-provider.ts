@@ -91,6 +91,8 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
 
     getOwner: (sandboxId) => mapped(() => lifecycle.getOwner(sandboxId)),
 
+    getWorkspace: (sandboxId) => mapped(() => lifecycle.getWorkspace(sandboxId)),
+
     // What envd gives every command: the create envs and the template's (the SDK has no call
     // that returns the create envs themselves).
     getEnvironment: (sandboxId) => onEnvd(sandboxId, async (sandbox) => parseEnv0(await runHelperScript(sandbox, 'env -0', {}))),

@@ -28,6 +28,7 @@ import type {
   EgressWindow,
   ReadFileResult,
   SandboxMetadata,
+  SandboxWorkspace,
   SnapshotResult,
   SandboxUsage,
   TerminalOpts,
@@ -49,6 +50,7 @@ import { describeSandboxNetwork } from './network/describe.js';
 import { egressNotes } from './network/failure-notes.js';
 import { SandboxPorts } from './network/expose.js';
 import { FailureReporter } from './network/failure-reporter.js';
+import { localWorkspace, workspaceSnapshotRefused } from './rootfs/workspace.js';
 import { SandboxRegistry } from './sandbox/registry.js';
 import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
@@ -174,6 +176,13 @@ export class LocalProvider implements Provider {
     return asProviderErrors(() => this.lifecycle.getOwner(sandboxId));
   }
 
+  async getWorkspace(sandboxId: string): Promise<SandboxWorkspace | null> {
+    return asProviderErrors(async () => {
+      const sb = await this.registry.require(sandboxId);
+      return sb.spec.workspace ? localWorkspace(sb.dir, sb.spec.workspace) : null;
+    });
+  }
+
   async getEnvironment(sandboxId: string): Promise<Record<string, string>> {
     return asProviderErrors(() => this.lifecycle.getEnvironment(sandboxId));
   }
@@ -215,6 +224,8 @@ export class LocalProvider implements Provider {
   async snapshot(sandboxId: string, name: string): Promise<SnapshotResult> {
     return asProviderErrors(async () => {
       const sb = await this.registry.require(sandboxId);
+      // Its workspace's changes live beside the writable layer, not in it: a snapshot would drop them unsaid.
+      if (sb.spec.workspace) throw workspaceSnapshotRefused();
       const root = sb.spec.root;
       const { record, layerBytes, isFrozen } = await this.templates.snapshot(
         { id: sb.id, template: root ? specTemplate(sb.spec) : undefined, layerDirs: root?.layers },

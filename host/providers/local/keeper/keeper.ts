@@ -186,8 +186,8 @@ async function launchBwrap(keeper: KeeperState, startTimeoutMs: number): Promise
   const { limits } = keeper.spec;
   keeper.enforced.diskMb = limits ? diskBudgetMb(limits.diskMb, keeper.enforced.memoryMb) : null;
   let started = await startBwrap(keeper, startTimeoutMs);
-  // A template's writable root is never unsized (the launch helper sizes it; /dev/shm needs --size).
-  const mayRetryUnsized = keeper.enforced.diskMb !== null && !keeper.spec.root;
+  // A template's writable root, or a workspace, is never unsized (the launch helper sizes it).
+  const mayRetryUnsized = keeper.enforced.diskMb !== null && !keeper.spec.root && !keeper.spec.workspace;
   if (started !== 'aborted' && 'failure' in started && started.sizeUnsupported && mayRetryUnsized) {
     keeper.enforced.diskMb = null;
     started = await startBwrap(keeper, startTimeoutMs);
@@ -208,7 +208,7 @@ async function startBwrap(keeper: KeeperState, startTimeoutMs: number): Promise<
     launch = prepareLaunch(
       keeper.spec,
       keeper.dir,
-      diskMb === null ? undefined : writableMountSizes(diskMb, keeper.spec.root !== undefined),
+      diskMb === null ? undefined : writableMountSizes(diskMb, keeper.spec.root !== undefined, keeper.spec.workspace !== undefined),
     );
   } catch (e) {
     return { failure: e instanceof LaunchPrepareError ? e.code : 'keeper_failed' };
@@ -253,7 +253,7 @@ async function boundIpc(keeper: KeeperState): Promise<KeeperReport> {
   if (!limits || !keeper.pid1) return READY;
   // The budget bubblewrap could not size the mounts to (before 0.7) still bounds shared memory.
   const diskMb = keeper.enforced.diskMb ?? diskBudgetMb(limits.diskMb, keeper.enforced.memoryMb);
-  const shmBytes = writableMountSizes(diskMb, root !== undefined)['/dev/shm']!;
+  const shmBytes = writableMountSizes(diskMb, root !== undefined, keeper.spec.workspace !== undefined)['/dev/shm']!;
   const namespaceRoot = root ? { uid: identity.uid, gid: identity.gid } : undefined;
   keeper.enforced.sysvShmMb = await boundSandboxIpc(keeper.spec.tools, keeper.pid1.pid, shmBytes, namespaceRoot);
   return READY;

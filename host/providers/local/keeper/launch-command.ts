@@ -1,10 +1,17 @@
 // What the keeper runs to start its sandbox, from the spec: the bwrap argv of the sandbox's kind
-// (a base view, or a template's writable root through its launch helper) and the command around it.
+// (a base view, or a template's writable root through its launch helper; either with a workspace,
+// which the launch helper mounts too) and the command around it.
 import { accessSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { definedFields } from '../../../util/defined-fields.js';
-import { buildBwrapArgs, buildTemplateBwrapArgs } from '../launch/bwrap-args.js';
-import { buildLaunchCommand, buildTemplateLaunchCommand, type Command } from '../launch/command-lines.js';
+import { buildBwrapArgs, buildTemplateBwrapArgs, WORKSPACE_PATH } from '../launch/bwrap-args.js';
+import {
+  buildLaunchCommand,
+  buildTemplateLaunchCommand,
+  type Command,
+  type HelperMode,
+  type TemplateLaunch,
+} from '../launch/command-lines.js';
 import { groupFile, passwdFile } from '../launch/passwd.js';
 import { helpersDir, isHelperArch, readHelper } from '../launch/perl-helpers.js';
 import { hostSystemDirs } from '../rootfs/base-view.js';
@@ -60,13 +67,20 @@ function isReachable(path: string, dropsPrivileges: boolean): boolean {
  */
 export function prepareLaunch(spec: SandboxSpec, dir: string, mountSizes?: Readonly<Record<string, number>>): SandboxLaunch {
   if (!spec.roBindPaths.every((p) => isReachable(p, spec.identity.dropPrivileges))) throw new LaunchPrepareError('ro_bind_missing');
+  // The helper's tmpfs, where bwrap finds it: a root server's bwrap, as the sandbox's uid, reaches the mount point only.
+  const rwDir = join(dir, WRITABLE_ROOT_DIR);
+  const mountPoint = spec.root ? spec.root.mountPoint : spec.workspace?.mountPoint;
+  const tmpfs = mountPoint ?? rwDir;
   const common = {
     statusFd: STATUS_FD,
     readyFd: READY_FD,
     roBindPaths: spec.roBindPaths,
     hidePaths: spec.hidePaths,
     network: specNetwork(spec),
-    ...definedFields({ runtimeDir: spec.runtimeDir }),
+    ...definedFields({
+      runtimeDir: spec.runtimeDir,
+      workspace: spec.workspace ? { merged: `${tmpfs}/ws/merged`, lower: `${tmpfs}/ws/lower`, upper: `${tmpfs}/ws/upper` } : undefined,
+    }),
   };
   if (!spec.root) {
     const args = buildBwrapArgs({
@@ -77,21 +91,16 @@ export function prepareLaunch(spec: SandboxSpec, dir: string, mountSizes?: Reado
       systemDirs: hostSystemDirs(),
       ...definedFields({ etcDir: spec.baseEtcDir, mountSizes }),
     });
-    return {
-      command: buildLaunchCommand(args, spec.identity, spec.tools),
-      passwd: passwdFile(spec.identity, spec.shell),
-      group: groupFile(spec.identity),
-    };
-  }
-  const rootBytes = mountSizes?.['/'];
-  // An unsized tmpfs could take half of the machine's memory.
-  if (!isHelperArch(process.arch) || rootBytes === undefined) throw new LaunchPrepareError('keeper_failed');
-  let text: string;
-  try {
-    text = readKeeperHelper('mount-root');
-    mkdirSync(join(dir, WRITABLE_ROOT_DIR), { mode: 0o700 });
-  } catch {
-    throw new LaunchPrepareError('keeper_failed');
+    const files = { passwd: passwdFile(spec.identity, spec.shell), group: groupFile(spec.identity) };
+    if (!spec.workspace) return { command: buildLaunchCommand(args, spec.identity, spec.tools), ...files };
+    // A workspace needs the helper's mounts: it drops to the sandbox's uid itself (a root server).
+    const command = buildTemplateLaunchCommand(
+      args,
+      helperLaunch(spec, rwDir, mountSizes?.[WORKSPACE_PATH], spec.identity.dropPrivileges ? 'drop' : 'keep', []),
+      spec.identity,
+      spec.tools,
+    );
+    return { command, ...files };
   }
   const isIdRange = spec.root.mode === 'idrange';
   const args = buildTemplateBwrapArgs({
@@ -101,18 +110,40 @@ export function prepareLaunch(spec: SandboxSpec, dir: string, mountSizes?: Reado
   });
   const command = buildTemplateLaunchCommand(
     args,
-    {
-      helper: { text, arch: process.arch },
-      rwDir: join(dir, WRITABLE_ROOT_DIR),
-      ...definedFields({ mountPoint: spec.root.mountPoint }),
-      rootBytes,
-      mode: spec.root.mode,
-      layers: spec.root.layers,
-    },
+    helperLaunch(spec, rwDir, mountSizes?.['/'], spec.root.mode, spec.root.layers),
     spec.identity,
     spec.tools,
   );
   return { command, passwd: '', group: '' };
+}
+
+/** The launch helper's part of a launch; throws LaunchPrepareError where it cannot run (or its tmpfs would be unsized). */
+function helperLaunch(
+  spec: SandboxSpec,
+  rwDir: string,
+  bytes: number | undefined,
+  mode: HelperMode,
+  layers: readonly string[],
+): TemplateLaunch {
+  // An unsized tmpfs could take half of the machine's memory.
+  if (!isHelperArch(process.arch) || bytes === undefined) throw new LaunchPrepareError('keeper_failed');
+  let text: string;
+  try {
+    text = readKeeperHelper('mount-root');
+    mkdirSync(rwDir, { mode: 0o700 });
+  } catch {
+    throw new LaunchPrepareError('keeper_failed');
+  }
+  const mountPoint = spec.root ? spec.root.mountPoint : spec.workspace?.mountPoint;
+  const ws = spec.workspace;
+  return {
+    helper: { text, arch: process.arch },
+    rwDir,
+    rootBytes: bytes,
+    mode,
+    layers,
+    ...definedFields({ mountPoint, workspace: ws ? { dir: ws.hostPath, uid: ws.uid, gid: ws.gid } : undefined }),
+  };
 }
 
 /** A helper of the build this keeper runs from (dist/helpers beside dist/keeper.js). */

@@ -47,6 +47,37 @@ export const SANDBOX_HOSTNAME = 'sandbox';
 export const PID1_SCRIPT =
   'printf ready >&4; exec 3>&- 4>&- 5<&- 6<&- 7<&- 8<&- 9<&- </dev/null >/dev/null 2>&1; while :; do sleep 86400 & wait $!; done';
 
+/** Where a sandbox sees its workspace: the person's directory, writable, copy-on-write. */
+export const WORKSPACE_PATH = '/workspace';
+
+/**
+ * Where the agent finds the workspace as it started (the overlay's lower) and what the sandbox
+ * wrote (its upper), read-only, to compute the changes (shared/workspace/changes.ts).
+ */
+export const WORKSPACE_BASE_VIEW = '/.sandbox-mcp/workspace/base';
+export const WORKSPACE_UPPER_VIEW = '/.sandbox-mcp/workspace/upper';
+
+/** A workspace's mounts, made by the launch helper (helpers/mount-root.pl): host paths bwrap binds. */
+export interface WorkspaceMounts {
+  /** The overlay, bound writable at WORKSPACE_PATH. */
+  merged: string;
+  /** Its lower (the person's directory), bound read-only at WORKSPACE_BASE_VIEW. */
+  lower: string;
+  /** Its upper, bound read-only at WORKSPACE_UPPER_VIEW. */
+  upper: string;
+}
+
+/** The binds of a workspace (none without one). */
+function workspaceBinds(ws: WorkspaceMounts | undefined): string[] {
+  if (!ws) return [];
+  // prettier-ignore
+  return [
+    '--bind', ws.merged, WORKSPACE_PATH,
+    '--ro-bind', ws.lower, WORKSPACE_BASE_VIEW,
+    '--ro-bind', ws.upper, WORKSPACE_UPPER_VIEW,
+  ];
+}
+
 /** What both kinds of sandbox share: how bwrap reports, and what else is shown or hidden. */
 interface CommonOpts {
   /** Descriptor on which bwrap reports `{"child-pid": …}` (the host pid of the sandbox's pid 1). */
@@ -61,6 +92,8 @@ interface CommonOpts {
   hidePaths?: readonly string[];
   /** Default `isolated`: only `host` leaves the network namespace shared. */
   network?: NetworkMode;
+  /** The workspace's mounts, when the sandbox has one. */
+  workspace?: WorkspaceMounts;
 }
 
 /** The base template's sandbox. */
@@ -132,6 +165,7 @@ export function buildBwrapArgs(opts: BwrapArgsOpts): string[] {
   // After the writable mounts, which would otherwise cover a bound path below them (one in /tmp, say).
   args.push(...boundHostPaths(opts));
   if (opts.runtimeDir !== undefined) args.push('--ro-bind', opts.runtimeDir, AGENT_RUNTIME_DIR);
+  args.push(...workspaceBinds(opts.workspace));
   args.push('--ro-bind-data', String(opts.passwdFd), '/etc/passwd', '--ro-bind-data', String(opts.groupFd), '/etc/group');
   // /dev, the covers and the root hold nothing but mount points and device nodes: read-only, they
   // cannot hold the sandbox's files either (unsized, each could take half of the machine's memory).
@@ -175,15 +209,12 @@ export function buildTemplateBwrapArgs(opts: TemplateBwrapArgsOpts): string[] {
     '--perms', '1777', '--dir', '/tmp',
     '--perms', '1777', '--dir', '/var/tmp',
   );
-  if (opts.runtimeDir !== undefined) {
+  if (opts.runtimeDir !== undefined || opts.workspace !== undefined) {
     // On a read-only tmpfs of its own: a mount point cannot be renamed away by the sandbox.
     const mountPoint = AGENT_RUNTIME_DIR.slice(0, AGENT_RUNTIME_DIR.lastIndexOf('/'));
-    // prettier-ignore
-    args.push(
-      '--perms', '0755', '--size', '4096', '--tmpfs', mountPoint,
-      '--ro-bind', opts.runtimeDir, AGENT_RUNTIME_DIR,
-      '--remount-ro', mountPoint,
-    );
+    args.push('--perms', '0755', '--size', '4096', '--tmpfs', mountPoint);
+    if (opts.runtimeDir !== undefined) args.push('--ro-bind', opts.runtimeDir, AGENT_RUNTIME_DIR);
+    args.push(...workspaceBinds(opts.workspace), '--remount-ro', mountPoint);
   }
   args.push(...boundHostPaths(opts));
   for (const path of ['/dev', ...(opts.hidePaths ?? [])]) args.push('--remount-ro', path);

@@ -83,29 +83,40 @@ export function buildLaunchCommand(bwrapArgs: string[], id: Identity, tools: Too
   return wrap({ file: tools.bwrap, args: bwrapArgs }, id, tools, []);
 }
 
-/** Where and how a template sandbox's writable root is made (see helpers/mount-root.pl). */
+/**
+ * How the launch helper makes a sandbox's mounts (see helpers/mount-root.pl): a template's
+ * writable root (`idrange`, `userns`), and a workspace, which a base sandbox gets the helper for
+ * alone (`drop`: a root server, which drops to the sandbox's uid itself; `keep`: a server that is not root).
+ */
+export type HelperMode = 'idrange' | 'userns' | 'drop' | 'keep';
+
+/** Where and how a sandbox's mounts are made (see helpers/mount-root.pl). */
 export interface TemplateLaunch {
   helper: HelperScript;
   /** The empty directory that gets the sandbox's tmpfs. */
   rwDir: string;
-  /** Where bwrap finds the root (TemplateRoot.mountPoint); absent: in rwDir. */
+  /** Where bwrap finds the tmpfs (TemplateRoot.mountPoint, SpecWorkspace.mountPoint); absent: in rwDir. */
   mountPoint?: string;
-  /** The tmpfs's size: the writable root's share of the disk budget. */
+  /** The tmpfs's size: the writable root's share of the disk budget, or the workspace's. */
   rootBytes: number;
-  mode: 'idrange' | 'userns';
-  /** The template's layer directories, top first. */
+  mode: HelperMode;
+  /** The template's layer directories, top first; none for `drop` and `keep`. */
   layers: readonly string[];
+  /** The workspace: the person's directory and its owner (shown as the sandbox user's as root). */
+  workspace?: { dir: string; uid: number; gid: number };
 }
 
 /**
- * The full command the keeper spawns to start a template sandbox: its launch helper, run as the
- * keeper's own uid (root mounts, then drops to the sandbox's first id itself), which execs bwrap.
+ * The full command the keeper spawns to start a sandbox through its launch helper, run as the
+ * keeper's own uid (root mounts, then drops to the sandbox's uid itself), which execs bwrap.
  */
 export function buildTemplateLaunchCommand(bwrapArgs: string[], launch: TemplateLaunch, id: Identity, tools: ToolPaths): Command {
-  const uid = launch.mode === 'idrange' ? id.uid : 0;
+  // drop: the sandbox's own uid and group (a configured group may differ); idrange: its block's first id.
+  const uid = launch.mode === 'drop' ? `${id.uid}:${id.gid}` : String(launch.mode === 'idrange' ? id.uid : 0);
+  const ws = launch.workspace ? ['--workspace', launch.workspace.dir, String(launch.workspace.uid), String(launch.workspace.gid)] : [];
   // prettier-ignore
   return perlCommand(tools.perl ?? 'perl', launch.helper.text, launch.helper.arch, [
-    launch.rwDir, launch.mountPoint ?? '-', String(Math.floor(launch.rootBytes)), launch.mode, String(uid), ...launch.layers,
+    launch.rwDir, launch.mountPoint ?? '-', String(Math.floor(launch.rootBytes)), launch.mode, uid, ...launch.layers, ...ws,
     '--', tools.bwrap, ...bwrapArgs,
   ]);
 }

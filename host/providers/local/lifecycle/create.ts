@@ -17,7 +17,8 @@ import { chooseSandboxLimits, type SandboxLimits } from '../limits/sandbox-limit
 import { newSandboxId, newSandboxUid } from '../sandbox/ids.js';
 import { withCreateLock } from '../sandbox/create-lock.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
-import { buildSandboxSpec, type SandboxSpec, type TemplateRoot } from '../sandbox/spec.js';
+import { buildSandboxSpec, type SandboxSpec, type SpecWorkspace, type TemplateRoot } from '../sandbox/spec.js';
+import { recordWorkspaceOrigin, specWorkspace } from '../rootfs/workspace.js';
 import { HostViews } from '../rootfs/host-views.js';
 import { claimIdBlock, releaseIdBlock } from '../rootfs/id-blocks.js';
 import { resolveTemplateRoot, templateShell } from '../rootfs/template-root.js';
@@ -88,12 +89,17 @@ export class SandboxCreator {
     this.tools ??= preflight(this.settings);
     const tools = this.tools;
 
+    const workspace =
+      opts.workspace !== undefined
+        ? specWorkspace(opts.workspace, this.privateDirs(), this.settings.isRoot ? this.views.rootMountPoint() : undefined)
+        : undefined;
+
     const sandboxes = ensureSandboxesDir(this.settings.stateDir);
     // A template sandbox's ids are claimed once its directory exists (createWith).
     const identity = root ? null : this.newIdentity(sandboxes);
     try {
       const id = await this.claimDirectory(sandboxes, limits);
-      return await this.createWith(sandboxes, id, { template, root, identity }, timeoutS, envs, limits, allowOut, tools, opts);
+      return await this.createWith(sandboxes, id, { template, root, identity, workspace }, timeoutS, envs, limits, allowOut, tools, opts);
     } finally {
       if (identity) this.pendingUids.delete(identity.uid);
     }
@@ -183,7 +189,7 @@ export class SandboxCreator {
   private async createWith(
     sandboxes: string,
     id: string,
-    kind: { template: string; root: TemplateRoot | undefined; identity: Identity | null },
+    kind: { template: string; root: TemplateRoot | undefined; identity: Identity | null; workspace: SpecWorkspace | undefined },
     timeoutS: number,
     envs: Record<string, string>,
     limits: SandboxLimits,
@@ -217,12 +223,24 @@ export class SandboxCreator {
             baseEtcDir: kind.root ? undefined : this.views.baseEtcDir(),
             allowOut,
             owner: opts.owner,
+            workspace: kind.workspace,
           }),
         },
       );
       writePrivateFile(join(dir, SPEC_FILE), JSON.stringify(spec) + '\n');
       writeDeadline(dir, createdAtMs + timeoutS * 1000);
-      report = await startKeeper(dir, this.settings);
+      // Before the keeper mounts anything: the directory's state at create, its instant first.
+      const origin = kind.workspace ? recordWorkspaceOrigin(dir, kind.workspace.hostPath) : undefined;
+      // Observed at once: a failed start must not leave its rejection unhandled.
+      const recorded = origin?.done.then(
+        () => null,
+        (e: unknown) => e,
+      );
+      const reporting = startKeeper(dir, this.settings);
+      origin?.names();
+      report = await reporting;
+      const failure = await recorded;
+      if (failure) throw failure;
     } catch (e) {
       await this.registry.forceCleanup(id, readKeeperRecord(dir));
       // Before the spec existed, the directory's removal could not tell which block to give back.

@@ -68,8 +68,8 @@ export function memoryLimitNote(memoryMb: number, kills: number, totalMemoryMb: 
 }
 
 /** The note for writable mounts that are full. */
-export function diskFullNote(paths: readonly string[], diskMb: number, isTemplate = false): string {
-  const shares = Object.entries(diskSharesEighths(isTemplate))
+export function diskFullNote(paths: readonly string[], diskMb: number, isTemplate = false, hasWorkspace = false): string {
+  const shares = Object.entries(diskSharesEighths(isTemplate, hasWorkspace))
     .map(([path, eighths]) => `${path} ${(diskMb * eighths) / 8} MB`)
     .join(', ');
   return `The sandbox's disk is full at ${paths.join(', ')}: writes fail with ENOSPC until files are removed (its ${diskMb} MB budget is split: ${shares}).`;

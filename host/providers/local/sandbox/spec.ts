@@ -26,6 +26,20 @@ export interface TemplateRoot {
   mountPoint?: string;
 }
 
+/**
+ * A sandbox's workspace (rootfs/workspace.ts): the person's directory shown at WORKSPACE_PATH as
+ * an overlay whose upper lives on the sandbox's tmpfs, made by the launch helper.
+ */
+export interface SpecWorkspace {
+  /** The host directory (a real path, checked against the server's permitted ones). */
+  hostPath: string;
+  /** Its owner at create: a root server shows that owner's files as the sandbox user's (an idmapped lower). */
+  uid: number;
+  gid: number;
+  /** Where the helper shows its tmpfs to bwrap running as the sandbox's uid (a root server); absent: in its state directory. */
+  mountPoint?: string;
+}
+
 /** Immutable description of a sandbox, written before its keeper starts. */
 export interface SandboxSpec {
   version: 1;
@@ -61,6 +75,8 @@ export interface SandboxSpec {
   allowOut?: string[];
   /** Resource bounds (absent in specs written before sandboxes had them: none were applied). */
   limits?: SandboxLimits;
+  /** Its workspace; absent: none. */
+  workspace?: SpecWorkspace;
 }
 
 /** The network mode a sandbox was created with (see SandboxSpec.network). */
@@ -79,7 +95,19 @@ export function specTemplate(spec: SandboxSpec): string {
  */
 export type SandboxSpecOpts = Pick<
   SandboxSpec,
-  'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools' | 'owner' | 'shell' | 'root' | 'runtimeDir' | 'baseEtcDir'
+  | 'id'
+  | 'createdAtMs'
+  | 'envs'
+  | 'cpu'
+  | 'memoryMb'
+  | 'identity'
+  | 'tools'
+  | 'owner'
+  | 'shell'
+  | 'root'
+  | 'runtimeDir'
+  | 'baseEtcDir'
+  | 'workspace'
 > & {
   template: string;
   allowOut?: readonly string[];
@@ -118,6 +146,7 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
       baseEtcDir: opts.baseEtcDir,
       allowOut: opts.allowOut?.length ? [...opts.allowOut] : undefined,
       owner: opts.owner,
+      workspace: opts.workspace,
     }),
   };
 }

@@ -99,6 +99,9 @@ export const CGROUPS_FILE = 'cgroups.json';
 export const PORTS_FILE = 'ports.json';
 /** Requests the sandbox's egress proxy refused or could not get through, one JSON line each (network/failure-log.ts; the name predates the failures). */
 export const FAILURES_FILE = 'network-denials.jsonl';
+/** What a workspace's host directory was at create, and the names its directories held (rootfs/workspace.ts). */
+export const WORKSPACE_ORIGIN_FILE = 'workspace.json';
+export const WORKSPACE_NAMES_FILE = 'workspace-names.json';
 /** The keeper's control socket (network/control-channel.ts). */
 export const CONTROL_SOCKET = 'control.sock';
 
