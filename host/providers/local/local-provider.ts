@@ -110,8 +110,12 @@ export class LocalProvider implements Provider {
     this.sweep = sweepDeadSandboxes(this.registry, settings.sandboxes);
   }
 
-  /** The agent runtime's node, the same in every local sandbox (shared/agent-runtime.ts). */
-  readonly agentNode = agentRuntimeArgv().join(' ');
+  /**
+   * The agent runtime's node, the same in every local sandbox (shared/agent-runtime.ts) — or, in a
+   * sandbox made by a build from before the runtime (none bound; still running across an upgrade),
+   * `node` from its PATH, as its agent ran then.
+   */
+  readonly agentNode = `$([ -x ${agentRuntimeArgv()[0]} ] && echo '${agentRuntimeArgv().join(' ')}' || echo node)`;
 
   /** The stored templates this server can run, read now. */
   templateNames(): string[] {
