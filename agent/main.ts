@@ -1,16 +1,19 @@
 // The in-sandbox agent, bundled into one CommonJS file (dist/agent.cjs):
 //   node agent.cjs call <base64url JSON>   one protocol request, one JSON line on stdout
 //   node agent.cjs selftest                checks this sandbox, prints a JSON report
+//   node agent.cjs serve [--idle-exit-s N] the resident agent: request frames on stdin (serve.ts)
 //   node agent.cjs supervise <task dir>    internal: the detached per-task supervisor
+//   node agent.cjs supervise --adopt <dir> internal: a supervisor taking over a resident's task
 // Node's child_process and net modules are loaded only by the modes that spawn (start,
-// selftest, supervise): they cost several milliseconds, and `get` must start as fast as node.
+// selftest, supervise, serve): they cost several milliseconds, and `get` must start as fast as node.
 import './zod-jitless.js';
 import { writeSync } from 'node:fs';
 import { handleCall } from './call.js';
 import { runSelftest } from './selftest.js';
-import { runSupervisor } from './supervisor.js';
+import { runResident } from './serve.js';
+import { runAdopter, runSupervisor } from './supervisor.js';
 
-const [mode, arg] = process.argv.slice(2);
+const [mode, arg, arg2] = process.argv.slice(2);
 
 async function main(): Promise<number> {
   switch (mode) {
@@ -25,11 +28,15 @@ async function main(): Promise<number> {
       return report.ok ? 0 : 1;
     }
     case 'supervise': {
-      await runSupervisor(arg ?? '');
+      if (arg === '--adopt') await runAdopter(arg2 ?? '');
+      else await runSupervisor(arg ?? '');
       return new Promise<number>(() => {}); // the supervisor exits by itself
     }
+    case 'serve':
+      await runResident(process.argv.slice(3));
+      return new Promise<number>(() => {}); // the resident exits by itself
     default:
-      process.stderr.write('usage: agent.cjs call <base64url JSON> | selftest\n');
+      process.stderr.write('usage: agent.cjs call <base64url JSON> | selftest | serve\n');
       return 2;
   }
 }

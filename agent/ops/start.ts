@@ -11,6 +11,7 @@ import { isNoSpaceError, stateDirFull } from '../no-space.js';
 import { ensureTasksDir, homeDir, TASK_FILES } from '../paths.js';
 import { writeFileAtomic, writeStatus } from '../status-file.js';
 import { readStatus } from '../status-read.js';
+import type { JobBounds } from '../../shared/job-bounds.js';
 import type { TaskRequestFile } from '../task-request.js';
 import { buildView, observeTask } from '../task-view.js';
 import { sleep, type Timings } from '../timing.js';
@@ -25,12 +26,23 @@ export interface StartOpts {
   timeoutS: number;
   /** Whether the command gets a held-open stdin pipe (else /dev/null). */
   stdin: boolean;
+  /** The supervisor's (and so the command's) environment; default: this agent's own. */
+  env?: NodeJS.ProcessEnv;
+  /** Rlimits and OOM score the command applies first (a start through the resident). */
+  bounds?: JobBounds;
 }
+
+/**
+ * Runs a freshly claimed task some other way than a supervisor from the start (the resident runs
+ * it itself; see resident-tasks.ts): resolves true once it has reported, false when it cannot
+ * (the classic launch follows).
+ */
+export type TaskRunner = (dir: string, request: TaskRequestFile) => Promise<boolean>;
 
 const START_POLL_MS = 10;
 
 /** Starts the task unless its directory exists; either way returns the task's observed view (page 0). */
-export async function startTask(opts: StartOpts, timings: Timings): Promise<TaskView> {
+export async function startTask(opts: StartOpts, timings: Timings, runner?: TaskRunner): Promise<TaskView> {
   const tasks = ensureTasksDir();
   const dir = join(tasks, opts.taskId);
   let isNew = false;
@@ -50,7 +62,7 @@ export async function startTask(opts: StartOpts, timings: Timings): Promise<Task
         rmdirSync(dir);
         throw taskLimit();
       }
-      await launch(dir, opts, cwd, timings);
+      await launch(dir, opts, cwd, timings, runner);
     }
   }
   // An existing task (or one a concurrent start just created) is reported, never started again.
@@ -59,7 +71,7 @@ export async function startTask(opts: StartOpts, timings: Timings): Promise<Task
   return buildView(opts.taskId, dir, observeTask(dir), { stdoutOffset: 0, stderrOffset: 0, limit: LIMITS.pageDefaultBytes });
 }
 
-async function launch(dir: string, opts: StartOpts, cwd: string, timings: Timings): Promise<void> {
+async function launch(dir: string, opts: StartOpts, cwd: string, timings: Timings, runner?: TaskRunner): Promise<void> {
   const request: TaskRequestFile = {
     task_id: opts.taskId,
     command: opts.command,
@@ -69,6 +81,7 @@ async function launch(dir: string, opts: StartOpts, cwd: string, timings: Timing
     drain_ms: timings.drainMs,
     poll_ms: timings.pollMs,
     stdin: opts.stdin,
+    ...(opts.bounds ? { bounds: opts.bounds } : {}),
   };
   try {
     writeFileAtomic(join(dir, TASK_FILES.request), JSON.stringify(request) + '\n');
@@ -77,6 +90,7 @@ async function launch(dir: string, opts: StartOpts, cwd: string, timings: Timing
     rmSync(dir, { recursive: true, force: true });
     throw isNoSpaceError(err) ? stateDirFull() : err;
   }
+  if (runner && (await runner(dir, request))) return;
   // stdio must not be ours: the host's exec returns only when every holder of its pipes is gone.
   // Nor any other descriptor the host's exec leaked to us: the supervisor would inherit it.
   closeInheritedFds();
@@ -87,7 +101,7 @@ async function launch(dir: string, opts: StartOpts, cwd: string, timings: Timing
   const child = spawn(process.execPath, [resolve(process.argv[1]!), 'supervise', dir], {
     detached: true,
     stdio: ['ignore', 'ignore', debugFd],
-    env: process.env,
+    env: opts.env ?? process.env,
     cwd: dir, // pins nothing of the caller's
   });
   child.on('error', (err: NodeJS.ErrnoException) => {

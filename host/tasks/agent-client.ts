@@ -57,6 +57,8 @@ const AGENT_ERROR_CATEGORIES: Record<AgentErrorCode, ErrorCategory> = {
   stdin_closed: 'conflict',
   state_dir_full: 'insufficient_resources',
   task_not_finished: 'conflict',
+  process_limit: 'insufficient_resources',
+  cwd_not_found: 'invalid_argument',
   internal: 'internal',
 };
 

@@ -1,0 +1,36 @@
+// The sandbox's processes and threads, counted the way RLIMIT_NPROC counts them (every thread of
+// the sandbox's user): before the resident starts a command with `bounds`, it refuses when the
+// sandbox already has `refuse_at` of them, as the host's entry prelude does for commands that
+// enter with nsenter (a command that cannot get its processes would hang rather than fail).
+import { readdirSync } from 'node:fs';
+import type { Bounds } from '../shared/protocol.js';
+import { AgentFailure } from './errors.js';
+
+/** Threads of every process this agent sees in /proc (the sandbox's own pid namespace). */
+export function countThreads(): number {
+  let n = 0;
+  let names: string[];
+  try {
+    names = readdirSync('/proc');
+  } catch {
+    return 0;
+  }
+  for (const name of names) {
+    const c = name.charCodeAt(0);
+    if (c < 49 || c > 57) continue; // /proc/[1-9]*
+    try {
+      n += readdirSync(`/proc/${name}/task`).length;
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return n;
+}
+
+/** Throws `process_limit` when the sandbox has no room for a command bounded by `bounds`. */
+export function refuseWithoutRoom(bounds: Bounds | undefined): void {
+  if (!bounds) return;
+  if (countThreads() >= bounds.refuse_at) {
+    throw new AgentFailure('process_limit', 'the sandbox is at its process limit: the command was not started');
+  }
+}
