@@ -124,9 +124,9 @@ Options:
                          timeout (env SANDBOX_MCP_KEEP_SANDBOXES=1); for clients that start one
                          server process per call
   --background-after S   run_command/run_code calls that give no background_after use S
-                         (1-3600 s): a call still running then returns a task handle; about
-                         50 suits clients that cut calls at 60 s (env
-                         SANDBOX_MCP_BACKGROUND_AFTER; default: none, calls wait)
+                         (0-3600 s): a call still running then returns a task handle; 0:
+                         calls wait (env SANDBOX_MCP_BACKGROUND_AFTER; default 50, below a
+                         60 s client cut)
   --host ADDR            http: address to bind (default 127.0.0.1)
   --port N               http: port (default 8765; 0 picks a free one)
   --idle-timeout S       http: a session with no request for S seconds ends (default 1800)

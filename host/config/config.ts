@@ -29,9 +29,10 @@ export interface ServerConfig {
   secretValues: string[];
   /**
    * run_command/run_code's `background_after` when a call gives none (--background-after,
-   * SANDBOX_MCP_BACKGROUND_AFTER): for clients known to cut calls. Unset: no default.
+   * SANDBOX_MCP_BACKGROUND_AFTER; default BACKGROUND_AFTER_DEFAULT_S): a call still running then
+   * returns a task handle, so no command is lost at a client's cut. 0: calls wait.
    */
-  backgroundAfterS?: number;
+  backgroundAfterS: number;
   /** How often a call with a progress token reports progress (default 10 s); SANDBOX_MCP_PROGRESS_INTERVAL_MS is a test knob, not in --help. */
   progressIntervalMs?: number;
   /** Sandbox egress; absent: nothing is permitted and creates keep their provider's default. */
@@ -50,11 +51,16 @@ export interface ServerNetworkConfig {
 }
 
 /**
- * The bounds of `background_after`, in seconds, for the tool argument and the server option alike.
- * The maximum is the task's: a promoted call goes on as a task.
+ * The bounds of `background_after`, in seconds, for the tool argument and the server option alike:
+ * 0 means the call waits (never a task). The maximum is the task's: a promoted call goes on as a task.
  */
-export const BACKGROUND_AFTER_MIN_S = 1;
+export const BACKGROUND_AFTER_MIN_S = 0;
 export const BACKGROUND_AFTER_MAX_S = LIMITS.taskTimeoutMaxS;
+/**
+ * The server's background_after unless configured: below the 60 s at which common clients cut a
+ * call. A sandbox without a resident agent runs such calls on the fast path instead (see promote.ts).
+ */
+export const BACKGROUND_AFTER_DEFAULT_S = 50;
 
 /** Thrown for a bad flag or environment value; the CLI prints it and exits 2. */
 export class ConfigError extends Error {}
@@ -121,8 +127,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
     // An empty variable counts as unset.
     e2b: definedFields({ apiKey: env.E2B_API_KEY || undefined, domain: env.E2B_DOMAIN || undefined }),
     secretValues: secretValuesOf(env),
+    backgroundAfterS: parseBackgroundAfter(flags.backgroundAfter ?? env.SANDBOX_MCP_BACKGROUND_AFTER) ?? BACKGROUND_AFTER_DEFAULT_S,
     ...definedFields({
-      backgroundAfterS: parseBackgroundAfter(flags.backgroundAfter ?? env.SANDBOX_MCP_BACKGROUND_AFTER),
       progressIntervalMs: parseProgressInterval(env.SANDBOX_MCP_PROGRESS_INTERVAL_MS),
     }),
   };
@@ -141,7 +147,7 @@ function parseBackgroundAfter(raw: string | undefined): number | undefined {
   const value = Number(raw);
   if (!/^\d+$/.test(raw) || value < BACKGROUND_AFTER_MIN_S || value > BACKGROUND_AFTER_MAX_S) {
     throw new ConfigError(
-      `--background-after / SANDBOX_MCP_BACKGROUND_AFTER must be a whole number of seconds, ${BACKGROUND_AFTER_MIN_S}-${BACKGROUND_AFTER_MAX_S}`,
+      `--background-after / SANDBOX_MCP_BACKGROUND_AFTER must be a whole number of seconds, ${BACKGROUND_AFTER_MIN_S}-${BACKGROUND_AFTER_MAX_S} (0: calls wait)`,
     );
   }
   return value;

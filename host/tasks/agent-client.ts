@@ -1,6 +1,9 @@
-// The host side of the agent protocol: one request per provider exec, pushing the agent first
-// when the sandbox lacks this exact build. The agent file is content-addressed, so a new host
-// never disturbs tasks supervised by an older agent.
+// The host side of the agent protocol. A sandbox with a resident agent answers over its channel
+// (provider.agentChannel: no process start per call); otherwise, and whenever the channel cannot
+// take a request, one request per provider exec runs `node agent.cjs call`, pushing the agent
+// first when the sandbox lacks this exact build. The agent file is content-addressed, so a new
+// host never disturbs tasks supervised by an older agent. Answers are validated the same way
+// whichever way they came.
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -8,14 +11,16 @@ import { fileURLToPath } from 'node:url';
 import {
   RESULT_SCHEMAS,
   ResponseSchema,
+  TASK_ENV_PREFIX,
   encodeRequest,
   type AgentErrorCode,
   type AgentRequestInput,
   type AgentResponse,
   type OpName,
 } from '../../shared/protocol.js';
-import { ProviderError, type ErrorCategory } from '../providers/provider-error.js';
-import type { Provider } from '../providers/provider.js';
+import { isProviderError, ProviderError, type ErrorCategory } from '../providers/provider-error.js';
+import type { AgentChannel, Provider } from '../providers/provider.js';
+import { RESIDENT_UNREACHABLE } from '../providers/resident-channel.js';
 import { definedFields } from '../util/defined-fields.js';
 
 /** The built agent: its bytes and the content-addressed name it is installed under. */
@@ -69,15 +74,25 @@ export function agentErrorToProviderError(code: AgentErrorCode, message: string)
 }
 
 export interface AgentCallOpts {
-  /** Bound on the whole exec, in seconds. */
+  /** Bound on the whole call, in seconds. */
   timeoutS: number;
-  /** Extra environment of the agent process (how `start` receives task variables; see TASK_ENV_PREFIX). */
-  envs?: Record<string, string>;
-  /** Aborting it stops the agent process as a timeout would (the call then fails). */
+  /**
+   * A start's task variables: in the resident's request, or in the per-call agent's environment
+   * behind TASK_ENV_PREFIX (never on a command line either way).
+   */
+  taskEnvs?: Record<string, string>;
+  /** Aborting it stops the call as a timeout would (the call then fails). */
   signal?: AbortSignal;
-  /** The agent process's stdin (how `input` receives its data: see inputRequest). Default: none. */
+  /** The per-call agent process's stdin (how `input` with data_on_stdin receives its data). Default: none. */
   stdin?: Buffer;
 }
+
+/**
+ * Ops asked again as a per-call agent when the resident went away with the request in flight:
+ * reads, and what is idempotent (a start names its task, so asking again reports it; a cancel of
+ * a finished task reports the outcome). An input is not: its bytes may already be in the pipe.
+ */
+const RETRIED_WHEN_LOST: ReadonlySet<OpName> = new Set(['hello', 'get', 'list', 'cancel', 'remove', 'selftest', 'start']);
 
 /** Sends protocol requests to the agent inside a sandbox through a provider's exec. */
 export class AgentClient {
@@ -99,7 +114,43 @@ export class AgentClient {
     return `[ -f ${file} ] || ${missing}; exec node ${file} call ${encodeRequest(request)}`;
   }
 
-  /** Sends one request and returns the raw, schema-checked response line. */
+  /** Sends one request (through the sandbox's resident when it can take it) and returns the schema-checked response. */
+  async respond(provider: Provider, sandboxId: string, request: AgentRequestInput, opts: AgentCallOpts): Promise<AgentResponse> {
+    // Not awaited when the provider has no residents at all: its calls go as they always did.
+    const channel = provider.agentChannel ? await provider.agentChannel(sandboxId) : null;
+    if (channel?.supports(request.op)) {
+      const answered = await this.throughResident(channel, request, opts);
+      if (answered) return answered;
+    }
+    return (await this.callRaw(provider, sandboxId, request, opts)).response;
+  }
+
+  /** The resident's answer; null when the request should go to a per-call agent instead (see RETRIED_WHEN_LOST). */
+  private async throughResident(channel: AgentChannel, request: AgentRequestInput, opts: AgentCallOpts): Promise<AgentResponse | null> {
+    // The resident's stdin is its request stream: input data travels in the request (a frame is on no command line).
+    const sent =
+      request.op === 'input' && request.data_on_stdin
+        ? {
+            protocol: request.protocol,
+            op: request.op,
+            task_id: request.task_id,
+            data: (opts.stdin ?? Buffer.alloc(0)).toString('utf8'),
+            ...(request.eof !== undefined ? { eof: request.eof } : {}),
+          }
+        : request;
+    try {
+      return await channel.request(sent, {
+        timeoutMs: opts.timeoutS * 1000,
+        ...definedFields({ signal: opts.signal, callEnvs: opts.taskEnvs }),
+      });
+    } catch (e) {
+      if (isProviderError(e) && e.code === RESIDENT_UNREACHABLE) return null;
+      if (isProviderError(e) && e.code === 'agent_lost' && RETRIED_WHEN_LOST.has(request.op)) return null;
+      throw e;
+    }
+  }
+
+  /** Sends one request to a per-call agent and returns the raw, schema-checked response line. */
   async callRaw(
     provider: Provider,
     sandboxId: string,
@@ -110,10 +161,13 @@ export class AgentClient {
     const installsBefore = this.installs.get(key) ?? 0;
     const command = this.commandFor(request, opts.stdin !== undefined);
     // A start's processes are the task's (its supervisor and command inherit them); the other ops are the server's own.
+    const envs = opts.taskEnvs
+      ? Object.fromEntries(Object.entries(opts.taskEnvs).map(([name, value]) => [TASK_ENV_PREFIX + name, value]))
+      : undefined;
     const execOpts = {
       timeoutS: opts.timeoutS,
       role: request.op === 'start' ? ('task' as const) : ('service' as const),
-      ...definedFields({ envs: opts.envs, signal: opts.signal, stdin: opts.stdin }),
+      ...definedFields({ envs, signal: opts.signal, stdin: opts.stdin }),
     };
     let result = await provider.exec(sandboxId, command, execOpts);
     if (result.exitCode === EXIT_AGENT_MISSING) {
@@ -171,7 +225,7 @@ export class AgentClient {
     request: AgentRequestInput & { op: Op },
     opts: AgentCallOpts,
   ): Promise<ReturnType<(typeof RESULT_SCHEMAS)[Op]['parse']>> {
-    const { response } = await this.callRaw(provider, sandboxId, request, opts);
+    const response = await this.respond(provider, sandboxId, request, opts);
     if (!response.ok) throw agentErrorToProviderError(response.error.code, response.error.message);
     const schema = RESULT_SCHEMAS[request.op];
     const result = schema.safeParse(response.result);

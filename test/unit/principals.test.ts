@@ -149,6 +149,8 @@ const PROVIDER_KEYS = Object.keys({
   limitNotes: 0,
   refusalNotes: 0,
   openTerminal: 0,
+  agentChannel: 0,
+  execPromotable: 0,
   close: 0,
 } satisfies Record<keyof Provider, 0>) as (keyof Provider)[];
 
@@ -213,6 +215,12 @@ describe('scopeProviders', () => {
     const terminal = { cols: 80, rows: 24, onData: () => undefined };
     expect(await asAlice.openTerminal!(a, terminal).catch((e: ProviderError) => e.code)).toBe('terminal_reached');
     expect(await asBob.openTerminal!(a, terminal).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    // The resident agent's channel and a promotable exec: as hidden as the sandbox (the stand-in has neither).
+    expect(await asAlice.agentChannel!(a)).toBeNull();
+    expect(await asBob.agentChannel!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    const promote = { timeoutS: 1, promote: { taskId: 'f'.repeat(32), afterS: 1 } };
+    expect(await asAlice.execPromotable!(a, 'true', promote)).toBeNull();
+    expect(await asBob.execPromotable!(a, 'true', promote).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
   });
 
   it('lazyProvider forwards every Provider method, optional ones included', async () => {

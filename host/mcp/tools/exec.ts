@@ -1,17 +1,18 @@
 // Synchronous execution: run_command and run_code. Output is capped per stream (first and last
 // 32 KiB with a marker between) so a result never floods a model's context; long work belongs
-// in start_task, or in a call with `background_after`, which becomes a task when it runs long
-// (promote.ts). Without `background_after` (argument or server default) a call takes the fast
-// path: one provider exec, no supervisor.
+// in start_task. A call still running at `background_after` (the argument, else the server's
+// default) becomes a task and returns its handle (promote.ts): no command is lost at a client's
+// cut. With background_after 0, or a timeout that ends the command first, a call takes the fast
+// path: one provider exec, no task.
 import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
 import { LIMITS } from '../../../shared/limits.js';
 import { BACKGROUND_AFTER_MAX_S, BACKGROUND_AFTER_MIN_S, secretValuesOf } from '../../config/config.js';
-import { resolveSandboxPath, type ExecOpts, type ExecResult } from '../../providers/provider.js';
+import { resolveSandboxPath, type ExecOpts } from '../../providers/provider.js';
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
 import { EnvsSchema, SandboxIdSchema, defineTool, intIn, learnSecrets, renewIfOwned, resolveSandbox, type ToolContext } from './tool.js';
 import { definedFields } from '../../util/defined-fields.js';
-import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, renderCapped, type ExecToolResult } from './exec-result.js';
+import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, toResult } from './exec-result.js';
 import { CommandSchema, CwdSchema, EXEC_TIMEOUT_DEFAULT_S, ExecTimeoutSchema } from './command-fields.js';
 import { withProgress } from './progress.js';
 import { runPromotable } from './promote.js';
@@ -20,22 +21,21 @@ const BackgroundAfterSchema = intIn(BACKGROUND_AFTER_MIN_S, BACKGROUND_AFTER_MAX
   .optional()
   .describe(
     `Seconds (${BACKGROUND_AFTER_MIN_S}-${BACKGROUND_AFTER_MAX_S}) to wait before handing the still-running command over as a background task: the result then has backgrounded: true and a task_id to read with get_task and stop with cancel_task. ` +
-      "Set it below your client's request timeout (e.g. 50 for a 60 s client) for anything that might run long. Finishing earlier returns the usual result, except that beyond 1 MiB of output per stream its tail is the end of the first MiB (a task keeps only that), not the true end; its stdin is empty.",
+      "Default: the server's (usually 50, below a 60 s client cut); 0 waits for the command however long it runs. Its stdin is empty either way.",
   );
 
-/** Decodes one captured stream, marking where the provider dropped its middle, and masks secrets. */
-function renderStream(data: Buffer, isTruncated: boolean, headBytes: number, ref: SandboxRef, ctx: ToolContext): string {
-  if (!isTruncated) return renderCapped(ctx, ref, [data.toString('utf8')]);
-  return renderCapped(ctx, ref, [data.subarray(0, headBytes).toString('utf8'), data.subarray(headBytes).toString('utf8')]);
-}
-
 /**
- * The background_after in effect: the call's, else the server's default. None when the command's
- * own timeout ends it first: such a call could never be promoted, so it takes the fast path.
+ * The background_after in effect: the call's, else the server's default (`isDefault`). None when
+ * it is 0, or when the command's own timeout ends it first: such a call could never be promoted,
+ * so it takes the fast path.
  */
-function backgroundAfterFor(ctx: ToolContext, requested: number | undefined, timeoutS: number): number | undefined {
-  const backgroundAfterS = requested ?? ctx.deps.config.backgroundAfterS;
-  return backgroundAfterS !== undefined && backgroundAfterS < timeoutS ? backgroundAfterS : undefined;
+function backgroundAfterFor(
+  ctx: ToolContext,
+  requested: number | undefined,
+  timeoutS: number,
+): { afterS: number; isDefault: boolean } | undefined {
+  const afterS = requested ?? ctx.deps.config.backgroundAfterS;
+  return afterS > 0 && afterS < timeoutS ? { afterS, isDefault: requested === undefined } : undefined;
 }
 
 /** The fast path: runs the command with one provider exec and the tool output cap, and shapes the result. */
@@ -59,30 +59,6 @@ async function runCapped(
   if ((r.timedOut || ctx.signal?.aborted) && cleanupAfterTimeout)
     await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30, role: 'service' }).catch(() => undefined);
   return { result: toResult(r, ref, ctx) };
-}
-
-/** What starts a line of the server's own in a command's stderr (a note on a limit the command met or a refused destination). */
-export const NOTE_PREFIX = '[sandbox-mcp] ';
-
-/**
- * The provider's notes on a failed command, as lines after its stderr (never cut by the cap),
- * masked like the output: a refusal note names hosts the sandbox chose (`curl https://$TOKEN.example`).
- */
-function withNotes(stderr: string, notes: readonly string[] | undefined, ref: SandboxRef, ctx: ToolContext): string {
-  if (!notes || notes.length === 0) return stderr;
-  const sep = stderr === '' || stderr.endsWith('\n') ? '' : '\n';
-  return stderr + sep + notes.map((n) => `${NOTE_PREFIX}${ctx.deps.masker.mask(ref.qualified, n)}\n`).join('');
-}
-
-function toResult(r: ExecResult, ref: SandboxRef, ctx: ToolContext): ExecToolResult {
-  return {
-    exit_code: r.exitCode,
-    stdout: renderStream(r.stdout, r.stdoutTruncated, r.stdoutHeadBytes, ref, ctx),
-    stderr: withNotes(renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ref, ctx), r.notes, ref, ctx),
-    stdout_truncated: r.stdoutTruncated,
-    stderr_truncated: r.stderrTruncated,
-    timed_out: r.timedOut,
-  };
 }
 
 /**
@@ -116,14 +92,20 @@ const runCommand = defineTool({
   output: ExecResultSchema,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async run(args, ctx) {
-    const backgroundAfterS = backgroundAfterFor(ctx, args.background_after, args.timeout);
+    const backgroundAfter = backgroundAfterFor(ctx, args.background_after, args.timeout);
     const ref = await targetOf(ctx, args.sandbox_id);
-    if (backgroundAfterS === undefined) {
-      return runCapped(ctx, ref, args.command, { timeoutS: args.timeout, ...definedFields({ cwd: args.cwd, envs: args.envs }) });
+    if (backgroundAfter) {
+      const cwd = args.cwd !== undefined ? resolveSandboxPath(args.cwd) : undefined;
+      const run = {
+        command: args.command,
+        timeoutS: args.timeout,
+        backgroundAfterS: backgroundAfter.afterS,
+        ...definedFields({ cwd, envs: args.envs }),
+      };
+      const result = await runPromotable(ctx, ref, run, backgroundAfter.isDefault);
+      if (result) return { result };
     }
-    const cwd = args.cwd !== undefined ? resolveSandboxPath(args.cwd) : undefined;
-    const run = { command: args.command, timeoutS: args.timeout, backgroundAfterS, ...definedFields({ cwd, envs: args.envs }) };
-    return { result: await runPromotable(ctx, ref, run) };
+    return runCapped(ctx, ref, args.command, { timeoutS: args.timeout, ...definedFields({ cwd: args.cwd, envs: args.envs }) });
   },
 });
 
@@ -147,21 +129,26 @@ const runCode = defineTool({
   async run(args, ctx) {
     const [interpreter, ext] = INTERPRETERS[args.language];
     const path = `/tmp/sandbox-mcp-code-${randomBytes(8).toString('hex')}.${ext}`;
-    const backgroundAfterS = backgroundAfterFor(ctx, args.background_after, args.timeout);
+    const backgroundAfter = backgroundAfterFor(ctx, args.background_after, args.timeout);
     const ref = await targetOf(ctx, args.sandbox_id);
     const provider = ctx.deps.providers.get(ref.provider);
     await provider.writeFile(ref.id, path, Buffer.from(args.code, 'utf8'));
     // The shell removes the file when the code ends (a TERM from a timeout or cancel included), so
     // it also goes when the run outlives this call as a task.
     const command = `trap 'rm -f ${path}' EXIT; ${interpreter} ${path}`;
-    if (backgroundAfterS === undefined) return runCapped(ctx, ref, command, { timeoutS: args.timeout }, `rm -f ${path}`);
-    try {
-      return { result: await runPromotable(ctx, ref, { command, timeoutS: args.timeout, backgroundAfterS }) };
-    } catch (e) {
-      // The task may never have started (or has ended): the file must not stay behind.
-      await provider.exec(ref.id, `rm -f ${path}`, { timeoutS: 30, role: 'service' }).catch(() => undefined);
-      throw e;
+    const cleanup = `rm -f ${path}`;
+    if (backgroundAfter) {
+      try {
+        const run = { command, timeoutS: args.timeout, backgroundAfterS: backgroundAfter.afterS, cleanupAfterTimeout: cleanup };
+        const result = await runPromotable(ctx, ref, run, backgroundAfter.isDefault);
+        if (result) return { result };
+      } catch (e) {
+        // The task may never have started (or has ended): the file must not stay behind.
+        await provider.exec(ref.id, cleanup, { timeoutS: 30, role: 'service' }).catch(() => undefined);
+        throw e;
+      }
     }
+    return runCapped(ctx, ref, command, { timeoutS: args.timeout }, cleanup);
   },
 });
 

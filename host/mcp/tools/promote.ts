@@ -1,19 +1,25 @@
-// run_command / run_code with `background_after`: the command runs under the agent's supervisor
-// from the start (agent `start`), and the call waits for it with long polls. Finished in time,
-// the call returns the usual result (the same 64 KiB head/tail capping) and removes the task,
-// whose id nobody was given; still running at `background_after`, it returns the task handle
-// instead — the handle start_task gives, retaining the sandbox as start_task does — so a client
-// that cuts calls at ~60 s loses nothing. Cancelling the call before then stops the command, as
-// it would without `background_after`. Its stdin is empty, as on the fast path: a promoted task
-// takes no send_task_input (start_task is for commands that need input).
+// run_command / run_code with `background_after`. Finished in time, the call returns the usual
+// result (the same 64 KiB head/tail capping); still running at `background_after`, it returns
+// the task handle instead — the handle start_task gives, retaining the sandbox as start_task
+// does — so a client that cuts calls at ~60 s loses nothing. Cancelling the call before then
+// stops the command, as it would without `background_after`. Its stdin is empty, as on the fast
+// path: a promoted task takes no send_task_input (start_task is for commands that need input).
+// Two ways, by what the sandbox has:
+//   - a resident agent (provider.execPromotable): one exec that the resident runs itself and
+//     hands over to a supervisor at background_after; in time, it costs about what the fast path
+//     does, and no task is left behind;
+//   - none (a sandbox of an older server): the command runs under the agent's supervisor from the
+//     start (agent `start`), the call waits with long polls, and removes the finished task, whose
+//     id nobody was given. That costs a task per call, so only a call that asked for
+//     background_after itself goes this way; the server's default then leaves it on the fast path.
 import { LIMITS } from '../../../shared/limits.js';
-import { PROTOCOL_VERSION, TASK_ENV_PREFIX, type TaskView } from '../../../shared/protocol.js';
+import { PROTOCOL_VERSION, type TaskView } from '../../../shared/protocol.js';
 import { secretValuesOf } from '../../config/config.js';
 import { ProviderError, isProviderError } from '../../providers/provider-error.js';
-import type { Provider } from '../../providers/provider.js';
+import type { PromotableOutcome, Provider } from '../../providers/provider.js';
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
 import { definedFields } from '../../util/defined-fields.js';
-import { EXEC_OUTPUT_CAP_BYTES, renderCapped, type ExecToolResult } from './exec-result.js';
+import { EXEC_OUTPUT_CAP_BYTES, renderCapped, toResult, type ExecToolResult } from './exec-result.js';
 import { describeBytes, withProgress } from './progress.js';
 import {
   CALL_SLACK_S,
@@ -28,10 +34,12 @@ import {
 } from './task-calls.js';
 import type { ToolContext } from './tool.js';
 
-/** A command to run under the supervisor, promoted to a task if it outlasts `backgroundAfterS`. */
+/** A command promoted to a task if it outlasts `backgroundAfterS`. */
 export interface PromotableRun extends Omit<TaskLaunch, 'stdin'> {
   envs?: Record<string, string>;
   backgroundAfterS: number;
+  /** Run after a call that timed out or was cancelled in time (the command's traps may not have run). */
+  cleanupAfterTimeout?: string;
 }
 
 /** One get's long poll while waiting: short enough that byte counts for progress stay fresh. */
@@ -47,8 +55,79 @@ const HALF = EXEC_OUTPUT_CAP_BYTES / 2;
  */
 type Outcome = { kind: 'finished' | 'promoted'; view: TaskView; isPageZero: boolean } | { kind: 'abandoned'; isStopped: boolean };
 
-/** Runs `run` as a task: the usual result if it finishes within backgroundAfterS, else its handle. */
-export async function runPromotable(ctx: ToolContext, ref: SandboxRef, run: PromotableRun): Promise<ExecToolResult> {
+/**
+ * Runs `run`: the usual result if it finishes within backgroundAfterS, else its task's handle (see
+ * the module comment); null when the call should take the fast path instead (`isDefault`: the
+ * server's background_after, on a sandbox without a resident agent).
+ */
+export async function runPromotable(
+  ctx: ToolContext,
+  ref: SandboxRef,
+  run: PromotableRun,
+  isDefault: boolean,
+): Promise<ExecToolResult | null> {
+  const viaResident = await runThroughResident(ctx, ref, run);
+  if (viaResident !== null) return viaResident;
+  return isDefault ? null : runSupervised(ctx, ref, run);
+}
+
+/** The resident's way: one exec it hands over at background_after; null when the sandbox has no resident that can. */
+async function runThroughResident(ctx: ToolContext, ref: SandboxRef, run: PromotableRun): Promise<ExecToolResult | null> {
+  const provider = ctx.deps.providers.get(ref.provider);
+  if (!provider.execPromotable) return null;
+  const taskId = newTaskId();
+  // Held from before submission, as start_task does: a session closing meanwhile must not destroy it.
+  ctx.deps.retention.begin(ref.qualified);
+  let isHeld = true;
+  try {
+    let outcome: PromotableOutcome | null;
+    try {
+      outcome = await withProgress(
+        ctx,
+        (s) => `command running for ${s} s`,
+        () =>
+          provider.execPromotable!(ref.id, run.command, {
+            timeoutS: run.timeoutS,
+            maxOutputBytes: EXEC_OUTPUT_CAP_BYTES,
+            promote: { taskId, afterS: run.backgroundAfterS },
+            ...definedFields({ cwd: run.cwd, envs: run.envs, signal: ctx.signal }),
+          }),
+      );
+    } catch (e) {
+      if (isProviderError(e) && isUncertain(e)) {
+        // The resident took the command and went away: the command goes on as task `taskId`
+        // (its wrapper hands it to a supervisor), so the caller gets that handle.
+        learnEnvs(ctx, ref, run.envs);
+        ctx.deps.log.warn('command outcome uncertain; its task is returned', { category: e.category });
+        return handleResult(ref, unknownView(taskId, e.code ?? e.category, e.suggestion), ctx);
+      }
+      isHeld = false;
+      throw e;
+    }
+    if (outcome === null) {
+      isHeld = false;
+      return null;
+    }
+    learnEnvs(ctx, ref, run.envs);
+    if (outcome.kind === 'promoted') {
+      ctx.deps.log.info('call promoted to a task', { state: outcome.task.state });
+      return handleResult(ref, outcome.task, ctx);
+    }
+    isHeld = false;
+    const r = outcome.result;
+    if ((r.timedOut || ctx.signal?.aborted) && run.cleanupAfterTimeout) {
+      await provider.exec(ref.id, run.cleanupAfterTimeout, { timeoutS: 30, role: 'service' }).catch(() => undefined);
+    }
+    if (ctx.signal?.aborted)
+      throw new ProviderError('conflict', { code: 'cancelled', detail: 'The call was cancelled; its command was stopped.' });
+    return toResult(r, ref, ctx);
+  } finally {
+    await ctx.deps.retention.end(ref.qualified, isHeld);
+  }
+}
+
+/** The way without a resident: a task from the start, long polls, its removal once finished in time. */
+async function runSupervised(ctx: ToolContext, ref: SandboxRef, run: PromotableRun): Promise<ExecToolResult> {
   const deadlineMs = Date.now() + run.backgroundAfterS * 1000;
   const taskId = newTaskId();
   // Empty stdin, as on the fast path: a command that reads stdin (`grep x`, a prompt) sees
@@ -66,7 +145,7 @@ export async function runPromotable(ctx: ToolContext, ref: SandboxRef, run: Prom
     try {
       started = await ctx.deps.agent.call(provider, ref.id, request, {
         timeoutS: START_CALL_TIMEOUT_S,
-        ...definedFields({ envs: taskEnvs(run.envs) }),
+        ...definedFields({ taskEnvs: run.envs }),
       });
     } catch (e) {
       if (isProviderError(e) && isUncertain(e)) {
@@ -108,12 +187,6 @@ export async function runPromotable(ctx: ToolContext, ref: SandboxRef, run: Prom
  */
 function learnEnvs(ctx: ToolContext, ref: SandboxRef, envs: Record<string, string> | undefined): void {
   if (envs) ctx.deps.masker.add(ref.qualified, secretValuesOf(envs));
-}
-
-/** The task variables as the agent takes them: in its environment, each name behind TASK_ENV_PREFIX. */
-function taskEnvs(envs: Record<string, string> | undefined): Record<string, string> | undefined {
-  if (!envs) return undefined;
-  return Object.fromEntries(Object.entries(envs).map(([name, value]) => [TASK_ENV_PREFIX + name, value]));
 }
 
 /** Byte counts of the task's logs as last seen, for progress messages. */

@@ -12,6 +12,7 @@
 //               environment
 //   system/     this machine: /proc, cgroups, inherited descriptors, the tools (preflight)
 import type {
+  AgentChannel,
   CreateOpts,
   ExecOpts,
   ExecResult,
@@ -20,6 +21,8 @@ import type {
   NetworkDescription,
   ListFilesOpts,
   ListOpts,
+  PromotableExecOpts,
+  PromotableOutcome,
   Provider,
   ReadFileOpts,
   RefusalWindow,
@@ -32,6 +35,10 @@ import type {
 import { toProviderError } from './errors.js';
 import { CommandRunner } from './exec/command-runner.js';
 import { SandboxExec } from './exec/exec.js';
+import { boundsFor } from './exec/resident-exec.js';
+import { ResidentLinks } from './exec/resident-link.js';
+import { asAgentChannel } from '../resident-channel.js';
+import { COMMAND_OOM_SCORE_ADJ } from './limits/entry-prelude.js';
 import { SandboxTerminals } from './exec/terminal.js';
 import { SandboxFiles } from './files/operations.js';
 import { SandboxCreator } from './lifecycle/create.js';
@@ -73,16 +80,20 @@ export class LocalProvider implements Provider {
   /** Passes the egress proxies' refusals on after each command and before each kill. */
   private readonly denials: DenialReporter;
   private readonly terminals: SandboxTerminals;
+  /** Channels to the sandboxes' resident agents (exec/resident-link.ts). */
+  private readonly residents = new ResidentLinks();
+  private readonly runner: CommandRunner;
   /** The start-up sweep of dead sandboxes (sandbox/sweep.ts), running in the background. */
   private readonly sweep: Promise<number>;
 
   constructor(opts: LocalProviderOpts = {}) {
     const settings = resolveSettings(opts);
     const runner = new CommandRunner(settings);
+    this.runner = runner;
     this.registry = new SandboxRegistry(settings);
     this.creator = new SandboxCreator(settings, this.registry);
     this.lifecycle = new SandboxLifecycle(settings, this.registry, runner);
-    this.commands = new SandboxExec(settings, this.registry, runner);
+    this.commands = new SandboxExec(settings, this.registry, runner, this.residents);
     this.files = new SandboxFiles(settings, this.registry, runner);
     this.ports = new SandboxPorts(this.registry);
     this.denials = new DenialReporter(settings.sandboxes, settings.onNetworkDenied);
@@ -113,6 +124,7 @@ export class LocalProvider implements Provider {
 
   async kill(sandboxId: string): Promise<void> {
     this.denials.report(sandboxId);
+    this.residents.forget(sandboxId);
     await asProviderErrors(() => this.lifecycle.kill(sandboxId));
     this.denials.forget(sandboxId);
   }
@@ -145,6 +157,7 @@ export class LocalProvider implements Provider {
 
   async close(): Promise<void> {
     await this.sweep;
+    this.residents.closeAll();
     this.registry.clear();
   }
 
@@ -166,6 +179,31 @@ export class LocalProvider implements Provider {
 
   async listFiles(sandboxId: string, path: string, opts: ListFilesOpts): Promise<FileEntry[]> {
     return asProviderErrors(() => this.files.listFiles(sandboxId, path, opts));
+  }
+
+  async execPromotable(sandboxId: string, command: string, opts: PromotableExecOpts): Promise<PromotableOutcome | null> {
+    try {
+      return await asProviderErrors(() => this.commands.execPromotable(sandboxId, command, opts));
+    } finally {
+      this.denials.report(sandboxId);
+    }
+  }
+
+  /**
+   * The sandbox's resident agent; a start through it gets the sandbox's environment under the
+   * call's, and the task tier's bounds with the command's raised OOM score (as a supervisor gives it).
+   */
+  async agentChannel(sandboxId: string): Promise<AgentChannel | null> {
+    return asProviderErrors(async () => {
+      const sb = await this.registry.require(sandboxId);
+      const channel = await this.residents.channel(sb);
+      if (!channel) return null;
+      return asAgentChannel(channel, (request, callEnvs) => ({
+        ...request,
+        env: this.runner.commandEnv(sb, callEnvs),
+        ...(sb.spec.limits ? { bounds: boundsFor(sb.spec.limits, 'task', COMMAND_OOM_SCORE_ADJ) } : {}),
+      }));
+    });
   }
 
   async exposePort(sandboxId: string, port: number): Promise<ExposedPort> {

@@ -1,10 +1,11 @@
 // The local provider's options and the settings resolved from them once, at construction: every
 // other module of the provider reads these, never the options themselves.
-import { existsSync, openSync, realpathSync } from 'node:fs';
+import { existsSync, openSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isNetworkMode, NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
 import type { Identity, ToolPaths } from './launch/command-lines.js';
+import { nodeBinDirsOf } from './launch/environment.js';
 import { resolveLimitSettings, type LimitOpts, type LimitSettings } from './limits/settings.js';
 import type { NetworkDenialListener } from './network/denial-reporter.js';
 import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
@@ -106,12 +107,6 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   if (!isNetworkMode(network)) throw invalid(`The local provider's network must be ${NETWORK_MODES.map((m) => `'${m}'`).join(' or ')}.`);
   const limits = resolveLimitSettings(opts.limits);
   const shell = existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
-  const dirs = new Set<string>([dirname(nodePath)]);
-  try {
-    dirs.add(dirname(realpathSync(nodePath)));
-  } catch {
-    // The path itself is enough.
-  }
   const fds = inheritableFds();
   // Kept open for the life of the process: a closed number could be reused by another file.
   const cover = fds.length > 0 ? { fds, devNullFd: openSync('/dev/null', 'r+') } : undefined;
@@ -132,7 +127,7 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
     limits,
     onNetworkDenied: opts.onNetworkDenied,
     shell,
-    nodeBinDirs: [...dirs],
+    nodeBinDirs: nodeBinDirsOf(nodePath),
     cover,
   };
 }
