@@ -12,7 +12,9 @@ import { OutputCapture } from '../shared/output-capture.js';
 import type { Bounds, ExecFinished } from '../shared/protocol.js';
 import { AgentFailure } from './errors.js';
 import { childProcess } from './node-modules.js';
+import { hasLiveGroupMembers, signalGroup } from './proc.js';
 import { pickShell } from './supervisor.js';
+import { sleep } from './timing.js';
 
 /** One exec to run (validated; cwd checked, environment complete). */
 export interface PlainExec {
@@ -23,6 +25,10 @@ export interface PlainExec {
   maxOutputBytes: number;
   stdin: Buffer | undefined;
   bounds: Bounds | undefined;
+  /** 0: SIGKILL to the group at the timeout or an abort; else TERM first and KILL this much later. */
+  killGraceMs: number;
+  /** Stop what the command left in its group once it exited (see the protocol's reap_group). */
+  reapsGroup: boolean;
 }
 
 /** After the leader exits, how long its pipes may stay open (background children): as the host's default. */
@@ -70,18 +76,24 @@ export function runPlainExec(run: PlainExec, signal: AbortSignal | undefined): P
         stderr_head_bytes: err.splitAt,
       });
     };
-    // Once the leader is reaped its group id may be reused: after its exit only the drain grace remains.
-    function kill(): void {
-      if (exit || isKilling || child.pid === undefined) return;
-      isKilling = true;
-      for (const sig of ['SIGKILL', 'SIGCONT'] as const) {
+    const signalGroup = (sigs: readonly NodeJS.Signals[]): void => {
+      for (const sig of sigs) {
         try {
-          process.kill(-child.pid, sig);
+          process.kill(-child.pid!, sig);
         } catch {
           // gone
         }
       }
-      timers.push(setTimeout(settle, KILL_WAIT_MS));
+    };
+    // Once the leader is reaped its group id may be reused: after its exit only the drain grace remains.
+    function kill(): void {
+      if (exit || isKilling || child.pid === undefined) return;
+      isKilling = true;
+      if (run.killGraceMs > 0) {
+        signalGroup(['SIGTERM', 'SIGCONT']);
+        timers.push(setTimeout(() => exit || signalGroup(['SIGKILL', 'SIGCONT']), run.killGraceMs));
+      } else signalGroup(['SIGKILL', 'SIGCONT']);
+      timers.push(setTimeout(settle, run.killGraceMs + KILL_WAIT_MS));
     }
     child.on('error', (e: NodeJS.ErrnoException) => {
       if (isSettled) return;
@@ -99,9 +111,17 @@ export function runPlainExec(run: PlainExec, signal: AbortSignal | undefined): P
     }
     child.on('exit', (code, sig) => {
       exit = { code, signal: sig };
+      if (run.reapsGroup && child.pid !== undefined) {
+        // The group's number stays taken while any member lives, so signalling it stays safe until it is empty.
+        reapGroup(child.pid, run.killGraceMs)
+          .catch(() => undefined)
+          .then(() => timers.push(setTimeout(settle, DRAIN_GRACE_MS)))
+          .catch(() => settle());
+        return;
+      }
       timers.push(setTimeout(settle, DRAIN_GRACE_MS));
     });
-    child.on('close', settle);
+    child.on('close', () => (run.reapsGroup ? undefined : settle()));
     timers.push(
       setTimeout(() => {
         if (exit || isKilling) return;
@@ -112,4 +132,17 @@ export function runPlainExec(run: PlainExec, signal: AbortSignal | undefined): P
     if (signal?.aborted) kill();
     else signal?.addEventListener('abort', kill, { once: true });
   });
+}
+
+/** TERM to what is left of group `pgid`, KILL after `graceMs` (or at once without one); resolves once it is empty (bounded). */
+async function reapGroup(pgid: number, graceMs: number): Promise<void> {
+  if (!hasLiveGroupMembers(pgid)) return;
+  signalGroup(pgid, graceMs > 0 ? 'SIGTERM' : 'SIGKILL');
+  signalGroup(pgid, 'SIGCONT');
+  const killAt = Date.now() + graceMs;
+  const giveUpAt = killAt + 1000;
+  while (hasLiveGroupMembers(pgid) && Date.now() < giveUpAt) {
+    if (Date.now() >= killAt) signalGroup(pgid, 'SIGKILL');
+    await sleep(10);
+  }
 }

@@ -61,11 +61,16 @@ export interface OwnedLaunch {
   captureBytes?: number;
   /** An exec nobody was told the id of: finished in time, its directory goes (the caller removes it, then release()). */
   isEphemeral: boolean;
+  /** An exec that ends in time stops what it left in its group too (as a task always does; see the protocol's reap_group). */
+  reapsGroup?: boolean;
 }
 
 /** How the resident's part ended: it saw the command finish, or it let go of it. */
 export type OwnedEnd =
   { kind: 'finished'; status: TaskStatus; stdout: OutputCapture | null; stderr: OutputCapture | null } | { kind: 'handed_over' };
+
+/** After an exec's command ended in time, how long its background processes may keep its pipes open: the fast path's grace. */
+const CALL_DRAIN_GRACE_MS = 100;
 
 /** No FIFO could be made (mkfifo missing): the caller runs the task the classic way. */
 export class NoFifosError extends Error {}
@@ -357,7 +362,10 @@ export class OwnedCommand {
   private async finish(): Promise<void> {
     this.isFinishing = true;
     const { timings } = this.owner;
-    if (this.pgid) {
+    // An exec that ended in time is a call, not a task: what it left running in the background
+    // (`server &`) goes on, and its pipes get the fast path's short grace. A task's group ends with it.
+    const isCall = this.isEphemeral && this.status.reason === null && !this.launch.reapsGroup;
+    if (this.pgid && !isCall) {
       const giveUpAt = Date.now() + timings.graceMs + 1000;
       while (hasLiveGroupMembers(this.pgid) && Date.now() < giveUpAt) {
         this.terminateGroup();
@@ -366,8 +374,8 @@ export class OwnedCommand {
       clearTimeout(this.killTimer);
       if (hasLiveGroupMembers(this.pgid)) signalGroup(this.pgid, 'SIGKILL');
     }
-    // A process that escaped the group (setsid) may hold the pipes: the wait for their end is bounded.
-    await Promise.race([this.streamsDone, sleep(timings.drainMs)]);
+    // A process that escaped the group (setsid), or a call's background one, may hold the pipes: the wait is bounded.
+    await Promise.race([this.streamsDone, sleep(isCall ? CALL_DRAIN_GRACE_MS : timings.drainMs)]);
     for (const r of this.readers) r.destroy();
     this.status.reason ??= hasCancelRequest(this.launch.dir) ? 'cancel' : 'exit';
     const s = this.status;

@@ -118,7 +118,8 @@ export class ResidentTasks implements ResidentServices {
 
   async exec(req: ExecRequest, ctx: RequestContext): Promise<ExecResult> {
     const env = commandEnvOf(req);
-    const cwd = req.cwd ?? env.HOME ?? homeDir() ?? '/';
+    const home = env.HOME ?? homeDir() ?? '/';
+    const cwd = req.cwd === undefined ? home : resolve(home, req.cwd);
     if (!isDirectory(cwd)) throw new AgentFailure('cwd_not_found', 'field `cwd` is not an existing directory');
     refuseWithoutRoom(req.bounds);
     const plain: PlainExec = {
@@ -129,6 +130,8 @@ export class ResidentTasks implements ResidentServices {
       maxOutputBytes: req.max_output_bytes,
       stdin: req.stdin_b64 !== undefined ? Buffer.from(req.stdin_b64, 'base64') : undefined,
       bounds: req.bounds,
+      killGraceMs: req.kill_grace_ms ?? 0,
+      reapsGroup: req.reap_group ?? false,
     };
     const promote = req.promote;
     if (!promote || !this.isPromotable || plain.stdin) return runPlainExec(plain, ctx.signal);
@@ -149,6 +152,7 @@ export class ResidentTasks implements ResidentServices {
           bounds: req.bounds,
           captureBytes: req.max_output_bytes,
           isEphemeral: true,
+          reapsGroup: req.reap_group ?? false,
         },
         this.ownerEnv(ctx.timings),
       );

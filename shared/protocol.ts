@@ -160,10 +160,17 @@ export const ExecRequestSchema = z.strictObject({
   protocol: anyInt(),
   op: z.literal('exec'),
   command: z.string().check(z.minLength(1), z.maxLength(4 * LIMITS.commandMaxChars)),
-  /** Absolute; the host resolves it by the sandbox path rule. Absent: the home. */
+  /** Absolute, or relative to the command's HOME (the host resolves the sandbox path rule). Absent: the home. */
   cwd: z.optional(z.string().check(z.minLength(1))),
   ...envFields,
   timeout_ms: int(1, EXEC_TIMEOUT_MAX_MS),
+  /** At the timeout or an abort: SIGKILL to the group at once (0, the default), or TERM first and KILL this much later. */
+  kill_grace_ms: z.optional(int(0, 60_000)),
+  /**
+   * true: what the command left running in its group is stopped once it exits (TERM, then KILL
+   * after kill_grace_ms), before the answer; false (the default): it goes on, as `cmd &` expects.
+   */
+  reap_group: z.optional(z.boolean()),
   max_output_bytes: int(0, 16 * 1024 * 1024),
   /** Bytes for the command's stdin, then end-of-file; absent: stdin is /dev/null. */
   stdin_b64: z.optional(z.string()),

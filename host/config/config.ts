@@ -20,6 +20,11 @@ export interface ServerConfig {
   bwrapPath?: string;
   /** Sandboxes a session created outlive it, until their own deadline (--keep-sandboxes). */
   keepSandboxes?: boolean;
+  /**
+   * Local sandboxes this server creates run no resident agent (SANDBOX_MCP_RESIDENT_AGENT=0): every
+   * agent call and command then starts processes of its own, as in sandboxes of older servers.
+   */
+  noResidentAgent?: boolean;
   /** Local sandboxes' resource limits given by flags or environment (the rest keep the provider's defaults). */
   localLimits?: LimitOpts;
   /** get_task calls waiting at once per sandbox (default DEFAULT_MAX_WAITING_GETS). */
@@ -123,6 +128,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
     network: loadNetworkConfig(env, flags),
     ...definedFields({ stateDir: env.SANDBOX_MCP_STATE_DIR || undefined, bwrapPath }),
     keepSandboxes,
+    ...(isSwitchedOff(env, 'SANDBOX_MCP_RESIDENT_AGENT') ? { noResidentAgent: true } : {}),
     ...loadLimits(env, flags.limits ?? {}),
     // An empty variable counts as unset.
     e2b: definedFields({ apiKey: env.E2B_API_KEY || undefined, domain: env.E2B_DOMAIN || undefined }),
@@ -132,6 +138,14 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
       progressIntervalMs: parseProgressInterval(env.SANDBOX_MCP_PROGRESS_INTERVAL_MS),
     }),
   };
+}
+
+/** True when an on-by-default variable is 0 or false (unset, empty, 1 or true: on; anything else is refused). */
+function isSwitchedOff(env: NodeJS.ProcessEnv, name: string): boolean {
+  const value = (env[name] ?? '').toLowerCase();
+  if (value === '' || value === '1' || value === 'true') return false;
+  if (value === '0' || value === 'false') return true;
+  throw new ConfigError(`${name} must be 1 or 0`);
 }
 
 /** An on/off variable: unset, empty, 0 or false is off; 1 or true is on; anything else is refused. */

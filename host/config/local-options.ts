@@ -6,10 +6,11 @@ import { definedFields } from '../util/defined-fields.js';
 
 /** LocalProviderOpts from the configuration (state directory, network, bubblewrap path, limits). */
 export function localProviderOpts(
-  config: Pick<ServerConfig, 'stateDir' | 'localNetwork' | 'bwrapPath' | 'localLimits'>,
+  config: Pick<ServerConfig, 'stateDir' | 'localNetwork' | 'bwrapPath' | 'localLimits' | 'noResidentAgent'>,
 ): LocalProviderOpts {
   return {
     network: config.localNetwork,
+    ...(config.noResidentAgent ? { residentAgent: false } : {}),
     ...definedFields({
       stateDir: config.stateDir,
       tools: config.bwrapPath === undefined ? undefined : { bwrap: config.bwrapPath },

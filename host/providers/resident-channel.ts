@@ -30,9 +30,12 @@ export class ResidentUnreachable extends Error {
   }
 }
 
-/** The request was sent, but no answer came (the resident went away, or its time ran out): its outcome is unknown. */
+/**
+ * The request was sent, but no answer came (the resident went away, or its time ran out): its
+ * outcome is unknown. `aborted`: the caller gave up on a request that has nothing to confirm.
+ */
 export class ResidentLost extends Error {
-  constructor(readonly reason: 'lost' | 'timeout') {
+  constructor(readonly reason: 'lost' | 'timeout' | 'aborted') {
     super(`resident lost: ${reason}`);
     this.name = 'ResidentLost';
   }
@@ -42,7 +45,10 @@ export class ResidentLost extends Error {
 export interface ChannelRequestOpts {
   /** After this long without an answer, the request fails with ResidentLost('timeout') (and is aborted). */
   timeoutMs: number;
-  /** Aborting asks the resident to abort the request (an exec's command is killed); the answer is still awaited. */
+  /**
+   * Aborting asks the resident to abort the request. An exec's answer is still awaited (it says how
+   * the killed command ended); any other request fails at once with ResidentLost('aborted').
+   */
   signal?: AbortSignal;
 }
 
@@ -103,6 +109,11 @@ export class ResidentChannel {
     return !this.isClosed;
   }
 
+  /** Requests sent and not yet answered. */
+  get pendingCount(): number {
+    return this.pending.size;
+  }
+
   /** True when this resident serves `op`. */
   supports(op: OpName): boolean {
     return agentSupportsOp(this.hello, op);
@@ -125,7 +136,12 @@ export class ResidentChannel {
         this.pending.delete(id);
         if (this.pending.size === 0) this.transport.setBusy?.(false);
       };
-      const onAbort = () => this.send({ id, abort: 'cancelled' });
+      const onAbort = () => {
+        this.send({ id, abort: 'cancelled' });
+        if (request.op === 'exec') return;
+        done();
+        reject(new ResidentLost('aborted'));
+      };
       const timer = setTimeout(() => {
         done();
         this.send({ id, abort: 'cancelled' });
@@ -238,6 +254,9 @@ export function asAgentChannel(channel: ResidentChannel, completeStart: StartCom
 export function channelFailure(e: unknown): ProviderError {
   if (e instanceof ResidentUnreachable) return new ProviderError('unavailable', { code: RESIDENT_UNREACHABLE });
   if (e instanceof ResidentLost && e.reason === 'timeout') return new ProviderError('timeout', { code: 'agent_timeout' });
+  if (e instanceof ResidentLost && e.reason === 'aborted') {
+    return new ProviderError('conflict', { code: 'cancelled', detail: 'The call was cancelled.' });
+  }
   return new ProviderError('unavailable', {
     code: 'agent_lost',
     detail: "The sandbox's agent stopped while it handled the call; its outcome is unknown.",

@@ -5,9 +5,6 @@
 // host never disturbs tasks supervised by an older agent. Answers are validated the same way
 // whichever way they came.
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import {
   RESULT_SCHEMAS,
   ResponseSchema,
@@ -21,34 +18,12 @@ import {
 import { isProviderError, ProviderError, type ErrorCategory } from '../providers/provider-error.js';
 import type { AgentChannel, Provider } from '../providers/provider.js';
 import { RESIDENT_UNREACHABLE } from '../providers/resident-channel.js';
+import { AGENT_INSTALL_DIR, type AgentBundle } from '../providers/agent-bundle.js';
 import { definedFields } from '../util/defined-fields.js';
-
-/** The built agent: its bytes and the content-addressed name it is installed under. */
-export interface AgentBundle {
-  bytes: Buffer;
-  fileName: string;
-  version: string;
-}
-
-/** Where agents live in a sandbox, relative to the sandbox user's home. */
-export const AGENT_INSTALL_DIR = '.sandbox-mcp/agent';
 
 // A shell exit status no node or agent uses: "this agent build is not installed here".
 const EXIT_AGENT_MISSING = 197;
 const EXIT_NODE_MISSING = 127;
-
-/** Loads dist/agent.cjs and its manifest (written by build/build.mjs). */
-export function loadAgentBundle(distDir = defaultDistDir()): AgentBundle {
-  const manifest = JSON.parse(readFileSync(join(distDir, 'agent-manifest.json'), 'utf8')) as { file_name: string; version: string };
-  return { bytes: readFileSync(join(distDir, 'agent.cjs')), fileName: manifest.file_name, version: manifest.version };
-}
-
-function defaultDistDir(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  // Bundled, this module is a chunk under dist/chunks/; from sources it is host/agent-client.ts.
-  const candidates = [join(here, '..'), here, join(here, '..', 'dist')];
-  return candidates.find((dir) => existsSync(join(dir, 'agent-manifest.json'))) ?? join(here, '..', 'dist');
-}
 
 /** Agent error codes as provider-boundary categories. */
 const AGENT_ERROR_CATEGORIES: Record<AgentErrorCode, ErrorCategory> = {

@@ -94,15 +94,26 @@ async function runThroughResident(ctx: ToolContext, ref: SandboxRef, run: Promot
           }),
       );
     } catch (e) {
-      if (isProviderError(e) && isUncertain(e)) {
-        // The resident took the command and went away: the command goes on as task `taskId`
-        // (its wrapper hands it to a supervisor), so the caller gets that handle.
-        learnEnvs(ctx, ref, run.envs);
-        ctx.deps.log.warn('command outcome uncertain; its task is returned', { category: e.category });
-        return handleResult(ref, unknownView(taskId, e.code ?? e.category, e.suggestion), ctx);
+      if (!isProviderError(e) || !isUncertain(e)) {
+        isHeld = false;
+        throw e;
       }
-      isHeld = false;
-      throw e;
+      // The resident went away with the command (`kill -9 -1` in the sandbox, say). Its task goes
+      // on (the command's wrapper hands it to a supervisor), so it is followed like a task started
+      // for this call — unless it does not exist: then nothing ran, and the call runs another way.
+      ctx.deps.log.warn('the agent went away while it ran a call; following its task', { category: e.category });
+      const found = await taskOrMissing(ctx, provider, ref, taskId);
+      if (found === 'missing') {
+        isHeld = false;
+        return null;
+      }
+      learnEnvs(ctx, ref, run.envs);
+      const hold = { isHeld: true };
+      try {
+        return await followTask(ctx, provider, ref, found, Date.now() + run.backgroundAfterS * 1000, hold);
+      } finally {
+        isHeld = hold.isHeld;
+      }
     }
     if (outcome === null) {
       isHeld = false;
@@ -157,27 +168,64 @@ async function runSupervised(ctx: ToolContext, ref: SandboxRef, run: PromotableR
       throw e;
     }
     learnEnvs(ctx, ref, run.envs);
-    const outcome = await withProgressOfRun(ctx, started, (sizes) => awaitOutcome(ctx, provider, ref, started, deadlineMs, sizes));
-    if (outcome.kind === 'abandoned') {
-      isHeld = !outcome.isStopped;
-      throw new ProviderError('conflict', {
-        code: 'cancelled',
-        detail: outcome.isStopped
-          ? 'The call was cancelled; its command was stopped.'
-          : 'The call was cancelled; stopping its command is not confirmed.',
-      });
+    const hold = { isHeld: true };
+    try {
+      return await followTask(ctx, provider, ref, started, deadlineMs, hold);
+    } finally {
+      isHeld = hold.isHeld;
     }
-    if (outcome.kind === 'promoted') {
-      ctx.deps.log.info('call promoted to a task', { state: outcome.view.state });
-      return handleResult(ref, outcome.view, ctx);
-    }
-    // Finished: nothing runs any more, so nothing needs the sandbox kept.
-    isHeld = false;
-    const result = await finishedResult(ctx, provider, ref, outcome.view, outcome.isPageZero);
-    await removeTask(ctx, provider, ref, taskId);
-    return result;
   } finally {
     await ctx.deps.retention.end(ref.qualified, isHeld);
+  }
+}
+
+/**
+ * Follows a call's task from `started` until it finishes (the usual result; the task, whose id
+ * nobody was given, is removed) or `deadlineMs` passes (its handle). `hold.isHeld` says at the
+ * end whether a task may still run, so that the sandbox is kept.
+ */
+async function followTask(
+  ctx: ToolContext,
+  provider: Provider,
+  ref: SandboxRef,
+  started: TaskView,
+  deadlineMs: number,
+  hold: { isHeld: boolean },
+): Promise<ExecToolResult> {
+  const outcome = await withProgressOfRun(ctx, started, (sizes) => awaitOutcome(ctx, provider, ref, started, deadlineMs, sizes));
+  if (outcome.kind === 'abandoned') {
+    hold.isHeld = !outcome.isStopped;
+    throw new ProviderError('conflict', {
+      code: 'cancelled',
+      detail: outcome.isStopped
+        ? 'The call was cancelled; its command was stopped.'
+        : 'The call was cancelled; stopping its command is not confirmed.',
+    });
+  }
+  if (outcome.kind === 'promoted') {
+    ctx.deps.log.info('call promoted to a task', { state: outcome.view.state });
+    return handleResult(ref, outcome.view, ctx);
+  }
+  // Finished: nothing runs any more, so nothing needs the sandbox kept.
+  hold.isHeld = false;
+  const result = await finishedResult(ctx, provider, ref, outcome.view, outcome.isPageZero);
+  await removeTask(ctx, provider, ref, started.task_id);
+  return result;
+}
+
+/** The task's first page, 'missing' when the sandbox has no such task, or an unknown view saying why it cannot be read. */
+async function taskOrMissing(ctx: ToolContext, provider: Provider, ref: SandboxRef, taskId: string): Promise<TaskView | 'missing'> {
+  try {
+    return await ctx.deps.agent.call(
+      provider,
+      ref.id,
+      { protocol: PROTOCOL_VERSION, op: 'get', task_id: taskId },
+      { timeoutS: CALL_SLACK_S },
+    );
+  } catch (e) {
+    const error = isProviderError(e) ? e : new ProviderError('internal');
+    if (error.category === 'not_found' && error.code === 'not_found') return 'missing';
+    return unknownView(taskId, error.code ?? error.category, error.suggestion);
   }
 }
 

@@ -124,8 +124,9 @@ export class LocalProvider implements Provider {
 
   async kill(sandboxId: string): Promise<void> {
     this.denials.report(sandboxId);
-    this.residents.forget(sandboxId);
     await asProviderErrors(() => this.lifecycle.kill(sandboxId));
+    // After: a call in flight must learn that the sandbox ended, not that its channel was closed.
+    this.residents.forget(sandboxId);
     this.denials.forget(sandboxId);
   }
 

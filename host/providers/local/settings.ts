@@ -49,6 +49,11 @@ export interface LocalProviderOpts {
   limits?: LimitOpts;
   /** Hears each request a sandbox's egress proxy refused (once per server process); default: nobody. */
   onNetworkDenied?: NetworkDenialListener;
+  /**
+   * false: sandboxes this instance creates run no resident agent (keeper/resident.ts), so every
+   * agent call and command starts processes of its own, as in sandboxes of older servers (default true).
+   */
+  residentAgent?: boolean;
 }
 
 /** LocalProviderOpts with every default applied; fixed for the life of a provider instance. */
@@ -70,6 +75,7 @@ export interface LocalSettings {
   readonly network: NetworkMode;
   readonly limits: LimitSettings;
   readonly onNetworkDenied: NetworkDenialListener | undefined;
+  readonly residentAgent: boolean;
   readonly shell: string;
   /** Directories of the node binary (as given and resolved), put on the sandbox's PATH. */
   readonly nodeBinDirs: string[];
@@ -126,6 +132,7 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
     network,
     limits,
     onNetworkDenied: opts.onNetworkDenied,
+    residentAgent: opts.residentAgent ?? true,
     shell,
     nodeBinDirs: nodeBinDirsOf(nodePath),
     cover,

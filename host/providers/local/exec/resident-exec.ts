@@ -2,10 +2,11 @@
 // the sandbox's namespaces and cgroups (no nsenter, no cgroup move), with the environment, cwd and
 // bounds of an entry of its role (limits/process-tiers.ts). Its answer is trusted no more than an
 // exec's output: schema-checked, mapped here to the same errors the nsenter path gives.
-import { ExecResultSchema, PROTOCOL_VERSION, type Bounds, type ExecFinished } from '../../../../shared/protocol.js';
+import type { Bounds } from '../../../../shared/protocol.js';
 import { ProviderError } from '../../provider-error.js';
-import { RESIDENT_UNREACHABLE, type ResidentChannel, channelFailure } from '../../resident-channel.js';
-import type { ExecResult, ExecRole, PromotableOutcome } from '../../provider.js';
+import type { ResidentChannel } from '../../resident-channel.js';
+import { requestExec, type ResidentExecRun } from '../../resident-exec.js';
+import type { ExecRole, PromotableOutcome } from '../../provider.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import { COMMAND_OOM_SCORE_ADJ } from '../limits/entry-prelude.js';
@@ -16,21 +17,9 @@ import type { SandboxLimits } from '../limits/sandbox-limits.js';
 import { egressRefusalNotes } from '../network/denial-notes.js';
 import { isStillAlive, type LiveSandbox } from '../sandbox/registry.js';
 
-/** After the command's own timeout, how long its answer may take (the kill, the drain, a loaded machine). */
-const ANSWER_SLACK_MS = 30_000;
-
-/** One exec to run through the resident (arguments already validated). */
-export interface ResidentExec {
-  command: string;
-  cwd: string | undefined;
-  /** The command's whole environment. */
-  env: Record<string, string>;
-  timeoutS: number;
-  maxOutputBytes: number;
-  stdin: Buffer | undefined;
-  signal: AbortSignal | undefined;
+/** One local exec through the resident: the common request and whose processes these are. */
+export interface ResidentExec extends Omit<ResidentExecRun, 'bounds' | 'inheritEnv'> {
   role: ExecRole;
-  promote?: { taskId: string; afterS: number };
 }
 
 /**
@@ -63,55 +52,19 @@ export async function execThroughResident(
 ): Promise<PromotableOutcome | 'unreachable'> {
   const notes = run.role === 'command' ? new LimitWatch(sb) : null;
   const startedMs = Date.now();
-  let response;
+  let answer;
   try {
-    response = await channel.request(
-      {
-        protocol: PROTOCOL_VERSION,
-        op: 'exec',
-        command: run.command,
-        env: run.env,
-        timeout_ms: run.timeoutS * 1000,
-        max_output_bytes: run.maxOutputBytes,
-        ...definedFields({
-          cwd: run.cwd,
-          stdin_b64: run.stdin?.toString('base64'),
-          bounds: boundsFor(sb.spec.limits, run.role),
-          promote: run.promote ? { task_id: run.promote.taskId, after_ms: run.promote.afterS * 1000 } : undefined,
-        }),
-      },
-      { timeoutMs: run.timeoutS * 1000 + ANSWER_SLACK_MS, ...definedFields({ signal: run.signal }) },
-    );
+    answer = await requestExec(channel, { ...run, bounds: boundsFor(sb.spec.limits, run.role) });
   } catch (e) {
-    const failure = channelFailure(e);
-    if (failure.code === RESIDENT_UNREACHABLE) return 'unreachable';
     if (!isStillAlive(sb)) throw new ProviderError('not_found', { detail: LOCAL_DETAILS.endedDuringCommand });
-    throw failure;
+    throw e;
   }
-  if (!response.ok) throw refusal(sb, run.role, response.error.code);
-  const parsed = ExecResultSchema.safeParse(response.result);
-  if (!parsed.success || (parsed.data.kind === 'promoted' && !run.promote)) {
-    throw new ProviderError('internal', { code: 'agent_failed', detail: 'The in-sandbox agent answered outside the protocol.' });
-  }
-  if (parsed.data.kind === 'promoted') return parsed.data;
-  const r = parsed.data;
-  if (r.exit_code !== 0 && !isStillAlive(sb)) throw new ProviderError('not_found', { detail: LOCAL_DETAILS.endedDuringCommand });
-  const noted = r.exit_code !== 0 && notes ? [...(notes.notesSince() ?? []), ...egressRefusalNotes(sb.dir, startedMs)] : [];
-  return { kind: 'finished', result: { ...execResult(r), ...definedFields({ notes: noted.length > 0 ? noted : undefined }) } };
-}
-
-/** The resident's finished exec as the provider contract's ExecResult. */
-function execResult(r: ExecFinished): ExecResult {
-  return {
-    exitCode: r.exit_code,
-    stdout: Buffer.from(r.stdout_b64, 'base64'),
-    stderr: Buffer.from(r.stderr_b64, 'base64'),
-    stdoutTruncated: r.stdout_truncated,
-    stderrTruncated: r.stderr_truncated,
-    stdoutHeadBytes: r.stdout_head_bytes,
-    stderrHeadBytes: r.stderr_head_bytes,
-    timedOut: r.timed_out,
-  };
+  if (answer === 'unreachable' || answer.kind === 'promoted') return answer;
+  if (answer.kind === 'refused') throw refusal(sb, run.role, answer.code);
+  const r = answer.result;
+  if (r.exitCode !== 0 && !isStillAlive(sb)) throw new ProviderError('not_found', { detail: LOCAL_DETAILS.endedDuringCommand });
+  const noted = r.exitCode !== 0 && notes ? [...(notes.notesSince() ?? []), ...egressRefusalNotes(sb.dir, startedMs)] : [];
+  return { kind: 'finished', result: { ...r, ...definedFields({ notes: noted.length > 0 ? noted : undefined }) } };
 }
 
 /** The resident's refusal as the error the nsenter path gives for the same thing. */

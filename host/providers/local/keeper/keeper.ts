@@ -276,6 +276,7 @@ function recordKeeper(keeper: KeeperState): KeeperReport {
  * call as a process of its own, as for a sandbox of an older keeper.
  */
 async function openResident(keeper: KeeperState): Promise<KeeperReport> {
+  if (keeper.spec.resident === false) return READY;
   try {
     keeper.resident = await openResidentRelay({
       dir: keeper.dir,

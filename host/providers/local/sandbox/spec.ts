@@ -35,6 +35,8 @@ export interface SandboxSpec {
   allowOut?: string[];
   /** Resource bounds (absent in specs written before sandboxes had them: none were applied). */
   limits?: SandboxLimits;
+  /** false: the keeper starts no resident agent (LocalProviderOpts.residentAgent); absent: it does. */
+  resident?: false;
 }
 
 /** The network mode a sandbox was created with (see SandboxSpec.network). */
@@ -54,6 +56,7 @@ export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 
 /** What a new spec takes from the provider's settings (LocalSettings has each of these). */
 export interface SpecSettings {
   readonly stateDir: string;
+  readonly residentAgent?: boolean;
   readonly nodePath: string;
   /** The provider's identity template: whether sandboxes drop root decides what can be bound back. */
   readonly identity: Identity;
@@ -79,6 +82,7 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
     network: opts.allowOut !== undefined ? 'isolated' : settings.network,
     limits: opts.limits,
     ...definedFields({ allowOut: opts.allowOut?.length ? [...opts.allowOut] : undefined, owner: opts.owner }),
+    ...(settings.residentAgent === false ? { resident: false as const } : {}),
   };
 }
 
