@@ -7,7 +7,7 @@ import { INJECTED_MESSAGE, startFakeE2b, type FakeE2b } from '../e2b-fake/index.
 import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
 import { fakeE2bServers, lifetimeCalls } from '../support/fake-e2b-servers.js';
 import { REPO } from '../support/paths.js';
-import { isRunning } from '../support/processes.js';
+import { isRunning, runningWith } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
 
 const e2b = fakeE2bServers();
@@ -122,6 +122,40 @@ describe('e2b through MCP (against the fake)', () => {
     expect(agentPushes(mark)).toBe(2);
     expect((await ok(s.client, 'get_sandbox', { sandbox_id: rawId(b.sandbox_id) })).sandbox_id).toBe(b.sandbox_id);
     for (const id of [a.sandbox_id, b.sandbox_id]) await ok(s.client, 'kill_sandbox', { sandbox_id: id });
+  });
+
+  it("a resident killed -9 mid-call loses nothing: the call answers with its command's outcome, and the next call starts another", async () => {
+    const s = await server();
+    const sb = await ok(s.client, 'create_sandbox', {});
+    const id = rawId(sb.sandbox_id);
+    const mark = e2b.fake.envdCalls.length;
+    expect((await ok(s.client, 'run_command', { command: 'echo first' })).stdout).toBe('first\n');
+    // The fake runs sandbox processes on this machine: the resident is found by its argv and the sandbox's marker.
+    const residents = () =>
+      runningWith((argv) => argv.includes('serve') && argv.includes('--idle-exit-s')).filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(`FAKE_E2B_SANDBOX_ID=${id}`);
+        } catch {
+          return false;
+        }
+      });
+    const [resident] = await waitFor(() => (residents().length === 1 ? residents() : null), 'the resident');
+    const lines = Array.from({ length: 30 }, (_, i) => `line-${i + 1}\n`).join('');
+    const call = ok(s.client, 'run_command', {
+      command: 'for i in $(seq 1 30); do echo "line-$i"; sleep 0.05; done; exit 3',
+      timeout: 120,
+      background_after: 60,
+    });
+    await waitFor(
+      () => e2b.fake.envdCalls.slice(mark).some((c) => c.path === '/process.Process/SendInput' && (c.inputBytes ?? 0) > 0),
+      'the call to reach it',
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    process.kill(resident!, 'SIGKILL');
+    expect(await call).toMatchObject({ exit_code: 3, stdout: lines, timed_out: false });
+    expect((await ok(s.client, 'run_command', { command: 'echo again' })).stdout).toBe('again\n');
+    expect(residentStarts(mark)).toEqual([id, id]);
+    await ok(s.client, 'kill_sandbox', {});
   });
 
   it('run_command timeout kills the whole process group', async () => {
