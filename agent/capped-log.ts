@@ -16,7 +16,7 @@ export interface LogResume {
 /** A log file that accepts at most `capBytes` and remembers whether anything was dropped. */
 export class CappedLog {
   private written = 0;
-  private dropped = false;
+  private hasDropped = false;
   private failedWith: string | null = null;
   /** Resumed after the first process stopped writing (full, or a failed write): no byte may follow the gap. */
   private isResumedClosed = false;
@@ -32,7 +32,7 @@ export class CappedLog {
     this.masker = new SecretMasker(secrets, (bytes) => this.write(bytes), SECRET_MARKER, resume?.masker);
     if (resume) {
       this.written = resume.writtenBytes;
-      this.dropped = resume.isTruncated;
+      this.hasDropped = resume.isTruncated;
       this.isResumedClosed = resume.isTruncated;
     }
   }
@@ -49,7 +49,7 @@ export class CappedLog {
 
   /** True once any byte of output (masked) did not fit under the cap, or could not be written. */
   get isTruncated(): boolean {
-    return this.dropped;
+    return this.hasDropped;
   }
 
   /** The error code of the write that ended the log early (e.g. `ENOSPC`); null while writes succeed. */
@@ -65,7 +65,7 @@ export class CappedLog {
   push(bytes: Buffer, length: number = bytes.length): void {
     if (this.isClosedForWrites) {
       // Full: nothing more can be written, so skip masking (and any allocation) and count the loss.
-      if (length > 0) this.dropped = true;
+      if (length > 0) this.hasDropped = true;
       return;
     }
     this.masker.push(length === bytes.length ? bytes : bytes.subarray(0, length));
@@ -74,7 +74,7 @@ export class CappedLog {
   /** End of stream: writes what the masker held back (a partial secret is not a secret). */
   end(): void {
     if (this.isClosedForWrites) {
-      if (this.masker.pendingBytes > 0) this.dropped = true;
+      if (this.masker.pendingBytes > 0) this.hasDropped = true;
       return;
     }
     this.masker.flush();
@@ -82,19 +82,19 @@ export class CappedLog {
 
   private write(bytes: Buffer): void {
     if (this.failedWith !== null || this.isResumedClosed) {
-      if (bytes.length > 0) this.dropped = true;
+      if (bytes.length > 0) this.hasDropped = true;
       return;
     }
     const room = this.capBytes - this.written;
     const n = Math.min(room, bytes.length);
-    if (n < bytes.length) this.dropped = true;
+    if (n < bytes.length) this.hasDropped = true;
     let off = 0;
     try {
       while (off < n) off += writeSync(this.fd, bytes, off, n - off);
     } catch (err) {
       // Whatever part of the file was written stays; no later byte may land after a gap.
       this.failedWith = (err as NodeJS.ErrnoException).code ?? 'EIO';
-      this.dropped = true;
+      this.hasDropped = true;
     } finally {
       this.written += off;
     }

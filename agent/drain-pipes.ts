@@ -63,10 +63,10 @@ export interface PipeReader {
  */
 export function drainFd(readFd: number, buffer: Buffer, onData: (bytes: Buffer, length: number) => boolean, onEnd: () => void): PipeReader {
   const { Socket } = net();
-  let ended = false;
+  let hasEnded = false;
   const finish = () => {
-    if (!ended) {
-      ended = true;
+    if (!hasEnded) {
+      hasEnded = true;
       onEnd();
     }
   };
@@ -81,7 +81,7 @@ export function drainFd(readFd: number, buffer: Buffer, onData: (bytes: Buffer, 
   socket.on('close', finish);
   return {
     detach: () => {
-      ended = true;
+      hasEnded = true;
       socket.destroy();
     },
     resume: () => void socket.resume(),

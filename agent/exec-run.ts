@@ -70,8 +70,8 @@ export function runPlainExec(run: PlainExec, signal: AbortSignal | undefined): P
         timed_out: isTimedOut,
         stdout_b64: out.data.toString('base64'),
         stderr_b64: err.data.toString('base64'),
-        stdout_truncated: out.truncated,
-        stderr_truncated: err.truncated,
+        stdout_truncated: out.isTruncated,
+        stderr_truncated: err.isTruncated,
         stdout_head_bytes: out.splitAt,
         stderr_head_bytes: err.splitAt,
       });

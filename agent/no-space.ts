@@ -30,6 +30,6 @@ export function hasNoSpaceLeft(path: string): boolean {
 export function stateDirFull(): AgentFailure {
   return new AgentFailure(
     'state_dir_full',
-    'the filesystem holding the agent state directory is full (no space or no inodes left); free space in the sandbox, then retry',
+    'the filesystem holding the agent state directory is full (no space or no inodes left): remove files you no longer need (run_command with rm), then retry',
   );
 }

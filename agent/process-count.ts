@@ -27,10 +27,16 @@ export function countThreads(): number {
   return n;
 }
 
-/** Throws `process_limit` when the sandbox has no room for a command bounded by `bounds`. */
-export function refuseWithoutRoom(bounds: Bounds | undefined): void {
-  if (!bounds) return;
-  if (countThreads() >= bounds.refuse_at) {
+/**
+ * Throws `process_limit` when the sandbox has no room for a command bounded by `bounds`; else the
+ * bounds it runs with: on the cleanup reserve's process limit when the sandbox is at the share
+ * where that starts (as the host's entry prelude decides for an nsenter entry).
+ */
+export function refuseWithoutRoom<B extends Bounds | undefined>(bounds: B): B {
+  if (!bounds) return bounds;
+  const n = countThreads();
+  if (n >= bounds.refuse_at) {
     throw new AgentFailure('process_limit', 'the sandbox is at its process limit: the command was not started');
   }
+  return bounds.cleanup && n >= bounds.cleanup.from ? { ...bounds, processes: bounds.cleanup.processes } : bounds;
 }

@@ -52,11 +52,9 @@ export class ResidentTasks implements ResidentServices {
   }
 
   async start(req: StartRequest, ctx: RequestContext): Promise<TaskView> {
-    refuseWithoutRoom(req.bounds);
+    const room = refuseWithoutRoom(req.bounds);
     const env = commandEnvOf(req);
-    const bounds = req.bounds
-      ? { processes: req.bounds.processes, openFiles: req.bounds.open_files, oomScoreAdj: req.bounds.oom_score_adj }
-      : undefined;
+    const bounds = room ? { processes: room.processes, openFiles: room.open_files, oomScoreAdj: room.oom_score_adj } : undefined;
     const opts = {
       taskId: req.task_id,
       command: req.command,
@@ -121,7 +119,7 @@ export class ResidentTasks implements ResidentServices {
     const home = env.HOME ?? homeDir() ?? '/';
     const cwd = req.cwd === undefined ? home : resolve(home, req.cwd);
     if (!isDirectory(cwd)) throw new AgentFailure('cwd_not_found', 'field `cwd` is not an existing directory');
-    refuseWithoutRoom(req.bounds);
+    const bounds = refuseWithoutRoom(req.bounds);
     const plain: PlainExec = {
       command: req.command,
       cwd,
@@ -129,7 +127,7 @@ export class ResidentTasks implements ResidentServices {
       timeoutMs: req.timeout_ms,
       maxOutputBytes: req.max_output_bytes,
       stdin: req.stdin_b64 !== undefined ? Buffer.from(req.stdin_b64, 'base64') : undefined,
-      bounds: req.bounds,
+      bounds,
       killGraceMs: req.kill_grace_ms ?? 0,
       reapsGroup: req.reap_group ?? false,
     };
@@ -149,7 +147,7 @@ export class ResidentTasks implements ResidentServices {
           env,
           timeoutMs: req.timeout_ms,
           stdin: false,
-          bounds: req.bounds,
+          bounds,
           captureBytes: req.max_output_bytes,
           isEphemeral: true,
           reapsGroup: req.reap_group ?? false,
@@ -323,8 +321,8 @@ function finishedResult(end: Extract<OwnedEnd, { kind: 'finished' }>): ExecFinis
     timed_out: end.status.reason === 'timeout',
     stdout_b64: out.data.toString('base64'),
     stderr_b64: err.data.toString('base64'),
-    stdout_truncated: out.truncated,
-    stderr_truncated: err.truncated,
+    stdout_truncated: out.isTruncated,
+    stderr_truncated: err.isTruncated,
     stdout_head_bytes: out.splitAt,
     stderr_head_bytes: err.splitAt,
   };

@@ -214,8 +214,8 @@ async function superviseInScratch(
   });
   let spawnError: string | undefined;
   child.once('error', (err: NodeJS.ErrnoException) => (spawnError = err.code ?? 'error'));
-  let exited = false;
-  child.once('exit', () => (exited = true));
+  let hasExited = false;
+  child.once('exit', () => (hasExited = true));
   let status = readStatus(dir);
   const isDone = () => status.kind === 'ok' && status.status.state !== 'running';
   try {
@@ -232,7 +232,7 @@ async function superviseInScratch(
   } finally {
     // Not finished in time: ask the supervisor to stop its command (as cancel does) rather than
     // leave both running. It is verifiably ours: our own child, not yet reaped.
-    if (!exited && !isDone()) child.kill('SIGTERM');
+    if (!hasExited && !isDone()) child.kill('SIGTERM');
     child.unref();
   }
   assert(spawnError === undefined, `the supervisor could not be started (${spawnError})`);

@@ -91,7 +91,7 @@ export function openStdinForInput(dir: string): { fd: number } | { failure: Stdi
  * returns how many bytes it took. 'no_reader' when the reader went away before any byte was taken.
  */
 export async function writeWithin(fd: number, bytes: Buffer, waitMs: number): Promise<number | 'no_reader'> {
-  const until = Date.now() + waitMs;
+  const giveUpAtMs = Date.now() + waitMs;
   let off = 0;
   while (off < bytes.length) {
     try {
@@ -101,8 +101,8 @@ export async function writeWithin(fd: number, bytes: Buffer, waitMs: number): Pr
       if (code === 'EPIPE') return off === 0 ? 'no_reader' : off;
       if (code !== 'EAGAIN') throw err;
       // Full: the command is not reading (yet). Wait for room, but never past the bound.
-      if (Date.now() >= until) break;
-      await sleep(Math.min(10, Math.max(1, until - Date.now())));
+      if (Date.now() >= giveUpAtMs) break;
+      await sleep(Math.min(10, Math.max(1, giveUpAtMs - Date.now())));
     }
   }
   return off;

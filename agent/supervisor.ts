@@ -15,7 +15,7 @@ import { closeSync, existsSync, fstatSync, openSync, readFileSync } from 'node:f
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { LIMITS } from '../shared/limits.js';
-import { STATUS_FORMAT_VERSION, type TaskStatus, type TerminationReason } from '../shared/status.js';
+import { initialStatus, type TaskStatus, type TerminationReason } from '../shared/status.js';
 import { CappedLog } from './capped-log.js';
 import { createFifoPipes, discardRestWithCat, drainFd, type FifoPipe, type PipeReader } from './drain-pipes.js';
 import { debug } from './errors.js';
@@ -48,7 +48,7 @@ const READ_BUFFER_BYTES = 256 * 1024;
  */
 export const COMMAND_OOM_SCORE_ADJ = 500;
 
-/** bash like the seeds' platform, /bin/sh where bash is missing. */
+/** bash, which commands written for a Linux shell usually expect; /bin/sh where bash is missing. */
 export function pickShell(): string {
   for (const candidate of ['/bin/bash', '/usr/bin/bash']) if (existsSync(candidate)) return candidate;
   return '/bin/sh';
@@ -189,20 +189,7 @@ function beginSupervision(dir: string): Supervision {
     dir,
     req,
     env: commandEnv(process.env),
-    status: {
-      format: STATUS_FORMAT_VERSION,
-      task_id: req.task_id,
-      state: 'running',
-      reason: null,
-      supervisor: self ? { pid: process.pid, start_time: self.startTime } : null,
-      group: null,
-      exit_code: null,
-      signal: null,
-      started_at: null,
-      finished_at: null,
-      stdout_truncated: false,
-      stderr_truncated: false,
-    },
+    status: { ...initialStatus(req.task_id), supervisor: self ? { pid: process.pid, start_time: self.startTime } : null },
     pgid: 0,
     isTermSent: false,
     isFinal: false,
@@ -500,13 +487,13 @@ function recordExit(sup: Supervision, exit: LeaderExit): void {
 
 /** Completion, failure and stops alike: nothing of the group may outlive its task. */
 async function stopRemainingGroup(sup: Supervision): Promise<void> {
-  const giveUpAt = Date.now() + sup.req.grace_ms + 1000;
-  while (hasLiveGroupMembers(sup.pgid) && Date.now() < giveUpAt) {
+  const giveUpAtMs = Date.now() + sup.req.grace_ms + 1000;
+  while (hasLiveGroupMembers(sup.pgid) && Date.now() < giveUpAtMs) {
     terminateGroup(sup);
     await sleep(sup.req.poll_ms);
   }
   clearTimeout(sup.killTimer);
-  // A stalled event loop can reach giveUpAt before the KILL timer ever ran: whatever is left gets KILL now.
+  // A stalled event loop can reach giveUpAtMs before the KILL timer ever ran: whatever is left gets KILL now.
   if (hasLiveGroupMembers(sup.pgid)) {
     debug(`KILL to group ${sup.pgid} after the cleanup deadline`);
     signalGroup(sup.pgid, 'SIGKILL');

@@ -15,7 +15,14 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const dist = join(root, 'dist');
 
-const common = { bundle: true, platform: 'node', target: 'node20', logLevel: 'warning', legalComments: 'none', write: false };
+// Every bundle targets the oldest Node.js package.json's engines admits (its lowest `>=` bound, e.g.
+// node20.18.1): the host runs on any supported line, and the agent on whichever node a sandbox has.
+const [oldestNode] = [...pkg.engines.node.matchAll(/>=\s*v?(\d+(?:\.\d+){0,2})/g)]
+  .map((m) => m[1])
+  .sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
+if (!oldestNode) throw new Error(`package.json's engines.node (${pkg.engines.node}) has no lower bound to target`);
+
+const common = { bundle: true, platform: 'node', target: `node${oldestNode}`, logLevel: 'warning', legalComments: 'none', write: false };
 
 /** Puts `bytes` at `file` unless it already holds them: written beside it, then renamed over it. */
 function writeOutput(file, bytes, mode = 0o644) {
@@ -87,3 +94,42 @@ writeOutputs(
     packages: 'external',
   }),
 );
+
+// The browser pages: bundled for a browser, nothing loaded from elsewhere at run time. zod (which
+// the MCP SDK's and ext-apps' schemas use) is not tree-shaken, and its `export * as locales`
+// would add 64 languages (265 KB) no page shows: English only.
+const zodEnglishOnly = {
+  name: 'zod-english-only',
+  setup(b) {
+    b.onResolve({ filter: /locales\/index\.js$/ }, (args) =>
+      args.importer.includes('/zod/') ? { path: 'zod-locales-en', namespace: 'zod-english-only' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'zod-english-only' }, () => ({
+      contents: "export { default as en } from 'zod/v4/locales/en.js';",
+      resolveDir: root,
+    }));
+  },
+};
+const browser = { ...common, platform: 'browser', target: 'chrome120', format: 'esm', minify: true, plugins: [zodEnglishOnly] };
+
+// The MCP App task view: one self-contained HTML file (script and styles inline), the text of
+// its ui:// resource.
+const viewDir = join(root, 'host/mcp/task-view');
+const viewJs = (await build({ ...browser, entryPoints: [join(viewDir, 'task-view.ts')] })).outputFiles[0].text;
+// Inline in <script>: a `</script` or `<!--` inside would end or confuse the element.
+if (/<\/script|<!--/i.test(viewJs)) throw new Error('the task view bundle cannot be inlined in a <script> element');
+const viewCss = readFileSync(join(viewDir, 'task-view.css'), 'utf8');
+if (/<\/style/i.test(viewCss)) throw new Error('the task view styles cannot be inlined in a <style> element');
+const viewHtml = readFileSync(join(viewDir, 'task-view.html'), 'utf8')
+  .replace(/<style>\s*\/\*CSS\*\/\s*<\/style>/, () => `<style>${viewCss}</style>`)
+  .replace(/<script>\s*\/\*JS\*\/\s*<\/script>/, () => `<script type="module">${viewJs}</script>`);
+if (viewHtml.includes('/*JS*/') || viewHtml.includes('/*CSS*/')) throw new Error('task-view.html lacks a placeholder');
+writeOutput(join(dist, 'task-view.html'), Buffer.from(viewHtml));
+
+// The dashboard page: its script and styles as files of their own (its Content-Security-Policy
+// allows no inline script or style), served by the server from dist/dashboard/.
+const pageDir = join(root, 'host/dashboard/page');
+const pageJs = (await build({ ...browser, entryPoints: [join(pageDir, 'page.ts')] })).outputFiles[0].contents;
+writeOutput(join(dist, 'dashboard', 'dashboard.js'), Buffer.from(pageJs));
+writeOutput(join(dist, 'dashboard', 'dashboard.css'), readFileSync(join(pageDir, 'dashboard.css')));
+writeOutput(join(dist, 'dashboard', 'index.html'), readFileSync(join(pageDir, 'index.html')));

@@ -14,7 +14,7 @@ export interface JobBounds {
 }
 
 /** Sets one rlimit, soft first (lowering the hard limit below the soft one fails); `alt` is dash's letter for it. */
-function setLimit(letter: string, value: number, alt?: string): string {
+export function setLimit(letter: string, value: number, alt?: string): string {
   const one = (kind: string) =>
     `ulimit -${kind} -${letter} ${value} 2>/dev/null` + (alt ? ` || ulimit -${kind} -${alt} ${value} 2>/dev/null` : '');
   return `${one('S')}; ${one('H')}; `;

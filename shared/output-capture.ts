@@ -1,11 +1,24 @@
 // Head-and-tail capture of one output stream, used by the providers (exec) and the resident agent
 // (its exec op), so that both cap a command's output the same way.
+
+/** A stream's bytes kept within a cap; the same face whichever bytes are kept. */
+export interface OutputSink {
+  /** Adds a chunk; never blocks and never grows beyond the cap. */
+  push(chunk: Buffer): void;
+  /** True when bytes were dropped. */
+  readonly isTruncated: boolean;
+  /** The kept bytes. */
+  readonly data: Buffer;
+  /** How many leading bytes of `data` are the stream's first bytes (where an "omitted" marker belongs). */
+  readonly splitAt: number;
+}
+
 /**
  * Captures a stream's bytes up to a cap while draining the rest, keeping the first half and
  * the last half of the cap so a caller sees both how output began and how it ended (errors
  * usually come last). Providers use it for exec output.
  */
-export class OutputCapture {
+export class OutputCapture implements OutputSink {
   private readonly headCap: number;
   private readonly tailCap: number;
   private readonly head: Buffer[] = [];
@@ -49,7 +62,7 @@ export class OutputCapture {
   }
 
   /** True when bytes were dropped between the head and the tail. */
-  get truncated(): boolean {
+  get isTruncated(): boolean {
     return this.totalBytes > this.headBytes + this.tailBytes;
   }
 
@@ -63,6 +76,6 @@ export class OutputCapture {
    * dropped, else where the head ends (the place a "bytes omitted" marker belongs).
    */
   get splitAt(): number {
-    return this.truncated ? this.headBytes : this.headBytes + this.tailBytes;
+    return this.isTruncated ? this.headBytes : this.headBytes + this.tailBytes;
   }
 }

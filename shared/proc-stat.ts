@@ -6,6 +6,8 @@
 export interface ProcStat {
   /** Field 3: one-letter state; `Z` is a zombie (dead, not yet reaped), `X`/`x` dead. */
   state: string;
+  /** Field 4: the parent's pid. */
+  ppid: number;
   /** Field 5: the process group id. */
   pgid: number;
   /** Field 9: the kernel's per-process flags (PF_*). */
@@ -22,9 +24,10 @@ export function parseProcStat(text: string): ProcStat | null {
   // fields[0] is field 3 (state), so field N is fields[N - 3].
   const fields = text.slice(close + 2).split(' ');
   const state = fields[0];
+  const ppid = Number(fields[1]);
   const pgid = Number(fields[2]);
   const flags = Number(fields[6]);
   const startTime = Number(fields[19]);
-  if (!state || ![pgid, flags, startTime].every(Number.isSafeInteger)) return null;
-  return { state, pgid, flags, startTime };
+  if (!state || ![ppid, pgid, flags, startTime].every(Number.isSafeInteger)) return null;
+  return { state, ppid, pgid, flags, startTime };
 }

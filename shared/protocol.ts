@@ -1,4 +1,4 @@
-// The host <-> agent protocol, version 1.4. Both sides and the tests validate with these schemas;
+// The host <-> agent protocol, version 1.5. Both sides and the tests validate with these schemas;
 // nothing here may import from host/ or agent/.
 // zod/mini, not classic zod: the agent bundles this, and classic zod triples node's start-up time.
 import * as z from 'zod/mini';
@@ -10,17 +10,18 @@ export const PROTOCOL_VERSION = 1;
 /**
  * Minor protocol version: additions an older agent of the same major lacks. 1 added the `input`
  * and `list` ops and `stdin` on `start`; 2 added the `remove` op and task variables
- * (TASK_ENV_PREFIX); 3 added `data_on_stdin` on `input`; 4 added the resident agent (`serve`,
- * shared/resident.ts) with its `exec` op, `env`, `inherit_env` and `bounds` on `start`, and the
- * errors `process_limit` and `cwd_not_found`. Requests carry only the major; `hello` reports the minor.
+ * (TASK_ENV_PREFIX); 3 added `data_on_stdin` on `input`; 4 is `workspace_changes` (another
+ * branch); 5 added the resident agent (`serve`, shared/resident.ts) with its `exec` op, `env`,
+ * `inherit_env` and `bounds` on `start`, and the errors `process_limit` and `cwd_not_found`.
+ * Requests carry only the major; `hello` reports the minor.
  */
-export const PROTOCOL_MINOR = 4;
+export const PROTOCOL_MINOR = 5;
 
 /** The operations of `agent.cjs call`, in the order the protocol documentation lists them. */
 export const OP_NAMES = ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'selftest'] as const;
 
 /**
- * The operations only the resident agent serves (minor 4): `exec` runs a command and waits for it,
+ * The operations only the resident agent serves (minor 5): `exec` runs a command and waits for it,
  * which needs a process that outlives the request's own.
  */
 export const RESIDENT_ONLY_OP_NAMES = ['exec'] as const;
@@ -62,7 +63,7 @@ const offsetsAndLimit = {
 const EnvSchema = z.record(z.string(), z.string());
 
 /**
- * How many processes a command may start and what it is refused at (minor 4): the numbers the
+ * How many processes a command may start and what it is refused at (minor 5): the numbers the
  * host's entry prelude applies (see shared/job-bounds.ts), for commands the resident spawns.
  */
 export const BoundsSchema = z.strictObject({
@@ -74,11 +75,13 @@ export const BoundsSchema = z.strictObject({
   refuse_at: int(0, 1 << 22),
   /** Raise the command's OOM score adjustment to this; null leaves it. */
   oom_score_adj: z.nullable(int(-1000, 1000)),
+  /** From `from` processes and threads on, RLIMIT_NPROC is `processes` of this instead: a command's reserve for cleaning up. */
+  cleanup: z.optional(z.strictObject({ from: int(0, 1 << 22), processes: int(1, 1 << 22) })),
 });
 export type Bounds = z.infer<typeof BoundsSchema>;
 
 /**
- * The environment fields of `start` and `exec` (minor 4). `env` absent: the command gets the
+ * The environment fields of `start` and `exec` (minor 5). `env` absent: the command gets the
  * agent's own environment (with TASK_ENV_PREFIX variables applied). `env` present: the command
  * gets exactly `env`, or with `inherit_env` the agent's own environment with `env` over it.
  */
@@ -99,7 +102,7 @@ export const StartRequestSchema = z.strictObject({
   /** true: stdin is a pipe the supervisor holds open, fed by `input`; false: /dev/null. (minor 1) */
   stdin: z._default(z.boolean(), true),
   ...envFields,
-  /** The command's bounds, for a start the resident runs (minor 4); absent: the agent's own. */
+  /** The command's bounds, for a start the resident runs (minor 5); absent: the agent's own. */
   bounds: z.optional(BoundsSchema),
 });
 export const GetRequestSchema = z.strictObject({
@@ -153,7 +156,7 @@ const EXEC_TIMEOUT_MAX_MS = LIMITS.taskTimeoutMaxS * 1000;
 /**
  * Runs a command (`bash -c`, `sh -c` where bash is missing) as the leader of a new process group
  * and answers when it ends, with each stream captured head and tail within `max_output_bytes`
- * (minor 4, resident only). The timeout kills the whole group. With `promote`, a command still
+ * (minor 5, resident only). The timeout kills the whole group. With `promote`, a command still
  * running after `after_ms` goes on as task `task_id` and the answer is that task's view.
  */
 export const ExecRequestSchema = z.strictObject({

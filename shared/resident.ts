@@ -1,4 +1,4 @@
-// The resident agent's transport (protocol minor 4): `node agent.cjs serve` reads request frames on
+// The resident agent's transport (protocol minor 5): `node agent.cjs serve` reads request frames on
 // its stdin and writes answers on its stdout, one JSON object per line. Locally the sandbox's
 // keeper relays each server's connection to its Unix socket onto that one stream (renumbering
 // ids); on e2b a server runs its own resident as a background command and speaks to it directly.

@@ -38,7 +38,7 @@ export const TaskStatusSchema = z.object({
   stderr_truncated: z.boolean(),
   error: z.optional(z.object({ code: z.string(), message: z.string() })),
   /**
-   * A task the resident agent runs itself (protocol minor 4; older agents ignore these fields):
+   * A task the resident agent runs itself (protocol minor 5; older agents ignore these fields):
    * `resident` is the agent that reads its output while it owns the task (null once handed over
    * or finished), `wrapper` the shell that started the command and records its exit status for
    * whoever takes the task over (see agent/owned-command.ts), `deadline_at_ms` when its timeout
@@ -49,3 +49,21 @@ export const TaskStatusSchema = z.object({
   deadline_at_ms: z.optional(int()),
 });
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
+
+/** A task's status before anything happened to it: running, with no process or outcome recorded. */
+export function initialStatus(taskId: string): TaskStatus {
+  return {
+    format: STATUS_FORMAT_VERSION,
+    task_id: taskId,
+    state: 'running',
+    reason: null,
+    supervisor: null,
+    group: null,
+    exit_code: null,
+    signal: null,
+    started_at: null,
+    finished_at: null,
+    stdout_truncated: false,
+    stderr_truncated: false,
+  };
+}

@@ -52,11 +52,11 @@ async function stopViaSupervisor(dir: string, status: TaskStatus, timings: Timin
       // it exited in between; the status below tells how
     }
   }
-  const until = Date.now() + timings.cancelConfirmMs;
+  const giveUpAtMs = Date.now() + timings.cancelConfirmMs;
   for (;;) {
     const observed = observeTask(dir);
     if (observed.state !== 'running') return observed;
-    if (Date.now() >= until) {
+    if (Date.now() >= giveUpAtMs) {
       return {
         ...observed,
         error: {
@@ -65,7 +65,7 @@ async function stopViaSupervisor(dir: string, status: TaskStatus, timings: Timin
         },
       };
     }
-    await sleep(Math.min(timings.pollMs, Math.max(1, until - Date.now())));
+    await sleep(Math.min(timings.pollMs, Math.max(1, giveUpAtMs - Date.now())));
   }
 }
 
@@ -128,8 +128,8 @@ async function stopOrphanedGroup(
   signalGroup(group.pgid, 'SIGTERM');
   signalGroup(group.pgid, 'SIGCONT');
   // A pgid cannot be reused while any member lives, so the group stays the verified one while it exists.
-  const killAt = Date.now() + Math.min(timings.graceMs, timings.cancelConfirmMs);
-  while (hasLiveGroupMembers(group.pgid) && Date.now() < killAt) await sleep(timings.pollMs);
+  const giveUpAtMs = Date.now() + Math.min(timings.graceMs, timings.cancelConfirmMs);
+  while (hasLiveGroupMembers(group.pgid) && Date.now() < giveUpAtMs) await sleep(timings.pollMs);
   if (hasLiveGroupMembers(group.pgid)) signalGroup(group.pgid, 'SIGKILL');
   return {
     state: 'unknown',

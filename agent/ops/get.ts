@@ -28,7 +28,7 @@ function isWorthReturning(dir: string, observed: ObservedTask, opts: PageOpts): 
   return out > opts.stdoutOffset || err > opts.stderrOffset;
 }
 
-async function waitForChange(dir: string, opts: PageOpts, deadline: number, pollMs: number): Promise<ObservedTask> {
+async function waitForChange(dir: string, opts: PageOpts, giveUpAtMs: number, pollMs: number): Promise<ObservedTask> {
   let wake: () => void = () => {};
   let watcher: FSWatcher | undefined;
   try {
@@ -40,7 +40,7 @@ async function waitForChange(dir: string, opts: PageOpts, deadline: number, poll
   }
   try {
     for (;;) {
-      const left = deadline - Date.now();
+      const left = giveUpAtMs - Date.now();
       if (left <= 0) return observeTask(dir);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.min(pollMs, left));

@@ -75,9 +75,9 @@ async function closeViaSupervisor(dir: string, status: TaskStatus, timings: Timi
   } catch {
     return isStdinFifoGone(dir);
   }
-  const until = Date.now() + timings.inputWaitMs;
+  const giveUpAtMs = Date.now() + timings.inputWaitMs;
   while (!isStdinFifoGone(dir)) {
-    if (Date.now() >= until) return false;
+    if (Date.now() >= giveUpAtMs) return false;
     await sleep(5);
   }
   return true;

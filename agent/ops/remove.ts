@@ -42,6 +42,6 @@ export async function removeTask(taskId: string, timings: Timings): Promise<Remo
  */
 async function awaitSupervisorExit(supervisor: { pid: number; start_time: number } | null, timings: Timings): Promise<void> {
   if (!supervisor) return;
-  const until = Date.now() + timings.inputWaitMs;
-  while (isSameLiveProcess(supervisor.pid, supervisor.start_time) && Date.now() < until) await sleep(Math.min(10, timings.pollMs));
+  const giveUpAtMs = Date.now() + timings.inputWaitMs;
+  while (isSameLiveProcess(supervisor.pid, supervisor.start_time) && Date.now() < giveUpAtMs) await sleep(Math.min(10, timings.pollMs));
 }

@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, openSync, readdirSync, rmdirSync, rmSync, statSy
 import { isAbsolute, join, resolve } from 'node:path';
 import { LIMITS } from '../../shared/limits.js';
 import { TERMINAL_STATES, type TaskView } from '../../shared/protocol.js';
-import { STATUS_FORMAT_VERSION } from '../../shared/status.js';
+import { initialStatus } from '../../shared/status.js';
 import { AgentFailure } from '../errors.js';
 import { isNoSpaceError, stateDirFull } from '../no-space.js';
 import { ensureTasksDir, homeDir, TASK_FILES } from '../paths.js';
@@ -45,33 +45,43 @@ const START_POLL_MS = 10;
 export async function startTask(opts: StartOpts, timings: Timings, runner?: TaskRunner): Promise<TaskView> {
   const tasks = ensureTasksDir();
   const dir = join(tasks, opts.taskId);
-  let isNew = false;
-  if (!existsSync(dir)) {
-    const cwd = resolveCwd(opts.cwd);
-    if (countTasks(tasks) >= LIMITS.maxTasks) throw taskLimit();
-    try {
-      mkdirSync(dir, { mode: 0o700 });
-      isNew = true;
-    } catch (err) {
-      if (isNoSpaceError(err)) throw stateDirFull();
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    }
-    if (isNew) {
-      // Two starts racing for the last slots may both get here; one more count keeps the bound.
-      if (countTasks(tasks) > LIMITS.maxTasks) {
-        rmdirSync(dir);
-        throw taskLimit();
-      }
-      await launch(dir, opts, cwd, timings, runner);
-    }
+  const claim = claimTaskDir(tasks, dir, opts.cwd);
+  if (claim) {
+    const request = writeRequest(dir, opts, claim.cwd, timings);
+    if (!runner || !(await runner(dir, request))) await awaitFirstReport(dir, opts.taskId, spawnSupervisor(dir, opts.env), timings);
+  } else {
+    // An existing task (or one a concurrent start just created) is reported, never started again.
+    // A directory that is still young may belong to a start in progress: give it time to report.
+    await waitForStatus(dir, timings.startReportMs - ageMs(dir), () => false);
   }
-  // An existing task (or one a concurrent start just created) is reported, never started again.
-  // A directory that is still young may belong to a start in progress: give it time to report.
-  if (!isNew) await waitForStatus(dir, timings.startReportMs - ageMs(dir), () => false);
   return buildView(opts.taskId, dir, observeTask(dir), { stdoutOffset: 0, stderrOffset: 0, limit: LIMITS.pageDefaultBytes });
 }
 
-async function launch(dir: string, opts: StartOpts, cwd: string, timings: Timings, runner?: TaskRunner): Promise<void> {
+/**
+ * Creates the task's directory exclusively — the claim that makes "the same task_id twice runs
+ * once" hold even for concurrent starts — within the task limit. Null when it exists already.
+ */
+function claimTaskDir(tasks: string, dir: string, cwd: string | undefined): { cwd: string } | null {
+  if (existsSync(dir)) return null;
+  const resolvedCwd = resolveCwd(cwd);
+  if (countTasks(tasks) >= LIMITS.maxTasks) throw taskLimit();
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+  } catch (err) {
+    if (isNoSpaceError(err)) throw stateDirFull();
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    return null;
+  }
+  // Two starts racing for the last slots may both get here; one more count keeps the bound.
+  if (countTasks(tasks) > LIMITS.maxTasks) {
+    rmdirSync(dir);
+    throw taskLimit();
+  }
+  return { cwd: resolvedCwd };
+}
+
+/** The request file the supervisor reads; on failure the claimed directory goes too. */
+function writeRequest(dir: string, opts: StartOpts, cwd: string, timings: Timings): TaskRequestFile {
   const request: TaskRequestFile = {
     task_id: opts.taskId,
     command: opts.command,
@@ -90,49 +100,58 @@ async function launch(dir: string, opts: StartOpts, cwd: string, timings: Timing
     rmSync(dir, { recursive: true, force: true });
     throw isNoSpaceError(err) ? stateDirFull() : err;
   }
-  if (runner && (await runner(dir, request))) return;
+  return request;
+}
+
+/** What start sees of the supervisor it spawned, kept current by the child's events. */
+interface SupervisorWatch {
+  hasExited: boolean;
+  /** The errno code when it could not be spawned. */
+  spawnError: string | undefined;
+}
+
+/** Spawns the detached supervisor of the task in `dir`, sharing nothing of ours. */
+function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv = process.env): SupervisorWatch {
   // stdio must not be ours: the host's exec returns only when every holder of its pipes is gone.
   // Nor any other descriptor the host's exec leaked to us: the supervisor would inherit it.
   closeInheritedFds();
   const { spawn } = childProcess();
   const debugFd = process.env.AGENT_DEBUG ? openSync(join(dir, 'supervisor-debug.log'), 'a', 0o600) : 'ignore';
-  let spawnError: string | undefined;
-  let hasExited = false;
+  const watch: SupervisorWatch = { hasExited: false, spawnError: undefined };
   const child = spawn(process.execPath, [resolve(process.argv[1]!), 'supervise', dir], {
     detached: true,
     stdio: ['ignore', 'ignore', debugFd],
-    env: opts.env ?? process.env,
+    env,
     cwd: dir, // pins nothing of the caller's
   });
   child.on('error', (err: NodeJS.ErrnoException) => {
-    spawnError = err.code ?? 'error';
-    hasExited = true;
+    watch.spawnError = err.code ?? 'error';
+    watch.hasExited = true;
   });
-  child.on('exit', () => (hasExited = true));
+  child.on('exit', () => (watch.hasExited = true));
   child.unref();
+  return watch;
+}
 
-  const reported = await waitForStatus(dir, timings.startReportMs, () => hasExited);
-  if (!reported && spawnError !== undefined && readStatus(dir).kind === 'missing') {
+/**
+ * Waits for the supervisor's first status (recording the failure itself when the supervisor could
+ * not be spawned), then briefly for a short command to finish, so start reports that rather than
+ * `running`.
+ */
+async function awaitFirstReport(dir: string, taskId: string, supervisor: SupervisorWatch, timings: Timings): Promise<void> {
+  const isReported = await waitForStatus(dir, timings.startReportMs, () => supervisor.hasExited);
+  if (!isReported && supervisor.spawnError !== undefined && readStatus(dir).kind === 'missing') {
     writeStatus(dir, {
-      format: STATUS_FORMAT_VERSION,
-      task_id: opts.taskId,
+      ...initialStatus(taskId),
       state: 'failed',
       reason: 'supervisor_error',
-      supervisor: null,
-      group: null,
-      exit_code: null,
-      signal: null,
-      started_at: null,
       finished_at: Math.floor(Date.now() / 1000),
-      stdout_truncated: false,
-      stderr_truncated: false,
-      error: { code: 'spawn_failed', message: `the task supervisor could not be started (${spawnError})` },
+      error: { code: 'spawn_failed', message: `the task supervisor could not be started (${supervisor.spawnError})` },
     });
     return;
   }
-  // A short command may finish within moments: report that rather than `running`.
-  const settleUntil = Date.now() + timings.startSettleMs;
-  while (Date.now() < settleUntil && !hasExited) {
+  const settleAtMs = Date.now() + timings.startSettleMs;
+  while (Date.now() < settleAtMs && !supervisor.hasExited) {
     if (TERMINAL_STATES.has(observeTask(dir).state)) return;
     await sleep(Math.min(START_POLL_MS, timings.pollMs));
   }
@@ -140,12 +159,12 @@ async function launch(dir: string, opts: StartOpts, cwd: string, timings: Timing
 
 /** Polls until the status file exists; false if `withinMs` passed or `isHopeless()` said to stop. */
 async function waitForStatus(dir: string, withinMs: number, isHopeless: () => boolean): Promise<boolean> {
-  const until = Date.now() + withinMs;
+  const giveUpAtMs = Date.now() + withinMs;
   for (;;) {
     if (readStatus(dir).kind !== 'missing') return true;
     // Once the supervisor has exited, one last look decides.
     if (isHopeless()) return readStatus(dir).kind !== 'missing';
-    if (Date.now() >= until) return false;
+    if (Date.now() >= giveUpAtMs) return false;
     await sleep(START_POLL_MS);
   }
 }
@@ -189,6 +208,7 @@ function countTasks(tasks: string): number {
 function taskLimit(): AgentFailure {
   return new AgentFailure(
     'task_limit',
-    `this sandbox user already has ${LIMITS.maxTasks} task directories, the maximum; destroy the sandbox (or use another) to start more tasks`,
+    `this sandbox user already has ${LIMITS.maxTasks} task directories, the maximum: remove those of finished tasks you no longer need ` +
+      `(run_command: rm -r ~/.local/state/sandbox-agent/tasks/<task_id>), or use another sandbox`,
   );
 }

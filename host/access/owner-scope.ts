@@ -8,7 +8,7 @@
 import { ProviderError, isProviderError } from '../providers/provider-error.js';
 import { maySee, ownerRecordedBy, seesEverything, type Principal } from './principal.js';
 import { definedFields } from '../util/defined-fields.js';
-import { noTerminal, type Provider } from '../providers/provider.js';
+import { noStopProcesses, noTerminal, unmeasuredUsage, type Provider } from '../providers/provider.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 
 /** Owners held at most; the oldest are forgotten first (they are read again when needed). */
@@ -146,9 +146,18 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
       await check(sandboxId);
       return (await provider.limitNotes?.(sandboxId)) ?? [];
     },
-    async refusalNotes(sandboxId, window) {
+    async egressNotes(sandboxId, window) {
       await check(sandboxId);
-      return (await provider.refusalNotes?.(sandboxId, window)) ?? [];
+      return (await provider.egressNotes?.(sandboxId, window)) ?? [];
+    },
+    async usage(sandboxId) {
+      await check(sandboxId);
+      return (await provider.usage?.(sandboxId)) ?? unmeasuredUsage();
+    },
+    async stopProcesses(sandboxId) {
+      await check(sandboxId);
+      if (!provider.stopProcesses) throw noStopProcesses();
+      return provider.stopProcesses(sandboxId);
     },
     async openTerminal(sandboxId, opts) {
       await check(sandboxId);

@@ -22,6 +22,7 @@ export const COMMANDS = [
   'kill',
   'cancel',
   'network',
+  'dashboard',
 ] as const;
 export type CommandName = (typeof COMMANDS)[number];
 
@@ -51,7 +52,8 @@ export const OPTIONS = {
   'network-default': { type: 'string', commands: [...SERVING, 'network'] },
   'background-after': { type: 'string', commands: SERVING },
   host: { type: 'string', commands: ['http'] },
-  port: { type: 'string', commands: ['http'] },
+  port: { type: 'string', commands: ['http', 'dashboard'] },
+  'no-dashboard': { type: 'boolean', commands: ['http'] },
   'idle-timeout': { type: 'string', commands: ['http'] },
   'allowed-host': { type: 'string', multiple: true, commands: ['http'] },
   'tokens-file': { type: 'string', commands: ['http'] },
@@ -75,7 +77,9 @@ Usage:
                    [--keep-sandboxes] [--background-after S]
         Serve Streamable HTTP at /mcp: a bearer token is required; Host/Origin must name the
         bound address or an --allowed-host (a wildcard --host needs --allowed-host). With
-        --tokens-file, each named principal sees only its own sandboxes.
+        --tokens-file, each named principal sees only its own sandboxes. The dashboard (a web
+        page: sandboxes, tasks, live output) is at /: sign in with a token; --no-dashboard
+        leaves it out.
   sandbox-mcp doctor [--json] [--provider local|e2b]
         Check this machine for local sandboxes (Node.js, bubblewrap, user namespaces, nsenter,
         setpriv, cgroups, the state directory, a real sandbox running node and python3) and
@@ -109,6 +113,10 @@ Watching agents (no running server needed; ids as the tools return them, e.g. lo
         fresh pseudo-terminal (yours is never handed in); exits with the shell's status. A
         command after -- runs instead of the shell (local sandboxes only: E2B's terminal runs
         only its shell). Needs node-pty (@lydell/node-pty).
+  sandbox-mcp dashboard [--port N] [--provider local|e2b]
+        The dashboard alone, for stdio users: served on 127.0.0.1 (a free port unless --port),
+        signed in with a one-time link printed to stderr (it works once, for 10 minutes; press
+        Enter for a new one). It sees every sandbox of this state directory (and E2B account).
   sandbox-mcp kill <sandbox_id> [--json]
         Destroy a sandbox. --json: {"sandbox_id","killed":true}.
   sandbox-mcp cancel <sandbox_id> <task_id> [--json]
@@ -128,7 +136,9 @@ Options:
                          calls wait (env SANDBOX_MCP_BACKGROUND_AFTER; default 50, below a
                          60 s client cut)
   --host ADDR            http: address to bind (default 127.0.0.1)
-  --port N               http: port (default 8765; 0 picks a free one)
+  --port N               http: port (default 8765; 0 picks a free one); dashboard: port
+                         (default: a free one)
+  --no-dashboard         http: serve /mcp only, no dashboard at /
   --idle-timeout S       http: a session with no request for S seconds ends (default 1800)
   --allowed-host NAME    http: a further Host/Origin name clients use (repeatable, or
                          comma-separated)
@@ -199,6 +209,8 @@ export interface CommandLine {
   networkAllow: string[];
   networkDefault?: string;
   json: boolean;
+  /** http: serve no dashboard at / (--no-dashboard). */
+  noDashboard: boolean;
   /** logs: keep printing until the task ends. */
   follow: boolean;
   /** logs: the stderr stream instead of stdout. */
@@ -229,6 +241,7 @@ const ARITY: Record<CommandName, { min: number; max: number; usage: string }> = 
   kill: { min: 1, max: 1, usage: 'sandbox-mcp kill <sandbox_id> [--json]' },
   cancel: { min: 2, max: 2, usage: 'sandbox-mcp cancel <sandbox_id> <task_id> [--json]' },
   network: { min: 0, max: 1, usage: 'sandbox-mcp network [sandbox_id]' },
+  dashboard: { min: 0, max: 0, usage: 'sandbox-mcp dashboard [--port N]' },
 };
 
 function intOption(value: string | undefined, name: string, min: number, max: number, fallback: number): number {
@@ -300,7 +313,9 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     ...definedFields({ provider, tokensFile, backgroundAfter }),
     keepSandboxes: given.has('keep-sandboxes'),
     host: one('host') ?? '127.0.0.1',
-    port: intOption(one('port'), 'port', 0, 65535, 8765),
+    // The dashboard takes a free port unless told: it prints its link, nobody configures it.
+    port: intOption(one('port'), 'port', 0, 65535, command === 'dashboard' ? 0 : 8765),
+    noDashboard: given.has('no-dashboard'),
     idleTimeoutS: intOption(one('idle-timeout'), 'idle-timeout', 1, 31_536_000, 1800),
     allowedHosts: (given.get('allowed-host') ?? [])
       .flatMap((h) => h.split(','))

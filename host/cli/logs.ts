@@ -8,6 +8,7 @@ import { LIMITS } from '../../shared/limits.js';
 import { PROTOCOL_VERSION, TASK_STATES, type TaskView } from '../../shared/protocol.js';
 import type { ServerDeps } from '../mcp/server-deps.js';
 import type { SandboxRef } from '../providers/sandbox-ref.js';
+import { completeCharacters } from '../util/utf8-pages.js';
 
 /** Exit statuses of `logs` beyond the task's own exit code (documented in --help and the README). */
 export const LOGS_EXIT = {
@@ -67,21 +68,6 @@ type ReadOutcome = { view: TaskView; nextOffset: number } | null;
 // A get's exec may take its wait plus this before it counts as broken.
 const CALL_SLACK_S = 30;
 
-/**
- * Of a page decoded from `bytes` bytes, the text to print now and the bytes it covers: a
- * character split at the page's end (decoded as one U+FFFD) is held back for the next page,
- * unless nothing will follow (`isFinal`) or the page already holds invalid bytes (then the
- * byte count of the text no longer tells where the split is, and the page is printed as it is).
- */
-export function completeCharacters(text: string, bytes: number, isFinal: boolean): { text: string; bytes: number } {
-  if (isFinal || !text.endsWith('\uFFFD')) return { text, bytes };
-  const head = text.slice(0, -1);
-  if (head.includes('\uFFFD')) return { text, bytes };
-  const headBytes = Buffer.byteLength(head, 'utf8');
-  const tail = bytes - headBytes;
-  return tail >= 1 && tail <= 3 ? { text: head, bytes: headBytes } : { text, bytes };
-}
-
 /** The exit status `logs` ends with for a task in this state. */
 export function exitStatusFor(view: Pick<TaskView, 'state' | 'exit_code'>): number {
   switch (view.state) {
@@ -112,7 +98,7 @@ export function logsEnd(view: Pick<TaskView, 'state' | 'exit_code'>, nextOffset:
 /** The line that ends `logs` on stderr. */
 export function endLine(view: TaskView, stream: 'stdout' | 'stderr', follow: boolean): string {
   const id = `task ${view.task_id}`;
-  const truncated = view[`${stream}_truncated`]
+  const truncationNote = view[`${stream}_truncated`]
     ? ` (its ${stream} reached the ${LIMITS.streamCapBytes / 1024 / 1024} MiB cap: the rest was not kept)`
     : '';
   switch (view.state) {
@@ -120,11 +106,11 @@ export function endLine(view: TaskView, stream: 'stdout' | 'stderr', follow: boo
       return `${id} is still running${follow ? '' : ' (--follow keeps printing until it ends)'}`;
     case 'succeeded':
     case 'failed':
-      return `${id} ${view.state}, exit code ${view.exit_code ?? 'unknown'}${truncated}`;
+      return `${id} ${view.state}, exit code ${view.exit_code ?? 'unknown'}${truncationNote}`;
     case 'timed_out':
-      return `${id} timed out${truncated}`;
+      return `${id} timed out${truncationNote}`;
     case 'cancelled':
-      return `${id} was cancelled${truncated}`;
+      return `${id} was cancelled${truncationNote}`;
     case 'unknown':
       return `${id}: state unknown${view.error ? ` (${view.error.message})` : ''}`;
   }

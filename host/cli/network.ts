@@ -1,6 +1,6 @@
 // `sandbox-mcp network [sandbox_id]`: the effective network for a person — this server's
 // configuration (the permitted set, the default, the local mode), or one sandbox's egress and
-// exposed ports. Tool results never carry it: the seeds fix the metadata at nine fields.
+// exposed ports. Tool results never carry it: sandbox metadata has nine fixed fields.
 import type { ServerConfig } from '../config/config.js';
 import type { NetworkDescription } from '../providers/provider.js';
 import { parseSandboxRef } from '../providers/sandbox-ref.js';

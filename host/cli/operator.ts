@@ -1,6 +1,6 @@
 // The operator's commands — ls, logs, shell, kill, cancel — for a person watching what agents run.
 // They need no running server: each builds the same provider registry and agent client as the
-// server does (handed in by cli.ts) and acts by explicit sandbox id, never adopting anything.
+// server does (handed in by run.ts) and acts by explicit sandbox id, never adopting anything.
 // args.ts parses their command line; this module checks their ids (naming what is wrong,
 // never echoing a value), runs the command's own module and returns its exit status. With --json
 // each prints the shape its module declares (on stdout); errors stay on stderr, as without it.
@@ -14,7 +14,8 @@ import { cancelLine, cancelTask } from './cancel.js';
 import { isColourWanted } from './format.js';
 import { killLine, killSandbox } from './kill.js';
 import { followLogs } from './logs.js';
-import { collectListing, renderListing } from './ls.js';
+import { renderListing } from './ls.js';
+import { collectListing } from '../tasks/listing.js';
 import { runShell } from './shell.js';
 
 /** The operator's commands (a subset of cli-args' COMMANDS). */

@@ -8,13 +8,18 @@ import { HOST_VERSION } from '../config/version.js';
 import { isWildcard } from '../mcp/transports/http.js';
 import { isProviderError } from '../providers/provider-error.js';
 import { parseSandboxRef } from '../providers/sandbox-ref.js';
-import { buildDeps } from '../serve/build-deps.js';
-import { serveHttpProcess, serveStdioProcess } from '../serve/serve.js';
+import { buildDeps, type ClosableDeps } from '../serve/build-deps.js';
+import { serveDashboardProcess, serveHttpProcess, serveStdioProcess } from '../serve/serve.js';
 import { definedFields } from '../util/defined-fields.js';
 import { HELP, UsageError, parseCommandLine, type CommandLine } from './args.js';
 import { warnAtStartup } from './doctor/startup-warning.js';
 import { networkReport } from './network.js';
 import { runOperatorCommand } from './operator.js';
+
+/** A CLI command's dependencies: it prints what the person asked for and its own errors, no server log lines. */
+function commandDeps(config: ServerConfig): ClosableDeps {
+  return buildDeps(config, { logsEgressFailures: false });
+}
 
 function fail(message: string, code = 2): never {
   process.stderr.write(`sandbox-mcp: ${message}\n`);
@@ -33,7 +38,7 @@ async function agentCommand(config: ServerConfig, line: CommandLine): Promise<ne
     }
     if (extra === null || typeof extra !== 'object' || Array.isArray(extra)) fail('json must be a JSON object');
   }
-  const deps = buildDeps(config);
+  const deps = commandDeps(config);
   const ref = parseSandboxRef(sandboxId, config.defaultProvider);
   // Raw on purpose: the agent validates, so this command can probe its error handling too.
   const request = { protocol: PROTOCOL_VERSION, op, ...extra } as AgentRequestInput;
@@ -45,7 +50,7 @@ async function agentCommand(config: ServerConfig, line: CommandLine): Promise<ne
 }
 
 async function networkCommand(config: ServerConfig, line: CommandLine): Promise<never> {
-  const deps = buildDeps(config);
+  const deps = commandDeps(config);
   process.stdout.write(JSON.stringify(await networkReport(deps, config, line.args[0]), null, 2) + '\n');
   await deps.close();
   process.exit(0);
@@ -86,9 +91,11 @@ async function main(argv: string[]): Promise<void> {
     case 'shell':
     case 'kill':
     case 'cancel':
-      return process.exit(await runOperatorCommand(line.command, line, config, buildDeps));
+      return process.exit(await runOperatorCommand(line.command, line, config, commandDeps));
     case 'network':
       return networkCommand(config, line);
+    case 'dashboard':
+      return serveDashboardProcess(config, { port: line.port });
   }
 }
 

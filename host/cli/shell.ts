@@ -19,6 +19,39 @@ export interface ShellIo {
 
 const DEFAULT_SIZE = { cols: 80, rows: 24 };
 
+/** Ctrl-D: end of input, to a program reading a terminal. */
+const END_OF_INPUT = Buffer.from([4]);
+
+/** Once input has ended, how long the program's output must pause before Ctrl-D is sent again. */
+export const END_OF_INPUT_REPEAT_QUIET_MS = 250;
+
+/**
+ * End of input for a terminal whose input came from a file or pipe that ended. A pipe answers
+ * every read after its end with end-of-file; a terminal gives one per Ctrl-D, and a Ctrl-D sent
+ * before the program reads can be lost (an interactive shell that switches the terminal to raw
+ * mode as it starts turns a pending one into a NUL byte), leaving it at a prompt forever. So after
+ * the end Ctrl-D goes once, then again each time the program's output pauses — it printed a
+ * prompt and waits — until the session ends.
+ */
+function endOfInputRepeater(send: () => void, quietMs: number) {
+  let hasEnded = false;
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    inputEnded(): void {
+      hasEnded = true;
+      send();
+    },
+    output(): void {
+      if (!hasEnded) return;
+      clearTimeout(timer);
+      timer = setTimeout(send, quietMs);
+    },
+    stop(): void {
+      clearTimeout(timer);
+    },
+  };
+}
+
 function sizeOf(stdout: NodeJS.WriteStream): { cols: number; rows: number } {
   return stdout.isTTY && stdout.columns > 0 && stdout.rows > 0 ? { cols: stdout.columns, rows: stdout.rows } : DEFAULT_SIZE;
 }
@@ -33,11 +66,15 @@ export async function runShell(
   const provider = deps.providers.get(sandbox.provider);
   if (!provider.openTerminal) throw noTerminal();
   const { stdin, stdout } = io;
+  const endOfInput = endOfInputRepeater(() => session.write(END_OF_INPUT), END_OF_INPUT_REPEAT_QUIET_MS);
   const session = await provider.openTerminal(sandbox.id, {
     ...sizeOf(stdout),
     ...(command.length > 0 ? { command } : {}),
     term: io.env.TERM || 'xterm-256color',
-    onData: (data) => stdout.write(data),
+    onData: (data) => {
+      stdout.write(data);
+      endOfInput.output();
+    },
   });
 
   // Raw mode: every key (Ctrl-C and Ctrl-Z included) goes to the program inside, none to this process.
@@ -48,8 +85,8 @@ export async function runShell(
   const removeExitHook = io.onProcessExit(restore);
   if (isRaw) stdin.setRawMode(true);
   const onInput = (data: Buffer) => session.write(data);
-  // Piped input that ends is the end of input for the program: Ctrl-D, as on a terminal.
-  const onEnd = () => session.write(Buffer.from([4]));
+  // Input from a file or pipe that ends is the end of input for the program (< /dev/null included).
+  const onEnd = () => endOfInput.inputEnded();
   const onResize = () => session.resize(sizeOf(stdout).cols, sizeOf(stdout).rows);
   stdin.on('data', onInput);
   stdin.on('end', onEnd);
@@ -59,6 +96,7 @@ export async function runShell(
   try {
     return await session.exited;
   } finally {
+    endOfInput.stop();
     removeSignals();
     stdout.off('resize', onResize);
     stdin.off('data', onInput);

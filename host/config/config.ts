@@ -103,7 +103,9 @@ function loadLimits(env: NodeJS.ProcessEnv, flags: Readonly<Record<string, strin
   } catch (e) {
     if (!isProviderError(e)) throw e;
     throw new ConfigError(
-      '--sandbox-memory (SANDBOX_MCP_SANDBOX_MEMORY) must not be above --max-sandbox-memory (SANDBOX_MCP_MAX_SANDBOX_MEMORY)',
+      e.code === 'max_memory_above_total'
+        ? '--max-sandbox-memory (SANDBOX_MCP_MAX_SANDBOX_MEMORY) must not be above --max-total-memory (SANDBOX_MCP_MAX_TOTAL_MEMORY)'
+        : '--sandbox-memory (SANDBOX_MCP_SANDBOX_MEMORY) must not be above --max-sandbox-memory (SANDBOX_MCP_MAX_SANDBOX_MEMORY)',
     );
   }
   return { localLimits, maxWaitingGets };

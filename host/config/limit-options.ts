@@ -9,6 +9,7 @@ export type LimitFlag =
   | 'sandbox-memory'
   | 'max-sandbox-memory'
   | 'max-sandbox-cpu'
+  | 'max-total-memory'
   | 'sandbox-disk'
   | 'sandbox-open-files'
   | 'max-waiting-gets';
@@ -67,6 +68,14 @@ export const LIMIT_OPTIONS: readonly LimitOption[] = [
     min: 1,
     help: 'the most `cpu` create_sandbox may ask for',
     defaultText: 'the CPU count',
+  },
+  {
+    flag: 'max-total-memory',
+    env: 'SANDBOX_MCP_MAX_TOTAL_MEMORY',
+    key: 'maxTotalMemoryMb',
+    min: MIN_MEMORY_MB,
+    help: 'the most memory (MB) all local sandboxes of the state directory may use together (a parent memory cgroup)',
+    defaultText: 'half of RAM',
   },
   {
     flag: 'sandbox-disk',

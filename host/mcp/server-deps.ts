@@ -1,6 +1,6 @@
 // What one server process hands every session and tool: configuration, providers, the agent
-// client and the shared services. Here rather than in tools/, so that the transports, the CLI
-// and the provider registry depend on it without depending on the tools.
+// client and the shared services. Here rather than in tools/, so that the transports and the CLI
+// depend on it without depending on the tools.
 import type { AgentClient } from '../tasks/agent-client.js';
 import type { ServerConfig } from '../config/config.js';
 import type { Logger } from '../util/log.js';

@@ -22,18 +22,18 @@ export interface SessionOpts {
 export class Session {
   defaultSandbox: string | undefined;
   private readonly owned = new Map<string, OwnedSandbox>();
-  private closed = false;
+  private hasCloseBegun = false;
 
   constructor(readonly opts: SessionOpts = {}) {}
 
   /** True once close() began; late completions must not restore anything. */
   get isClosed(): boolean {
-    return this.closed;
+    return this.hasCloseBegun;
   }
 
   /** Records a sandbox created in this session and makes it the default. False if the session already closed. */
   adopt(qualifiedId: string, renewS: number): boolean {
-    if (this.closed) return false;
+    if (this.hasCloseBegun) return false;
     this.owned.set(qualifiedId, { renewS });
     this.defaultSandbox = qualifiedId;
     return true;
@@ -41,12 +41,12 @@ export class Session {
 
   /** The renewal duration for a session-owned sandbox, or undefined (not ours, or session closed). */
   renewalFor(qualifiedId: string): number | undefined {
-    return this.closed ? undefined : this.owned.get(qualifiedId)?.renewS;
+    return this.hasCloseBegun ? undefined : this.owned.get(qualifiedId)?.renewS;
   }
 
   /** After a successful set_sandbox_timeout: later renewals use this duration (owned sandboxes only). */
   setRenewal(qualifiedId: string, renewS: number): void {
-    const entry = this.closed ? undefined : this.owned.get(qualifiedId);
+    const entry = this.hasCloseBegun ? undefined : this.owned.get(qualifiedId);
     if (entry) entry.renewS = renewS;
   }
 
@@ -58,7 +58,7 @@ export class Session {
 
   /** Ends the session; returns the sandboxes it owned, for the caller to destroy unless retained. */
   close(): string[] {
-    this.closed = true;
+    this.hasCloseBegun = true;
     const toKill = [...this.owned.keys()];
     this.owned.clear();
     this.defaultSandbox = undefined;

@@ -2,7 +2,7 @@
 // providers and the tools share (the sandbox home and its path rule, lifetime bounds, the default
 // output cap, network modes, exposed port bounds, the cancelled-before-start error). Each fact is written here once.
 // Ids here are the provider's own (unqualified); the tool layer adds and strips the `provider:`
-// prefix. Every method throws only ProviderError (host/errors.ts): the provider maps its failures
+// prefix. Every method throws only ProviderError (provider-error.ts): the provider maps its failures
 // once, at this boundary. exec runs with the sandbox's environment (its create envs plus per-call
 // envs) and HOME set to SANDBOX_HOME, so `$HOME/...` works in commands.
 import { posix } from 'node:path';
@@ -59,6 +59,15 @@ export function noTerminal(): ProviderError {
   return new ProviderError('unsupported', { code: 'no_terminal', detail: 'This provider cannot open an interactive terminal.' });
 }
 
+/** The unsupported error of a provider without stopProcesses. */
+export function noStopProcesses(): ProviderError {
+  return new ProviderError('unsupported', {
+    code: 'no_stop_processes',
+    detail:
+      "This provider cannot stop a sandbox's processes for you (it has no process limit to recover from): end them with run_command (kill or pkill), or cancel_task for a task.",
+  });
+}
+
 /** Exactly the nine metadata fields the tools may disclose. Times are ISO 8601 or null. */
 export interface SandboxMetadata {
   sandbox_id: string;
@@ -96,10 +105,24 @@ export interface CreateOpts {
 export const EXPOSED_PORT_MIN = 1;
 export const EXPOSED_PORT_MAX = 65535;
 
-/** Throws invalid_argument (naming `port`) unless `port` is a TCP port a sandbox may expose. */
-export function assertExposablePort(port: unknown): asserts port is number {
+/** Ports of a provider's own plumbing inside its sandboxes, with what uses each (a sentence's subject). */
+export type ReservedPorts = Readonly<Record<number, string>>;
+
+/**
+ * Throws invalid_argument (naming `port`) unless `port` is a TCP port a sandbox may expose: in
+ * range, and not one of `reserved` — exposing the sandbox's own plumbing (its egress proxy, say)
+ * would hand it to whoever reaches the URL.
+ */
+export function assertExposablePort(port: unknown, reserved: ReservedPorts = {}): asserts port is number {
   if (typeof port !== 'number' || !Number.isInteger(port) || port < EXPOSED_PORT_MIN || port > EXPOSED_PORT_MAX) {
     throw new ProviderError('invalid_argument', { detail: `port must be an integer from ${EXPOSED_PORT_MIN} to ${EXPOSED_PORT_MAX}.` });
+  }
+  const user = reserved[port];
+  if (user !== undefined) {
+    throw new ProviderError('invalid_argument', {
+      code: 'port_reserved',
+      detail: `port: ${port} is ${user}, not a server of the sandbox's, and cannot be exposed; serve on another port.`,
+    });
   }
 }
 
@@ -110,7 +133,7 @@ export interface ExposedPort {
 
 /**
  * A sandbox's effective network, for people (the debug CLI): never part of a tool result, whose
- * metadata keeps the seeds' nine fields. `egress`: `none` (own loopback only), `allow_out` (the
+ * metadata keeps its nine fixed fields. `egress`: `none` (own loopback only), `allow_out` (the
  * listed destinations), `host` (the host's network, local) or `provider_default` (e2b: E2B's own).
  */
 export interface NetworkDescription {
@@ -180,15 +203,36 @@ export interface ExecResult {
   timedOut: boolean;
   /**
    * Sentences of the provider's own about a resource limit the command met (its memory limit
-   * killed a process, a writable mount is full, the process limit is reached) or destinations
-   * the sandbox's egress proxy refused while it ran; absent when none. A refusal note names host
-   * names the sandbox chose, so callers mask notes like the command's output.
+   * killed a process, a writable mount is full, the process limit is reached); absent when none.
+   * What the egress proxy refused meanwhile is egressNotes' to say.
    */
   notes?: string[];
 }
 
-/** The time span refusalNotes looks at: epoch milliseconds, `untilMs` exclusive. */
-export interface RefusalWindow {
+/** One measured amount and the limit it counts against (null: no limit holds, or none is known). */
+export interface UsageAmount {
+  used: number;
+  limit: number | null;
+}
+
+/**
+ * What a sandbox uses now, for people (the dashboard): null for what the provider cannot measure,
+ * never 0. `memoryBytes` includes files in memory-backed mounts where the sandbox is charged for
+ * them (a local sandbox's tmpfs mounts).
+ */
+export interface SandboxUsage {
+  memoryBytes: UsageAmount | null;
+  processes: UsageAmount | null;
+  diskBytes: UsageAmount | null;
+}
+
+/** The usage of a sandbox whose provider measures nothing. */
+export function unmeasuredUsage(): SandboxUsage {
+  return { memoryBytes: null, processes: null, diskBytes: null };
+}
+
+/** The time span egressNotes looks at: epoch milliseconds, `untilMs` exclusive. */
+export interface EgressWindow {
   sinceMs: number;
   untilMs?: number;
 }
@@ -260,7 +304,7 @@ export interface AgentChannelRequestOpts {
 }
 
 /**
- * A sandbox's resident agent (protocol minor 4): agent requests without a process start. Its
+ * A sandbox's resident agent (protocol minor 5): agent requests without a process start. Its
  * request() throws only ProviderError: `unavailable` with code `resident_unreachable` when the
  * request was never sent (nothing happened: run it another way), `unavailable`/`agent_lost` when
  * it was sent and no answer came (its outcome is unknown), `timeout`/`agent_timeout`. Answers are
@@ -316,12 +360,24 @@ export interface Provider {
    */
   limitNotes?(sandboxId: string): Promise<string[]>;
   /**
-   * Sentences naming the destinations the sandbox's egress proxy refused from `sinceMs` up to
-   * (not including) `untilMs` (epoch ms; open-ended without it); [] when none or unknown. The
-   * host names are the sandbox's choice: callers mask them like its output. Optional: a
-   * provider without an egress proxy omits it.
+   * Sentences naming the destinations the sandbox's egress proxy refused, or allowed but could
+   * not reach, from `sinceMs` up to (not including) `untilMs` (epoch ms; open-ended without it),
+   * and why; [] when none or unknown. The host names are the sandbox's choice: callers mask them
+   * like its output. Optional: a provider without an egress proxy omits it.
    */
-  refusalNotes?(sandboxId: string, window: RefusalWindow): Promise<string[]>;
+  egressNotes?(sandboxId: string, window: EgressWindow): Promise<string[]>;
+  /**
+   * What the sandbox uses now (memory, processes, disk; see SandboxUsage). Never extends the
+   * lifetime. Optional: a provider that measures nothing omits it.
+   */
+  usage?(sandboxId: string): Promise<SandboxUsage>;
+  /**
+   * Ends every process of the sandbox that is not part of a task (what commands left running,
+   * commands still running) and returns how many it ended; tasks and the sandbox go on. Needs no
+   * new process in the sandbox: the way out of a full process table. Optional: without it the
+   * tool is unsupported.
+   */
+  stopProcesses?(sandboxId: string): Promise<{ stopped: number }>;
   /**
    * Opens an interactive terminal in the sandbox (the operator's `shell` command; no tool uses
    * it). Optional: a provider without it cannot offer one. Never extends the lifetime.

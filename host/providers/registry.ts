@@ -1,6 +1,6 @@
 // Providers by id, created on first use so a server that never touches E2B never needs its
 // credentials (the e2b provider reports a missing key as an `authentication` error per call).
-import { noTerminal, type Provider } from './provider.js';
+import { noStopProcesses, noTerminal, unmeasuredUsage, type Provider } from './provider.js';
 import type { ProviderId } from './sandbox-ref.js';
 
 /** Looks up a provider by id; throws a ProviderError when it cannot be configured. */
@@ -50,7 +50,13 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Require
     exposePort: async (...a) => (await get()).exposePort(...a),
     describeNetwork: async (...a) => (await get()).describeNetwork(...a),
     limitNotes: async (sandboxId) => (await (await get()).limitNotes?.(sandboxId)) ?? [],
-    refusalNotes: async (sandboxId, window) => (await (await get()).refusalNotes?.(sandboxId, window)) ?? [],
+    egressNotes: async (sandboxId, window) => (await (await get()).egressNotes?.(sandboxId, window)) ?? [],
+    usage: async (sandboxId) => (await (await get()).usage?.(sandboxId)) ?? unmeasuredUsage(),
+    stopProcesses: async (sandboxId) => {
+      const provider = await get();
+      if (!provider.stopProcesses) throw noStopProcesses();
+      return provider.stopProcesses(sandboxId);
+    },
     openTerminal: async (sandboxId, opts) => {
       const provider = await get();
       if (!provider.openTerminal) throw noTerminal();

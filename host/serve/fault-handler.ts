@@ -26,12 +26,12 @@ export interface FaultWatch {
  * during the cleanup, are not logged again.
  */
 export function watchForFaults(log: Logger, boundMs = FAULT_CLEANUP_BOUND_MS): FaultWatch {
-  let faulted = false;
+  let hasFaulted = false;
   let resolve!: (kind: string) => void;
   const happened = new Promise<string>((r) => (resolve = r));
   const onFault = (kind: string) => (e: unknown) => {
-    if (faulted) return;
-    faulted = true;
+    if (hasFaulted) return;
+    hasFaulted = true;
     log.warn('fault outside any request; cleaning up and exiting', { kind, error: e instanceof Error ? e.name : typeof e });
     // Not unref'd: this timer must end the process even when nothing else is left to run.
     setTimeout(() => process.exit(FAULT_EXIT_CODE), boundMs);
@@ -39,5 +39,5 @@ export function watchForFaults(log: Logger, boundMs = FAULT_CLEANUP_BOUND_MS): F
   };
   process.on('uncaughtException', onFault('uncaught_exception'));
   process.on('unhandledRejection', onFault('unhandled_rejection'));
-  return { happened, exitCode: () => (faulted ? FAULT_EXIT_CODE : 0) };
+  return { happened, exitCode: () => (hasFaulted ? FAULT_EXIT_CODE : 0) };
 }

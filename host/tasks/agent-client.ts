@@ -69,6 +69,9 @@ export interface AgentCallOpts {
  */
 const RETRIED_WHEN_LOST: ReadonlySet<OpName> = new Set(['hello', 'get', 'list', 'cancel', 'remove', 'selftest', 'start']);
 
+/** What the agent answers to an `op` request, validated. */
+export type AgentResult<Op extends OpName> = ReturnType<(typeof RESULT_SCHEMAS)[Op]['parse']>;
+
 /** Sends protocol requests to the agent inside a sandbox through a provider's exec. */
 export class AgentClient {
   // One install per sandbox at a time (concurrent calls into a fresh sandbox share it), and a
@@ -199,13 +202,13 @@ export class AgentClient {
     sandboxId: string,
     request: AgentRequestInput & { op: Op },
     opts: AgentCallOpts,
-  ): Promise<ReturnType<(typeof RESULT_SCHEMAS)[Op]['parse']>> {
+  ): Promise<AgentResult<Op>> {
     const response = await this.respond(provider, sandboxId, request, opts);
     if (!response.ok) throw agentErrorToProviderError(response.error.code, response.error.message);
     const schema = RESULT_SCHEMAS[request.op];
     const result = schema.safeParse(response.result);
     if (!result.success)
       throw new ProviderError('internal', { code: 'agent_failed', detail: 'The in-sandbox agent answered outside the protocol.' });
-    return result.data as ReturnType<(typeof RESULT_SCHEMAS)[Op]['parse']>;
+    return result.data as AgentResult<Op>;
   }
 }

@@ -1,7 +1,7 @@
-// Real tasks through the built agent: the seeds' walk, masking, the cap, pages, exit codes,
+// Real tasks through the built agent: the start/read/cancel walk, masking, the cap, pages, exit codes,
 // group cleanup on completion, long-polling, idempotent start and the task limit.
 import { execFileSync, spawn, type StdioOptions } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -297,6 +297,11 @@ describe('start', () => {
     // Starting an existing id is not a new task: it reports that task (here: no status yet).
     const existing = await start(w, 'true', { task_id: ids[0] });
     expect(existing).toMatchObject({ state: 'unknown', error: { code: 'no_status' } });
+    // The way out it names works: removing a task directory one no longer needs frees its place.
+    const advice = (res as { error: { message: string } }).error.message;
+    expect(advice).toContain('rm -r ~/.local/state/sandbox-agent/tasks/<task_id>');
+    rmSync(join(tasks, ids[1]!), { recursive: true });
+    expect((await start(w, 'true', { task_id: extra })).task_id).toBe(extra);
   });
 });
 

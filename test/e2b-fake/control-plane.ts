@@ -4,7 +4,7 @@
 // one), pause. Errors carry the JSON body { code, message }.
 import type { ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
-import { FakeSandbox, type FakeNetworkConfig } from './fake-sandbox.js';
+import { FAKE_DISK_BYTES, FAKE_MEMORY_BYTES, FakeSandbox, type FakeNetworkConfig } from './fake-sandbox.js';
 
 /** One recorded control-plane call. `extendedLifetime` is set on connect calls. */
 export interface ControlPlaneCall {
@@ -44,8 +44,8 @@ function detail(sb: FakeSandbox): Record<string, unknown> {
     startedAt: sb.startedAt.toISOString(),
     endAt: sb.endAt.toISOString(),
     cpuCount: 2,
-    memoryMB: 512,
-    diskSizeMB: 10240,
+    memoryMB: FAKE_MEMORY_BYTES / 1024 / 1024,
+    diskSizeMB: FAKE_DISK_BYTES / 1024 / 1024,
     metadata: sb.metadata,
     state: sb.state,
     envdVersion: sb.envdVersion,
@@ -191,7 +191,7 @@ export function handleControlPlane(
     return { status: sendJson(res, 200, page, headers) };
   }
   // The routes of the spec (and the SDK's /v2 connect); nothing else answers.
-  const m = /^\/sandboxes\/([^/]+)(?:\/(timeout|connect|pause))?$/.exec(p) ?? /^\/v2\/sandboxes\/([^/]+)\/(connect)$/.exec(p);
+  const m = /^\/sandboxes\/([^/]+)(?:\/(timeout|connect|pause|metrics))?$/.exec(p) ?? /^\/v2\/sandboxes\/([^/]+)\/(connect)$/.exec(p);
   const sb = m ? state.sandboxes.get(decodeURIComponent(m[1]!)) : undefined;
   if (!m) return { status: sendApiError(res, 404, 'no such route') };
   if (!sb) return { status: sendApiError(res, 404, `sandbox ${m[1]} not found`) };
@@ -209,6 +209,17 @@ export function handleControlPlane(
     sb.setTimeoutS(t);
     res.writeHead(204).end();
     return { status: 204 };
+  }
+  if (action === 'metrics' && method === 'GET') {
+    // One sample taken now, if now is within [start, end] (Unix seconds, both optional).
+    const nowS = Math.floor(Date.now() / 1000);
+    const bound = (name: string) => (url.searchParams.has(name) ? Number(url.searchParams.get(name)) : undefined);
+    const [start, end] = [bound('start'), bound('end')];
+    if ([start, end].some((t) => t !== undefined && !(Number.isInteger(t) && t >= 0))) {
+      return { status: sendApiError(res, 400, 'start and end must be Unix seconds') };
+    }
+    const isInside = (start === undefined || start <= nowS) && (end === undefined || nowS <= end);
+    return { status: sendJson(res, 200, isInside ? [sb.metric(nowS)] : []) };
   }
   if (action === 'pause' && method === 'POST') {
     if (sb.state === 'paused') return { status: sendApiError(res, 409, 'already paused') };

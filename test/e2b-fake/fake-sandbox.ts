@@ -2,7 +2,7 @@
 // started there with HOME pointing at it, and a deadline (end_at) that kills everything the
 // sandbox started and removes its directory — the lifetime semantics the tests rely on.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { lstatSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
@@ -30,6 +30,10 @@ export interface FakeNetworkConfig {
   allowOut?: string[];
   denyOut?: string[];
 }
+
+/** The totals a fake sandbox's metrics report (its detail's memoryMB and diskSizeMB). */
+export const FAKE_MEMORY_BYTES = 512 * 1024 * 1024;
+export const FAKE_DISK_BYTES = 10240 * 1024 * 1024;
 
 /** A fake sandbox and its lifetime. */
 export class FakeSandbox {
@@ -111,6 +115,32 @@ export class FakeSandbox {
     };
   }
 
+  /**
+   * One SandboxMetric sample, measured now: memUsed is the resident memory of the sandbox's
+   * processes, diskUsed the bytes of the files under its root.
+   */
+  metric(nowS: number): Record<string, unknown> {
+    let memUsed = 0;
+    for (const pid of this.markedPids()) {
+      try {
+        memUsed += Number(readFileSync(`/proc/${pid}/statm`, 'utf8').split(' ')[1]) * 4096;
+      } catch {
+        // exited meanwhile
+      }
+    }
+    return {
+      timestamp: new Date(nowS * 1000).toISOString(),
+      timestampUnix: nowS,
+      cpuCount: 2,
+      cpuUsedPct: 0,
+      memUsed,
+      memTotal: FAKE_MEMORY_BYTES,
+      memCache: 0,
+      diskUsed: bytesUnder(this.root),
+      diskTotal: FAKE_DISK_BYTES,
+    };
+  }
+
   /** Kills every process carrying this sandbox's marker (setsid'd ones too) and removes its files. */
   destroy(): void {
     if (this.killed) return;
@@ -147,4 +177,26 @@ export class FakeSandbox {
     }
     return pids;
   }
+}
+
+/** Bytes of the regular files under `dir` (0 once it is gone). */
+function bytesUnder(dir: string): number {
+  let total = 0;
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return 0;
+  }
+  for (const name of names) {
+    const p = path.join(dir, name);
+    try {
+      const st = lstatSync(p);
+      if (st.isDirectory()) total += bytesUnder(p);
+      else if (st.isFile()) total += st.size;
+    } catch {
+      // removed meanwhile
+    }
+  }
+  return total;
 }

@@ -10,7 +10,7 @@ import { handleEnvd } from './envd.js';
 import type { FakeSandbox } from './fake-sandbox.js';
 
 export type { ControlPlaneCall } from './control-plane.js';
-export { SANDBOX_HOME, SANDBOX_MARKER_VAR } from './fake-sandbox.js';
+export { FAKE_DISK_BYTES, FAKE_MEMORY_BYTES, SANDBOX_HOME, SANDBOX_MARKER_VAR } from './fake-sandbox.js';
 
 /** A failure the fake answers instead of handling a matching request. */
 export interface InjectedFailure {

@@ -44,9 +44,9 @@ describe('watchCancel', () => {
     const { handle, terms } = await termRecorder();
     const ac = new AbortController();
     const watch = watchCancel(sandbox, handle, ac.signal, { giveUpAfterMs: 3000, signalTimeoutMs: 5000 });
-    expect(watch.requested).toBe(false);
+    expect(watch.isRequested).toBe(false);
     ac.abort();
-    expect(watch.requested).toBe(true);
+    expect(watch.isRequested).toBe(true);
     await waitFor(() => terms() === 'TERM\n', 'the TERM to arrive');
     // The recorder ignores TERM, so the watcher gives up.
     expect(await watch.gaveUp).toBe(GAVE_UP_EXIT);
@@ -58,7 +58,7 @@ describe('watchCancel', () => {
     const { handle, terms } = await termRecorder();
     const mark = world.fake.envdCalls.length;
     const watch = watchCancel(sandbox, handle, AbortSignal.abort(), { giveUpAfterMs: 3000, signalTimeoutMs: 5000 });
-    expect(watch.requested).toBe(true);
+    expect(watch.isRequested).toBe(true);
     await waitFor(() => terms() === 'TERM\n', 'the TERM to arrive');
     expect(await watch.gaveUp).toBe(GAVE_UP_EXIT);
     expect(signalStarts(mark)).toBe(1);
@@ -73,7 +73,7 @@ describe('watchCancel', () => {
       watch.dispose();
       const mark = world.fake.envdCalls.length;
       ac.abort();
-      expect(watch.requested).toBe(false);
+      expect(watch.isRequested).toBe(false);
       // A command that does exit is the proof the sandbox is still answering; nothing was sent before it.
       await sandbox.commands.run('true');
       expect(signalStarts(mark)).toBe(1);

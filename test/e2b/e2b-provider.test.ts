@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createE2bProvider } from '../../host/providers/e2b/e2b-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { isProviderError, type ProviderError } from '../../host/providers/provider-error.js';
-import { SANDBOX_MARKER_VAR, startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
+import { FAKE_DISK_BYTES, FAKE_MEMORY_BYTES, SANDBOX_MARKER_VAR, startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
 import { isRunning } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
 
@@ -387,6 +387,31 @@ describe('e2b provider against the fake', () => {
       await provider.kill(id);
     }
   });
+  test("usage reads E2B's metrics (memory, disk against their totals; no process count) from the control plane alone: no connect, no lifetime change", async () => {
+    const { sandbox_id: id, end_at } = await provider.create({ timeoutS: 120 });
+    const fresh = providerFor(fake);
+    try {
+      const mark = fake.calls.length;
+      const before = await fresh.usage!(id);
+      expect(before).toMatchObject({ memoryBytes: { limit: FAKE_MEMORY_BYTES }, processes: null, diskBytes: { limit: FAKE_DISK_BYTES } });
+      // A 3 MiB file shows in the disk figure (the fake measures the sandbox's files).
+      await provider.writeFile(id, 'big.bin', Buffer.alloc(3 * 1024 * 1024, 1));
+      const after = await fresh.usage!(id);
+      expect(after.diskBytes!.used - before.diskBytes!.used).toBeGreaterThanOrEqual(3 * 1024 * 1024);
+      const asked = fake.calls.slice(mark).filter((c) => c.path.includes(`/sandboxes/${id}/metrics`));
+      expect(asked).toHaveLength(2);
+      // Only the recent samples are asked for, not every one since the sandbox started.
+      expect(Number(new URL(asked[0]!.path, fake.url).searchParams.get('start'))).toBeGreaterThan(Date.now() / 1000 - 600);
+      const byFresh = fake.calls.slice(mark).filter((c) => !c.path.includes('/metrics'));
+      expect(byFresh.filter((c) => /\/(connect|timeout)$/.test(c.path))).toEqual([]);
+      expect((await fresh.getInfo(id)).end_at).toBe(end_at);
+      expect(await caught(fresh.usage!('nosuchsandbox'))).toMatchObject({ category: 'not_found' });
+    } finally {
+      await fresh.close();
+      await provider.kill(id);
+    }
+  });
+
   test('the connection cache is bounded; an evicted sandbox reconnects without extension', async () => {
     const small = createE2bProvider({ apiKey: fake.apiKey, apiUrl: fake.apiUrl, sandboxUrl: fake.sandboxUrl, maxConnections: 1 });
     try {

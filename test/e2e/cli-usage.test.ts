@@ -33,6 +33,7 @@ describe('the sandbox-mcp command line', () => {
   });
 
   it('names an unknown option and an http-only flag given without http, exit 2, serving nothing', async () => {
+    // --port is http's and the dashboard's; --idle-timeout http's alone.
     expect(await cli(['--foo'])).toMatchObject({
       code: 2,
       stdout: '',
@@ -41,7 +42,12 @@ describe('the sandbox-mcp command line', () => {
     expect(await cli(['--port', '8000'])).toMatchObject({
       code: 2,
       stdout: '',
-      stderr: 'sandbox-mcp: --port applies only to: sandbox-mcp http\n',
+      stderr: 'sandbox-mcp: --port applies only to: sandbox-mcp http, sandbox-mcp dashboard\n',
+    });
+    expect(await cli(['--idle-timeout', '60'])).toMatchObject({
+      code: 2,
+      stdout: '',
+      stderr: 'sandbox-mcp: --idle-timeout applies only to: sandbox-mcp http\n',
     });
   });
 

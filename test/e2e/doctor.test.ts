@@ -2,17 +2,20 @@
 // bubblewrap is absent or mis-pointed; and the server's one start-up warning line that points to
 // it (bubblewrap absent or mis-pointed, a state directory others may write).
 import { execFile, spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../host/config/config.js';
 import { checkUserNamespaces } from '../../host/cli/doctor/bubblewrap-checks.js';
 import { startupWarning } from '../../host/cli/doctor/startup-warning.js';
-import { connectStdio, ok, serverEnv, toolError } from '../support/built-server.js';
+import { connectStdio, ok, serverEnv, toolError, type StdioServer } from '../support/built-server.js';
+import { cgroupSituation } from '../support/cgroup-situation.js';
 import { HOST_JS } from '../support/paths.js';
-import { requireSandboxes } from '../support/prerequisites.js';
+import { hostJsReadableBy } from '../support/readable-build.js';
+import { isRootOrSkipping, requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
 const scratch = mkdtempSync(join(tmpdir(), 'sandbox-mcp-doctor-'));
@@ -61,6 +64,38 @@ function withoutBubblewrap(
   return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
 }
 
+// Running a server as nobody needs root.
+const asRootForNobody = isRootOrSkipping('the start-up warning of a server running as nobody');
+
+const NOBODY = { uid: 65534, gid: 65534 };
+const nobodySituation = asRootForNobody ? cgroupSituation(NOBODY) : undefined;
+
+/** The built server over stdio as nobody, with a state directory of its own and a memory limit configured. */
+async function nobodyServer(): Promise<{ server: StdioServer; env: Record<string, string>; state: string }> {
+  const state = mkdtempSync(join(tmpdir(), 'sandbox-mcp-doctor-nobody-'));
+  chownSync(state, NOBODY.uid, NOBODY.gid);
+  const env = { SANDBOX_MCP_STATE_DIR: state, SANDBOX_MCP_SANDBOX_MEMORY: '512' };
+  return { server: await connectStdio(env, [], NOBODY), env, state };
+}
+
+/** `doctor --json` as another user. */
+function doctorAs(as: { uid: number; gid: number }, env: Record<string, string>): Promise<Report> {
+  return new Promise((resolve, reject) =>
+    execFile(
+      process.execPath,
+      [hostJsReadableBy(as), 'doctor', '--json'],
+      { env: serverEnv(env), uid: as.uid, gid: as.gid, cwd: '/', timeout: 120_000 },
+      (_error, stdout) => {
+        try {
+          resolve(JSON.parse(stdout) as Report);
+        } catch (e) {
+          reject(e as Error);
+        }
+      },
+    ),
+  );
+}
+
 const warningsIn = (stderr: string) => stderr.split('\n').filter((l) => l.startsWith('sandbox-mcp: warning:'));
 
 interface Report {
@@ -83,7 +118,17 @@ describe('sandbox-mcp doctor', () => {
     expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
     expect(report.ok).toBe(true);
     expect(code).toBe(0);
-    for (const name of ['node', 'bubblewrap', 'user namespaces', 'nsenter', 'setpriv', 'cgroups', 'state directory', 'server files']) {
+    for (const name of [
+      'node',
+      'bubblewrap',
+      'user namespaces',
+      'nsenter',
+      'setpriv',
+      'flock',
+      'cgroups',
+      'state directory',
+      'server files',
+    ]) {
       expect(byName.get(name), name).toBeDefined();
     }
     expect(byName.get('node')!.status).toBe('ok');
@@ -183,6 +228,45 @@ describe('the start-up warning', () => {
       await healthy.close();
     }
   });
+
+  // A server that is not root here (cgroup v1) can make no memory cgroup: the memory limits it is
+  // configured with hold nowhere, and it says so once at start-up; the doctor says the same. Named
+  // after the situation it covered; where such a server can make one, it must stay quiet instead.
+  if (nobodySituation && !nobodySituation.controllers.memory) {
+    it(`${nobodySituation.name}: a server that cannot enforce its memory limits says so at start-up, naming them; so does its doctor`, async () => {
+      const { server, env, state } = await nobodyServer();
+      try {
+        await ok(server.client, 'list_sandboxes', {});
+        const [line] = await waitFor(() => {
+          const found = warningsIn(server.stderr());
+          return found.length > 0 ? found : null;
+        }, 'the start-up warning');
+        expect(line).toMatch(/^sandbox-mcp: warning: local sandboxes get no memory limit here: no memory cgroup can be made \(not root, /);
+        expect(line).toContain('--sandbox-memory 512');
+        expect(line).toContain('not enforced');
+        expect(line).toContain('Delegate=yes');
+        expect(warningsIn(server.stderr())).toHaveLength(1);
+      } finally {
+        await server.close();
+      }
+      const limits = (await doctorAs(NOBODY, env)).checks.find((c) => c.name === 'resource limits')!;
+      expect(limits.status).toBe('warn');
+      expect(limits.fix).toContain('512 MB per sandbox');
+      expect(limits.fix).toContain('not enforced');
+      await destroyStateDir(state);
+    });
+  } else if (nobodySituation) {
+    it(`${nobodySituation.name}: a server that is not root but can make memory cgroups gives no memory warning`, async () => {
+      const { server, state } = await nobodyServer();
+      try {
+        await ok(server.client, 'create_sandbox', { memory: 64 });
+        expect(warningsIn(server.stderr())).toEqual([]);
+      } finally {
+        await server.close();
+        await destroyStateDir(state);
+      }
+    });
+  }
 
   it('names a state directory others may write (where every local call fails), and the server still starts', async () => {
     const open = join(scratch, 'open-state');

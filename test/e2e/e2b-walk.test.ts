@@ -101,7 +101,11 @@ describe('e2b through MCP (against the fake)', () => {
       ['POST', `/sandboxes/${rawId(sb.sandbox_id)}/timeout`, { timeout: 900 }],
     ]);
 
-    expect(await ok(second.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id })).toEqual({ success: true, sandbox_id: sb.sandbox_id });
+    expect(await ok(second.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id })).toEqual({
+      success: true,
+      sandbox_id: sb.sandbox_id,
+      destroyed: true,
+    });
     expect(e2b.fake.sandbox(rawId(sb.sandbox_id))).toBeUndefined();
     expect((await toolError(second.client, 'get_sandbox', { sandbox_id: sb.sandbox_id })).category).toBe('not_found');
   });
@@ -253,6 +257,31 @@ describe('e2b through MCP (against the fake)', () => {
     expect(e.category).toBe('invalid_argument');
     expect(e.text).not.toContain('e2b_fake_test_key');
     expect(e2b.fake.calls.length).toBe(before);
+  });
+
+  it('tells a failed command that its sandbox has no network (or only its allow-list) when the output shows a network failure, and refuses to expose envd', async () => {
+    const s = await server({ SANDBOX_MCP_NETWORK_ALLOW: 'pypi.org' });
+    // The fake runs commands on this machine, which resolves no such name: the failure is real, the egress settings are the fake's record.
+    const lookup = 'curl -sS http://no-such-host.invalid/';
+    const { sandbox_id: none } = await ok(s.client, 'create_sandbox', { timeout: 120, network: 'none' });
+    const failed = await ok(s.client, 'run_command', { sandbox_id: none, command: lookup });
+    expect(failed.exit_code).toBe(6);
+    expect(failed.stderr).toContain(
+      "\n[sandbox-mcp] This sandbox has no network (only its own loopback: no DNS, no internet), and this command's output shows a failed name lookup or connection. " +
+        'A sandbox gets its network when it is created: create one with network: {"allow_out": [...]} naming what it needs, within what this server permits (pypi.org).',
+    );
+    expect((await ok(s.client, 'run_command', { sandbox_id: none, command: 'exit 3' })).stderr).toBe('');
+    const reserved = await toolError(s.client, 'expose_port', { sandbox_id: none, port: 49983 });
+    expect(reserved).toMatchObject({ category: 'invalid_argument', code: 'port_reserved' });
+    expect(reserved.text).toContain('port: 49983 is envd');
+
+    const { sandbox_id: listed } = await ok(s.client, 'create_sandbox', { timeout: 120, network: { allow_out: ['pypi.org'] } });
+    expect((await ok(s.client, 'run_command', { sandbox_id: listed, command: lookup })).stderr).toContain(
+      '\n[sandbox-mcp] This sandbox reaches only pypi.org (its network.allow_out; everything else is blocked)',
+    );
+    // E2B's own default (internet access) explains nothing.
+    const { sandbox_id: open } = await ok(s.client, 'create_sandbox', { timeout: 120 });
+    expect((await ok(s.client, 'run_command', { sandbox_id: open, command: lookup })).stderr).not.toContain('[sandbox-mcp]');
   });
 
   it('pages list_sandboxes across several fake pages by offset, with the status filter', async () => {

@@ -8,6 +8,7 @@ import { type HttpServer, ok, serverEnv, startHttp, toolError } from '../support
 import { FIXTURES, HOST_JS } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { PROTOTYPE_KEYS } from '../support/prototype-keys.js';
 import { waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
@@ -84,6 +85,27 @@ describe('HTTP transport', () => {
     const good = await rawPost({ authorization: `bearer ${server.token}` }); // the scheme is case-insensitive
     expect(good.status).toBe(200);
     expect(good.headers.get('mcp-session-id')).toBeTruthy();
+  });
+
+  it('says whether the bearer token was missing, malformed or wrong, never echoing what was sent', async () => {
+    const sent = 'not-the-token-7f3a9c51';
+    /** What the SDK's client reports when the server refuses its initialize. */
+    const connectError = async (headers: Record<string, string>): Promise<string> => {
+      const refused = await server.connect(headers).then(
+        () => undefined,
+        (e: unknown) => (e instanceof Error ? e.message : String(e)),
+      );
+      if (refused === undefined) throw new Error('the server accepted the connection');
+      return refused;
+    };
+    const missing = await connectError({});
+    const wrong = await connectError({ authorization: `Bearer ${sent}` });
+    expect(missing).toMatch(/no bearer token was sent/);
+    expect(wrong).toMatch(/bearer token is not valid/);
+    const malformed = await rawPost({ authorization: `Basic ${sent}` });
+    expect(malformed.status).toBe(401);
+    expect(((await malformed.json()) as { error: { message: string } }).error.message).toMatch(/not of the form Bearer <token>/);
+    for (const text of [missing, wrong]) expect(text).not.toContain(sent);
   });
 
   it('rejects a foreign Host or Origin (DNS rebinding)', async () => {
@@ -234,6 +256,41 @@ describe('HTTP transport', () => {
       message: 'Invalid params: field `params.arguments` must be an object',
     });
     expect(text).not.toContain(secret);
+  });
+
+  it('answers method names that are Object.prototype keys as any unknown method (-32601)', async () => {
+    const auth = { authorization: `Bearer ${server.token}` };
+    const init = await rawPost(auth);
+    const session = { ...auth, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-06-18' };
+    await init.text();
+    const post = (message: unknown) =>
+      fetch(server.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...session },
+        body: JSON.stringify(message),
+      });
+    /** The status and the JSON-RPC message answering request `id`, from a JSON or an event-stream body. */
+    const answer = async (method: string, id: string) => {
+      const res = await post({ jsonrpc: '2.0', id, method });
+      const text = await res.text();
+      const messages = res.headers.get('content-type')?.startsWith('text/event-stream')
+        ? text
+            .split('\n')
+            .filter((l) => l.startsWith('data: '))
+            .map((l) => JSON.parse(l.slice(6)) as { id?: string })
+        : [JSON.parse(text) as { id?: string }];
+      return { status: res.status, message: messages.find((m) => m.id === id) };
+    };
+    expect((await post({ jsonrpc: '2.0', method: 'notifications/initialized' })).status).toBe(202);
+    const unknown = await answer('no/such/method', 'unknown');
+    expect(unknown.status).toBe(200);
+    expect(unknown.message).toMatchObject({ error: { code: -32601 } });
+    for (const method of PROTOTYPE_KEYS) {
+      // A notification of that name is accepted and dropped, as any other.
+      expect((await post({ jsonrpc: '2.0', method })).status, method).toBe(202);
+      expect(await answer(method, method), method).toEqual({ ...unknown, message: { ...unknown.message, id: method } });
+    }
+    expect((await answer('ping', 'ping')).message).toMatchObject({ result: {} });
   });
 
   it('SIGHUP ends the server with the same cleanup as SIGTERM', async () => {

@@ -103,6 +103,13 @@ describe('the installed package', () => {
     expect(packed.every((f) => f.startsWith('dist/') || ['LICENSE', 'README.md', 'package.json'].includes(f))).toBe(true);
   });
 
+  it("leaves git nothing to track after `npm pack` in a clone: the tarball's name is ignored", async () => {
+    expect(tarball).toBe(`${pkg.name}-${pkg.version}.tgz`);
+    // Exit 0 (and the name printed) only for an ignored path; --no-index: whether or not one exists.
+    const { stdout } = await run('git', ['check-ignore', '--no-index', tarball], REPO);
+    expect(stdout).toBe(`${tarball}\n`);
+  });
+
   it('puts an executable sandbox-mcp on the prefix`s PATH that knows its version', async () => {
     accessSync(bin, fsConstants.X_OK);
     const { stdout } = await run(bin, ['--version'], elsewhere, clientEnv());
@@ -144,7 +151,7 @@ describe('the installed package', () => {
         return view.state !== 'running';
       }, 'the task to finish');
       expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'from-task\n' });
-      expect(await ok(client, 'kill_sandbox', {})).toEqual({ success: true, sandbox_id: sandbox.sandbox_id });
+      expect(await ok(client, 'kill_sandbox', {})).toEqual({ success: true, sandbox_id: sandbox.sandbox_id, destroyed: true });
     } finally {
       await client.close();
     }

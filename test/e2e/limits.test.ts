@@ -9,9 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { hasSysResource } from '../../host/providers/local/limits/layers.js';
-import { processLimitFor } from '../../host/providers/local/limits/process-tiers.js';
+import { cleanupLimitFor, processLimitFor } from '../../host/providers/local/limits/process-tiers.js';
 import { readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import { ok, startHttp, toolError, type HttpServer } from '../support/built-server.js';
+import { cgroupSituation } from '../support/cgroup-situation.js';
 import { isRootOrSkipping, requireSandboxes } from '../support/prerequisites.js';
 import { waitFor } from '../support/wait.js';
 
@@ -23,14 +24,6 @@ const NOBODY = 65534;
 
 /** The OOM score adjustment this test process (and so the server it starts) has. */
 const ownOomScoreAdj = Number(readFileSync('/proc/self/oom_score_adj', 'utf8').trim());
-
-/** Can a root server here make memory and pids cgroups (cgroup v1 controllers, as on this machine)? */
-function v1Controllers(): string[] {
-  return readFileSync('/proc/self/mounts', 'utf8')
-    .split('\n')
-    .filter((l) => l.split(' ')[2] === 'cgroup')
-    .flatMap((l) => (l.split(' ')[3] ?? '').split(','));
-}
 
 // Starts 2 × the process limit of sleepers from python (bash would retry failed forks), counts
 // them, then holds them until /tmp/release exists (at most 60 s), with "drop" ends them, or with
@@ -125,8 +118,10 @@ describe.skipIf(!asRoot).each(users)('resource limits, server running as $name',
   const stateDir = mkdtempSync(join(tmpdir(), 'sandbox-mcp-limits-'));
   if (as) chownSync(stateDir, as.uid, as.gid);
   const isRoot = as === undefined;
-  // A memory cgroup (and pids) holds where the server is root on cgroup v1 (this machine) or has a delegated v2 subtree.
-  const hasCgroups = isRoot && v1Controllers().includes('memory') && v1Controllers().includes('pids');
+  // What cgroups a server running as this user can make here (root on cgroup v1 on the test machine);
+  // the tests that depend on it carry the situation in their titles.
+  const situation = cgroupSituation(as);
+  const hasCgroups = situation.controllers.memory && situation.controllers.pids;
   let server: HttpServer;
   let client: Client;
 
@@ -182,7 +177,7 @@ describe.skipIf(!asRoot).each(users)('resource limits, server running as $name',
     return view;
   }
 
-  it('every entry (run_command, run_code, start_task) runs within the limits; get_sandbox reports what holds', async () => {
+  it(`${situation.name}: every entry (run_command, run_code, start_task) runs within the limits; get_sandbox reports what holds`, async () => {
     const id = await createSandbox();
     const meta = await ok(client, 'get_sandbox', { sandbox_id: id });
     expect(meta).toMatchObject({ cpu_count: null, memory_mb: hasCgroups ? expect.any(Number) : null, disk_size_mb: DISK_MB });
@@ -270,6 +265,43 @@ describe.skipIf(!asRoot).each(users)('resource limits, server running as $name',
     expect(await run(other, `python3 spawn.py 16 drop; exit 1`)).toMatchObject({ exit_code: 1, stderr: '' });
   });
 
+  it('leftovers of a finished run_command fill the process limit: run_command keeps a reserve to clean up, stop_processes ends them and keeps the tasks', async () => {
+    const id = await createSandbox();
+    const kept = await ok(client, 'start_task', { sandbox_id: id, command: 'echo up; sleep 300', timeout: 300 });
+    const keptHandle = { sandbox_id: id, task_id: kept.task_id };
+    // A command that returns, leaving sleepers behind until the commands' limit (bounded: twice the sandbox's limit, counted).
+    const first = counts((await run(id, `python3 spawn.py ${2 * PROCESSES} leave`)).stdout as string);
+    expect(first.eagain).toBeGreaterThan(0);
+    expect(first.ok).toBeLessThanOrEqual(processLimitFor(PROCESSES, 'command'));
+    // A task cannot start, and the refusal names a way out that works.
+    const refusedTask = await toolError(client, 'start_task', { sandbox_id: id, command: 'true' });
+    expect(refusedTask).toMatchObject({ category: 'insufficient_resources', code: 'process_limit' });
+    expect(refusedTask.suggestion).toMatch(/run_command with kill or pkill.*stop_processes/);
+    // run_command and run_code still run (on the reserve kept for cleaning up), and so do the task tools.
+    expect((await run(id, 'echo still here')).stdout).toBe('still here\n');
+    expect((await ok(client, 'run_code', { sandbox_id: id, language: 'python', code: 'print(6 * 7)' })).stdout).toBe('42\n');
+    expect((await ok(client, 'get_task', keptHandle)).state).toBe('running');
+    // Leftovers that fill the reserve too leave the commands nothing: the refusal names stop_processes.
+    const second = counts((await run(id, `python3 spawn.py ${PROCESSES} leave`)).stdout as string);
+    expect(second.ok).toBeLessThanOrEqual(cleanupLimitFor(PROCESSES) - processLimitFor(PROCESSES, 'command'));
+    const refused = await toolError(client, 'run_command', { sandbox_id: id, command: 'true' });
+    expect(refused).toMatchObject({ category: 'insufficient_resources', code: 'process_limit' });
+    expect(refused.suggestion).toMatch(/^The sandbox is at its process limit .*: call stop_processes/);
+    // The way out: everything but the task ends; the sandbox and its files stay.
+    const stopped = await ok(client, 'stop_processes', { sandbox_id: id });
+    expect(stopped.stopped).toBeGreaterThanOrEqual(first.ok + second.ok);
+    expect(stopped.stopped).toBeLessThanOrEqual(first.ok + second.ok + 8);
+    expect((await ok(client, 'get_task', keptHandle)).state).toBe('running');
+    expect(counts((await run(id, `python3 spawn.py 16 drop`)).stdout as string)).toEqual({ ok: 16, eagain: 0 });
+    expect((await ok(client, 'read_file', { sandbox_id: id, path: 'spawn.py' })).content).toBe(SPAWN_PY);
+    const task = await ok(client, 'start_task', { sandbox_id: id, command: 'echo again' });
+    expect((await finished({ sandbox_id: id, task_id: task.task_id })).stdout).toBe('again\n');
+    // Nothing left to stop but the task.
+    expect((await ok(client, 'stop_processes', { sandbox_id: id })).stopped).toBe(0);
+    expect((await ok(client, 'get_task', keptHandle)).state).toBe('running');
+    await ok(client, 'kill_sandbox', { sandbox_id: id });
+  });
+
   it('a writer gets ENOSPC at the disk budget, split over the writable mounts; the covers and /dev are read-only', async () => {
     const id = await createSandbox();
     // Up to twice the whole budget into each writable mount.
@@ -349,40 +381,42 @@ describe.skipIf(!asRoot).each(users)('resource limits, server running as $name',
     await ok(client, 'kill_sandbox', { sandbox_id: id });
   });
 
-  it('memory: the allocating process is killed, never pid 1; a running task and the next run_command survive', async () => {
-    if (!hasCgroups) {
-      // No memory cgroup can be made here: nothing claims a memory limit, and asking for one says why.
+  if (!situation.controllers.memory) {
+    it(`${situation.name}: no memory cgroup can be made, so nothing claims a memory limit and asking for one is unsupported`, async () => {
       expect(await toolError(client, 'create_sandbox', { memory: MEMORY_MB })).toMatchObject({ category: 'unsupported' });
-      return;
-    }
-    const id = await createSandbox({ memory: MEMORY_MB });
-    expect(await ok(client, 'get_sandbox', { sandbox_id: id })).toMatchObject({ memory_mb: MEMORY_MB, disk_size_mb: MEMORY_MB / 2 });
-    const sleeper = await ok(client, 'start_task', { sandbox_id: id, command: 'echo up; sleep 100' });
-    const hog = `python3 -c "b = b'x' * ${2 * MEMORY_MB * MIB}; print('not killed')"`;
-    const killed = await run(id, hog);
-    expect(killed.exit_code).toBe(137);
-    expect(killed.stdout).toBe('');
-    expect(killed.stderr).toMatch(/\[sandbox-mcp\] The sandbox reached its memory limit \(128 MB/);
-    expect((await run(id, 'echo still here')).stdout).toBe('still here\n');
-    // run_code's allocating process is the victim too.
-    const viaCode = await ok(client, 'run_code', {
-      sandbox_id: id,
-      language: 'python',
-      code: `b = b'x' * ${2 * MEMORY_MB * MIB}\nprint('not killed')`,
-      timeout: 120,
+      const id = await createSandbox();
+      expect(await ok(client, 'get_sandbox', { sandbox_id: id })).toMatchObject({ memory_mb: null });
     });
-    expect(viaCode).toMatchObject({ exit_code: 137, stdout: '' });
-    expect(viaCode.stderr).toMatch(/\[sandbox-mcp\] The sandbox reached its memory limit \(128 MB/);
-    expect((await ok(client, 'get_task', { sandbox_id: id, task_id: sleeper.task_id })).state).toBe('running');
-    // A task whose command is the hog ends failed with its exit code and its logs, and the note says why.
-    const hogTask = await ok(client, 'start_task', { sandbox_id: id, command: `echo before; ${hog}` });
-    const view = await finished({ sandbox_id: id, task_id: hogTask.task_id });
-    expect(view).toMatchObject({ state: 'failed', exit_code: 137, stdout: 'before\n' });
-    const withNote = await call(client, 'get_task', { sandbox_id: id, task_id: hogTask.task_id });
-    expect(notesOf(withNote)).toMatch(/memory limit \(128 MB/);
-    expect((await ok(client, 'get_task', { sandbox_id: id, task_id: sleeper.task_id })).state).toBe('running');
-    await ok(client, 'kill_sandbox', { sandbox_id: id });
-  });
+  } else
+    it(`${situation.name}: memory: the allocating process is killed, never pid 1; a running task and the next run_command survive`, async () => {
+      const id = await createSandbox({ memory: MEMORY_MB });
+      expect(await ok(client, 'get_sandbox', { sandbox_id: id })).toMatchObject({ memory_mb: MEMORY_MB, disk_size_mb: MEMORY_MB / 2 });
+      const sleeper = await ok(client, 'start_task', { sandbox_id: id, command: 'echo up; sleep 100' });
+      const hog = `python3 -c "b = b'x' * ${2 * MEMORY_MB * MIB}; print('not killed')"`;
+      const killed = await run(id, hog);
+      expect(killed.exit_code).toBe(137);
+      expect(killed.stdout).toBe('');
+      expect(killed.stderr).toMatch(/\[sandbox-mcp\] The sandbox reached its memory limit \(128 MB/);
+      expect((await run(id, 'echo still here')).stdout).toBe('still here\n');
+      // run_code's allocating process is the victim too.
+      const viaCode = await ok(client, 'run_code', {
+        sandbox_id: id,
+        language: 'python',
+        code: `b = b'x' * ${2 * MEMORY_MB * MIB}\nprint('not killed')`,
+        timeout: 120,
+      });
+      expect(viaCode).toMatchObject({ exit_code: 137, stdout: '' });
+      expect(viaCode.stderr).toMatch(/\[sandbox-mcp\] The sandbox reached its memory limit \(128 MB/);
+      expect((await ok(client, 'get_task', { sandbox_id: id, task_id: sleeper.task_id })).state).toBe('running');
+      // A task whose command is the hog ends failed with its exit code and its logs, and the note says why.
+      const hogTask = await ok(client, 'start_task', { sandbox_id: id, command: `echo before; ${hog}` });
+      const view = await finished({ sandbox_id: id, task_id: hogTask.task_id });
+      expect(view).toMatchObject({ state: 'failed', exit_code: 137, stdout: 'before\n' });
+      const withNote = await call(client, 'get_task', { sandbox_id: id, task_id: hogTask.task_id });
+      expect(notesOf(withNote)).toMatch(/memory limit \(128 MB/);
+      expect((await ok(client, 'get_task', { sandbox_id: id, task_id: sleeper.task_id })).state).toBe('running');
+      await ok(client, 'kill_sandbox', { sandbox_id: id });
+    });
 
   it('server-wide caps: envs size, waiting get_task calls per sandbox, live sandboxes', async () => {
     const big = Object.fromEntries(Array.from({ length: 3 }, (_, i) => [`V${i}`, 'x'.repeat(30_000)]));

@@ -1,8 +1,10 @@
 // Network through the BUILT server and a real MCP client: create_sandbox's `network` argument
 // against the server's permitted set, the egress proxy surviving a server restart while its
-// sandbox lives, refusals in the server's log (host name only) and in a note on the failed command
-// or task they explain (masked like its output), expose_port serving a task's web
-// server to the host until kill_sandbox, and the effective network in `sandbox-mcp network`.
+// sandbox lives, refusals and unreachable destinations in the server's log (destination and
+// reason only) and in notes on every failed command or task they explain (masked like its
+// output), the Host an allowed server sees, a note on the missing network when a failed command's
+// output shows one, expose_port serving a task's web server to the host until kill_sandbox (and
+// refusing the proxy's own port), and the effective network in `sandbox-mcp network`.
 // Then the same egress and expose_port with the server running as an ordinary user (nobody),
 // whose keeper reaches the sandbox's network namespace through the sandbox's user namespace.
 import { execFile } from 'node:child_process';
@@ -58,8 +60,11 @@ function inNetNs(netNs: string): string[] {
 
 const stateDir = tempStateDir();
 const hits = { one: 0, two: 0 };
-const one = createServer((_req, res) => {
+/** The Host header of each request server one received. */
+const hostsSeenByOne: string[] = [];
+const one = createServer((req, res) => {
   hits.one++;
+  hostsSeenByOne.push(String(req.headers.host));
   res.end('page one\n');
 });
 const two = createServer((_req, res) => {
@@ -68,13 +73,20 @@ const two = createServer((_req, res) => {
 });
 let p1 = 0;
 let p2 = 0;
+/** A loopback port nobody listens on (allowed: a destination the proxy cannot reach). */
+let pClosed = 0;
 let env: Record<string, string>;
 let s: StdioServer | undefined;
 
 beforeAll(async () => {
   requireSandboxes();
-  [p1, p2] = await Promise.all([listen(one), listen(two)]);
-  env = { SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_NETWORK_ALLOW: `127.0.0.1:${p1},localhost:${p2},@packages` };
+  const spare = createServer();
+  [p1, p2, pClosed] = await Promise.all([listen(one), listen(two), listen(spare)]);
+  spare.close();
+  env = {
+    SANDBOX_MCP_STATE_DIR: stateDir,
+    SANDBOX_MCP_NETWORK_ALLOW: `127.0.0.1:${p1},localhost:${p2},@packages,no-such-host.invalid,127.0.0.1:${pClosed}`,
+  };
 });
 afterAll(async () => {
   await s?.close();
@@ -135,7 +147,7 @@ describe('network through the MCP server', () => {
     const fetchOne = `curl -sS http://127.0.0.1:${p1}/`;
     expect((await ok(s!.client, 'run_command', { command: fetchOne })).stdout).toBe('page one\n');
     const refused = await ok(s!.client, 'run_command', { command: `curl -sS -w ' %{http_code}' http://localhost:${p2}/secret/path` });
-    expect(refused.stdout).toMatch(/resolves to a loopback, link-local or private address[\s\S]* 403$/);
+    expect(refused.stdout).toMatch(/resolves to (127\.0\.0\.1|::1), a loopback address, which the egress proxy refuses[\s\S]* 403$/);
     expect(hits.two).toBe(0);
     // Around the proxy there is no way out, not even to the allowed server, nor to the exposed port's listener.
     const direct = await ok(s!.client, 'run_command', {
@@ -144,8 +156,8 @@ describe('network through the MCP server', () => {
     expect(direct.stdout).toBe('exit=7\nexit=7\n');
     await waitFor(() => logLines(s!, 'network denied').length > 0, 'the refusal in the log');
     for (const line of logLines(s!, 'network denied')) {
-      expect(Object.keys(line).sort()).toEqual(['host', 'level', 'msg', 'sandbox_id', 't']);
-      expect(line).toMatchObject({ host: 'localhost', sandbox_id: id });
+      expect(Object.keys(line).sort()).toEqual(['address', 'host', 'level', 'msg', 'port', 'reason', 'sandbox_id', 't']);
+      expect(line).toMatchObject({ host: 'localhost', port: p2, reason: 'private_address', sandbox_id: id });
     }
     expect(s!.stderr()).not.toContain('/secret/path');
 
@@ -177,25 +189,41 @@ describe('network through the MCP server', () => {
     expect(isProcAlive(keeper.keeper)).toBe(false);
   });
 
-  it('tells a failed command or task which destinations the proxy refused (HTTPS shows only the 403), masked, and says nothing on success', async () => {
+  // One sandbox for the notes below: allowed an address, a loopback name, a name that does not resolve and a closed port.
+  let notesId = '';
+  const inNotesSandbox = async (command: string, more: Record<string, unknown> = {}) =>
+    ok(s!.client, 'run_command', { sandbox_id: notesId, command, ...more });
+
+  it('tells a failed command or task which destinations the proxy refused and why (HTTPS shows only the 403), masked, every time, and says nothing on success', async () => {
     s ??= await connectStdio(env);
-    const { sandbox_id: id } = await ok(s.client, 'create_sandbox', { timeout: 300, network: { allow_out: [`127.0.0.1:${p1}`] } });
+    notesId = (
+      await ok(s.client, 'create_sandbox', {
+        timeout: 600,
+        network: { allow_out: [`127.0.0.1:${p1}`, `localhost:${p2}`, 'no-such-host.invalid', `127.0.0.1:${pClosed}`] },
+      })
+    ).sandbox_id as string;
     // CONNECT refused, by name and by address: curl reports only "CONNECT tunnel failed, response 403".
-    const failed = await ok(s!.client, 'run_command', {
-      sandbox_id: id,
-      command: `curl -sS https://refused-one.example/; curl -sS https://127.0.0.1:${p2}/`,
-    });
+    const refusing = `curl -sS https://refused-one.example/; curl -sS https://127.0.0.1:${p2}/`;
+    const failed = await inNotesSandbox(refusing);
     expect(failed.exit_code).toBe(56);
     expect(failed.stderr).toContain('CONNECT tunnel failed, response 403');
     expect(failed.stderr).toContain(
-      `\n[sandbox-mcp] The sandbox's egress proxy refused refused-one.example, 127.0.0.1: not on this sandbox's allow-list`,
+      `\n[sandbox-mcp] The sandbox's egress proxy refused refused-one.example:443, 127.0.0.1:${p2}: not on this sandbox's allow-list`,
     );
+    // The same refusals again within the minute: the log heard them already, the agent still gets the note.
+    const again = await inNotesSandbox(refusing);
+    expect(again.stderr).toContain(`[sandbox-mcp] The sandbox's egress proxy refused refused-one.example:443, 127.0.0.1:${p2}: `);
     expect(hits.two).toBe(0);
+    // An allowed name that resolves to a loopback address: the note says so, with the address and the entry that would allow it.
+    const loopback = await inNotesSandbox(`curl -sS https://localhost:${p2}/`);
+    expect(loopback.stderr).toMatch(
+      new RegExp(
+        `\\[sandbox-mcp\\] The sandbox's egress proxy refused localhost:${p2} \\(it resolved to (127\\.0\\.0\\.1|::1), a loopback address\\): ` +
+          `[^\\n]* names (127\\.0\\.0\\.1|\\[::1\\]):${p2}, within what the server permits`,
+      ),
+    );
     // A command that succeeds gets no note, even when a request of it was refused.
-    const fine = await ok(s!.client, 'run_command', {
-      sandbox_id: id,
-      command: `curl -sS https://refused-two.example/ || curl -sS http://127.0.0.1:${p1}/`,
-    });
+    const fine = await inNotesSandbox(`curl -sS https://refused-two.example/ || curl -sS http://127.0.0.1:${p1}/`);
     expect(fine).toMatchObject({ exit_code: 0, stdout: 'page one\n' });
     expect(fine.stderr).not.toContain('[sandbox-mcp]');
 
@@ -203,13 +231,84 @@ describe('network through the MCP server', () => {
     const secret = 'notes0secret0value';
     const leak = (await s!.client.callTool({
       name: 'run_command',
-      arguments: { sandbox_id: id, command: 'curl -sS "https://$API_TOKEN.example/"', envs: { API_TOKEN: secret } },
+      arguments: { sandbox_id: notesId, command: 'curl -sS "https://$API_TOKEN.example/"', envs: { API_TOKEN: secret } },
     })) as CallToolResult;
-    expect((leak.structuredContent as { stderr: string }).stderr).toContain('egress proxy refused [MASKED].example: ');
+    expect((leak.structuredContent as { stderr: string }).stderr).toContain('egress proxy refused [MASKED].example:443: ');
     expect(JSON.stringify(leak)).not.toContain(secret);
+  });
 
-    // A failed task's notes (text beside its view) name what was refused while it ran.
-    const task = await ok(s!.client, 'start_task', { sandbox_id: id, command: 'curl -sS https://refused-task.example/' });
+  it('tells a failed command or task which allowed destinations the proxy could not reach and what happened, and logs them', async () => {
+    // A name that does not resolve (HTTPS: curl shows only the 502) and a port nobody listens on (plain HTTP: the proxy's text).
+    const unreachable = await inNotesSandbox(`curl -sS https://no-such-host.invalid/; curl -sSf http://127.0.0.1:${pClosed}/`);
+    expect(unreachable.exit_code).toBe(22);
+    expect(unreachable.stderr).toContain('CONNECT tunnel failed, response 502');
+    expect(unreachable.stderr).toContain(
+      `\n[sandbox-mcp] The sandbox's egress proxy could not reach no-such-host.invalid:443 (the name does not resolve on the host), ` +
+        `127.0.0.1:${pClosed} (connection refused), which the allow-list allows: it answered 502 Bad Gateway`,
+    );
+    await waitFor(() => logLines(s!, 'network unreachable').length >= 2, 'both failures in the log');
+    expect(logLines(s!, 'network unreachable').map(({ t: _t, ...l }) => l)).toEqual([
+      { level: 'warn', msg: 'network unreachable', sandbox_id: notesId, host: 'no-such-host.invalid', port: 443, reason: 'unresolvable' },
+      { level: 'warn', msg: 'network unreachable', sandbox_id: notesId, host: '127.0.0.1', port: pClosed, reason: 'connection_refused' },
+    ]);
+    expect(logLines(s!, 'network denied')).toContainEqual(
+      expect.objectContaining({ sandbox_id: notesId, host: 'localhost', port: p2, reason: 'private_address' }),
+    );
+
+    // A failed task's notes (text beside its view) name what was refused and what could not be reached while it ran — the
+    // latter again within the minute. The view's times are whole seconds: a failure of the command just before, in the
+    // same second, may be named too.
+    const task = await ok(s!.client, 'start_task', {
+      sandbox_id: notesId,
+      command: 'curl -sS https://refused-task.example/; curl -sS https://no-such-host.invalid/',
+    });
+    const ended = await waitFor(async () => {
+      const r = (await s!.client.callTool({
+        name: 'get_task',
+        arguments: { sandbox_id: notesId, task_id: task.task_id, wait: 5 },
+      })) as CallToolResult;
+      return (r.structuredContent as { state: string }).state !== 'running' ? r : undefined;
+    }, 'the task to end');
+    expect(ended.structuredContent).toMatchObject({ state: 'failed', exit_code: 56 });
+    const notes = ended.content.map((c) => (c as { text: string }).text).join('\n');
+    expect(notes).toMatch(/note: The sandbox's egress proxy refused (.*, )?refused-task\.example:443: not on this sandbox's allow-list/);
+    expect(notes).toMatch(
+      /note: The sandbox's egress proxy could not reach (.*, )?no-such-host\.invalid:443 \(the name does not resolve on the host\)/,
+    );
+  });
+
+  it("forwards the Host of the URL it checked, refuses to expose the proxy's own port, and says why a tool that bypasses the proxy gets no DNS", async () => {
+    const before = hostsSeenByOne.length;
+    const r = await inNotesSandbox(`curl -sS -H 'Host: 127.0.0.1:${p2}' http://127.0.0.1:${p1}/`);
+    expect(r.stdout).toBe('page one\n');
+    expect(hostsSeenByOne.slice(before)).toEqual([`127.0.0.1:${p1}`]);
+    const reserved = await toolError(s!.client, 'expose_port', { sandbox_id: notesId, port: 3128 });
+    expect(reserved).toMatchObject({ category: 'invalid_argument', code: 'port_reserved' });
+    expect(reserved.text).toContain("port: 3128 is the sandbox's egress proxy");
+    // With an allow-list, a tool that ignores the proxy variables gets no DNS: the note says why.
+    const direct = await inNotesSandbox(`curl -sS --noproxy '*' http://example.com/`);
+    expect(direct.exit_code).toBe(6);
+    expect(direct.stderr).toContain(
+      `\n[sandbox-mcp] This sandbox reaches only 127.0.0.1:${p1}, localhost:${p2}, no-such-host.invalid, 127.0.0.1:${pClosed}, ` +
+        'and only through its egress proxy (HTTP_PROXY/HTTPS_PROXY, http://127.0.0.1:3128)',
+    );
+    await ok(s!.client, 'kill_sandbox', { sandbox_id: notesId });
+  });
+
+  it('tells a failed command or task that its sandbox has no network when the output shows a network failure', async () => {
+    const { sandbox_id: id } = await ok(s!.client, 'create_sandbox', { timeout: 300 });
+    const lookup = 'curl -sS http://example.com/';
+    const none = await ok(s!.client, 'run_command', { sandbox_id: id, command: lookup });
+    expect(none.exit_code).toBe(6);
+    expect(none.stderr).toContain('Could not resolve host');
+    expect(none.stderr).toContain(
+      "\n[sandbox-mcp] This sandbox has no network (only its own loopback: no DNS, no internet), and this command's output shows a failed name lookup or connection. " +
+        `A sandbox gets its network when it is created: create one with network: {"allow_out": [...]} naming what it needs, within what this server permits (127.0.0.1:${p1}, localhost:${p2}, pypi.org, `,
+    );
+    // The same through background_after (finished before it), and on a failed task.
+    const promoted = await ok(s!.client, 'run_command', { sandbox_id: id, command: lookup, background_after: 30 });
+    expect(promoted.stderr).toContain('\n[sandbox-mcp] This sandbox has no network');
+    const task = await ok(s!.client, 'start_task', { sandbox_id: id, command: lookup });
     const ended = await waitFor(async () => {
       const r = (await s!.client.callTool({
         name: 'get_task',
@@ -217,10 +316,10 @@ describe('network through the MCP server', () => {
       })) as CallToolResult;
       return (r.structuredContent as { state: string }).state !== 'running' ? r : undefined;
     }, 'the task to end');
-    expect(ended.structuredContent).toMatchObject({ state: 'failed', exit_code: 56 });
-    expect(ended.content.map((c) => (c as { text: string }).text).join('\n')).toMatch(
-      /note: The sandbox's egress proxy refused (.*, )?refused-task\.example/,
-    );
+    expect(ended.content.map((c) => (c as { text: string }).text).join('\n')).toContain('note: This sandbox has no network');
+    // A failure that shows nothing of the network gets no such note.
+    const other = await ok(s!.client, 'run_command', { sandbox_id: id, command: 'echo nope >&2; exit 3' });
+    expect(other).toMatchObject({ exit_code: 3, stderr: 'nope\n' });
     await ok(s!.client, 'kill_sandbox', { sandbox_id: id });
   });
 });

@@ -10,7 +10,7 @@ import { AgentClient } from '../../host/tasks/agent-client.js';
 import { CancelResultSchema } from '../../host/cli/cancel.js';
 import { KillResultSchema } from '../../host/cli/kill.js';
 import { LogsChunkSchema, LogsEndSchema, type LogsChunk } from '../../host/cli/logs.js';
-import { ListingSchema } from '../../host/cli/ls.js';
+import { ListingSchema } from '../../host/tasks/listing.js';
 import { isProviderError } from '../../host/providers/provider-error.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
@@ -268,6 +268,32 @@ describe('sandbox-mcp cancel and kill', () => {
     const badId = await cli(['kill', 'local:../../etc']);
     expect(badId.code).toBe(2);
     expect(badId.stderr).not.toContain('etc');
+  });
+});
+
+describe('only what was asked', () => {
+  it("ls, logs and kill print no server log lines, not even a sandbox's earlier egress refusals", async () => {
+    // A refusal in the keeper's record, as a server would have logged it when it happened.
+    const refused = (await provider.create({ timeoutS: 300, network: { allowOut: ['127.0.0.1:9'] } })).sandbox_id;
+    const r = await provider.exec(refused, 'curl -sS -m 10 http://refused.example/', { timeoutS: 30 });
+    expect(r.stdout.toString()).toContain('refused.example');
+    await waitFor(
+      async () => (await provider.egressNotes!(refused, { sinceMs: 0 })).some((n) => n.includes('refused.example')),
+      "the refusal in the sandbox's record",
+    );
+    const taskId = await startTask('echo done', 300, refused);
+    await waitFor(async () => (await taskState(taskId, refused)) === 'succeeded', 'the task to end');
+
+    const ls = await cli(['ls']);
+    expect({ code: ls.code, stderr: ls.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(ls.stdout).toContain(`local:${refused} `);
+    expect(await cli(['logs', refused, taskId])).toEqual({
+      code: 0,
+      stdout: 'done\n',
+      stderr: `sandbox-mcp: task ${taskId} succeeded, exit code 0\n`,
+    });
+    expect(await cli(['ls', '--json'])).toMatchObject({ code: 0, stderr: '' });
+    expect(await cli(['kill', refused])).toEqual({ code: 0, stdout: `killed local:${refused}\n`, stderr: '' });
   });
 });
 

@@ -11,9 +11,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken } from '../../host/access/tokens-file.js';
+import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
-import { type HttpServer, ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
-import { canMakeCgroups } from '../support/fake-bwrap.js';
+import { connectStdio, type HttpServer, ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
+import { cgroupSituation } from '../support/cgroup-situation.js';
 import { HOST_JS } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
@@ -81,6 +82,27 @@ function sandboxCalls(sandboxId: string, taskId: string): [string, Record<string
   ];
 }
 
+/**
+ * Every tool that takes a sandbox answers `client` about `sandboxId` byte for byte as about
+ * `missingId`, which never existed: not_found, except kill_sandbox, idempotent, whose answer
+ * (already gone) differs only by the id it echoes.
+ */
+async function expectHiddenEverywhere(client: Client, sandboxId: string, taskId: string, missingId: string): Promise<void> {
+  const missingCalls = sandboxCalls(missingId, taskId);
+  for (const [index, [tool, args]] of sandboxCalls(sandboxId, taskId).entries()) {
+    if (tool === 'kill_sandbox') {
+      const hidden = await ok(client, tool, args);
+      expect(hidden, tool).toEqual({ success: true, sandbox_id: sandboxId, destroyed: false });
+      expect({ ...(await ok(client, tool, missingCalls[index]![1])), sandbox_id: sandboxId }, tool).toEqual(hidden);
+      continue;
+    }
+    const hidden = await toolError(client, tool, args);
+    const missing = await toolError(client, tool, missingCalls[index]![1]);
+    expect(hidden.category, tool).toBe('not_found');
+    expect(hidden.text, tool).toBe(missing.text);
+  }
+}
+
 for (const provider of ['local', 'e2b'] as const) {
   describe(`principals over HTTP (${provider})`, () => {
     let server: HttpServer;
@@ -111,13 +133,7 @@ for (const provider of ['local', 'e2b'] as const) {
       const reader = (await ok(alice, 'start_task', { command: 'read x; echo got:$x', timeout: 600 })).task_id as string;
       const b = (await ok(bob, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
 
-      const missingCalls = sandboxCalls(missingId, reader);
-      for (const [index, [tool, args]] of sandboxCalls(a, reader).entries()) {
-        const hidden = await toolError(bob, tool, args);
-        const missing = await toolError(bob, tool, missingCalls[index]![1]);
-        expect(hidden.category, tool).toBe('not_found');
-        expect(hidden.text, tool).toBe(missing.text);
-      }
+      await expectHiddenEverywhere(bob, a, reader, missingId);
       const listed = (c: Client) =>
         ok(c, 'list_sandboxes', {}).then((r) => (r.sandboxes as { sandbox_id: string }[]).map((s) => s.sandbox_id));
       expect(await listed(bob)).toEqual([b]);
@@ -154,23 +170,61 @@ for (const provider of ['local', 'e2b'] as const) {
       expect((await toolError(conns.alice.client, 'get_sandbox', { sandbox_id: a })).category).toBe('not_found');
     });
 
+    it('a sandbox made over stdio or with the plain token (no owner) is not_found for a user in every tool, as a missing one; the admin sees it', async () => {
+      const providerEnv = { SANDBOX_MCP_STATE_DIR: stateDir, ...(provider === 'e2b' ? fake.env : {}) };
+      const providerArgs = ['--provider', provider, '--keep-sandboxes'];
+      /** Makes a sandbox with a file and a task reading one line, through `client` (the operator); returns their ids. */
+      const unowned = async (client: Client) => {
+        const sandboxId = (await ok(client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
+        await ok(client, 'write_file', { path: 'alice.txt', content: 'operator-data' });
+        const taskId = (await ok(client, 'start_task', { command: 'read x; echo got:$x', timeout: 600 })).task_id as string;
+        return { sandboxId, taskId };
+      };
+      const overStdio = await connectStdio(providerEnv, providerArgs);
+      const fromStdio = await unowned(overStdio.client).finally(() => overStdio.close());
+      const plain = await startHttp(providerEnv, providerArgs);
+      const fromPlainToken = await plain
+        .connect()
+        .then(({ client }) => unowned(client))
+        .finally(() => plain.stop());
+
+      const root = conns.root.client;
+      for (const { sandboxId, taskId } of [fromStdio, fromPlainToken]) {
+        // One user is enough: users differ only by name, and neither name is recorded on these.
+        const bob = conns.bob.client;
+        await expectHiddenEverywhere(bob, sandboxId, taskId, missingId);
+        const listed = ((await ok(bob, 'list_sandboxes', {})).sandboxes as { sandbox_id: string }[]).map((x) => x.sandbox_id);
+        expect(listed).not.toContain(sandboxId);
+        // Nothing the users tried happened: the admin finds the sandbox, its file and its task as they were.
+        expect((await ok(root, 'get_sandbox', { sandbox_id: sandboxId })).status).toBe('running');
+        expect((await ok(root, 'read_file', { sandbox_id: sandboxId, path: 'alice.txt' })).content).toBe('operator-data');
+        expect(await ok(root, 'get_task', { sandbox_id: sandboxId, task_id: taskId })).toMatchObject({ state: 'running', stdout: '' });
+        const all = ((await ok(root, 'list_sandboxes', {})).sandboxes as { sandbox_id: string }[]).map((x) => x.sandbox_id);
+        expect(all).toContain(sandboxId);
+        expect(await ok(root, 'kill_sandbox', { sandbox_id: sandboxId })).toMatchObject({ destroyed: true });
+      }
+    });
+
     if (provider === 'local') {
-      it('a named user gets the note on the limit its task met (get_task after a memory-limit kill)', async () => {
-        const alice = conns.alice.client;
-        if (!canMakeCgroups()) {
-          // No memory cgroup can be made here: asking for a memory limit says so, and there is no note to give.
-          expect((await toolError(alice, 'create_sandbox', { memory: 128 })).category).toBe('unsupported');
-          return;
-        }
-        const id = (await ok(alice, 'create_sandbox', { timeout: 600, memory: 128 })).sandbox_id as string;
-        const hog = `python3 -c "b = b'x' * ${256 * 1024 * 1024}; print('not killed')"`;
-        const at = { sandbox_id: id, task_id: (await ok(alice, 'start_task', { sandbox_id: id, command: hog })).task_id as string };
-        expect(await finished(alice, at)).toMatchObject({ state: 'failed', exit_code: 137 });
-        const withNote = (await alice.callTool({ name: 'get_task', arguments: at })) as CallToolResult;
-        const notes = withNote.content.slice(1).map((c) => (c as { text?: string }).text ?? '');
-        expect(notes.join('\n')).toMatch(/^note: .*memory limit \(128 MB/);
-        await ok(alice, 'kill_sandbox', { sandbox_id: id });
-      });
+      // Named after the cgroup situation it covered; where a memory cgroup cannot be made, the test says so in its title.
+      const situation = cgroupSituation();
+      if (!situation.controllers.memory) {
+        it(`${situation.name}: a named user asking for a memory limit is told it is unsupported here (no memory cgroup, so no note to give)`, async () => {
+          expect((await toolError(conns.alice.client, 'create_sandbox', { memory: 128 })).category).toBe('unsupported');
+        });
+      } else {
+        it(`${situation.name}: a named user gets the note on the limit its task met (get_task after a memory-limit kill)`, async () => {
+          const alice = conns.alice.client;
+          const id = (await ok(alice, 'create_sandbox', { timeout: 600, memory: 128 })).sandbox_id as string;
+          const hog = `python3 -c "b = b'x' * ${256 * 1024 * 1024}; print('not killed')"`;
+          const at = { sandbox_id: id, task_id: (await ok(alice, 'start_task', { sandbox_id: id, command: hog })).task_id as string };
+          expect(await finished(alice, at)).toMatchObject({ state: 'failed', exit_code: 137 });
+          const withNote = (await alice.callTool({ name: 'get_task', arguments: at })) as CallToolResult;
+          const notes = withNote.content.slice(1).map((c) => (c as { text?: string }).text ?? '');
+          expect(notes.join('\n')).toMatch(/^note: .*memory limit \(128 MB/);
+          await ok(alice, 'kill_sandbox', { sandbox_id: id });
+        });
+      }
     }
 
     it("list_sandboxes pages through the principal's own sandboxes only (filtered before offset and limit)", async () => {
@@ -209,6 +263,55 @@ for (const provider of ['local', 'e2b'] as const) {
     });
   });
 }
+
+describe('waiting calls and ownership (local)', () => {
+  it("another user's waiting get_task on a sandbox whose waiting slots are full is not_found, as for a missing one, never wait_limit", async () => {
+    const server = await startHttp({ SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_TOKENS_FILE: tokensFile }, [
+      '--provider',
+      'local',
+      '--max-waiting-gets',
+      '1',
+    ]);
+    // The test's own view of the sandboxes, to see the waiting call's agent process inside.
+    const local = createLocalProvider({ stateDir });
+    try {
+      const alice = (await server.connect({ authorization: `Bearer ${TOKENS.alice}` })).client;
+      const bob = (await server.connect({ authorization: `Bearer ${TOKENS.bob}` })).client;
+      const a = (await ok(alice, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
+      const task = { sandbox_id: a, task_id: (await ok(alice, 'start_task', { command: 'sleep 300', timeout: 600 })).task_id as string };
+      // Alice's one waiting call holds the sandbox's one slot: its agent process runs inside once
+      // the slot is taken (the pattern's brackets keep this probe's own command line from matching).
+      const holding = ok(alice, 'get_task', { ...task, wait: 30 });
+      const agentsWaiting = async () =>
+        Number(
+          (
+            await local.exec(
+              a.replace(/^local:/, ''),
+              "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done | grep -c 'agent.* [c]all '",
+              {
+                timeoutS: 30,
+              },
+            )
+          ).stdout.toString(),
+        );
+      await waitFor(async () => (await agentsWaiting()) === 1, "alice's waiting call to hold the slot");
+      expect((await toolError(alice, 'get_task', { ...task, wait: 5 })).code).toBe('wait_limit');
+
+      const hidden = await toolError(bob, 'get_task', { ...task, wait: 5 });
+      const missing = await toolError(bob, 'get_task', { ...task, sandbox_id: 'local:zzzzzzzzzzzz', wait: 5 });
+      expect(hidden.category).toBe('not_found');
+      expect(hidden.text).toBe(missing.text);
+
+      // Her call was untouched: a change of state answers it.
+      await ok(alice, 'cancel_task', task);
+      expect((await holding).state).toBe('cancelled');
+      await ok(alice, 'kill_sandbox', { sandbox_id: a });
+    } finally {
+      await local.close();
+      await server.stop();
+    }
+  });
+});
 
 /** Runs the built CLI to its exit with `input` on stdin. */
 function runCli(args: string[], env: Record<string, string>, input = ''): Promise<{ code: number | null; stdout: string; stderr: string }> {

@@ -6,6 +6,8 @@
 // No waiting: the other session first cuts the sandbox's lifetime to SHORT_S with an explicit
 // set_sandbox_timeout (which renews nothing of the owner's), so a renewal shows as a jump of
 // end_at from minutes to about an hour ahead, and its absence as an end_at that did not change.
+// A renewal never shortens: after the other session lengthens the lifetime beyond the renewal,
+// the owner's tools leave it as it is.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { type HttpServer, ok, startHttp } from '../support/built-server.js';
@@ -91,6 +93,18 @@ describe('lifetime renewal (local sandboxes)', () => {
     const leftS = ((await endAt(sandbox)) - Date.now()) / 1000;
     expect(leftS).toBeGreaterThan(1800 - 600);
     expect(leftS).toBeLessThanOrEqual(1800);
+  });
+
+  it('never shortens a lifetime that already ends later than the renewal would set (only set_sandbox_timeout may)', async () => {
+    const sandbox = await ownedSandbox();
+    await ok(other, 'set_sandbox_timeout', { sandbox_id: sandbox, timeout: 4 * RENEW_S });
+    const end = await endAt(sandbox);
+    for (const [tool, args] of commandAndFileCalls(sandbox)) {
+      await ok(owner, tool, args);
+      expect(await endAt(sandbox), `${tool} leaves the longer lifetime`).toBe(end);
+    }
+    await ok(owner, 'set_sandbox_timeout', { sandbox_id: sandbox, timeout: 1800 });
+    expect((await endAt(sandbox)) - Date.now()).toBeLessThanOrEqual(1800 * 1000);
   });
 
   it('start_task, get_task and cancel_task leave end_at unchanged', async () => {

@@ -4,6 +4,7 @@
 // environment, window-size changes, raw mode that is restored however the CLI ends, and the
 // program's exit status.
 import { spawn as spawnPty, type IPty } from '@lydell/node-pty';
+import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
@@ -64,6 +65,34 @@ async function ask(t: Terminal, marker: string, cmd: string): Promise<string> {
   const from = t.output().length;
   t.type(`echo ${marker.slice(0, 1)}''${marker.slice(1)}=${cmd}\r`);
   return (await t.expect(new RegExp(`${marker}=([^\\r\\n]*)\\r*\\n`), from))[1]!;
+}
+
+/**
+ * Runs the shell with no terminal at all: stdin /dev/null (`input` undefined) or a pipe that
+ * carries `input` and ends. Resolves with its exit status and output once it exits, or with
+ * `code: 'running'` when it is still running after a bound (then it is killed).
+ */
+async function shellWithoutTerminal(
+  id: string,
+  input: string | undefined,
+  env: Record<string, string> = {},
+): Promise<{ code: number | null | 'running'; stdout: string }> {
+  const child = spawn(process.execPath, [HOST_JS, 'shell', id], {
+    env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir, ...env }),
+    stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString('utf8')));
+  let code: number | null | undefined;
+  child.once('exit', (c, signal) => (code = signal ? null : c));
+  if (input !== undefined) child.stdin!.end(input);
+  try {
+    await waitFor(() => code !== undefined, 'the shell to end with its input');
+  } catch {
+    child.kill('SIGKILL');
+    return { code: 'running', stdout };
+  }
+  return { code: code!, stdout };
 }
 
 beforeAll(async () => {
@@ -171,6 +200,13 @@ describe('shell into a local sandbox', () => {
     expect(cooked(b.output())).toBe(true);
   });
 
+  it('ends when its input ends, with no terminal: < /dev/null, and piped commands run first', async () => {
+    expect(await shellWithoutTerminal(sandboxId, undefined)).toMatchObject({ code: 0 });
+    const piped = await shellWithoutTerminal(sandboxId, "echo PI''PED=$((6*7))\n");
+    expect(piped.code).toBe(0);
+    expect(piped.stdout).toMatch(/PIPED=42\r?\n/);
+  });
+
   it('names the sandbox that is not there, and exits 1', async () => {
     const t = shell('local:nosuchsandbox1');
     expect(await t.exited).toBe(1);
@@ -205,6 +241,10 @@ describe('shell into an e2b sandbox (the fake)', () => {
     await waitFor(async () => (await ask(t, 'SIZE', '$(stty size)')) === '40 120', 'the new size inside');
     t.type('exit 3\r');
     expect(await t.exited).toBe(3);
+  });
+
+  it('ends when its input ends, with no terminal', async () => {
+    expect(await shellWithoutTerminal(e2bId, undefined, fake.env)).toMatchObject({ code: 0 });
   });
 
   it('refuses a program after -- with unsupported: E2B runs only its shell', async () => {

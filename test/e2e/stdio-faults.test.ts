@@ -5,6 +5,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIXTURES } from '../support/paths.js';
+import { PROTOTYPE_KEYS } from '../support/prototype-keys.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { isRunning } from '../support/processes.js';
 import { keeperPids, type RawStdioServer, spawnRawStdio, structured } from '../support/raw-stdio.js';
@@ -110,6 +111,25 @@ describe('stdio: oversized and malformed input', () => {
     expect((await s.answer(17)).result).toEqual({});
     expect(JSON.stringify(s.answers())).not.toContain(secret);
     expect(s.stderr()).not.toContain(secret);
+    s.child.stdin!.end();
+    expect((await s.exited).code).toBe(0);
+  });
+
+  it('answers method names that are Object.prototype keys as any unknown method (-32601), and keeps serving', async () => {
+    const s = server();
+    await s.initialize();
+    await s.send({ jsonrpc: '2.0', id: 'unknown', method: 'no/such/method' });
+    const unknown = await s.answer('unknown');
+    expect(unknown.error?.code).toBe(-32601);
+    for (const method of PROTOTYPE_KEYS) {
+      // A notification of that name has no answer (and must not stop the next request's).
+      await s.send({ jsonrpc: '2.0', method });
+      await s.send({ jsonrpc: '2.0', id: method, method });
+      expect(await s.answer(method), method).toEqual({ ...unknown, id: method });
+    }
+    await s.send({ jsonrpc: '2.0', id: 'ping', method: 'ping' });
+    expect((await s.answer('ping')).result).toEqual({});
+    expect(s.answers()).toHaveLength(PROTOTYPE_KEYS.length + 3);
     s.child.stdin!.end();
     expect((await s.exited).code).toBe(0);
   });

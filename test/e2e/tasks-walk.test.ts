@@ -1,4 +1,4 @@
-// The seeds' walk over stdio with real local sandboxes: a task outlives its MCP session and its
+// The task walk over stdio with real local sandboxes: a task outlives its MCP session and its
 // server process, and a NEW server process reads, cancels and cleans up.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
@@ -81,7 +81,7 @@ describe('reconnectable tasks through MCP', () => {
     expect(cancelled.exit_code).toBe(0);
 
     const killed = await ok(second.client, 'kill_sandbox', { sandbox_id: sandbox.sandbox_id });
-    expect(killed).toEqual({ success: true, sandbox_id: sandbox.sandbox_id });
+    expect(killed).toEqual({ success: true, sandbox_id: sandbox.sandbox_id, destroyed: true });
     const gone = await toolError(second.client, 'get_sandbox', { sandbox_id: sandbox.sandbox_id });
     expect(gone.category).toBe('not_found');
   });
@@ -118,6 +118,35 @@ describe('reconnectable tasks through MCP', () => {
     expect(ps.stdout.trim()).toBe('none');
     // Cancelling again returns the saved outcome.
     expect((await ok(s.client, 'cancel_task', handle)).state).toBe('cancelled');
+    await ok(s.client, 'kill_sandbox', {});
+  });
+
+  // A waiting get_task on a task that never ends answers on the new output (or the state change),
+  // not at the end of its 30 s. The bound is the sandbox's own clock: what a task prints 8 s
+  // after the trigger must not be in the reply yet. A get that waited its whole `wait` would
+  // carry it, and no wall-clock figure is asserted.
+  it('a waiting get_task (wait: 30) answers within a bound of new output or of a state change', async () => {
+    const s = await server();
+    const sb = await ok(s.client, 'create_sandbox', { timeout: 300 });
+    const at = (task: Record<string, any>) => ({ sandbox_id: sb.sandbox_id, task_id: task.task_id as string });
+    const after = (file: string, then: string) => `until [ -e ${file} ]; do sleep 0.05; done; ${then}`;
+    // The agent's get call runs in the sandbox while it waits ([.]cj[s]: the probe's own line does not match).
+    const isWaiting = async () =>
+      (await ok(s.client, 'run_command', { command: "ps -eo args | grep -c '[.]cj[s] call' || true" })).stdout.trim() === '1';
+
+    const talker = at(await ok(s.client, 'start_task', { command: after('go1', 'echo one; sleep 8; echo two; sleep 1000') }));
+    const reply = ok(s.client, 'get_task', { ...talker, wait: 30 });
+    await waitFor(isWaiting, 'the get to wait in the sandbox');
+    await ok(s.client, 'write_file', { path: 'go1', content: '' });
+    expect(await reply).toMatchObject({ state: 'running', stdout: 'one\n', stdout_next_offset: 4 });
+
+    const ender = at(await ok(s.client, 'start_task', { command: after('go2', 'exit 3') }));
+    const clock = at(await ok(s.client, 'start_task', { command: after('go2', 'sleep 8; echo late; sleep 1000') }));
+    const ended = ok(s.client, 'get_task', { ...ender, wait: 30 });
+    await waitFor(isWaiting, 'the get to wait in the sandbox');
+    await ok(s.client, 'write_file', { path: 'go2', content: '' });
+    expect(await ended).toMatchObject({ state: 'failed', exit_code: 3, stdout: '' });
+    expect(await ok(s.client, 'get_task', clock)).toMatchObject({ state: 'running', stdout: '' });
     await ok(s.client, 'kill_sandbox', {});
   });
 

@@ -1,4 +1,4 @@
-// The tools (the seeds' fifteen and the later ones) through a real MCP client over stdio, against
+// Every tool through a real MCP client over stdio, against
 // real local sandboxes. Each test sets up what it needs: tests that only run things share one
 // sandbox made in beforeAll and name it explicitly; tests about the session default use a
 // session of their own.
@@ -29,6 +29,8 @@ const TOOL_NAMES = [
   'send_task_input',
   // Beyond the seeds (DESIGN.md): issue 11.
   'expose_port',
+  // The way out of a full process table (issue 20).
+  'stop_processes',
 ];
 const METADATA_FIELDS = ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'];
 const SECRET = 'sk-live-' + randomBytes(12).toString('hex');
@@ -86,6 +88,42 @@ describe('the tool surface', () => {
     expect(tools.find((t) => t.name === 'get_task')!.annotations!.readOnlyHint).toBe(true);
     expect(tools.find((t) => t.name === 'kill_sandbox')!.annotations!.destructiveHint).toBe(true);
     expect(OP_NAMES).toEqual(['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'selftest']);
+  });
+
+  it('describes every input field, nested ones included, in tools/list', async () => {
+    const { tools } = await s.client.listTools();
+    const undescribed: string[] = [];
+    const fields: string[] = [];
+    // Every property at any depth: inside unions (anyOf/oneOf/allOf), array items and record values.
+    const walk = (schema: unknown, at: string): void => {
+      if (schema === null || typeof schema !== 'object') return;
+      const node = schema as Record<string, unknown>;
+      for (const [name, property] of Object.entries((node.properties ?? {}) as Record<string, Record<string, unknown>>)) {
+        fields.push(`${at}.${name}`);
+        if (typeof property.description !== 'string' || property.description.trim() === '') undescribed.push(`${at}.${name}`);
+        walk(property, `${at}.${name}`);
+      }
+      for (const key of ['anyOf', 'oneOf', 'allOf'] as const) for (const branch of (node[key] ?? []) as unknown[]) walk(branch, at);
+      walk(node.items, `${at}[]`);
+      walk(node.additionalProperties, `${at}{}`);
+    };
+    for (const t of tools) walk(t.inputSchema, t.name);
+    expect(undescribed).toEqual([]);
+    // The walk reached nested fields too (network.allow_out), so an empty list means something.
+    expect(fields).toContain('create_sandbox.network.allow_out');
+    expect(fields.length).toBeGreaterThan(50);
+    // The path rule is told wherever a path or working directory is taken.
+    const property = (tool: string, name: string) =>
+      (tools.find((t) => t.name === tool)!.inputSchema.properties as Record<string, { description: string }>)[name]!.description;
+    for (const [tool, name] of [
+      ['write_file', 'path'],
+      ['download_file', 'path'],
+      ['run_command', 'cwd'],
+      ['run_code', 'cwd'],
+      ['start_task', 'cwd'],
+    ]) {
+      expect(property(tool!, name!), `${tool}.${name}`).toContain('/tmp/a/../b is /tmp/b');
+    }
   });
 
   it('tells the model the workflow in the initialize instructions', () => {
@@ -251,6 +289,50 @@ describe('the tool surface', () => {
     expect([view.state, view.stdout]).toEqual(['succeeded', '/home/user/tilde\ntilde\n']);
   });
 
+  it('resolves every cwd by the path rule: start_task, run_command and run_code, direct and promoted by background_after', async () => {
+    const sb = (await ok(s.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
+    try {
+      // ~/sub and /tmp/b exist; ~/nope and /tmp/a do not: `..` must be normalised away before
+      // anything changes directory (the kernel would refuse a path through a missing directory).
+      await ok(s.client, 'run_command', { sandbox_id: sb, command: 'mkdir -p ~/sub /tmp/b && rm -rf ~/nope /tmp/a' });
+      const cases = [
+        ['~/nope/..', '/home/user'],
+        ['sub', '/home/user/sub'],
+        ['/tmp/a/../b', '/tmp/b'],
+      ] as const;
+      const pythonPwd = 'import os\nprint(os.getcwd())';
+      for (const [cwd, expected] of cases) {
+        const task = await ok(s.client, 'start_task', { sandbox_id: sb, command: 'pwd', cwd });
+        expect(await finished(task), `start_task ${cwd}`).toMatchObject({ state: 'succeeded', stdout: `${expected}\n` });
+        for (const backgroundAfter of [undefined, 30]) {
+          const promoted = backgroundAfter === undefined ? {} : { background_after: backgroundAfter };
+          const how = backgroundAfter === undefined ? 'direct' : 'promotable';
+          expect(
+            await ok(s.client, 'run_command', { sandbox_id: sb, command: 'pwd', cwd, ...promoted }),
+            `run_command ${how} ${cwd}`,
+          ).toMatchObject({
+            exit_code: 0,
+            stdout: `${expected}\n`,
+          });
+          expect(
+            await ok(s.client, 'run_code', { sandbox_id: sb, code: pythonPwd, cwd, ...promoted }),
+            `run_code ${how} ${cwd}`,
+          ).toMatchObject({
+            exit_code: 0,
+            stdout: `${expected}\n`,
+          });
+        }
+      }
+      // A working directory that does not exist is refused, and run_code leaves no temp file behind.
+      expect((await toolError(s.client, 'run_code', { sandbox_id: sb, code: pythonPwd, cwd: '/tmp/a' })).category).toBe('invalid_argument');
+      expect((await ok(s.client, 'run_command', { sandbox_id: sb, command: 'ls /tmp | grep -c sandbox-mcp-code || true' })).stdout).toBe(
+        '0\n',
+      );
+    } finally {
+      await ok(s.client, 'kill_sandbox', { sandbox_id: sb });
+    }
+  });
+
   it('run_code removes its temp file even when the timeout kills it', async () => {
     const r = await ok(s.client, 'run_code', {
       sandbox_id: shared,
@@ -355,8 +437,28 @@ describe('the tool surface', () => {
 
   it('kill_sandbox clears the default', async () => {
     const meta = await ok(s.client, 'create_sandbox', {});
-    expect(await ok(s.client, 'kill_sandbox', {})).toEqual({ success: true, sandbox_id: meta.sandbox_id });
+    expect(await ok(s.client, 'kill_sandbox', {})).toEqual({ success: true, sandbox_id: meta.sandbox_id, destroyed: true });
     expect((await toolError(s.client, 'get_sandbox', {})).code).toBe('no_default_sandbox');
     expect((await toolError(s.client, 'get_sandbox', { sandbox_id: meta.sandbox_id })).category).toBe('not_found');
+  });
+
+  it('kill_sandbox is idempotent, as annotated: a sandbox already gone (or never made) is a success with destroyed: false', async () => {
+    const { tools } = await s.client.listTools();
+    expect(tools.find((t) => t.name === 'kill_sandbox')!.annotations!.idempotentHint).toBe(true);
+    const meta = await ok(s.client, 'create_sandbox', {});
+    expect(await ok(s.client, 'kill_sandbox', { sandbox_id: meta.sandbox_id })).toMatchObject({ destroyed: true });
+    // A retry (say, after a lost answer) and an id that never existed answer alike.
+    expect(await ok(s.client, 'kill_sandbox', { sandbox_id: meta.sandbox_id })).toEqual({
+      success: true,
+      sandbox_id: meta.sandbox_id,
+      destroyed: false,
+    });
+    expect(await ok(s.client, 'kill_sandbox', { sandbox_id: 'local:zzzzzzzzzzzz' })).toEqual({
+      success: true,
+      sandbox_id: 'local:zzzzzzzzzzzz',
+      destroyed: false,
+    });
+    // Not every failure is "already gone": a malformed id is still an error.
+    expect((await toolError(s.client, 'kill_sandbox', { sandbox_id: 'local:../../etc' })).category).toBe('invalid_argument');
   });
 });

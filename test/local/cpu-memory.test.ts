@@ -1,13 +1,18 @@
 // cpu and memory limits of local sandboxes against real bubblewrap and cgroups, in whatever
 // situation this machine is (see test/support/cgroup-situation.ts).
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { createLocalProvider } from '../../host/providers/local/local-provider.js';
+import { readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import type { Provider } from '../../host/providers/provider.js';
+import { KEEPER_SCRIPT } from '../support/paths.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { cgroupSituation } from '../support/cgroup-situation.js';
 import { localSandboxes } from '../support/local-sandboxes.js';
 import { waitFor } from '../support/wait.js';
 
+const MIB = 1024 * 1024;
 const local = localSandboxes();
 const { create, keeperOf } = local;
 let provider: Provider;
@@ -64,6 +69,39 @@ describe('local sandbox cpu and memory limits', () => {
       await provider.kill(id);
       for (const dir of rec.cgroups) expect(existsSync(dir)).toBe(false);
       expect(readFileSync('/proc/self/cgroup', 'utf8')).not.toContain(id);
+    });
+
+    it(`${situation.name}: all sandboxes of a state directory together stay under the memory ceiling (--max-total-memory), held by their parent cgroup`, async () => {
+      const stateDir = tempStateDir();
+      const ceiled = createLocalProvider({ stateDir, keeperScript: KEEPER_SCRIPT, limits: { maxTotalMemoryMb: 160, memoryMb: 128 } });
+      try {
+        const [a, b] = [(await ceiled.create({})).sandbox_id, (await ceiled.create({})).sandbox_id];
+        const records = [a, b].map((id) => readKeeperRecord(join(stateDir, 'local', id))!);
+        const memoryDirs = records.map((r) => r.cgroups.find((d) => existsSync(join(d, 'memory.limit_in_bytes')))!);
+        // Both sandboxes' memory cgroups are below one parent, whose limit is the ceiling.
+        const parent = dirname(memoryDirs[0]!);
+        expect(basename(parent)).toMatch(/^sandbox-mcp-all-[0-9a-f]{12}$/);
+        expect(dirname(memoryDirs[1]!)).toBe(parent);
+        expect(readFileSync(join(parent, 'memory.limit_in_bytes'), 'utf8').trim()).toBe(String(160 * MIB));
+        for (const r of records) expect(r.enforced).toMatchObject({ memoryMb: 128, totalMemoryMb: 160 });
+
+        // Each takes 96 MB (within its own 128 MB), together 192 MB: above the ceiling, so one is killed.
+        const take = (then: string) => `python3 -c "import os, time; b = b'x' * (96 << 20); print('took', flush=True); ${then}"`;
+        const first = ceiled.exec(a, take("[time.sleep(0.05) for _ in iter(lambda: os.path.exists('/tmp/go'), True)]"), { timeoutS: 60 });
+        const usage = () => Number(readFileSync(join(memoryDirs[0]!, 'memory.usage_in_bytes'), 'utf8'));
+        await waitFor(() => usage() > 96 * MIB, "the first sandbox's 96 MB");
+        const second = await ceiled.exec(b, take("print('done')"), { timeoutS: 60 });
+        await ceiled.writeFile(a, '/tmp/go', Buffer.alloc(0));
+        const codes = [(await first).exitCode, second.exitCode].sort();
+        expect(codes).toEqual([0, 137]);
+        await ceiled.kill(a);
+        await ceiled.kill(b);
+        // The last sandbox to go takes the parent with it.
+        expect(existsSync(parent)).toBe(false);
+      } finally {
+        await ceiled.close();
+        await destroyStateDir(stateDir);
+      }
     });
   } else {
     it(`${situation.name}: no cgroup can be made, so cpu or memory is refused as unsupported, saying why`, async () => {

@@ -1,15 +1,16 @@
 // Egress of local sandboxes through their allow-list proxy, against real bubblewrap sandboxes and
 // servers on this machine's loopback (the only network here): what an allow-list lets through,
 // what it refuses and how, that nothing else gets out, that HTTPS is tunnelled untouched, that
-// the sandbox cannot take the proxy down, and that the proxy ends with the sandbox.
+// pipelined requests cannot open more upstream connections than the keeper's cap, that the
+// sandbox cannot take the proxy down, and that the proxy ends with the sandbox.
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, readlinkSync, readdirSync } from 'node:fs';
-import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpServer, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLocalProvider, type NetworkDenial } from '../../host/providers/local/local-provider.js';
+import { createLocalProvider, type EgressFailureReport } from '../../host/providers/local/local-provider.js';
 import { readKeeperRecord, readSpec } from '../../host/providers/local/sandbox/state-dir.js';
 import { isAlive } from '../../host/providers/local/system/proc.js';
 import type { Provider } from '../../host/providers/provider.js';
@@ -57,7 +58,7 @@ const requirements = (): void => {
 describe('local sandbox egress allow-list', () => {
   beforeAll(requirements);
   const stateDir = tempStateDir();
-  const denials: NetworkDenial[] = [];
+  const denials: EgressFailureReport[] = [];
   let provider: Provider;
   let id: string;
   const hits = { one: 0, two: 0, tls: 0 };
@@ -69,11 +70,16 @@ describe('local sandbox egress allow-list', () => {
     hits.two++;
     res.end('page two\n');
   });
+  // Holds every request until a test releases them (the connection cap's test).
+  const held: ServerResponse[] = [];
+  let isReleased = false;
+  const slow = createHttpServer((_req, res) => (isReleased ? res.end('ok') : held.push(res)));
   const blob = randomBytes(256 * 1024);
   let tls: HttpServer;
   let p1 = 0;
   let p2 = 0;
   let pTls = 0;
+  let pSlow = 0;
   let cert: Buffer;
 
   const sh = async (command: string, sandbox = id) => {
@@ -88,11 +94,11 @@ describe('local sandbox egress allow-list', () => {
       hits.tls++;
       res.end(blob);
     });
-    [p1, p2, pTls] = await Promise.all([listen(one), listen(two), listen(tls)]);
-    provider = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT, onNetworkDenied: (d) => denials.push(d) });
+    [p1, p2, pTls, pSlow] = await Promise.all([listen(one), listen(two), listen(tls), listen(slow)]);
+    provider = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT, onEgressFailure: (d) => denials.push(d) });
     const meta = await provider.create({
       timeoutS: 300,
-      network: { allowOut: [`127.0.0.1:${p1}`, `127.0.0.1:${pTls}`, `localhost:${p2}`] },
+      network: { allowOut: [`127.0.0.1:${p1}`, `127.0.0.1:${pTls}`, `localhost:${p2}`, `127.0.0.1:${pSlow}`] },
     });
     id = meta.sandbox_id;
   });
@@ -103,6 +109,9 @@ describe('local sandbox egress allow-list', () => {
     one.close();
     two.close();
     tls?.close();
+    isReleased = true;
+    for (const r of held.splice(0)) r.end('ok');
+    slow.close();
     await destroyStateDir(stateDir);
   });
 
@@ -126,25 +135,80 @@ describe('local sandbox egress allow-list', () => {
     const before = hits.two;
     // `localhost:<p2>` is listed, but only by name: it resolves to 127.0.0.1, which no entry names with that port.
     const byName = await sh(`curl -sS -w '\\n%{http_code}' http://localhost:${p2}/`);
-    expect(byName.out).toMatch(/resolves to a loopback, link-local or private address/);
+    expect(byName.out).toMatch(
+      /^sandbox-mcp: localhost resolves to (127\.0\.0\.1|::1), a loopback address, which the egress proxy refuses/,
+    );
     expect(byName.out).toMatch(/\n403$/);
     expect(hits.two).toBe(before);
     // Written literally, the same kind of address is reachable (the first test's 127.0.0.1:<p1>).
     expect((await sh(`curl -sS http://127.0.0.1:${p1}/`)).out).toBe('page one\n');
   });
 
-  it('reports each refusal to the listener by host name only', async () => {
+  it('reports each refusal to the listener by destination and reason only', async () => {
     // Refusals of its own (an address, and a name), whatever ran before.
-    await sh(`curl -sS http://127.0.0.1:${p2}/; curl -sS http://localhost:${p2}/`);
+    await sh(`curl -sS http://127.0.0.1:${p2}/x?token=1; curl -sS http://localhost:${p2}/`);
     await waitFor(
       () => denials.some((d) => d.host === 'localhost') && denials.some((d) => d.host === '127.0.0.1'),
       'both denials to be reported',
     );
     for (const d of denials) {
       expect(d.sandboxId).toBe(id);
-      expect(Object.keys(d).sort()).toEqual(['atMs', 'host', 'sandboxId']);
-      expect(d.host).toMatch(/^(localhost|127\.0\.0\.1)$/);
+      expect(d.port).toBe(p2);
+      if (d.host === 'localhost') {
+        expect(Object.keys(d).sort()).toEqual(['address', 'atMs', 'host', 'port', 'reason', 'sandboxId']);
+        expect(d).toMatchObject({ reason: 'private_address', address: expect.stringMatching(/^(127\.0\.0\.1|::1)$/) });
+      } else {
+        expect(Object.keys(d).sort()).toEqual(['atMs', 'host', 'port', 'reason', 'sandboxId']);
+        expect(d).toMatchObject({ host: '127.0.0.1', reason: 'not_listed' });
+      }
     }
+  });
+
+  it('opens no more upstream connections than its cap for pipelined requests, answering the rest 503', async () => {
+    // The keeper's cap (256) against 4 connections of 80 pipelined requests each (320), to a server
+    // that holds every request until the test releases them. Bounded: a proxy without the cap opens 320.
+    const CAP = 256;
+    let open = 0;
+    let peak = 0;
+    slow.on('connection', (c) => {
+      peak = Math.max(peak, ++open);
+      c.once('close', () => open--);
+    });
+    const script = [
+      'import socket',
+      `req = b"GET http://127.0.0.1:${pSlow}/ HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"`,
+      'socks = [socket.create_connection(("127.0.0.1", 3128)) for _ in range(4)]',
+      'for s in socks: s.sendall(req * 80)',
+      // Each connection's 80 answers, in order (the held ones first): count the status lines.
+      'codes = []',
+      'for s in socks:',
+      '    data = b""',
+      '    while data.count(b"HTTP/1.1 ") < 80:',
+      '        chunk = s.recv(65536)',
+      '        if not chunk: break',
+      '        data += chunk',
+      '    codes += [data[i + 9:i + 12].decode() for i in range(len(data)) if data.startswith(b"HTTP/1.1 ", i)]',
+      'print(" ".join(codes))',
+    ].join('\n');
+    const run = provider.exec(id, `python3 -c '${script}'`, { timeoutS: 60 });
+    try {
+      // Released once the proxy holds its cap (or more, without one): then every request is answered.
+      await waitFor(() => held.length >= CAP, 'the proxy to forward up to its cap');
+      // The rest of the pipelined requests reached the proxy with the first ones: by the end of a
+      // round trip into the sandbox it has refused them, or opened their connections (which the
+      // server accepts meanwhile).
+      expect((await sh('true')).code).toBe(0);
+    } finally {
+      isReleased = true;
+      for (const r of held.splice(0)) r.end('ok');
+    }
+    const peakBeforeRelease = peak;
+    const codes = (await run).stdout.toString().trim().split(' ');
+    expect(peakBeforeRelease).toBe(CAP);
+    expect(peak).toBeLessThanOrEqual(CAP);
+    expect(codes.length).toBe(320);
+    expect(codes.filter((c) => c === '200').length).toBeGreaterThanOrEqual(CAP);
+    expect(codes.filter((c) => c !== '200' && c !== '503')).toEqual([]);
   });
 
   it('gets nowhere without the proxy: no route, no name resolution', async () => {
@@ -179,7 +243,7 @@ describe('local sandbox egress allow-list', () => {
 
   it('records the allow-list in the spec and holds nothing once the sandbox is killed', async () => {
     const dir = join(stateDir, 'local', id);
-    expect(readSpec(dir)?.allowOut).toEqual([`127.0.0.1:${p1}`, `127.0.0.1:${pTls}`, `localhost:${p2}`]);
+    expect(readSpec(dir)?.allowOut).toEqual([`127.0.0.1:${p1}`, `127.0.0.1:${pTls}`, `localhost:${p2}`, `127.0.0.1:${pSlow}`]);
     const rec = readKeeperRecord(dir)!;
     const netNs = readlinkSync(`/proc/${rec.pid1.pid}/ns/net`);
     const pidNs = readlinkSync(`/proc/${rec.pid1.pid}/ns/pid`);

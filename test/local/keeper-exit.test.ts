@@ -9,7 +9,8 @@ import { createLocalProvider } from '../../host/providers/local/local-provider.j
 import { readKeeperRecord, type KeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import { isAlive, readStartTime } from '../../host/providers/local/system/proc.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { canMakeCgroups, fakeBwraps, readDrop } from '../support/fake-bwrap.js';
+import { fakeBwraps, readDrop } from '../support/fake-bwrap.js';
+import { cgroupSituation } from '../support/cgroup-situation.js';
 import { KEEPER_SCRIPT } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
@@ -19,7 +20,7 @@ describe('keeper exit paths', () => {
   beforeAll(() => requireSandboxes());
   const stateDir = tempStateDir();
   const fakes = fakeBwraps();
-  const hasCgroups = canMakeCgroups();
+  const hasCgroups = cgroupSituation().canLimit;
   const limits = hasCgroups ? { cpu: 1, memoryMb: 64 } : {};
   const provider: Provider = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT });
   const sandboxDir = (id: string) => join(stateDir, 'local', id);

@@ -12,7 +12,7 @@ import { readSpec } from '../../host/providers/local/sandbox/state-dir.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { diskBudgetMb } from '../../host/providers/local/limits/sandbox-limits.js';
 import { DEFAULT_DISK_MB, defaultMaxMemoryMb, defaultMemoryMb } from '../../host/providers/local/limits/settings.js';
-import { canMakeCgroups } from '../support/fake-bwrap.js';
+import { cgroupSituation } from '../support/cgroup-situation.js';
 import { cleanNodeEnv, localSandboxes } from '../support/local-sandboxes.js';
 import { FIXTURES, KEEPER_SCRIPT } from '../support/paths.js';
 import { waitFor } from '../support/wait.js';
@@ -34,7 +34,7 @@ describe('local sandbox lifecycle', () => {
       ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'].sort(),
     );
     // What holds by default: the default memory limit where a cgroup can be made, the disk budget (capped at half of it).
-    const memoryMb = canMakeCgroups() ? Math.min(defaultMemoryMb(), defaultMaxMemoryMb()) : null;
+    const memoryMb = cgroupSituation().canLimit ? Math.min(defaultMemoryMb(), defaultMaxMemoryMb()) : null;
     expect(meta).toMatchObject({
       template: 'base',
       status: 'running',

@@ -16,7 +16,10 @@ import { waitFor } from '../support/wait.js';
 
 // Prints `connected` or the error code of one connection attempt: TCP to 127.0.0.1:$TARGET, or
 // the abstract Unix socket named $TARGET (the NUL prefix is added here: envs may not carry NULs).
-const PROBE = `node -e '
+// Run by $NODE, the Node.js this test listens with: the sandbox's own `node` may be another line
+// (PATH puts /usr/bin first), and Node 20 pads an abstract name to 108 bytes where 22 and later
+// use its exact length, so across lines the probe would miss even a reachable socket.
+const PROBE = `"$NODE" -e '
 const net = require("net");
 const t = process.env.TARGET;
 const s = process.env.KIND === "tcp" ? net.connect(Number(t), "127.0.0.1") : net.connect("\\0" + t);
@@ -58,7 +61,7 @@ describe('local sandbox network', () => {
 
   const probe = async (provider: Provider, id: string, kind: 'tcp' | 'abstract') => {
     const target = kind === 'tcp' ? String(tcpPort) : abstractName;
-    const r = await provider.exec(id, PROBE, { timeoutS: 30, envs: { KIND: kind, TARGET: target } });
+    const r = await provider.exec(id, PROBE, { timeoutS: 30, envs: { KIND: kind, TARGET: target, NODE: process.execPath } });
     expect(r.exitCode).toBe(0);
     return r.stdout.toString().trim();
   };

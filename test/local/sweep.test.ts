@@ -10,7 +10,8 @@ import { readKeeperRecord, readSpec } from '../../host/providers/local/sandbox/s
 import { identify, isAlive } from '../../host/providers/local/system/proc.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { connectStdio } from '../support/built-server.js';
-import { canMakeCgroups, fakeBwraps, readDrop } from '../support/fake-bwrap.js';
+import { fakeBwraps, readDrop } from '../support/fake-bwrap.js';
+import { cgroupSituation } from '../support/cgroup-situation.js';
 import { KEEPER_SCRIPT } from '../support/paths.js';
 import { requireBuild, requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
@@ -24,7 +25,7 @@ describe('start-up sweep of dead sandboxes', () => {
   const stateDir = tempStateDir();
   const fakes = fakeBwraps();
   const sandboxDir = (id: string) => join(stateDir, 'local', id);
-  const limits = canMakeCgroups() ? { cpu: 1, memoryMb: 64 } : {};
+  const limits = cgroupSituation().canLimit ? { cpu: 1, memoryMb: 64 } : {};
   const providers: Provider[] = [];
   const provider = (opts: Parameters<typeof createLocalProvider>[0] = {}): Provider => {
     const p = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT, ...opts });
@@ -46,7 +47,7 @@ describe('start-up sweep of dead sandboxes', () => {
     const { sandbox_id: deadId } = await first.create({ timeoutS: 120, ...limits });
     const { sandbox_id: liveId } = await first.create({ timeoutS: 120 });
     const rec = readKeeperRecord(sandboxDir(deadId))!;
-    expect(rec.cgroups.length > 0).toBe(canMakeCgroups());
+    expect(rec.cgroups.length > 0).toBe(cgroupSituation().canLimit);
 
     process.kill(rec.keeper.pid, 'SIGKILL');
     await waitFor(() => !isAlive(rec.keeper) && !isAlive(rec.pid1) && !isAlive(rec.bwrap), 'the killed sandbox to end');
@@ -131,7 +132,7 @@ describe('start-up sweep of dead sandboxes', () => {
     creating.catch(() => undefined); // awaited below; no unhandled rejection if a check fails first
     await waitFor(() => readDrop(bwrap.drop) !== null, 'the fake bwrap to start');
     const { pid, keeperPid, cgroupDirs } = readDrop(bwrap.drop)!;
-    expect(cgroupDirs.length > 0).toBe(canMakeCgroups());
+    expect(cgroupDirs.length > 0).toBe(cgroupSituation().canLimit);
     const [id] = readdirSync(join(stateDir, 'local')).filter((n) => !before.has(n) && !n.startsWith('.'));
     // No keeper record yet: only the keeper's early list names the cgroups.
     expect(readKeeperRecord(sandboxDir(id!))).toBeNull();

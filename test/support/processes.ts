@@ -4,11 +4,17 @@
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { parseProcStat } from '../../shared/proc-stat.js';
 
-/** True while `pid` is a live process: a zombie (dead, waiting for a parent that may never reap it) is not. */
+// Set in a task's flags from the moment it starts exiting (the product's readStartTime reads it too).
+const PF_EXITING = 0x4;
+
+/**
+ * True while `pid` is a live process: a zombie (dead, waiting for a parent that may never reap it)
+ * is not, nor one already exiting (it runs none of its own code again; the kernel is tearing it down).
+ */
 export function isRunning(pid: number): boolean {
   try {
-    const state = parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.state;
-    return state !== undefined && !['Z', 'X', 'x'].includes(state);
+    const stat = parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    return stat !== null && !['Z', 'X', 'x'].includes(stat.state) && (stat.flags & PF_EXITING) === 0;
   } catch {
     return false;
   }

@@ -45,6 +45,16 @@ describe('parseCommandLine', () => {
     });
   });
 
+  it('reads the dashboard command (a free port unless --port) and --no-dashboard for http only', () => {
+    expect(parseCommandLine(['dashboard'])).toMatchObject({ command: 'dashboard', port: 0 });
+    expect(parseCommandLine(['dashboard', '--port', '8766', '--provider', 'e2b'])).toMatchObject({ port: 8766, provider: 'e2b' });
+    expect(parseCommandLine(['http'])).toMatchObject({ port: 8765, noDashboard: false });
+    expect(parseCommandLine(['http', '--no-dashboard'])).toMatchObject({ noDashboard: true });
+    expect(usageError(['dashboard', '--no-dashboard'])).toBe('--no-dashboard applies only to: sandbox-mcp http');
+    expect(usageError(['dashboard', '--host', '0.0.0.0'])).toBe('--host applies only to: sandbox-mcp http');
+    expect(usageError(['dashboard', 'x'])).toBe('dashboard takes no arguments (usage: sandbox-mcp dashboard [--port N])');
+  });
+
   it('names an unknown option, long or short, and never echoes its value', () => {
     expect(usageError(['--foo'])).toBe('unknown option --foo (see sandbox-mcp --help)');
     expect(usageError(['http', '-x'])).toBe('unknown option -x (see sandbox-mcp --help)');
@@ -55,7 +65,7 @@ describe('parseCommandLine', () => {
   });
 
   it('refuses http-only flags without http, naming the flag and where it applies', () => {
-    expect(usageError(['--port', '8000'])).toBe('--port applies only to: sandbox-mcp http');
+    expect(usageError(['--port', '8000'])).toBe('--port applies only to: sandbox-mcp http, sandbox-mcp dashboard');
     expect(usageError(['doctor', '--host', '0.0.0.0'])).toBe('--host applies only to: sandbox-mcp http');
     expect(usageError(['--idle-timeout', '5'])).toContain('--idle-timeout applies only to');
     expect(usageError(['--allowed-host', 'x'])).toContain('--allowed-host applies only to');

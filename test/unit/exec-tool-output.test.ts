@@ -12,7 +12,7 @@ import { TaskRetention } from '../../host/tasks/retention.js';
 import { OwnerCache } from '../../host/access/owner-scope.js';
 import { WaitGate } from '../../host/tasks/wait-gate.js';
 import type { ServerDeps } from '../../host/mcp/server-deps.js';
-import { callTool } from '../../host/mcp/server.js';
+import { callTool } from '../../host/mcp/tool-call.js';
 import { Session } from '../../host/mcp/session.js';
 
 /** A provider whose exec returns `result`; anything else is not expected here. */
@@ -70,7 +70,7 @@ async function runCommandWith(capture: Partial<ExecResult>, secrets: string[] = 
     timedOut: false,
     ...capture,
   };
-  const r = await callTool(depsWith(execOnlyProvider(result), secrets), new Session(), 'run_command', {
+  const r = await callTool({ deps: depsWith(execOnlyProvider(result), secrets), session: new Session() }, 'run_command', {
     command: 'true',
     sandbox_id: 'local:sb1',
   });

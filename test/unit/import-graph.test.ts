@@ -79,13 +79,15 @@ function room(file: string): string {
 
 /**
  * Which rooms of host/ each room may import from. Lower layers never import higher ones: the
- * command line and the serving process sit on top, then the MCP server, then access and tasks,
+ * command line and the serving process sit on top, then the dashboard (a web page over the MCP
+ * server's tools), then the MCP server, then access and tasks,
  * then the providers, with configuration beside them and util/ and shared/ below everything.
  */
 const MAY_IMPORT: Record<string, readonly string[]> = {
-  'main.ts': ['cli'],
-  cli: ['serve', 'mcp', 'access', 'tasks', 'config', 'providers', 'util'],
-  serve: ['mcp', 'access', 'tasks', 'config', 'providers', 'util'],
+  'main.ts': ['cli', 'util'],
+  cli: ['serve', 'dashboard', 'mcp', 'access', 'tasks', 'config', 'providers', 'util'],
+  serve: ['dashboard', 'mcp', 'access', 'tasks', 'config', 'providers', 'util'],
+  dashboard: ['mcp', 'access', 'tasks', 'config', 'providers', 'util'],
   mcp: ['access', 'tasks', 'config', 'providers', 'util'],
   access: ['config', 'providers', 'util'],
   tasks: ['providers', 'util'],

@@ -13,12 +13,20 @@ import { LIMIT_OPTIONS, limitOptionsHelp } from '../../host/config/limit-options
 import { SCRATCH_PATHS } from '../../host/providers/local/launch/bwrap-args.js';
 import { DISK_SHARES_EIGHTHS, writableMountSizes } from '../../host/providers/local/limits/disk-shares.js';
 import { describeLayers } from '../../host/providers/local/limits/layers.js';
+import { exceedsCeiling } from '../../host/providers/local/limits/memory-ceiling.js';
 import { entryPrelude, preludeFor, REFUSED_EXIT, REFUSED_MESSAGE } from '../../host/providers/local/limits/entry-prelude.js';
-import { pidsMaxFor, processLimitFor, refuseStartAt } from '../../host/providers/local/limits/process-tiers.js';
+import {
+  cleanupFrom,
+  cleanupLimitFor,
+  pidsMaxFor,
+  processLimitFor,
+  refuseStartAt,
+} from '../../host/providers/local/limits/process-tiers.js';
 import { chooseSandboxLimits, diskBudgetMb } from '../../host/providers/local/limits/sandbox-limits.js';
 import {
   DEFAULT_MEMORY_CAP_MB,
   defaultMaxMemoryMb,
+  defaultMaxTotalMemoryMb,
   defaultMemoryMb,
   MIN_PROCESSES,
   resolveLimitSettings,
@@ -50,6 +58,25 @@ describe('limit settings', () => {
     const s = resolveLimitSettings();
     expect(s).toMatchObject({ maxSandboxes: 16, processes: 1024, openFiles: 4096, diskMb: 2048 });
     expect(s.memoryMb).toBeLessThanOrEqual(s.maxMemoryMb);
+    // All sandboxes together: half of RAM (as much as one may ask for), the other half for the person's programs.
+    expect(defaultMaxTotalMemoryMb(16 * GIB)).toBe(8 * 1024);
+    expect(s.maxTotalMemoryMb).toBe(defaultMaxTotalMemoryMb());
+    expect(s.maxMemoryMb).toBeLessThanOrEqual(s.maxTotalMemoryMb);
+    // A smaller ceiling lowers the defaults below it; an explicit maximum above it is a conflict, by code.
+    expect(resolveLimitSettings({ maxTotalMemoryMb: 100 })).toMatchObject({ maxTotalMemoryMb: 100, maxMemoryMb: 100 });
+    expect(resolveLimitSettings({ maxTotalMemoryMb: 100 }).memoryMb).toBeLessThanOrEqual(100);
+    expect(thrown(() => resolveLimitSettings({ maxTotalMemoryMb: 100, maxMemoryMb: 200 }))).toMatchObject({
+      category: 'invalid_argument',
+      code: 'max_memory_above_total',
+    });
+  });
+
+  it("the memory ceiling where no parent cgroup holds it: the running sandboxes' memory limits are counted", () => {
+    const counting = { isCounting: true, limitsMb: [100, 200] };
+    expect(exceedsCeiling(counting, 100, 400)).toBe(false);
+    expect(exceedsCeiling(counting, 101, 400)).toBe(true);
+    // Nothing is counted where a parent cgroup holds the ceiling (or no memory cgroup exists at all).
+    expect(exceedsCeiling({ isCounting: false, limitsMb: [] }, 10_000, 400)).toBe(false);
   });
 
   it('refuses values out of range, naming the option', () => {
@@ -61,7 +88,13 @@ describe('limit settings', () => {
 
   it("create's cpu and memory: within the server's maxima, else invalid_argument naming the field and the maximum, never the value", () => {
     const s = resolveLimitSettings({ memoryMb: 1024, maxMemoryMb: 2048, maxCpu: 2 });
-    expect(chooseSandboxLimits(s, {})).toEqual({ processes: 1024, openFiles: 4096, memoryMb: 1024, diskMb: 2048 });
+    expect(chooseSandboxLimits(s, {})).toEqual({
+      processes: 1024,
+      openFiles: 4096,
+      memoryMb: 1024,
+      diskMb: 2048,
+      totalMemoryMb: s.maxTotalMemoryMb,
+    });
     expect(chooseSandboxLimits(s, { memoryMb: 2048, cpu: 2 }).memoryMb).toBe(2048);
     for (const [ask, field, max] of [
       [{ memoryMb: 2049 }, 'memory', '2048'],
@@ -98,10 +131,16 @@ describe('limit settings', () => {
       expect(processLimitFor(n, 'command')).toBeLessThan(processLimitFor(n, 'service'));
       expect(processLimitFor(n, 'service')).toBe(n);
       expect(pidsMaxFor(n)).toBeGreaterThan(n);
-      for (const role of ['task', 'command', 'service'] as const) {
+      for (const role of ['task', 'service'] as const) {
         expect(refuseStartAt(n, role)).toBeLessThan(processLimitFor(n, role));
         expect(refuseStartAt(n, role)).toBeGreaterThan(0);
       }
+      // A command finding the commands' limit reached still runs, on a reserve below the server's share.
+      expect(cleanupFrom(n)).toBeLessThan(processLimitFor(n, 'command'));
+      expect(cleanupLimitFor(n)).toBeGreaterThan(processLimitFor(n, 'command'));
+      expect(cleanupLimitFor(n)).toBeLessThan(refuseStartAt(n, 'service'));
+      expect(refuseStartAt(n, 'command')).toBeGreaterThan(cleanupFrom(n));
+      expect(refuseStartAt(n, 'command')).toBeLessThan(cleanupLimitFor(n));
     }
   });
 });
@@ -112,15 +151,27 @@ describe('which layer holds each limit', () => {
     Object.fromEntries(describeLayers(facts, settings).map((l) => [l.limit, l]));
 
   it('with a cgroup and bubblewrap 0.7+: everything holds, the disk at half the memory limit', () => {
-    const l = byLimit({ cgroup: { cpu: 1, memoryMb: 64, pidsMax: 64 }, bwrapHasSize: true, canExemptFromOom: false });
+    const l = byLimit({
+      cgroup: { cpu: 1, memoryMb: 64, pidsMax: 64 },
+      hasCeilingCgroup: true,
+      bwrapHasSize: true,
+      canExemptFromOom: false,
+    });
     expect(Object.values(l).filter((x) => x.missing)).toEqual([]);
+    expect(l['memory of all sandboxes']!.heldBy).toMatch(/^\d+ MB together by their parent memory cgroup/);
+    // A memory cgroup without a parent above it: the limits are counted instead.
+    const counted = byLimit({ cgroup: { memoryMb: 64 }, hasCeilingCgroup: false, bwrapHasSize: true, canExemptFromOom: false });
+    expect(counted['memory of all sandboxes']!.heldBy).toMatch(
+      /by counting their memory limits: a create that would take them above it is refused/,
+    );
     expect(l.processes!.heldBy).toMatch(/RLIMIT_NPROC.*pids/);
     expect(l.memory!.heldBy).toMatch(/^1024 MB/);
     expect(l.disk!.heldBy).toMatch(/^512 MB by sized tmpfs/);
   });
 
   it('without a cgroup or --size: rlimits still hold, and what is missing says how to get it', () => {
-    const l = byLimit({ cgroup: {}, bwrapHasSize: false, canExemptFromOom: false });
+    const l = byLimit({ cgroup: {}, hasCeilingCgroup: false, bwrapHasSize: false, canExemptFromOom: false });
+    expect(l['memory of all sandboxes']!.heldBy).toBe('none (no memory cgroup)');
     expect(l.processes!.missing).toBeUndefined();
     expect(l['open files']!.missing).toBeUndefined();
     expect(l.memory!.missing).toMatch(/Delegate=yes/);
@@ -157,6 +208,25 @@ describe('the entry prelude in real shells', () => {
     expect(r.stderr.trim()).toBe(REFUSED_MESSAGE);
   });
 
+  it.each(shells)("%s: a command finding the commands' limit reached gets the cleanup reserve instead", (shell) => {
+    const limitOf = (from: number) => {
+      const prelude = entryPrelude({
+        cgroupFdCount: 0,
+        rlimits: { processes: 300, refuseAt: 100_000, openFiles: 200, cleanup: { from, processes: 400 } },
+        oomScoreAdj: null,
+      });
+      return /^Max processes +(\d+) +(\d+) /m
+        .exec(execFileSync(shell, ['-c', `${prelude}cat /proc/self/limits`], { encoding: 'utf8' }))
+        ?.slice(1);
+    };
+    expect(limitOf(1)).toEqual(['400', '400']);
+    expect(limitOf(100_000)).toEqual(['300', '300']);
+    // Only run_command and run_code have it.
+    const limits = { processes: 1024, openFiles: 4096, memoryMb: 1024, diskMb: 2048 };
+    expect(preludeFor(limits, 'command', 0)).toContain(`-ge ${cleanupFrom(1024)} ]; then`);
+    for (const role of ['task', 'service'] as const) expect(preludeFor(limits, role, 0)).not.toContain(String(cleanupLimitFor(1024)));
+  });
+
   it('joins each cgroup through its descriptor first, and closes the descriptors', () => {
     const text = entryPrelude({ cgroupFdCount: 2, rlimits: null, oomScoreAdj: null });
     expect(text.startsWith('{ echo $$ >&5 && echo $$ >&6; } 2>/dev/null || exit 125; exec 5>&- 6>&-; ')).toBe(true);
@@ -179,6 +249,9 @@ describe('limit flags and variables', () => {
     const e = thrown(() => loadConfig({ SANDBOX_MCP_SANDBOX_MEMORY: '4096', SANDBOX_MCP_MAX_SANDBOX_MEMORY: '1024' }));
     expect(e).toBeInstanceOf(ConfigError);
     expect((e as Error).message).toMatch(/--sandbox-memory.*--max-sandbox-memory/);
+    const total = thrown(() => loadConfig({ SANDBOX_MCP_MAX_TOTAL_MEMORY: '512', SANDBOX_MCP_MAX_SANDBOX_MEMORY: '1024' }));
+    expect((total as Error).message).toMatch(/--max-sandbox-memory.*--max-total-memory \(SANDBOX_MCP_MAX_TOTAL_MEMORY\)/);
+    expect(loadConfig({}, { limits: { 'max-total-memory': '3000' } }).localLimits).toEqual({ maxTotalMemoryMb: 3000 });
   });
 
   it('a bad value names the flag and the variable, not the value', () => {

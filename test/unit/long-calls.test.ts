@@ -1,8 +1,9 @@
-// The pieces of long calls that need no sandbox: the server option's parsing, and the run_command
-// result schema that tells a finished call from a promoted one.
+// The pieces of long calls that need no sandbox: the server option's parsing, the run_command
+// result schema that tells a finished call from a promoted one, and which outcomes keep the sandbox.
 import { describe, expect, it } from 'vitest';
 import { BACKGROUND_AFTER_DEFAULT_S, ConfigError, loadConfig } from '../../host/config/config.js';
 import { ExecResultSchema } from '../../host/mcp/tools/exec-result.js';
+import { keepsSandbox } from '../../host/mcp/tools/promote.js';
 
 describe('--background-after / SANDBOX_MCP_BACKGROUND_AFTER', () => {
   it('is 50 s by default (below a 60 s client cut), read from the environment, 0 turns it off, and the flag wins', () => {
@@ -56,5 +57,22 @@ describe('the run_command result schema', () => {
     const partial = ExecResultSchema.safeParse({ ...finished, ...incomplete });
     expect(partial.success).toBe(false);
     expect(partial.error?.issues[0]?.path).toEqual(['task_id']);
+  });
+});
+
+describe('keepsSandbox: a promotable run keeps its sandbox past the session while a task may run in it', () => {
+  const view = { task_id: 'a'.repeat(32) } as never;
+
+  it('keeps it for a promoted or uncertain start, an unconfirmed stop, and when the run threw before any outcome', () => {
+    expect(keepsSandbox({ kind: 'promoted', view })).toBe(true);
+    expect(keepsSandbox({ kind: 'uncertain', view })).toBe(true);
+    expect(keepsSandbox({ kind: 'abandoned', isStopped: false })).toBe(true);
+    expect(keepsSandbox(undefined)).toBe(true);
+  });
+
+  it('lets it go for a refused start, a finished command and a confirmed stop', () => {
+    expect(keepsSandbox({ kind: 'rejected', error: new Error('refused') })).toBe(false);
+    expect(keepsSandbox({ kind: 'finished', view, isPageZero: true })).toBe(false);
+    expect(keepsSandbox({ kind: 'abandoned', isStopped: true })).toBe(false);
   });
 });

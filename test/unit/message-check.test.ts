@@ -6,6 +6,7 @@ import * as z from 'zod';
 import { describeIssue } from '../../shared/protocol.js';
 import { EnvelopeScanner } from '../../host/mcp/transports/envelope-scanner.js';
 import { screenEnvelope, screenParams } from '../../host/mcp/transports/message-check.js';
+import { PROTOTYPE_KEYS } from '../support/prototype-keys.js';
 
 function scan(text: string, pieceBytes = text.length): ReturnType<EnvelopeScanner['result']> {
   const scanner = new EnvelopeScanner();
@@ -86,6 +87,22 @@ describe('screenParams', () => {
     ).toBe('Invalid params: field `params.clientInfo` is required');
     expect(screenParams({ jsonrpc: '2.0', id: 11, method: 'tools/call', params: { name: 'x', arguments: {} } })).toBeUndefined();
     expect(screenParams({ jsonrpc: '2.0', id: 12, method: 'not/ours', params: { anything: 1 } })).toBeUndefined();
+  });
+
+  it('screens the MCP App methods too: resources/read names a uri that is not a string, resources/list passes', () => {
+    expect(screenParams({ jsonrpc: '2.0', id: 13, method: 'resources/read', params: { uri: 42 as never } })?.error).toEqual({
+      code: -32602,
+      message: 'Invalid params: field `params.uri` must be a string',
+    });
+    expect(screenParams({ jsonrpc: '2.0', id: 14, method: 'resources/read', params: {} })?.error.message).toBe(
+      'Invalid params: field `params.uri` is required',
+    );
+    expect(screenParams({ jsonrpc: '2.0', id: 15, method: 'resources/read', params: { uri: 'ui://x' } })).toBeUndefined();
+    expect(screenParams({ jsonrpc: '2.0', id: 16, method: 'resources/list' })).toBeUndefined();
+  });
+
+  it('passes a method named like an Object.prototype key on to the SDK (which answers -32601), never throwing', () => {
+    for (const method of PROTOTYPE_KEYS) expect(screenParams({ jsonrpc: '2.0', id: 13, method }), method).toBeUndefined();
   });
 });
 

@@ -18,9 +18,10 @@ import {
   requestHost,
 } from '../../host/providers/network-policy.js';
 import { proxyEnvironment } from '../../host/providers/local/launch/environment.js';
-import { DenialLog, readDenials } from '../../host/providers/local/network/denial-log.js';
-import { egressRefusalNote, egressRefusalNotes, hostsRefusedSince } from '../../host/providers/local/network/denial-notes.js';
-import { isNonPublicAddress, resolveDestination, type Resolver } from '../../host/providers/local/network/destinations.js';
+import { FailureLog, readFailures } from '../../host/providers/local/network/failure-log.js';
+import { egressFailureNotes, failuresInFile } from '../../host/providers/local/network/failure-notes.js';
+import { FailureMemory, type EgressFailureRecord } from '../../host/providers/local/network/egress-failures.js';
+import { isNonPublicAddress, nonPublicKind, resolveDestination, type Resolver } from '../../host/providers/local/network/destinations.js';
 import { checkNetwork } from '../../host/cli/doctor/network-check.js';
 import { createNetworkOpts } from '../../host/providers/e2b/network.js';
 import { networkSummary, resolveNetworkArg } from '../../host/mcp/tools/network.js';
@@ -153,6 +154,13 @@ describe('egress destinations', () => {
       expect(isNonPublicAddress(a, f), a).toBe(false);
   });
 
+  it('names the kind of a non-public address in the words a refusal uses', () => {
+    expect(['127.0.0.5', '::1', '::ffff:127.0.0.1'].map(nonPublicKind)).toEqual(['loopback', 'loopback', 'loopback']);
+    expect(['169.254.169.254', 'fe80::1'].map(nonPublicKind)).toEqual(['link-local', 'link-local']);
+    expect(['10.1.2.3', '172.16.0.1', '192.168.1.1', '100.64.0.1', 'fd00::1'].map(nonPublicKind)).toEqual(Array(5).fill('private'));
+    expect(['0.0.0.0', '224.0.0.1', '2001:db8::1'].map(nonPublicKind)).toEqual(['reserved', 'reserved', 'reserved']);
+  });
+
   it('connects an allowed name to an address checked here', async () => {
     expect(await resolveDestination(entries, 'pypi.org', 443, resolve)).toEqual({ address: '151.101.0.223', family: 4 });
     // The first public answer wins over private ones.
@@ -160,8 +168,9 @@ describe('egress destinations', () => {
   });
 
   it('refuses names resolving only to non-public addresses unless an entry names the address literally', async () => {
-    expect(await resolveDestination(entries, 'localhost', 8080, resolve)).toEqual({ denied: 'private_address' });
-    expect(await resolveDestination(entries, 'internal.test', 8080, resolve)).toEqual({ denied: 'private_address' });
+    expect(await resolveDestination(entries, 'localhost', 8080, resolve)).toEqual({ denied: 'private_address', address: '127.0.0.1' });
+    // The first address found is the one a refusal names.
+    expect(await resolveDestination(entries, 'internal.test', 8080, resolve)).toEqual({ denied: 'private_address', address: '10.1.2.3' });
     expect(await resolveDestination(entries, '127.0.0.1', 9090, resolve)).toEqual({ address: '127.0.0.1', family: 4 });
     const withLiteral = parseAllowList(['localhost:9090', '127.0.0.1:9090']);
     expect(await resolveDestination(withLiteral, 'localhost', 9090, resolve)).toEqual({ address: '127.0.0.1', family: 4 });
@@ -196,54 +205,117 @@ describe('proxy variables', () => {
   });
 });
 
-describe('denial log', () => {
-  it('records each host at most once a minute and reads back only whole new lines', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'denials-'));
+describe('egress failures: the log file, the keeper memory and the notes', () => {
+  const at = (
+    t: number,
+    host: string,
+    reason: EgressFailureRecord['reason'],
+    extra: Partial<EgressFailureRecord> = {},
+  ): EgressFailureRecord => ({
+    at: t,
+    host,
+    port: 443,
+    reason,
+    ...extra,
+  });
+
+  it('records a destination at most once a minute per reason in the file, and reads back only whole new lines', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'failures-'));
     try {
-      const log = new DenialLog(dir);
-      log.record('a.example', 1_000);
-      log.record('a.example', 30_000);
-      log.record('b.example', 30_000);
-      log.record('a.example', 61_001);
-      const first = readDenials(dir, 0);
+      const log = new FailureLog(dir);
+      log.record({ host: 'a.example', port: 443, reason: 'not_listed' }, 1_000);
+      log.record({ host: 'a.example', port: 443, reason: 'not_listed' }, 30_000);
+      log.record({ host: 'a.example', port: 80, reason: 'not_listed' }, 30_000);
+      log.record({ host: 'a.example', port: 443, reason: 'unresolvable' }, 30_000);
+      log.record({ host: 'a.example', port: 443, reason: 'not_listed' }, 61_001);
+      const first = readFailures(dir, 0);
       expect(first.records).toEqual([
-        { at: 1_000, host: 'a.example' },
-        { at: 30_000, host: 'b.example' },
-        { at: 61_001, host: 'a.example' },
+        at(1_000, 'a.example', 'not_listed'),
+        at(30_000, 'a.example', 'not_listed', { port: 80 }),
+        at(30_000, 'a.example', 'unresolvable'),
+        at(61_001, 'a.example', 'not_listed'),
       ]);
-      expect(readDenials(dir, first.next)).toEqual({ records: [], next: first.next });
+      expect(readFailures(dir, first.next)).toEqual({ records: [], next: first.next });
       // A line still being written is left for the next read.
       writeFileSync(join(dir, 'network-denials.jsonl'), '{"at":1,"host":"c.exa', { flag: 'a' });
-      expect(readDenials(dir, first.next).records).toEqual([]);
-      expect(readDenials(join(dir, 'missing'), 0)).toEqual({ records: [], next: 0 });
+      expect(readFailures(dir, first.next).records).toEqual([]);
+      expect(readFailures(join(dir, 'missing'), 0)).toEqual({ records: [], next: 0 });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
 
-  it('notes the distinct hosts refused within a window, naming at most five and counting the rest', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'denials-'));
+  it("reads an older keeper's record ({at, host}) as a refusal that does not say which", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'failures-'));
     try {
-      const log = new DenialLog(dir);
-      log.record('before.example', 999);
-      for (const [i, host] of ['a', 'b', 'c', 'd', 'e', 'f', 'g'].entries()) log.record(`${host}.example`, 1_000 + i);
-      log.record('after.example', 2_000);
-      expect(hostsRefusedSince(dir, 1_000, 2_000)).toEqual(['a', 'b', 'c', 'd', 'e', 'f', 'g'].map((h) => `${h}.example`));
-      expect(hostsRefusedSince(dir, 1_006)).toEqual(['g.example', 'after.example']);
-      expect(egressRefusalNotes(dir, 2_001)).toEqual([]);
-      expect(egressRefusalNotes(join(dir, 'missing'), 0)).toEqual([]);
-      const [note] = egressRefusalNotes(dir, 1_000, 2_000);
-      expect(note).toContain("The sandbox's egress proxy refused a.example, b.example, c.example, d.example, e.example and 2 more: ");
-      expect(note).toContain('network.allow_out');
-      expect(note).not.toContain('f.example');
-      // A name recorded with `?` for characters a host name cannot have is counted, never shown.
-      expect(egressRefusalNote(['s3cr?t.example', 'ok.example'])).toContain('refused ok.example and 1 more: ');
-      expect(egressRefusalNote(['s3cr?t.example'])).toContain('refused a host: ');
-      expect(egressRefusalNote(['x?.example', 'y?.example'])).toContain('refused 2 hosts: ');
-      expect(egressRefusalNote(['x?.example', 'y?.example']).includes('?.example')).toBe(false);
+      writeFileSync(join(dir, 'network-denials.jsonl'), '{"at":5,"host":"old.example"}\n{"at":6,"host":"x","reason":"made-up"}\n');
+      expect(readFailures(dir, 0).records).toEqual([{ at: 5, host: 'old.example', port: 0, reason: 'refusal_unspecified' }]);
+      expect(egressFailureNotes(failuresInFile(dir, 0))).toEqual([
+        expect.stringMatching(
+          /^The sandbox's egress proxy refused old\.example: not on this sandbox's allow-list, or a name that resolves/,
+        ),
+      ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('remembers every failure in the keeper, one record per destination with its latest time in a window', () => {
+    const memory = new FailureMemory();
+    const f = { host: 'a.example', port: 443, reason: 'not_listed' as const };
+    // Within a minute of each other: the file would hold only the first; the memory holds each.
+    memory.record(f, 1_000);
+    memory.record({ ...f, host: 'b.example' }, 1_500);
+    memory.record(f, 2_000);
+    expect(memory.between(1_800)).toEqual([{ ...f, at: 2_000 }]);
+    expect(memory.between(0, 1_800)).toEqual([
+      { ...f, at: 1_000 },
+      { ...f, host: 'b.example', at: 1_500 },
+    ]);
+    expect(memory.between(2_001)).toEqual([]);
+    // Bounded: the destinations failed longest ago go first.
+    for (let i = 0; i < 300; i++) memory.record({ ...f, host: `h${i}.example` }, 3_000 + i);
+    const all = memory.between(0);
+    expect(all.length).toBe(256);
+    expect(all.some((r) => r.host === 'a.example')).toBe(false);
+    expect(all.at(-1)!.host).toBe('h299.example');
+  });
+
+  it('notes each kind of failure apart: what was refused and why, what could not be reached and what happened', () => {
+    const notes = egressFailureNotes([
+      at(1, 'a.example', 'not_listed'),
+      at(2, '127.0.0.1', 'not_listed', { port: 8080 }),
+      at(3, 'localhost', 'private_address', { port: 5432, address: '127.0.0.1' }),
+      at(4, 'pypi.org', 'unresolvable'),
+      at(5, '127.0.0.1', 'connection_refused', { port: 9 }),
+      at(6, 'slow.example', 'timeout'),
+    ]);
+    expect(notes).toHaveLength(3);
+    expect(notes[0]).toMatch(/^The sandbox's egress proxy refused a\.example:443, 127\.0\.0\.1:8080: not on this sandbox's allow-list /);
+    expect(notes[0]).toContain('network.allow_out');
+    expect(notes[1]).toMatch(/^The sandbox's egress proxy refused localhost:5432 \(it resolved to 127\.0\.0\.1, a loopback address\): /);
+    expect(notes[1]).toContain('network.allow_out names 127.0.0.1:5432');
+    expect(notes[2]).toBe(
+      "The sandbox's egress proxy could not reach pypi.org:443 (the name does not resolve on the host), 127.0.0.1:9 (connection refused), " +
+        'slow.example:443 (no connection or answer in time), which the allow-list allows: it answered 502 Bad Gateway (504 on a timeout), ' +
+        'which HTTPS clients report as "CONNECT tunnel failed, response 502". The allow-list is not what failed: the name, the service, or the network beyond this machine is.',
+    );
+    expect(egressFailureNotes([])).toEqual([]);
+  });
+
+  it('names at most five destinations per note and counts the rest, never naming a host recorded with "?"', () => {
+    const many = ['a', 'b', 'c', 'd', 'e', 'f', 'g'].map((h, i) => at(i, `${h}.example`, 'not_listed'));
+    const [note] = egressFailureNotes(many);
+    expect(note).toContain('refused a.example:443, b.example:443, c.example:443, d.example:443, e.example:443 and 2 more: ');
+    expect(note).not.toContain('f.example');
+    // A name recorded with `?` for characters a host name cannot have is counted, never shown.
+    expect(egressFailureNotes([at(1, 's3cr?t.example', 'not_listed'), at(2, 'ok.example', 'not_listed')])[0]).toContain(
+      'refused ok.example:443 and 1 more: ',
+    );
+    expect(egressFailureNotes([at(1, 's3cr?t.example', 'unresolvable')])[0]).toContain('could not reach a host, ');
+    expect(egressFailureNotes([at(1, 'x?.example', 'not_listed'), at(2, 'y?.example', 'not_listed')])[0]).toContain('refused 2 hosts: ');
+    const hidden = egressFailureNotes([at(1, 'x?.example', 'private_address', { address: '10.0.0.1' })])[0]!;
+    expect(hidden.includes('?.example')).toBe(false);
   });
 });
 

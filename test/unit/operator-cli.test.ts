@@ -6,7 +6,6 @@ import { formatBytes, formatDuration, formatRelative, isColourWanted, paint, ren
 import { cancelLine, CancelResultSchema, type CancelResult } from '../../host/cli/cancel.js';
 import { killLine, KillResultSchema } from '../../host/cli/kill.js';
 import {
-  completeCharacters,
   endLine,
   exitStatusFor,
   jsonLine,
@@ -16,7 +15,9 @@ import {
   LogsLineSchema,
   logsEnd,
 } from '../../host/cli/logs.js';
-import { AGENT_WITHOUT_LIST, ListingSchema, renderListing, type Listing } from '../../host/cli/ls.js';
+import { renderListing } from '../../host/cli/ls.js';
+import { completeCharacters } from '../../host/util/utf8-pages.js';
+import { AGENT_WITHOUT_LIST, ListingSchema, type Listing } from '../../host/tasks/listing.js';
 import { HELP, parseCommandLine } from '../../host/cli/args.js';
 import type { TaskView } from '../../shared/protocol.js';
 import { usageError } from '../support/usage-error.js';

@@ -11,7 +11,7 @@ import { TaskRetention } from '../../host/tasks/retention.js';
 import { OwnerCache } from '../../host/access/owner-scope.js';
 import { WaitGate } from '../../host/tasks/wait-gate.js';
 import type { ServerDeps } from '../../host/mcp/server-deps.js';
-import { runTool } from '../../host/mcp/server.js';
+import { runTool } from '../../host/mcp/tool-call.js';
 import { Session } from '../../host/mcp/session.js';
 import { defineTool, type ToolDef } from '../../host/mcp/tools/tool.js';
 
@@ -50,7 +50,7 @@ function toolReturning(result: unknown): ToolDef {
 describe('output schema check', () => {
   it('answers a well-shaped result as structured content', async () => {
     const lines: string[] = [];
-    const r = await runTool(toolReturning({ path: VALUE, size: 3 }), depsLoggingTo(lines), new Session(), {});
+    const r = await runTool(toolReturning({ path: VALUE, size: 3 }), { deps: depsLoggingTo(lines), session: new Session() }, {});
     expect(r.isError).toBeUndefined();
     expect(r.structuredContent).toEqual({ path: VALUE, size: 3 });
   });
@@ -63,7 +63,7 @@ describe('output schema check', () => {
     ['no object at all', VALUE, undefined],
   ])('turns %s into an internal error result and logs the tool and field, never a value', async (_what, result, field) => {
     const lines: string[] = [];
-    const r = await runTool(toolReturning(result), depsLoggingTo(lines), new Session(), {});
+    const r = await runTool(toolReturning(result), { deps: depsLoggingTo(lines), session: new Session() }, {});
     expect(r.isError).toBe(true);
     expect(r.structuredContent).toBeUndefined();
     expect(r.content).toHaveLength(1);

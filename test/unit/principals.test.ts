@@ -120,7 +120,9 @@ function ownersProvider() {
     exposePort: async (id) => (await known(id), { url: 'http://127.0.0.1:1/' }),
     describeNetwork: async (id) => (await known(id), { egress: 'none', allow_out: [], proxy: null, exposed_ports: [] }),
     limitNotes: async (id) => (await known(id), [`limit note of ${id}`]),
-    refusalNotes: async (id, window) => (await known(id), [`refusals of ${id} since ${window.sinceMs}`]),
+    egressNotes: async (id, window) => (await known(id), [`refusals of ${id} since ${window.sinceMs}`]),
+    usage: async (id) => (await known(id), { memoryBytes: { used: id.length, limit: null }, processes: null, diskBytes: null }),
+    stopProcesses: async (id) => (await known(id), { stopped: 7 }),
     openTerminal: async (id) => {
       await known(id);
       throw new ProviderError('unsupported', { code: 'terminal_reached' });
@@ -147,7 +149,9 @@ const PROVIDER_KEYS = Object.keys({
   exposePort: 0,
   describeNetwork: 0,
   limitNotes: 0,
-  refusalNotes: 0,
+  egressNotes: 0,
+  usage: 0,
+  stopProcesses: 0,
   openTerminal: 0,
   agentChannel: 0,
   execPromotable: 0,
@@ -199,7 +203,7 @@ describe('scopeProviders', () => {
     expect(owners.has(a)).toBe(false);
   });
 
-  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, refusalNotes, openTerminal)', async () => {
+  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, egressNotes, usage, stopProcesses, openTerminal)', async () => {
     const { provider } = ownersProvider();
     const registry = { get: () => provider };
     const cache = new OwnerCache();
@@ -210,8 +214,12 @@ describe('scopeProviders', () => {
     expect(await asAlice.limitNotes!(a)).toEqual([`limit note of ${a}`]);
     const missing = await asBob.getInfo('nope').catch((e: ProviderError) => e.toJSON());
     expect(await asBob.limitNotes!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
-    expect(await asAlice.refusalNotes!(a, { sinceMs: 5 })).toEqual([`refusals of ${a} since 5`]);
-    expect(await asBob.refusalNotes!(a, { sinceMs: 5 }).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    expect(await asAlice.egressNotes!(a, { sinceMs: 5 })).toEqual([`refusals of ${a} since 5`]);
+    expect(await asBob.egressNotes!(a, { sinceMs: 5 }).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    expect(await asAlice.usage!(a)).toEqual({ memoryBytes: { used: a.length, limit: null }, processes: null, diskBytes: null });
+    expect(await asBob.usage!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    expect(await asAlice.stopProcesses!(a)).toEqual({ stopped: 7 });
+    expect(await asBob.stopProcesses!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     const terminal = { cols: 80, rows: 24, onData: () => undefined };
     expect(await asAlice.openTerminal!(a, terminal).catch((e: ProviderError) => e.code)).toBe('terminal_reached');
     expect(await asBob.openTerminal!(a, terminal).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
@@ -229,11 +237,26 @@ describe('scopeProviders', () => {
     for (const key of PROVIDER_KEYS) expect(typeof lazy[key], key).toBe(key === 'id' ? 'string' : 'function');
     const a = (await lazy.create({})).sandbox_id;
     expect(await lazy.limitNotes(a)).toEqual([`limit note of ${a}`]);
-    expect(await lazy.refusalNotes(a, { sinceMs: 5 })).toEqual([`refusals of ${a} since 5`]);
-    // A provider without limitNotes or refusalNotes has none to give: [] (the interface's "unknown").
-    const { limitNotes: _omitted, refusalNotes: _alsoOmitted, ...withoutNotes } = provider;
+    expect(await lazy.egressNotes(a, { sinceMs: 5 })).toEqual([`refusals of ${a} since 5`]);
+    // A provider without limitNotes or egressNotes has none to give: [] (the interface's "unknown").
+    const { limitNotes: _omitted, egressNotes: _alsoOmitted, ...withoutNotes } = provider;
     expect(await lazyProvider('local', async () => withoutNotes).limitNotes(a)).toEqual([]);
-    expect(await lazyProvider('local', async () => withoutNotes).refusalNotes(a, { sinceMs: 5 })).toEqual([]);
+    expect(await lazyProvider('local', async () => withoutNotes).egressNotes(a, { sinceMs: 5 })).toEqual([]);
+    expect(await lazy.usage(a)).toEqual({ memoryBytes: { used: a.length, limit: null }, processes: null, diskBytes: null });
+    // One that measures nothing: every amount unknown (null), never 0.
+    const { usage: _noUsage, ...withoutUsage } = provider;
+    expect(await lazyProvider('local', async () => withoutUsage).usage(a)).toEqual({ memoryBytes: null, processes: null, diskBytes: null });
+    expect(await lazy.stopProcesses(a)).toEqual({ stopped: 7 });
+    // A provider without stopProcesses (e2b) says so, naming the tools that do the job there.
+    const { stopProcesses: _noStop, ...withoutStop } = provider;
+    const unsupported = await lazyProvider('e2b', async () => withoutStop)
+      .stopProcesses(a)
+      .then(
+        () => null,
+        (e: ProviderError) => e.toJSON(),
+      );
+    expect(unsupported).toMatchObject({ category: 'unsupported', code: 'no_stop_processes' });
+    expect(unsupported?.suggestion).toMatch(/run_command \(kill or pkill\)/);
   });
 
   it('gives the operator the registry itself: no checks, no owner recorded', async () => {

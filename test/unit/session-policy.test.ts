@@ -1,6 +1,6 @@
-// The seeds' session rules, driven through the real tool handlers (callTool) with a recording
-// provider whose calls the test can hold open — the only way to pin in-flight races
-// deterministically. Real sandboxes cover the same tools end to end in test/e2e/.
+// The session rules (ownership, default, renewal, cleanup), driven through the real tool handlers
+// (callTool) with a recording provider whose calls the test can hold open — the only way to pin
+// in-flight races deterministically. Real sandboxes cover the same tools end to end in test/e2e/.
 import { describe, expect, it } from 'vitest';
 import { AgentClient } from '../../host/tasks/agent-client.js';
 import { BACKGROUND_AFTER_DEFAULT_S } from '../../host/config/config.js';
@@ -12,7 +12,8 @@ import { OwnerCache } from '../../host/access/owner-scope.js';
 import { WaitGate } from '../../host/tasks/wait-gate.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { runningSandbox } from '../support/running-sandbox.js';
-import { callTool, closeSession } from '../../host/mcp/server.js';
+import { closeSession } from '../../host/mcp/session-close.js';
+import { callTool } from '../../host/mcp/tool-call.js';
 import { Session } from '../../host/mcp/session.js';
 import type { ServerDeps } from '../../host/mcp/server-deps.js';
 
@@ -25,6 +26,8 @@ interface Call {
 /** A provider that records every call; `hold` makes the named op wait until released. */
 function recordingProvider() {
   const calls: Call[] = [];
+  /** end_at each sandbox reports, by id (none: null, unknown). */
+  const endAtMs = new Map<string, number>();
   const held = new Map<string, { release: () => void; failWith?: ProviderError }>();
   const holds = new Map<string, Promise<void>>();
   let n = 0;
@@ -50,7 +53,8 @@ function recordingProvider() {
     },
     async getInfo(id) {
       calls.push({ op: 'getInfo', id });
-      return runningSandbox(id);
+      const end = endAtMs.get(id);
+      return { ...runningSandbox(id), end_at: end === undefined ? null : new Date(end).toISOString() };
     },
     async setTimeout(id, timeoutS) {
       calls.push({ op: 'setTimeout', id, timeoutS });
@@ -98,6 +102,7 @@ function recordingProvider() {
   return {
     provider,
     calls,
+    endAtMs,
     /** The next call of `op` waits until the returned function is called. */
     hold(op: string, failWith?: ProviderError): () => void {
       let release!: () => void;
@@ -128,34 +133,54 @@ describe('session renewal policy and ownership', () => {
     const p = recordingProvider();
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'create_sandbox', { timeout: 120 });
-    await callTool(d, session, 'run_command', { command: 'true' });
+    await callTool({ deps: d, session }, 'create_sandbox', { timeout: 120 });
+    await callTool({ deps: d, session }, 'run_command', { command: 'true' });
     expect(renewals(p.calls)).toEqual([120]);
 
-    await callTool(d, session, 'set_sandbox_timeout', { timeout: 600 });
-    await callTool(d, session, 'read_file', { path: 'x' });
+    await callTool({ deps: d, session }, 'set_sandbox_timeout', { timeout: 600 });
+    await callTool({ deps: d, session }, 'read_file', { path: 'x' });
     expect(renewals(p.calls)).toEqual([120, 600, 600]);
 
     // A failed platform update leaves the previous policy intact.
     const release = p.hold('setTimeout', new ProviderError('unavailable'));
-    const failed = callTool(d, session, 'set_sandbox_timeout', { timeout: 900 });
+    const failed = callTool({ deps: d, session }, 'set_sandbox_timeout', { timeout: 900 });
     release();
     expect((await failed).isError).toBe(true);
-    await callTool(d, session, 'list_files', { path: '.' });
+    await callTool({ deps: d, session }, 'list_files', { path: '.' });
     expect(renewals(p.calls)).toEqual([120, 600, 600, 900, 600]);
+  });
+
+  it('never shortens: a lifetime already ending after the renewal would is left alone; an earlier one is renewed', async () => {
+    const p = recordingProvider();
+    const d = deps(p.provider);
+    const session = new Session();
+    await callTool({ deps: d, session }, 'create_sandbox', { timeout: 120 });
+    // Someone else (the dashboard, another session's explicit set_sandbox_timeout) gave it a day.
+    p.endAtMs.set('sb1', Date.now() + 86_400_000);
+    await callTool({ deps: d, session }, 'run_command', { command: 'true' });
+    await callTool({ deps: d, session }, 'write_file', { path: 'x', content: 'y' });
+    expect(renewals(p.calls)).toEqual([]);
+    // Ending sooner than the renewal would set: renewed as before.
+    p.endAtMs.set('sb1', Date.now() + 60_000);
+    await callTool({ deps: d, session }, 'run_command', { command: 'true' });
+    expect(renewals(p.calls)).toEqual([120]);
+    // The owner's own set_sandbox_timeout may still shorten it.
+    p.endAtMs.set('sb1', Date.now() + 86_400_000);
+    await callTool({ deps: d, session }, 'set_sandbox_timeout', { timeout: 30 });
+    expect(renewals(p.calls)).toEqual([120, 30]);
   });
 
   it('never renews or adopts sandboxes referenced by explicit id, and task tools never renew', async () => {
     const p = recordingProvider();
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'run_command', { command: 'true', sandbox_id: 'local:other' });
-    await callTool(d, session, 'get_sandbox', { sandbox_id: 'local:other' });
-    await callTool(d, session, 'set_sandbox_timeout', { sandbox_id: 'local:other', timeout: 50 });
-    await callTool(d, session, 'get_task', { sandbox_id: 'local:other', task_id: 'a'.repeat(32) });
-    await callTool(d, session, 'create_sandbox', {});
-    await callTool(d, session, 'start_task', { command: 'sleep 1' });
-    await callTool(d, session, 'cancel_task', { sandbox_id: 'local:sb1', task_id: 'a'.repeat(32) });
+    await callTool({ deps: d, session }, 'run_command', { command: 'true', sandbox_id: 'local:other' });
+    await callTool({ deps: d, session }, 'get_sandbox', { sandbox_id: 'local:other' });
+    await callTool({ deps: d, session }, 'set_sandbox_timeout', { sandbox_id: 'local:other', timeout: 50 });
+    await callTool({ deps: d, session }, 'get_task', { sandbox_id: 'local:other', task_id: 'a'.repeat(32) });
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    await callTool({ deps: d, session }, 'start_task', { command: 'sleep 1' });
+    await callTool({ deps: d, session }, 'cancel_task', { sandbox_id: 'local:sb1', task_id: 'a'.repeat(32) });
     // Only the explicit set_sandbox_timeout touched a lifetime.
     expect(renewals(p.calls)).toEqual([50]);
     expect(session.defaultSandbox).toBe('local:sb1');
@@ -168,9 +193,9 @@ describe('session renewal policy and ownership', () => {
     const p = recordingProvider();
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'create_sandbox', { timeout: 100 });
+    await callTool({ deps: d, session }, 'create_sandbox', { timeout: 100 });
     const release = p.hold('setTimeout');
-    const inFlight = callTool(d, session, 'set_sandbox_timeout', { timeout: 700 });
+    const inFlight = callTool({ deps: d, session }, 'set_sandbox_timeout', { timeout: 700 });
     await closeSession(d, session);
     release();
     expect((await inFlight).isError).toBeFalsy();
@@ -184,7 +209,7 @@ describe('session renewal policy and ownership', () => {
     const d = deps(p.provider);
     const session = new Session();
     const release = p.hold('create');
-    const inFlight = callTool(d, session, 'create_sandbox', {});
+    const inFlight = callTool({ deps: d, session }, 'create_sandbox', {});
     await closeSession(d, session);
     release();
     const r = await inFlight;
@@ -197,8 +222,8 @@ describe('session renewal policy and ownership', () => {
     const p = recordingProvider();
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'create_sandbox', {});
-    await callTool(d, session, 'kill_sandbox', {});
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    await callTool({ deps: d, session }, 'kill_sandbox', {});
     expect(session.defaultSandbox).toBeUndefined();
     await closeSession(d, session);
     expect(p.calls.filter((c) => c.op === 'kill')).toHaveLength(1);
@@ -214,8 +239,8 @@ describe('start_task submission outcomes', () => {
     };
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'create_sandbox', {});
-    const r = await callTool(d, session, 'start_task', { command: 'sleep 5' });
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    const r = await callTool({ deps: d, session }, 'start_task', { command: 'sleep 5' });
     expect(r.isError).toBeFalsy();
     const view = r.structuredContent as { state: string; task_id: string; sandbox_id: string; error?: { code: string } };
     expect(view.state).toBe('unknown');
@@ -232,7 +257,7 @@ describe('start_task submission outcomes', () => {
       throw new ProviderError('not_found');
     };
     const d = deps(p.provider);
-    const r = await callTool(d, new Session(), 'start_task', { sandbox_id: 'local:gone', command: 'true' });
+    const r = await callTool({ deps: d, session: new Session() }, 'start_task', { sandbox_id: 'local:gone', command: 'true' });
     expect(r.isError).toBe(true);
     expect(JSON.parse((r.content[0] as { text: string }).text).error.category).toBe('not_found');
   });
@@ -248,8 +273,8 @@ describe('task retention', () => {
     };
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'create_sandbox', {});
-    expect((await callTool(d, session, 'start_task', { command: 'true', cwd: '/nonexistent' })).isError).toBe(true);
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    expect((await callTool({ deps: d, session }, 'start_task', { command: 'true', cwd: '/nonexistent' })).isError).toBe(true);
     await closeSession(d, session);
     expect(kills(p.calls)).toEqual(['sb1']);
   });
@@ -260,8 +285,8 @@ describe('task retention', () => {
     p.provider.exec = () => new Promise((_, reject) => (fail = () => reject(new ProviderError('not_found'))));
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'create_sandbox', {});
-    const inFlight = callTool(d, session, 'start_task', { command: 'true' });
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    const inFlight = callTool({ deps: d, session }, 'start_task', { command: 'true' });
     await closeSession(d, session);
     expect(kills(p.calls)).toEqual([]);
     fail();
@@ -274,8 +299,8 @@ describe('task retention', () => {
     const d = deps(p.provider);
     const owner = new Session();
     const other = new Session();
-    await callTool(d, owner, 'create_sandbox', {});
-    await callTool(d, other, 'start_task', { sandbox_id: 'local:sb1', command: 'sleep 9' });
+    await callTool({ deps: d, session: owner }, 'create_sandbox', {});
+    await callTool({ deps: d, session: other }, 'start_task', { sandbox_id: 'local:sb1', command: 'sleep 9' });
     await closeSession(d, owner);
     expect(kills(p.calls)).toEqual([]);
   });
@@ -289,9 +314,11 @@ describe('kill_sandbox', () => {
     };
     const d = deps(p.provider);
     const session = new Session();
-    await callTool(d, session, 'create_sandbox', {});
-    const r = await callTool(d, session, 'kill_sandbox', {});
-    expect(r.isError).toBe(true);
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    const r = await callTool({ deps: d, session }, 'kill_sandbox', {});
+    // Idempotent: already gone is what was asked for.
+    expect(r.isError).toBeUndefined();
+    expect(r.structuredContent).toEqual({ success: true, sandbox_id: 'local:sb1', destroyed: false });
     expect(session.defaultSandbox).toBeUndefined();
   });
 });

@@ -6,7 +6,7 @@ import { buildBwrapArgs } from '../../providers/local/launch/bwrap-args.js';
 import { buildLaunchCommand, type ToolPaths } from '../../providers/local/launch/command-lines.js';
 import { LOCAL_DETAILS } from '../../providers/local/errors.js';
 import { classifyBwrapFailure } from '../../providers/local/keeper/bwrap-process.js';
-import { locateTool } from '../../providers/local/system/preflight.js';
+import { findExecutable, locateTool } from '../../providers/local/system/preflight.js';
 import { definedFields } from '../../util/defined-fields.js';
 import { fail, ok, warn, type Check } from './check.js';
 import { isAppArmorRestrictingUserns, usernsSysctlFix } from './userns-sysctl.js';
@@ -66,6 +66,7 @@ export function checkBubblewrap(bwrapOverride: string | undefined): { check: Che
 export function checkUtilLinux(isRoot: boolean): { checks: Check[]; setpriv: string | null } {
   const nsenter = locateTool('nsenter', {});
   const setpriv = locateTool('setpriv', {});
+  const flock = findExecutable('flock');
   const install = 'install util-linux (apt-get install util-linux; on Debian/Ubuntu it is always present)';
   const checks = [
     nsenter
@@ -76,6 +77,9 @@ export function checkUtilLinux(isRoot: boolean): { checks: Check[]; setpriv: str
       : isRoot
         ? fail('setpriv', "util-linux's setpriv is not installed: as root, sandboxes cannot drop their privileges", install)
         : ok('setpriv', 'setpriv is not installed (needed only when the server runs as root)'),
+    flock
+      ? ok('flock', `flock at ${flock}`)
+      : fail('flock', "util-linux's flock is not installed: creates cannot take the state directory's lock", install),
   ];
   return { checks, setpriv };
 }

@@ -24,13 +24,13 @@ import { HOST_VERSION } from '../../config/version.js';
 /** The built files the server runs besides itself, found relative to the installed bundle. */
 function checkServerFiles(): Check {
   const keeper = existsSync(defaultKeeperScript());
-  let agent = true;
+  let hasAgent = true;
   try {
     loadAgentBundle();
   } catch {
-    agent = false;
+    hasAgent = false;
   }
-  if (keeper && agent) return ok('server files', 'the keeper (dist/keeper.js) and the agent (dist/agent.cjs) are beside the server');
+  if (keeper && hasAgent) return ok('server files', 'the keeper (dist/keeper.js) and the agent (dist/agent.cjs) are beside the server');
   return fail(
     'server files',
     `${keeper ? 'the agent (dist/agent.cjs)' : 'the keeper (dist/keeper.js)'} is missing`,
@@ -66,7 +66,12 @@ export async function collectChecks(config: ServerConfig): Promise<Check[]> {
     const cgroups = await checkCgroups();
     checks.push(cgroups.check);
     const limits = resolveLimitSettings(config.localLimits);
-    checks.push(checkLimits({ cgroup: cgroups.enforced, bwrapHasSize: bwrap.hasSize, canExemptFromOom: hasSysResource() }, limits));
+    checks.push(
+      checkLimits(
+        { cgroup: cgroups.enforced, hasCeilingCgroup: cgroups.hasCeiling, bwrapHasSize: bwrap.hasSize, canExemptFromOom: hasSysResource() },
+        limits,
+      ),
+    );
     checks.push(checkStateDir(resolve(config.stateDir ?? defaultStateDir())), checkServerFiles());
     if (checks.some((c) => c.status === 'fail')) {
       checks.push(fail('sandbox', 'not tried: a check above failed', 'fix the failures above, then run sandbox-mcp doctor again'));

@@ -55,12 +55,27 @@ export function satisfiesRange(version: string, range: string): boolean {
   );
 }
 
+/** The major lines `range` admits (each set's lower bound: >=, > or =), newest first, at most `count`. */
+function newestLines(range: string, count: number): number[] {
+  const majors = range.split('||').flatMap((set) =>
+    set
+      .trim()
+      .split(/\s+/)
+      .flatMap((comparator) => {
+        const m = /^(>=|>|=)?v?(\d+)/.exec(comparator);
+        return m ? [Number.parseInt(m[2]!, 10)] : [];
+      }),
+  );
+  return [...new Set(majors)].sort((a, b) => b - a).slice(0, count);
+}
+
 /** The Node.js running this server against the supported range. */
 export function checkNodeVersion(version = process.versions.node, range = supportedNodeRange()): Check {
   if (satisfiesRange(version, range)) return ok('node', `Node.js ${version} (supported: ${range})`);
-  return fail(
-    'node',
-    `Node.js ${version} is not supported (supported: ${range})`,
-    `install a supported Node.js (${range}), e.g. the current 22 LTS`,
-  );
+  // Named from the range itself, so the suggestion moves with engines instead of going stale;
+  // the project supports even (LTS) lines only, so the newest it names are LTS lines.
+  const lines = newestLines(range, 2);
+  const suggestion =
+    lines.length === 0 ? '' : `, e.g. Node.js ${lines.join(' or ')}, the newest LTS line${lines.length > 1 ? 's' : ''} it names`;
+  return fail('node', `Node.js ${version} is not supported (supported: ${range})`, `install a supported Node.js (${range})${suggestion}`);
 }

@@ -9,6 +9,8 @@ import type { ServerConfig } from '../../config/config.js';
 import { isProviderError } from '../../providers/provider-error.js';
 import { defaultKeeperScript } from '../../providers/local/local-provider.js';
 import { defaultStateDir } from '../../providers/local/sandbox/state-dir.js';
+import { resolveLimitSettings } from '../../providers/local/limits/settings.js';
+import { canLimitMemory, describeCgroups } from '../../providers/local/system/cgroups.js';
 import { preflight } from '../../providers/local/system/preflight.js';
 import { definedFields } from '../../util/defined-fields.js';
 import { checkUserNamespaces } from './bubblewrap-checks.js';
@@ -79,11 +81,42 @@ export async function startupWarning(config: ServerConfig, probes: StartupProbes
   return warningLine(config, `${userns.message}; ${fix}.`);
 }
 
-/** Writes the start-up warning to stderr when there is one; never delays or fails the server's start. */
+/**
+ * The warning line (with its newline) when local sandboxes, the default, would get memory limits
+ * that nothing enforces here: no memory cgroup can be made (a server that is not root, on cgroup
+ * v1 or without a delegated v2 subtree). Names the limits configured, set or by default.
+ */
+export function memoryLimitWarning(config: ServerConfig, canLimit: () => boolean = canLimitMemory): string | undefined {
+  if (config.defaultProvider !== 'local' || process.platform !== 'linux' || canLimit()) return undefined;
+  const limits = config.localLimits ?? {};
+  const settings = resolveLimitSettings(limits);
+  const perSandbox = limits.memoryMb !== undefined ? `--sandbox-memory ${settings.memoryMb}` : `the default of ${settings.memoryMb} MB`;
+  const total =
+    limits.maxTotalMemoryMb !== undefined ? `--max-total-memory ${settings.maxTotalMemoryMb}` : `${settings.maxTotalMemoryMb} MB`;
+  return (
+    `sandbox-mcp: warning: local sandboxes get no memory limit here: no memory cgroup can be made (${process.getuid?.() === 0 ? 'root' : 'not root'}, ` +
+    `${cgroupVersionText()}), ` +
+    `so the per-sandbox memory limit (${perSandbox}) and the limit of all sandboxes together (${total}) are not enforced, and create_sandbox with memory or cpu is unsupported; ` +
+    "the host's OOM killer chooses sandbox commands first. Run the server as root, or on cgroup v2 give it a subtree with memory delegated " +
+    '(e.g. systemd-run --user --scope -p Delegate=yes sandbox-mcp). Run `sandbox-mcp doctor` for every check.\n'
+  );
+}
+
+function cgroupVersionText(): string {
+  const { version } = describeCgroups();
+  return version === 'v2' ? 'no cgroup v2 subtree with memory delegated' : version === 'none' ? 'no cgroups' : `cgroup ${version}`;
+}
+
+/** Writes the start-up warnings to stderr when there are any; never delays or fails the server's start. */
 export function warnAtStartup(config: ServerConfig): void {
   startupWarning(config).then(
     (line) => {
       if (line) process.stderr.write(line);
+      // Only a provider that can work has limits worth warning about.
+      else {
+        const memory = memoryLimitWarning(config);
+        if (memory) process.stderr.write(memory);
+      }
     },
     () => {
       // A check that could not run is the doctor's to report; the server starts regardless.

@@ -1,8 +1,10 @@
 // The input fields run_command, run_code and start_task share, written once: the command, its
-// working directory and the exec timeout. The exec timeout's maximum is the task's, because a
+// working directory and the exec timeout; and the sandbox path every file tool takes, with the
+// path rule told the model in the same words. The exec timeout's maximum is the task's, because a
 // call promoted by background_after goes on as a task with the call's timeout.
 import * as z from 'zod';
 import { LIMITS } from '../../../shared/limits.js';
+import { resolveSandboxPath, SANDBOX_HOME } from '../../providers/provider.js';
 import { intIn } from './tool.js';
 
 /** The longest working directory (or file path) a tool accepts, in characters: Linux's PATH_MAX. */
@@ -14,13 +16,31 @@ export const EXEC_TIMEOUT_DEFAULT_S = 60;
 /** A shell command, as run_command and start_task take it. */
 export const CommandSchema = z.string().min(1).max(LIMITS.commandMaxChars).describe('Shell command (bash -c).');
 
+/** The path rule (provider.ts resolveSandboxPath), as a field description tells it. */
+export const PATH_RULE_TEXT = `~ and relative paths resolve against the sandbox home (${SANDBOX_HOME}); . and .. are normalised away (/tmp/a/../b is /tmp/b, ~/x/.. is the home).`;
+
+/** A file path in a sandbox, as every file tool takes it. */
+export const PathSchema = z.string().min(1).max(PATH_MAX_CHARS).describe(`Path of the file or directory in the sandbox: ${PATH_RULE_TEXT}`);
+
 /** An optional working directory, resolved by the sandbox path rule. */
 export const CwdSchema = z
   .string()
   .min(1)
   .max(PATH_MAX_CHARS)
   .optional()
-  .describe('Working directory (relative paths and ~ are under the sandbox home).');
+  .describe(`Working directory (default: the sandbox home): ${PATH_RULE_TEXT}`);
+
+/**
+ * A working directory by the path rule, for a call whose command the agent starts (a task, a
+ * promoted call): the agent takes the path as given, so the host resolves it first.
+ */
+export function resolveCwd(cwd: string | undefined): string | undefined {
+  return cwd !== undefined ? resolveSandboxPath(cwd) : undefined;
+}
 
 /** run_command's and run_code's timeout: 1 s up to the task maximum (a promoted call's timeout becomes its task's). */
-export const ExecTimeoutSchema = intIn(1, LIMITS.taskTimeoutMaxS).default(EXEC_TIMEOUT_DEFAULT_S);
+export const ExecTimeoutSchema = intIn(1, LIMITS.taskTimeoutMaxS)
+  .default(EXEC_TIMEOUT_DEFAULT_S)
+  .describe(
+    `Seconds (1-${LIMITS.taskTimeoutMaxS}, default ${EXEC_TIMEOUT_DEFAULT_S}) before the command's whole process group is killed (timed_out: true).`,
+  );

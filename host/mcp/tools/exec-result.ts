@@ -1,4 +1,4 @@
-// The result of run_command and run_code, written once: the seeds' six fields, which a call that
+// The result of run_command and run_code, written once: the six fields, which a call that
 // finishes always returns exactly, plus the task handle fields a call promoted by
 // `background_after` adds (`backgrounded: true` says which shape came back). And how capped
 // output is shown: the first and last 32 KiB of a stream with a marker where the middle was cut.
@@ -81,14 +81,14 @@ function renderStream(data: Buffer, isTruncated: boolean, headBytes: number, ref
   return renderCapped(ctx, ref, [data.subarray(0, headBytes).toString('utf8'), data.subarray(headBytes).toString('utf8')]);
 }
 
-/** What starts a line of the server's own in a command's stderr (a note on a limit the command met or a refused destination). */
+/** What starts a line of the server's own in a command's stderr (a note on a limit the command met, or on its network). */
 export const NOTE_PREFIX = '[sandbox-mcp] ';
 
 /**
- * The provider's notes on a failed command, as lines after its stderr (never cut by the cap),
- * masked like the output: a refusal note names hosts the sandbox chose (`curl https://$TOKEN.example`).
+ * Notes on a failed command, as lines after its stderr (never cut by the cap), masked like the
+ * output: a network note names hosts the sandbox chose (`curl https://$TOKEN.example`).
  */
-function withNotes(stderr: string, notes: readonly string[] | undefined, ref: SandboxRef, ctx: ToolContext): string {
+export function withNotes(stderr: string, notes: readonly string[] | undefined, ref: SandboxRef, ctx: ToolContext): string {
   if (!notes || notes.length === 0) return stderr;
   const sep = stderr === '' || stderr.endsWith('\n') ? '' : '\n';
   return stderr + sep + notes.map((n) => `${NOTE_PREFIX}${ctx.deps.masker.mask(ref.qualified, n)}\n`).join('');

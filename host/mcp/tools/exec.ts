@@ -8,12 +8,22 @@ import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
 import { LIMITS } from '../../../shared/limits.js';
 import { BACKGROUND_AFTER_MAX_S, BACKGROUND_AFTER_MIN_S, secretValuesOf } from '../../config/config.js';
-import { resolveSandboxPath, type ExecOpts } from '../../providers/provider.js';
+import { noStopProcesses, type ExecOpts } from '../../providers/provider.js';
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
-import { EnvsSchema, SandboxIdSchema, defineTool, intIn, learnSecrets, renewIfOwned, resolveSandbox, type ToolContext } from './tool.js';
+import {
+  DefaultSandboxIdSchema,
+  EnvsSchema,
+  defineTool,
+  intIn,
+  learnSecrets,
+  renewIfOwned,
+  resolveSandbox,
+  type ToolContext,
+} from './tool.js';
 import { definedFields } from '../../util/defined-fields.js';
-import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, toResult } from './exec-result.js';
-import { CommandSchema, CwdSchema, EXEC_TIMEOUT_DEFAULT_S, ExecTimeoutSchema } from './command-fields.js';
+import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, toResult, withNotes } from './exec-result.js';
+import { CommandSchema, CwdSchema, EXEC_TIMEOUT_DEFAULT_S, ExecTimeoutSchema, resolveCwd } from './command-fields.js';
+import { networkNotes } from './network-notes.js';
 import { withProgress } from './progress.js';
 import { runPromotable } from './promote.js';
 
@@ -47,6 +57,7 @@ async function runCapped(
   cleanupAfterTimeout?: string,
 ) {
   const provider = ctx.deps.providers.get(ref.provider);
+  const startedMs = Date.now();
   const r = await withProgress(
     ctx,
     (s) => `command running for ${s} s`,
@@ -58,7 +69,10 @@ async function runCapped(
   // A timeout (or a cancelled call) kills the whole group, shell traps included: clean up from outside.
   if ((r.timedOut || ctx.signal?.aborted) && cleanupAfterTimeout)
     await provider.exec(ref.id, cleanupAfterTimeout, { timeoutS: 30, role: 'service' }).catch(() => undefined);
-  return { result: toResult(r, ref, ctx) };
+  const result = toResult(r, ref, ctx);
+  if (r.exitCode === 0) return { result };
+  const network = await networkNotes(ctx, ref, { sinceMs: startedMs, untilMs: Date.now() + 1 }, result.stdout + result.stderr);
+  return { result: { ...result, stderr: withNotes(result.stderr, network, ref, ctx) } };
 }
 
 /**
@@ -83,10 +97,10 @@ const runCommand = defineTool({
     'Stdin is empty either way (a prompt sees end-of-file); for a command that needs input use start_task and send_task_input. Long output belongs in start_task.',
   input: z.strictObject({
     command: CommandSchema,
-    sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
+    sandbox_id: DefaultSandboxIdSchema,
     cwd: CwdSchema,
-    envs: EnvsSchema.optional().describe('Extra environment variables for this command.'),
-    timeout: ExecTimeoutSchema.describe("Seconds before the command's process group is killed (timed_out)."),
+    envs: EnvsSchema.optional().describe("Extra environment variables for this command only, added to the sandbox's own."),
+    timeout: ExecTimeoutSchema,
     background_after: BackgroundAfterSchema,
   }),
   output: ExecResultSchema,
@@ -95,7 +109,7 @@ const runCommand = defineTool({
     const backgroundAfter = backgroundAfterFor(ctx, args.background_after, args.timeout);
     const ref = await targetOf(ctx, args.sandbox_id);
     if (backgroundAfter) {
-      const cwd = args.cwd !== undefined ? resolveSandboxPath(args.cwd) : undefined;
+      const cwd = resolveCwd(args.cwd);
       const run = {
         command: args.command,
         timeoutS: args.timeout,
@@ -115,12 +129,16 @@ const runCode = defineTool({
   name: 'run_code',
   title: 'Run code',
   description:
-    'Write code to a temporary file in the sandbox and run it with python3, node or bash (default python); same limits and result as run_command, ' +
+    'Write code to a temporary file in the sandbox and run it with python3, node or bash (default python), in cwd (default: the sandbox home); same limits and result as run_command, ' +
     'including background_after (the temporary file is removed when the code ends, also after promotion).',
   input: z.strictObject({
-    code: z.string().min(1).max(1_000_000),
-    language: z.enum(['python', 'javascript', 'bash']).default('python'),
-    sandbox_id: SandboxIdSchema.optional(),
+    code: z.string().min(1).max(1_000_000).describe('The program text (at most 1,000,000 characters), run from a temporary file.'),
+    language: z
+      .enum(['python', 'javascript', 'bash'])
+      .default('python')
+      .describe('Interpreter: python (python3), javascript (node) or bash. Default python.'),
+    sandbox_id: DefaultSandboxIdSchema,
+    cwd: CwdSchema,
     timeout: ExecTimeoutSchema,
     background_after: BackgroundAfterSchema,
   }),
@@ -137,20 +155,50 @@ const runCode = defineTool({
     // it also goes when the run outlives this call as a task.
     const command = `trap 'rm -f ${path}' EXIT; ${interpreter} ${path}`;
     const cleanup = `rm -f ${path}`;
-    if (backgroundAfter) {
-      try {
-        const run = { command, timeoutS: args.timeout, backgroundAfterS: backgroundAfter.afterS, cleanupAfterTimeout: cleanup };
+    try {
+      if (backgroundAfter) {
+        const cwd = resolveCwd(args.cwd);
+        const run = {
+          command,
+          timeoutS: args.timeout,
+          backgroundAfterS: backgroundAfter.afterS,
+          cleanupAfterTimeout: cleanup,
+          ...definedFields({ cwd }),
+        };
         const result = await runPromotable(ctx, ref, run, backgroundAfter.isDefault);
         if (result) return { result };
-      } catch (e) {
-        // The task may never have started (or has ended): the file must not stay behind.
-        await provider.exec(ref.id, cleanup, { timeoutS: 30, role: 'service' }).catch(() => undefined);
-        throw e;
       }
+      return await runCapped(ctx, ref, command, { timeoutS: args.timeout, ...definedFields({ cwd: args.cwd }) }, cleanup);
+    } catch (e) {
+      // The code may never have run (a missing cwd, a task that never started) or has ended: the file must not stay behind.
+      await provider.exec(ref.id, cleanup, { timeoutS: 30, role: 'service' }).catch(() => undefined);
+      throw e;
     }
-    return runCapped(ctx, ref, command, { timeoutS: args.timeout }, cleanup);
   },
 });
 
-/** run_command and run_code. */
-export const execTools = [runCommand, runCode];
+const stopProcesses = defineTool({
+  name: 'stop_processes',
+  title: 'Stop leftover processes',
+  description:
+    'End every process in a sandbox that is not part of a task: what run_command and run_code left running in the background (`cmd &`, nohup, setsid; servers included) ' +
+    'and commands still running. Tasks (start_task, background_after) keep running, and so does the sandbox with its files. TERM, then KILL 1 s later. ' +
+    'The way out when a sandbox is at its process limit (insufficient_resources, code process_limit): it needs no new process in the sandbox. ' +
+    'Returns how many processes it stopped. Local sandboxes only.',
+  input: z.strictObject({
+    sandbox_id: DefaultSandboxIdSchema,
+  }),
+  output: z.strictObject({ sandbox_id: z.string(), stopped: z.number().int() }),
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+  async run(args, ctx) {
+    const ref = resolveSandbox(ctx, args.sandbox_id);
+    await renewIfOwned(ctx, ref);
+    const provider = ctx.deps.providers.get(ref.provider);
+    if (!provider.stopProcesses) throw noStopProcesses();
+    const { stopped } = await provider.stopProcesses(ref.id);
+    return { result: { sandbox_id: ref.qualified, stopped } };
+  },
+});
+
+/** run_command and run_code, and stop_processes for what they leave running. */
+export const execTools = [runCommand, runCode, stopProcesses];

@@ -3,8 +3,8 @@
 import { createHash } from 'node:crypto';
 import * as z from 'zod';
 import { ProviderError } from '../../providers/provider-error.js';
-import { PATH_MAX_CHARS } from './command-fields.js';
-import { SandboxIdSchema, defineTool, intIn, renewIfOwned, resolveSandbox, type ExtraContent } from './tool.js';
+import { PathSchema } from './command-fields.js';
+import { DefaultSandboxIdSchema, defineTool, intIn, renewIfOwned, resolveSandbox, type ExtraContent } from './tool.js';
 
 const MIB = 1024 * 1024;
 /** read_file returns at most this much text; download_file pages beyond. */
@@ -16,14 +16,12 @@ export const UPLOAD_CAP_BYTES = 3 * MIB;
 /** download_file returns at most this many bytes per call. */
 export const DOWNLOAD_CAP_BYTES = 4 * MIB;
 
-const PathSchema = z.string().min(1).max(PATH_MAX_CHARS);
-
 const readFile = defineTool({
   name: 'read_file',
   title: 'Read text file',
   description:
     'Read a text file as UTF-8 (at most 1 MiB; `truncated` is set beyond, use download_file to page). Binary files are refused: use download_file.',
-  input: z.strictObject({ path: PathSchema, sandbox_id: SandboxIdSchema.optional() }),
+  input: z.strictObject({ path: PathSchema, sandbox_id: DefaultSandboxIdSchema }),
   output: z.strictObject({ path: z.string(), content: z.string(), size: z.number().int(), truncated: z.boolean() }),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
@@ -44,7 +42,16 @@ const writeFile = defineTool({
   name: 'write_file',
   title: 'Write text file',
   description: 'Write UTF-8 text to a file, replacing it and creating parent directories.',
-  input: z.strictObject({ path: PathSchema, content: z.string().max(UPLOAD_CAP_BYTES), sandbox_id: SandboxIdSchema.optional() }),
+  input: z.strictObject({
+    path: PathSchema,
+    content: z
+      .string()
+      .max(UPLOAD_CAP_BYTES)
+      .describe(
+        `The whole new content, as text (written as UTF-8, at most ${UPLOAD_CAP_BYTES} bytes; larger or binary files: upload_file).`,
+      ),
+    sandbox_id: DefaultSandboxIdSchema,
+  }),
   output: z.strictObject({ path: z.string(), bytes_written: z.number().int() }),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
@@ -69,7 +76,11 @@ const listFiles = defineTool({
   name: 'list_files',
   title: 'List files',
   description: 'List a directory (depth 1-5, default 1), at most 1000 entries (`truncated` set beyond).',
-  input: z.strictObject({ path: PathSchema, sandbox_id: SandboxIdSchema.optional(), depth: intIn(1, 5).default(1) }),
+  input: z.strictObject({
+    path: PathSchema,
+    sandbox_id: DefaultSandboxIdSchema,
+    depth: intIn(1, 5).default(1).describe('How many levels to list: 1 (default) is the directory itself, up to 5.'),
+  }),
   output: z.strictObject({ path: z.string(), entries: z.array(EntrySchema), truncated: z.boolean() }),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
@@ -93,9 +104,12 @@ const uploadFile = defineTool({
     '(as download_file does), so each chunk can be verified; compare size before retrying an append.',
   input: z.strictObject({
     path: PathSchema,
-    data_base64: z.string().max(Math.ceil(UPLOAD_CAP_BYTES / 3) * 4),
-    sandbox_id: SandboxIdSchema.optional(),
-    append: z.boolean().default(false),
+    data_base64: z
+      .string()
+      .max(Math.ceil(UPLOAD_CAP_BYTES / 3) * 4)
+      .describe(`The bytes, base64-encoded (standard alphabet, padded; at most ${UPLOAD_CAP_BYTES} bytes decoded).`),
+    sandbox_id: DefaultSandboxIdSchema,
+    append: z.boolean().default(false).describe('true: add to the end of the file (creating it if missing); false (default): replace it.'),
   }),
   output: z.strictObject({ path: z.string(), bytes_written: z.number().int(), size: z.number().int(), sha256: z.string() }),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
@@ -136,9 +150,17 @@ const downloadFile = defineTool({
     'A whole PNG, JPEG, GIF or WebP image of at most 1 MiB also comes back as an image content block.',
   input: z.strictObject({
     path: PathSchema,
-    sandbox_id: SandboxIdSchema.optional(),
-    offset: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
-    length: intIn(1, DOWNLOAD_CAP_BYTES).default(MIB),
+    sandbox_id: DefaultSandboxIdSchema,
+    offset: z
+      .number()
+      .int()
+      .min(0)
+      .max(Number.MAX_SAFE_INTEGER)
+      .default(0)
+      .describe('Byte offset to read from (default 0); for the next chunk, add the returned bytes.'),
+    length: intIn(1, DOWNLOAD_CAP_BYTES)
+      .default(MIB)
+      .describe(`Bytes to read at most (1-${DOWNLOAD_CAP_BYTES}, default ${MIB}); fewer come back at the end of the file.`),
   }),
   output: z.strictObject({
     path: z.string(),

@@ -15,7 +15,7 @@ import {
   type NetworkPolicy,
 } from '../../providers/network-policy.js';
 import { EXPOSED_PORT_MAX, EXPOSED_PORT_MIN } from '../../providers/provider.js';
-import { SandboxIdSchema, defineTool, intIn, resolveSandbox } from './tool.js';
+import { DefaultSandboxIdSchema, defineTool, intIn, resolveSandbox } from './tool.js';
 
 /** One allow-list entry as a tool argument. */
 const AllowEntrySchema = z
@@ -39,7 +39,7 @@ export const NetworkArgSchema = z
   );
 
 /** The server's permitted entries (parsed once per call; the list is short). */
-function permittedOf(config: Pick<ServerConfig, 'network'>): string[] {
+export function permittedOf(config: Pick<ServerConfig, 'network'>): string[] {
   return config.network?.permitted ?? [];
 }
 
@@ -107,10 +107,11 @@ const exposePort = defineTool({
     'Return a URL the person (not the sandbox) can open to reach a TCP port a sandbox serves. Local sandboxes: ' +
     "a listener on this machine's loopback forwarding into the sandbox (serve on 0.0.0.0 or 127.0.0.1 inside). " +
     "e2b sandboxes: E2B's public HTTPS host for the port. The same URL on every call; it stops working when the sandbox ends. " +
-    'Nothing needs to listen yet: start the server (e.g. with start_task) before or after.',
+    'Nothing needs to listen yet: start the server (e.g. with start_task) before or after. ' +
+    "A port the sandbox's own plumbing uses (a local sandbox's egress proxy, e2b's envd) is refused: serve on another.",
   input: z.strictObject({
     port: intIn(EXPOSED_PORT_MIN, EXPOSED_PORT_MAX).describe('The TCP port inside the sandbox.'),
-    sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
+    sandbox_id: DefaultSandboxIdSchema,
   }),
   output: z.strictObject({ sandbox_id: z.string(), port: z.number(), url: z.string() }),
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },

@@ -2,7 +2,9 @@
 // interval (default 10 s), so clients that reset their request timeout on progress keep it
 // alive. `progress` is the elapsed time in seconds (strictly increasing); the message holds
 // only durations and byte counts, never output, arguments or secrets. No token: nothing is sent.
-import type { ToolContext } from './tool.js';
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+import type { ProgressNotifier, ToolContext } from './tool.js';
 
 /** How often a call reports progress unless the server is configured otherwise. */
 export const PROGRESS_INTERVAL_DEFAULT_MS = 10_000;
@@ -29,4 +31,14 @@ export async function withProgress<T>(ctx: ToolContext, describe: (elapsedS: num
 /** "1234 bytes of stdout and 0 of stderr so far", for messages about a command's output. */
 export function describeBytes(stdoutBytes: number, stderrBytes: number): string {
   return `${stdoutBytes} bytes of stdout and ${stderrBytes} of stderr so far`;
+}
+
+/** Sends notifications/progress on the request's own stream, if the client sent a progress token. */
+export function progressNotifier(extra: RequestHandlerExtra<ServerRequest, ServerNotification>): ProgressNotifier | undefined {
+  const progressToken = extra._meta?.progressToken;
+  if (progressToken === undefined) return undefined;
+  return (progress, message) => {
+    // A client gone meanwhile is no failure of the call.
+    extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress, message } }).catch(() => undefined);
+  };
 }

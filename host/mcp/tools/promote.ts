@@ -13,13 +13,15 @@
 //     id nobody was given. That costs a task per call, so only a call that asked for
 //     background_after itself goes this way; the server's default then leaves it on the fast path.
 import { LIMITS } from '../../../shared/limits.js';
-import { PROTOCOL_VERSION, type TaskView } from '../../../shared/protocol.js';
+import { PROTOCOL_VERSION, TASK_ENV_PREFIX, type AgentRequestInput, type OpName, type TaskView } from '../../../shared/protocol.js';
 import { secretValuesOf } from '../../config/config.js';
 import { ProviderError, isProviderError } from '../../providers/provider-error.js';
-import type { PromotableOutcome, Provider } from '../../providers/provider.js';
+import type { PromotableOutcome } from '../../providers/provider.js';
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
+import type { AgentCallOpts, AgentResult } from '../../tasks/agent-client.js';
 import { definedFields } from '../../util/defined-fields.js';
-import { EXEC_OUTPUT_CAP_BYTES, renderCapped, toResult, type ExecToolResult } from './exec-result.js';
+import { EXEC_OUTPUT_CAP_BYTES, renderCapped, toResult, withNotes, type ExecToolResult } from './exec-result.js';
+import { networkNotes } from './network-notes.js';
 import { describeBytes, withProgress } from './progress.js';
 import {
   CALL_SLACK_S,
@@ -49,11 +51,53 @@ const NOTHING = LIMITS.streamCapBytes;
 const HALF = EXEC_OUTPUT_CAP_BYTES / 2;
 
 /**
- * How a run ended for this call: it finished (the view is terminal), it goes on as a task, or
- * the caller gave up and the command was stopped (`isStopped`: confirmed).
- * `isPageZero`: the view holds the first page of each log (else its pages are empty).
+ * How a run ended for this call. `rejected`: the agent refused the start, so nothing runs;
+ * `uncertain`: whether it started is unknown, so a task may run (the handle says so); `finished`:
+ * the view is terminal; `promoted`: it goes on as a task; `abandoned`: the caller gave up and the
+ * command was stopped (`isStopped`: confirmed). `isPageZero`: the view holds the first page of
+ * each log (else its pages are empty).
  */
-type Outcome = { kind: 'finished' | 'promoted'; view: TaskView; isPageZero: boolean } | { kind: 'abandoned'; isStopped: boolean };
+export type RunOutcome =
+  | { kind: 'rejected'; error: unknown }
+  | { kind: 'uncertain'; view: TaskView }
+  | { kind: 'finished'; view: TaskView; isPageZero: boolean }
+  | { kind: 'promoted'; view: TaskView }
+  | { kind: 'abandoned'; isStopped: boolean };
+
+/**
+ * Whether the sandbox must outlive its session after this outcome: while a task may still run in
+ * it. No outcome (something threw before it was known) keeps it too: a task may exist.
+ */
+export function keepsSandbox(outcome: RunOutcome | undefined): boolean {
+  switch (outcome?.kind) {
+    case 'rejected':
+    case 'finished':
+      return false;
+    case 'abandoned':
+      return !outcome.isStopped;
+    case 'uncertain':
+    case 'promoted':
+    case undefined:
+      return true;
+  }
+}
+
+/** One sandbox's agent, bound to this call: the helpers below take it instead of (ctx, provider, ref). */
+interface TaskAgent {
+  readonly ctx: ToolContext;
+  readonly ref: SandboxRef;
+  call<Op extends OpName>(request: AgentRequestInput & { op: Op }, opts: AgentCallOpts): Promise<AgentResult<Op>>;
+}
+
+function taskAgent(ctx: ToolContext, ref: SandboxRef): TaskAgent {
+  const provider = ctx.deps.providers.get(ref.provider);
+  return {
+    ctx,
+    ref,
+    call: <Op extends OpName>(request: AgentRequestInput & { op: Op }, opts: AgentCallOpts) =>
+      ctx.deps.agent.call<Op>(provider, ref.id, request, opts),
+  };
+}
 
 /**
  * Runs `run`: the usual result if it finishes within backgroundAfterS, else its task's handle (see
@@ -75,14 +119,17 @@ export async function runPromotable(
 async function runThroughResident(ctx: ToolContext, ref: SandboxRef, run: PromotableRun): Promise<ExecToolResult | null> {
   const provider = ctx.deps.providers.get(ref.provider);
   if (!provider.execPromotable) return null;
+  const startedAtMs = Date.now();
   const taskId = newTaskId();
+  const agent = taskAgent(ctx, ref);
   // Held from before submission, as start_task does: a session closing meanwhile must not destroy it.
   ctx.deps.retention.begin(ref.qualified);
-  let isHeld = true;
+  // No outcome (something threw): a task may exist, so the sandbox is kept.
+  let outcome: RunOutcome | undefined;
   try {
-    let outcome: PromotableOutcome | null;
+    let answer: PromotableOutcome | null;
     try {
-      outcome = await withProgress(
+      answer = await withProgress(
         ctx,
         (s) => `command running for ${s} s`,
         () =>
@@ -95,137 +142,126 @@ async function runThroughResident(ctx: ToolContext, ref: SandboxRef, run: Promot
       );
     } catch (e) {
       if (!isProviderError(e) || !isUncertain(e)) {
-        isHeld = false;
+        outcome = { kind: 'rejected', error: e };
         throw e;
       }
       // The resident went away with the command (`kill -9 -1` in the sandbox, say). Its task goes
       // on (the command's wrapper hands it to a supervisor), so it is followed like a task started
       // for this call — unless it does not exist: then nothing ran, and the call runs another way.
       ctx.deps.log.warn('the agent went away while it ran a call; following its task', { category: e.category });
-      const found = await taskOrMissing(ctx, provider, ref, taskId);
+      const found = await taskOrMissing(agent, taskId);
       if (found === 'missing') {
-        isHeld = false;
+        outcome = { kind: 'rejected', error: e };
         return null;
       }
-      learnEnvs(ctx, ref, run.envs);
-      const hold = { isHeld: true };
-      try {
-        return await followTask(ctx, provider, ref, found, Date.now() + run.backgroundAfterS * 1000, hold);
-      } finally {
-        isHeld = hold.isHeld;
-      }
+      learnEnvs(agent, run.envs);
+      outcome = await withProgressOfRun(ctx, found, (sizes) =>
+        awaitOutcome(agent, found, startedAtMs + run.backgroundAfterS * 1000, sizes),
+      );
+      return await resultOf(agent, outcome, startedAtMs);
     }
-    if (outcome === null) {
-      isHeld = false;
+    if (answer === null) {
+      outcome = { kind: 'rejected', error: null };
       return null;
     }
-    learnEnvs(ctx, ref, run.envs);
-    if (outcome.kind === 'promoted') {
-      ctx.deps.log.info('call promoted to a task', { state: outcome.task.state });
-      return handleResult(ref, outcome.task, ctx);
+    learnEnvs(agent, run.envs);
+    if (answer.kind === 'promoted') {
+      outcome = { kind: 'promoted', view: answer.task };
+      return await resultOf(agent, outcome, startedAtMs);
     }
-    isHeld = false;
-    const r = outcome.result;
+    // Finished in time: no task was left behind, nothing needs the sandbox kept.
+    outcome = { kind: 'rejected', error: null };
+    const r = answer.result;
     if ((r.timedOut || ctx.signal?.aborted) && run.cleanupAfterTimeout) {
       await provider.exec(ref.id, run.cleanupAfterTimeout, { timeoutS: 30, role: 'service' }).catch(() => undefined);
     }
     if (ctx.signal?.aborted)
       throw new ProviderError('conflict', { code: 'cancelled', detail: 'The call was cancelled; its command was stopped.' });
-    return toResult(r, ref, ctx);
+    const result = toResult(r, ref, ctx);
+    if (r.exitCode === 0) return result;
+    // As on the fast path: a failed command says what its network did.
+    const network = await networkNotes(ctx, ref, { sinceMs: startedAtMs, untilMs: Date.now() + 1 }, result.stdout + result.stderr);
+    return { ...result, stderr: withNotes(result.stderr, network, ref, ctx) };
   } finally {
-    await ctx.deps.retention.end(ref.qualified, isHeld);
+    await ctx.deps.retention.end(ref.qualified, keepsSandbox(outcome));
   }
 }
 
 /** The way without a resident: a task from the start, long polls, its removal once finished in time. */
 async function runSupervised(ctx: ToolContext, ref: SandboxRef, run: PromotableRun): Promise<ExecToolResult> {
-  const deadlineMs = Date.now() + run.backgroundAfterS * 1000;
-  const taskId = newTaskId();
+  const startedAtMs = Date.now();
+  const deadlineAtMs = startedAtMs + run.backgroundAfterS * 1000;
   // Empty stdin, as on the fast path: a command that reads stdin (`grep x`, a prompt) sees
   // end-of-file at once instead of waiting for its timeout, so a call that ends within
   // background_after gets the same result as without it.
-  const request = startRequest(taskId, { command: run.command, timeoutS: run.timeoutS, stdin: false, ...definedFields({ cwd: run.cwd }) });
+  const request = startRequest(newTaskId(), {
+    command: run.command,
+    timeoutS: run.timeoutS,
+    stdin: false,
+    ...definedFields({ cwd: run.cwd }),
+  });
   checkEncodedSize(ctx, request);
-  const provider = ctx.deps.providers.get(ref.provider);
+  const agent = taskAgent(ctx, ref);
   // Held from before submission, as start_task does: a session closing meanwhile must not destroy it.
   ctx.deps.retention.begin(ref.qualified);
-  // Until the outcome is known, a task may exist: keep the sandbox if anything below throws.
-  let isHeld = true;
+  let outcome: RunOutcome | undefined;
   try {
-    let started: TaskView;
-    try {
-      started = await ctx.deps.agent.call(provider, ref.id, request, {
-        timeoutS: START_CALL_TIMEOUT_S,
-        ...definedFields({ taskEnvs: run.envs }),
-      });
-    } catch (e) {
-      if (isProviderError(e) && isUncertain(e)) {
-        learnEnvs(ctx, ref, run.envs);
-        ctx.deps.log.warn('task submission uncertain', { category: e.category });
-        return handleResult(ref, unknownView(taskId, e.code ?? e.category, e.suggestion), ctx);
-      }
-      isHeld = false;
-      throw e;
-    }
-    learnEnvs(ctx, ref, run.envs);
-    const hold = { isHeld: true };
-    try {
-      return await followTask(ctx, provider, ref, started, deadlineMs, hold);
-    } finally {
-      isHeld = hold.isHeld;
-    }
+    outcome = await runToOutcome(agent, request, run.envs, deadlineAtMs);
+    return await resultOf(agent, outcome, startedAtMs);
   } finally {
-    await ctx.deps.retention.end(ref.qualified, isHeld);
+    await ctx.deps.retention.end(ref.qualified, keepsSandbox(outcome));
   }
+}
+
+/** Submits the start, then waits for the task to end, for the deadline or for the caller to give up. */
+async function runToOutcome(
+  agent: TaskAgent,
+  request: AgentRequestInput & { op: 'start' },
+  envs: Record<string, string> | undefined,
+  deadlineAtMs: number,
+): Promise<RunOutcome> {
+  let started: TaskView;
+  try {
+    started = await agent.call(request, { timeoutS: START_CALL_TIMEOUT_S, ...definedFields({ envs: taskEnvs(envs) }) });
+  } catch (e) {
+    if (!(isProviderError(e) && isUncertain(e))) return { kind: 'rejected', error: e };
+    learnEnvs(agent, envs);
+    agent.ctx.deps.log.warn('task submission uncertain', { category: e.category });
+    return { kind: 'uncertain', view: unknownView(request.task_id, e.code ?? e.category, e.suggestion) };
+  }
+  learnEnvs(agent, envs);
+  return withProgressOfRun(agent.ctx, started, (sizes) => awaitOutcome(agent, started, deadlineAtMs, sizes));
 }
 
 /**
- * Follows a call's task from `started` until it finishes (the usual result; the task, whose id
- * nobody was given, is removed) or `deadlineMs` passes (its handle). `hold.isHeld` says at the
- * end whether a task may still run, so that the sandbox is kept.
+ * What the call answers for `outcome`, or throws: a rejected start's error, a cancelled call's.
+ * A failed command's notes cover what its network did since `startedAtMs`.
  */
-async function followTask(
-  ctx: ToolContext,
-  provider: Provider,
-  ref: SandboxRef,
-  started: TaskView,
-  deadlineMs: number,
-  hold: { isHeld: boolean },
-): Promise<ExecToolResult> {
-  const outcome = await withProgressOfRun(ctx, started, (sizes) => awaitOutcome(ctx, provider, ref, started, deadlineMs, sizes));
-  if (outcome.kind === 'abandoned') {
-    hold.isHeld = !outcome.isStopped;
-    throw new ProviderError('conflict', {
-      code: 'cancelled',
-      detail: outcome.isStopped
-        ? 'The call was cancelled; its command was stopped.'
-        : 'The call was cancelled; stopping its command is not confirmed.',
-    });
-  }
-  if (outcome.kind === 'promoted') {
-    ctx.deps.log.info('call promoted to a task', { state: outcome.view.state });
-    return handleResult(ref, outcome.view, ctx);
-  }
-  // Finished: nothing runs any more, so nothing needs the sandbox kept.
-  hold.isHeld = false;
-  const result = await finishedResult(ctx, provider, ref, outcome.view, outcome.isPageZero);
-  await removeTask(ctx, provider, ref, started.task_id);
-  return result;
-}
-
-/** The task's first page, 'missing' when the sandbox has no such task, or an unknown view saying why it cannot be read. */
-async function taskOrMissing(ctx: ToolContext, provider: Provider, ref: SandboxRef, taskId: string): Promise<TaskView | 'missing'> {
-  try {
-    return await ctx.deps.agent.call(
-      provider,
-      ref.id,
-      { protocol: PROTOCOL_VERSION, op: 'get', task_id: taskId },
-      { timeoutS: CALL_SLACK_S },
-    );
-  } catch (e) {
-    const error = isProviderError(e) ? e : new ProviderError('internal');
-    if (error.category === 'not_found' && error.code === 'not_found') return 'missing';
-    return unknownView(taskId, error.code ?? error.category, error.suggestion);
+async function resultOf(agent: TaskAgent, outcome: RunOutcome, startedAtMs: number): Promise<ExecToolResult> {
+  switch (outcome.kind) {
+    case 'rejected':
+      throw outcome.error;
+    case 'uncertain':
+      return handleResult(agent, outcome.view);
+    case 'promoted':
+      agent.ctx.deps.log.info('call promoted to a task', { state: outcome.view.state });
+      return handleResult(agent, outcome.view);
+    case 'abandoned':
+      throw new ProviderError('conflict', {
+        code: 'cancelled',
+        detail: outcome.isStopped
+          ? 'The call was cancelled; its command was stopped.'
+          : 'The call was cancelled; stopping its command is not confirmed.',
+      });
+    case 'finished': {
+      const result = await finishedResult(agent, outcome.view, outcome.isPageZero);
+      await removeTask(agent, outcome.view.task_id);
+      if (outcome.view.state !== 'failed') return result;
+      // As on the fast path: a failed command says what its network did.
+      const { ctx, ref } = agent;
+      const network = await networkNotes(ctx, ref, { sinceMs: startedAtMs, untilMs: Date.now() + 1 }, result.stdout + result.stderr);
+      return { ...result, stderr: withNotes(result.stderr, network, ref, ctx) };
+    }
   }
 }
 
@@ -233,8 +269,14 @@ async function taskOrMissing(ctx: ToolContext, provider: Provider, ref: SandboxR
  * Once the provider ran the start (so the caller may see this sandbox), the call's secret-named
  * envs join the sandbox's masking, as on the fast path.
  */
-function learnEnvs(ctx: ToolContext, ref: SandboxRef, envs: Record<string, string> | undefined): void {
+function learnEnvs({ ctx, ref }: TaskAgent, envs: Record<string, string> | undefined): void {
   if (envs) ctx.deps.masker.add(ref.qualified, secretValuesOf(envs));
+}
+
+/** The task variables as the agent takes them: in its environment, each name behind TASK_ENV_PREFIX. */
+function taskEnvs(envs: Record<string, string> | undefined): Record<string, string> | undefined {
+  if (!envs) return undefined;
+  return Object.fromEntries(Object.entries(envs).map(([name, value]) => [TASK_ENV_PREFIX + name, value]));
 }
 
 /** Byte counts of the task's logs as last seen, for progress messages. */
@@ -256,23 +298,15 @@ function withProgressOfRun<T>(ctx: ToolContext, started: TaskView, work: (sizes:
  * Long-polls until the task leaves `running` or the deadline passes. The polls read from the log
  * cap (no page, no early return for new output): only a state change or the wait's end answers.
  */
-async function awaitOutcome(
-  ctx: ToolContext,
-  provider: Provider,
-  ref: SandboxRef,
-  started: TaskView,
-  deadlineMs: number,
-  sizes: SeenSizes,
-): Promise<Outcome> {
+async function awaitOutcome(agent: TaskAgent, started: TaskView, deadlineAtMs: number, sizes: SeenSizes): Promise<RunOutcome> {
+  const { ctx } = agent;
   let last = started;
   while (last.state === 'running') {
-    const leftMs = deadlineMs - Date.now();
+    const leftMs = deadlineAtMs - Date.now();
     if (leftMs <= 0) break;
     const waitS = Math.max(1, Math.min(WAIT_CHUNK_S, LIMITS.waitMaxS, Math.ceil(leftMs / 1000)));
     try {
-      last = await ctx.deps.agent.call(
-        provider,
-        ref.id,
+      last = await agent.call(
         {
           protocol: PROTOCOL_VERSION,
           op: 'get',
@@ -293,26 +327,32 @@ async function awaitOutcome(
       break;
     }
   }
-  if (ctx.signal?.aborted) return stopAbandoned(ctx, provider, ref, started.task_id);
+  if (ctx.signal?.aborted) return stopAbandoned(agent, started.task_id);
   if (isTerminal(last)) return { kind: 'finished', view: last, isPageZero: last === started };
   // Page 0 for the handle (as start_task shows it), or the finished outcome if it ended meanwhile.
-  const page = await firstPage(ctx, provider, ref, started.task_id);
-  return { kind: isTerminal(page) ? 'finished' : 'promoted', view: page, isPageZero: true };
+  const page = await firstPage(agent, started.task_id);
+  return isTerminal(page) ? { kind: 'finished', view: page, isPageZero: true } : { kind: 'promoted', view: page };
 }
 
 function isTerminal(view: TaskView): boolean {
   return view.state !== 'running' && view.state !== 'unknown';
 }
 
-/** The task's first page; an unknown view saying why if even that cannot be read. */
-async function firstPage(ctx: ToolContext, provider: Provider, ref: SandboxRef, taskId: string): Promise<TaskView> {
+/** The task's first page, 'missing' when the sandbox has no such task, or an unknown view saying why it cannot be read. */
+async function taskOrMissing(agent: TaskAgent, taskId: string): Promise<TaskView | 'missing'> {
   try {
-    return await ctx.deps.agent.call(
-      provider,
-      ref.id,
-      { protocol: PROTOCOL_VERSION, op: 'get', task_id: taskId },
-      { timeoutS: CALL_SLACK_S },
-    );
+    return await agent.call({ protocol: PROTOCOL_VERSION, op: 'get', task_id: taskId }, { timeoutS: CALL_SLACK_S });
+  } catch (e) {
+    const error = isProviderError(e) ? e : new ProviderError('internal');
+    if (error.category === 'not_found' && error.code === 'not_found') return 'missing';
+    return unknownView(taskId, error.code ?? error.category, error.suggestion);
+  }
+}
+
+/** The task's first page; an unknown view saying why if even that cannot be read. */
+async function firstPage(agent: TaskAgent, taskId: string): Promise<TaskView> {
+  try {
+    return await agent.call({ protocol: PROTOCOL_VERSION, op: 'get', task_id: taskId }, { timeoutS: CALL_SLACK_S });
   } catch (e) {
     const error = isProviderError(e) ? e : new ProviderError('internal');
     return unknownView(taskId, error.code ?? error.category, error.suggestion);
@@ -323,28 +363,22 @@ async function firstPage(ctx: ToolContext, provider: Provider, ref: SandboxRef, 
  * The caller gave up (cancelled the call, or disconnected) before promotion: nobody holds the
  * task's id, so its command is stopped, as a cancelled call's command is without background_after.
  */
-async function stopAbandoned(ctx: ToolContext, provider: Provider, ref: SandboxRef, taskId: string): Promise<Outcome> {
+async function stopAbandoned(agent: TaskAgent, taskId: string): Promise<RunOutcome> {
   try {
-    const cancel = { protocol: PROTOCOL_VERSION, op: 'cancel', task_id: taskId } as const;
-    const view = await ctx.deps.agent.call(provider, ref.id, cancel, { timeoutS: CALL_SLACK_S });
+    const view = await agent.call({ protocol: PROTOCOL_VERSION, op: 'cancel', task_id: taskId }, { timeoutS: CALL_SLACK_S });
     if (!isTerminal(view)) return { kind: 'abandoned', isStopped: false };
-    await removeTask(ctx, provider, ref, taskId);
+    await removeTask(agent, taskId);
     return { kind: 'abandoned', isStopped: true };
   } catch (e) {
-    ctx.deps.log.warn('stopping an abandoned call failed', { category: isProviderError(e) ? e.category : 'internal' });
+    agent.ctx.deps.log.warn('stopping an abandoned call failed', { category: isProviderError(e) ? e.category : 'internal' });
     return { kind: 'abandoned', isStopped: false };
   }
 }
 
 /** The usual run_command result of a finished task: each stream whole, or its first and last 32 KiB. */
-async function finishedResult(
-  ctx: ToolContext,
-  provider: Provider,
-  ref: SandboxRef,
-  view: TaskView,
-  isPageZero: boolean,
-): Promise<ExecToolResult> {
-  const [stdout, stderr] = await readCapped(ctx, provider, ref, view, isPageZero);
+async function finishedResult(agent: TaskAgent, view: TaskView, isPageZero: boolean): Promise<ExecToolResult> {
+  const { ctx, ref } = agent;
+  const [stdout, stderr] = await readCapped(agent, view, isPageZero);
   return {
     exit_code: view.exit_code,
     stdout: renderCapped(ctx, ref, stdout),
@@ -374,13 +408,7 @@ function rangesOf(size: number): Range[] {
 type Pieces = readonly [string] | readonly [string, string];
 
 /** Reads the ranges of both logs with as few gets as possible (one page reads both streams when the lengths match). */
-async function readCapped(
-  ctx: ToolContext,
-  provider: Provider,
-  ref: SandboxRef,
-  view: TaskView,
-  isPageZero: boolean,
-): Promise<[Pieces, Pieces]> {
+async function readCapped(agent: TaskAgent, view: TaskView, isPageZero: boolean): Promise<[Pieces, Pieces]> {
   // The first page suffices when it holds each stream whole.
   if (isPageZero && view.stdout_next_offset === view.stdout_size && view.stderr_next_offset === view.stderr_size) {
     return [[view.stdout], [view.stderr]];
@@ -390,9 +418,7 @@ async function readCapped(
   const outTexts: string[] = [];
   const errTexts: string[] = [];
   const page = (stdoutOffset: number, stderrOffset: number, limit: number) =>
-    ctx.deps.agent.call(
-      provider,
-      ref.id,
+    agent.call(
       { protocol: PROTOCOL_VERSION, op: 'get', task_id: view.task_id, stdout_offset: stdoutOffset, stderr_offset: stderrOffset, limit },
       { timeoutS: CALL_SLACK_S },
     );
@@ -416,15 +442,15 @@ function asPieces(texts: string[]): Pieces {
 }
 
 /** Deletes a finished task nobody was told about, freeing its slot; a failure is only logged (the slot stays taken). */
-async function removeTask(ctx: ToolContext, provider: Provider, ref: SandboxRef, taskId: string): Promise<void> {
+async function removeTask(agent: TaskAgent, taskId: string): Promise<void> {
   try {
-    await ctx.deps.agent.call(provider, ref.id, { protocol: PROTOCOL_VERSION, op: 'remove', task_id: taskId }, { timeoutS: CALL_SLACK_S });
+    await agent.call({ protocol: PROTOCOL_VERSION, op: 'remove', task_id: taskId }, { timeoutS: CALL_SLACK_S });
   } catch (e) {
-    ctx.deps.log.warn('removing a finished task failed', { category: isProviderError(e) ? e.category : 'internal' });
+    agent.ctx.deps.log.warn('removing a finished task failed', { category: isProviderError(e) ? e.category : 'internal' });
   }
 }
 
 /** The result of a promoted call: the task handle with the six run_command fields and `backgrounded: true`. */
-function handleResult(ref: SandboxRef, view: TaskView, ctx: ToolContext): ExecToolResult {
+function handleResult({ ctx, ref }: TaskAgent, view: TaskView): ExecToolResult {
   return { ...present(ref.qualified, view, ctx), timed_out: false, backgrounded: true };
 }

@@ -5,7 +5,7 @@ import { ProviderError, isProviderError } from '../../providers/provider-error.j
 import { SANDBOX_LIFETIME_DEFAULT_S, SANDBOX_LIFETIME_MAX_S, SANDBOX_LIFETIME_MIN_S } from '../../providers/provider.js';
 import { MetadataSchema, qualifyMetadata } from '../../providers/sandbox-metadata.js';
 import { PROVIDER_IDS, qualify } from '../../providers/sandbox-ref.js';
-import { EnvsSchema, SandboxIdSchema, defineTool, intIn, resolveSandbox, type ToolContext } from './tool.js';
+import { DefaultSandboxIdSchema, EnvsSchema, defineTool, intIn, resolveSandbox, type ToolContext } from './tool.js';
 import { definedFields } from '../../util/defined-fields.js';
 import { NetworkArgSchema, networkSummary, resolveNetworkArg } from './network.js';
 
@@ -27,10 +27,20 @@ const createSandbox = defineTool({
     "Create a new sandbox and make it this session's default. It is destroyed when the session ends unless a task was started in it. " +
     "Omitted options keep the provider's defaults. Keep secrets in the server's configuration; envs given here are visible to the model.",
   input: z.strictObject({
-    template: z.string().min(1).max(200).optional(),
+    template: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe('The template to start from: an E2B template name or id (default "base"); a local sandbox has only "base".'),
     timeout: LifetimeSchema.optional().describe(`Lifetime in seconds (default ${SANDBOX_LIFETIME_DEFAULT_S}).`),
     envs: EnvsSchema.optional().describe('Environment variables for every command in the sandbox.'),
-    region: z.string().min(1).max(100).optional(),
+    region: z
+      .string()
+      .min(1)
+      .max(100)
+      .optional()
+      .describe('Where it runs: a local sandbox accepts only "local"; E2B takes no region (an error). Default: the provider\'s.'),
     cpu: z.number().int().min(1).max(1024).optional().describe("CPU cores (default: no CPU limit; at most the server's maximum)."),
     memory: z
       .number()
@@ -81,23 +91,31 @@ const killSandbox = defineTool({
   name: 'kill_sandbox',
   title: 'Destroy sandbox',
   description:
-    'Destroy a sandbox and everything in it, including its tasks and their logs (the complete cleanup). Defaults to the session default.',
-  input: z.strictObject({ sandbox_id: SandboxIdSchema.optional() }),
-  output: z.strictObject({ success: z.boolean(), sandbox_id: z.string() }),
+    'Destroy a sandbox and everything in it, including its tasks and their logs (the complete cleanup). Defaults to the session default. ' +
+    'Idempotent: a sandbox that is already gone (destroyed, expired, or never one you could see) is a success with destroyed: false.',
+  input: z.strictObject({ sandbox_id: DefaultSandboxIdSchema }),
+  output: z.strictObject({
+    success: z.boolean(),
+    sandbox_id: z.string(),
+    destroyed: z.boolean().describe('true: this call destroyed it; false: there was no such sandbox to destroy.'),
+  }),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
     const ref = resolveSandbox(ctx, args.sandbox_id);
     try {
       await ctx.deps.providers.get(ref.provider).kill(ref.id);
     } catch (e) {
-      // Already gone (expired, killed elsewhere): it must not linger as this session's default.
-      // Only the session's own state: not_found may also be another principal's sandbox, whose
-      // retention and masking are none of this caller's business.
-      if (isProviderError(e) && e.category === 'not_found') ctx.session.forget(ref.qualified);
-      throw e;
+      if (!isProviderError(e) || e.category !== 'not_found') throw e;
+      // Already gone (expired, killed elsewhere, a retry after a lost answer): what was asked for
+      // holds. For a named user this is also the answer for another principal's sandbox, which
+      // the scope reports exactly as a missing one: the same bytes either way, so nothing leaks.
+      // Only the session's own state is forgotten (it must not linger as the default): another
+      // principal's retention and masking are none of this caller's business.
+      ctx.session.forget(ref.qualified);
+      return { result: { success: true, sandbox_id: ref.qualified, destroyed: false } };
     }
     forget(ctx, ref.qualified);
-    return { result: { success: true, sandbox_id: ref.qualified } };
+    return { result: { success: true, sandbox_id: ref.qualified, destroyed: true } };
   },
 });
 
@@ -114,11 +132,17 @@ const listSandboxes = defineTool({
     'List sandboxes visible to the configured account and provider. Increase offset for the next page; there is no total or cursor. ' +
     'Listing never creates, selects or adopts a sandbox.',
   input: z.strictObject({
-    status: z.enum(['running', 'paused']).optional(),
-    limit: intIn(1, 100).default(100),
-    offset: z.number().int().min(0).max(1_000_000).default(0),
-    provider: z.enum(PROVIDER_IDS).optional(),
-    region: z.string().min(1).max(100).optional(),
+    status: z.enum(['running', 'paused']).optional().describe('Only sandboxes in this state (default: all).'),
+    limit: intIn(1, 100).default(100).describe('Sandboxes per page (1-100, default 100).'),
+    offset: z
+      .number()
+      .int()
+      .min(0)
+      .max(1_000_000)
+      .default(0)
+      .describe('How many to skip (default 0): the next page starts at offset + limit.'),
+    provider: z.enum(PROVIDER_IDS).optional().describe("Which provider's sandboxes to list (default: the server's default provider)."),
+    region: z.string().min(1).max(100).optional().describe('Only sandboxes in this region (default: all).'),
   }),
   output: z.strictObject({ sandboxes: z.array(MetadataSchema), limit: z.number(), offset: z.number() }),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
@@ -140,7 +164,7 @@ const getSandbox = defineTool({
   title: 'Inspect sandbox',
   description:
     'Current metadata of a sandbox (the session default when sandbox_id is omitted). Never creates, resumes or extends a sandbox.',
-  input: z.strictObject({ sandbox_id: SandboxIdSchema.optional() }),
+  input: z.strictObject({ sandbox_id: DefaultSandboxIdSchema }),
   output: MetadataSchema,
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
@@ -156,7 +180,7 @@ const setSandboxTimeout = defineTool({
     "Set a sandbox's lifetime to `timeout` seconds from now. For a sandbox this session created, later command and file tools renew with this duration.",
   input: z.strictObject({
     timeout: LifetimeSchema.describe('New lifetime in seconds, counted from now.'),
-    sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
+    sandbox_id: DefaultSandboxIdSchema,
   }),
   output: z.strictObject({ success: z.boolean(), sandbox_id: z.string(), timeout: z.number() }),
   // Destructive: a short timeout ends the sandbox and everything in it.

@@ -6,9 +6,17 @@ import * as z from 'zod';
 import { LIMITS } from '../../../shared/limits.js';
 import { InputDataSchema, InputResultSchema, PROTOCOL_VERSION, TASK_ID_PATTERN, type TaskView } from '../../../shared/protocol.js';
 import { ProviderError, isProviderError } from '../../providers/provider-error.js';
-import { resolveSandboxPath } from '../../providers/provider.js';
 import { parseSandboxRef, type SandboxRef } from '../../providers/sandbox-ref.js';
-import { SandboxIdSchema, defineTool, intIn, learnSecrets, resolveSandbox, type ExtraContent, type ToolContext } from './tool.js';
+import {
+  DefaultSandboxIdSchema,
+  SandboxIdSchema,
+  defineTool,
+  intIn,
+  learnSecrets,
+  resolveSandbox,
+  type ExtraContent,
+  type ToolContext,
+} from './tool.js';
 import { definedFields } from '../../util/defined-fields.js';
 import { withProgress } from './progress.js';
 import {
@@ -23,13 +31,15 @@ import {
   unknownView,
   type TaskResult,
 } from './task-calls.js';
-import { CommandSchema, CwdSchema } from './command-fields.js';
+import { CommandSchema, CwdSchema, resolveCwd } from './command-fields.js';
+import { networkNotes } from './network-notes.js';
 
 /**
  * Notes beside the task view (whose shape stays the protocol's), for views they may explain: the
  * limits the sandbox met, for a view that is unknown or failed by a SIGKILL (exit code 137, as
- * the memory limit's OOM kill ends a command); the destinations its egress proxy refused while
- * the task ran, for any failed view (masked: the sandbox chose those names). Best effort: []
+ * the memory limit's OOM kill ends a command); for any failed view, what its egress proxy refused
+ * or could not reach while the task ran, or the sandbox's network when the output at hand shows a
+ * network failure (network-notes.ts; masked: the sandbox chose those names). Best effort: []
  * when the provider cannot tell.
  */
 async function notesFor(ctx: ToolContext, ref: SandboxRef, view: TaskView): Promise<ExtraContent[]> {
@@ -44,7 +54,7 @@ async function notesFor(ctx: ToolContext, ref: SandboxRef, view: TaskView): Prom
       sinceMs: view.started_at * 1000,
       ...definedFields({ untilMs: view.finished_at !== null ? (view.finished_at + 1) * 1000 : undefined }),
     };
-    notes.push(...((await provider.refusalNotes?.(ref.id, window).catch(() => [])) ?? []));
+    notes.push(...(await networkNotes(ctx, ref, window, view.stdout + view.stderr)));
   }
   return notes.map((text) => ({ type: 'text', text: `note: ${ctx.deps.masker.mask(ref.qualified, text)}` }));
 }
@@ -59,7 +69,7 @@ const startTask = defineTool({
     'Never extends the sandbox lifetime: its deadline can stop the task first. If the state is "unknown", inspect with get_task; do not blindly resubmit.',
   input: z.strictObject({
     command: CommandSchema,
-    sandbox_id: SandboxIdSchema.optional().describe('Defaults to the session default sandbox.'),
+    sandbox_id: DefaultSandboxIdSchema,
     cwd: CwdSchema,
     timeout: intIn(1, LIMITS.taskTimeoutMaxS)
       .default(LIMITS.taskTimeoutDefaultS)
@@ -70,7 +80,7 @@ const startTask = defineTool({
   async run(args, ctx) {
     const ref = resolveSandbox(ctx, args.sandbox_id);
     // Resolved here, so a task's cwd follows the same path rule as every other tool's.
-    const cwd = args.cwd !== undefined ? resolveSandboxPath(args.cwd) : undefined;
+    const cwd = resolveCwd(args.cwd);
     // The handle exists before submission, so an uncertain outcome can still be inspected later.
     const taskId = newTaskId();
     // A stdin pipe the task's prompts can be answered through (send_task_input).
@@ -123,6 +133,18 @@ const handleShape = {
 type Handle = { sandbox_id: string; task_id: string; stdout_offset: number; stderr_offset: number; limit: number };
 
 /**
+ * Counts a waiting get against the sandbox's limit (a waiting get holds a process in it), but only
+ * once the caller may see the sandbox: a refusal for a full gate would tell another principal
+ * that it exists. getOwner goes through the session's ownership scope, which answers a sandbox
+ * the caller may not see exactly as a missing one; learnSecrets cannot be relied on for that, as
+ * it asks the provider only the first time in a process.
+ */
+async function enterWaitGate(ctx: ToolContext, ref: SandboxRef): Promise<() => void> {
+  await ctx.deps.providers.get(ref.provider).getOwner(ref.id);
+  return ctx.deps.waits.enter(ref.qualified);
+}
+
+/**
  * get and cancel: by explicit handle only — never the session default, never adopted into this
  * session's cleanup, never a lifetime extension.
  */
@@ -134,8 +156,7 @@ async function queryTask(
 ): Promise<{ result: TaskResult; content: ExtraContent[] }> {
   const ref = parseSandboxRef(handle.sandbox_id, ctx.deps.config.defaultProvider);
   await learnSecrets(ctx, ref);
-  // A waiting get holds a process in the sandbox: only so many at once.
-  const endWait = op.op === 'get' && op.wait_s > 0 ? ctx.deps.waits.enter(ref.qualified) : undefined;
+  const endWait = op.op === 'get' && op.wait_s > 0 ? await enterWaitGate(ctx, ref) : undefined;
   let view: TaskView;
   try {
     view = await ctx.deps.agent.call(

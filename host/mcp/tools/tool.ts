@@ -1,6 +1,7 @@
 // What a tool is, and the helpers every tool group shares: sandbox resolution and renewal
-// (metadata qualification is in ../sandbox-metadata.ts, which the CLI shares). Tool handlers throw ProviderError; the server turns it into an
-// `isError` result. They never format provider errors themselves.
+// (metadata qualification is in providers/sandbox-metadata.ts, which the CLI shares). Tool
+// handlers throw ProviderError; tool-call.ts turns it into an `isError` result. They never format
+// provider errors themselves.
 import * as z from 'zod';
 import { envsBytes, LIMITS } from '../../../shared/limits.js';
 import type { ServerConfig } from '../../config/config.js';
@@ -55,6 +56,11 @@ export const intIn = (min: number, max: number) => z.number().int().min(min).max
 /** An explicit sandbox id: never empty; `provider:id` or an id of the default provider. */
 export const SandboxIdSchema = z.string().min(1).max(200);
 
+/** The `sandbox_id` of a tool that falls back to the session default: described once for all of them. */
+export const DefaultSandboxIdSchema = SandboxIdSchema.optional().describe(
+  "The sandbox, as create_sandbox returned it (e.g. local:abc; an unqualified id is the default provider's). Default: this session's default sandbox (the last one it created).",
+);
+
 /**
  * Environment variables: POSIX names to string values, LIMITS.envsMaxBytes in all. Every
  * command of a sandbox carries them: beyond the kernel's bounds every exec fails with E2BIG.
@@ -83,14 +89,19 @@ export function resolveSandbox(ctx: ToolContext, sandboxId: string | undefined):
 }
 
 /**
- * Ordinary exec/file tools renew session-owned sandboxes to the session's renewal duration.
- * A failed renewal does not fail the tool: the operation itself reports what matters.
+ * Ordinary exec/file tools renew session-owned sandboxes to the session's renewal duration. A
+ * renewal only ever lengthens: a lifetime already ending later (set by another session's
+ * set_sandbox_timeout, or from the dashboard) stays; only set_sandbox_timeout shortens one. A
+ * failed renewal does not fail the tool: the operation itself reports what matters.
  */
 export async function renewIfOwned(ctx: ToolContext, ref: SandboxRef): Promise<void> {
   const renewS = ctx.session.renewalFor(ref.qualified);
   if (renewS === undefined) return;
   try {
-    await ctx.deps.providers.get(ref.provider).setTimeout(ref.id, renewS);
+    const provider = ctx.deps.providers.get(ref.provider);
+    const endAt = (await provider.getInfo(ref.id)).end_at;
+    if (endAt !== null && Date.parse(endAt) >= Date.now() + renewS * 1000) return;
+    await provider.setTimeout(ref.id, renewS);
   } catch (e) {
     ctx.deps.log.warn('renewal failed', { category: e instanceof ProviderError ? e.category : 'internal' });
   }

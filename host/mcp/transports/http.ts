@@ -11,6 +11,7 @@ import { createServer } from '../server.js';
 import type { ServerDeps } from '../server-deps.js';
 import type { TokenTable } from '../../access/tokens-file.js';
 import { screenEnvelope, type Refused } from './message-check.js';
+import { definedFields } from '../../util/defined-fields.js';
 
 export interface HttpOpts {
   host: string;
@@ -23,6 +24,8 @@ export interface HttpOpts {
   idleTimeoutMs: number;
   /** How often idle sessions are looked for. */
   sweepIntervalMs?: number;
+  /** Answers every path but /mcp (the dashboard), given this server's Host names and port; absent: 404. */
+  otherRoutes?: (req: IncomingMessage, res: ServerResponse, site: { hosts: ReadonlySet<string>; port: number }) => Promise<void>;
 }
 
 /** Largest accepted request body: a full 3 MiB upload_file chunk is 4 MiB of base64 plus JSON-RPC framing. */
@@ -67,9 +70,62 @@ function bracket(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-function reject(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { 'content-type': 'application/json', ...headers });
-  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
+/** A request turned away before it reaches a session: the HTTP status and the JSON-RPC error's text. */
+export interface Refusal {
+  status: number;
+  message: string;
+  headers?: Record<string, string>;
+}
+
+/** The request parts authorize reads. */
+export type RequestHead = Pick<IncomingMessage, 'headers' | 'url'>;
+
+/**
+ * Who may use the MCP endpoint: a Host (and Origin, when sent) naming this server, so that a page
+ * elsewhere cannot reach it through DNS rebinding; the path /mcp; a bearer token of a principal.
+ * Checked in that order; the answer is the principal or the first refusal. Pure, so every branch
+ * is unit-tested.
+ */
+export function authorize(
+  req: RequestHead,
+  hosts: ReadonlySet<string>,
+  tokens: Pick<TokenTable, 'authenticate'>,
+): { principal: Principal } | { refusal: Refusal } {
+  const host = (req.headers.host ?? '').toLowerCase();
+  if (!hosts.has(host)) return refuse(403, 'Forbidden: Host header does not match the server address');
+  const origin = req.headers.origin?.toLowerCase();
+  if (origin !== undefined && ![...hosts].some((h) => origin === `http://${h}`)) {
+    return refuse(403, 'Forbidden: Origin does not match the server address');
+  }
+  if ((req.url ?? '').split('?')[0] !== '/mcp') return refuse(404, 'Not found: the MCP endpoint is /mcp');
+  const header = req.headers.authorization;
+  if (header === undefined) return unauthorized(UNAUTHORIZED.missing);
+  // The auth scheme is case-insensitive (RFC 7235); the token is not.
+  const token = /^bearer +(\S+)$/i.exec(header)?.[1];
+  if (token === undefined) return unauthorized(UNAUTHORIZED.malformed);
+  const principal = tokens.authenticate(token);
+  if (!principal) return unauthorized(UNAUTHORIZED.wrong);
+  return { principal };
+}
+
+/** Why a request without a principal was refused: each says which, none repeats what was sent. */
+export const UNAUTHORIZED = {
+  missing: 'Unauthorized: no bearer token was sent; send the header Authorization: Bearer <token>',
+  malformed: 'Unauthorized: the Authorization header is not of the form Bearer <token>',
+  wrong: 'Unauthorized: the bearer token is not valid for this server (a generated token changes at every server start)',
+};
+
+function unauthorized(message: string): { refusal: Refusal } {
+  return refuse(401, message, { 'www-authenticate': 'Bearer' });
+}
+
+function refuse(status: number, message: string, headers?: Record<string, string>): { refusal: Refusal } {
+  return { refusal: { status, message, ...definedFields({ headers }) } };
+}
+
+function sendRefusal(res: ServerResponse, refusal: Refusal): void {
+  res.writeHead(refusal.status, { 'content-type': 'application/json', ...refusal.headers });
+  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: refusal.message }, id: null }));
 }
 
 /**
@@ -94,19 +150,22 @@ function replyRefused(res: ServerResponse, refused: Refused): void {
   res.end(JSON.stringify(refused.reply));
 }
 
-async function readBody(req: IncomingMessage): Promise<unknown> {
+/** A POST's body parsed as JSON (undefined when empty, and for other methods), or why it cannot be read. */
+async function readBody(req: IncomingMessage): Promise<{ body: unknown } | { refusal: Refusal }> {
+  if (req.method !== 'POST') return { body: undefined };
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_BODY_BYTES) throw Object.assign(new Error('too large'), { status: 413 });
-    chunks.push(chunk as Buffer);
-  }
-  if (size === 0) return undefined;
   try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    for await (const chunk of req) {
+      size += (chunk as Buffer).length;
+      if (size > MAX_BODY_BYTES) return refuse(413, 'Request body too large');
+      chunks.push(chunk as Buffer);
+    }
+    if (size === 0) return { body: undefined };
+    return { body: JSON.parse(Buffer.concat(chunks).toString('utf8')) };
   } catch {
-    throw Object.assign(new Error('bad json'), { status: 400 });
+    // Not JSON, or a body that broke off: either way there is no message to read.
+    return refuse(400, 'Parse error: invalid JSON');
   }
 }
 
@@ -114,6 +173,7 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
 export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpHandle> {
   const sessions = new Map<string, HttpSession>();
   let hosts = allowedHosts(opts.host, opts.port, opts.extraHosts);
+  let port = opts.port;
 
   async function openSession(req: IncomingMessage, res: ServerResponse, body: unknown, principal: Principal): Promise<void> {
     const { server, connect, close } = createServer(deps, { principal, transport: 'http' });
@@ -148,58 +208,51 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
     else endQuietly(); // initialization failed: nothing to keep
   }
 
+  /** A request that reaches an existing session: the same principal's only, and counted as activity. */
+  async function continueSession(
+    sessionId: string,
+    req: IncomingMessage,
+    res: ServerResponse,
+    body: unknown,
+    principal: Principal,
+  ): Promise<void> {
+    const entry = sessions.get(sessionId);
+    // Another principal's session reads as no session at all.
+    if (!entry || !isSamePrincipal(entry.principal, principal)) return sendRefusal(res, { status: 404, message: 'Session not found' });
+    entry.lastSeenMs = Date.now();
+    // The standalone GET stream stays open for the whole session: it is not activity.
+    const isCall = req.method === 'POST';
+    if (isCall) entry.activeRequests++;
+    try {
+      await entry.transport.handleRequest(req, res, body);
+    } finally {
+      if (isCall) entry.activeRequests--;
+      entry.lastSeenMs = Date.now();
+    }
+  }
+
+  /** authorize, read and screen the body, then hand the request to its session or open one. */
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const host = (req.headers.host ?? '').toLowerCase();
-    if (!hosts.has(host)) return reject(res, 403, 'Forbidden: Host header does not match the server address');
-    const origin = req.headers.origin?.toLowerCase();
-    if (origin !== undefined && ![...hosts].some((h) => origin === `http://${h}`)) {
-      return reject(res, 403, 'Forbidden: Origin does not match the server address');
-    }
-    if ((req.url ?? '').split('?')[0] !== '/mcp') return reject(res, 404, 'Not found: the MCP endpoint is /mcp');
-    // The auth scheme is case-insensitive (RFC 7235); the token is not.
-    const auth = /^bearer +(\S+)$/i.exec(req.headers.authorization ?? '');
-    const principal = auth ? opts.tokens.authenticate(auth[1]!) : undefined;
-    if (!principal) return reject(res, 401, 'Unauthorized: a bearer token is required', { 'www-authenticate': 'Bearer' });
-    let body: unknown;
-    if (req.method === 'POST') {
-      try {
-        body = await readBody(req);
-      } catch (e) {
-        const status = (e as { status?: number }).status ?? 400;
-        return reject(res, status, status === 413 ? 'Request body too large' : 'Parse error: invalid JSON');
-      }
-    }
-    if (body !== undefined) {
-      const refused = refuseMalformed(body);
-      if (refused) {
-        deps.log.info('refused a message', { reason: refused.reason });
-        return replyRefused(res, refused);
-      }
+    // Everything beside /mcp (the dashboard) screens its requests itself, Host included.
+    if (opts.otherRoutes && (req.url ?? '').split('?')[0] !== '/mcp') return opts.otherRoutes(req, res, { hosts, port });
+    const who = authorize(req, hosts, opts.tokens);
+    if ('refusal' in who) return sendRefusal(res, who.refusal);
+    const read = await readBody(req);
+    if ('refusal' in read) return sendRefusal(res, read.refusal);
+    const malformed = read.body === undefined ? undefined : refuseMalformed(read.body);
+    if (malformed) {
+      deps.log.info('refused a message', { reason: malformed.reason });
+      return replyRefused(res, malformed);
     }
     const sessionId = req.headers['mcp-session-id'];
-    if (typeof sessionId === 'string') {
-      const entry = sessions.get(sessionId);
-      // Another principal's session reads as no session at all.
-      if (!entry || !isSamePrincipal(entry.principal, principal)) return reject(res, 404, 'Session not found');
-      entry.lastSeenMs = Date.now();
-      // The standalone GET stream stays open for the whole session: it is not activity.
-      const isCall = req.method === 'POST';
-      if (isCall) entry.activeRequests++;
-      try {
-        await entry.transport.handleRequest(req, res, body);
-      } finally {
-        if (isCall) entry.activeRequests--;
-        entry.lastSeenMs = Date.now();
-      }
-      return;
-    }
-    if (req.method === 'POST' && isInitializeRequest(body)) return openSession(req, res, body, principal);
-    return reject(res, 400, 'Bad request: no valid session id');
+    if (typeof sessionId === 'string') return continueSession(sessionId, req, res, read.body, who.principal);
+    if (req.method === 'POST' && isInitializeRequest(read.body)) return openSession(req, res, read.body, who.principal);
+    return sendRefusal(res, { status: 400, message: 'Bad request: no valid session id' });
   }
 
   const httpServer = createHttpServer((req, res) => {
     handle(req, res).catch(() => {
-      if (!res.headersSent) reject(res, 500, 'Internal error');
+      if (!res.headersSent) sendRefusal(res, { status: 500, message: 'Internal error' });
       else res.end();
     });
   });
@@ -207,7 +260,7 @@ export async function serveHttp(deps: ServerDeps, opts: HttpOpts): Promise<HttpH
     httpServer.once('error', reject_);
     httpServer.listen(opts.port, opts.host, () => resolve());
   });
-  const port = (httpServer.address() as AddressInfo).port;
+  port = (httpServer.address() as AddressInfo).port;
   hosts = allowedHosts(opts.host, port, opts.extraHosts);
 
   const sweep = setInterval(

@@ -3,13 +3,17 @@
 // else is refused with a JSON-RPC error naming the problem — never a value — wherever the protocol
 // allows a reply (a request whose id can be read). Left to itself the SDK drops such a message
 // without an answer (stdio) or answers with a raw zod dump as an internal error.
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   CallToolRequestSchema,
   ErrorCode,
   InitializeRequestSchema,
+  isJSONRPCRequest,
   JSONRPCMessageSchema,
+  ListResourcesRequestSchema,
   ListToolsRequestSchema,
   PingRequestSchema,
+  ReadResourceRequestSchema,
   type JSONRPCErrorResponse,
   type JSONRPCMessage,
   type JSONRPCRequest,
@@ -18,6 +22,7 @@ import {
 import type * as z from 'zod';
 import { describeIssue } from '../../../shared/protocol.js';
 import { definedFields } from '../../util/defined-fields.js';
+import type { Logger } from '../../util/log.js';
 
 /** A JSON-RPC error response; `id` only when the refused message's id could be read. */
 export function errorReply(id: RequestId | undefined, code: number, message: string): JSONRPCErrorResponse {
@@ -82,13 +87,20 @@ export function screenEnvelope(raw: unknown): Screened {
   return { ok: true, message: parsed.data };
 }
 
-/** The SDK's schema for each request method this server answers: its params are checked before the SDK sees them. */
-const REQUEST_SCHEMAS: Record<string, z.ZodType> = {
-  initialize: InitializeRequestSchema,
-  ping: PingRequestSchema,
-  'tools/list': ListToolsRequestSchema,
-  'tools/call': CallToolRequestSchema,
-};
+/**
+ * The SDK's schema for each request method this server answers: its params are checked before the
+ * SDK sees them. A Map, as the SDK's own handler table is: the method is the caller's text, and on
+ * a plain object `constructor` or `toString` would find Object.prototype's members.
+ */
+const REQUEST_SCHEMAS = new Map<string, z.ZodType>([
+  ['initialize', InitializeRequestSchema],
+  ['ping', PingRequestSchema],
+  ['tools/list', ListToolsRequestSchema],
+  ['tools/call', CallToolRequestSchema],
+  // The MCP App task view (mcp/apps.ts).
+  ['resources/list', ListResourcesRequestSchema],
+  ['resources/read', ReadResourceRequestSchema],
+]);
 
 /** MCP's own field names, which may be shown in an error (other keys are caller data). */
 const PROTOCOL_FIELDS = new Set([
@@ -102,14 +114,31 @@ const PROTOCOL_FIELDS = new Set([
   'version',
   '_meta',
   'task',
+  'uri',
 ]);
 
 /** A JSON-RPC error for a request whose params do not fit its method, or undefined when they do (or the method is not ours). */
 export function screenParams(request: JSONRPCRequest): JSONRPCErrorResponse | undefined {
-  const schema = REQUEST_SCHEMAS[request.method];
+  const schema = REQUEST_SCHEMAS.get(request.method);
   if (!schema) return undefined;
   const { jsonrpc: _jsonrpc, id: _id, ...body } = request;
   const checked = schema.safeParse(body);
   if (checked.success) return undefined;
   return errorReply(request.id, ErrorCode.InvalidParams, `Invalid params: ${describeIssue(checked.error, body, PROTOCOL_FIELDS)}`);
+}
+
+/**
+ * Routes a transport's requests through screenParams: a request whose params do not fit its
+ * method is answered with a JSON-RPC error naming the field, where the SDK would answer a raw
+ * zod dump as an internal error. Call it after the SDK connected the transport (it wraps the
+ * SDK's onmessage).
+ */
+export function screenRequests(transport: Transport, log: Logger): void {
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const reply = isJSONRPCRequest(message) ? screenParams(message) : undefined;
+    if (!reply) return deliver?.(message, extra);
+    log.info('refused a message', { reason: 'invalid_params' });
+    transport.send(reply).catch(() => log.warn('could not answer a refused message'));
+  };
 }

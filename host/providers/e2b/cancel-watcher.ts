@@ -13,7 +13,7 @@ export const GAVE_UP_EXIT = -1;
 /** A watch over one command; dispose it once the command has reported. */
 export interface CancelWatch {
   /** True once the signal has aborted (the cancel was requested). */
-  readonly requested: boolean;
+  readonly isRequested: boolean;
   /** Resolves to GAVE_UP_EXIT `giveUpAfterMs` after the cancel was requested; never rejects. */
   readonly gaveUp: Promise<number>;
   /** Stops watching: no signal is sent and no timer is left after this. */
@@ -31,7 +31,7 @@ export function watchCancel(
   signal: AbortSignal,
   timing: { giveUpAfterMs: number; signalTimeoutMs: number },
 ): CancelWatch {
-  let requested = false;
+  let isRequested = false;
   let timer: NodeJS.Timeout | undefined;
   let resolveGaveUp: (code: number) => void = () => undefined;
   const gaveUp = new Promise<number>((resolve) => (resolveGaveUp = resolve));
@@ -44,8 +44,8 @@ export function watchCancel(
   }
 
   function onAbort(): void {
-    if (requested) return;
-    requested = true;
+    if (isRequested) return;
+    isRequested = true;
     timer = setTimeout(giveUp, timing.giveUpAfterMs);
     timer.unref();
     sandbox.commands.run(`kill -${CANCEL_SIGNAL} ${handle.pid}`, { timeoutMs: timing.signalTimeoutMs }).catch(() => undefined);
@@ -54,8 +54,8 @@ export function watchCancel(
   if (signal.aborted) onAbort();
   else signal.addEventListener('abort', onAbort, { once: true });
   return {
-    get requested() {
-      return requested;
+    get isRequested() {
+      return isRequested;
     },
     gaveUp,
     dispose() {

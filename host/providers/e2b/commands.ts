@@ -111,7 +111,7 @@ export function createCommands(opts: CommandsOpts = {}): Commands {
       return await Promise.race([exitOf(handle), ...(cancel ? [cancel.gaveUp] : [])]);
     } catch (e) {
       // Cancelled while feeding stdin (the wrapper may be gone): report the outcome, not the failure.
-      if (cancel?.requested) return await Promise.race([exitOf(handle), cancel.gaveUp]);
+      if (cancel?.isRequested) return await Promise.race([exitOf(handle), cancel.gaveUp]);
       await handle.kill().catch(() => false);
       throw e;
     } finally {
@@ -134,8 +134,8 @@ export function createCommands(opts: CommandsOpts = {}): Commands {
         exitCode: exitCode < 0 ? null : exitCode,
         stdout: stdout.data,
         stderr: stderr.data,
-        stdoutTruncated: stdout.truncated,
-        stderrTruncated: stderr.truncated,
+        stdoutTruncated: stdout.isTruncated,
+        stderrTruncated: stderr.isTruncated,
         stdoutHeadBytes: stdout.splitAt,
         stderrHeadBytes: stderr.splitAt,
         timedOut,

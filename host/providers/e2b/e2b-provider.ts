@@ -26,9 +26,10 @@ import { createConnections, type ConnectionsOpts } from './connections.js';
 import { mapE2bError, mapped } from './errors.js';
 import * as files from './files.js';
 import { createLifecycle } from './lifecycle.js';
-import { describeNetwork, exposedPort } from './network.js';
+import { describeNetwork, exposedPort, RESERVED_PORTS } from './network.js';
 import { sdkOptsFrom, type E2bConnectionConfig } from './sdk-opts.js';
 import { openTerminal } from './terminal.js';
+import { readUsage } from './usage.js';
 
 /** Configuration from the server (never from tool arguments): where E2B is, the connection cache, command timing. */
 export type E2bProviderOpts = E2bConnectionConfig &
@@ -204,11 +205,14 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
 
     async exposePort(sandboxId, port) {
       // Checked before connecting: nothing is contacted for a port that cannot exist.
-      assertExposablePort(port);
+      assertExposablePort(port, RESERVED_PORTS);
       return onEnvd(sandboxId, async (sandbox) => exposedPort(sandbox, port));
     },
 
     describeNetwork: (sandboxId) => mapped(async () => describeNetwork(await Sandbox.getInfo(sandboxId, sdkOpts()))),
+
+    // A control-plane call (no connect): looking never lengthens a lifetime.
+    usage: (sandboxId) => mapped(() => readUsage(sandboxId, sdkOpts())),
 
     async openTerminal(sandboxId, o) {
       return onEnvd(sandboxId, (sandbox) => openTerminal(sandbox, o));

@@ -57,6 +57,8 @@ const STATUS_TABLE: Readonly<Record<number, ErrorCategory>> = {
 /** Static explanations for the cases where the generic suggestion would mislead. */
 const DETAILS: Partial<Record<string, string>> = {
   TemplateError: 'The template is not compatible with this SDK (its envd is too old); rebuild the template.',
+  NotEnoughSpaceError:
+    "The E2B sandbox's disk is full: remove files you no longer need (run_command with rm), or create sandboxes from a template with a larger disk.",
 };
 
 /**
@@ -104,7 +106,11 @@ export function mapE2bError(e: unknown): ProviderError {
     const rpc = n !== undefined && n < 100 ? CONNECT_CODE_TABLE[n] : undefined;
     if (rpc) return new ProviderError(rpc[1], { code: rpc[0] });
     const s = statusOf(e) ?? (n !== undefined && n >= 100 ? n : undefined);
-    return new ProviderError((s !== undefined && STATUS_TABLE[s]) || 'internal', { code: 'SandboxError', ...definedFields({ status: s }) });
+    return new ProviderError((s !== undefined && STATUS_TABLE[s]) || 'internal', {
+      code: 'SandboxError',
+      // 507 Insufficient Storage is the disk, as NotEnoughSpaceError.
+      ...definedFields({ status: s, detail: s === 507 ? DETAILS.NotEnoughSpaceError : undefined }),
+    });
   }
   if (e instanceof Error) {
     // AbortSignal.timeout → TimeoutError DOMException; fetch network failures → TypeError.

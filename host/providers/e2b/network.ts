@@ -5,7 +5,13 @@
 import { ALL_TRAFFIC, type Sandbox, type SandboxInfo, type SandboxOpts } from 'e2b';
 import { ProviderError } from '../provider-error.js';
 import { parseAllowList, type NetworkPolicy } from '../network-policy.js';
-import type { ExposedPort, NetworkDescription } from '../provider.js';
+import type { ExposedPort, NetworkDescription, ReservedPorts } from '../provider.js';
+
+/**
+ * The port of an E2B sandbox that is ours: envd's (the SDK's `envdPort`, not exported), through
+ * which this server runs commands and moves files; its host is the SDK's, never a sandbox's server.
+ */
+export const RESERVED_PORTS: ReservedPorts = { 49983: 'envd, through which the server runs commands and moves files' };
 
 const PORTS_UNSUPPORTED =
   "E2B's egress allow-list names hosts and addresses, not ports: remove the :port from network.allow_out entries for e2b sandboxes (an entry without a port then allows every port of that host there).";

@@ -1,5 +1,6 @@
 // Every local failure becomes one of the fixed categories here, with static text of ours:
 // keeper start-up codes, missing tools and stray exceptions (whose messages carry host paths).
+import { definedFields } from '../../util/defined-fields.js';
 import { isProviderError, ProviderError } from '../provider-error.js';
 import type { KeeperFailure } from './keeper/report.js';
 
@@ -11,6 +12,10 @@ export const LOCAL_DETAILS = {
     'SANDBOX_MCP_BWRAP does not name an executable file: point it at the bwrap binary, or unset it to use bubblewrap from PATH (install it: apt-get install bubblewrap, dnf install bubblewrap).',
   nsenterMissing: "util-linux's nsenter is not installed: install util-linux and retry.",
   setprivMissing: "util-linux's setpriv is not installed (needed to drop root in sandboxes): install util-linux and retry.",
+  flockMissing:
+    "util-linux's flock is not installed (creates take a lock shared by every server on the state directory): install util-linux and retry.",
+  createLockBusy:
+    'Another server sharing the state directory held its create lock for too long (is one stopped?): retry, or point SANDBOX_MCP_STATE_DIR elsewhere.',
   hostBundleMissing: 'The built keeper (dist/keeper.js) is missing: run `npm run build` and retry.',
   usernsRefused:
     'The kernel refuses unprivileged user namespaces, which bubblewrap needs: enable them (sysctl -w kernel.unprivileged_userns_clone=1 and user.max_user_namespaces=10000) and retry.',
@@ -27,7 +32,24 @@ export const LOCAL_DETAILS = {
   cwdMissing: 'The working directory does not exist in the sandbox (or is not a directory).',
   templateOnlyBase: "The local provider has only the 'base' template (the host's root, read-only).",
   regionOnlyLocal: "The local provider has only the region 'local'.",
+  hostDiskFull:
+    "The disk holding the server's state directory is full (or its quota is used up): free space there, or point SANDBOX_MCP_STATE_DIR at another disk, and retry.",
+  hostOutOfFiles:
+    'The server has run out of open files: raise its open-file limit (ulimit -n, or LimitNOFILE= for a systemd service), or end sessions and destroy sandboxes it no longer needs (kill_sandbox), and retry.',
+  hostOutOfProcesses:
+    'This machine could not start a process for the server (out of processes or memory): destroy sandboxes you no longer need (kill_sandbox) or end what runs in them (stop_processes, cancel_task), or end other programs on the machine, and retry.',
 } as const;
+
+/** insufficient_resources for this machine (not a sandbox) lacking what the server needs, by errno code, naming the way out. */
+export function hostResourcesError(code: string | undefined): ProviderError {
+  const detail =
+    code === 'ENOSPC' || code === 'EDQUOT'
+      ? LOCAL_DETAILS.hostDiskFull
+      : code === 'EMFILE' || code === 'ENFILE'
+        ? LOCAL_DETAILS.hostOutOfFiles
+        : LOCAL_DETAILS.hostOutOfProcesses;
+  return new ProviderError('insufficient_resources', { detail, ...definedFields({ code }) });
+}
 
 /** The ProviderError for a keeper start-up failure. */
 export function keeperFailureError(code: KeeperFailure): ProviderError {
@@ -62,12 +84,11 @@ export function toProviderError(e: unknown): ProviderError {
       return new ProviderError('permission_denied', { code, detail: 'The local provider may not access its state directory.' });
     case 'ENOSPC':
     case 'EDQUOT':
-      return new ProviderError('insufficient_resources', { code });
     case 'EMFILE':
     case 'ENFILE':
     case 'EAGAIN':
     case 'ENOMEM':
-      return new ProviderError('insufficient_resources', { code });
+      return hostResourcesError(code);
     default:
       return new ProviderError('internal');
   }

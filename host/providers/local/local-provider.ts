@@ -25,9 +25,10 @@ import type {
   PromotableOutcome,
   Provider,
   ReadFileOpts,
-  RefusalWindow,
+  EgressWindow,
   ReadFileResult,
   SandboxMetadata,
+  SandboxUsage,
   TerminalOpts,
   TerminalSession,
   WriteFileOpts,
@@ -39,22 +40,25 @@ import { boundsFor } from './exec/resident-exec.js';
 import { ResidentLinks } from './exec/resident-link.js';
 import { asAgentChannel } from '../resident-channel.js';
 import { COMMAND_OOM_SCORE_ADJ } from './limits/entry-prelude.js';
+import { stopLeftovers } from './exec/stop-processes.js';
 import { SandboxTerminals } from './exec/terminal.js';
 import { SandboxFiles } from './files/operations.js';
 import { SandboxCreator } from './lifecycle/create.js';
 import { SandboxLifecycle } from './lifecycle/manage.js';
 import { limitNotes } from './limits/limit-watch.js';
-import { egressRefusalNotes } from './network/denial-notes.js';
-import { DenialReporter } from './network/denial-reporter.js';
+import { sandboxUsage } from './limits/sandbox-usage.js';
 import { describeSandboxNetwork } from './network/describe.js';
+import { egressNotes } from './network/failure-notes.js';
 import { SandboxPorts } from './network/expose.js';
+import { FailureReporter } from './network/failure-reporter.js';
 import { SandboxRegistry } from './sandbox/registry.js';
 import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
 
 export { MIN_MEMORY_MB } from './limits/settings.js';
 export { defaultKeeperScript, type LocalProviderOpts } from './settings.js';
-export type { NetworkDenial, NetworkDenialListener } from './network/denial-reporter.js';
+export type { EgressFailureReport, EgressFailureListener } from './network/failure-reporter.js';
+export { isRefusal } from './network/egress-failures.js';
 
 /** Name of this provider (prefix of qualified ids). */
 export const LOCAL_PROVIDER_ID = 'local';
@@ -77,8 +81,8 @@ export class LocalProvider implements Provider {
   private readonly commands: SandboxExec;
   private readonly files: SandboxFiles;
   private readonly ports: SandboxPorts;
-  /** Passes the egress proxies' refusals on after each command and before each kill. */
-  private readonly denials: DenialReporter;
+  /** Passes the egress proxies' recorded failures on after each command and before each kill. */
+  private readonly failures: FailureReporter;
   private readonly terminals: SandboxTerminals;
   /** Channels to the sandboxes' resident agents (exec/resident-link.ts). */
   private readonly residents = new ResidentLinks();
@@ -96,7 +100,7 @@ export class LocalProvider implements Provider {
     this.commands = new SandboxExec(settings, this.registry, runner, this.residents);
     this.files = new SandboxFiles(settings, this.registry, runner);
     this.ports = new SandboxPorts(this.registry);
-    this.denials = new DenialReporter(settings.sandboxes, settings.onNetworkDenied);
+    this.failures = new FailureReporter(settings.sandboxes, settings.onEgressFailure);
     this.terminals = new SandboxTerminals(settings, this.registry, runner);
     this.sweep = sweepDeadSandboxes(this.registry, settings.sandboxes);
   }
@@ -123,11 +127,11 @@ export class LocalProvider implements Provider {
   }
 
   async kill(sandboxId: string): Promise<void> {
-    this.denials.report(sandboxId);
+    this.failures.report(sandboxId);
     await asProviderErrors(() => this.lifecycle.kill(sandboxId));
     // After: a call in flight must learn that the sandbox ended, not that its channel was closed.
     this.residents.forget(sandboxId);
-    this.denials.forget(sandboxId);
+    this.failures.forget(sandboxId);
   }
 
   /** Notes on the limits the sandbox met ([] when none, or when it is gone: they only explain). */
@@ -139,10 +143,15 @@ export class LocalProvider implements Provider {
     }
   }
 
-  /** Notes on the destinations the sandbox's egress proxy refused in `window` ([] when none, or when it is gone). */
-  async refusalNotes(sandboxId: string, window: RefusalWindow): Promise<string[]> {
+  /** What the sandbox uses now, against the limits its keeper enforces. */
+  async usage(sandboxId: string): Promise<SandboxUsage> {
+    return asProviderErrors(async () => sandboxUsage(await this.registry.require(sandboxId)));
+  }
+
+  /** Notes on the requests the sandbox's egress proxy refused or could not get through in `window` ([] when none, or when it is gone). */
+  async egressNotes(sandboxId: string, window: EgressWindow): Promise<string[]> {
     try {
-      return egressRefusalNotes((await this.registry.require(sandboxId)).dir, window.sinceMs, window.untilMs);
+      return await egressNotes(await this.registry.require(sandboxId), window.sinceMs, window.untilMs);
     } catch {
       return [];
     }
@@ -166,7 +175,7 @@ export class LocalProvider implements Provider {
     try {
       return await asProviderErrors(() => this.commands.exec(sandboxId, command, opts));
     } finally {
-      this.denials.report(sandboxId);
+      this.failures.report(sandboxId);
     }
   }
 
@@ -186,7 +195,7 @@ export class LocalProvider implements Provider {
     try {
       return await asProviderErrors(() => this.commands.execPromotable(sandboxId, command, opts));
     } finally {
-      this.denials.report(sandboxId);
+      this.failures.report(sandboxId);
     }
   }
 
@@ -213,6 +222,13 @@ export class LocalProvider implements Provider {
 
   async describeNetwork(sandboxId: string): Promise<NetworkDescription> {
     return asProviderErrors(() => describeSandboxNetwork(this.registry, sandboxId));
+  }
+
+  async stopProcesses(sandboxId: string): Promise<{ stopped: number }> {
+    return asProviderErrors(async () => {
+      const sb = await this.registry.require(sandboxId);
+      return { stopped: await stopLeftovers(sb.keeper.pid1) };
+    });
   }
 
   async openTerminal(sandboxId: string, opts: TerminalOpts): Promise<TerminalSession> {

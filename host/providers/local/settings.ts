@@ -1,17 +1,17 @@
 // The local provider's options and the settings resolved from them once, at construction: every
 // other module of the provider reads these, never the options themselves.
 import { existsSync, openSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { isNetworkMode, NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
 import type { Identity, ToolPaths } from './launch/command-lines.js';
 import { nodeBinDirsOf } from './launch/environment.js';
 import { resolveLimitSettings, type LimitOpts, type LimitSettings } from './limits/settings.js';
-import type { NetworkDenialListener } from './network/denial-reporter.js';
+import type { EgressFailureListener } from './network/failure-reporter.js';
 import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
 import type { FdCover } from './system/inherited-fds.js';
 import { inheritableFds } from './system/inherited-fds.js';
 import { invalid } from './validation.js';
+import { distDir } from '../../util/dist-files.js';
 
 /** Options of the local provider; every one has a working default. */
 export interface LocalProviderOpts {
@@ -47,8 +47,8 @@ export interface LocalProviderOpts {
   network?: NetworkMode;
   /** Resource bounds of the sandboxes (limits/settings.ts); every one has a default. */
   limits?: LimitOpts;
-  /** Hears each request a sandbox's egress proxy refused (once per server process); default: nobody. */
-  onNetworkDenied?: NetworkDenialListener;
+  /** Hears each request a sandbox's egress proxy refused or could not get through, as its file records them (once per server process); default: nobody. */
+  onEgressFailure?: EgressFailureListener;
   /**
    * false: sandboxes this instance creates run no resident agent (keeper/resident.ts), so every
    * agent call and command starts processes of its own, as in sandboxes of older servers (default true).
@@ -74,7 +74,7 @@ export interface LocalSettings {
   readonly toolOverrides: Partial<ToolPaths>;
   readonly network: NetworkMode;
   readonly limits: LimitSettings;
-  readonly onNetworkDenied: NetworkDenialListener | undefined;
+  readonly onEgressFailure: EgressFailureListener | undefined;
   readonly residentAgent: boolean;
   readonly shell: string;
   /** Directories of the node binary (as given and resolved), put on the sandbox's PATH. */
@@ -83,13 +83,9 @@ export interface LocalSettings {
   readonly cover: FdCover | undefined;
 }
 
-/** Path of dist/keeper.js: beside this file when bundled into dist/, else the repository's build output. */
+/** Path of dist/keeper.js in this installation or checkout. */
 export function defaultKeeperScript(): string {
-  const self = fileURLToPath(import.meta.url);
-  if (basename(dirname(self)) === 'dist') return join(dirname(self), 'keeper.js');
-  // The CLI is code-split: this module may sit in dist/chunks/.
-  if (basename(dirname(self)) === 'chunks') return join(dirname(self), '..', 'keeper.js');
-  return resolve(dirname(self), '..', '..', '..', 'dist', 'keeper.js');
+  return join(distDir(), 'keeper.js');
 }
 
 /** Applies the defaults; throws invalid_argument for an unknown network mode or a limit out of range. */
@@ -131,7 +127,7 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
     toolOverrides,
     network,
     limits,
-    onNetworkDenied: opts.onNetworkDenied,
+    onEgressFailure: opts.onEgressFailure,
     residentAgent: opts.residentAgent ?? true,
     shell,
     nodeBinDirs: nodeBinDirsOf(nodePath),

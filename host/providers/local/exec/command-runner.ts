@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { ProviderError } from '../../provider-error.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { cancelledBeforeStart, SANDBOX_HOME, type ExecRole } from '../../provider.js';
-import { LOCAL_DETAILS } from '../errors.js';
+import { hostResourcesError, LOCAL_DETAILS } from '../errors.js';
 import { buildEnterCommand, type Command } from '../launch/command-lines.js';
 import { proxyEnvironment, sandboxPath } from '../launch/environment.js';
 import { preludeFor, REFUSED_EXIT, REFUSED_MESSAGE } from '../limits/entry-prelude.js';
@@ -116,7 +116,7 @@ export class CommandRunner {
       if (e instanceof CancelledError) throw cancelledBeforeStart();
       if (e instanceof SpawnFailedError) {
         if (e.code === 'ENOENT') throw new ProviderError('unavailable', { code: 'nsenter_missing', detail: LOCAL_DETAILS.nsenterMissing });
-        throw new ProviderError('insufficient_resources', { code: e.code });
+        throw hostResourcesError(e.code);
       }
       throw e;
     } finally {

@@ -8,7 +8,6 @@ import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath
 import { LOCAL_DETAILS } from '../errors.js';
 import { CHDIR_SCRIPT, envPrelude, exportScript, sandboxPath } from '../launch/environment.js';
 import { LimitWatch } from '../limits/limit-watch.js';
-import { egressRefusalNotes } from '../network/denial-notes.js';
 import { isStillAlive, type SandboxRegistry } from '../sandbox/registry.js';
 import type { LocalSettings } from '../settings.js';
 import { invalid, isNonNegativeInt, validateEnvs } from '../validation.js';
@@ -16,12 +15,6 @@ import type { CommandRunner } from './command-runner.js';
 import { execThroughResident } from './resident-exec.js';
 import type { ResidentLinks } from './resident-link.js';
 import type { PromotableExecOpts, PromotableOutcome } from '../../provider.js';
-
-/** A failed command's notes: the limits it met and the destinations the egress proxy refused meanwhile; undefined when none. */
-function notesOf(limits: LimitWatch, dir: string, startedMs: number): string[] | undefined {
-  const notes = [...(limits.notesSince() ?? []), ...egressRefusalNotes(dir, startedMs)];
-  return notes.length > 0 ? notes : undefined;
-}
 
 /** The exec operation of the local provider. */
 export class SandboxExec {
@@ -89,7 +82,6 @@ export class SandboxExec {
       return cwd !== undefined ? ['/bin/sh', '-c', CHDIR_SCRIPT, 'sh', cwd, ...inner] : inner;
     };
     const notes = role === 'command' ? new LimitWatch(sb) : null;
-    const startedMs = Date.now();
     const r = await this.runner.run(sb, argv, {
       role,
       // Only this fixed environment exists outside the sandbox; the caller's is sourced inside.
@@ -107,7 +99,7 @@ export class SandboxExec {
       throw new ProviderError('invalid_argument', { code: 'cwd_not_found', detail: LOCAL_DETAILS.cwdMissing });
     }
     const result: ExecResult = {
-      ...definedFields({ notes: r.exitCode !== 0 && notes ? notesOf(notes, sb.dir, startedMs) : undefined }),
+      ...definedFields({ notes: r.exitCode !== 0 && notes ? notes.notesSince() : undefined }),
       exitCode: r.exitCode,
       stdout: r.stdout,
       stderr: r.stderr,

@@ -12,9 +12,8 @@ import { LOCAL_DETAILS } from '../errors.js';
 import { COMMAND_OOM_SCORE_ADJ } from '../limits/entry-prelude.js';
 import { LimitWatch } from '../limits/limit-watch.js';
 import { processLimitReached } from '../limits/notes.js';
-import { processLimitFor, refuseStartAt } from '../limits/process-tiers.js';
+import { cleanupFrom, cleanupLimitFor, processLimitFor, refuseStartAt } from '../limits/process-tiers.js';
 import type { SandboxLimits } from '../limits/sandbox-limits.js';
-import { egressRefusalNotes } from '../network/denial-notes.js';
 import { isStillAlive, type LiveSandbox } from '../sandbox/registry.js';
 
 /** One local exec through the resident: the common request and whose processes these are. */
@@ -38,6 +37,8 @@ export function boundsFor(
     open_files: limits.openFiles,
     refuse_at: refuseStartAt(limits.processes, role),
     oom_score_adj: oomScoreAdj,
+    // As the entry prelude: a command that finds the sandbox at the commands' share runs on the reserve for cleaning up.
+    ...(role === 'command' ? { cleanup: { from: cleanupFrom(limits.processes), processes: cleanupLimitFor(limits.processes) } } : {}),
   };
 }
 
@@ -51,7 +52,6 @@ export async function execThroughResident(
   run: ResidentExec,
 ): Promise<PromotableOutcome | 'unreachable'> {
   const notes = run.role === 'command' ? new LimitWatch(sb) : null;
-  const startedMs = Date.now();
   let answer;
   try {
     answer = await requestExec(channel, { ...run, bounds: boundsFor(sb.spec.limits, run.role) });
@@ -63,8 +63,7 @@ export async function execThroughResident(
   if (answer.kind === 'refused') throw refusal(sb, run.role, answer.code);
   const r = answer.result;
   if (r.exitCode !== 0 && !isStillAlive(sb)) throw new ProviderError('not_found', { detail: LOCAL_DETAILS.endedDuringCommand });
-  const noted = r.exitCode !== 0 && notes ? [...(notes.notesSince() ?? []), ...egressRefusalNotes(sb.dir, startedMs)] : [];
-  return { kind: 'finished', result: { ...r, ...definedFields({ notes: noted.length > 0 ? noted : undefined }) } };
+  return { kind: 'finished', result: { ...r, ...definedFields({ notes: r.exitCode !== 0 && notes ? notes.notesSince() : undefined }) } };
 }
 
 /** The resident's refusal as the error the nsenter path gives for the same thing. */

@@ -101,7 +101,11 @@ export class SandboxTerminals {
         encoding: null,
       });
     } catch {
-      throw new ProviderError('insufficient_resources', { code: 'pty_spawn_failed', detail: 'No pseudo-terminal could be started.' });
+      throw new ProviderError('insufficient_resources', {
+        code: 'pty_spawn_failed',
+        detail:
+          'No pseudo-terminal could be started on this machine (it may be out of pseudo-terminals, processes or open files): close other terminals or shells and retry.',
+      });
     }
     term.onData((data) => opts.onData(typeof data === 'string' ? Buffer.from(data, 'utf8') : data));
     const exited = new Promise<number>((resolve) => {

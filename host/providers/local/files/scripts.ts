@@ -112,7 +112,9 @@ export function fileStatusError(exitCode: number | null): ProviderError | null {
     case FILE_STATUS.noSpace:
       return new ProviderError('insufficient_resources', {
         code: 'ENOSPC',
-        detail: 'The write failed: the sandbox is out of space or memory.',
+        detail:
+          "The write failed: the sandbox's writable mount is full (its share of the disk budget) or its memory is: remove files you no longer need " +
+          '(run_command with rm), write less, or give sandboxes more with --sandbox-disk (SANDBOX_MCP_SANDBOX_DISK; files count against the memory limit too).',
       });
     default:
       return new ProviderError('internal');

@@ -2,7 +2,7 @@
 // cgroups, and its network services (egress proxy, exposed ports, control socket). The keeper releases
 // them after the sandbox's processes are gone, on every way it ends that it survives; a keeper
 // killed -9 leaves them to the provider's sweep (see sandbox/sweep.ts).
-import { removeCgroups, removeCgroupsNow } from '../system/cgroups.js';
+import { removeCgroups, removeCgroupsNow, removeEmptyCeilings } from '../system/cgroups.js';
 
 /** One thing the keeper must give back when its sandbox ends. */
 export interface HeldResource {
@@ -32,14 +32,19 @@ export class HeldResources {
   }
 }
 
-/** The sandbox's cgroup directories as a held resource (removable once their processes are gone). */
+/**
+ * The sandbox's cgroup directories as a held resource (removable once their processes are gone),
+ * and the state directory's memory ceiling above them once no sandbox is left below it.
+ */
 export function heldCgroups(dirs: readonly string[]): HeldResource {
   return {
     release: async () => {
       await removeCgroups(dirs);
+      removeEmptyCeilings(dirs);
     },
     releaseNow: () => {
       removeCgroupsNow(dirs);
+      removeEmptyCeilings(dirs);
     },
   };
 }

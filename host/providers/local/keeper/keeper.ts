@@ -24,7 +24,7 @@ import {
   KEEPER_FILE,
   type KeeperRecord,
 } from '../sandbox/state-dir.js';
-import { CgroupUnavailableError, createCgroups, type SandboxCgroups } from '../system/cgroups.js';
+import { ceilingCgroupName, CgroupUnavailableError, createCgroups, type SandboxCgroups } from '../system/cgroups.js';
 import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
 import { EgressProxyStartError, openSandboxNetwork } from '../network/sandbox-network.js';
 import { spawnBwrap, type BwrapProcess, type BwrapStart } from './bwrap-process.js';
@@ -79,7 +79,7 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
     ending: new AbortController(),
     held: new HeldResources(),
     cgroups: { dirs: [], version: null, enforced: {} },
-    enforced: { cpu: null, memoryMb: null, pidsMax: null, diskMb: null, oomExempt: false, sysvShmMb: null },
+    enforced: { cpu: null, memoryMb: null, pidsMax: null, diskMb: null, oomExempt: false, sysvShmMb: null, totalMemoryMb: null },
     bwrap: null,
     pid1: null,
     bwrapId: null,
@@ -159,6 +159,10 @@ function makeCgroups(keeper: KeeperState): KeeperReport {
       }),
       { cpu: spec.cpu !== null, memory: spec.memoryMb !== null },
       spec.identity.dropPrivileges ? spec.identity : undefined,
+      // All sandboxes of the state directory share one parent, whose memory limit bounds them together.
+      spec.limits?.totalMemoryMb !== undefined
+        ? { name: ceilingCgroupName(dirname(keeper.dir)), memoryMb: spec.limits.totalMemoryMb }
+        : undefined,
     );
   } catch (e) {
     return { ok: false, code: e instanceof CgroupUnavailableError ? e.code : 'cgroup_unavailable' };
@@ -171,6 +175,7 @@ function makeCgroups(keeper: KeeperState): KeeperReport {
     cpu: enforced.cpu ?? null,
     memoryMb: enforced.memoryMb ?? null,
     pidsMax: enforced.pidsMax ?? null,
+    totalMemoryMb: enforced.memoryMb !== undefined ? (keeper.cgroups.ceilingMemoryMb ?? null) : null,
   };
   return READY;
 }
@@ -297,7 +302,9 @@ async function openResident(keeper: KeeperState): Promise<KeeperReport> {
 /**
  * Resolves once the sandbox must end: its deadline passed or its deadline file is gone (someone
  * removed the state: the sandbox must not outlive it), pid 1 ended, SIGTERM, or a fault. SIGUSR1
- * re-reads the deadline; so does a recheck timer, in case a signal was lost.
+ * re-reads the deadline; so does a recheck timer, in case a signal was lost. Taking this listener
+ * off afterwards is safe: main.ts's own SIGUSR1 listener stays until exit, so a late SIGUSR1
+ * never opens Node's inspector.
  */
 async function superviseDeadline(keeper: KeeperState, recheckMs: number): Promise<void> {
   const { ending } = keeper;
@@ -335,8 +342,8 @@ async function terminate(keeper: KeeperState, exitWaitMs: number): Promise<void>
     else if (!bwrap.hasExited()) bwrap.child.kill('SIGKILL');
     // Commands entered with nsenter keep a host-side half that must reap its child before the
     // namespace can finish dying; a stopped one never would.
-    const deadline = Date.now() + exitWaitMs;
-    while (!bwrap.hasExited() && Date.now() < deadline) {
+    const giveUpAtMs = Date.now() + exitWaitMs;
+    while (!bwrap.hasExited() && Date.now() < giveUpAtMs) {
       if (keeper.pidNs) killNamespaceEnterers(keeper.pidNs, [process.pid]);
       await Promise.race([bwrap.exited, sleep(50)]);
     }

@@ -7,6 +7,7 @@ import { LOCAL_DETAILS } from '../errors.js';
 import { sandboxPath } from '../launch/environment.js';
 import type { LocalSettings } from '../settings.js';
 import { coverInherited } from '../system/inherited-fds.js';
+import { noInspectorSignalFlags } from '../../../util/inspector-signal.js';
 import type { KeeperReport } from './report.js';
 
 /** What starting a keeper needs from the provider's settings. */
@@ -21,7 +22,8 @@ export function startKeeper(dir: string, opts: KeeperStartOpts): Promise<KeeperR
     const env: Record<string, string> = { PATH: process.env.PATH ?? sandboxPath() };
     if (process.env.SANDBOX_MCP_DEBUG) env.SANDBOX_MCP_DEBUG = process.env.SANDBOX_MCP_DEBUG;
     // A small heap keeps each idle keeper light; it holds no data.
-    const child = spawn(opts.nodePath, ['--max-old-space-size=32', '--max-semi-space-size=1', '--v8-pool-size=0', opts.keeperScript, dir], {
+    const nodeFlags = ['--max-old-space-size=32', '--max-semi-space-size=1', '--v8-pool-size=0', ...noInspectorSignalFlags(opts.nodePath)];
+    const child = spawn(opts.nodePath, [...nodeFlags, opts.keeperScript, dir], {
       cwd: '/',
       env,
       detached: true,
@@ -29,10 +31,10 @@ export function startKeeper(dir: string, opts: KeeperStartOpts): Promise<KeeperR
     });
     const pipe = child.stdio[3] as Readable;
     let text = '';
-    let done = false;
+    let isDone = false;
     const finish = (r: KeeperReport | Error): void => {
-      if (done) return;
-      done = true;
+      if (isDone) return;
+      isDone = true;
       clearTimeout(timer);
       pipe.destroy();
       child.unref();

@@ -1,5 +1,5 @@
 // The bubblewrap command line that creates a sandbox: a pure argv builder, so the exact flags are
-// unit-tested (test/local/bwrap-args.test.ts); the integration tests run them.
+// unit-tested (test/unit/bwrap-args.test.ts); the integration tests run them.
 import { SANDBOX_HOME, type NetworkMode } from '../../provider.js';
 
 /** Device nodes bound into the sandbox's private /dev (not `--dev`: it nests a user namespace). */

@@ -1,6 +1,6 @@
 // Pure builders for an interactive terminal in a local sandbox: the host-side command a pty
 // spawner runs (close inherited descriptors, drop privileges, enter the sandbox as exec does) and
-// the in-sandbox prelude. Unit-tested in test/local/terminal-command.test.ts; test/e2e/shell.test.ts runs them.
+// the in-sandbox prelude. Unit-tested in test/unit/terminal-command.test.ts; test/e2e/shell.test.ts runs them.
 import { ProviderError } from '../../provider-error.js';
 import type { NetworkMode } from '../../provider.js';
 import { buildEnterCommand, dropWithSetpriv, type Command, type Identity, type ToolPaths } from './command-lines.js';

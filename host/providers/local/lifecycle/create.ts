@@ -11,9 +11,11 @@ import { keeperFailureError, LOCAL_DETAILS } from '../errors.js';
 import type { KeeperReport } from '../keeper/report.js';
 import { startKeeper } from '../keeper/start.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
-import { tooManySandboxes } from '../limits/notes.js';
+import { exceedsCeiling, unceiledMemory } from '../limits/memory-ceiling.js';
+import { memoryCeilingReached, tooManySandboxes } from '../limits/notes.js';
 import { chooseSandboxLimits, type SandboxLimits } from '../limits/sandbox-limits.js';
 import { newSandboxId, newSandboxUid } from '../sandbox/ids.js';
+import { withCreateLock } from '../sandbox/create-lock.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
 import { buildSandboxSpec, type SandboxSpec } from '../sandbox/spec.js';
 import {
@@ -29,7 +31,7 @@ import {
   writePrivateFile,
 } from '../sandbox/state-dir.js';
 import type { LocalSettings } from '../settings.js';
-import { preflight } from '../system/preflight.js';
+import { findExecutable, preflight } from '../system/preflight.js';
 import { identify, type ProcIdentity } from '../system/proc.js';
 import { assertLifetimeS, invalid, validateEnvs } from '../validation.js';
 import { sandboxMetadata } from './metadata.js';
@@ -48,8 +50,8 @@ export class SandboxCreator {
   private tools: ToolPaths | null = null;
   /** Uids handed to creates still in progress (not yet visible in the state directory). */
   private readonly pendingUids = new Set<number>();
-  /** Creates of this instance that passed the sandbox count and have not made their directory yet. */
-  private reserved = 0;
+  /** The flock binary the create lock is taken with (found once). */
+  private flock: string | null = null;
   /** This server process, recorded in each directory it creates (see writeCreator). */
   private readonly self: ProcIdentity | null = identify(process.pid);
 
@@ -73,36 +75,48 @@ export class SandboxCreator {
     const tools = this.tools;
 
     const sandboxes = ensureSandboxesDir(this.settings.stateDir);
-    await this.reserveRoom(sandboxes);
-    let identity: Identity;
-    let creating: Promise<SandboxMetadata>;
+    const identity = this.newIdentity(sandboxes);
     try {
-      identity = this.newIdentity(sandboxes);
-      // createWith makes the sandbox's directory before it first yields: from then on it is counted.
-      creating = this.createWith(sandboxes, identity, timeoutS, envs, limits, allowOut, tools, opts);
-    } finally {
-      this.reserved--;
-    }
-    try {
-      return await creating;
+      const id = await this.claimDirectory(sandboxes, limits);
+      return await this.createWith(sandboxes, id, identity, timeoutS, envs, limits, allowOut, tools, opts);
     } finally {
       this.pendingUids.delete(identity.uid);
     }
   }
 
   /**
-   * Counts this create in, or throws insufficient_resources when the state directory already
-   * holds the server's maximum of sandboxes (live ones and creates in progress). Listing the
-   * directory is cheap; only at the maximum are the sandboxes checked against /proc, which
-   * cleans up the dead ones.
+   * Makes the new sandbox's directory (marked with its creator) and returns its id, or throws
+   * insufficient_resources when the state directory already holds the server's maximum of
+   * sandboxes (live ones and creates in progress, of every server sharing it). Counting and
+   * making happen under the state directory's create lock, so concurrent creates of any number of
+   * server processes cannot both take the last place. Listing is cheap; only at the maximum are
+   * the sandboxes checked against /proc (outside the lock), which cleans up the dead ones.
    */
-  private async reserveRoom(sandboxes: string): Promise<void> {
-    const max = this.settings.limits.maxSandboxes;
-    if (listSandboxIds(sandboxes).length + this.reserved >= max) {
-      await this.registry.inspectAll();
-      if (listSandboxIds(sandboxes).length + this.reserved >= max) throw tooManySandboxes(max);
+  private async claimDirectory(sandboxes: string, limits: SandboxLimits): Promise<string> {
+    const { maxSandboxes: max, maxTotalMemoryMb: ceilingMb } = this.settings.limits;
+    this.flock ??= findExecutable('flock') ?? 'flock';
+    for (const isFirstLook of [true, false]) {
+      const id = await withCreateLock(sandboxes, this.flock, () => {
+        if (listSandboxIds(sandboxes).length >= max) return null;
+        // Where no parent cgroup holds the ceiling, the running sandboxes' limits are counted.
+        const unceiled = unceiledMemory(sandboxes);
+        if (exceedsCeiling(unceiled, limits.memoryMb, ceilingMb)) {
+          throw memoryCeilingReached(
+            ceilingMb,
+            unceiled.limitsMb.reduce((a, b) => a + b, 0),
+          );
+        }
+        const newId = newSandboxId();
+        const dir = join(sandboxes, newId);
+        mkdirSync(dir, { mode: 0o700 });
+        // From now on, another server's sweep leaves this directory alone while we live.
+        if (this.self) writeCreator(dir, this.self);
+        return newId;
+      });
+      if (id !== null) return id;
+      if (isFirstLook) await this.registry.inspectAll();
     }
-    this.reserved++;
+    throw tooManySandboxes(max);
   }
 
   /** As root, a uid no live sandbox of this state directory (or a create in progress) uses. */
@@ -120,6 +134,7 @@ export class SandboxCreator {
 
   private async createWith(
     sandboxes: string,
+    id: string,
     identity: Identity,
     timeoutS: number,
     envs: Record<string, string>,
@@ -128,15 +143,11 @@ export class SandboxCreator {
     tools: ToolPaths,
     opts: CreateOpts,
   ): Promise<SandboxMetadata> {
-    const id = newSandboxId();
     const dir = join(sandboxes, id);
-    mkdirSync(dir, { mode: 0o700 });
     const createdAtMs = Date.now();
     let spec: SandboxSpec;
     let report: KeeperReport;
     try {
-      // First: from now on, another server's sweep leaves this directory alone while we live.
-      if (this.self) writeCreator(dir, this.self);
       spec = buildSandboxSpec(this.settings, {
         id,
         createdAtMs,

@@ -77,8 +77,8 @@ export class SandboxLifecycle {
     // A stopped keeper would never act on SIGTERM.
     signalIfAlive(keeper, 'SIGCONT');
     signalIfAlive(keeper, 'SIGTERM');
-    const deadline = Date.now() + this.settings.killWaitMs;
-    while (isAlive(keeper) && Date.now() < deadline) await sleep(2);
+    const giveUpAtMs = Date.now() + this.settings.killWaitMs;
+    while (isAlive(keeper) && Date.now() < giveUpAtMs) await sleep(2);
     // The keeper normally removed everything; finish the job if it died or hung midway.
     if (isAlive(keeper) || existsSync(sb.dir)) await this.registry.forceCleanup(sandboxId, sb.keeper);
     this.registry.forget(sandboxId);

@@ -13,6 +13,8 @@ export interface EnforcedLimits {
   diskMb: number | null;
   /** pid 1 and bwrap are exempt from the OOM killer (only a keeper running as root can do that). */
   oomExempt: boolean;
+  /** The memory ceiling of all sandboxes of the state directory in MiB, held by this sandbox's parent cgroup; null without one. Absent in records before it. */
+  totalMemoryMb?: number | null;
   /** SysV shared memory's bound in MiB, segments removed with their processes (limits/ipc-bounds.ts; root only). Absent in records before it. */
   sysvShmMb?: number | null;
 }

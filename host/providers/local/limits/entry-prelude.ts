@@ -3,9 +3,9 @@
 // cgroups, checks that the sandbox has room for it, sets the sandbox's rlimits (inherited by
 // everything it starts) and, for the caller's own commands, raises its OOM score. Only shell
 // builtins: nothing forks before the limits hold. Pure text, unit-tested; POSIX sh and bash alike.
-import { oomScoreText, rlimitText } from '../../../../shared/job-bounds.js';
+import { oomScoreText, setLimit } from '../../../../shared/job-bounds.js';
 import type { ExecRole } from '../../provider.js';
-import { processLimitFor, refuseStartAt } from './process-tiers.js';
+import { cleanupFrom, cleanupLimitFor, processLimitFor, refuseStartAt } from './process-tiers.js';
 import type { SandboxLimits } from './sandbox-limits.js';
 
 /** Descriptor of the first cgroup.procs file an entry joins (the rest follow: 6, 7). */
@@ -28,6 +28,8 @@ export interface EntryRlimits {
   processes: number;
   /** Refuse the entry when the sandbox already has this many processes and threads. */
   refuseAt: number;
+  /** From this many processes and threads on, RLIMIT_NPROC is `processes` of this instead (run_command's reserve for cleaning up). */
+  cleanup?: { from: number; processes: number };
   /** RLIMIT_NOFILE, soft and hard. */
   openFiles: number;
 }
@@ -59,9 +61,12 @@ export function entryPrelude(b: EntryBounds): string {
     // Counts this sandbox's threads with a glob (no fork); the positional parameters stay untouched.
     text +=
       `__sandbox_mcp_count() { __sandbox_mcp_n=$#; }; __sandbox_mcp_count /proc/[1-9]*/task/[1-9]*; ` +
-      `if [ "$__sandbox_mcp_n" -ge ${r.refuseAt} ]; then echo '${REFUSED_MESSAGE}' >&2; exit ${REFUSED_EXIT}; fi; ` +
-      `unset -f __sandbox_mcp_count; unset __sandbox_mcp_n; `;
-    text += rlimitText(r.processes, r.openFiles);
+      `if [ "$__sandbox_mcp_n" -ge ${r.refuseAt} ]; then echo '${REFUSED_MESSAGE}' >&2; exit ${REFUSED_EXIT}; fi; `;
+    // bash calls RLIMIT_NPROC -u, dash -p (in bash -p is the pipe size, which cannot be set).
+    text += r.cleanup
+      ? `if [ "$__sandbox_mcp_n" -ge ${r.cleanup.from} ]; then ${setLimit('u', r.cleanup.processes, 'p')}else ${setLimit('u', r.processes, 'p')}fi; `
+      : setLimit('u', r.processes, 'p');
+    text += `unset -f __sandbox_mcp_count; unset __sandbox_mcp_n; ` + setLimit('n', r.openFiles) + setLimit('c', 0);
   }
   if (b.oomScoreAdj !== null) text += oomScoreText(b.oomScoreAdj);
   return text;
@@ -76,7 +81,12 @@ export function preludeFor(limits: SandboxLimits | undefined, role: ExecRole, cg
   return entryPrelude({
     cgroupFdCount,
     rlimits: limits
-      ? { processes: processLimitFor(limits.processes, role), refuseAt: refuseStartAt(limits.processes, role), openFiles: limits.openFiles }
+      ? {
+          processes: processLimitFor(limits.processes, role),
+          refuseAt: refuseStartAt(limits.processes, role),
+          openFiles: limits.openFiles,
+          ...(role === 'command' ? { cleanup: { from: cleanupFrom(limits.processes), processes: cleanupLimitFor(limits.processes) } } : {}),
+        }
       : null,
     oomScoreAdj: limits && role === 'command' ? COMMAND_OOM_SCORE_ADJ : null,
   });

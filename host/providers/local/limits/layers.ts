@@ -12,6 +12,8 @@ import type { LimitSettings } from './settings.js';
 export interface MachineFacts {
   /** The limits a probe cgroup could enforce here (cpu, memoryMb, pidsMax present when they could). */
   cgroup: CgroupLimits;
+  /** A probe memory cgroup could be made below a parent holding a memory limit (the ceiling of all sandboxes). */
+  hasCeilingCgroup: boolean;
   /** bubblewrap has --size (0.7+). */
   bwrapHasSize: boolean;
   /** The server (and so its keepers) has CAP_SYS_RESOURCE: it may lower OOM scores. */
@@ -20,14 +22,14 @@ export interface MachineFacts {
 
 /** One limit, the layers that hold it here, and what is missing when nothing does. */
 export interface LayerReport {
-  limit: 'processes' | 'memory' | 'disk' | 'open files' | 'cpu' | 'OOM killer';
+  limit: 'processes' | 'memory' | 'memory of all sandboxes' | 'disk' | 'open files' | 'cpu' | 'OOM killer';
   heldBy: string;
   /** Set when the limit does not hold (fully) here: what a person can do about it. */
   missing?: string;
 }
 
 const CGROUP_FIX =
-  'run the server as root on cgroup v1, or give it a cgroup v2 subtree with memory and pids delegated (systemd: Delegate=yes)';
+  'run the server as root, or on cgroup v2 give it a subtree with memory and pids delegated (systemd: Delegate=yes, e.g. systemd-run --user --scope -p Delegate=yes sandbox-mcp)';
 
 /** The layer that holds each limit of a sandbox with the server's default settings, on a machine with `facts`. */
 export function describeLayers(facts: MachineFacts, settings: LimitSettings): LayerReport[] {
@@ -45,8 +47,19 @@ export function describeLayers(facts: MachineFacts, settings: LimitSettings): La
       : {
           limit: 'memory',
           heldBy: "none per sandbox: the host's OOM killer chooses sandbox commands first (oom_score_adj 500)",
-          missing: `no memory cgroup can be made (memory_mb is null; create_sandbox with memory is unsupported): ${CGROUP_FIX}`,
+          missing:
+            `no memory cgroup can be made, so the memory limits configured (${settings.memoryMb} MB per sandbox, ${settings.maxTotalMemoryMb} MB together) ` +
+            `are not enforced (memory_mb is null; create_sandbox with memory is unsupported): ${CGROUP_FIX}`,
         },
+    {
+      limit: 'memory of all sandboxes',
+      heldBy:
+        memoryMb === null
+          ? 'none (no memory cgroup)'
+          : facts.hasCeilingCgroup
+            ? `${settings.maxTotalMemoryMb} MB together by their parent memory cgroup (one per state directory)`
+            : `${settings.maxTotalMemoryMb} MB together by counting their memory limits: a create that would take them above it is refused`,
+    },
     facts.bwrapHasSize
       ? { limit: 'disk', heldBy: `${diskBudgetMb(settings.diskMb, memoryMb)} MB by sized tmpfs mounts (bubblewrap --size)` }
       : {

@@ -13,7 +13,7 @@ export function limitNotes(sb: LiveSandbox, oomKillsBefore = 0): string[] {
   if (!limits || !enforced) return [];
   const notes: string[] = [];
   const kills = (oomKills(sb.keeper.cgroups) ?? 0) - oomKillsBefore;
-  if (kills > 0 && enforced.memoryMb !== null) notes.push(memoryLimitNote(enforced.memoryMb, kills));
+  if (kills > 0 && enforced.memoryMb !== null) notes.push(memoryLimitNote(enforced.memoryMb, kills, enforced.totalMemoryMb ?? null));
   const full = enforced.diskMb !== null ? fullMounts(sb.keeper.pid1.pid) : [];
   if (full.length > 0 && enforced.diskMb !== null) notes.push(diskFullNote(full, enforced.diskMb));
   const tasks = taskCount(sb.keeper.cgroups, sb.keeper.pid1.pid);

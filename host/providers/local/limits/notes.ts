@@ -3,7 +3,7 @@
 import { ProviderError } from '../../provider-error.js';
 import type { ExecRole } from '../../provider.js';
 import { DISK_SHARES_EIGHTHS } from './disk-shares.js';
-import { processLimitFor } from './process-tiers.js';
+import { cleanupLimitFor, processLimitFor } from './process-tiers.js';
 
 /** insufficient_resources for a create beyond the server's maximum of live sandboxes. */
 export function tooManySandboxes(max: number): ProviderError {
@@ -11,33 +11,60 @@ export function tooManySandboxes(max: number): ProviderError {
     code: 'sandbox_limit',
     detail:
       `This server allows at most ${max} live local sandboxes (counted in its state directory, so other servers sharing it count too): ` +
-      'destroy one with kill_sandbox, or raise the limit with --max-sandboxes or SANDBOX_MCP_MAX_SANDBOXES.',
+      'destroy one you no longer need with kill_sandbox (list_sandboxes shows yours), or raise the limit with --max-sandboxes or SANDBOX_MCP_MAX_SANDBOXES.',
   });
 }
 
-const STOP_SOME: Readonly<Record<ExecRole, string>> = {
-  task: 'stop some of its processes (run_command with kill or pkill, cancel_task) or destroy it with kill_sandbox',
-  command: 'stop some of its processes (cancel_task) or destroy it with kill_sandbox',
-  service: 'destroy it with kill_sandbox',
+/** insufficient_resources for a create whose memory limit would take the counted limits above the ceiling. */
+export function memoryCeilingReached(ceilingMb: number, countedMb: number): ProviderError {
+  return new ProviderError('insufficient_resources', {
+    code: 'memory_ceiling',
+    detail:
+      `The local sandboxes of this state directory may use at most ${ceilingMb} MB of memory together, and the memory limits of those running add up to ${countedMb} MB ` +
+      '(no parent cgroup can hold them here, so their limits are counted): destroy a sandbox with kill_sandbox, create this one with less `memory`, ' +
+      'or raise the ceiling with --max-total-memory or SANDBOX_MCP_MAX_TOTAL_MEMORY.',
+  });
+}
+
+// The way out of a full process table, by who was refused. run_command and run_code keep a
+// reserve until leftovers of commands fill it too; stop_processes needs no process in the sandbox.
+const WAY_OUT: Readonly<Record<ExecRole, string>> = {
+  task:
+    'end what you no longer need: run_command with kill or pkill (commands keep a reserve for this), cancel_task for a task, ' +
+    'or stop_processes, which ends every process that is not part of a task',
+  command:
+    'call stop_processes: it ends every process that is not part of a task (what commands left running in the background) and needs no room in the sandbox; ' +
+    'cancel_task stops a task',
+  service: 'call stop_processes: it ends every process that is not part of a task and needs no room in the sandbox',
+};
+
+const WHO: Readonly<Record<ExecRole, string>> = {
+  task: 'a task',
+  command: 'a command',
+  service: "the server's task agent or file operation",
 };
 
 /** insufficient_resources for a command refused because the sandbox has no process left for it. */
 export function processLimitReached(processes: number, role: ExecRole): ProviderError {
-  const what = role === 'task' ? 'a task' : role === 'command' ? 'a command' : 'the task agent';
+  const share =
+    role === 'command'
+      ? `commands may use ${processLimitFor(processes, 'command')}, and ${cleanupLimitFor(processes)} to clean up`
+      : `${WHO[role]} may use ${processLimitFor(processes, role)}`;
   return new ProviderError('insufficient_resources', {
     code: 'process_limit',
     detail:
-      `The sandbox is at its process limit (${processes} processes and threads; ${what} may use ${processLimitFor(processes, role)}), ` +
-      `so ${what} cannot start: ${STOP_SOME[role]}. The limit is --sandbox-processes or SANDBOX_MCP_SANDBOX_PROCESSES.`,
+      `The sandbox is at its process limit (${processes} processes and threads; ${share}), so ${WHO[role]} cannot start: ${WAY_OUT[role]}; ` +
+      `kill_sandbox destroys the sandbox. The limit is --sandbox-processes or SANDBOX_MCP_SANDBOX_PROCESSES.`,
   });
 }
 
-/** The note for processes the sandbox's memory cgroup killed. */
-export function memoryLimitNote(memoryMb: number, kills: number): string {
-  return (
-    `The sandbox reached its memory limit (${memoryMb} MB, files in its writable mounts included): ` +
-    `the kernel killed ${kills === 1 ? 'a process' : `${kills} processes`} (exit code 137, SIGKILL).`
-  );
+/** The note for processes the sandbox's memory cgroup (or the ceiling of all sandboxes above it, `totalMemoryMb`) killed. */
+export function memoryLimitNote(memoryMb: number, kills: number, totalMemoryMb: number | null = null): string {
+  const reached =
+    totalMemoryMb === null
+      ? `The sandbox reached its memory limit (${memoryMb} MB, files in its writable mounts included)`
+      : `The sandbox reached its memory limit (${memoryMb} MB, files in its writable mounts included), or all sandboxes together reached theirs (${totalMemoryMb} MB, --max-total-memory)`;
+  return `${reached}: the kernel killed ${kills === 1 ? 'a process' : `${kills} processes`} (exit code 137, SIGKILL).`;
 }
 
 /** The note for writable mounts that are full. */
@@ -50,5 +77,8 @@ export function diskFullNote(paths: readonly string[], diskMb: number): string {
 
 /** The note for a sandbox whose processes fill its process limit. */
 export function processLimitNote(processes: number): string {
-  return `The sandbox is at its process limit (${processes} processes and threads): new processes fail with EAGAIN (Resource temporarily unavailable).`;
+  return (
+    `The sandbox is at its process limit (${processes} processes and threads): new processes fail with EAGAIN (Resource temporarily unavailable). ` +
+    'End what you left running with kill or pkill, or call stop_processes (it ends every process that is not part of a task).'
+  );
 }

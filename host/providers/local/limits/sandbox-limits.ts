@@ -14,6 +14,8 @@ export interface SandboxLimits {
   memoryMb: number;
   /** Budget of the writable mounts together, before the memory cap (see diskBudgetMb). */
   diskMb: number;
+  /** The most memory all sandboxes of the state directory use together (their parent cgroup); absent in specs before it. */
+  totalMemoryMb?: number;
 }
 
 /** What create asked for; absent fields take the server's defaults. */
@@ -50,6 +52,7 @@ export function chooseSandboxLimits(settings: LimitSettings, ask: LimitAsk): San
     openFiles: settings.openFiles,
     memoryMb: ask.memoryMb ?? settings.memoryMb,
     diskMb: settings.diskMb,
+    totalMemoryMb: settings.maxTotalMemoryMb,
   };
 }
 

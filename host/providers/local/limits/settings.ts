@@ -2,6 +2,7 @@
 // for something else, and the most create may ask for. Chosen for the reference user, a laptop
 // running a handful of agent sandboxes; docs/local-provider.md justifies each default.
 import { availableParallelism, totalmem } from 'node:os';
+import { ProviderError } from '../../provider-error.js';
 import { invalid } from '../validation.js';
 
 const MIB = 1024 * 1024;
@@ -37,6 +38,8 @@ export interface LimitOpts {
   maxMemoryMb?: number;
   /** The most `cpu` create may ask for. */
   maxCpu?: number;
+  /** The most memory all sandboxes of the state directory may use together, in MiB (a parent memory cgroup). */
+  maxTotalMemoryMb?: number;
   /** Size of the writable mounts together (/home/user, /tmp, /var/tmp, /dev/shm), in MiB. */
   diskMb?: number;
 }
@@ -54,18 +57,41 @@ export function defaultMaxMemoryMb(totalBytes = totalmem()): number {
   return Math.max(defaultMemoryMb(totalBytes), Math.floor(totalBytes / MIB / 2));
 }
 
+/**
+ * All sandboxes together, by default: half of this machine's memory (the other half stays for the
+ * person's own programs on a laptop), as much as one sandbox may ask for.
+ */
+export function defaultMaxTotalMemoryMb(totalBytes = totalmem()): number {
+  return defaultMaxMemoryMb(totalBytes);
+}
+
+/** Codes of the settings that contradict each other (the configuration names the flags). */
+export type LimitConflict = 'memory_above_max' | 'max_memory_above_total';
+
+function conflict(code: LimitConflict, detail: string): ProviderError {
+  return new ProviderError('invalid_argument', { code, detail });
+}
+
 function intAtLeast(value: number | undefined, fallback: number, min: number, name: string): number {
   const n = value ?? fallback;
   if (!Number.isSafeInteger(n) || n < min) throw invalid(`The local provider's ${name} must be an integer of at least ${min}.`);
   return n;
 }
 
-/** Applies the defaults; throws invalid_argument naming the option that is out of range. */
+/**
+ * Applies the defaults (a default never exceeds a maximum set explicitly); throws invalid_argument
+ * naming the option that is out of range, with a LimitConflict code when two contradict each other.
+ */
 export function resolveLimitSettings(opts: LimitOpts = {}): LimitSettings {
-  const maxMemoryMb = intAtLeast(opts.maxMemoryMb, defaultMaxMemoryMb(), MIN_MEMORY_MB, 'maxMemoryMb');
+  const maxTotalMemoryMb = intAtLeast(opts.maxTotalMemoryMb, defaultMaxTotalMemoryMb(), MIN_MEMORY_MB, 'maxTotalMemoryMb');
+  const maxMemoryMb = intAtLeast(opts.maxMemoryMb, Math.min(defaultMaxMemoryMb(), maxTotalMemoryMb), MIN_MEMORY_MB, 'maxMemoryMb');
   const memoryMb = intAtLeast(opts.memoryMb, Math.min(defaultMemoryMb(), maxMemoryMb), MIN_MEMORY_MB, 'memoryMb');
-  if (memoryMb > maxMemoryMb) throw invalid("The local provider's memoryMb must not be above its maxMemoryMb.");
+  if (memoryMb > maxMemoryMb) throw conflict('memory_above_max', "The local provider's memoryMb must not be above its maxMemoryMb.");
+  if (maxMemoryMb > maxTotalMemoryMb) {
+    throw conflict('max_memory_above_total', "The local provider's maxMemoryMb must not be above its maxTotalMemoryMb.");
+  }
   return {
+    maxTotalMemoryMb,
     maxSandboxes: intAtLeast(opts.maxSandboxes, DEFAULT_MAX_SANDBOXES, 1, 'maxSandboxes'),
     processes: intAtLeast(opts.processes, DEFAULT_PROCESSES, MIN_PROCESSES, 'processes'),
     openFiles: intAtLeast(opts.openFiles, DEFAULT_OPEN_FILES, 64, 'openFiles'),

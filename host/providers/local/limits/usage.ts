@@ -1,6 +1,7 @@
-// Reading, from the host, whether a sandbox met its limits: its memory cgroup's OOM kills, its
-// process count, and which writable mounts are full. Cheap (a few small files and statfs
-// calls), so the provider asks only when a command failed or a task tool asks.
+// Reading, from the host, what a sandbox uses and whether it met its limits: its memory cgroup's
+// usage and OOM kills, its process count, and how full its writable mounts are. Cheap (a few
+// small files and statfs calls): the provider asks when a command failed, a task tool asks, or a
+// person looks (the dashboard).
 import { readdirSync, readFileSync, statfsSync } from 'node:fs';
 import { join } from 'node:path';
 import { DISK_SHARES_EIGHTHS } from './disk-shares.js';
@@ -67,4 +68,36 @@ export function fullMounts(pid1: number): string[] {
     }
   }
   return full;
+}
+
+/**
+ * Bytes the sandbox's memory cgroup holds now (cgroup v2 memory.current, v1 memory.usage_in_bytes):
+ * its processes and the files in its tmpfs mounts. Null without a memory cgroup.
+ */
+export function memoryBytes(cgroupDirs: readonly string[]): number | null {
+  for (const dir of cgroupDirs) {
+    for (const file of ['memory.current', 'memory.usage_in_bytes']) {
+      try {
+        const n = Number(readFileSync(join(dir, file), 'utf8').trim());
+        if (Number.isSafeInteger(n)) return n;
+      } catch {
+        // Not the memory cgroup, or the other version's file.
+      }
+    }
+  }
+  return null;
+}
+
+/** Bytes used in the writable mounts together, seen through pid 1's root; null when none can be read (the sandbox is gone). */
+export function diskBytes(pid1: number): number | null {
+  let used: number | null = null;
+  for (const path of Object.keys(DISK_SHARES_EIGHTHS)) {
+    try {
+      const st = statfsSync(join(`/proc/${pid1}/root`, path));
+      used = (used ?? 0) + (st.blocks - st.bfree) * st.bsize;
+    } catch {
+      // Gone with the sandbox.
+    }
+  }
+  return used;
 }

@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Server, Socket } from 'node:net';
 import { NETNS_HELPER_ARG, type NetnsReply, type NetnsRequest } from './netns-helper.js';
+import { noInspectorSignalFlags } from '../../../util/inspector-signal.js';
 
 /** How to reach the namespace and how long a helper may idle. */
 export interface NetnsSocketsOpts {
@@ -109,7 +110,8 @@ export class NetnsSockets {
     // prettier-ignore
     const child = spawn(nsenter, [
       '-t', String(pid1), ...namespaces, '--',
-      nodePath, '--max-old-space-size=16', '--max-semi-space-size=1', '--v8-pool-size=0', keeperScript, NETNS_HELPER_ARG,
+      nodePath, '--max-old-space-size=16', '--max-semi-space-size=1', '--v8-pool-size=0', ...noInspectorSignalFlags(nodePath),
+      keeperScript, NETNS_HELPER_ARG,
     ], {
       cwd: '/',
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },

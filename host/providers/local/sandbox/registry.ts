@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { ProviderError } from '../../provider-error.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import type { LocalSettings } from '../settings.js';
-import { removeCgroups } from '../system/cgroups.js';
+import { removeCgroups, removeEmptyCeilings } from '../system/cgroups.js';
 import { isAlive, signalIfAlive } from '../system/proc.js';
 import { isSandboxId } from './ids.js';
 import type { SandboxSpec } from './spec.js';
@@ -50,7 +50,7 @@ export function isStillAlive(sb: LiveSandbox): boolean {
 /** The sandboxes of one state directory, with their records cached while they stay verifiably live. */
 export class SandboxRegistry {
   private readonly cache = new Map<string, { spec: SandboxSpec; keeper: KeeperRecord }>();
-  private stateTrusted = false;
+  private isStateTrusted = false;
 
   constructor(private readonly settings: Pick<LocalSettings, 'stateDir' | 'sandboxes' | 'startTimeoutMs'>) {}
 
@@ -157,9 +157,9 @@ export class SandboxRegistry {
 
   /** Checks once that nobody else can write the state we act on (see assertPrivateState). */
   trustState(): void {
-    if (this.stateTrusted) return;
+    if (this.isStateTrusted) return;
     assertPrivateState(this.settings.stateDir);
-    if (existsSync(this.settings.sandboxes)) this.stateTrusted = true;
+    if (existsSync(this.settings.sandboxes)) this.isStateTrusted = true;
   }
 
   /** Does what a keeper would have done: kill everything recorded, remove cgroups and state. */
@@ -171,7 +171,9 @@ export class SandboxRegistry {
       signalIfAlive(keeper.bwrap, 'SIGKILL');
     }
     // Without a record (its keeper died while starting), the cgroups it made are listed on their own.
-    await removeCgroups(keeper?.cgroups ?? readCgroupsList(join(this.settings.sandboxes, id)));
+    const cgroups = keeper?.cgroups ?? readCgroupsList(join(this.settings.sandboxes, id));
+    await removeCgroups(cgroups);
+    removeEmptyCeilings(cgroups);
     removeSandboxDir(this.settings.sandboxes, id);
   }
 }

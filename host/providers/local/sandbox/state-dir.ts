@@ -96,8 +96,8 @@ export const CREATOR_FILE = 'creator.json';
 export const CGROUPS_FILE = 'cgroups.json';
 /** The sandbox's exposed ports, as its keeper last wrote them (network/port-forwards.ts). */
 export const PORTS_FILE = 'ports.json';
-/** Requests the sandbox's egress proxy refused, one JSON line each (network/denial-log.ts). */
-export const DENIALS_FILE = 'network-denials.jsonl';
+/** Requests the sandbox's egress proxy refused or could not get through, one JSON line each (network/failure-log.ts; the name predates the failures). */
+export const FAILURES_FILE = 'network-denials.jsonl';
 /** The keeper's control socket (network/control-channel.ts). */
 export const CONTROL_SOCKET = 'control.sock';
 /** The keeper's relay to the sandbox's resident agent (keeper/resident-relay.ts); absent in sandboxes of older keepers. */

@@ -3,8 +3,9 @@
 // controllers are delegated to us. A limit the caller asked for (cpu, memory) is required: where
 // it cannot be enforced that is reported, never ignored. The defaults every sandbox gets (pids,
 // the default memory limit) are enforced where they can be and left to the other layers elsewhere.
+import { createHash } from 'node:crypto';
 import { chownSync, existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
-import { join, posix } from 'node:path';
+import { basename, dirname, join, posix } from 'node:path';
 
 /** Limits to enforce; an absent field is not limited. */
 export interface CgroupLimits {
@@ -19,6 +20,18 @@ export interface CgroupRequired {
   memory: boolean;
 }
 
+/**
+ * The parent cgroup every sandbox of one state directory is made in (where it can be), whose
+ * memory limit bounds all of them together. Shared: each keeper makes it if missing and writes
+ * its limit; the last one to leave removes it.
+ */
+export interface CgroupCeiling {
+  /** Its directory name (ceilingCgroupName). */
+  name: string;
+  /** The memory all the sandboxes below it may use together, in MiB. */
+  memoryMb: number;
+}
+
 /** The cgroups made for a sandbox and the limits they enforce. */
 export interface SandboxCgroups {
   /** Directories (each has a cgroup.procs to join); empty when none could be made. */
@@ -27,6 +40,28 @@ export interface SandboxCgroups {
   version: 1 | 2 | null;
   /** The subset of the requested limits that is enforced. */
   enforced: CgroupLimits;
+  /** The memory ceiling the sandbox's memory cgroup is under (MiB, as the parent holds it), null when none. */
+  ceilingMemoryMb?: number | null;
+}
+
+/** Names of parent cgroups start with this (so a clean-up can tell them from a sandbox's own). */
+const CEILING_PREFIX = 'sandbox-mcp-all-';
+
+/** The ceiling cgroup's name for the sandboxes directory `sandboxes`: one per state directory. */
+export function ceilingCgroupName(sandboxes: string): string {
+  return CEILING_PREFIX + createHash('sha256').update(sandboxes).digest('hex').slice(0, 12);
+}
+
+/** Removes the ceiling cgroups above `dirs` once no sandbox is left below them; never throws. */
+export function removeEmptyCeilings(dirs: readonly string[]): void {
+  for (const parent of new Set(dirs.map((d) => dirname(d)))) {
+    if (!basename(parent).startsWith(CEILING_PREFIX)) continue;
+    try {
+      rmdirSync(parent);
+    } catch {
+      // Another sandbox is still below it (EBUSY), or it is gone already.
+    }
+  }
 }
 
 /** Why limits cannot be enforced here: a static code, explained by the provider. */
@@ -104,13 +139,27 @@ export function createCgroups(
   limits: CgroupLimits,
   required: CgroupRequired,
   owner?: { uid: number; gid: number },
+  ceiling?: CgroupCeiling,
 ): SandboxCgroups {
   if (limits.cpu === undefined && limits.memoryMb === undefined && limits.pidsMax === undefined) return NONE;
   const created: string[] = [];
   try {
     const mounts = readMounts();
     const own = ownCgroups();
-    const made = createV1(mounts, own, name, limits, required, created) ?? createV2(mounts, own, name, limits, required, created);
+    // A keeper removing the (then empty) ceiling between our making it and our child in it makes
+    // the child's mkdir fail with ENOENT: make both again.
+    let made: SandboxCgroups | null = null;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        made =
+          createV1(mounts, own, name, limits, required, created, ceiling) ??
+          createV2(mounts, own, name, limits, required, created, ceiling);
+        break;
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'ENOENT' || attempt >= 3) throw e;
+        removeCgroupsNow(created.splice(0));
+      }
+    }
     if (!made) {
       if (required.cpu || required.memory) throw new CgroupUnavailableError('cgroup_unavailable');
       return NONE;
@@ -146,28 +195,72 @@ function createV1(
   limits: CgroupLimits,
   required: CgroupRequired,
   created: string[],
+  ceiling: CgroupCeiling | undefined,
 ): SandboxCgroups | null {
   const v1 = (controller: string) => mounts.find((m) => m.fsType === 'cgroup' && m.superOptions.includes(controller));
   const want = wanted(limits, required);
   if (want.some((w) => w.isRequired && !v1(w.controller))) return null;
   const enforced: CgroupLimits = {};
   const dirs: string[] = [];
+  let ceilingMemoryMb: number | null = null;
   for (const { controller, isRequired } of want) {
     const mount = v1(controller);
     if (!mount) continue;
     let dir: string;
     try {
-      dir = makeChild(mount, own.get(controller), name, created);
+      // The memory cgroup goes below the state directory's ceiling where one can be made.
+      const parent = controller === 'memory' && ceiling ? ceilingV1(mount, own.get(controller), ceiling) : null;
+      if (parent) ceilingMemoryMb = parent.memoryMb;
+      dir = parent ? makeChildIn(parent.dir, name, created) : makeChild(mount, own.get(controller), name, created);
       limitV1(dir, controller, limits);
     } catch (e) {
-      if (isRequired) throw e;
+      if (isRequired || (e as NodeJS.ErrnoException).code === 'ENOENT') throw e;
       removeCgroupsNow(created.splice(dirs.length));
       continue;
     }
     dirs.push(dir);
     copyLimit(enforced, controller, limits);
   }
-  return dirs.length > 0 ? { dirs, version: 1, enforced } : null;
+  return dirs.length > 0 ? { dirs, version: 1, enforced, ceilingMemoryMb } : null;
+}
+
+/** The v1 memory ceiling below our own memory cgroup, made if missing, its limit set; null when it cannot be. */
+function ceilingV1(mount: MountInfo, ownPath: string | undefined, ceiling: CgroupCeiling): { dir: string; memoryMb: number } | null {
+  const parent = hostPath(mount, ownPath ?? '/');
+  if (parent === null) return null;
+  const dir = join(parent, ceiling.name);
+  try {
+    mkdirSync(dir);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') return null;
+  }
+  try {
+    setMemoryLimitV1(dir, ceiling.memoryMb * MIB);
+  } catch {
+    // Below what its sandboxes use now (EBUSY): the limit it has stays.
+  }
+  try {
+    return { dir, memoryMb: Math.floor(Number(readFileSync(join(dir, 'memory.limit_in_bytes'), 'utf8').trim()) / MIB) };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Sets a v1 memory limit, and the memory+swap one to the same (where swap accounting is on): the
+ * memory+swap limit may never be below the memory limit, so which is written first depends on
+ * whether the limit goes up or down.
+ */
+function setMemoryLimitV1(dir: string, bytes: number): void {
+  const memsw = join(dir, 'memory.memsw.limit_in_bytes');
+  if (!existsSync(memsw)) return writeKnob(dir, 'memory.limit_in_bytes', String(bytes));
+  try {
+    writeKnob(dir, 'memory.limit_in_bytes', String(bytes));
+    writeKnob(dir, 'memory.memsw.limit_in_bytes', String(bytes));
+  } catch {
+    writeKnob(dir, 'memory.memsw.limit_in_bytes', String(bytes));
+    writeKnob(dir, 'memory.limit_in_bytes', String(bytes));
+  }
 }
 
 function limitV1(dir: string, controller: 'cpu' | 'memory' | 'pids', limits: CgroupLimits): void {
@@ -175,10 +268,8 @@ function limitV1(dir: string, controller: 'cpu' | 'memory' | 'pids', limits: Cgr
     writeKnob(dir, 'cpu.cfs_period_us', String(CFS_PERIOD_US));
     writeKnob(dir, 'cpu.cfs_quota_us', String(Math.round(limits.cpu! * CFS_PERIOD_US)));
   } else if (controller === 'memory') {
-    const bytes = String(limits.memoryMb! * MIB);
-    writeKnob(dir, 'memory.limit_in_bytes', bytes);
-    // Without this, swap would let the sandbox exceed its limit (absent when swap accounting is off).
-    if (existsSync(join(dir, 'memory.memsw.limit_in_bytes'))) writeKnob(dir, 'memory.memsw.limit_in_bytes', bytes);
+    // With memory+swap too: without it, swap would let the sandbox exceed its limit.
+    setMemoryLimitV1(dir, limits.memoryMb! * MIB);
   } else {
     writeKnob(dir, 'pids.max', String(limits.pidsMax!));
   }
@@ -203,15 +294,25 @@ function createV2(
   limits: CgroupLimits,
   required: CgroupRequired,
   created: string[],
+  ceiling: CgroupCeiling | undefined,
 ): SandboxCgroups | null {
   const v2 = mounts.find((m) => m.fsType === 'cgroup2');
   if (!v2) return null;
   const want = wanted(limits, required);
   for (const parentPath of new Set([posix.dirname(own.get('') ?? '/'), v2.root])) {
     let dir: string;
+    const parent = ceiling
+      ? ceilingV2(
+          v2,
+          parentPath,
+          ceiling,
+          want.map((w) => w.controller),
+        )
+      : null;
     try {
-      dir = makeChild(v2, parentPath, name, created);
-    } catch {
+      dir = parent ? makeChildIn(parent.dir, name, created) : makeChild(v2, parentPath, name, created);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT' && parent) throw e;
       continue;
     }
     const available = readFileSync(join(dir, 'cgroup.controllers'), 'utf8').trim().split(/\s+/);
@@ -230,14 +331,49 @@ function createV2(
       } else writeKnob(dir, 'pids.max', String(limits.pidsMax!));
       copyLimit(enforced, controller, limits);
     }
-    return { dirs: [dir], version: 2, enforced };
+    return { dirs: [dir], version: 2, enforced, ceilingMemoryMb: parent?.memoryMb ?? null };
   }
   return null;
+}
+
+/**
+ * The v2 ceiling below `parentPath`: made if missing, the wanted controllers it is offered enabled
+ * for its children, its memory.max set. Null when it cannot be made or holds no memory limit.
+ */
+function ceilingV2(
+  mount: MountInfo,
+  parentPath: string,
+  ceiling: CgroupCeiling,
+  controllers: readonly string[],
+): { dir: string; memoryMb: number } | null {
+  const parent = hostPath(mount, parentPath);
+  if (parent === null) return null;
+  const dir = join(parent, ceiling.name);
+  try {
+    try {
+      mkdirSync(dir);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') return null;
+    }
+    const offered = readFileSync(join(dir, 'cgroup.controllers'), 'utf8').trim().split(/\s+/);
+    if (!offered.includes('memory')) return null;
+    const enable = controllers.filter((c) => offered.includes(c));
+    writeKnob(dir, 'cgroup.subtree_control', enable.map((c) => `+${c}`).join(' '));
+    writeKnob(dir, 'memory.max', String(ceiling.memoryMb * MIB));
+    if (existsSync(join(dir, 'memory.swap.max'))) writeKnob(dir, 'memory.swap.max', '0');
+    return { dir, memoryMb: ceiling.memoryMb };
+  } catch {
+    return null;
+  }
 }
 
 function makeChild(mount: MountInfo, ownPath: string | undefined, name: string, created: string[]): string {
   const parent = hostPath(mount, ownPath ?? '/');
   if (parent === null) throw new CgroupUnavailableError('cgroup_unavailable');
+  return makeChildIn(parent, name, created);
+}
+
+function makeChildIn(parent: string, name: string, created: string[]): string {
   const dir = join(parent, name);
   mkdirSync(dir);
   created.push(dir);
@@ -260,8 +396,8 @@ export function removeCgroupsNow(dirs: readonly string[]): string[] {
 /** Removes the cgroups, retrying while their last processes exit (EBUSY); true when all are gone. */
 export async function removeCgroups(dirs: readonly string[], timeoutMs = 3000, pollMs = 10): Promise<boolean> {
   let left = removeCgroupsNow(dirs);
-  const deadline = Date.now() + timeoutMs;
-  while (left.length > 0 && Date.now() < deadline) {
+  const giveUpAtMs = Date.now() + timeoutMs;
+  while (left.length > 0 && Date.now() < giveUpAtMs) {
     await new Promise((r) => setTimeout(r, pollMs));
     left = removeCgroupsNow(left);
   }
@@ -292,4 +428,18 @@ export function describeCgroups(wanted: readonly string[] = ['cpu', 'memory', 'p
     }
   }
   return { version, controllers: wanted.filter((c) => offered.has(c)) };
+}
+
+/**
+ * True when a memory cgroup can be made here the way a keeper makes a sandbox's (tried: a probe
+ * cgroup made and removed at once). What the server's start-up warning asks, a few mkdirs.
+ */
+export function canLimitMemory(): boolean {
+  try {
+    const made = createCgroups(`sandbox-mcp-probe-${process.pid}`, { memoryMb: 64 }, { cpu: false, memory: true });
+    removeCgroupsNow(made.dirs);
+    return made.enforced.memoryMb !== undefined;
+  } catch {
+    return false;
+  }
 }

@@ -1,5 +1,5 @@
-// Before the first sandbox: is this Linux, and where are bwrap, nsenter, setpriv and the built
-// keeper? Each missing piece is an unavailable (or unsupported) ProviderError with a fix in it.
+// Before the first sandbox: is this Linux, and where are bwrap, nsenter, setpriv, flock and the
+// built keeper? Each missing piece is an unavailable (or unsupported) ProviderError with a fix in it.
 import { accessSync, constants as fsConstants, existsSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { ProviderError } from '../../provider-error.js';
@@ -16,7 +16,8 @@ function isExecutable(path: string): boolean {
   }
 }
 
-function findExecutable(name: string): string | null {
+/** The first executable `name` on PATH or in the usual system directories, or null. */
+export function findExecutable(name: string): string | null {
   const dirs = [
     ...(process.env.PATH ?? '').split(delimiter),
     '/usr/local/sbin',
@@ -55,6 +56,8 @@ export function preflight(settings: Pick<LocalSettings, 'toolOverrides' | 'ident
   if (!setpriv && settings.identity.dropPrivileges) {
     throw new ProviderError('unavailable', { code: 'setpriv_missing', detail: LOCAL_DETAILS.setprivMissing });
   }
+  // Creates take the state directory's lock with it (sandbox/create-lock.ts).
+  if (!findExecutable('flock')) throw new ProviderError('unavailable', { code: 'flock_missing', detail: LOCAL_DETAILS.flockMissing });
   if (!existsSync(settings.keeperScript)) {
     throw new ProviderError('unavailable', { code: 'host_bundle_missing', detail: LOCAL_DETAILS.hostBundleMissing });
   }

@@ -1,0 +1,46 @@
+// The tools this server offers, and their tools/list entries: JSON Schemas generated from the
+// same zod schemas that validate calls, so the two cannot drift apart.
+import * as z from 'zod';
+import type { ServerConfig } from '../config/config.js';
+import { execTools } from './tools/exec.js';
+import { fileTools } from './tools/files.js';
+import { networkTools } from './tools/network.js';
+import { sandboxTools } from './tools/sandboxes.js';
+import { taskTools } from './tools/tasks.js';
+import type { ToolDef } from './tools/tool.js';
+
+/** Every tool, in the order tools/list shows them. */
+export const ALL_TOOLS: readonly ToolDef[] = [
+  ...sandboxTools,
+  ...execTools,
+  ...fileTools,
+  ...taskTools,
+  ...networkTools,
+] as unknown as ToolDef[];
+
+/** One tools/list entry. */
+export interface ListedTool {
+  name: string;
+  title: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+  outputSchema: Record<string, unknown>;
+  annotations: Record<string, unknown>;
+}
+
+/** The tools/list entries under `config` (a tool's configNote adds what the configuration makes true). */
+export function listTools(config?: ServerConfig): ListedTool[] {
+  return ALL_TOOLS.map((t) => ({
+    name: t.name,
+    title: t.title,
+    description: config && t.configNote ? `${t.description} ${t.configNote(config)}` : t.description,
+    inputSchema: jsonSchema(t.input, 'input'),
+    outputSchema: jsonSchema(t.output, 'output'),
+    annotations: { title: t.title, ...t.annotations },
+  }));
+}
+
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
+  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io }) as Record<string, unknown>;
+  return rest;
+}

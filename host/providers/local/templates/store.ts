@@ -1,0 +1,123 @@
+// Where local templates live and what a template is on disk: the contract between the code that
+// makes templates (build, import, snapshot, remove) and the code that runs sandboxes on them.
+//
+//   <templates dir>/                 0700, the server's user's alone (layers hold setuid files)
+//     <name>.json                    the template's record (TemplateRecordSchema), written atomically
+//     layers/<layer id>/layer.json   the layer's record (LayerRecordSchema)
+//     layers/<layer id>/root/        the layer's files; never changed once its record exists
+//     layers/.tmp-*/                 layers being made; removed by whoever finds them stale
+//
+// A template is an ordered stack of layers, top first (an overlay's lowerdir order): a built or
+// imported template has one; a snapshot adds the sandbox's changes as a new layer on top of the
+// layers of the template the sandbox ran on, which several templates may then share. A layer is
+// removed with the last template that lists it. `base` is not stored: it is the host's own system
+// directories.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as z from 'zod';
+
+/** The template every local sandbox gets when create names none: the host's system directories, read-only. */
+export const BASE_TEMPLATE = 'base';
+
+/** Template names: lowercase letters, digits, `.`, `_` and `-`, starting with a letter or digit, at most 63 characters. */
+export const TEMPLATE_NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+
+/** True for a name a stored template may have (any valid name but `base`). */
+export function isStorableTemplateName(name: string): boolean {
+  return TEMPLATE_NAME_PATTERN.test(name) && name !== BASE_TEMPLATE && !name.endsWith('.json');
+}
+
+/** Layer ids: 16 lowercase hex characters. */
+export const LAYER_ID_PATTERN = /^[0-9a-f]{16}$/;
+
+/**
+ * Whose ids a layer's files carry. `native`: as made (root, `_apt`, `man`…), for a root server
+ * that maps each sandbox's ids onto them with an idmapped mount. `flattened`: every file owned by
+ * the server's own uid and gid, for a server that is not root (its sandboxes map that one id to
+ * root inside).
+ */
+export const LAYER_OWNERS = ['native', 'flattened'] as const;
+export type LayerOwners = (typeof LAYER_OWNERS)[number];
+
+/** Where a template came from. */
+export const TemplateSourceSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('debian'), suite: z.string(), packages: z.array(z.string()), variant: z.string() }),
+  /** `from` is the imported file's or directory's base name only: a full host path says more than it needs to. */
+  z.object({ kind: z.literal('import'), from: z.string(), format: z.enum(['tar', 'directory']) }),
+  z.object({ kind: z.literal('snapshot'), sandbox_id: z.string(), parent: z.string() }),
+]);
+export type TemplateSource = z.infer<typeof TemplateSourceSchema>;
+
+/** `<name>.json`. */
+export const TemplateRecordSchema = z.object({
+  format: z.literal(1),
+  name: z.string().regex(TEMPLATE_NAME_PATTERN),
+  source: TemplateSourceSchema,
+  /** ISO 8601. */
+  created_at: z.string(),
+  /** Bytes of all its layers' files (shared layers counted in full). */
+  size_bytes: z.number().int().nonnegative(),
+  /** Top first; at least one. */
+  layers: z.array(z.string().regex(LAYER_ID_PATTERN)).min(1),
+  owners: z.enum(LAYER_OWNERS),
+});
+export type TemplateRecord = z.infer<typeof TemplateRecordSchema>;
+
+/** `layers/<id>/layer.json`. */
+export const LayerRecordSchema = z.object({
+  format: z.literal(1),
+  id: z.string().regex(LAYER_ID_PATTERN),
+  created_at: z.string(),
+  size_bytes: z.number().int().nonnegative(),
+  owners: z.enum(LAYER_OWNERS),
+});
+export type LayerRecord = z.infer<typeof LayerRecordSchema>;
+
+/** `$SANDBOX_MCP_TEMPLATE_DIR` when set (the configuration passes it), else `templates` in the state directory. */
+export function templatesDir(stateDir: string, override?: string): string {
+  return override ?? join(stateDir, 'templates');
+}
+
+/** The directory holding layer `id`'s files (its `root/`). */
+export function layerRoot(dir: string, id: string): string {
+  return join(dir, 'layers', id, 'root');
+}
+
+/** The record of template `name`, or undefined when there is none (or it cannot be read as one). */
+export function readTemplate(dir: string, name: string): TemplateRecord | undefined {
+  if (!isStorableTemplateName(name)) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(join(dir, `${name}.json`), 'utf8');
+  } catch {
+    return undefined;
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const parsed = TemplateRecordSchema.safeParse(json);
+  return parsed.success && parsed.data.name === name ? parsed.data : undefined;
+}
+
+/** Every stored template, by name. */
+export function listTemplates(dir: string): TemplateRecord[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  return names
+    .filter((f) => f.endsWith('.json'))
+    .map((f) => readTemplate(dir, f.slice(0, -'.json'.length)))
+    .filter((t): t is TemplateRecord => t !== undefined)
+    .sort((a, b) => a.name.localeCompare(b.name));
+}
+
+/** The layers' file trees of a template, top first: an overlay's lowerdir list. */
+export function templateLowerDirs(dir: string, record: TemplateRecord): string[] {
+  return record.layers.map((id) => layerRoot(dir, id));
+}

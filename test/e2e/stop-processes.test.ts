@@ -1,0 +1,50 @@
+// stop_processes through the built server: every kind of leftover a command can leave ends (in
+// the background, nohup, its own session, stopped, ignoring TERM, in a nested pid namespace),
+// while a task and the children in its process group go on.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectStdio, ok, type StdioServer } from '../support/built-server.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
+
+const stateDir = tempStateDir();
+let s: StdioServer;
+
+beforeAll(async () => {
+  requireSandboxes();
+  s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
+});
+afterAll(async () => {
+  await s?.close();
+  await destroyStateDir(stateDir);
+});
+
+describe('stop_processes', () => {
+  it("ends every leftover of a command, whatever it did to escape, and keeps the task's whole process group", async () => {
+    const sb = await ok(s.client, 'create_sandbox', { timeout: 300 });
+    const run = async (command: string) => (await ok(s.client, 'run_command', { command })).stdout as string;
+    // Distinct durations name each process (pid 1 runs a `sleep 86400` of its own).
+    const task = await ok(s.client, 'start_task', { command: 'sleep 1001 & sleep 1002; wait' });
+    const leftovers = [
+      'sleep 2001 >/dev/null 2>&1 &',
+      'nohup sleep 2002 >/dev/null 2>&1 &',
+      'setsid sleep 2003 >/dev/null 2>&1 &',
+      // Stopped once it is sleep (a STOP before its exec would stop the shell's fork instead).
+      'sleep 2004 >/dev/null 2>&1 & p=$!; until [ "$(cat /proc/$p/comm)" = sleep ]; do :; done; kill -STOP $p',
+      'bash -c \'trap "" TERM; sleep 2005; sleep 2005\' >/dev/null 2>&1 &',
+      'unshare --user --map-root-user --pid --fork sleep 2006 >/dev/null 2>&1 &',
+    ];
+    for (const command of leftovers) await run(command);
+    const alive = async () => (await run("pgrep -xf 'sleep (100[12]|200[1-6])' | wc -l")).trim();
+    await waitFor(async () => (await alive()) === '8', 'the task and the leftovers to run');
+
+    const { stopped, sandbox_id } = await ok(s.client, 'stop_processes', {});
+    expect(sandbox_id).toBe(sb.sandbox_id);
+    // The six sleeps, the TERM-ignoring shell, and unshare: nothing else of the sandbox's was running.
+    expect(stopped).toBe(8);
+    expect(await run("pgrep -xf 'sleep 200[1-6]' || echo none")).toBe('none\n');
+    expect((await run("pgrep -xf 'sleep 100[12]' | wc -l")).trim()).toBe('2');
+    expect((await ok(s.client, 'get_task', { sandbox_id, task_id: task.task_id })).state).toBe('running');
+    await ok(s.client, 'kill_sandbox', {});
+  });
+});
