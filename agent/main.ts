@@ -15,6 +15,15 @@ import { runAdopter, runSupervisor } from './supervisor.js';
 
 const [mode, arg, arg2] = process.argv.slice(2);
 
+/**
+ * Node opens its inspector (a debugger on a loopback port of the sandbox's network, the host's
+ * with `network: host`) on SIGUSR1 unless a listener is installed: the long-lived modes keep one
+ * for their whole life, as the server and the keeper do (host/util/inspector-signal.ts).
+ */
+function keepInspectorClosed(): void {
+  process.on('SIGUSR1', () => {});
+}
+
 async function main(): Promise<number> {
   switch (mode) {
     case 'call': {
@@ -28,11 +37,13 @@ async function main(): Promise<number> {
       return report.ok ? 0 : 1;
     }
     case 'supervise': {
+      keepInspectorClosed();
       if (arg === '--adopt') await runAdopter(arg2 ?? '');
       else await runSupervisor(arg ?? '');
       return new Promise<number>(() => {}); // the supervisor exits by itself
     }
     case 'serve':
+      keepInspectorClosed();
       await runResident(process.argv.slice(3));
       return new Promise<number>(() => {}); // the resident exits by itself
     default:

@@ -34,7 +34,8 @@ export function countThreads(): number {
  */
 export function refuseWithoutRoom<B extends Bounds | undefined>(bounds: B): B {
   if (!bounds) return bounds;
-  const n = countThreads();
+  // Counted as an entering shell counts: itself (the command's first process) included.
+  const n = countThreads() + 1;
   if (n >= bounds.refuse_at) {
     throw new AgentFailure('process_limit', 'the sandbox is at its process limit: the command was not started');
   }

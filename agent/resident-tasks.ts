@@ -19,6 +19,7 @@ import { isNoSpaceError, stateDirFull } from './no-space.js';
 import { NoFifosError, OwnedCommand, type OwnedEnd, type OwnerEnv } from './owned-command.js';
 import { ensureTasksDir, homeDir, TASK_FILES } from './paths.js';
 import { readProcStat } from './proc.js';
+import { readStatus } from './status-read.js';
 import { refuseWithoutRoom } from './process-count.js';
 import { startTask } from './ops/start.js';
 import { writeFileAtomic } from './status-file.js';
@@ -107,6 +108,7 @@ export class ResidentTasks implements ResidentServices {
       if (end === null) {
         cmd.handOver();
         await cmd.ended;
+        await adopterRecorded(dir, timings.startReportMs);
       }
     } finally {
       this.owned.delete(req.task_id);
@@ -132,7 +134,10 @@ export class ResidentTasks implements ResidentServices {
       reapsGroup: req.reap_group ?? false,
     };
     const promote = req.promote;
-    if (!promote || !this.isPromotable || plain.stdin) return runPlainExec(plain, ctx.signal);
+    // On the cleanup reserve (leftovers fill the commands' share) the wrapper and its watcher would
+    // take processes the command needs: the call waits, as without promotion.
+    const isOnReserve = bounds !== undefined && bounds.processes !== req.bounds?.processes;
+    if (!promote || !this.isPromotable || plain.stdin || isOnReserve) return runPlainExec(plain, ctx.signal);
     // No slot left among the task directories: the call waits, as without promotion.
     const dir = claimEphemeral(req, promote.task_id, cwd, ctx.timings);
     if (!dir) return runPlainExec(plain, ctx.signal);
@@ -245,6 +250,18 @@ function adopterPrefix(): string {
     'supervise',
     '--adopt',
   ].join(' ');
+}
+
+/**
+ * Waits (at most `withinMs`) for the adopting supervisor to record itself in the task's status, as
+ * a classic start waits for its supervisor's first report: once start has answered, the task is
+ * one whose supervisor anyone can see and cancel, even if the disk fills right after.
+ */
+async function adopterRecorded(dir: string, withinMs: number): Promise<void> {
+  for (const giveUpAtMs = Date.now() + withinMs; Date.now() < giveUpAtMs; await sleep(10)) {
+    const read = readStatus(dir);
+    if (read.kind !== 'ok' || read.status.supervisor !== null || read.status.state !== 'running') return;
+  }
 }
 
 /** The command's environment a request asks for (see the protocol's `env` and `inherit_env`). */

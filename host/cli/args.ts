@@ -174,6 +174,8 @@ Environment (a flag wins over its variable):
   SANDBOX_MCP_NETWORK_ALLOW   as --network-allow (comma-separated)
   SANDBOX_MCP_NETWORK_DEFAULT as --network-default
   SANDBOX_MCP_BWRAP           absolute path of the bubblewrap binary (default: bwrap on PATH)
+  SANDBOX_MCP_RESIDENT_AGENT  0 = local sandboxes get no resident agent (every agent call and
+                              command starts processes of its own, as with older servers)
   SANDBOX_MCP_TOKEN           http: bearer token, 16+ characters (default: generated, printed
                               once to stderr); its holder sees every sandbox
   SANDBOX_MCP_TOKENS_FILE     as --tokens-file

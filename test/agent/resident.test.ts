@@ -4,7 +4,7 @@
 // a supervisor that goes on from the logs and the pipe. Tasks are read back with per-call agents
 // (`agent.cjs call`), a process of their own, as another server would.
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ExecResultSchema, TaskViewSchema, type AgentResponse, type ExecFinished, type TaskView } from '../../shared/protocol.js';
@@ -248,6 +248,41 @@ describe('promotion', () => {
     expect(long.state).toBe('running');
     expect(await waitTerminal(w, long.task_id)).toMatchObject({ state: 'succeeded', stdout: 'late\n' });
     expect(readStatusJson(w, long.task_id).supervisor).not.toBeNull();
+  });
+});
+
+/** Inodes of the TCP sockets `pid` listens on (what an inspector opened by SIGUSR1 would be). */
+function listeningInodes(pid: number): string[] {
+  const listening = new Set<string>();
+  for (const table of ['tcp', 'tcp6']) {
+    for (const line of readFileSync(`/proc/${pid}/net/${table}`, 'utf8').split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f[3] === '0A') listening.add(f[9]!);
+    }
+  }
+  const own = readdirSync(`/proc/${pid}/fd`).map((fd) => {
+    try {
+      return readlinkSync(`/proc/${pid}/fd/${fd}`);
+    } catch {
+      return '';
+    }
+  });
+  return own.map((l) => /^socket:\[(\d+)\]$/.exec(l)?.[1]).filter((i): i is string => i !== undefined && listening.has(i));
+}
+
+describe('SIGUSR1', () => {
+  it('opens no inspector in the resident or in an adopting supervisor: both keep working', async () => {
+    const w = world();
+    const r = await startResident(w);
+    const task = TaskViewSchema.parse(
+      ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'sleep 2; echo late', env: envOf(w) })),
+    );
+    const supervisor = await waitFor(() => readStatusJson(w, task.task_id).supervisor?.pid, 'the adopting supervisor');
+    for (const pid of [r.process.pid!, supervisor]) for (let i = 0; i < 3; i++) process.kill(pid, 'SIGUSR1');
+    // A resident that still answers has handled the signals; an inspector would be listening by then.
+    expect(ok(await r.request({ protocol: 1, op: 'hello' }))).toMatchObject({ protocol: 1 });
+    for (const pid of [r.process.pid!, supervisor]) expect(listeningInodes(pid), `pid ${pid}`).toEqual([]);
+    expect(await waitTerminal(w, task.task_id)).toMatchObject({ state: 'succeeded', stdout: 'late\n' });
   });
 });
 

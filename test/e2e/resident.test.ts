@@ -165,10 +165,19 @@ describe('the resident agent (local)', () => {
       stderr_truncated: false,
       timed_out: false,
     });
-    expect(await ok(s.client, 'run_command', { sandbox_id: sandbox, command: 'sleep 3; echo late', background_after: 1 })).toMatchObject({
-      backgrounded: true,
-      state: 'running',
+    // The call's envs reach a command supervised from the start (as task variables of the per-call start).
+    const late = await ok(s.client, 'run_command', {
+      sandbox_id: sandbox,
+      command: 'sleep 3; echo "late $CALL_VAR"',
+      envs: { CALL_VAR: 'from-the-call' },
+      background_after: 1,
     });
+    expect(late).toMatchObject({ backgrounded: true, state: 'running' });
+    await waitFor(
+      async () => (await ok(s.client, 'get_task', { sandbox_id: sandbox, task_id: late.task_id, wait: 5 })).state === 'succeeded',
+      'the backgrounded call to end',
+    );
+    expect((await ok(s.client, 'get_task', { sandbox_id: sandbox, task_id: late.task_id })).stdout).toBe('late from-the-call\n');
     const fresh = await ok(s.client, 'start_task', { sandbox_id: sandbox, command: 'echo new' });
     await waitFor(
       async () => (await ok(s.client, 'get_task', { sandbox_id: sandbox, task_id: fresh.task_id, wait: 5 })).state === 'succeeded',

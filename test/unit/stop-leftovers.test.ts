@@ -7,7 +7,15 @@ import { leftovers, type SandboxProcess } from '../../host/providers/local/exec/
 
 const PID1 = 10;
 const AGENT = '/home/user/.sandbox-mcp/agent/agent-0123abcd.cjs';
-const proc = (pid: number, ppid: number, pgid: number, argv: string[]): SandboxProcess => ({ pid, ppid, pgid, startTime: '1', argv });
+const proc = (pid: number, ppid: number, pgid: number, argv: string[], isJobWrapper = false): SandboxProcess => ({
+  pid,
+  ppid,
+  pgid,
+  startTime: '1',
+  argv,
+  isJobWrapper,
+});
+const WRAPPER = ['/bin/bash', '-c', 'exec 7>&2 2>/dev/null …', 'sandbox-task', 'make', `exec env -i node ${AGENT} supervise --adopt /d`];
 
 describe('stop_processes leftovers with a resident agent', () => {
   it('keeps the resident, a handed-over task (wrapper, command group, adopter) and a classic task; stops the rest', () => {
@@ -15,8 +23,8 @@ describe('stop_processes leftovers with a resident agent', () => {
       proc(11, PID1, 11, ['sleep', '86400']),
       proc(20, PID1, 20, ['node', AGENT, 'serve']),
       // A promotable exec handed over: the wrapper (child of the resident), its job and the adopter.
-      proc(30, 20, 30, ['/bin/bash', '-c', 'wrapper', 'bash']),
-      proc(31, 30, 31, ['bash', '-c', 'make']),
+      proc(30, 20, 30, WRAPPER, true),
+      proc(31, 30, 31, WRAPPER),
       proc(32, 31, 31, ['cc', 'x.c']),
       proc(33, 30, 33, ['node', AGENT, 'supervise', '--adopt', '/home/user/.local/state/sandbox-agent/tasks/t1']),
       // A classic task: a supervisor under pid 1 and its command's group.
@@ -26,7 +34,13 @@ describe('stop_processes leftovers with a resident agent', () => {
       proc(50, 20, 50, ['python3', '-m', 'http.server']),
       proc(51, PID1, 51, ['sleep', '1000']),
       proc(52, 50, 50, ['sleep', '5']),
+      // A command the resident runs right now (a call's window): its wrapper and watcher are the
+      // agent's machinery; the command's own group is stopped, as any command still running is.
+      proc(60, 20, 60, WRAPPER, true),
+      proc(61, 60, 61, WRAPPER, true),
+      proc(62, 60, 62, WRAPPER),
+      proc(63, 62, 62, ['sleep', '300']),
     ];
-    expect(leftovers(procs, PID1).map((p) => p.pid)).toEqual([50, 51, 52]);
+    expect(leftovers(procs, PID1).map((p) => p.pid)).toEqual([50, 51, 52, 62, 63]);
   });
 });

@@ -13,7 +13,7 @@
 //     id nobody was given. That costs a task per call, so only a call that asked for
 //     background_after itself goes this way; the server's default then leaves it on the fast path.
 import { LIMITS } from '../../../shared/limits.js';
-import { PROTOCOL_VERSION, TASK_ENV_PREFIX, type AgentRequestInput, type OpName, type TaskView } from '../../../shared/protocol.js';
+import { PROTOCOL_VERSION, type AgentRequestInput, type OpName, type TaskView } from '../../../shared/protocol.js';
 import { secretValuesOf } from '../../config/config.js';
 import { ProviderError, isProviderError } from '../../providers/provider-error.js';
 import type { PromotableOutcome } from '../../providers/provider.js';
@@ -222,7 +222,7 @@ async function runToOutcome(
 ): Promise<RunOutcome> {
   let started: TaskView;
   try {
-    started = await agent.call(request, { timeoutS: START_CALL_TIMEOUT_S, ...definedFields({ envs: taskEnvs(envs) }) });
+    started = await agent.call(request, { timeoutS: START_CALL_TIMEOUT_S, ...definedFields({ taskEnvs: envs }) });
   } catch (e) {
     if (!(isProviderError(e) && isUncertain(e))) return { kind: 'rejected', error: e };
     learnEnvs(agent, envs);
@@ -271,12 +271,6 @@ async function resultOf(agent: TaskAgent, outcome: RunOutcome, startedAtMs: numb
  */
 function learnEnvs({ ctx, ref }: TaskAgent, envs: Record<string, string> | undefined): void {
   if (envs) ctx.deps.masker.add(ref.qualified, secretValuesOf(envs));
-}
-
-/** The task variables as the agent takes them: in its environment, each name behind TASK_ENV_PREFIX. */
-function taskEnvs(envs: Record<string, string> | undefined): Record<string, string> | undefined {
-  if (!envs) return undefined;
-  return Object.fromEntries(Object.entries(envs).map(([name, value]) => [TASK_ENV_PREFIX + name, value]));
 }
 
 /** Byte counts of the task's logs as last seen, for progress messages. */

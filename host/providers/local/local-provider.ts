@@ -39,6 +39,7 @@ import { SandboxExec } from './exec/exec.js';
 import { boundsFor } from './exec/resident-exec.js';
 import { ResidentLinks } from './exec/resident-link.js';
 import { asAgentChannel } from '../resident-channel.js';
+import { processLimitReached } from './limits/notes.js';
 import { COMMAND_OOM_SCORE_ADJ } from './limits/entry-prelude.js';
 import { stopLeftovers } from './exec/stop-processes.js';
 import { SandboxTerminals } from './exec/terminal.js';
@@ -208,11 +209,23 @@ export class LocalProvider implements Provider {
       const sb = await this.registry.require(sandboxId);
       const channel = await this.residents.channel(sb);
       if (!channel) return null;
-      return asAgentChannel(channel, (request, callEnvs) => ({
+      const agent = asAgentChannel(channel, (request, callEnvs) => ({
         ...request,
         env: this.runner.commandEnv(sb, callEnvs),
         ...(sb.spec.limits ? { bounds: boundsFor(sb.spec.limits, 'task', COMMAND_OOM_SCORE_ADJ) } : {}),
       }));
+      const processes = sb.spec.limits?.processes;
+      if (processes === undefined) return agent;
+      return {
+        ...agent,
+        // A start the sandbox has no room for is refused with the same text as an entry the prelude refuses.
+        async request(request, opts) {
+          const response = await agent.request(request, opts);
+          if (request.op === 'start' && !response.ok && response.error.code === 'process_limit')
+            throw processLimitReached(processes, 'task');
+          return response;
+        },
+      };
     });
   }
 

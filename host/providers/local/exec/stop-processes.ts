@@ -18,6 +18,12 @@ export interface SandboxProcess {
   pgid: number;
   startTime: string;
   argv: string[];
+  /**
+   * The resident agent's job wrapper, or the watcher beside it (agent/job-wrapper.ts): a bash
+   * running the wrapper script that still holds the socket to the resident at fd 3 (the command's
+   * own shell closes it first). Machinery, like the agent's calls: never a leftover.
+   */
+  isJobWrapper?: boolean;
 }
 
 /** Timings of stopLeftovers; the defaults suit a person's processes. */
@@ -38,9 +44,19 @@ function readProcess(pid: number): SandboxProcess | null {
     const stat = parseProcStat(readFileSync(`/proc/${pid}/stat`, 'latin1'));
     if (!stat || stat.state === 'Z' || stat.state === 'X' || stat.state === 'x') return null;
     const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
-    return { pid, ppid: stat.ppid, pgid: stat.pgid, startTime: String(stat.startTime), argv };
+    return { pid, ppid: stat.ppid, pgid: stat.pgid, startTime: String(stat.startTime), argv, isJobWrapper: isJobWrapper(pid, argv) };
   } catch {
     return null;
+  }
+}
+
+/** `bash -c <wrapper> sandbox-task <command> <adopter>` holding a socket at fd 3 (see SandboxProcess.isJobWrapper). */
+function isJobWrapper(pid: number, argv: readonly string[]): boolean {
+  if (argv[1] !== '-c' || argv[3] !== 'sandbox-task' || !/ supervise --adopt /.test(argv[5] ?? '')) return false;
+  try {
+    return readlinkSync(`/proc/${pid}/fd/3`).startsWith('socket:');
+  } catch {
+    return false;
   }
 }
 
@@ -106,6 +122,7 @@ export function leftovers(procs: readonly SandboxProcess[], pid1Pid: number): Sa
   return procs.filter(
     (p) =>
       agentRole(p) === null &&
+      !p.isJobWrapper &&
       !wrappers.has(p.pid) &&
       !taskGroups.has(p.pgid) &&
       !(p.ppid === pid1Pid && p.argv.length === PID1_SLEEP.length && p.argv.every((a, i) => a === PID1_SLEEP[i])),
