@@ -21,7 +21,7 @@ describe('stop_processes leftovers with a resident agent', () => {
   it('keeps the resident, a handed-over task (wrapper, command group, adopter) and a classic task; stops the rest', () => {
     const procs = [
       proc(11, PID1, 11, ['sleep', '86400']),
-      proc(20, PID1, 20, ['node', AGENT, 'serve']),
+      proc(20, PID1, 20, ['/usr/bin/node', '--max-old-space-size=32', '--v8-pool-size=1', AGENT, 'serve']),
       // A promotable exec handed over: the wrapper (child of the resident), its job and the adopter.
       proc(30, 20, 30, WRAPPER, true),
       proc(31, 30, 31, WRAPPER),

@@ -98,8 +98,10 @@ export function sandboxProcesses(pid1: ProcIdentity): SandboxProcess[] {
 
 /** True for the agent's processes: a task's supervisor, one of its calls, or the resident (`node …/agent-….cjs supervise|call|serve …`). */
 function agentRole(p: SandboxProcess): 'supervise' | 'call' | 'serve' | null {
-  const [, script, role] = p.argv;
-  if (!script || !/\/agent-[^/]*\.cjs$/.test(script)) return null;
+  // node's own flags may come first (the resident's: --max-old-space-size=…).
+  const at = p.argv.findIndex((a, i) => i > 0 && /\/agent-[^/]*\.cjs$/.test(a));
+  if (at < 0 || p.argv.slice(1, at).some((a) => !a.startsWith('--'))) return null;
+  const role = p.argv[at + 1];
   return role === 'supervise' || role === 'call' || role === 'serve' ? role : null;
 }
 
