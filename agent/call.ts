@@ -24,6 +24,7 @@ import { listTasks } from './ops/list.js';
 import { removeTask } from './ops/remove.js';
 import { startTask } from './ops/start.js';
 import { commandEnv } from './task-env.js';
+import { workspaceChanges } from './ops/workspace-changes.js';
 import { stateDir } from './paths.js';
 import { runSelftest } from './selftest.js';
 import { readTimings, type Timings } from './timing.js';
@@ -147,6 +148,20 @@ export async function handleRequest(input: unknown, ctx: RequestContext): Promis
         return { protocol: PROTOCOL_VERSION, ok: true, result: listTasks() };
       case 'remove':
         return { protocol: PROTOCOL_VERSION, ok: true, result: await removeTask(req.task_id, timings) };
+      case 'workspace_changes': {
+        const opts = {
+          base: req.base,
+          current: req.current,
+          patch: req.patch,
+          maxEntries: req.max_entries,
+          maxPatchBytes: req.max_patch_bytes,
+        };
+        return {
+          protocol: PROTOCOL_VERSION,
+          ok: true,
+          result: workspaceChanges(req.upper === undefined ? opts : { ...opts, upper: req.upper }),
+        };
+      }
       case 'selftest':
         return { protocol: PROTOCOL_VERSION, ok: true, result: await runSelftest() };
     }

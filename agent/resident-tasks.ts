@@ -20,6 +20,7 @@ import { NoFifosError, OwnedCommand, type OwnedEnd, type OwnerEnv } from './owne
 import { ensureTasksDir, homeDir, TASK_FILES } from './paths.js';
 import { readProcStat } from './proc.js';
 import { readStatus } from './status-read.js';
+import { nodeRelaunch } from '../shared/agent-runtime.js';
 import { refuseWithoutRoom } from './process-count.js';
 import { startTask } from './ops/start.js';
 import { writeFileAtomic } from './status-file.js';
@@ -240,16 +241,9 @@ function adopterPrefix(): string {
   const vars = Object.entries(process.env)
     .filter((e): e is [string, string] => typeof e[1] === 'string' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(e[0]))
     .map(([k, v]) => shellQuote(`${k}=${v}`));
-  return [
-    'exec',
-    shellQuote(envTool),
-    '-i',
-    ...vars,
-    shellQuote(process.execPath),
-    shellQuote(resolve(process.argv[1]!)),
-    'supervise',
-    '--adopt',
-  ].join(' ');
+  // On the agent runtime node runs through its loader: start it the same way (nodeRelaunch).
+  const node = nodeRelaunch(process.execPath, [resolve(process.argv[1]!)]);
+  return ['exec', shellQuote(envTool), '-i', ...vars, ...[node.file, ...node.args].map(shellQuote), 'supervise', '--adopt'].join(' ');
 }
 
 /**

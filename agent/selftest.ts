@@ -4,6 +4,7 @@
 import { existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, closeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { nodeRelaunch } from '../shared/agent-runtime.js';
 import { LIMITS, SECRET_MARKER } from '../shared/limits.js';
 import type { SelftestResult } from '../shared/protocol.js';
 import { CappedLog } from './capped-log.js';
@@ -207,7 +208,8 @@ async function superviseInScratch(
     stdin: task.stdin ?? false,
   };
   writeFileAtomic(join(dir, TASK_FILES.request), JSON.stringify(request));
-  const child = spawn(process.execPath, [resolve(process.argv[1]!), 'supervise', dir], {
+  const node = nodeRelaunch(process.execPath, [resolve(process.argv[1]!), 'supervise', dir]);
+  const child = spawn(node.file, node.args, {
     detached: true,
     stdio: 'ignore',
     env: { ...process.env, ...env },

@@ -1,5 +1,6 @@
-// Builds the two artefacts: dist/agent.cjs (one self-contained CommonJS file pushed into
-// sandboxes) and dist/host.js (the MCP server CLI). Prints nothing on success, because
+// Builds the artefacts: dist/agent.cjs (one self-contained CommonJS file pushed into sandboxes),
+// dist/host.js (the MCP server CLI), dist/keeper.js (the local provider's per-sandbox keeper) and
+// dist/helpers/ (the local provider's perl helpers, copied). Prints nothing on success, because
 // `npm start` runs this before serving MCP on stdout. A file whose bytes did not change is left
 // alone, and a changed one replaced by a rename: a server, keeper or CLI starting from dist/ while
 // this runs (a test run beside `npm start`, a server loading its e2b chunk late) reads the old or
@@ -95,6 +96,12 @@ writeOutputs(
   }),
 );
 
+// The local provider's perl helpers (host/providers/local/helpers/), read by the server and the
+// keeper from dist/helpers/ at run time (launch/perl-helpers.ts).
+const helpersSource = join(root, 'host/providers/local/helpers');
+for (const name of readdirSync(helpersSource).filter((n) => n.endsWith('.pl'))) {
+  writeOutput(join(dist, 'helpers', name), readFileSync(join(helpersSource, name)));
+}
 // The browser pages: bundled for a browser, nothing loaded from elsewhere at run time. zod (which
 // the MCP SDK's and ext-apps' schemas use) is not tree-shaken, and its `export * as locales`
 // would add 64 languages (265 KB) no page shows: English only.

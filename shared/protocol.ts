@@ -3,6 +3,7 @@
 // zod/mini, not classic zod: the agent bundles this, and classic zod triples node's start-up time.
 import * as z from 'zod/mini';
 import { LIMITS } from './limits.js';
+import { DIFF_STATES, WORKSPACE_CHANGES, WORKSPACE_ENTRY_KINDS } from './workspace/contract.js';
 
 /** Major protocol version. A request with any other major is answered with `protocol_mismatch`. */
 export const PROTOCOL_VERSION = 1;
@@ -10,15 +11,15 @@ export const PROTOCOL_VERSION = 1;
 /**
  * Minor protocol version: additions an older agent of the same major lacks. 1 added the `input`
  * and `list` ops and `stdin` on `start`; 2 added the `remove` op and task variables
- * (TASK_ENV_PREFIX); 3 added `data_on_stdin` on `input`; 4 is `workspace_changes` (another
- * branch); 5 added the resident agent (`serve`, shared/resident.ts) with its `exec` op, `env`,
- * `inherit_env` and `bounds` on `start`, and the errors `process_limit` and `cwd_not_found`.
- * Requests carry only the major; `hello` reports the minor.
+ * (TASK_ENV_PREFIX); 3 added `data_on_stdin` on `input`; 4 added `workspace_changes`; 5 added the
+ * resident agent (`serve`, shared/resident.ts) with its `exec` op, `env`, `inherit_env` and
+ * `bounds` on `start`, and the errors `process_limit` and `cwd_not_found`. Requests carry only the
+ * major; `hello` reports the minor.
  */
 export const PROTOCOL_MINOR = 5;
 
 /** The operations of `agent.cjs call`, in the order the protocol documentation lists them. */
-export const OP_NAMES = ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'selftest'] as const;
+export const OP_NAMES = ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'workspace_changes', 'selftest'] as const;
 
 /**
  * The operations only the resident agent serves (minor 5): `exec` runs a command and waits for it,
@@ -181,6 +182,40 @@ export const ExecRequestSchema = z.strictObject({
   promote: z.optional(z.strictObject({ task_id: TaskIdSchema, after_ms: int(0, EXEC_TIMEOUT_MAX_MS) })),
 });
 
+/** A path in a `workspace_changes` request: absolute, or `~/…` (the agent's home: where an e2b copy lives). */
+const WorkspaceTreePathSchema = z.string().check(
+  z.minLength(1),
+  z.maxLength(4096),
+  z.refine((p) => (p.startsWith('/') || p.startsWith('~/')) && !p.includes('\0')),
+);
+
+/** The bounds of a `workspace_changes` answer: it travels as one line of an exec's captured output. */
+export const WORKSPACE_LIMITS = {
+  /** Changes listed at most (the counts cover all of them). */
+  maxEntries: 10_000,
+  defaultEntries: 1000,
+  /** The patch's cap: the default suits a tool result; the most leaves room in the exec's capture. */
+  maxPatchBytes: 8 * 1024 * 1024,
+  defaultPatchBytes: 256 * 1024,
+  /** Files larger than this are listed as too large to diff. */
+  maxFileBytes: 1024 * 1024,
+} as const;
+
+/**
+ * The changes of a workspace (shared/workspace/): `current` (the sandbox's view) against `base` (the
+ * tree it started from), through the overlay's `upper` directory when there is one. (minor 4)
+ */
+export const WorkspaceChangesRequestSchema = z.strictObject({
+  protocol: anyInt(),
+  op: z.literal('workspace_changes'),
+  base: WorkspaceTreePathSchema,
+  current: WorkspaceTreePathSchema,
+  upper: z.optional(WorkspaceTreePathSchema),
+  patch: z._default(z.boolean(), false),
+  max_entries: z._default(int(1, WORKSPACE_LIMITS.maxEntries), WORKSPACE_LIMITS.defaultEntries),
+  max_patch_bytes: z._default(int(0, WORKSPACE_LIMITS.maxPatchBytes), WORKSPACE_LIMITS.defaultPatchBytes),
+});
+
 /** Any valid request; `op` selects the shape. */
 export const RequestSchema = z.discriminatedUnion('op', [
   HelloRequestSchema,
@@ -190,6 +225,7 @@ export const RequestSchema = z.discriminatedUnion('op', [
   InputRequestSchema,
   ListRequestSchema,
   RemoveRequestSchema,
+  WorkspaceChangesRequestSchema,
   SelftestRequestSchema,
   ExecRequestSchema,
 ]);
@@ -263,6 +299,36 @@ export type InputResult = z.infer<typeof InputResultSchema>;
 export const RemoveResultSchema = z.strictObject({ task_id: TaskIdSchema, removed: z.literal(true) });
 export type RemoveResult = z.infer<typeof RemoveResultSchema>;
 
+/** One changed path of a workspace (see shared/workspace/changes.ts and patch.ts). */
+export const WorkspaceChangeSchema = z.strictObject({
+  path: z.string(),
+  change: z.enum(WORKSPACE_CHANGES),
+  kind: z.enum(WORKSPACE_ENTRY_KINDS),
+  mode_before: z.nullable(z.string()),
+  mode_after: z.nullable(z.string()),
+  size: z.nullable(nonNegInt()),
+  link_target: z.nullable(z.string()),
+  diff: z.enum(DIFF_STATES),
+});
+
+/** How many paths changed, each way, listed or not. */
+export const WorkspaceCountsSchema = z.strictObject({
+  added: nonNegInt(),
+  modified: nonNegInt(),
+  deleted: nonNegInt(),
+  mode_changed: nonNegInt(),
+});
+
+/** What `workspace_changes` returns: the first `max_entries` changes by path, the counts of all, and the patch when asked. */
+export const WorkspaceChangesResultSchema = z.strictObject({
+  changes: z.array(WorkspaceChangeSchema),
+  changes_truncated: z.boolean(),
+  counts: WorkspaceCountsSchema,
+  patch: z.nullable(z.string()),
+  patch_truncated: z.boolean(),
+});
+export type WorkspaceChangesResult = z.infer<typeof WorkspaceChangesResultSchema>;
+
 export const HelloResultSchema = z.strictObject({
   agent_version: z.string(),
   protocol: anyInt(),
@@ -321,6 +387,7 @@ export const RESULT_SCHEMAS = {
   input: InputResultSchema,
   list: ListResultSchema,
   remove: RemoveResultSchema,
+  workspace_changes: WorkspaceChangesResultSchema,
   selftest: SelftestResultSchema,
   exec: ExecResultSchema,
 } as const satisfies Record<OpName, z.ZodMiniType>;

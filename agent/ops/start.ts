@@ -3,6 +3,7 @@
 // hold even for concurrent starts.
 import { existsSync, mkdirSync, openSync, readdirSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
+import { nodeRelaunch } from '../../shared/agent-runtime.js';
 import { LIMITS } from '../../shared/limits.js';
 import { TERMINAL_STATES, type TaskView } from '../../shared/protocol.js';
 import { initialStatus } from '../../shared/status.js';
@@ -118,7 +119,9 @@ function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv = process.env): Sup
   const { spawn } = childProcess();
   const debugFd = process.env.AGENT_DEBUG ? openSync(join(dir, 'supervisor-debug.log'), 'a', 0o600) : 'ignore';
   const watch: SupervisorWatch = { hasExited: false, spawnError: undefined };
-  const child = spawn(process.execPath, [resolve(process.argv[1]!), 'supervise', dir], {
+  // Under the sandbox's agent runtime, process.execPath is its loader (see shared/agent-runtime.ts).
+  const node = nodeRelaunch(process.execPath, [resolve(process.argv[1]!), 'supervise', dir]);
+  const child = spawn(node.file, node.args, {
     detached: true,
     stdio: ['ignore', 'ignore', debugFd],
     env,

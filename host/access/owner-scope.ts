@@ -8,7 +8,7 @@
 import { ProviderError, isProviderError } from '../providers/provider-error.js';
 import { maySee, ownerRecordedBy, seesEverything, type Principal } from './principal.js';
 import { definedFields } from '../util/defined-fields.js';
-import { noStopProcesses, noTerminal, unmeasuredUsage, type Provider } from '../providers/provider.js';
+import { noSnapshots, noStopProcesses, noTerminal, unmeasuredUsage, type Provider } from '../providers/provider.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 
 /** Owners held at most; the oldest are forgotten first (they are read again when needed). */
@@ -90,6 +90,9 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
 
   return {
     id: provider.id,
+    agentNode: provider.agentNode ?? 'node',
+    // Templates are the server's, not a principal's: every principal may see and use them.
+    templateNames: () => provider.templateNames?.() ?? [],
     async create(opts) {
       const owner = ownerRecordedBy(principal) ?? null;
       const meta = await provider.create({ ...opts, ...definedFields({ owner: owner ?? undefined }) });
@@ -113,6 +116,10 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
     async getOwner(sandboxId) {
       await check(sandboxId);
       return provider.getOwner(sandboxId);
+    },
+    async getWorkspace(sandboxId) {
+      await check(sandboxId);
+      return (await provider.getWorkspace?.(sandboxId)) ?? null;
     },
     async getEnvironment(sandboxId) {
       await check(sandboxId);
@@ -171,6 +178,11 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
     async execPromotable(sandboxId, command, opts) {
       await check(sandboxId);
       return (await provider.execPromotable?.(sandboxId, command, opts)) ?? null;
+    },
+    async snapshot(sandboxId, name) {
+      await check(sandboxId);
+      if (!provider.snapshot) throw noSnapshots();
+      return provider.snapshot(sandboxId, name);
     },
     // The registry owns the provider's lifetime, not a session.
     close: async () => undefined,

@@ -22,6 +22,10 @@ export const COMMANDS = [
   'kill',
   'cancel',
   'network',
+  'diff',
+  'apply',
+  'template',
+  'snapshot',
   'dashboard',
 ] as const;
 export type CommandName = (typeof COMMANDS)[number];
@@ -51,16 +55,25 @@ export const OPTIONS = {
   'network-allow': { type: 'string', multiple: true, commands: [...SERVING, 'network'] },
   'network-default': { type: 'string', commands: [...SERVING, 'network'] },
   'background-after': { type: 'string', commands: SERVING },
+  'workspace-allow': { type: 'string', multiple: true, commands: SERVING },
   host: { type: 'string', commands: ['http'] },
   port: { type: 'string', commands: ['http', 'dashboard'] },
   'no-dashboard': { type: 'boolean', commands: ['http'] },
   'idle-timeout': { type: 'string', commands: ['http'] },
   'allowed-host': { type: 'string', multiple: true, commands: ['http'] },
   'tokens-file': { type: 'string', commands: ['http'] },
-  json: { type: 'boolean', commands: ['doctor', 'ls', 'logs', 'kill', 'cancel'] },
+  json: { type: 'boolean', commands: ['doctor', 'ls', 'logs', 'kill', 'cancel', 'template', 'snapshot', 'diff', 'apply'] },
+  worktree: { type: 'boolean', commands: ['apply'] },
   follow: { type: 'boolean', short: 'f', commands: ['logs'] },
   stderr: { type: 'boolean', commands: ['logs'] },
   from: { type: 'string', commands: ['logs'] },
+  'template-dir': { type: 'string', commands: [...SERVING, 'doctor', 'template', 'snapshot'] },
+  'sandbox-ro-bind': { type: 'string', multiple: true, commands: [...SERVING, 'doctor'] },
+  'max-snapshot-storage': { type: 'string', commands: [...SERVING, 'snapshot'] },
+  packages: { type: 'string', commands: ['template'] },
+  suite: { type: 'string', commands: ['template'] },
+  'package-cache': { type: 'string', commands: ['template'] },
+  mirror: { type: 'string', commands: ['template'] },
 } as const satisfies Record<string, OptionSpec>;
 type OptionName = keyof typeof OPTIONS;
 
@@ -113,6 +126,10 @@ Watching agents (no running server needed; ids as the tools return them, e.g. lo
         fresh pseudo-terminal (yours is never handed in); exits with the shell's status. A
         command after -- runs instead of the shell (local sandboxes only: E2B's terminal runs
         only its shell). Needs node-pty (@lydell/node-pty).
+  sandbox-mcp snapshot <sandbox_id> NAME [--json]
+        Save the files of a running local sandbox made from a template as a new template NAME
+        (as the snapshot_sandbox tool does); it keeps running. Processes and tasks are not
+        carried over. --json: the new template's name, size and time.
   sandbox-mcp dashboard [--port N] [--provider local|e2b]
         The dashboard alone, for stdio users: served on 127.0.0.1 (a free port unless --port),
         signed in with a one-time link printed to stderr (it works once, for 10 minutes; press
@@ -122,8 +139,33 @@ Watching agents (no running server needed; ids as the tools return them, e.g. lo
   sandbox-mcp cancel <sandbox_id> <task_id> [--json]
         Cancel a task: TERM, then KILL, to its process group. Exit 1 if its end is not
         confirmed. --json: {"sandbox_id","task_id","state","exit_code","confirmed"}.
+  sandbox-mcp diff <sandbox_id> [--json]
+        What a sandbox changed in its workspace (create_sandbox's workspace): a unified diff
+        (coloured on a terminal), then the binary and large files it does not show and the
+        paths the host changed since create. --json: the changes and the patch as one object.
+  sandbox-mcp apply <sandbox_id> [--worktree] [--json]
+        Take those changes onto the host. In a git repository: one commit on a new branch
+        sandbox/<short id>, the working tree and index untouched (git merge takes it). With
+        --worktree, or in a plain directory: the changed files are written into it, refused
+        (naming them, nothing written) where the host changed a file since create.
   Errors print the tools' category and suggestion and exit 1; a bad command line exits 2.
   With --json too: errors stay on stderr, stdout carries only the JSON.
+
+Templates of local sandboxes (root filesystems create_sandbox's template names; README "Templates"):
+  sandbox-mcp template build NAME [--packages LIST] [--suite S] [--mirror URL]
+                               [--package-cache DIR]
+        Build a Debian root filesystem with mmdebstrap (needs root; fetches from
+        deb.debian.org): the apt variant plus LIST (comma-separated packages). Progress on a
+        terminal; a failed or interrupted build leaves nothing behind.
+  sandbox-mcp template import NAME FILE.tar|DIR
+        Make a template of a root filesystem: a tar archive (what docker export or podman
+        export writes, compressed or not) or a directory.
+  sandbox-mcp template ls [--json]
+        The templates: name, source, size, creation time and the live sandboxes on each.
+  sandbox-mcp template inspect NAME
+        One template's record, as JSON.
+  sandbox-mcp template rm NAME
+        Remove a template (refused while a live sandbox runs on it).
 
 Options:
   --provider local|e2b   default provider for create_sandbox and unqualified ids (env
@@ -149,15 +191,37 @@ Options:
                          or comma-separated): host names (exact, or *.suffix for subdomains)
                          or IPv4/[IPv6] addresses, each with an optional :port (without one:
                          80 and 443), or @packages (pypi, npm, cargo, go, gem and GitHub
-                         hosts); default none (env SANDBOX_MCP_NETWORK_ALLOW)
+                         hosts) or @debian (apt in a built template: deb.debian.org,
+                         security.debian.org); default none (env SANDBOX_MCP_NETWORK_ALLOW)
   --network-default D    what a create_sandbox without network gets: provider (default: local
                          sandboxes none, e2b E2B's internet access), none, or allowed (the
                          whole --network-allow set) (env SANDBOX_MCP_NETWORK_DEFAULT)
-  --json                 doctor, ls, kill, cancel: print one JSON object (the checks; the
-                         sandboxes and tasks; the outcome); logs: JSON Lines (see logs)
+  --workspace-allow DIRS the host directories (comma-separated or repeated; each with
+                         everything below it) create_sandbox's workspace may name; symlinks
+                         and .. are resolved first; default none: no workspaces (env
+                         SANDBOX_MCP_WORKSPACE_ALLOW)
+  --json                 doctor, ls, kill, cancel, diff, apply: print one JSON object (the
+                         checks; the sandboxes and tasks; the outcome; the changes); logs:
+                         JSON Lines (see logs)
+  --worktree             apply: write into a git repository's working tree instead of
+                         committing to a branch
   --follow, -f           logs: keep printing as the output grows, until the task ends
   --stderr               logs: the task's stderr instead of its stdout
   --from N               logs: start at byte N of the stream (default 0)
+  --template-dir DIR     where local templates are kept (env SANDBOX_MCP_TEMPLATE_DIR; default
+                         templates in the state directory); must be private to this user
+  --max-snapshot-storage N  MB of snapshots the templates directory may hold; a snapshot that
+                         would pass it is refused (env SANDBOX_MCP_MAX_SNAPSHOT_STORAGE; default
+                         10240; 0: none)
+  --sandbox-ro-bind PATH  show host PATH read-only, at the same place, in every local sandbox
+                         (repeatable; env SANDBOX_MCP_SANDBOX_RO_BIND, colon-separated); a
+                         sandbox sees none of the host's files but its system directories
+                         otherwise (README "What a sandbox sees")
+  --packages LIST        template build: Debian packages to add (comma-separated)
+  --suite S              template build: the Debian suite (default stable)
+  --mirror URL           template build: one Debian mirror, main only (default deb.debian.org,
+                         with a stable suite's updates and security)
+  --package-cache DIR    template build: keep the downloaded packages in DIR and reuse them
 
 Resource limits of local sandboxes (each also a variable; a flag wins; README "Resource limits"):
 ${limitOptionsHelp()}
@@ -173,9 +237,11 @@ Environment (a flag wins over its variable):
                               services)
   SANDBOX_MCP_NETWORK_ALLOW   as --network-allow (comma-separated)
   SANDBOX_MCP_NETWORK_DEFAULT as --network-default
+  SANDBOX_MCP_WORKSPACE_ALLOW as --workspace-allow (comma-separated)
   SANDBOX_MCP_BWRAP           absolute path of the bubblewrap binary (default: bwrap on PATH)
   SANDBOX_MCP_RESIDENT_AGENT  0 = local sandboxes get no resident agent (every agent call and
                               command starts processes of its own, as with older servers)
+  SANDBOX_MCP_SANDBOX_RO_BIND as --sandbox-ro-bind (colon-separated)
   SANDBOX_MCP_TOKEN           http: bearer token, 16+ characters (default: generated, printed
                               once to stderr); its holder sees every sandbox
   SANDBOX_MCP_TOKENS_FILE     as --tokens-file
@@ -209,6 +275,8 @@ export interface CommandLine {
   tokensFile?: string;
   /** --network-allow, each a comma-separated list (config.ts expands them). */
   networkAllow: string[];
+  /** --workspace-allow, each a comma-separated list (config.ts resolves them). */
+  workspaceAllow: string[];
   networkDefault?: string;
   json: boolean;
   /** http: serve no dashboard at / (--no-dashboard). */
@@ -219,10 +287,26 @@ export interface CommandLine {
   stderr: boolean;
   /** logs: the byte offset to start from. */
   fromByte: number;
+  /** apply: into the working tree, not onto a branch. */
+  worktree: boolean;
   /** shell: the program after `--` (empty: the sandbox's shell). */
   program: string[];
   /** The limit flags given (by flag name; see LIMIT_OPTIONS). */
   limits: Record<string, string>;
+  /** --template-dir, as given (loadConfig checks it with its variable). */
+  templateDir?: string;
+  /** --sandbox-ro-bind, each as given (loadConfig checks them). */
+  sandboxRoBinds: string[];
+  /** --max-snapshot-storage, raw (loadConfig validates it). */
+  maxSnapshotStorage?: string;
+  /** template build: --packages, raw (comma-separated). */
+  packages?: string;
+  /** template build: --suite. */
+  suite?: string;
+  /** template build: --package-cache. */
+  packageCache?: string;
+  /** template build: --mirror. */
+  mirror?: string;
 }
 
 /** Option names are printed only when they look like one (never arbitrary text from argv). */
@@ -243,6 +327,10 @@ const ARITY: Record<CommandName, { min: number; max: number; usage: string }> = 
   kill: { min: 1, max: 1, usage: 'sandbox-mcp kill <sandbox_id> [--json]' },
   cancel: { min: 2, max: 2, usage: 'sandbox-mcp cancel <sandbox_id> <task_id> [--json]' },
   network: { min: 0, max: 1, usage: 'sandbox-mcp network [sandbox_id]' },
+  diff: { min: 1, max: 1, usage: 'sandbox-mcp diff <sandbox_id> [--json]' },
+  apply: { min: 1, max: 1, usage: 'sandbox-mcp apply <sandbox_id> [--worktree] [--json]' },
+  template: { min: 0, max: 3, usage: 'sandbox-mcp template build|import|ls|inspect|rm ... (see sandbox-mcp --help)' },
+  snapshot: { min: 2, max: 2, usage: 'sandbox-mcp snapshot <sandbox_id> NAME [--json]' },
   dashboard: { min: 0, max: 0, usage: 'sandbox-mcp dashboard [--port N]' },
 };
 
@@ -312,6 +400,8 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     version,
     ...definedFields({ provider, tokensFile, networkDefault }),
     networkAllow: given.get('network-allow') ?? [],
+    workspaceAllow: given.get('workspace-allow') ?? [],
+    sandboxRoBinds: given.get('sandbox-ro-bind') ?? [],
     ...definedFields({ provider, tokensFile, backgroundAfter }),
     keepSandboxes: given.has('keep-sandboxes'),
     host: one('host') ?? '127.0.0.1',
@@ -327,7 +417,16 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     follow: given.has('follow'),
     stderr: given.has('stderr'),
     fromByte: intOption(one('from'), 'from', 0, LIMITS.streamCapBytes, 0),
+    worktree: given.has('worktree'),
     program,
     limits: Object.fromEntries(LIMIT_OPTIONS.flatMap((o) => (given.has(o.flag) ? [[o.flag, one(o.flag)!]] : []))),
+    ...definedFields({
+      templateDir: one('template-dir'),
+      maxSnapshotStorage: one('max-snapshot-storage'),
+      packages: one('packages'),
+      suite: one('suite'),
+      packageCache: one('package-cache'),
+      mirror: one('mirror'),
+    }),
   };
 }

@@ -60,6 +60,7 @@ export function renderListing(listing: Listing, nowMs: number, colour: boolean):
   const out = [headerLine!];
   listing.sandboxes.forEach((s, i) => {
     out.push(lines[i]!);
+    if (s.workspace !== null) out.push(`    workspace: ${s.workspace}`);
     if (s.tasks_error) {
       const what = s.tasks_error.code === AGENT_WITHOUT_LIST ? '' : `${s.tasks_error.category}: `;
       out.push(`    tasks unavailable: ${what}${s.tasks_error.suggestion}`);

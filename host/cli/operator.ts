@@ -1,4 +1,5 @@
-// The operator's commands — ls, logs, shell, kill, cancel — for a person watching what agents run.
+// The operator's commands — ls, logs, shell, kill, cancel, snapshot, diff, apply — for a person
+// watching what agents run and taking their workspace changes.
 // They need no running server: each builds the same provider registry and agent client as the
 // server does (handed in by run.ts) and acts by explicit sandbox id, never adopting anything.
 // args.ts parses their command line; this module checks their ids (naming what is wrong,
@@ -10,16 +11,21 @@ import type { ServerConfig } from '../config/config.js';
 import { isProviderError } from '../providers/provider-error.js';
 import { parseSandboxRef, type SandboxRef } from '../providers/sandbox-ref.js';
 import type { ServerDeps } from '../mcp/server-deps.js';
+import { applyLine, applyWorkspace } from './apply.js';
 import { cancelLine, cancelTask } from './cancel.js';
+import { readDiff, renderDiff } from './diff.js';
 import { isColourWanted } from './format.js';
 import { killLine, killSandbox } from './kill.js';
 import { followLogs } from './logs.js';
 import { renderListing } from './ls.js';
 import { collectListing } from '../tasks/listing.js';
 import { runShell } from './shell.js';
+import { snapshotLines, snapshotSandbox } from './snapshot.js';
+import { isStorableTemplateName } from '../providers/local/templates/store.js';
+import { TEMPLATE_NAME_RULE } from '../providers/local/templates/refusals.js';
 
 /** The operator's commands (a subset of cli-args' COMMANDS). */
-export const OPERATOR_COMMANDS = ['ls', 'logs', 'shell', 'kill', 'cancel'] as const;
+export const OPERATOR_COMMANDS = ['ls', 'logs', 'shell', 'kill', 'cancel', 'snapshot', 'diff', 'apply'] as const;
 export type OperatorCommand = (typeof OPERATOR_COMMANDS)[number];
 
 /** Exit statuses every operator command shares (others: logs' LOGS_EXIT, shell's program status). */
@@ -99,6 +105,30 @@ async function dispatch(command: OperatorCommand, line: CommandLine, deps: Serve
     case 'kill': {
       const result = await killSandbox(deps, sandboxArg(line, config));
       out((line.json ? JSON.stringify(result) : killLine(result)) + '\n');
+      return OPERATOR_EXIT.ok;
+    }
+    case 'diff': {
+      const sandbox = sandboxArg(line, config);
+      const report = await readDiff(deps, sandbox);
+      if (line.json) {
+        const { workspace, ...rest } = report;
+        await writeStdout(
+          JSON.stringify({ sandbox_id: sandbox.qualified, host_path: workspace.hostPath, path: workspace.path, ...rest }) + '\n',
+        );
+      } else await writeStdout(renderDiff(sandbox, report, isColourWanted(process.stdout, process.env)));
+      return OPERATOR_EXIT.ok;
+    }
+    case 'apply': {
+      const sandbox = sandboxArg(line, config);
+      const result = await applyWorkspace(deps, sandbox, { isWorktree: line.worktree });
+      out((line.json ? JSON.stringify(result) : applyLine(result)) + '\n');
+      return OPERATOR_EXIT.ok;
+    }
+    case 'snapshot': {
+      const name = line.args[1] ?? '';
+      if (!isStorableTemplateName(name)) throw new UsageError(`NAME must be ${TEMPLATE_NAME_RULE}`);
+      const result = await snapshotSandbox(deps, sandboxArg(line, config), name);
+      out(line.json ? JSON.stringify(result) + '\n' : snapshotLines(result));
       return OPERATOR_EXIT.ok;
     }
     case 'cancel': {

@@ -61,9 +61,17 @@ async function main(argv: string[]): Promise<void> {
   if (line.help) return void process.stdout.write(HELP);
   if (line.version) return void process.stdout.write(`${HOST_VERSION}\n`);
   const config = loadConfig(process.env, {
-    ...definedFields({ provider: line.provider, networkDefault: line.networkDefault, backgroundAfter: line.backgroundAfter }),
+    ...definedFields({
+      provider: line.provider,
+      networkDefault: line.networkDefault,
+      backgroundAfter: line.backgroundAfter,
+      templateDir: line.templateDir,
+      maxSnapshotStorage: line.maxSnapshotStorage,
+    }),
     keepSandboxes: line.keepSandboxes,
     networkAllow: line.networkAllow,
+    workspaceAllow: line.workspaceAllow,
+    sandboxRoBinds: line.sandboxRoBinds,
     limits: line.limits,
   });
   switch (line.command) {
@@ -91,9 +99,15 @@ async function main(argv: string[]): Promise<void> {
     case 'shell':
     case 'kill':
     case 'cancel':
+    case 'diff':
+    case 'apply':
+    case 'snapshot':
       return process.exit(await runOperatorCommand(line.command, line, config, commandDeps));
     case 'network':
       return networkCommand(config, line);
+    case 'template':
+      // Loaded only here, as the doctor's code is.
+      return process.exit(await (await import('./template.js')).runTemplateCommand(line, config));
     case 'dashboard':
       return serveDashboardProcess(config, { port: line.port });
   }

@@ -1,7 +1,9 @@
 // Server configuration from flags and environment. Credentials live here, never in tool arguments.
+import { realpathSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
 import { SECRET_NAME_PATTERN, LIMITS } from '../../shared/limits.js';
 import { isProviderError } from '../providers/provider-error.js';
+import { resolveAllowedRoots, WORKSPACE_ALLOW_ENV, WORKSPACE_ALLOW_FLAG } from '../providers/workspace-policy.js';
 import { DEFAULT_MAX_WAITING_GETS, LIMIT_OPTIONS } from './limit-options.js';
 import { ALLOW_LIST_PRESETS, expandAllowList } from '../providers/network-policy.js';
 import { resolveLimitSettings, type LimitOpts } from '../providers/local/limits/settings.js';
@@ -14,10 +16,16 @@ export interface ServerConfig {
   defaultProvider: ProviderId;
   /** Local provider state directory override (SANDBOX_MCP_STATE_DIR). */
   stateDir?: string;
+  /** Where local templates are kept instead of the state directory's `templates` (--template-dir, SANDBOX_MCP_TEMPLATE_DIR). */
+  templatesDir?: string;
+  /** The most MB of snapshot layers the templates directory may hold (--max-snapshot-storage, SANDBOX_MCP_MAX_SNAPSHOT_STORAGE). */
+  maxSnapshotStorageMb?: number;
   /** Local sandboxes' network: their own (default) or the host's (SANDBOX_MCP_LOCAL_NETWORK=host). */
   localNetwork: NetworkMode;
   /** The bubblewrap binary local sandboxes use instead of searching PATH (SANDBOX_MCP_BWRAP). */
   bwrapPath?: string;
+  /** Host paths every local sandbox sees read-only (--sandbox-ro-bind, SANDBOX_MCP_SANDBOX_RO_BIND); absent: none. */
+  sandboxRoBinds?: string[];
   /** Sandboxes a session created outlive it, until their own deadline (--keep-sandboxes). */
   keepSandboxes?: boolean;
   /**
@@ -42,6 +50,11 @@ export interface ServerConfig {
   progressIntervalMs?: number;
   /** Sandbox egress; absent: nothing is permitted and creates keep their provider's default. */
   network?: ServerNetworkConfig;
+  /**
+   * The host directories (real paths) create_sandbox's `workspace` may name, or lie below
+   * (--workspace-allow / SANDBOX_MCP_WORKSPACE_ALLOW); empty: no workspaces.
+   */
+  workspaceAllow?: string[];
 }
 
 /** What a create_sandbox without `network` gets: its provider's default, no egress, or every permitted entry. */
@@ -81,6 +94,14 @@ export interface ConfigFlags {
   /** --network-allow, repeatable, each a comma-separated list. */
   networkAllow?: string[] | undefined;
   networkDefault?: string | undefined;
+  /** --workspace-allow, repeatable, each a comma-separated list. */
+  workspaceAllow?: string[] | undefined;
+  /** --template-dir, as given. */
+  templateDir?: string | undefined;
+  /** --sandbox-ro-bind, each as given. */
+  sandboxRoBinds?: string[] | undefined;
+  /** --max-snapshot-storage, raw (validated here, as its variable is). */
+  maxSnapshotStorage?: string | undefined;
 }
 
 /**
@@ -124,11 +145,22 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
   const bwrapPath = env.SANDBOX_MCP_BWRAP || undefined;
   if (bwrapPath !== undefined && !isAbsolute(bwrapPath)) throw new ConfigError('SANDBOX_MCP_BWRAP must be an absolute path');
   const keepSandboxes = flags.keepSandboxes || parseSwitch(env, 'SANDBOX_MCP_KEEP_SANDBOXES');
+  const templatesDir = flags.templateDir ?? (env.SANDBOX_MCP_TEMPLATE_DIR || undefined);
+  if (templatesDir !== undefined && !isAbsolute(templatesDir)) {
+    throw new ConfigError('--template-dir (SANDBOX_MCP_TEMPLATE_DIR) must be an absolute path');
+  }
   return {
     defaultProvider: provider as ProviderId,
     localNetwork,
     network: loadNetworkConfig(env, flags),
+    workspaceAllow: loadWorkspaceAllow(env, flags),
     ...definedFields({ stateDir: env.SANDBOX_MCP_STATE_DIR || undefined, bwrapPath }),
+    ...definedFields({
+      stateDir: env.SANDBOX_MCP_STATE_DIR || undefined,
+      bwrapPath,
+      templatesDir,
+      sandboxRoBinds: loadRoBinds(env, flags),
+    }),
     keepSandboxes,
     ...(isSwitchedOff(env, 'SANDBOX_MCP_RESIDENT_AGENT') ? { noResidentAgent: true } : {}),
     ...loadLimits(env, flags.limits ?? {}),
@@ -138,6 +170,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
     backgroundAfterS: parseBackgroundAfter(flags.backgroundAfter ?? env.SANDBOX_MCP_BACKGROUND_AFTER) ?? BACKGROUND_AFTER_DEFAULT_S,
     ...definedFields({
       progressIntervalMs: parseProgressInterval(env.SANDBOX_MCP_PROGRESS_INTERVAL_MS),
+      maxSnapshotStorageMb: parseSnapshotStorage(flags.maxSnapshotStorage ?? env.SANDBOX_MCP_MAX_SNAPSHOT_STORAGE),
     }),
   };
 }
@@ -148,6 +181,29 @@ function isSwitchedOff(env: NodeJS.ProcessEnv, name: string): boolean {
   if (value === '' || value === '1' || value === 'true') return false;
   if (value === '0' || value === 'false') return true;
   throw new ConfigError(`${name} must be 1 or 0`);
+}
+
+/**
+ * The host paths local sandboxes see read-only: --sandbox-ro-bind (repeatable) or else
+ * SANDBOX_MCP_SANDBOX_RO_BIND (colon-separated); each absolute and existing, as the path itself
+ * (its symlinks resolved, so that the sandbox shows what it names). Undefined when none.
+ */
+function loadRoBinds(env: NodeJS.ProcessEnv, flags: ConfigFlags): string[] | undefined {
+  const fromFlag = flags.sandboxRoBinds !== undefined && flags.sandboxRoBinds.length > 0;
+  const source = fromFlag ? '--sandbox-ro-bind' : 'SANDBOX_MCP_SANDBOX_RO_BIND';
+  const items = fromFlag ? flags.sandboxRoBinds! : (env.SANDBOX_MCP_SANDBOX_RO_BIND ?? '').split(':').filter(Boolean);
+  if (items.length === 0) return undefined;
+  return items.map((item, i) => {
+    let real: string;
+    try {
+      if (!isAbsolute(item) || item.includes('\0')) throw new Error('not absolute');
+      real = realpathSync(item);
+    } catch {
+      throw new ConfigError(`${source}: item ${i + 1} must be the absolute path of an existing file or directory`);
+    }
+    if (real === '/') throw new ConfigError(`${source}: item ${i + 1} is the host's root, which would show every host file`);
+    return real;
+  });
 }
 
 /** An on/off variable: unset, empty, 0 or false is off; 1 or true is on; anything else is refused. */
@@ -165,6 +221,15 @@ function parseBackgroundAfter(raw: string | undefined): number | undefined {
     throw new ConfigError(
       `--background-after / SANDBOX_MCP_BACKGROUND_AFTER must be a whole number of seconds, ${BACKGROUND_AFTER_MIN_S}-${BACKGROUND_AFTER_MAX_S} (0: calls wait)`,
     );
+  }
+  return value;
+}
+
+function parseSnapshotStorage(raw: string | undefined): number | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw.trim());
+  if (!/^\d+$/.test(raw.trim()) || !Number.isSafeInteger(value)) {
+    throw new ConfigError('--max-snapshot-storage (SANDBOX_MCP_MAX_SNAPSHOT_STORAGE) must be a whole number of MB (0: no snapshots)');
   }
   return value;
 }
@@ -209,4 +274,20 @@ function loadNetworkConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags): ServerNe
     );
   }
   return { permitted: expanded.entries, default: defaultText as ServerNetworkConfig['default'] };
+}
+
+/** The permitted workspace directories, from --workspace-allow or its variable, as real paths. */
+function loadWorkspaceAllow(env: NodeJS.ProcessEnv, flags: ConfigFlags): string[] {
+  const fromFlag = flags.workspaceAllow !== undefined && flags.workspaceAllow.length > 0;
+  const source = fromFlag ? WORKSPACE_ALLOW_FLAG : WORKSPACE_ALLOW_ENV;
+  const items = (fromFlag ? flags.workspaceAllow! : [env[WORKSPACE_ALLOW_ENV] ?? ''])
+    .flatMap((list) => list.split(','))
+    .map((item) => item.trim())
+    .filter(Boolean);
+  const resolved = resolveAllowedRoots(items);
+  if ('invalidIndex' in resolved) {
+    const what = resolved.problem === 'not_absolute' ? 'is not an absolute path' : 'is not an existing directory';
+    throw new ConfigError(`${source}: item ${resolved.invalidIndex + 1} ${what}`);
+  }
+  return resolved.roots;
 }

@@ -4,9 +4,19 @@ import type { ServerConfig } from './config.js';
 import type { LocalProviderOpts } from '../providers/local/settings.js';
 import { definedFields } from '../util/defined-fields.js';
 
-/** LocalProviderOpts from the configuration (state directory, network, bubblewrap path, limits). */
+/** LocalProviderOpts from the configuration (state and templates directories, network, bubblewrap path, limits, read-only paths). */
 export function localProviderOpts(
-  config: Pick<ServerConfig, 'stateDir' | 'localNetwork' | 'bwrapPath' | 'localLimits' | 'noResidentAgent'>,
+  config: Pick<
+    ServerConfig,
+    | 'stateDir'
+    | 'localNetwork'
+    | 'bwrapPath'
+    | 'localLimits'
+    | 'templatesDir'
+    | 'maxSnapshotStorageMb'
+    | 'sandboxRoBinds'
+    | 'noResidentAgent'
+  >,
 ): LocalProviderOpts {
   return {
     network: config.localNetwork,
@@ -15,6 +25,9 @@ export function localProviderOpts(
       stateDir: config.stateDir,
       tools: config.bwrapPath === undefined ? undefined : { bwrap: config.bwrapPath },
       limits: config.localLimits,
+      templatesDir: config.templatesDir,
+      maxSnapshotStorageMb: config.maxSnapshotStorageMb,
+      roBinds: config.sandboxRoBinds,
     }),
   };
 }

@@ -70,15 +70,17 @@ export function withViewMeta<T extends { name: string }>(tools: readonly T[]): (
 }
 
 /**
- * Answers tools/list (`tools`, with the views' `_meta` for a client that renders apps), and
- * resources/list and resources/read (the task view, for such a client). Decided per request: a
- * client's capabilities are known only after initialize. `server` must declare the `resources`
- * capability before it connects.
+ * Answers tools/list (`listedTools()`, read at every listing, with the views' `_meta` for a client
+ * that renders apps), and resources/list and resources/read (the task view, for such a client).
+ * Decided per request: a client's capabilities are known only after initialize. `server` must
+ * declare the `resources` capability before it connects.
  */
-export function serveToolsAndViews(server: Server, tools: readonly { name: string }[]): void {
-  const linked = withViewMeta(tools);
+export function serveToolsAndViews(server: Server, listedTools: () => readonly { name: string }[]): void {
   const hasViews = () => rendersApps(server.getClientCapabilities());
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: hasViews() ? linked : [...tools] }));
+  server.setRequestHandler(ListToolsRequestSchema, async () => {
+    const tools = listedTools();
+    return { tools: hasViews() ? withViewMeta(tools) : [...tools] };
+  });
   server.setRequestHandler(ListResourcesRequestSchema, async () => ({ resources: hasViews() ? [TASK_VIEW_RESOURCE] : [] }));
   server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
     // The uri is the caller's: never echoed.

@@ -3,6 +3,7 @@
 import type { ServerConfig } from '../config/config.js';
 import { SANDBOX_LIFETIME_DEFAULT_S } from '../providers/provider.js';
 import { networkSummary } from './tools/network.js';
+import { workspaceSummary } from './tools/workspace.js';
 
 /** What becomes of the sandboxes a session creates, as the instructions tell it (see --keep-sandboxes). */
 const SESSION_END = {
@@ -12,9 +13,9 @@ const SESSION_END = {
 
 /**
  * What the initialize result tells a model: the workflow (what becomes of its sandboxes follows
- * `keepSandboxes`, the server option), then the network its sandboxes have.
+ * `keepSandboxes`, the server option), then the network its sandboxes have and the workspaces offered.
  */
-export function instructionsFor(config: Pick<ServerConfig, 'keepSandboxes' | 'localNetwork' | 'network'>): string {
+export function instructionsFor(config: Pick<ServerConfig, 'keepSandboxes' | 'localNetwork' | 'network' | 'workspaceAllow'>): string {
   const keepSandboxes = config.keepSandboxes === true;
   return [
     'sandbox-mcp gives you Linux sandboxes. Workflow:',
@@ -29,5 +30,10 @@ export function instructionsFor(config: Pick<ServerConfig, 'keepSandboxes' | 'lo
     '5. cancel_task stops a task; stop_processes ends whatever commands left running (e.g. `cmd &`) and keeps the tasks; when finished, destroy retained sandboxes with kill_sandbox.',
     'Long calls report notifications/progress every ~10 s when you send a progressToken.',
     networkSummary(config),
+    ...((config.workspaceAllow ?? []).length > 0
+      ? [
+          `${workspaceSummary(config)} A sandbox created with one works on a copy-on-write view of it (workspace_changes lists your changes; only the person applies them to the host).`,
+        ]
+      : []),
   ].join('\n');
 }

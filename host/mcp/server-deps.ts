@@ -9,6 +9,7 @@ import type { OwnerCache } from '../access/owner-scope.js';
 import type { ProviderRegistry } from '../providers/registry.js';
 import type { TaskRetention } from '../tasks/retention.js';
 import type { WaitGate } from '../tasks/wait-gate.js';
+import type { WorkspacePaths } from '../tasks/workspace-changes.js';
 
 /** What every handler may use; one per server process, shared by all sessions. */
 export interface ServerDeps {
@@ -21,5 +22,7 @@ export interface ServerDeps {
   waits: WaitGate;
   /** Owners of sandboxes, read once per process (see access/owner-scope.ts). */
   owners: OwnerCache;
+  /** Where each sandbox's workspace is, read once per process (the default cwd of its commands). */
+  workspaces: WorkspacePaths;
   log: Logger;
 }

@@ -15,7 +15,7 @@ import type { ServerDeps } from './server-deps.js';
 import { closeSession } from './session-close.js';
 import { Session } from './session.js';
 import { callTool } from './tool-call.js';
-import { listTools } from './tool-list.js';
+import { listTools, withListNotes } from './tool-list.js';
 import { progressNotifier } from './tools/progress.js';
 import { screenRequests } from './transports/message-check.js';
 
@@ -60,7 +60,9 @@ export function createServer(processDeps: ServerDeps, opts: SessionServerOpts = 
   );
   // Only the error's class name: a transport's or handler's message may carry values.
   server.onerror = (e) => deps.log.warn('mcp protocol error', { unexpected: e instanceof Error ? e.name : typeof e });
-  serveToolsAndViews(server, listTools(deps.config));
+  const tools = listTools(deps.config);
+  // A tool's listNote is read at every listing: a template made since shows without a restart.
+  serveToolsAndViews(server, () => withListNotes(tools, deps));
   const inFlight = new Set<Promise<unknown>>();
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
     const ctx = { deps, session, ...definedFields({ signal: extra.signal, progress: progressNotifier(extra) }) };

@@ -2,20 +2,25 @@
 // same zod schemas that validate calls, so the two cannot drift apart.
 import * as z from 'zod';
 import type { ServerConfig } from '../config/config.js';
+import type { ServerDeps } from './server-deps.js';
 import { execTools } from './tools/exec.js';
 import { fileTools } from './tools/files.js';
 import { networkTools } from './tools/network.js';
 import { sandboxTools } from './tools/sandboxes.js';
+import { snapshotTools } from './tools/snapshot.js';
 import { taskTools } from './tools/tasks.js';
 import type { ToolDef } from './tools/tool.js';
+import { workspaceTools } from './tools/workspace.js';
 
 /** Every tool, in the order tools/list shows them. */
 export const ALL_TOOLS: readonly ToolDef[] = [
   ...sandboxTools,
+  ...snapshotTools,
   ...execTools,
   ...fileTools,
   ...taskTools,
   ...networkTools,
+  ...workspaceTools,
 ] as unknown as ToolDef[];
 
 /** One tools/list entry. */
@@ -38,6 +43,14 @@ export function listTools(config?: ServerConfig): ListedTool[] {
     outputSchema: jsonSchema(t.output, 'output'),
     annotations: { title: t.title, ...t.annotations },
   }));
+}
+
+/** The listed tools with each tool's listNote read now, from `deps` (the rest of a listing never changes). */
+export function withListNotes(tools: readonly ListedTool[], deps: ServerDeps): ListedTool[] {
+  return tools.map((t) => {
+    const note = ALL_TOOLS.find((d) => d.name === t.name)?.listNote?.(deps);
+    return note ? { ...t, description: `${t.description} ${note}` } : t;
+  });
 }
 
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {

@@ -33,7 +33,9 @@ export const NO_EGRESS: NetworkPolicy = { allowOut: [] };
 
 /**
  * Named lists a person may put in the server's permitted set instead of spelling them out:
- * `@packages` is what pip, npm/yarn, cargo, go, gem and `git clone` from GitHub fetch from.
+ * `@packages` is what pip, npm/yarn, cargo, go, gem and `git clone` from GitHub fetch from;
+ * `@debian` is what apt-get fetches from in a template built by `template build` (Debian's
+ * mirror network and its security archive, mmdebstrap's default sources).
  */
 export const ALLOW_LIST_PRESETS: Readonly<Record<string, readonly string[]>> = {
   '@packages': [
@@ -53,6 +55,7 @@ export const ALLOW_LIST_PRESETS: Readonly<Record<string, readonly string[]>> = {
     'rubygems.org',
     'index.rubygems.org',
   ],
+  '@debian': ['deb.debian.org', 'security.debian.org'],
 };
 
 const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;

@@ -99,6 +99,59 @@ export interface CreateOpts {
    * keeps the provider's default. A provider that cannot enforce it exactly throws unsupported.
    */
   network?: NetworkPolicy;
+  /**
+   * A host directory (a real path, already checked against the server's permitted ones) the
+   * sandbox gets as its workspace: a copy-on-write view (local) or a copy (e2b). A provider
+   * without workspaces throws unsupported.
+   */
+  workspace?: string;
+}
+
+/**
+ * A sandbox's workspace, as its provider recorded it at create (for the person's `diff` and
+ * `apply`, and workspace_changes; never part of its metadata). Only the server side records it:
+ * nothing a sandbox does can change where `apply` writes.
+ */
+export interface SandboxWorkspace {
+  /** The host directory (a real path) it was made from. */
+  hostPath: string;
+  /** Where the sandbox sees it: also the default cwd of its commands and tasks. */
+  path: string;
+  /**
+   * The trees the agent compares (absolute, or `~/…` in the sandbox user's home): the workspace
+   * as it started, as the sandbox sees it now, and the overlay's upper directory when there is one.
+   */
+  trees: { base: string; current: string; upper?: string };
+  /**
+   * True when `trees.base` is the workspace as it was at create (a copy: e2b), so a change's kind
+   * says whether the path existed then; false when it is the live host directory (an overlay's lower).
+   */
+  isBaseFrozen: boolean;
+  /** The origin recorded at create: see providers/workspace-origin.ts. */
+  origin: WorkspaceOrigin;
+  /** A host file holding the names each directory held at create (workspace-origin.ts WorkspaceNames), where they were recorded. */
+  namesFile?: string;
+}
+
+/** What the host directory was at create, as far as `apply` needs it. */
+export interface WorkspaceOrigin {
+  /**
+   * Nanoseconds since the epoch, as a decimal string: a host file whose ctime is not before this
+   * changed since create (the kernel stamps every write, chmod and rename of a file with a ctime).
+   */
+  sinceNs: string;
+  /** The git repository the directory lies in, as it was at create; absent when it is in none. */
+  git?: WorkspaceGit;
+}
+
+/** The repository a workspace lies in. */
+export interface WorkspaceGit {
+  /** Its top-level directory (a real path). */
+  top: string;
+  /** The workspace's path inside it, `` at the top or ending in `/`. */
+  prefix: string;
+  /** The commit HEAD named at create; null in a repository without commits. */
+  head: string | null;
 }
 
 /** Ports a sandbox may expose: any TCP port. */
@@ -325,10 +378,32 @@ export interface PromotableExecOpts extends ExecOpts {
   promote: { taskId: string; afterS: number };
 }
 
+/** What a snapshot made: a template create_sandbox can start from. */
+export interface SnapshotResult {
+  /** What create_sandbox's `template` takes to start a sandbox from it (the name, or the provider's id). */
+  template: string;
+  /** Bytes of files saved, where the provider counts them; null otherwise. */
+  sizeBytes: number | null;
+  /** When it was made (ISO 8601). */
+  createdAt: string;
+  /** What a sandbox started from it has and has not (processes, tasks), in the provider's words. */
+  note: string;
+}
+
+/** The error of a provider that cannot snapshot sandboxes. */
+export function noSnapshots(): ProviderError {
+  return new ProviderError('unsupported', { code: 'no_snapshots', detail: 'This provider cannot snapshot sandboxes.' });
+}
+
 /** A sandbox provider: lifecycle, exec and files. Never extends a lifetime unless setTimeout is called. */
 export interface Provider {
   /** The prefix of qualified ids, e.g. `local`. */
   readonly id: string;
+  /**
+   * Shell words that start Node.js for the in-sandbox agent (default: `node` from the sandbox's
+   * PATH). The local provider's is its agent runtime, the same in every sandbox.
+   */
+  readonly agentNode?: string;
   create(opts: CreateOpts): Promise<SandboxMetadata>;
   list(opts: ListOpts): Promise<SandboxMetadata[]>;
   getInfo(sandboxId: string): Promise<SandboxMetadata>;
@@ -338,6 +413,11 @@ export interface Provider {
   kill(sandboxId: string): Promise<void>;
   /** The owner recorded at create (CreateOpts.owner), or null; throws not_found when the sandbox does not exist. */
   getOwner(sandboxId: string): Promise<string | null>;
+  /**
+   * The workspace recorded at create (CreateOpts.workspace), or null for a sandbox without one;
+   * throws not_found when the sandbox does not exist. Optional: a provider without workspaces omits it.
+   */
+  getWorkspace?(sandboxId: string): Promise<SandboxWorkspace | null>;
   /**
    * The environment every command in the sandbox starts with, as far as the provider can read it
    * from the sandbox's own record (so a server that did not create it can mask its secrets).
@@ -396,6 +476,17 @@ export interface Provider {
    * task from the start instead. Optional.
    */
   execPromotable?(sandboxId: string, command: string, opts: PromotableExecOpts): Promise<PromotableOutcome | null>;
+  /**
+   * Saves the sandbox's current files as a new template named `name`, which create can start
+   * from; the sandbox keeps running. Optional: a provider without snapshots omits it (callers
+   * answer noSnapshots()). Never extends the lifetime.
+   */
+  snapshot?(sandboxId: string, name: string): Promise<SnapshotResult>;
+  /**
+   * The templates create accepts (besides its default), read now: for create_sandbox's
+   * description. Optional: a provider that cannot list them omits it.
+   */
+  templateNames?(): string[];
   /** Releases clients and timers held by this instance (not the sandboxes). */
   close(): Promise<void>;
 }

@@ -1,6 +1,6 @@
 // Providers by id, created on first use so a server that never touches E2B never needs its
 // credentials (the e2b provider reports a missing key as an `authentication` error per call).
-import { noStopProcesses, noTerminal, unmeasuredUsage, type Provider } from './provider.js';
+import { noSnapshots, noStopProcesses, noTerminal, unmeasuredUsage, type Provider } from './provider.js';
 import type { ProviderId } from './sandbox-ref.js';
 
 /** Looks up a provider by id; throws a ProviderError when it cannot be configured. */
@@ -36,6 +36,10 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Require
   const get = () => (loading ??= load());
   return {
     id,
+    // Synchronous, so not the loaded provider's: a lazily loaded provider runs the agent on the
+    // sandbox's own node and lists no templates (the e2b provider's are E2B's account's).
+    agentNode: 'node',
+    templateNames: () => [],
     create: async (...a) => (await get()).create(...a),
     list: async (...a) => (await get()).list(...a),
     getInfo: async (...a) => (await get()).getInfo(...a),
@@ -49,6 +53,7 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Require
     listFiles: async (...a) => (await get()).listFiles(...a),
     exposePort: async (...a) => (await get()).exposePort(...a),
     describeNetwork: async (...a) => (await get()).describeNetwork(...a),
+    getWorkspace: async (sandboxId) => (await (await get()).getWorkspace?.(sandboxId)) ?? null,
     limitNotes: async (sandboxId) => (await (await get()).limitNotes?.(sandboxId)) ?? [],
     egressNotes: async (sandboxId, window) => (await (await get()).egressNotes?.(sandboxId, window)) ?? [],
     usage: async (sandboxId) => (await (await get()).usage?.(sandboxId)) ?? unmeasuredUsage(),
@@ -64,6 +69,11 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Require
     },
     agentChannel: async (sandboxId) => (await (await get()).agentChannel?.(sandboxId)) ?? null,
     execPromotable: async (sandboxId, command, opts) => (await (await get()).execPromotable?.(sandboxId, command, opts)) ?? null,
+    snapshot: async (sandboxId, name) => {
+      const provider = await get();
+      if (!provider.snapshot) throw noSnapshots();
+      return provider.snapshot(sandboxId, name);
+    },
     close: async () => {
       if (loading) await (await loading).close();
     },

@@ -12,6 +12,7 @@ import { loadAgentBundle } from '../providers/agent-bundle.js';
 import { AgentClient } from '../tasks/agent-client.js';
 import { TaskRetention } from '../tasks/retention.js';
 import { WaitGate } from '../tasks/wait-gate.js';
+import { WorkspacePaths } from '../tasks/workspace-changes.js';
 import { definedFields } from '../util/defined-fields.js';
 import { createLogger } from '../util/log.js';
 
@@ -58,6 +59,7 @@ export function buildDeps(config: ServerConfig, opts: BuildDepsOpts): ClosableDe
     retention: new TaskRetention(),
     waits: new WaitGate(config.maxWaitingGets ?? DEFAULT_MAX_WAITING_GETS),
     owners: new OwnerCache(),
+    workspaces: new WorkspacePaths(),
     log,
     close: () => providers.closeAll(),
   };

@@ -60,6 +60,8 @@ export interface AgentCallOpts {
   signal?: AbortSignal;
   /** The per-call agent process's stdin (how `input` with data_on_stdin receives its data). Default: none. */
   stdin?: Buffer;
+  /** The most bytes of its answer to capture (default: the exec's own cap); an answer cut there fails the call. */
+  maxOutputBytes?: number;
 }
 
 /**
@@ -82,14 +84,15 @@ export class AgentClient {
   constructor(private readonly bundle: AgentBundle) {}
 
   /**
-   * The shell command that runs one request; its length is what the 96 KiB cap measures. With
+   * The shell command that runs one request (`node`: the provider's Provider.agentNode); its length
+   * is what the 96 KiB cap measures. With
    * `hasStdin`, a missing agent's exit first reads the stdin to its end: E2B's envd refuses stdin
    * for a process that has already exited, which would fail the call instead of installing.
    */
-  commandFor(request: AgentRequestInput, hasStdin = false): string {
+  commandFor(request: AgentRequestInput, hasStdin = false, node = 'node'): string {
     const file = `"$HOME/${AGENT_INSTALL_DIR}/${this.bundle.fileName}"`;
     const missing = hasStdin ? `{ cat >/dev/null; exit ${EXIT_AGENT_MISSING}; }` : `exit ${EXIT_AGENT_MISSING}`;
-    return `[ -f ${file} ] || ${missing}; exec node ${file} call ${encodeRequest(request)}`;
+    return `[ -f ${file} ] || ${missing}; exec ${node} ${file} call ${encodeRequest(request)}`;
   }
 
   /** Sends one request (through the sandbox's resident when it can take it) and returns the schema-checked response. */
@@ -137,7 +140,7 @@ export class AgentClient {
   ): Promise<{ line: string; response: AgentResponse }> {
     const key = `${provider.id}:${sandboxId}`;
     const installsBefore = this.installs.get(key) ?? 0;
-    const command = this.commandFor(request, opts.stdin !== undefined);
+    const command = this.commandFor(request, opts.stdin !== undefined, provider.agentNode);
     // A start's processes are the task's (its supervisor and command inherit them); the other ops are the server's own.
     const envs = opts.taskEnvs
       ? Object.fromEntries(Object.entries(opts.taskEnvs).map(([name, value]) => [TASK_ENV_PREFIX + name, value]))
@@ -145,7 +148,7 @@ export class AgentClient {
     const execOpts = {
       timeoutS: opts.timeoutS,
       role: request.op === 'start' ? ('task' as const) : ('service' as const),
-      ...definedFields({ envs, signal: opts.signal, stdin: opts.stdin }),
+      ...definedFields({ envs, signal: opts.signal, stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes }),
     };
     let result = await provider.exec(sandboxId, command, execOpts);
     if (result.exitCode === EXIT_AGENT_MISSING) {

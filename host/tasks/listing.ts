@@ -14,8 +14,9 @@ import type { AgentClient } from './agent-client.js';
 /** Why a sandbox's tasks are missing from a listing: the error category, its code, what to do. */
 export const TasksErrorSchema = z.strictObject({ category: z.string(), code: z.string().optional(), suggestion: z.string() });
 
-/** One sandbox of `ls --json`: the nine metadata fields, its tasks (null when unreadable) and why not. */
+/** One sandbox of `ls --json`: the nine metadata fields, its workspace's host directory (null: none), its tasks (null when unreadable) and why not. */
 export const ListedSandboxSchema = MetadataSchema.extend({
+  workspace: z.string().nullable(),
   tasks: z.array(TaskSummarySchema).nullable(),
   tasks_truncated: z.boolean(),
   tasks_error: TasksErrorSchema.nullable(),
@@ -83,6 +84,16 @@ async function tasksOf(
 }
 
 /** Runs `fn` on every item, at most `size` at a time; results in the items' order. */
+/** The host directory of the sandbox's workspace; null when it has none, or it cannot be read (the listing goes on). */
+async function workspaceOf(deps: ListingDeps, provider: ProviderId, sandboxId: string): Promise<string | null> {
+  const p = deps.providers.get(provider);
+  try {
+    return (await p.getWorkspace?.(sandboxId))?.hostPath ?? null;
+  } catch {
+    return null;
+  }
+}
+
 export async function inBatches<T, R>(items: readonly T[], size: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array<R>(items.length);
   let next = 0;
@@ -103,7 +114,8 @@ export async function collectListing(deps: ListingDeps, providers: readonly Prov
     const metas = await listAllSandboxes(deps, provider);
     const rows = await inBatches(metas, PARALLEL_SANDBOXES, async (m) => {
       const t = await tasksOf(deps, provider, m.sandbox_id);
-      return { ...qualifyMetadata(provider, m), tasks: t.tasks, tasks_truncated: t.isTruncated, tasks_error: t.error };
+      const workspace = await workspaceOf(deps, provider, m.sandbox_id);
+      return { ...qualifyMetadata(provider, m), workspace, tasks: t.tasks, tasks_truncated: t.isTruncated, tasks_error: t.error };
     });
     sandboxes.push(...rows);
   }

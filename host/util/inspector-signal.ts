@@ -2,8 +2,11 @@
 // JavaScript listener for it is installed. A debugger in the server, a keeper or a keeper's netns
 // helper (which listens in the sandbox's own network namespace) is code execution as that
 // process's user — root for a root server — for whoever reaches the port. So every such process
-// keeps a SIGUSR1 listener for its whole life, and the ones the server starts get Node's
-// `--disable-sigusr1` too where the Node that runs them has it (no window before the listener).
+// keeps a SIGUSR1 listener for its whole life. A keeper's netns helper also gets Node's
+// `--disable-sigusr1` where the Node that runs it has it (no window before the listener). A keeper
+// does not: that flag leaves SIGUSR1 blocked in every thread (Node blocks it at start-up and
+// unblocks it only for the inspector), so no JavaScript listener ever runs, and SIGUSR1 is the
+// keeper's "re-read the deadline".
 import { realpathSync } from 'node:fs';
 
 function sameFile(a: string, b: string): boolean {

@@ -42,7 +42,7 @@ describe('bundle', () => {
       agent_version: pkg.version,
       protocol: 1,
       protocol_minor: 5,
-      ops: ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'selftest'],
+      ops: ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'workspace_changes', 'selftest'],
       state_dir: world.stateDir,
       max_tasks: 128,
       stream_cap_bytes: 1048576,

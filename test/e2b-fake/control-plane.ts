@@ -1,8 +1,14 @@
 // The control-plane REST subset the SDK uses for our operations (E2B's openapi.yml): create (its
-// egress settings validated and kept, not enforced), list with x-next-token pagination, get, kill,
-// timeout, connect (which only ever lengthens a running sandbox's lifetime and resumes a paused
-// one), pause. Errors carry the JSON body { code, message }.
+// egress settings validated and kept, not enforced; from a template or a snapshot), list with
+// x-next-token pagination, get, kill, timeout, connect (which only ever lengthens a running
+// sandbox's lifetime and resumes a paused one), pause, and snapshots (POST
+// /sandboxes/{id}/snapshots: the sandbox is paused while its home is copied, then runs on; a
+// name that exists gets the new content under the same id). Errors carry the JSON body { code, message }.
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import { FAKE_DISK_BYTES, FAKE_MEMORY_BYTES, FakeSandbox, type FakeNetworkConfig } from './fake-sandbox.js';
 
@@ -23,6 +29,36 @@ export interface FakeState {
   createDefaultTimeoutS: number;
   connectDefaultTimeoutS: number;
   sandboxes: Map<string, FakeSandbox>;
+  /** Snapshots by snapshotID. */
+  snapshots: Map<string, FakeSnapshot>;
+}
+
+/** A snapshot: the id create takes, its names, and a copy of the sandbox's home when it was taken. */
+export interface FakeSnapshot {
+  id: string;
+  names: string[];
+  home: string;
+  /** How the sandbox was while its files were copied (E2B pauses it). */
+  sandboxStateDuringCopy: 'running' | 'paused';
+}
+
+/** The team slug the fake namespaces snapshot names with (E2B: `team-slug/name:tag`). */
+export const FAKE_TEAM = 'fake-team';
+/** E2B's snapshot names: lowercase letters, digits, '-' and '_' (the fake refuses others with a 400, as the API does). */
+const SNAPSHOT_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+
+/** The snapshot a create's templateID names: by id, full name, `name:tag` or bare name. */
+function snapshotFor(state: FakeState, templateId: string): FakeSnapshot | undefined {
+  for (const snap of state.snapshots.values()) {
+    const short = snap.names.flatMap((n) => [
+      n,
+      n.replace(`${FAKE_TEAM}/`, ''),
+      n.replace(/:default$/, ''),
+      n.replace(`${FAKE_TEAM}/`, '').replace(/:default$/, ''),
+    ]);
+    if (snap.id === templateId || short.includes(templateId)) return snap;
+  }
+  return undefined;
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): number {
@@ -152,6 +188,7 @@ export function handleControlPlane(
     const network = networkField(b);
     if (typeof network === 'string') return { status: sendApiError(res, 400, network) };
     const timeoutS = t ?? state.createDefaultTimeoutS;
+    const snapshot = snapshotFor(state, b.templateID);
     const sb = new FakeSandbox({
       templateId: b.templateID,
       timeoutS,
@@ -160,6 +197,7 @@ export function handleControlPlane(
       envdVersion: state.envdVersion,
       ...(typeof b.allow_internet_access === 'boolean' ? { allowInternetAccess: b.allow_internet_access } : {}),
       ...(network !== undefined ? { network } : {}),
+      ...(snapshot ? { homeFrom: snapshot.home } : {}),
       onExpire: (s) => {
         s.destroy();
         state.sandboxes.delete(s.id);
@@ -191,7 +229,8 @@ export function handleControlPlane(
     return { status: sendJson(res, 200, page, headers) };
   }
   // The routes of the spec (and the SDK's /v2 connect); nothing else answers.
-  const m = /^\/sandboxes\/([^/]+)(?:\/(timeout|connect|pause|metrics))?$/.exec(p) ?? /^\/v2\/sandboxes\/([^/]+)\/(connect)$/.exec(p);
+  const m =
+    /^\/sandboxes\/([^/]+)(?:\/(timeout|connect|pause|snapshots|metrics))?$/.exec(p) ?? /^\/v2\/sandboxes\/([^/]+)\/(connect)$/.exec(p);
   const sb = m ? state.sandboxes.get(decodeURIComponent(m[1]!)) : undefined;
   if (!m) return { status: sendApiError(res, 404, 'no such route') };
   if (!sb) return { status: sendApiError(res, 404, `sandbox ${m[1]} not found`) };
@@ -226,6 +265,24 @@ export function handleControlPlane(
     sb.state = 'paused';
     res.writeHead(204).end();
     return { status: 204 };
+  }
+  if (action === 'snapshots' && method === 'POST') {
+    if (body === undefined) return { status: sendApiError(res, 400, 'request body is required') };
+    if (b.name !== undefined && (typeof b.name !== 'string' || !SNAPSHOT_NAME.test(b.name))) {
+      return { status: sendApiError(res, 400, 'invalid snapshot name') };
+    }
+    const name = typeof b.name === 'string' ? `${FAKE_TEAM}/${b.name}:default` : undefined;
+    const existing = name ? [...state.snapshots.values()].find((s) => s.names.includes(name)) : undefined;
+    const id = existing?.id ?? name ?? `${randomBytes(10).toString('hex')}:default`;
+    const was = sb.state;
+    sb.state = 'paused';
+    const home = mkdtempSync(path.join(tmpdir(), 'fake-e2b-snapshot-'));
+    cpSync(sb.home, home, { recursive: true, verbatimSymlinks: true });
+    const sandboxStateDuringCopy = sb.state;
+    sb.state = was;
+    if (existing) rmSync(existing.home, { recursive: true, force: true });
+    state.snapshots.set(id, { id, names: name ? [name] : [], home, sandboxStateDuringCopy });
+    return { status: sendJson(res, 201, { snapshotID: id, names: name ? [name] : [] }) };
   }
   if (action === 'connect' && method === 'POST') {
     // TTL is only extended: a shorter request leaves end_at alone; no timeout means the default

@@ -2,7 +2,7 @@
 // started there with HOME pointing at it, and a deadline (end_at) that kills everything the
 // sandbox started and removes its directory — the lifetime semantics the tests rely on.
 import { randomBytes } from 'node:crypto';
-import { lstatSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, lstatSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
@@ -23,6 +23,8 @@ export interface FakeSandboxOpts {
   /** The create's egress settings, kept as sent (the fake does not enforce them: it has no network of its own). */
   allowInternetAccess?: boolean;
   network?: FakeNetworkConfig;
+  /** A snapshot's saved home directory the sandbox starts with (a copy). */
+  homeFrom?: string;
 }
 
 /** The egress part of E2B's SandboxNetworkConfig. */
@@ -61,6 +63,7 @@ export class FakeSandbox {
     this.root = mkdtempSync(path.join(tmpdir(), 'fake-e2b-'));
     this.home = path.join(this.root, 'home', 'user');
     mkdirSync(this.home, { recursive: true });
+    if (opts.homeFrom) cpSync(opts.homeFrom, this.home, { recursive: true, verbatimSymlinks: true });
     this.templateId = opts.templateId;
     this.envs = opts.envs;
     this.metadata = opts.metadata;

@@ -5,11 +5,13 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { decodeEnvelope, readBody } from './connect-rpc.js';
-import { handleControlPlane, sendApiError, type ControlPlaneCall, type FakeState } from './control-plane.js';
+import { rmSync } from 'node:fs';
+import { handleControlPlane, sendApiError, type ControlPlaneCall, type FakeSnapshot, type FakeState } from './control-plane.js';
 import { handleEnvd } from './envd.js';
 import type { FakeSandbox } from './fake-sandbox.js';
 
-export type { ControlPlaneCall } from './control-plane.js';
+export type { ControlPlaneCall, FakeSnapshot } from './control-plane.js';
+export { FAKE_TEAM } from './control-plane.js';
 export { FAKE_DISK_BYTES, FAKE_MEMORY_BYTES, SANDBOX_HOME, SANDBOX_MARKER_VAR } from './fake-sandbox.js';
 
 /** A failure the fake answers instead of handling a matching request. */
@@ -61,6 +63,8 @@ export interface FakeE2b {
   setPageSize(n: number): void;
   /** The live fake sandbox with this id (its host `home` directory, `endAt`, ...). */
   sandbox(id: string): FakeSandbox | undefined;
+  /** The snapshot with this id (its copy of the home, how the sandbox was while it was taken). */
+  snapshot(id: string): FakeSnapshot | undefined;
   close(): Promise<void>;
 }
 
@@ -76,6 +80,7 @@ export async function startFakeE2b(opts: FakeE2bOpts = {}): Promise<FakeE2b> {
     createDefaultTimeoutS: opts.createDefaultTimeoutS ?? 15,
     connectDefaultTimeoutS: opts.connectDefaultTimeoutS ?? 300,
     sandboxes: new Map(),
+    snapshots: new Map(),
   };
   const calls: ControlPlaneCall[] = [];
   const envdCalls: EnvdCall[] = [];
@@ -152,9 +157,12 @@ export async function startFakeE2b(opts: FakeE2bOpts = {}): Promise<FakeE2b> {
       state.pageSize = n;
     },
     sandbox: (id) => state.sandboxes.get(id),
+    snapshot: (id) => state.snapshots.get(id),
     close: async () => {
       for (const sb of state.sandboxes.values()) sb.destroy();
       state.sandboxes.clear();
+      for (const snap of state.snapshots.values()) rmSync(snap.home, { recursive: true, force: true });
+      state.snapshots.clear();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },

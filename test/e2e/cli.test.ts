@@ -50,7 +50,7 @@ describe('sandbox-mcp CLI', () => {
     const client = new Client({ name: 'npm-start', version: '1' });
     await client.connect(transport);
     const { tools } = await client.listTools();
-    expect(tools).toHaveLength(18); // the seeds' fifteen, send_task_input, expose_port and stop_processes
+    expect(tools).toHaveLength(20); // the seeds' fifteen, send_task_input, expose_port, stop_processes, snapshot_sandbox and workspace_changes
     await client.close();
     expect(errors).toEqual([]);
   });

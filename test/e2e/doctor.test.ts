@@ -43,13 +43,22 @@ function withoutBubblewrap(
   args: string[],
   env: Record<string, string> = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const empty = join(scratch, 'not-bwrap');
+  return withoutProgram('bwrap', args, env);
+}
+
+/** The same, for any program (`bwrap`, `perl`). */
+function withoutProgram(
+  program: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const empty = join(scratch, `not-${program}`);
   writeFileSync(empty, '');
   chmodSync(empty, 0o644);
   const dirs = '$(echo "$PATH" | tr : " ") /usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /bin';
   const script =
-    `for d in ${dirs}; do if [ -e "$d/bwrap" ]; then mount --bind "$0" "$d/bwrap" || exit 98; fi; done; ` +
-    `for d in ${dirs}; do if [ -x "$d/bwrap" ]; then exit 99; fi; done; exec "$@"`;
+    `for d in ${dirs}; do if [ -e "$d/${program}" ]; then mount --bind "$0" "$d/${program}" || exit 98; fi; done; ` +
+    `for d in ${dirs}; do if [ -x "$d/${program}" ]; then exit 99; fi; done; exec "$@"`;
   // Root makes the mount namespace itself; anyone else (where bwrap works) in a user namespace.
   const unshare = process.getuid?.() === 0 ? ['-m'] : ['-r', '-m'];
   const { SANDBOX_MCP_BWRAP: _unset, ...rest } = serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir, ...env });
@@ -125,6 +134,7 @@ describe('sandbox-mcp doctor', () => {
       'nsenter',
       'setpriv',
       'flock',
+      'perl',
       'cgroups',
       'state directory',
       'server files',
@@ -147,6 +157,15 @@ describe('sandbox-mcp doctor', () => {
     expect(limits.status).toBe(hasMemoryCgroup ? 'ok' : 'warn');
     expect(byName.get('E2B_API_KEY')).toMatchObject({ status: 'ok', message: expect.stringContaining('set') });
     expect(stdout).not.toContain(E2B_KEY);
+  });
+
+  it('fails naming perl and how to install it where perl is missing (every sandbox needs its helpers), and tries no sandbox', async () => {
+    const { code, stdout } = await withoutProgram('perl', ['doctor', '--json']);
+    const report = JSON.parse(stdout) as Report;
+    const perl = report.checks.find((c) => c.name === 'perl');
+    expect(perl).toMatchObject({ status: 'fail', fix: expect.stringMatching(/^perl is not installed: .*apt-get install perl-base/) });
+    expect(report.checks.find((c) => c.name === 'sandbox')?.message).toMatch(/^not tried/);
+    expect(code).toBe(1);
   });
 
   it('prints ok/warn/fail lines for people, ending in the verdict', async () => {

@@ -103,9 +103,15 @@ function sandboxProcesses(sandboxId: string): {
   return { keeper: rec.keeper.pid, keeperIdentity: rec.keeper, bwrap: rec.bwrap.pid, pid1: rec.pid1.pid, namespace, cgroups: rec.cgroups };
 }
 
-/** Kills the task's supervisor (found from the host by its argv, which names the task directory; `--adopt` before it for a task the resident started). */
+/**
+ * Kills the task's supervisor (found from the host by its argv, `… agent.cjs supervise [--adopt] <task dir>`,
+ * node's own arguments before it: the agent runtime's loader names node and its libraries first).
+ */
 function killSupervisor(taskId: string): boolean {
-  const pids = runningWith((argv) => argv[2] === 'supervise' && argv.at(-1)?.endsWith(`/tasks/${taskId}`) === true);
+  const pids = runningWith((argv) => {
+    const i = argv.indexOf('supervise');
+    return i >= 2 && argv[i - 1]!.endsWith('.cjs') && argv.at(-1)?.endsWith(`/tasks/${taskId}`) === true;
+  });
   for (const pid of pids) process.kill(pid, 'SIGKILL');
   return pids.length > 0;
 }

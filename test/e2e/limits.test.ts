@@ -315,7 +315,7 @@ describe.skipIf(!asRoot).each(users)('resource limits, server running as $name',
     const fill = await run(
       id,
       `for m in /home/user /tmp /var/tmp /dev/shm; do head -c ${2 * DISK_MB * MIB} /dev/zero > $m/fill; echo "$m $(stat -c %s $m/fill)"; done; ` +
-        'for d in /home /root /run /dev; do touch $d/x; done',
+        'for d in / /home /run /dev; do touch $d/x; done',
     );
     const written = Object.fromEntries(
       (fill.stdout as string)

@@ -27,10 +27,13 @@ const TOOL_NAMES = [
   'get_task',
   'cancel_task',
   'send_task_input',
-  // Beyond the seeds (DESIGN.md): issue 11.
+  // Beyond the seeds (DESIGN.md): issues 11 and 25.
   'expose_port',
   // The way out of a full process table (issue 20).
   'stop_processes',
+  // Issue 19.
+  'snapshot_sandbox',
+  'workspace_changes',
 ];
 const METADATA_FIELDS = ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'region', 'sandbox_id', 'started_at', 'status', 'template'];
 const SECRET = 'sk-live-' + randomBytes(12).toString('hex');
@@ -87,7 +90,7 @@ describe('the tool surface', () => {
     }
     expect(tools.find((t) => t.name === 'get_task')!.annotations!.readOnlyHint).toBe(true);
     expect(tools.find((t) => t.name === 'kill_sandbox')!.annotations!.destructiveHint).toBe(true);
-    expect(OP_NAMES).toEqual(['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'selftest']);
+    expect(OP_NAMES).toEqual(['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'workspace_changes', 'selftest']);
   });
 
   it('describes every input field, nested ones included, in tools/list', async () => {

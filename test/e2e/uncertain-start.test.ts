@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_INSTALL_DIR } from '../../host/providers/agent-bundle.js';
 import type { ResidentRecord } from '../../host/providers/local/keeper/resident.js';
 import { RESIDENT_FILE } from '../../host/providers/local/sandbox/state-dir.js';
+import { agentRuntimeArgv } from '../../shared/agent-runtime.js';
 import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
 import { REPO } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
@@ -21,11 +22,14 @@ import { waitFor } from '../support/wait.js';
 const stateDir = tempStateDir();
 const open: StdioServer[] = [];
 
+// Under the sandbox's agent runtime node's executable is its loader, which needs node named again.
 const WRAPPER = `// One-shot fault: the real agent runs (and may start a task), then its answer is lost.
 const { spawnSync } = require('node:child_process');
 const { renameSync } = require('node:fs');
 const real = __filename + '.real';
-spawnSync(process.execPath, [real, ...process.argv.slice(2)], { stdio: ['ignore', 'ignore', 'inherit'] });
+const runtime = ${JSON.stringify(agentRuntimeArgv())};
+const node = process.execPath === runtime[0] ? runtime.slice(1) : [];
+spawnSync(process.execPath, [...node, real, ...process.argv.slice(2)], { stdio: ['ignore', 'ignore', 'inherit'] });
 renameSync(real, __filename);
 process.kill(process.pid, 'SIGKILL');
 `;

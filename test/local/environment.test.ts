@@ -2,13 +2,14 @@
 // it cannot trust (pid reuse), plus the keeper honouring a shortened deadline.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { identify, isAlive } from '../../host/providers/local/system/proc.js';
 import { readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import { KEEPER_SCRIPT } from '../support/paths.js';
+import { canCatch } from '../support/processes.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
@@ -37,6 +38,15 @@ describe('local provider environment checks', () => {
     expect((err as Error).message).toMatch(/^SANDBOX_MCP_BWRAP does not name an executable file: .*install/);
   });
 
+  it('without perl (which runs the helpers every sandbox needs), create is unavailable, naming perl and how to install it', async () => {
+    const p = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT, tools: { perl: join(fakes, 'missing-perl') } });
+    const err = await p.create({}).catch((e: unknown) => e);
+    expect(err).toMatchObject({ category: 'unavailable', code: 'perl_missing' });
+    expect((err as Error).message).toMatch(/^perl is not installed: .*apt-get install perl-base/);
+    const local = join(stateDir, 'local');
+    expect(existsSync(local) ? readdirSync(local).filter((n) => !n.startsWith('.')) : []).toEqual([]);
+  });
+
   it('refused user namespaces: says which restriction and how to lift it', async () => {
     const cases = [
       { stderr: 'bwrap: setting up uid map: Permission denied', code: 'userns_apparmor', text: /AppArmor/ },
@@ -59,7 +69,8 @@ describe('local provider environment checks', () => {
       expect((err as Error).message).not.toContain('bwrap:');
     }
     // Failed creates leave nothing behind.
-    expect(readdirSync(join(stateDir, 'local')).filter((n) => !n.startsWith('.'))).toEqual([]);
+    const local = join(stateDir, 'local');
+    expect(existsSync(local) ? readdirSync(local).filter((n) => !n.startsWith('.')) : []).toEqual([]);
   });
 
   it('a bubblewrap without --size (before 0.7) starts the sandbox unsized, reports no disk size, and the other limits hold', async () => {
@@ -130,6 +141,19 @@ describe('local provider environment checks', () => {
     await expect(p.getInfo('reusedpid000')).rejects.toMatchObject({ category: 'not_found' });
     expect(existsSync(dir)).toBe(false);
     expect(isAlive(me)).toBe(true);
+  });
+
+  it("a keeper catches SIGUSR1, set_sandbox_timeout's wake-up (no thread of it blocks the signal)", async () => {
+    const p = createLocalProvider({ stateDir: stateDir, keeperScript: KEEPER_SCRIPT });
+    const { sandbox_id: id } = await p.create({ timeoutS: 600 });
+    const rec = readKeeperRecord(join(stateDir, 'local', id))!;
+    try {
+      // Blocked, it would stay pending: a shortened deadline would wait for the keeper's recheck timer.
+      expect(canCatch(rec.keeper.pid, constants.signals.SIGUSR1)).toBe(true);
+      expect(isAlive(rec.keeper)).toBe(true);
+    } finally {
+      await p.kill(id);
+    }
   });
 
   it('the keeper acts on a shortened deadline (set_sandbox_timeout), even with a stopped command', async () => {

@@ -226,7 +226,9 @@ describe('local sandbox lifecycle', () => {
     const { sandbox_id: id } = await create();
     await expect(provider.readFile(id, 'missing.txt')).rejects.toMatchObject({ category: 'not_found' });
     await expect(provider.readFile(id, '/tmp')).rejects.toMatchObject({ category: 'invalid_argument' });
-    await expect(provider.readFile(id, '/etc/shadow')).rejects.toMatchObject({ category: 'permission_denied' });
+    // The base view has no host file its user may not read (no /etc/shadow): one of its own.
+    await provider.exec(id, 'echo x > unreadable && chmod 000 unreadable', { timeoutS: 10 });
+    await expect(provider.readFile(id, 'unreadable')).rejects.toMatchObject({ category: 'permission_denied' });
     await expect(provider.listFiles(id, 'missing', { depth: 1, maxEntries: 10 })).rejects.toMatchObject({ category: 'not_found' });
     await provider.writeFile(id, 'file', Buffer.from('x'));
     await expect(provider.writeFile(id, 'file/below', Buffer.from('x'))).rejects.toMatchObject({ category: 'invalid_argument' });

@@ -70,3 +70,16 @@ export function runningIn(namespace: string): number[] {
 export function runningWith(matches: (argv: string[]) => boolean): number[] {
   return allPids().filter((pid) => matches(cmdline(pid)) && isRunning(pid));
 }
+
+/**
+ * Whether a signal sent to `pid` can reach a handler of its own: the process catches `signal`
+ * and at least one of its threads leaves it unblocked (a process-directed signal blocked in
+ * every thread stays pending for good; Node's `--disable-sigusr1` leaves SIGUSR1 so).
+ */
+export function canCatch(pid: number, signal: number): boolean {
+  const bit = 1n << BigInt(signal - 1);
+  const maskOf = (status: string, field: string): bigint => BigInt(`0x${new RegExp(`^${field}:\\s*([0-9a-f]+)$`, 'm').exec(status)![1]}`);
+  const isCaught = (maskOf(readFileSync(`/proc/${pid}/status`, 'utf8'), 'SigCgt') & bit) !== 0n;
+  const threads = readdirSync(`/proc/${pid}/task`).map((tid) => readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8'));
+  return isCaught && threads.some((status) => (maskOf(status, 'SigBlk') & bit) === 0n);
+}

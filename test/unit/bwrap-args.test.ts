@@ -1,6 +1,14 @@
 // The bwrap argv of a local sandbox, a pure builder asserted by position.
 import { describe, expect, it } from 'vitest';
-import { buildBwrapArgs, PID1_SCRIPT } from '../../host/providers/local/launch/bwrap-args.js';
+import { AGENT_RUNTIME_DIR } from '../../shared/agent-runtime.js';
+import {
+  buildBwrapArgs,
+  buildTemplateBwrapArgs,
+  PID1_SCRIPT,
+  WORKSPACE_BASE_VIEW,
+  WORKSPACE_PATH,
+  WORKSPACE_UPPER_VIEW,
+} from '../../host/providers/local/launch/bwrap-args.js';
 import { writableMountSizes } from '../../host/providers/local/limits/disk-shares.js';
 
 const base = { statusFd: 3, readyFd: 4, passwdFd: 5, groupFd: 6, shell: '/bin/bash' };
@@ -43,32 +51,42 @@ describe('buildBwrapArgs', () => {
     expect(args).not.toContain('--disable-userns');
   });
 
-  it('mounts the host root read-only, a fresh /proc and a minimal /dev', () => {
-    expect(pairIndex(args, '--ro-bind', '/', '/')).toBeGreaterThanOrEqual(0);
-    expect(pairIndex(args, '--proc', '/proc')).toBeGreaterThan(pairIndex(args, '--ro-bind', '/', '/'));
-    expect(pairIndex(args, '--tmpfs', '/dev')).toBeGreaterThan(0);
-    expect(pairIndex(args, '--dev-bind', '/dev/null', '/dev/null')).toBeGreaterThan(pairIndex(args, '--tmpfs', '/dev'));
+  it("shows the host's system directories read-only, not its root: merged /usr links as links, a fresh /proc and a minimal /dev", () => {
+    const a = buildBwrapArgs({
+      ...base,
+      systemDirs: [{ path: '/usr' }, { path: '/bin', link: 'usr/bin' }, { path: '/lib64' }],
+      etcDir: '/c/etc',
+    });
+    expect(pairIndex(a, '--ro-bind', '/', '/')).toBe(-1);
+    expect(pairIndex(a, '--ro-bind', '/usr', '/usr')).toBeGreaterThanOrEqual(0);
+    expect(pairIndex(a, '--symlink', 'usr/bin', '/bin')).toBeGreaterThan(0);
+    expect(pairIndex(a, '--ro-bind', '/lib64', '/lib64')).toBeGreaterThan(0);
+    expect(pairIndex(a, '--ro-bind', '/c/etc', '/etc')).toBeGreaterThan(0);
+    // Only what it is given: no host /opt, /srv, /home or /etc of its own.
+    expect(a.filter((x) => x === '--ro-bind')).toHaveLength(3);
+    expect(pairIndex(a, '--proc', '/proc')).toBeGreaterThan(0);
+    expect(pairIndex(a, '--tmpfs', '/dev')).toBeGreaterThan(0);
+    expect(pairIndex(a, '--dev-bind', '/dev/null', '/dev/null')).toBeGreaterThan(pairIndex(a, '--tmpfs', '/dev'));
     expect(pairIndex(args, '--json-status-fd', '3')).toBeGreaterThanOrEqual(0);
   });
 
-  it('hides /home, /root and /run and gives private /home/user (0700) and /tmp (1777)', () => {
-    for (const p of ['/home', '/root', '/run']) expect(pairIndex(args, '--tmpfs', p)).toBeGreaterThan(0);
-    const home = pairIndex(args, '--perms', '0700', '--tmpfs', '/home/user');
-    expect(home).toBeGreaterThan(pairIndex(args, '--tmpfs', '/home'));
+  it('gives private /home/user (0700), /tmp and /var/tmp (1777) and its own passwd and group, in a root that ends read-only', () => {
+    expect(pairIndex(args, '--perms', '0700', '--tmpfs', '/home/user')).toBeGreaterThan(0);
     expect(pairIndex(args, '--perms', '1777', '--tmpfs', '/tmp')).toBeGreaterThan(0);
+    expect(pairIndex(args, '--perms', '1777', '--tmpfs', '/var/tmp')).toBeGreaterThan(0);
     expect(pairIndex(args, '--ro-bind-data', '5', '/etc/passwd')).toBeGreaterThan(0);
     expect(pairIndex(args, '--ro-bind-data', '6', '/etc/group')).toBeGreaterThan(0);
-    expect(pairIndex(args, '--chdir', '/home/user')).toBeGreaterThan(0);
+    expect(pairIndex(args, '--remount-ro', '/')).toBeGreaterThan(pairIndex(args, '--ro-bind-data', '6', '/etc/group'));
+    expect(pairIndex(args, '--chdir', '/home/user')).toBeGreaterThan(pairIndex(args, '--remount-ro', '/'));
   });
 
-  it('covers extra paths and binds node back after everything that could hide it', () => {
-    const a = buildBwrapArgs({ ...base, hidePaths: ['/srv/state'], roBindPaths: ['/home/me/.nvm/v20'], hideVarRun: true });
-    expect(pairIndex(a, '--tmpfs', '/srv/state')).toBeGreaterThan(0);
-    expect(pairIndex(a, '--tmpfs', '/var/run')).toBeGreaterThan(0);
-    const bind = pairIndex(a, '--ro-bind', '/home/me/.nvm/v20', '/home/me/.nvm/v20');
-    expect(bind).toBeGreaterThan(pairIndex(a, '--tmpfs', '/home'));
-    expect(bind).toBeGreaterThan(pairIndex(a, '--tmpfs', '/home/user'));
-    expect(pairIndex(args, '--tmpfs', '/var/run')).toBe(-1);
+  it("binds the person's read-only paths and the agent's runtime, and covers the server's directories below them", () => {
+    const a = buildBwrapArgs({ ...base, roBindPaths: ['/srv/data'], hidePaths: ['/srv/data/state'], runtimeDir: '/c/runtime/k' });
+    const bind = pairIndex(a, '--ro-bind', '/srv/data', '/srv/data');
+    expect(bind).toBeGreaterThan(0);
+    expect(pairIndex(a, '--tmpfs', '/srv/data/state')).toBeGreaterThan(bind);
+    expect(pairIndex(a, '--ro-bind', '/c/runtime/k', AGENT_RUNTIME_DIR)).toBeGreaterThan(0);
+    expect(pairIndex(a, '--remount-ro', '/srv/data/state')).toBeGreaterThan(pairIndex(a, '--tmpfs', '/srv/data/state'));
   });
 
   it('sizes each writable tmpfs it is given a size for (the flag right before its --tmpfs)', () => {
@@ -87,18 +105,75 @@ describe('buildBwrapArgs', () => {
     expect(args).not.toContain('--size');
   });
 
-  it('remounts /dev and every cover read-only once everything inside them is mounted', () => {
-    const a = buildBwrapArgs({ ...base, hidePaths: ['/srv/state'], roBindPaths: ['/home/me/.nvm/v20'], hideVarRun: true });
+  it('remounts /dev, the covers and the root read-only once everything inside them is mounted', () => {
+    const a = buildBwrapArgs({ ...base, roBindPaths: ['/srv/data'], hidePaths: ['/srv/data/state'], runtimeDir: '/c/runtime/k' });
     const lastMount = Math.max(
-      pairIndex(a, '--ro-bind', '/home/me/.nvm/v20', '/home/me/.nvm/v20'),
+      pairIndex(a, '--ro-bind', '/c/runtime/k', AGENT_RUNTIME_DIR),
       pairIndex(a, '--perms', '1777', '--tmpfs', '/dev/shm'),
       pairIndex(a, '--symlink', '/proc/self/fd/2', '/dev/stderr'),
       pairIndex(a, '--dev-bind', '/dev/tty', '/dev/tty'),
     );
-    for (const p of ['/dev', '/home', '/root', '/run', '/var/run', '/srv/state']) {
-      expect(pairIndex(a, '--remount-ro', p)).toBeGreaterThan(lastMount);
-    }
+    for (const p of ['/dev', '/srv/data/state', '/']) expect(pairIndex(a, '--remount-ro', p)).toBeGreaterThan(lastMount);
     // The writable mounts stay writable.
     for (const p of ['/home/user', '/tmp', '/var/tmp', '/dev/shm', '/dev/pts']) expect(pairIndex(a, '--remount-ro', p)).toBe(-1);
+  });
+});
+
+describe('buildTemplateBwrapArgs', () => {
+  const template = { statusFd: 3, readyFd: 4, rootFd: 7, runtimeDir: '/c/runtime/k' };
+
+  it("binds the launch helper's root as / and joins its user namespace (root server), commands root inside", () => {
+    const a = buildTemplateBwrapArgs({ ...template, usernsFd: 8 });
+    expect(pairIndex(a, '--bind-fd', '7', '/')).toBeGreaterThan(0);
+    expect(pairIndex(a, '--userns', '8')).toBeGreaterThan(0);
+    expect(a).not.toContain('--unshare-user');
+    expect(pairIndex(a, '--uid', '0')).toBeGreaterThan(0);
+    expect(pairIndex(a, '--gid', '0')).toBeGreaterThan(0);
+    expect(a.slice(-4)).toEqual(['--', '/bin/sh', '-c', PID1_SCRIPT]);
+  });
+
+  it('makes its own user namespace and drops every capability there when the server is not root', () => {
+    const a = buildTemplateBwrapArgs(template);
+    expect(a).toContain('--unshare-user');
+    expect(pairIndex(a, '--cap-drop', 'ALL')).toBeGreaterThan(0);
+    expect(a).not.toContain('--userns');
+  });
+
+  it('keeps /proc/sys read-only (root inside could write its IPC sysctls) and sizes /dev/shm', () => {
+    const a = buildTemplateBwrapArgs({ ...template, shmBytes: 8 * 1024 * 1024 });
+    expect(pairIndex(a, '--ro-bind', '/proc/sys', '/proc/sys')).toBeGreaterThan(pairIndex(a, '--proc', '/proc'));
+    expect(pairIndex(a, '--perms', '1777', '--size', String(8 * 1024 * 1024), '--tmpfs', '/dev/shm')).toBeGreaterThan(
+      pairIndex(a, '--dev', '/dev'),
+    );
+    expect(pairIndex(a, '--remount-ro', '/dev')).toBeGreaterThan(pairIndex(a, '--tmpfs', '/dev/shm'));
+  });
+
+  it("puts the agent's runtime on a read-only tmpfs of its own (a mount point cannot be renamed away)", () => {
+    const a = buildTemplateBwrapArgs(template);
+    const tmpfs = pairIndex(a, '--tmpfs', '/.sandbox-mcp');
+    expect(tmpfs).toBeGreaterThan(0);
+    expect(pairIndex(a, '--ro-bind', '/c/runtime/k', AGENT_RUNTIME_DIR)).toBeGreaterThan(tmpfs);
+    expect(pairIndex(a, '--remount-ro', '/.sandbox-mcp')).toBeGreaterThan(pairIndex(a, '--ro-bind', '/c/runtime/k', AGENT_RUNTIME_DIR));
+  });
+});
+
+describe('a workspace in the bwrap argv', () => {
+  const ws = { merged: '/c/mnt/ws/merged', lower: '/c/mnt/ws/lower', upper: '/c/mnt/ws/upper' };
+
+  it('binds the overlay writable at /workspace and its lower and upper read-only for the agent, after the writable mounts', () => {
+    const a = buildBwrapArgs({ ...base, workspace: ws });
+    const merged = pairIndex(a, '--bind', ws.merged, WORKSPACE_PATH);
+    expect(merged).toBeGreaterThan(pairIndex(a, '--tmpfs', '/tmp'));
+    expect(pairIndex(a, '--ro-bind', ws.lower, WORKSPACE_BASE_VIEW)).toBeGreaterThan(merged);
+    expect(pairIndex(a, '--ro-bind', ws.upper, WORKSPACE_UPPER_VIEW)).toBeGreaterThan(merged);
+    expect(buildBwrapArgs(base)).not.toContain(WORKSPACE_PATH);
+  });
+
+  it("in a template sandbox, puts the agent's views on the read-only /.sandbox-mcp tmpfs, before it is made read-only", () => {
+    const a = buildTemplateBwrapArgs({ statusFd: 3, readyFd: 4, rootFd: 7, workspace: ws });
+    const tmpfs = pairIndex(a, '--tmpfs', '/.sandbox-mcp');
+    expect(tmpfs).toBeGreaterThan(0);
+    expect(pairIndex(a, '--bind', ws.merged, WORKSPACE_PATH)).toBeGreaterThan(tmpfs);
+    expect(pairIndex(a, '--remount-ro', '/.sandbox-mcp')).toBeGreaterThan(pairIndex(a, '--ro-bind', ws.upper, WORKSPACE_UPPER_VIEW));
   });
 });

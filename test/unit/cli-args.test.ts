@@ -1,8 +1,11 @@
 // The command line: every mistake is named (an unknown option, a flag given to a command it does
 // not apply to, a missing value) without echoing a value; defaults match the help text.
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { HELP, OPTIONS, parseCommandLine } from '../../host/cli/args.js';
+import { loadConfig } from '../../host/config/config.js';
 import { usageError } from '../support/usage-error.js';
 
 describe('parseCommandLine', () => {
@@ -70,7 +73,7 @@ describe('parseCommandLine', () => {
     expect(usageError(['--idle-timeout', '5'])).toContain('--idle-timeout applies only to');
     expect(usageError(['--allowed-host', 'x'])).toContain('--allowed-host applies only to');
     expect(usageError(['--json'])).toBe(
-      '--json applies only to: sandbox-mcp doctor, sandbox-mcp ls, sandbox-mcp logs, sandbox-mcp kill, sandbox-mcp cancel',
+      '--json applies only to: sandbox-mcp doctor, sandbox-mcp ls, sandbox-mcp logs, sandbox-mcp kill, sandbox-mcp cancel, sandbox-mcp template, sandbox-mcp snapshot, sandbox-mcp diff, sandbox-mcp apply',
     );
     expect(usageError(['doctor', '--keep-sandboxes'])).toBe('--keep-sandboxes applies only to: sandbox-mcp, sandbox-mcp http');
   });
@@ -113,6 +116,92 @@ describe('parseCommandLine', () => {
       '--network-default applies only to: sandbox-mcp, sandbox-mcp http, sandbox-mcp network',
     );
     expect(usageError(['--network-default', 'a', '--network-default', 'b'])).toBe('--network-default is given more than once');
+  });
+
+  it('reads diff and apply, with --worktree for apply only', () => {
+    expect(parseCommandLine(['diff', 'local:abc', '--json'])).toMatchObject({
+      command: 'diff',
+      args: ['local:abc'],
+      json: true,
+      worktree: false,
+    });
+    expect(parseCommandLine(['apply', 'local:abc', '--worktree'])).toMatchObject({ command: 'apply', args: ['local:abc'], worktree: true });
+    expect(usageError(['diff', 'local:abc', '--worktree'])).toBe('--worktree applies only to: sandbox-mcp apply');
+    expect(usageError(['apply'])).toBe('usage: sandbox-mcp apply <sandbox_id> [--worktree] [--json]');
+  });
+
+  it('reads --workspace-allow for the serving commands only', () => {
+    expect(parseCommandLine([])).toMatchObject({ workspaceAllow: [] });
+    expect(parseCommandLine(['http', '--workspace-allow', '/a,/b', '--workspace-allow=/c'])).toMatchObject({
+      command: 'http',
+      workspaceAllow: ['/a,/b', '/c'],
+    });
+    expect(usageError(['ls', '--workspace-allow', '/a'])).toBe('--workspace-allow applies only to: sandbox-mcp, sandbox-mcp http');
+  });
+
+  it('reads the template and snapshot commands and their flags, and nowhere else', () => {
+    expect(
+      parseCommandLine(['template', 'build', 'py', '--packages', 'python3,git', '--suite', 'trixie', '--package-cache', '/var/cache/x']),
+    ).toMatchObject({
+      command: 'template',
+      args: ['build', 'py'],
+      packages: 'python3,git',
+      suite: 'trixie',
+      packageCache: '/var/cache/x',
+    });
+    expect(parseCommandLine(['template', 'import', 'mini', '/tmp/r.tar', '--template-dir', '/srv/t'])).toMatchObject({
+      args: ['import', 'mini', '/tmp/r.tar'],
+      templateDir: '/srv/t',
+    });
+    expect(parseCommandLine(['snapshot', 'local:abc', 'snap', '--max-snapshot-storage', '100'])).toMatchObject({
+      command: 'snapshot',
+      args: ['local:abc', 'snap'],
+      maxSnapshotStorage: '100',
+    });
+    expect(parseCommandLine(['http', '--template-dir', '/srv/t', '--max-snapshot-storage', '0'])).toMatchObject({
+      templateDir: '/srv/t',
+      maxSnapshotStorage: '0',
+    });
+    expect(usageError(['--packages', 'git'])).toBe('--packages applies only to: sandbox-mcp template');
+    expect(usageError(['ls', '--template-dir', '/t'])).toBe(
+      '--template-dir applies only to: sandbox-mcp, sandbox-mcp http, sandbox-mcp doctor, sandbox-mcp template, sandbox-mcp snapshot',
+    );
+    expect(usageError(['snapshot', 'local:abc'])).toBe('usage: sandbox-mcp snapshot <sandbox_id> NAME [--json]');
+    expect(usageError(['template', 'import', 'a', 'b', 'c'])).toContain('usage: sandbox-mcp template');
+  });
+
+  it('--sandbox-ro-bind is repeatable (or SANDBOX_MCP_SANDBOX_RO_BIND, colon-separated): absolute existing paths, never the root, refused naming the item', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ro-bind-'));
+    const link = join(dir, 'link');
+    symlinkSync(dir, link);
+    try {
+      const line = parseCommandLine(['http', '--sandbox-ro-bind', dir, '--sandbox-ro-bind', '/usr/share']);
+      expect(line.sandboxRoBinds).toEqual([dir, '/usr/share']);
+      expect(loadConfig({}, { sandboxRoBinds: line.sandboxRoBinds }).sandboxRoBinds).toEqual([realpathSync(dir), '/usr/share']);
+      // The variable, when no flag is given; a symlink stands for what it names.
+      expect(loadConfig({ SANDBOX_MCP_SANDBOX_RO_BIND: `${link}:/usr/share` }).sandboxRoBinds).toEqual([realpathSync(dir), '/usr/share']);
+      expect(loadConfig({}).sandboxRoBinds).toBeUndefined();
+      const refused = (env: NodeJS.ProcessEnv, binds?: string[]) => {
+        try {
+          loadConfig(env, { sandboxRoBinds: binds });
+        } catch (e) {
+          return (e as Error).message;
+        }
+        return 'accepted';
+      };
+      expect(refused({}, ['/usr', 'relative/path'])).toBe(
+        '--sandbox-ro-bind: item 2 must be the absolute path of an existing file or directory',
+      );
+      expect(refused({ SANDBOX_MCP_SANDBOX_RO_BIND: join(dir, 'missing-secret-name') })).toBe(
+        'SANDBOX_MCP_SANDBOX_RO_BIND: item 1 must be the absolute path of an existing file or directory',
+      );
+      expect(refused({}, ['/'])).toMatch(/^--sandbox-ro-bind: item 1 is the host's root/);
+      expect(usageError(['ls', '--sandbox-ro-bind', '/usr'])).toBe(
+        '--sandbox-ro-bind applies only to: sandbox-mcp, sandbox-mcp http, sandbox-mcp doctor',
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('lets --help and --version through with any command and flag', () => {

@@ -10,6 +10,7 @@ import { SecretMasker } from '../../host/mcp/mask.js';
 import type { ExecResult, Provider } from '../../host/providers/provider.js';
 import { TaskRetention } from '../../host/tasks/retention.js';
 import { OwnerCache } from '../../host/access/owner-scope.js';
+import { WorkspacePaths } from '../../host/tasks/workspace-changes.js';
 import { WaitGate } from '../../host/tasks/wait-gate.js';
 import type { ServerDeps } from '../../host/mcp/server-deps.js';
 import { callTool } from '../../host/mcp/tool-call.js';
@@ -54,6 +55,7 @@ function depsWith(provider: Provider, secrets: string[] = []): ServerDeps {
     retention: new TaskRetention(),
     waits: new WaitGate(4),
     owners: new OwnerCache(),
+    workspaces: new WorkspacePaths(),
     log: createLogger({ write: () => undefined }),
   };
 }

@@ -1,11 +1,25 @@
 // The command lines that launch a local sandbox and enter it (setpriv, nsenter, cgroups), and
 // the sandbox user's passwd and PATH: pure builders.
 import { describe, expect, it } from 'vitest';
-import { buildEnterCommand, buildLaunchCommand, type Identity, type ToolPaths } from '../../host/providers/local/launch/command-lines.js';
+import {
+  buildEnterCommand,
+  buildLaunchCommand,
+  buildTemplateLaunchCommand,
+  TEMPLATE_COMMAND_CAPS,
+  type Identity,
+  type ToolPaths,
+} from '../../host/providers/local/launch/command-lines.js';
+import { perlCommand, SYSCALL_NUMBERS } from '../../host/providers/local/launch/perl-helpers.js';
 import { groupFile, passwdFile } from '../../host/providers/local/launch/passwd.js';
 import { sandboxPath } from '../../host/providers/local/launch/environment.js';
 
-const tools: ToolPaths = { bwrap: '/usr/bin/bwrap', nsenter: '/usr/bin/nsenter', setpriv: '/usr/bin/setpriv', sh: '/bin/sh' };
+const tools: ToolPaths = {
+  bwrap: '/usr/bin/bwrap',
+  nsenter: '/usr/bin/nsenter',
+  setpriv: '/usr/bin/setpriv',
+  sh: '/bin/sh',
+  perl: '/usr/bin/perl',
+};
 
 const root: Identity = { uid: 65534, gid: 65534, dropPrivileges: true };
 
@@ -91,5 +105,82 @@ describe('launch and enter commands', () => {
     expect(groupFile(own)).toContain('nogroup:x:65534:');
     expect(passwdFile(root, '/bin/bash')).not.toContain('nobody');
     expect(sandboxPath(['/usr/bin', '/opt/node/bin'])).toBe('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/opt/node/bin');
+  });
+
+  it("runs a perl helper as `perl -e TEXT -- ARGS`, the architecture's system call numbers first", () => {
+    const cmd = perlCommand('/usr/bin/perl', 'print 1;', 'x64', ['a', '-b']);
+    expect(cmd.file).toBe('/usr/bin/perl');
+    expect(cmd.args[0]).toBe('-e');
+    expect(cmd.args[1]).toMatch(/^my %SYS = \(.*\bsetns => 308\b.*\);\nprint 1;$/);
+    expect(cmd.args.slice(2)).toEqual(['--', 'a', '-b']);
+    expect(perlCommand('/usr/bin/perl', '', 'arm64', []).args[1]).toMatch(/\bsetns => 268\b/);
+    // Every architecture knows every call the helpers make.
+    expect(Object.keys(SYSCALL_NUMBERS.arm64).sort()).toEqual(Object.keys(SYSCALL_NUMBERS.x64).sort());
+  });
+
+  it("launches a template sandbox through its helper, as the keeper's uid, with the sandbox's first id given to drop to", () => {
+    const block: Identity = { uid: 0x71000000, gid: 0x71000000, dropPrivileges: true };
+    const launch = { helper: { text: 'H', arch: 'x64' as const }, rwDir: '/s/rw', rootBytes: 7340032.5, layers: ['/t/l1', '/t/l0'] };
+    const idrange = buildTemplateLaunchCommand(['--x'], { ...launch, mode: 'idrange', mountPoint: '/c/mnt' }, block, tools);
+    expect(idrange.file).toBe('/usr/bin/perl');
+    expect(idrange.uid).toBeUndefined();
+    expect(idrange.args.slice(2)).toEqual([
+      '--',
+      '/s/rw',
+      '/c/mnt',
+      '7340032',
+      'idrange',
+      String(0x71000000),
+      '/t/l1',
+      '/t/l0',
+      '--',
+      '/usr/bin/bwrap',
+      '--x',
+    ]);
+    const userns = buildTemplateLaunchCommand(['--x'], { ...launch, mode: 'userns' }, user, tools);
+    expect(userns.args.slice(2, 8)).toEqual(['--', '/s/rw', '-', '7340032', 'userns', '0']);
+  });
+
+  it('launches a base sandbox with a workspace through the helper: drop to the sandbox uid as root, keep as a user; the directory and its owner last', () => {
+    const launch = { helper: { text: 'H', arch: 'x64' as const }, rwDir: '/s/rw', rootBytes: 3 * 1024 * 1024, layers: [] };
+    const workspace = { dir: '/home/alice/app', uid: 1000, gid: 100 };
+    // A configured group that differs from the uid is passed as UID:GID.
+    const drop = buildTemplateLaunchCommand(
+      ['--x'],
+      { ...launch, mode: 'drop', mountPoint: '/c/mnt', workspace },
+      { ...root, gid: 4242 },
+      tools,
+    );
+    expect(drop.uid).toBeUndefined();
+    // prettier-ignore
+    expect(drop.args.slice(2)).toEqual([
+      '--', '/s/rw', '/c/mnt', String(3 * 1024 * 1024), 'drop', `${root.uid}:4242`,
+      '--workspace', '/home/alice/app', '1000', '100', '--', '/usr/bin/bwrap', '--x',
+    ]);
+    const keep = buildTemplateLaunchCommand(['--x'], { ...launch, mode: 'keep', workspace }, user, tools);
+    expect(keep.args.slice(2, 11)).toEqual([
+      '--',
+      '/s/rw',
+      '-',
+      String(3 * 1024 * 1024),
+      'keep',
+      '0',
+      '--workspace',
+      '/home/alice/app',
+      '1000',
+    ]);
+  });
+
+  it('enters a template sandbox through its entry helper (never nsenter), keeping only the chosen capabilities', () => {
+    const block: Identity = { uid: 0x71000000, gid: 0x71000000, dropPrivileges: true };
+    const template = { helper: { text: 'E', arch: 'x64' as const }, keepCaps: TEMPLATE_COMMAND_CAPS.idrange };
+    const cmd = buildEnterCommand(4242, ['/bin/sh', '-c', 'true'], block, tools, [], 'isolated', template);
+    expect(cmd.file).toBe('/usr/bin/perl');
+    expect(cmd.args.slice(2)).toEqual(['--', '4242', '1', 'a00405fb', '--', '/bin/sh', '-c', 'true']);
+    expect([cmd.uid, cmd.gid]).toEqual([0x71000000, 0x71000000]);
+    expect(buildEnterCommand(4242, ['true'], block, tools, [], 'host', template).args.slice(3, 5)).toEqual(['4242', '0']);
+    // CAP_SYS_ADMIN (21), CAP_SYS_RESOURCE (24), CAP_NET_ADMIN (12), CAP_SYS_PTRACE (19) and CAP_MKNOD (27) stay out.
+    for (const cap of [21, 24, 12, 19, 27]) expect(BigInt('0x' + TEMPLATE_COMMAND_CAPS.idrange) & (1n << BigInt(cap))).toBe(0n);
+    expect(TEMPLATE_COMMAND_CAPS.userns).toBe('0');
   });
 });

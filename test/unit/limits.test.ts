@@ -31,7 +31,9 @@ import {
   MIN_PROCESSES,
   resolveLimitSettings,
 } from '../../host/providers/local/limits/settings.js';
+import { leftovers, type SandboxProcess } from '../../host/providers/local/exec/stop-processes.js';
 import { validateEnvs } from '../../host/providers/local/validation.js';
+import { agentRuntimeArgv } from '../../shared/agent-runtime.js';
 import { SANDBOX_HOME } from '../../host/providers/provider.js';
 import { EnvsSchema } from '../../host/mcp/tools/tool.js';
 import { WaitGate } from '../../host/tasks/wait-gate.js';
@@ -141,6 +143,27 @@ describe('limit settings', () => {
       expect(cleanupLimitFor(n)).toBeLessThan(refuseStartAt(n, 'service'));
       expect(refuseStartAt(n, 'command')).toBeGreaterThan(cleanupFrom(n));
       expect(refuseStartAt(n, 'command')).toBeLessThan(cleanupLimitFor(n));
+    }
+  });
+
+  it("stop_processes keeps pid 1's sleep, the agent's supervisors and calls and each task's group, node run directly or on the agent runtime", () => {
+    const agent = '/home/user/.sandbox-mcp/agent-0.1.0.cjs';
+    let next = 10;
+    const proc = (ppid: number, argv: string[], pgid?: number): SandboxProcess => {
+      const pid = next++;
+      return { pid, ppid, pgid: pgid ?? pid, startTime: '1', argv };
+    };
+    for (const node of [['node'], agentRuntimeArgv()]) {
+      next = 10;
+      const pid1Sleep = proc(1, ['sleep', '86400']);
+      const supervisor = proc(1, [...node, agent, 'supervise', '/t/1']);
+      const task = proc(supervisor.pid, ['bash', '-c', 'sleep 1001 & sleep 1002']);
+      const taskChild = proc(task.pid, ['sleep', '1001'], task.pid);
+      const call = proc(1, [...node, agent, 'call', 'get']);
+      const leftover = proc(1, ['sleep', '2001']);
+      const notTheAgent = proc(1, [...node, '/home/user/app.cjs', 'supervise']);
+      const all = [pid1Sleep, supervisor, task, taskChild, call, leftover, notTheAgent];
+      expect(leftovers(all, 1).map((p) => p.argv.at(-1))).toEqual(['2001', 'supervise']);
     }
   });
 });

@@ -99,6 +99,8 @@ describe('allow-list entries', () => {
 
   it('expands presets and reports the first invalid item by position', () => {
     expect(expandAllowList(['@packages', 'pypi.org'])).toEqual({ entries: [...ALLOW_LIST_PRESETS['@packages']!] });
+    // What apt-get in a built template fetches from: mmdebstrap's default sources.
+    expect(expandAllowList(['@debian'])).toEqual({ entries: ['deb.debian.org', 'security.debian.org'] });
     expect(expandAllowList(['pypi.org', 'nope!', 'x'])).toEqual({ invalidIndex: 1 });
   });
 });

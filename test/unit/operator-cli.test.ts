@@ -182,6 +182,7 @@ describe('ls rendering', () => {
         cpu_count: 2,
         memory_mb: 512,
         disk_size_mb: null,
+        workspace: '/home/alice/project',
         tasks: [
           {
             task_id: TASK,
@@ -219,6 +220,7 @@ describe('ls rendering', () => {
         cpu_count: null,
         memory_mb: null,
         disk_size_mb: null,
+        workspace: null,
         tasks: null,
         tasks_truncated: false,
         tasks_error: { category: 'unsupported', code: AGENT_WITHOUT_LIST, suggestion: 'too old' },
@@ -236,6 +238,7 @@ describe('ls rendering', () => {
       [
         'SANDBOX             TEMPLATE  STATE    STARTED    ENDS      LIMITS',
         'local:aaaa          base      running  2m ago     in 30m    cpu=2 mem=512MiB',
+        '    workspace: /home/alice/project',
         '    TASK                              STATE    EXIT  STARTED  DURATION  STDOUT    STDERR',
         `    ${TASK}  running  -     1m ago   1m        2.0 KiB   0 B`,
         `    ${'f'.repeat(32)}  failed   2     10m ago  1m        1.0 MiB+  10 B`,

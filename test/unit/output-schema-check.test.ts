@@ -9,6 +9,7 @@ import { createLogger } from '../../host/util/log.js';
 import { SecretMasker } from '../../host/mcp/mask.js';
 import { TaskRetention } from '../../host/tasks/retention.js';
 import { OwnerCache } from '../../host/access/owner-scope.js';
+import { WorkspacePaths } from '../../host/tasks/workspace-changes.js';
 import { WaitGate } from '../../host/tasks/wait-gate.js';
 import type { ServerDeps } from '../../host/mcp/server-deps.js';
 import { runTool } from '../../host/mcp/tool-call.js';
@@ -30,6 +31,7 @@ function depsLoggingTo(lines: string[]): ServerDeps {
     retention: new TaskRetention(),
     waits: new WaitGate(4),
     owners: new OwnerCache(),
+    workspaces: new WorkspacePaths(),
     log: createLogger({ write: (line) => lines.push(line) }),
   };
 }

@@ -119,6 +119,7 @@ function ownersProvider() {
     listFiles: async () => [],
     exposePort: async (id) => (await known(id), { url: 'http://127.0.0.1:1/' }),
     describeNetwork: async (id) => (await known(id), { egress: 'none', allow_out: [], proxy: null, exposed_ports: [] }),
+    getWorkspace: async (id) => (await known(id), null),
     limitNotes: async (id) => (await known(id), [`limit note of ${id}`]),
     egressNotes: async (id, window) => (await known(id), [`refusals of ${id} since ${window.sinceMs}`]),
     usage: async (id) => (await known(id), { memoryBytes: { used: id.length, limit: null }, processes: null, diskBytes: null }),
@@ -127,6 +128,7 @@ function ownersProvider() {
       await known(id);
       throw new ProviderError('unsupported', { code: 'terminal_reached' });
     },
+    snapshot: async (id, name) => (await known(id), { template: name, sizeBytes: 1, createdAt: 'now', note: `snapshot of ${id}` }),
     close: async () => undefined,
   };
   return { provider, owners, reads };
@@ -135,6 +137,8 @@ function ownersProvider() {
 /** Every key of Provider, optional ones included: a key added to the interface fails to compile here until it is listed. */
 const PROVIDER_KEYS = Object.keys({
   id: 0,
+  agentNode: 0,
+  templateNames: 0,
   create: 0,
   list: 0,
   getInfo: 0,
@@ -148,6 +152,7 @@ const PROVIDER_KEYS = Object.keys({
   listFiles: 0,
   exposePort: 0,
   describeNetwork: 0,
+  getWorkspace: 0,
   limitNotes: 0,
   egressNotes: 0,
   usage: 0,
@@ -155,6 +160,7 @@ const PROVIDER_KEYS = Object.keys({
   openTerminal: 0,
   agentChannel: 0,
   execPromotable: 0,
+  snapshot: 0,
   close: 0,
 } satisfies Record<keyof Provider, 0>) as (keyof Provider)[];
 
@@ -203,13 +209,13 @@ describe('scopeProviders', () => {
     expect(owners.has(a)).toBe(false);
   });
 
-  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, egressNotes, usage, stopProcesses, openTerminal)', async () => {
+  it('forwards every Provider method, optional ones included, behind the ownership check (limitNotes, egressNotes, usage, stopProcesses, openTerminal, snapshot)', async () => {
     const { provider } = ownersProvider();
     const registry = { get: () => provider };
     const cache = new OwnerCache();
     const asAlice = scopeProviders(registry, alice, cache).get('local');
     const asBob = scopeProviders(registry, bob, cache).get('local');
-    for (const key of PROVIDER_KEYS) expect(typeof asAlice[key], key).toBe(key === 'id' ? 'string' : 'function');
+    for (const key of PROVIDER_KEYS) expect(typeof asAlice[key], key).toBe(key === 'id' || key === 'agentNode' ? 'string' : 'function');
     const a = (await asAlice.create({})).sandbox_id;
     expect(await asAlice.limitNotes!(a)).toEqual([`limit note of ${a}`]);
     const missing = await asBob.getInfo('nope').catch((e: ProviderError) => e.toJSON());
@@ -220,6 +226,8 @@ describe('scopeProviders', () => {
     expect(await asBob.usage!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     expect(await asAlice.stopProcesses!(a)).toEqual({ stopped: 7 });
     expect(await asBob.stopProcesses!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    expect(await asAlice.getWorkspace!(a)).toBeNull();
+    expect(await asBob.getWorkspace!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     const terminal = { cols: 80, rows: 24, onData: () => undefined };
     expect(await asAlice.openTerminal!(a, terminal).catch((e: ProviderError) => e.code)).toBe('terminal_reached');
     expect(await asBob.openTerminal!(a, terminal).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
@@ -229,12 +237,17 @@ describe('scopeProviders', () => {
     const promote = { timeoutS: 1, promote: { taskId: 'f'.repeat(32), afterS: 1 } };
     expect(await asAlice.execPromotable!(a, 'true', promote)).toBeNull();
     expect(await asBob.execPromotable!(a, 'true', promote).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    expect((await asAlice.snapshot!(a, 'snap')).note).toBe(`snapshot of ${a}`);
+    expect(await asBob.snapshot!(a, 'snap').catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    const { snapshot: _none, ...withoutSnapshots } = provider;
+    const scoped = scopeProviders({ get: () => withoutSnapshots }, alice, cache).get('local');
+    expect(await scoped.snapshot!(a, 'snap').catch((e: ProviderError) => e.code)).toBe('no_snapshots');
   });
 
   it('lazyProvider forwards every Provider method, optional ones included', async () => {
     const { provider } = ownersProvider();
     const lazy = lazyProvider('local', async () => provider);
-    for (const key of PROVIDER_KEYS) expect(typeof lazy[key], key).toBe(key === 'id' ? 'string' : 'function');
+    for (const key of PROVIDER_KEYS) expect(typeof lazy[key], key).toBe(key === 'id' || key === 'agentNode' ? 'string' : 'function');
     const a = (await lazy.create({})).sandbox_id;
     expect(await lazy.limitNotes(a)).toEqual([`limit note of ${a}`]);
     expect(await lazy.egressNotes(a, { sinceMs: 5 })).toEqual([`refusals of ${a} since 5`]);
@@ -257,6 +270,13 @@ describe('scopeProviders', () => {
       );
     expect(unsupported).toMatchObject({ category: 'unsupported', code: 'no_stop_processes' });
     expect(unsupported?.suggestion).toMatch(/run_command \(kill or pkill\)/);
+    expect((await lazy.snapshot(a, 'snap')).template).toBe('snap');
+    const { snapshot: _none, ...withoutSnapshots } = provider;
+    expect(
+      await lazyProvider('local', async () => withoutSnapshots)
+        .snapshot(a, 'snap')
+        .catch((e: ProviderError) => e.code),
+    ).toBe('no_snapshots');
   });
 
   it('gives the operator the registry itself: no checks, no owner recorded', async () => {

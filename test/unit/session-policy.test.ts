@@ -9,6 +9,8 @@ import { createLogger } from '../../host/util/log.js';
 import { SecretMasker } from '../../host/mcp/mask.js';
 import { TaskRetention } from '../../host/tasks/retention.js';
 import { OwnerCache } from '../../host/access/owner-scope.js';
+import { WorkspacePaths } from '../../host/tasks/workspace-changes.js';
+import { waitFor } from '../support/wait.js';
 import { WaitGate } from '../../host/tasks/wait-gate.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { runningSandbox } from '../support/running-sandbox.js';
@@ -122,6 +124,7 @@ function deps(provider: Provider): ServerDeps {
     retention: new TaskRetention(),
     waits: new WaitGate(4),
     owners: new OwnerCache(),
+    workspaces: new WorkspacePaths(),
     log: createLogger({ write: () => undefined }),
   };
 }
@@ -281,7 +284,7 @@ describe('task retention', () => {
 
   it('a start in flight at close holds the sandbox, which is destroyed if the start then fails', async () => {
     const p = recordingProvider();
-    let fail!: () => void;
+    let fail: (() => void) | undefined;
     p.provider.exec = () => new Promise((_, reject) => (fail = () => reject(new ProviderError('not_found'))));
     const d = deps(p.provider);
     const session = new Session();
@@ -289,7 +292,10 @@ describe('task retention', () => {
     const inFlight = callTool({ deps: d, session }, 'start_task', { command: 'true' });
     await closeSession(d, session);
     expect(kills(p.calls)).toEqual([]);
-    fail();
+    // The submission reaches the provider once the start has read what it needs (secrets, the default cwd).
+    await waitFor(() => fail !== undefined, 'the start to submit');
+    expect(kills(p.calls)).toEqual([]);
+    fail!();
     expect((await inFlight).isError).toBe(true);
     expect(kills(p.calls)).toEqual(['sb1']);
   });

@@ -2,7 +2,7 @@
 // passes it), unprivileged user namespaces (tried for real, as the sandboxes use them), and
 // util-linux's nsenter and setpriv. Paths are found the way the provider finds them (locateTool).
 import { spawn, spawnSync } from 'node:child_process';
-import { buildBwrapArgs } from '../../providers/local/launch/bwrap-args.js';
+import { buildBwrapArgs, buildTemplateBwrapArgs } from '../../providers/local/launch/bwrap-args.js';
 import { buildLaunchCommand, type ToolPaths } from '../../providers/local/launch/command-lines.js';
 import { LOCAL_DETAILS } from '../../providers/local/errors.js';
 import { classifyBwrapFailure } from '../../providers/local/keeper/bwrap-process.js';
@@ -14,11 +14,20 @@ import { isAppArmorRestrictingUserns, usernsSysctlFix } from './userns-sysctl.js
 const INSTALL_BWRAP =
   'install bubblewrap: apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap (Fedora), pacman -S bubblewrap (Arch)';
 
-/** The options every sandbox start passes to bwrap, read off the provider's own argv builder. */
+/** The options sandbox starts pass to bwrap (base and template sandboxes), read off the provider's own argv builders. */
 export function bwrapOptionsUsed(): string[] {
-  const args = buildBwrapArgs({ statusFd: 3, readyFd: 4, passwdFd: 5, groupFd: 6, shell: '/bin/sh', network: 'isolated' });
-  const end = args.indexOf('--');
-  return [...new Set(args.slice(0, end < 0 ? undefined : end).filter((a) => a.startsWith('--')))];
+  const common = { statusFd: 3, readyFd: 4, network: 'isolated' as const, runtimeDir: '/r', roBindPaths: ['/p'], hidePaths: ['/p/h'] };
+  const options = (args: string[]): string[] => {
+    const end = args.indexOf('--');
+    return args.slice(0, end < 0 ? undefined : end).filter((a) => a.startsWith('--'));
+  };
+  return [
+    ...new Set([
+      ...options(buildBwrapArgs({ ...common, passwdFd: 5, groupFd: 6, shell: '/bin/sh', etcDir: '/e' })),
+      ...options(buildTemplateBwrapArgs({ ...common, rootFd: 7, usernsFd: 8, shmBytes: 1 })),
+      ...options(buildTemplateBwrapArgs({ ...common, rootFd: 7 })),
+    ]),
+  ];
 }
 
 /** Where bubblewrap is, whether it offers what the server uses (and --size), and its version. */

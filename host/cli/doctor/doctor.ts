@@ -2,12 +2,13 @@
 // them, printed as ok / warn / fail lines with a one-line fix (or as JSON). The exit status is 0
 // only when local sandboxes work here.
 import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { loadAgentBundle } from '../../providers/agent-bundle.js';
 import type { ServerConfig } from '../../config/config.js';
 import { localProviderOpts } from '../../config/local-options.js';
 import { LOCAL_DETAILS } from '../../providers/local/errors.js';
 import { createLocalProvider, defaultKeeperScript } from '../../providers/local/local-provider.js';
+import { helpersDir } from '../../providers/local/launch/perl-helpers.js';
 import { hasSysResource } from '../../providers/local/limits/layers.js';
 import { resolveLimitSettings } from '../../providers/local/limits/settings.js';
 import { defaultStateDir } from '../../providers/local/sandbox/state-dir.js';
@@ -17,13 +18,14 @@ import { checkNetwork } from './network-check.js';
 import { fail, ok, warn, type Check } from './check.js';
 import { checkLimits } from './limits-check.js';
 import { checkNodeVersion } from './node-version.js';
+import { checkPerl } from './perl-check.js';
 import { checkSandbox } from './sandbox-check.js';
 import { checkStateDir } from './state-dir-check.js';
 import { HOST_VERSION } from '../../config/version.js';
 
 /** The built files the server runs besides itself, found relative to the installed bundle. */
 function checkServerFiles(): Check {
-  const keeper = existsSync(defaultKeeperScript());
+  const keeper = existsSync(defaultKeeperScript()) && existsSync(join(helpersDir(defaultKeeperScript()), 'enter.pl'));
   let hasAgent = true;
   try {
     loadAgentBundle();
@@ -33,7 +35,7 @@ function checkServerFiles(): Check {
   if (keeper && hasAgent) return ok('server files', 'the keeper (dist/keeper.js) and the agent (dist/agent.cjs) are beside the server');
   return fail(
     'server files',
-    `${keeper ? 'the agent (dist/agent.cjs)' : 'the keeper (dist/keeper.js)'} is missing`,
+    `${keeper ? 'the agent (dist/agent.cjs)' : 'the keeper (dist/keeper.js) or its helpers (dist/helpers/)'} is missing`,
     LOCAL_DETAILS.hostBundleMissing,
   );
 }
@@ -60,7 +62,7 @@ export async function collectChecks(config: ServerConfig): Promise<Check[]> {
     const isRoot = process.getuid?.() === 0;
     const bwrap = checkBubblewrap(config.bwrapPath);
     const utilLinux = checkUtilLinux(isRoot);
-    checks.push(bwrap.check, ...utilLinux.checks);
+    checks.push(bwrap.check, ...utilLinux.checks, checkPerl());
     // Only a bwrap that passed its own check is worth trying namespaces with.
     if (bwrap.path && bwrap.check.status !== 'fail') checks.push(await checkUserNamespaces(bwrap.path, utilLinux.setpriv, isRoot));
     const cgroups = await checkCgroups();

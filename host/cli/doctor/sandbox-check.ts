@@ -1,5 +1,6 @@
-// The end-to-end check: a real local sandbox, created with the server's own settings, runs
-// `node` (which tasks need) and `python3` (run_code's default language), then is destroyed.
+// The end-to-end check: a real local sandbox, created with the server's own settings, runs the
+// agent's node (which tasks need: the server's own, bound into every sandbox) and `python3`
+// (run_code's default language), then is destroyed.
 import { isProviderError } from '../../providers/provider-error.js';
 import type { Provider } from '../../providers/provider.js';
 import { fail, ok, warn, type Check } from './check.js';
@@ -22,16 +23,16 @@ export async function checkSandbox(provider: Provider): Promise<Check[]> {
     }
   };
   try {
-    const node = await run('node -e "process.stdout.write(process.version)"');
+    const node = await run(`${provider.agentNode ?? 'node'} -e "process.stdout.write(process.version)"`);
     const python = await run('python3 -c "import platform; print(platform.python_version())"');
     return [
       ok('sandbox', `a local sandbox started, ran commands and was destroyed`),
       node
-        ? ok('node in sandbox', `node ${node} runs inside`)
+        ? ok('node in sandbox', `the agent's node ${node} runs inside`)
         : fail(
             'node in sandbox',
-            'node does not run inside a sandbox: tasks (start_task) need it',
-            'install Node.js at a system path (/usr/bin or /usr/local/bin)',
+            "the agent's node (the server's own, bound into each sandbox) does not run inside: tasks (start_task) need it",
+            'run sandbox-mcp doctor as the user the server runs as; reinstall Node.js if it persists',
           ),
       python
         ? ok('python3 in sandbox', `python3 ${python} runs inside`)

@@ -28,7 +28,7 @@ export const CwdSchema = z
   .min(1)
   .max(PATH_MAX_CHARS)
   .optional()
-  .describe(`Working directory (default: the sandbox home): ${PATH_RULE_TEXT}`);
+  .describe(`Working directory (default: the sandbox's workspace when it has one, else the sandbox home): ${PATH_RULE_TEXT}`);
 
 /**
  * A working directory by the path rule, for a call whose command the agent starts (a task, a

@@ -24,6 +24,7 @@ import { definedFields } from '../../util/defined-fields.js';
 import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, toResult, withNotes } from './exec-result.js';
 import { CommandSchema, CwdSchema, EXEC_TIMEOUT_DEFAULT_S, ExecTimeoutSchema, resolveCwd } from './command-fields.js';
 import { networkNotes } from './network-notes.js';
+import { defaultCwd, defaultTaskCwd } from './workspace.js';
 import { withProgress } from './progress.js';
 import { runPromotable } from './promote.js';
 
@@ -109,7 +110,7 @@ const runCommand = defineTool({
     const backgroundAfter = backgroundAfterFor(ctx, args.background_after, args.timeout);
     const ref = await targetOf(ctx, args.sandbox_id);
     if (backgroundAfter) {
-      const cwd = resolveCwd(args.cwd);
+      const cwd = resolveCwd(args.cwd) ?? (await defaultTaskCwd(ctx, ref));
       const run = {
         command: args.command,
         timeoutS: args.timeout,
@@ -119,7 +120,8 @@ const runCommand = defineTool({
       const result = await runPromotable(ctx, ref, run, backgroundAfter.isDefault);
       if (result) return { result };
     }
-    return runCapped(ctx, ref, args.command, { timeoutS: args.timeout, ...definedFields({ cwd: args.cwd, envs: args.envs }) });
+    const cwd = args.cwd ?? (await defaultCwd(ctx, ref));
+    return runCapped(ctx, ref, args.command, { timeoutS: args.timeout, ...definedFields({ cwd, envs: args.envs }) });
   },
 });
 
@@ -129,7 +131,7 @@ const runCode = defineTool({
   name: 'run_code',
   title: 'Run code',
   description:
-    'Write code to a temporary file in the sandbox and run it with python3, node or bash (default python), in cwd (default: the sandbox home); same limits and result as run_command, ' +
+    "Write code to a temporary file in the sandbox and run it with python3, node or bash (default python), in cwd (default: the sandbox's workspace, else its home); same limits and result as run_command, " +
     'including background_after (the temporary file is removed when the code ends, also after promotion).',
   input: z.strictObject({
     code: z.string().min(1).max(1_000_000).describe('The program text (at most 1,000,000 characters), run from a temporary file.'),
@@ -157,7 +159,7 @@ const runCode = defineTool({
     const cleanup = `rm -f ${path}`;
     try {
       if (backgroundAfter) {
-        const cwd = resolveCwd(args.cwd);
+        const cwd = resolveCwd(args.cwd) ?? (await defaultTaskCwd(ctx, ref));
         const run = {
           command,
           timeoutS: args.timeout,
@@ -168,7 +170,8 @@ const runCode = defineTool({
         const result = await runPromotable(ctx, ref, run, backgroundAfter.isDefault);
         if (result) return { result };
       }
-      return await runCapped(ctx, ref, command, { timeoutS: args.timeout, ...definedFields({ cwd: args.cwd }) }, cleanup);
+      const cwd = args.cwd ?? (await defaultCwd(ctx, ref));
+      return await runCapped(ctx, ref, command, { timeoutS: args.timeout, ...definedFields({ cwd }) }, cleanup);
     } catch (e) {
       // The code may never have run (a missing cwd, a task that never started) or has ended: the file must not stay behind.
       await provider.exec(ref.id, cleanup, { timeoutS: 30, role: 'service' }).catch(() => undefined);

@@ -8,6 +8,8 @@ import { PROVIDER_IDS, qualify } from '../../providers/sandbox-ref.js';
 import { DefaultSandboxIdSchema, EnvsSchema, defineTool, intIn, resolveSandbox, type ToolContext } from './tool.js';
 import { definedFields } from '../../util/defined-fields.js';
 import { NetworkArgSchema, networkSummary, resolveNetworkArg } from './network.js';
+import { defaultCwd, resolveWorkspace, WorkspaceArgSchema, workspaceSummary } from './workspace.js';
+import type { ServerDeps } from '../server-deps.js';
 
 /** A sandbox lifetime argument: whole seconds within the contract's bounds. */
 const LifetimeSchema = intIn(SANDBOX_LIFETIME_MIN_S, SANDBOX_LIFETIME_MAX_S);
@@ -19,6 +21,30 @@ const LifetimeSchema = intIn(SANDBOX_LIFETIME_MIN_S, SANDBOX_LIFETIME_MAX_S);
 export const CLEANUP_NOTE =
   'Note: this sandbox is destroyed when this MCP session ends (a client that starts the server for each call ends it right after this call), ' +
   'unless a task is started in it with start_task. To keep sandboxes until their own timeout, run the server with --keep-sandboxes (SANDBOX_MCP_KEEP_SANDBOXES=1).';
+
+/** The most template names create_sandbox's description lists per provider. */
+const LISTED_TEMPLATES_MAX = 50;
+
+/**
+ * create_sandbox's templates, read when tools are listed (a template made since shows without a
+ * restart): the local provider's stored ones, whose roots are the sandbox's own to change.
+ */
+export function templatesSummary(deps: Pick<ServerDeps, 'providers'>): string {
+  let names: string[] = [];
+  try {
+    names = deps.providers.get('local').templateNames?.() ?? [];
+  } catch {
+    // A provider that cannot be built lists nothing; create reports why.
+  }
+  const shown = names.slice(0, LISTED_TEMPLATES_MAX).join(', ') + (names.length > LISTED_TEMPLATES_MAX ? ', …' : '');
+  return (
+    "Templates: a local sandbox's `template` is base (the host's system directories, read-only; the default)" +
+    (names.length > 0
+      ? ` or one of this server's: ${shown} — a root of its own, writable for that sandbox alone (apt-get, pip, edits under /usr) within its disk budget.`
+      : '; this server has no other (sandbox-mcp template build|import makes them).') +
+    " An e2b sandbox's is an E2B template name."
+  );
+}
 
 const createSandbox = defineTool({
   name: 'create_sandbox',
@@ -32,7 +58,9 @@ const createSandbox = defineTool({
       .min(1)
       .max(200)
       .optional()
-      .describe('The template to start from: an E2B template name or id (default "base"); a local sandbox has only "base".'),
+      .describe(
+        'The template to start from (default "base"): for a local sandbox, one of those listed above; for an e2b one, an E2B template name or id.',
+      ),
     timeout: LifetimeSchema.optional().describe(`Lifetime in seconds (default ${SANDBOX_LIFETIME_DEFAULT_S}).`),
     envs: EnvsSchema.optional().describe('Environment variables for every command in the sandbox.'),
     region: z
@@ -51,14 +79,17 @@ const createSandbox = defineTool({
       .describe("Memory limit in MB, the sandbox's files included (default and maximum: the server's)."),
     provider: z.enum(PROVIDER_IDS).optional().describe("A configured provider id; default is the server's."),
     network: NetworkArgSchema.optional(),
+    workspace: WorkspaceArgSchema.optional(),
   }),
   output: MetadataSchema,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
-  configNote: networkSummary,
+  configNote: (config) => `${networkSummary(config)}\n${workspaceSummary(config)}`,
+  listNote: templatesSummary,
   async run(args, ctx) {
     const providerId = args.provider ?? ctx.deps.config.defaultProvider;
     const provider = ctx.deps.providers.get(providerId);
     const network = resolveNetworkArg(args.network, ctx.deps.config);
+    const workspace = resolveWorkspace(args.workspace, ctx.deps.config);
     const meta = await provider.create(
       definedFields({
         template: args.template,
@@ -68,6 +99,7 @@ const createSandbox = defineTool({
         cpu: args.cpu,
         memoryMb: args.memory,
         network,
+        workspace,
       }),
     );
     const ref = qualify(providerId, meta.sandbox_id);
@@ -83,7 +115,15 @@ const createSandbox = defineTool({
       });
     }
     const result = qualifyMetadata(providerId, meta);
-    return ctx.session.opts.hasCleanupNote ? { result, content: [{ type: 'text', text: CLEANUP_NOTE }] } : { result };
+    const notes: string[] = [];
+    if (workspace !== undefined) {
+      const path = await defaultCwd(ctx, ref);
+      notes.push(
+        `The workspace is at ${path ?? 'an unknown path'} in the sandbox (the default cwd of its commands); workspace_changes lists what you change there.`,
+      );
+    }
+    if (ctx.session.opts.hasCleanupNote) notes.push(CLEANUP_NOTE);
+    return notes.length > 0 ? { result, content: notes.map((text) => ({ type: 'text' as const, text })) } : { result };
   },
 });
 
@@ -123,6 +163,7 @@ function forget(ctx: ToolContext, qualifiedId: string): void {
   ctx.session.forget(qualifiedId);
   ctx.deps.retention.forget(qualifiedId);
   ctx.deps.masker.forget(qualifiedId);
+  ctx.deps.workspaces.forget(qualifiedId);
 }
 
 const listSandboxes = defineTool({

@@ -33,6 +33,7 @@ import {
 } from './task-calls.js';
 import { CommandSchema, CwdSchema, resolveCwd } from './command-fields.js';
 import { networkNotes } from './network-notes.js';
+import { defaultTaskCwd } from './workspace.js';
 
 /**
  * Notes beside the task view (whose shape stays the protocol's), for views they may explain: the
@@ -80,20 +81,24 @@ const startTask = defineTool({
   async run(args, ctx) {
     const ref = resolveSandbox(ctx, args.sandbox_id);
     // Resolved here, so a task's cwd follows the same path rule as every other tool's.
-    const cwd = resolveCwd(args.cwd);
+    const explicitCwd = resolveCwd(args.cwd);
     // The handle exists before submission, so an uncertain outcome can still be inspected later.
     const taskId = newTaskId();
     // A stdin pipe the task's prompts can be answered through (send_task_input).
-    const request = startRequest(taskId, { command: args.command, timeoutS: args.timeout, stdin: true, ...definedFields({ cwd }) });
-    checkEncodedSize(ctx, request);
+    const requestIn = (cwd: string | undefined) =>
+      startRequest(taskId, { command: args.command, timeoutS: args.timeout, stdin: true, ...definedFields({ cwd }) });
+    checkEncodedSize(ctx, requestIn(explicitCwd));
     const provider = ctx.deps.providers.get(ref.provider);
     // Held from before submission, so a session closing meanwhile cannot destroy the sandbox under it.
     ctx.deps.retention.begin(ref.qualified);
     let isHeld = false;
     try {
       // Inside the hold (a session closing meanwhile must still see this start in flight), and
-      // before submission: its failure is certain, nothing was started.
+      // before submission: its failure is certain, nothing was started. Where the workspace is
+      // (the default cwd) may take a provider call too.
       await learnSecrets(ctx, ref);
+      const request = requestIn(explicitCwd ?? (await defaultTaskCwd(ctx, ref)));
+      checkEncodedSize(ctx, request);
       try {
         const view = await ctx.deps.agent.call(provider, ref.id, request, { timeoutS: START_CALL_TIMEOUT_S });
         isHeld = true;

@@ -42,6 +42,8 @@ export interface ToolDef<I extends z.ZodType = z.ZodType, O extends z.ZodType = 
   annotations: ToolAnnotations;
   /** Appended to the description in tools/list: what this server's configuration makes true (e.g. the network). */
   configNote?(config: ServerConfig): string;
+  /** Appended after that, read at every tools/list: what may change while the server runs (e.g. its templates). */
+  listNote?(deps: ServerDeps): string;
   run(args: z.infer<I>, ctx: ToolContext): Promise<{ result: z.infer<O>; content?: ExtraContent[] }>;
 }
 

@@ -28,6 +28,7 @@ import * as files from './files.js';
 import { createLifecycle } from './lifecycle.js';
 import { describeNetwork, exposedPort, RESERVED_PORTS } from './network.js';
 import { sdkOptsFrom, type E2bConnectionConfig } from './sdk-opts.js';
+import { createSnapshot } from './snapshots.js';
 import { openTerminal } from './terminal.js';
 import { readUsage } from './usage.js';
 
@@ -156,6 +157,8 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
 
     getOwner: (sandboxId) => mapped(() => lifecycle.getOwner(sandboxId)),
 
+    getWorkspace: (sandboxId) => mapped(() => lifecycle.getWorkspace(sandboxId)),
+
     // What envd gives every command: the create envs and the template's (the SDK has no call
     // that returns the create envs themselves).
     getEnvironment: (sandboxId) => onEnvd(sandboxId, async (sandbox) => parseEnv0(await runHelperScript(sandbox, 'env -0', {}))),
@@ -217,6 +220,9 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     async openTerminal(sandboxId, o) {
       return onEnvd(sandboxId, (sandbox) => openTerminal(sandbox, o));
     },
+
+    // A control-plane call: no connection, no lifetime change.
+    snapshot: (sandboxId, name) => mapped(() => createSnapshot(sandboxId, name, sdkOpts())),
 
     async close() {
       residents.closeAll();

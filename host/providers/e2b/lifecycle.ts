@@ -5,10 +5,11 @@
 import { Sandbox } from 'e2b';
 import { ProviderError } from '../provider-error.js';
 import { definedFields } from '../../util/defined-fields.js';
-import { SANDBOX_LIFETIME_DEFAULT_S, type CreateOpts, type ListOpts, type SandboxMetadata } from '../provider.js';
+import { SANDBOX_LIFETIME_DEFAULT_S, type CreateOpts, type ListOpts, type SandboxMetadata, type SandboxWorkspace } from '../provider.js';
 import { OWNER_METADATA_KEY, ownerFrom, toMetadata } from './metadata.js';
 import { createNetworkOpts } from './network.js';
 import type { SdkOpts } from './sdk-opts.js';
+import { packWorkspace, unpackWorkspace, workspaceFrom, workspaceMetadata } from './workspace.js';
 
 /** Lifecycle calls on E2B's control plane; only setTimeout changes a lifetime. */
 export interface Lifecycle {
@@ -22,6 +23,8 @@ export interface Lifecycle {
   getInfo(sandboxId: string): Promise<SandboxMetadata>;
   /** The owner recorded in the sandbox's E2B metadata at create, or null. */
   getOwner(sandboxId: string): Promise<string | null>;
+  /** The workspace recorded in the sandbox's E2B metadata at create, or null. */
+  getWorkspace(sandboxId: string): Promise<SandboxWorkspace | null>;
   /** Sets the lifetime to `timeoutS` from now. */
   setTimeout(sandboxId: string, timeoutS: number): Promise<void>;
   /** Kills the sandbox; false when E2B does not know it. */
@@ -47,15 +50,22 @@ export function createLifecycle(sdkOpts: () => SdkOpts): Lifecycle {
       if (o.region !== undefined || o.cpu !== undefined || o.memoryMb !== undefined) throw unsupportedResources();
       const network = createNetworkOpts(o.network);
       const c = sdkOpts();
+      // Read (and its size checked) before anything is created: a directory too large costs no sandbox.
+      const packed = o.workspace !== undefined ? await packWorkspace(o.workspace) : undefined;
+      const metadata = {
+        ...(o.owner !== undefined ? { [OWNER_METADATA_KEY]: o.owner } : {}),
+        ...(packed ? workspaceMetadata(packed) : {}),
+      };
       const sandbox = await Sandbox.create(o.template ?? DEFAULT_TEMPLATE, {
         ...c,
         // Always sent: the SDK adds no default, and E2B's API default (15 s in its spec) is not the
         // lifetime the tools document and the session's renewal assumes.
         timeoutMs: (o.timeoutS ?? SANDBOX_LIFETIME_DEFAULT_S) * 1000,
-        ...definedFields({ envs: o.envs, metadata: o.owner !== undefined ? { [OWNER_METADATA_KEY]: o.owner } : undefined }),
+        ...definedFields({ envs: o.envs, metadata: Object.keys(metadata).length > 0 ? metadata : undefined }),
         ...network,
       });
       try {
+        if (packed) await unpackWorkspace(sandbox, packed);
         return { sandbox, metadata: toMetadata(await Sandbox.getInfo(sandbox.sandboxId, c)) };
       } catch (e) {
         // Nobody would learn this sandbox's id: do not leave it running.
@@ -96,6 +106,10 @@ export function createLifecycle(sdkOpts: () => SdkOpts): Lifecycle {
 
     async getOwner(sandboxId) {
       return ownerFrom((await Sandbox.getInfo(sandboxId, sdkOpts())).metadata);
+    },
+
+    async getWorkspace(sandboxId) {
+      return workspaceFrom((await Sandbox.getInfo(sandboxId, sdkOpts())).metadata);
     },
 
     async setTimeout(sandboxId, timeoutS) {

@@ -16,7 +16,7 @@ export const LOCAL_DETAILS = {
     "util-linux's flock is not installed (creates take a lock shared by every server on the state directory): install util-linux and retry.",
   createLockBusy:
     'Another server sharing the state directory held its create lock for too long (is one stopped?): retry, or point SANDBOX_MCP_STATE_DIR elsewhere.',
-  hostBundleMissing: 'The built keeper (dist/keeper.js) is missing: run `npm run build` and retry.',
+  hostBundleMissing: 'The built keeper (dist/keeper.js) or its helpers (dist/helpers/) are missing: run `npm run build` and retry.',
   usernsRefused:
     'The kernel refuses unprivileged user namespaces, which bubblewrap needs: enable them (sysctl -w kernel.unprivileged_userns_clone=1 and user.max_user_namespaces=10000) and retry.',
   usernsApparmor:
@@ -30,7 +30,21 @@ export const LOCAL_DETAILS = {
   sandboxGone: 'The sandbox does not exist (it may have expired or been killed).',
   endedDuringCommand: 'The sandbox ended while the command ran (it expired or was killed).',
   cwdMissing: 'The working directory does not exist in the sandbox (or is not a directory).',
-  templateOnlyBase: "The local provider has only the 'base' template (the host's root, read-only).",
+  templateNotFound:
+    "template: this server has no template of that name (create_sandbox's description lists the ones it has; 'base' is the host's system, read-only).",
+  templateOwnersMismatch:
+    'template: this template was made for a server running as another user (a root server needs templates made as root, any other server templates made as itself); make it again with `sandbox-mcp template` as the user this server runs as.',
+  perlMissing:
+    'perl is not installed: the local provider runs its small helpers with it (apt-get install perl-base, dnf install perl-interpreter) — install it and retry.',
+  archUnsupported:
+    "The local provider runs on x86_64 and aarch64 Linux only (its helpers make this kernel's system calls by number); use the e2b provider elsewhere.",
+  rootMountFailed:
+    "The template's writable root could not be mounted. Kernel overlayfs over the template's layers needs Linux 5.11 or later (5.19 as root, whose layers are mounted idmapped) and a template directory on a file system that supports that (ext4, xfs, btrfs; not NFS).",
+  roBindMissing:
+    'A host path this server shows read-only in sandboxes (--sandbox-ro-bind, SANDBOX_MCP_SANDBOX_RO_BIND) is gone: restore it, or restart the server without it.',
+  usernsLimitFailed:
+    "The sandbox was not started: its keeper could not forbid user namespaces inside it (with perl, in the sandbox's user namespace). Check that perl works (sandbox-mcp doctor) and retry.",
+  idBlocksExhausted: 'Every block of host ids for template sandboxes on this machine is in use; kill a template sandbox and retry.',
   regionOnlyLocal: "The local provider has only the region 'local'.",
   hostDiskFull:
     "The disk holding the server's state directory is full (or its quota is used up): free space there, or point SANDBOX_MCP_STATE_DIR at another disk, and retry.",
@@ -68,6 +82,12 @@ export function keeperFailureError(code: KeeperFailure): ProviderError {
       return new ProviderError('unavailable', { code, detail: LOCAL_DETAILS.bwrapFailed });
     case 'network_failed':
       return new ProviderError('unavailable', { code, detail: LOCAL_DETAILS.networkFailed });
+    case 'root_mount_failed':
+      return new ProviderError('unavailable', { code, detail: LOCAL_DETAILS.rootMountFailed });
+    case 'ro_bind_missing':
+      return new ProviderError('unavailable', { code, detail: LOCAL_DETAILS.roBindMissing });
+    case 'userns_limit_failed':
+      return new ProviderError('unavailable', { code, detail: LOCAL_DETAILS.usernsLimitFailed });
     case 'spec_invalid':
     case 'keeper_failed':
       return new ProviderError('internal', { code });

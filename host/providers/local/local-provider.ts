@@ -9,8 +9,11 @@
 //   keeper/     the per-sandbox keeper process, and starting it
 //   network/    the host side of a sandbox's network: egress proxy, exposed ports, control socket
 //   launch/     pure builders: the bwrap argv, the launch, enter and terminal command lines, passwd,
-//               environment
+//               environment; the perl helpers' commands (helpers/ holds the helpers)
+//   rootfs/     what a sandbox sees as its system: the base view, a template's writable root and
+//               ids, the agent's runtime
 //   system/     this machine: /proc, cgroups, inherited descriptors, the tools (preflight)
+//   templates/  root filesystems sandboxes can run on: the store, and making, removing, snapshotting
 import type {
   AgentChannel,
   CreateOpts,
@@ -28,11 +31,14 @@ import type {
   EgressWindow,
   ReadFileResult,
   SandboxMetadata,
+  SandboxWorkspace,
+  SnapshotResult,
   SandboxUsage,
   TerminalOpts,
   TerminalSession,
   WriteFileOpts,
 } from '../provider.js';
+import { agentRuntimeArgv } from '../../../shared/agent-runtime.js';
 import { toProviderError } from './errors.js';
 import { CommandRunner } from './exec/command-runner.js';
 import { SandboxExec } from './exec/exec.js';
@@ -52,11 +58,17 @@ import { describeSandboxNetwork } from './network/describe.js';
 import { egressNotes } from './network/failure-notes.js';
 import { SandboxPorts } from './network/expose.js';
 import { FailureReporter } from './network/failure-reporter.js';
+import { localWorkspace, workspaceSnapshotRefused } from './rootfs/workspace.js';
 import { SandboxRegistry } from './sandbox/registry.js';
 import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
+import { LocalTemplates } from './templates/local-templates.js';
+import { localSnapshotNote } from './templates/snapshot.js';
+import { liveWritableLayer } from './rootfs/writable-layer.js';
+import { specTemplate } from './sandbox/spec.js';
 
 export { MIN_MEMORY_MB } from './limits/settings.js';
+export type { LocalTemplates, TemplateDetails } from './templates/local-templates.js';
 export { defaultKeeperScript, type LocalProviderOpts } from './settings.js';
 export type { EgressFailureReport, EgressFailureListener } from './network/failure-reporter.js';
 export { isRefusal } from './network/egress-failures.js';
@@ -88,6 +100,8 @@ export class LocalProvider implements Provider {
   /** Channels to the sandboxes' resident agents (exec/resident-link.ts). */
   private readonly residents = new ResidentLinks();
   private readonly runner: CommandRunner;
+  private readonly templates: LocalTemplates;
+  private readonly maxSnapshotStorageBytes: number;
   /** The start-up sweep of dead sandboxes (sandbox/sweep.ts), running in the background. */
   private readonly sweep: Promise<number>;
 
@@ -98,12 +112,29 @@ export class LocalProvider implements Provider {
     this.registry = new SandboxRegistry(settings);
     this.creator = new SandboxCreator(settings, this.registry);
     this.lifecycle = new SandboxLifecycle(settings, this.registry, runner);
-    this.commands = new SandboxExec(settings, this.registry, runner, this.residents);
+    this.commands = new SandboxExec(this.registry, runner, this.residents);
     this.files = new SandboxFiles(settings, this.registry, runner);
     this.ports = new SandboxPorts(this.registry);
     this.failures = new FailureReporter(settings.sandboxes, settings.onEgressFailure);
     this.terminals = new SandboxTerminals(settings, this.registry, runner);
+    this.templates = new LocalTemplates(settings, this.registry);
+    this.maxSnapshotStorageBytes = settings.maxSnapshotStorageBytes;
     this.sweep = sweepDeadSandboxes(this.registry, settings.sandboxes);
+  }
+
+  /**
+   * The agent runtime's node, the same in every local sandbox (shared/agent-runtime.ts) — or, in a
+   * sandbox made before the runtime (none bound), `node` from its PATH, as its agent ran then.
+   */
+  readonly agentNode = `$([ -x ${agentRuntimeArgv()[0]} ] && echo '${agentRuntimeArgv().join(' ')}' || echo node)`;
+
+  /** The stored templates this server can run, read now. */
+  templateNames(): string[] {
+    try {
+      return this.creator.templateNames();
+    } catch {
+      return [];
+    }
   }
 
   /** Resolves once this instance's start-up sweep is done, with how many dead sandboxes it removed; never rejects. */
@@ -160,6 +191,13 @@ export class LocalProvider implements Provider {
 
   async getOwner(sandboxId: string): Promise<string | null> {
     return asProviderErrors(() => this.lifecycle.getOwner(sandboxId));
+  }
+
+  async getWorkspace(sandboxId: string): Promise<SandboxWorkspace | null> {
+    return asProviderErrors(async () => {
+      const sb = await this.registry.require(sandboxId);
+      return sb.spec.workspace ? localWorkspace(sb.dir, sb.spec.workspace) : null;
+    });
   }
 
   async getEnvironment(sandboxId: string): Promise<Record<string, string>> {
@@ -237,6 +275,23 @@ export class LocalProvider implements Provider {
     return asProviderErrors(() => describeSandboxNetwork(this.registry, sandboxId));
   }
 
+  /** Saves a running template sandbox's files as template `name` (templates/snapshot.ts). */
+  async snapshot(sandboxId: string, name: string): Promise<SnapshotResult> {
+    return asProviderErrors(async () => {
+      const sb = await this.registry.require(sandboxId);
+      // Its workspace's changes live beside the writable layer, not in it: a snapshot would drop them unsaid.
+      if (sb.spec.workspace) throw workspaceSnapshotRefused();
+      const root = sb.spec.root;
+      const { record, layerBytes, isFrozen } = await this.templates.snapshot(
+        { id: sb.id, template: root ? specTemplate(sb.spec) : undefined, layerDirs: root?.layers },
+        root ? liveWritableLayer(sb.dir) : null,
+        name,
+        this.maxSnapshotStorageBytes,
+      );
+      return { template: record.name, sizeBytes: layerBytes, createdAt: record.created_at, note: localSnapshotNote(isFrozen) };
+    });
+  }
+
   async stopProcesses(sandboxId: string): Promise<{ stopped: number }> {
     return asProviderErrors(async () => {
       const sb = await this.registry.require(sandboxId);
@@ -247,6 +302,15 @@ export class LocalProvider implements Provider {
   async openTerminal(sandboxId: string, opts: TerminalOpts): Promise<TerminalSession> {
     return asProviderErrors(() => this.terminals.open(sandboxId, opts));
   }
+}
+
+/**
+ * The local templates of a configuration (the CLI's `template` commands): its templates directory,
+ * with the sandboxes of its state directory as their users.
+ */
+export function createLocalTemplates(opts: LocalProviderOpts = {}): LocalTemplates {
+  const settings = resolveSettings(opts);
+  return new LocalTemplates(settings, new SandboxRegistry(settings));
 }
 
 /** Creates the local provider (bubblewrap sandboxes on this machine). */

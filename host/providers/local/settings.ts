@@ -1,7 +1,7 @@
 // The local provider's options and the settings resolved from them once, at construction: every
 // other module of the provider reads these, never the options themselves.
 import { existsSync, openSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import { isNetworkMode, NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
 import type { Identity, ToolPaths } from './launch/command-lines.js';
 import { nodeBinDirsOf } from './launch/environment.js';
@@ -10,6 +10,7 @@ import type { EgressFailureListener } from './network/failure-reporter.js';
 import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
 import type { FdCover } from './system/inherited-fds.js';
 import { inheritableFds } from './system/inherited-fds.js';
+import { templatesDir } from './templates/store.js';
 import { invalid } from './validation.js';
 import { distDir } from '../../util/dist-files.js';
 
@@ -17,6 +18,10 @@ import { distDir } from '../../util/dist-files.js';
 export interface LocalProviderOpts {
   /** State directory (default: $SANDBOX_MCP_STATE_DIR, $XDG_STATE_HOME/sandbox-mcp, ~/.local/state/sandbox-mcp). */
   stateDir?: string;
+  /** Where templates are kept (default: `templates` in the state directory; templates/store.ts). */
+  templatesDir?: string;
+  /** The most MB of snapshot layers the templates directory may hold (default 10240; 0: no snapshots). */
+  maxSnapshotStorageMb?: number;
   /** The built keeper entry (`node <keeperScript> <dir>`); default dist/keeper.js next to the host bundle. */
   keeperScript?: string;
   /** Node binary for keepers (default: this process's). */
@@ -54,18 +59,29 @@ export interface LocalProviderOpts {
    * agent call and command starts processes of its own, as in sandboxes of older servers (default true).
    */
   residentAgent?: boolean;
+  /** Host paths every sandbox sees read-only at the same place (absolute; --sandbox-ro-bind). */
+  roBinds?: readonly string[];
 }
+
+/** The snapshot storage (MB of snapshot layers) a templates directory may hold when not configured. */
+export const DEFAULT_MAX_SNAPSHOT_STORAGE_MB = 10_240;
 
 /** LocalProviderOpts with every default applied; fixed for the life of a provider instance. */
 export interface LocalSettings {
   readonly stateDir: string;
   /** The directory holding one state directory per sandbox (inside stateDir). */
   readonly sandboxes: string;
+  /** The template store (templates/store.ts). */
+  readonly templatesDir: string;
+  readonly maxSnapshotStorageBytes: number;
   readonly keeperScript: string;
   readonly nodePath: string;
   readonly defaultTimeoutS: number;
-  /** The fixed identity of every sandbox, or (root without sandboxUid) the template of per-sandbox ones. */
+  /** The fixed identity of every base sandbox, or (root without sandboxUid) the template of per-sandbox ones. */
   readonly identity: Identity;
+  /** True when the server runs as root (template sandboxes then get a block of host ids each). */
+  readonly isRoot: boolean;
+  readonly roBinds: readonly string[];
   readonly uidPerSandbox: boolean;
   readonly startTimeoutMs: number;
   readonly killWaitMs: number;
@@ -92,6 +108,10 @@ export function defaultKeeperScript(): string {
 export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   const stateDir = resolve(opts.stateDir ?? defaultStateDir());
   const sandboxes = sandboxesDir(stateDir);
+  const templates = resolve(templatesDir(stateDir, opts.templatesDir));
+  const maxSnapshotStorageMb = opts.maxSnapshotStorageMb ?? DEFAULT_MAX_SNAPSHOT_STORAGE_MB;
+  if (!Number.isSafeInteger(maxSnapshotStorageMb) || maxSnapshotStorageMb < 0)
+    throw invalid('The snapshot storage cap must be a whole number of MB.');
   const keeperScript = opts.keeperScript ?? defaultKeeperScript();
   const nodePath = opts.nodePath ?? process.execPath;
   const defaultTimeoutS = opts.defaultTimeoutS ?? SANDBOX_LIFETIME_DEFAULT_S;
@@ -100,6 +120,9 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
     ? { uid: opts.sandboxUid ?? 65534, gid: opts.sandboxGid ?? 65534, dropPrivileges: true }
     : { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0, dropPrivileges: false };
   const uidPerSandbox = isRoot && opts.sandboxUid === undefined;
+  const roBinds = [...(opts.roBinds ?? [])];
+  if (roBinds.some((p) => !isAbsolute(p) || p.includes('\0')))
+    throw invalid('The read-only paths of sandboxes (roBinds) must be absolute.');
   const startTimeoutMs = opts.startTimeoutMs ?? 20_000;
   const killWaitMs = opts.killWaitMs ?? 5_000;
   const fileOpTimeoutMs = opts.fileOpTimeoutMs ?? 120_000;
@@ -115,10 +138,14 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   return {
     stateDir,
     sandboxes,
+    templatesDir: templates,
+    maxSnapshotStorageBytes: maxSnapshotStorageMb * 1024 * 1024,
     keeperScript,
     nodePath,
     defaultTimeoutS,
     identity,
+    isRoot,
+    roBinds,
     uidPerSandbox,
     startTimeoutMs,
     killWaitMs,

@@ -1,5 +1,5 @@
-// Entering a live sandbox to run one argv (setpriv + nsenter, into its cgroups and namespaces,
-// within its limits), with the process groups of running commands tracked per sandbox so that
+// Entering a live sandbox to run one argv (setpriv + nsenter, or a template's entry helper, into
+// its cgroups and namespaces, within its limits), with the process groups of running commands tracked per sandbox so that
 // kill can end them.
 import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
@@ -7,12 +7,13 @@ import { ProviderError } from '../../provider-error.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { cancelledBeforeStart, SANDBOX_HOME, type ExecRole } from '../../provider.js';
 import { hostResourcesError, LOCAL_DETAILS } from '../errors.js';
-import { buildEnterCommand, type Command } from '../launch/command-lines.js';
-import { proxyEnvironment, sandboxPath } from '../launch/environment.js';
+import { buildEnterCommand, TEMPLATE_COMMAND_CAPS, type Command, type TemplateEntry } from '../launch/command-lines.js';
+import { proxyEnvironment, sandboxPathFor } from '../launch/environment.js';
+import { helpersDir, isHelperArch, readHelper } from '../launch/perl-helpers.js';
 import { preludeFor, REFUSED_EXIT, REFUSED_MESSAGE } from '../limits/entry-prelude.js';
 import { processLimitReached } from '../limits/notes.js';
 import { isStillAlive, sandboxGone, type LiveSandbox } from '../sandbox/registry.js';
-import { specNetwork } from '../sandbox/spec.js';
+import { specNetwork, type SandboxSpec } from '../sandbox/spec.js';
 import type { LocalSettings } from '../settings.js';
 import { CancelledError, captureCommand, killProcessGroup, SpawnFailedError, type CaptureResult } from './capture.js';
 
@@ -46,18 +47,29 @@ export class CommandRunner {
   /** Process groups of this instance's running commands, per sandbox (ended by kill). */
   private readonly running = new Map<string, Set<number>>();
 
-  constructor(private readonly settings: Pick<LocalSettings, 'nodeBinDirs' | 'shell' | 'drainGraceMs' | 'cover'>) {}
+  constructor(private readonly settings: Pick<LocalSettings, 'nodeBinDirs' | 'drainGraceMs' | 'cover' | 'keeperScript'>) {}
 
-  /** The sandbox user's login environment (before the sandbox's and the call's own variables). */
-  baseEnv(): Record<string, string> {
-    return {
-      HOME: SANDBOX_HOME,
-      PATH: sandboxPath(this.settings.nodeBinDirs),
-      LANG: 'C.UTF-8',
-      USER: 'user',
-      LOGNAME: 'user',
-      SHELL: this.settings.shell,
-    };
+  /** PATH inside `spec`'s sandbox (launch/environment.ts). */
+  pathOf(spec: SandboxSpec): string {
+    return sandboxPathFor({ isTemplate: spec.root !== undefined, hasRuntime: spec.runtimeDir !== undefined }, this.settings.nodeBinDirs);
+  }
+
+  /**
+   * The login environment of `spec`'s sandbox user (before the sandbox's and the call's own
+   * variables): `user` in a base sandbox, root in a template's (whose files are root's).
+   */
+  baseEnv(spec: SandboxSpec): Record<string, string> {
+    const user = spec.root ? 'root' : 'user';
+    return { HOME: SANDBOX_HOME, PATH: this.pathOf(spec), LANG: 'C.UTF-8', USER: user, LOGNAME: user, SHELL: spec.shell };
+  }
+
+  /** How commands enter `spec`'s sandbox when it runs on a template (helpers/enter.pl); undefined for a base sandbox. */
+  templateEntry(spec: SandboxSpec): TemplateEntry | undefined {
+    if (!spec.root) return undefined;
+    if (!isHelperArch(process.arch))
+      throw new ProviderError('unsupported', { code: 'arch_unsupported', detail: LOCAL_DETAILS.archUnsupported });
+    const text = readHelper(helpersDir(this.settings.keeperScript), 'enter');
+    return { helper: { text, arch: process.arch }, keepCaps: TEMPLATE_COMMAND_CAPS[spec.root.mode] };
   }
 
   /**
@@ -66,7 +78,7 @@ export class CommandRunner {
    * place it is built, so run_command and the operator's shell cannot drift apart.
    */
   commandEnv(sb: LiveSandbox, callEnvs: Readonly<Record<string, string>> = {}): Record<string, string> {
-    return { ...this.baseEnv(), ...proxyEnvironment(sb.spec.allowOut), ...sb.spec.envs, ...callEnvs };
+    return { ...this.baseEnv(sb.spec), ...proxyEnvironment(sb.spec.allowOut), ...sb.spec.envs, ...callEnvs };
   }
 
   /** Ends the process groups of every command this instance still runs in `sandboxId`. */
@@ -91,6 +103,7 @@ export class CommandRunner {
       sb.spec.tools,
       joinsInside ? [] : procsFiles,
       specNetwork(sb.spec),
+      this.templateEntry(sb.spec),
     );
     let groups = this.running.get(sb.id);
     if (!groups) this.running.set(sb.id, (groups = new Set()));
@@ -115,7 +128,10 @@ export class CommandRunner {
     } catch (e) {
       if (e instanceof CancelledError) throw cancelledBeforeStart();
       if (e instanceof SpawnFailedError) {
-        if (e.code === 'ENOENT') throw new ProviderError('unavailable', { code: 'nsenter_missing', detail: LOCAL_DETAILS.nsenterMissing });
+        if (e.code === 'ENOENT') {
+          if (sb.spec.root) throw new ProviderError('unavailable', { code: 'perl_missing', detail: LOCAL_DETAILS.perlMissing });
+          throw new ProviderError('unavailable', { code: 'nsenter_missing', detail: LOCAL_DETAILS.nsenterMissing });
+        }
         throw hostResourcesError(e.code);
       }
       throw e;

@@ -6,10 +6,9 @@ import { ProviderError } from '../../provider-error.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath, type ExecOpts, type ExecResult } from '../../provider.js';
 import { LOCAL_DETAILS } from '../errors.js';
-import { CHDIR_SCRIPT, envPrelude, exportScript, sandboxPath } from '../launch/environment.js';
+import { CHDIR_SCRIPT, envPrelude, exportScript } from '../launch/environment.js';
 import { LimitWatch } from '../limits/limit-watch.js';
 import { isStillAlive, type SandboxRegistry } from '../sandbox/registry.js';
-import type { LocalSettings } from '../settings.js';
 import { invalid, isNonNegativeInt, validateEnvs } from '../validation.js';
 import type { CommandRunner } from './command-runner.js';
 import { execThroughResident } from './resident-exec.js';
@@ -19,7 +18,6 @@ import type { PromotableExecOpts, PromotableOutcome } from '../../provider.js';
 /** The exec operation of the local provider. */
 export class SandboxExec {
   constructor(
-    private readonly settings: Pick<LocalSettings, 'nodeBinDirs'>,
     private readonly registry: SandboxRegistry,
     private readonly runner: CommandRunner,
     private readonly residents: ResidentLinks,
@@ -85,7 +83,7 @@ export class SandboxExec {
     const r = await this.runner.run(sb, argv, {
       role,
       // Only this fixed environment exists outside the sandbox; the caller's is sourced inside.
-      env: { PATH: sandboxPath(this.settings.nodeBinDirs) },
+      env: { PATH: this.runner.pathOf(sb.spec) },
       envScript: exportScript(this.runner.commandEnv(sb, callEnvs)),
       timeoutMs: opts.timeoutS * 1000,
       maxOutputBytes,

@@ -8,6 +8,7 @@
 // pid namespaces nested in it (found through their parents), read from the host's /proc; every
 // signal goes to a pid whose start time still matches.
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { nodeScriptArgs } from '../../../../shared/agent-runtime.js';
 import { parseProcStat } from '../../../../shared/proc-stat.js';
 import { isAlive, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
 
@@ -96,12 +97,16 @@ export function sandboxProcesses(pid1: ProcIdentity): SandboxProcess[] {
   return [...inside.values()];
 }
 
-/** True for the agent's processes: a task's supervisor, one of its calls, or the resident (`node …/agent-….cjs supervise|call|serve …`). */
+/**
+ * True for the agent's processes: a task's supervisor, one of its calls, or the resident
+ * (`node …/agent-….cjs supervise|call|serve …`, node run directly or on the agent runtime's
+ * loader, node's own flags possibly first: the resident's --max-old-space-size=…).
+ */
 function agentRole(p: SandboxProcess): 'supervise' | 'call' | 'serve' | null {
-  // node's own flags may come first (the resident's: --max-old-space-size=…).
-  const at = p.argv.findIndex((a, i) => i > 0 && /\/agent-[^/]*\.cjs$/.test(a));
-  if (at < 0 || p.argv.slice(1, at).some((a) => !a.startsWith('--'))) return null;
-  const role = p.argv[at + 1];
+  const args = nodeScriptArgs(p.argv);
+  const at = args.findIndex((a) => /\/agent-[^/]*\.cjs$/.test(a));
+  if (at < 0 || args.slice(0, at).some((a) => !a.startsWith('--'))) return null;
+  const role = args[at + 1];
   return role === 'supervise' || role === 'call' || role === 'serve' ? role : null;
 }
 

@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import type { IPty } from '@lydell/node-pty';
 import { ProviderError } from '../../provider-error.js';
 import type { TerminalOpts, TerminalSession } from '../../provider.js';
-import { exportScript, sandboxPath } from '../launch/environment.js';
+import { definedFields } from '../../../util/defined-fields.js';
+import { exportScript } from '../launch/environment.js';
 import { buildTerminalCommand, TERMINAL_ENV_MAX_BYTES, TERMINAL_ENV_VAR } from '../launch/terminal-command.js';
 import { preludeFor } from '../limits/entry-prelude.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
@@ -55,7 +56,7 @@ function checkSize(n: unknown, what: string): number {
 /** The terminal operation of the local provider. */
 export class SandboxTerminals {
   constructor(
-    private readonly settings: Pick<LocalSettings, 'nodeBinDirs' | 'shell' | 'cover'>,
+    private readonly settings: Pick<LocalSettings, 'shell' | 'cover'>,
     private readonly registry: SandboxRegistry,
     private readonly runner: CommandRunner,
   ) {}
@@ -87,6 +88,7 @@ export class SandboxTerminals {
       // A person's shell is the caller's own work: the commands' share of the process limit.
       // It joins the cgroups from the host (a pty spawner passes no descriptors), so none here.
       entry: preludeFor(sb.spec.limits, 'command', 0),
+      ...definedFields({ template: this.runner.templateEntry(sb.spec) }),
     });
     let term: IPty;
     try {
@@ -96,7 +98,7 @@ export class SandboxTerminals {
         rows,
         cwd: '/',
         // Only these reach the host-side helpers; the sandbox's environment travels as inert text.
-        env: { PATH: sandboxPath(this.settings.nodeBinDirs), [TERMINAL_ENV_VAR]: envScript },
+        env: { PATH: this.runner.pathOf(sb.spec), [TERMINAL_ENV_VAR]: envScript },
         // Bytes, not text: the person's terminal gets exactly what the program printed.
         encoding: null,
       });

@@ -75,7 +75,7 @@ export class SandboxFiles {
     // The server's own helper: it may use the processes kept for the server (limits/process-tiers.ts).
     const r = await this.runner.run(sb, (prelude) => ['/bin/sh', '-c', prelude + script, 'sh', ...args], {
       role: 'service',
-      env: { ...this.runner.baseEnv(), LC_ALL: 'C.UTF-8' },
+      env: { ...this.runner.baseEnv(sb.spec), LC_ALL: 'C.UTF-8' },
       timeoutMs: this.settings.fileOpTimeoutMs,
       maxOutputBytes: opts.maxOutputBytes,
       withMetaFd: true,

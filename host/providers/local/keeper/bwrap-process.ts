@@ -4,20 +4,10 @@
 // from its stderr without that text ever leaving the keeper.
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
-import { definedFields } from '../../../util/defined-fields.js';
-import { buildBwrapArgs } from '../launch/bwrap-args.js';
-import { buildLaunchCommand } from '../launch/command-lines.js';
-import { groupFile, passwdFile } from '../launch/passwd.js';
-import { specNetwork, type SandboxSpec } from '../sandbox/spec.js';
+import type { SandboxLaunch } from './launch-command.js';
 import type { KeeperFailure } from './report.js';
 
 const STDERR_KEEP_BYTES = 8192;
-
-// The descriptors bwrap gets: 3 reports pid 1's pid, 4 carries pid 1's `ready`, 5 and 6 /etc/passwd and /etc/group.
-const STATUS_FD = 3;
-const READY_FD = 4;
-const PASSWD_FD = 5;
-const GROUP_FD = 6;
 
 /**
  * How a launch ended: pid 1 runs and is ready (its host pid), or bwrap failed to get there
@@ -36,36 +26,26 @@ export interface BwrapProcess {
   hasExited(): boolean;
 }
 
-/** Classifies bwrap's start-up failure from its stderr; the text itself never leaves the keeper. */
+/** Classifies bwrap's (or its launch helper's) start-up failure from its stderr; the text itself never leaves the keeper. */
 export function classifyBwrapFailure(stderr: string, exitCode: number | null): KeeperFailure {
   if (exitCode === 125) return 'cgroup_unavailable';
   if (/setting up uid map: Permission denied/i.test(stderr)) return 'userns_apparmor';
+  // The launch helper of a template sandbox (helpers/mount-root.pl) names the call that failed.
+  if (/^sandbox-mcp: (mount|open_tree|mount_setattr|move_mount)\b/m.test(stderr)) return 'root_mount_failed';
   if (/new namespace|user namespace|No space left on device|unshare|setgroups|uid map/i.test(stderr)) return 'userns_refused';
   if (/No such file or directory/.test(stderr) && /execvp|exec /i.test(stderr)) return 'tool_missing';
   return 'bwrap_failed';
 }
 
 /**
- * Spawns the sandbox described by `spec`, its writable mounts sized by `mountSizes` (bytes by
- * path; none: unsized), and starts watching it get ready. bwrap and pid 1 stay outside the
- * sandbox's cgroups, which every command joins as it enters: so the memory cgroup's OOM killer
- * can never choose them, and a start pays no cgroup migration (about one RCU grace period each).
+ * Spawns the sandbox's launch command (keeper/launch-command.ts) and starts watching it get ready.
+ * bwrap and pid 1 stay outside the sandbox's cgroups, which every command joins as it enters: so
+ * the memory cgroup's OOM killer can never choose them, and a start pays no cgroup migration
+ * (about one RCU grace period each).
  */
-export function spawnBwrap(spec: SandboxSpec, startTimeoutMs: number, mountSizes?: Readonly<Record<string, number>>): BwrapProcess {
-  const bwrapArgs = buildBwrapArgs({
-    statusFd: STATUS_FD,
-    readyFd: READY_FD,
-    passwdFd: PASSWD_FD,
-    groupFd: GROUP_FD,
-    shell: spec.shell,
-    hidePaths: spec.hidePaths,
-    roBindPaths: spec.roBindPaths,
-    hideVarRun: spec.hideVarRun,
-    network: specNetwork(spec),
-    ...definedFields({ mountSizes }),
-  });
-  const cmd = buildLaunchCommand(bwrapArgs, spec.identity, spec.tools);
-  const child = spawn(cmd.file, cmd.args, {
+export function spawnBwrap(launch: SandboxLaunch, startTimeoutMs: number): BwrapProcess {
+  const { command } = launch;
+  const child = spawn(command.file, command.args, {
     cwd: '/',
     env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C.UTF-8' },
     stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
@@ -75,7 +55,7 @@ export function spawnBwrap(spec: SandboxSpec, startTimeoutMs: number, mountSizes
     if (hasExited()) resolve();
     else child.once('exit', () => resolve());
   });
-  const started = watchStart(child, passwdFile(spec.identity, spec.shell), groupFile(spec.identity), startTimeoutMs);
+  const started = watchStart(child, launch.passwd, launch.group, startTimeoutMs);
   return { child, started, exited, hasExited };
 }
 

@@ -27,7 +27,10 @@ import {
 import { ceilingCgroupName, CgroupUnavailableError, createCgroups, type SandboxCgroups } from '../system/cgroups.js';
 import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
 import { EgressProxyStartError, openSandboxNetwork } from '../network/sandbox-network.js';
+import { isHelperArch } from '../launch/perl-helpers.js';
+import { forbidUserNamespaces } from '../limits/userns-limit.js';
 import { spawnBwrap, type BwrapProcess, type BwrapStart } from './bwrap-process.js';
+import { LaunchPrepareError, prepareLaunch, readKeeperHelper, type SandboxLaunch } from './launch-command.js';
 import { heldCgroups, HeldResources, type HeldResource } from './held-resources.js';
 import { openResidentRelay, type ResidentStart } from './resident.js';
 import { reportOnce, type KeeperReport } from './report.js';
@@ -93,6 +96,7 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
     outcome = makeCgroups(keeper);
     if (outcome.ok) outcome = await launchBwrap(keeper, opts.startTimeoutMs ?? 15_000);
     if (outcome.ok) outcome = exemptCoreFromOomKiller(keeper);
+    if (outcome.ok) outcome = await forbidNestedUserNamespaces(keeper);
     if (outcome.ok) outcome = await boundIpc(keeper);
     if (outcome.ok) outcome = await openNetwork(keeper);
     if (outcome.ok) outcome = await openResident(keeper);
@@ -189,7 +193,9 @@ async function launchBwrap(keeper: KeeperState, startTimeoutMs: number): Promise
   const { limits } = keeper.spec;
   keeper.enforced.diskMb = limits ? diskBudgetMb(limits.diskMb, keeper.enforced.memoryMb) : null;
   let started = await startBwrap(keeper, startTimeoutMs);
-  if (started !== 'aborted' && 'failure' in started && started.sizeUnsupported && keeper.enforced.diskMb !== null) {
+  // A template's writable root, or a workspace, is never unsized (the launch helper sizes it).
+  const mayRetryUnsized = keeper.enforced.diskMb !== null && !keeper.spec.root && !keeper.spec.workspace;
+  if (started !== 'aborted' && 'failure' in started && started.sizeUnsupported && mayRetryUnsized) {
     keeper.enforced.diskMb = null;
     started = await startBwrap(keeper, startTimeoutMs);
   }
@@ -204,7 +210,17 @@ async function launchBwrap(keeper: KeeperState, startTimeoutMs: number): Promise
 /** One launch attempt, the writable mounts sized to keeper.enforced.diskMb (null: unsized). */
 async function startBwrap(keeper: KeeperState, startTimeoutMs: number): Promise<BwrapStart | 'aborted'> {
   const { diskMb } = keeper.enforced;
-  const bwrap = spawnBwrap(keeper.spec, startTimeoutMs, diskMb === null ? undefined : writableMountSizes(diskMb));
+  let launch: SandboxLaunch;
+  try {
+    launch = prepareLaunch(
+      keeper.spec,
+      keeper.dir,
+      diskMb === null ? undefined : writableMountSizes(diskMb, keeper.spec.root !== undefined, keeper.spec.workspace !== undefined),
+    );
+  } catch (e) {
+    return { failure: e instanceof LaunchPrepareError ? e.code : 'keeper_failed' };
+  }
+  const bwrap = spawnBwrap(launch, startTimeoutMs);
   keeper.bwrap = bwrap;
   return Promise.race([bwrap.started, whenAborted(keeper.ending.signal)]);
 }
@@ -217,17 +233,36 @@ function exemptCoreFromOomKiller(keeper: KeeperState): KeeperReport {
 }
 
 /**
+ * Forbids new user namespaces inside the sandbox (limits/userns-limit.ts) before any command can
+ * enter. Required: a sandbox where it does not hold does not start.
+ */
+async function forbidNestedUserNamespaces(keeper: KeeperState): Promise<KeeperReport> {
+  const { tools } = keeper.spec;
+  if (!keeper.pid1 || !isHelperArch(process.arch)) return { ok: false, code: 'userns_limit_failed' };
+  let text: string;
+  try {
+    text = readKeeperHelper('userns-off');
+  } catch {
+    return { ok: false, code: 'keeper_failed' };
+  }
+  const held = await forbidUserNamespaces(tools.perl ?? 'perl', { text, arch: process.arch }, keeper.pid1.pid);
+  return held ? READY : { ok: false, code: 'userns_limit_failed' };
+}
+
+/**
  * Bounds the sandbox's SysV IPC in its IPC namespace (limits/ipc-bounds.ts), shared memory to
  * /dev/shm's share of the disk budget, before any command can enter. Best effort, like the OOM
- * exemption: only a keeper running as root may write those sysctls.
+ * exemption: only a keeper running as root may write a base sandbox's sysctls; a template
+ * sandbox's are its namespace root's (its identity), whoever the keeper runs as.
  */
 async function boundIpc(keeper: KeeperState): Promise<KeeperReport> {
-  const { limits } = keeper.spec;
+  const { limits, root, identity } = keeper.spec;
   if (!limits || !keeper.pid1) return READY;
   // The budget bubblewrap could not size the mounts to (before 0.7) still bounds shared memory.
   const diskMb = keeper.enforced.diskMb ?? diskBudgetMb(limits.diskMb, keeper.enforced.memoryMb);
-  const shmBytes = writableMountSizes(diskMb)['/dev/shm']!;
-  keeper.enforced.sysvShmMb = await boundSandboxIpc(keeper.spec.tools, keeper.pid1.pid, shmBytes);
+  const shmBytes = writableMountSizes(diskMb, root !== undefined, keeper.spec.workspace !== undefined)['/dev/shm']!;
+  const namespaceRoot = root ? { uid: identity.uid, gid: identity.gid } : undefined;
+  keeper.enforced.sysvShmMb = await boundSandboxIpc(keeper.spec.tools, keeper.pid1.pid, shmBytes, namespaceRoot);
   return READY;
 }
 

@@ -5,7 +5,10 @@ import { closeSync, writeSync } from 'node:fs';
 /**
  * Static failure codes the keeper reports to the provider (mapped to ProviderErrors there).
  * `keeper_failed`: a fault in the keeper itself, or told to stop before the sandbox was ready.
- * `network_failed`: the egress proxy could not be started.
+ * `network_failed`: the egress proxy could not be started. `root_mount_failed`: a template
+ * sandbox's writable root could not be mounted. `ro_bind_missing`: a read-only host path the
+ * server shows in sandboxes is gone. `userns_limit_failed`: nested user namespaces could not be
+ * forbidden inside (limits/userns-limit.ts).
  */
 export type KeeperFailure =
   | 'spec_invalid'
@@ -16,6 +19,9 @@ export type KeeperFailure =
   | 'bwrap_failed'
   | 'start_timeout'
   | 'network_failed'
+  | 'root_mount_failed'
+  | 'ro_bind_missing'
+  | 'userns_limit_failed'
   | 'keeper_failed';
 
 /** The one line the keeper writes on fd 3. */

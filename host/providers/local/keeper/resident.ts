@@ -14,7 +14,8 @@ import type { Readable, Writable } from 'node:stream';
 import { lineSplitter } from '../../../../shared/resident.js';
 import { SANDBOX_HOME } from '../../provider.js';
 import { buildEnterCommand } from '../launch/command-lines.js';
-import { envPrelude, exportScript, nodeBinDirsOf, sandboxPath } from '../launch/environment.js';
+import { envPrelude, exportScript, nodeBinDirsOf, sandboxPath, sandboxPathFor } from '../launch/environment.js';
+import { agentRuntimeArgv } from '../../../../shared/agent-runtime.js';
 import { preludeFor } from '../limits/entry-prelude.js';
 import { specNetwork, type SandboxSpec } from '../sandbox/spec.js';
 import { AGENT_SOCKET, RESIDENT_FILE, writePrivateFile } from '../sandbox/state-dir.js';
@@ -166,7 +167,7 @@ class ResidentKeeper {
     const inner =
       `__f="$HOME/.sandbox-mcp/agent/${fileName}"; ` +
       `[ -f "$__f" ] || { mkdir -p "\${__f%/*}" && cat <&${BUNDLE_FD} > "$__f.$$" && mv -f "$__f.$$" "$__f"; } || exit 126; ` +
-      `exec ${BUNDLE_FD}<&-; exec ${[nodePath, ...NODE_FLAGS].map(quote).join(' ')} "$__f" serve`;
+      `exec ${BUNDLE_FD}<&-; exec ${residentNode(spec, nodePath).map(quote).join(' ')} "$__f" serve`;
     const argv = [
       shell,
       '-c',
@@ -227,12 +228,21 @@ class ResidentKeeper {
   }
 }
 
+/**
+ * How the resident's node is run: on the agent runtime (the server's node bound into the sandbox,
+ * through its loader: a template's root may have no node, or no libc) where the sandbox has one,
+ * else the keeper's own node (a sandbox from before the runtime sees the host's).
+ */
+function residentNode(spec: SandboxSpec, nodePath: string): string[] {
+  return spec.runtimeDir !== undefined ? agentRuntimeArgv(NODE_FLAGS) : [nodePath, ...NODE_FLAGS];
+}
+
 /** The resident's environment: the login one (as every command's starts) and the sandbox's agent settings. */
 function residentEnv(spec: SandboxSpec, nodePath: string): Record<string, string> {
   const own = Object.fromEntries(Object.entries(spec.envs).filter(([name]) => name.startsWith('SANDBOX_AGENT_') || name === 'AGENT_DEBUG'));
   return {
     HOME: SANDBOX_HOME,
-    PATH: sandboxPath(nodeBinDirsOf(nodePath)),
+    PATH: sandboxPathFor({ isTemplate: spec.root !== undefined, hasRuntime: spec.runtimeDir !== undefined }, nodeBinDirsOf(nodePath)),
     LANG: 'C.UTF-8',
     USER: 'user',
     LOGNAME: 'user',

@@ -7,7 +7,6 @@ import { LOCAL_DETAILS } from '../errors.js';
 import { sandboxPath } from '../launch/environment.js';
 import type { LocalSettings } from '../settings.js';
 import { coverInherited } from '../system/inherited-fds.js';
-import { noInspectorSignalFlags } from '../../../util/inspector-signal.js';
 import type { KeeperReport } from './report.js';
 
 /** What starting a keeper needs from the provider's settings. */
@@ -21,8 +20,11 @@ export function startKeeper(dir: string, opts: KeeperStartOpts): Promise<KeeperR
   return new Promise((resolvePromise, reject) => {
     const env: Record<string, string> = { PATH: process.env.PATH ?? sandboxPath() };
     if (process.env.SANDBOX_MCP_DEBUG) env.SANDBOX_MCP_DEBUG = process.env.SANDBOX_MCP_DEBUG;
-    // A small heap keeps each idle keeper light; it holds no data.
-    const nodeFlags = ['--max-old-space-size=32', '--max-semi-space-size=1', '--v8-pool-size=0', ...noInspectorSignalFlags(opts.nodePath)];
+    // A small heap keeps each idle keeper light; it holds no data. No --disable-sigusr1: Node
+    // then leaves SIGUSR1 blocked in every thread, so the keeper would never see set_sandbox_timeout's
+    // SIGUSR1 and would act on a shortened deadline only at its recheck timer; its own listener
+    // from main.ts's first statement keeps the inspector closed (see inspector-signal.ts).
+    const nodeFlags = ['--max-old-space-size=32', '--max-semi-space-size=1', '--v8-pool-size=0'];
     const child = spawn(opts.nodePath, [...nodeFlags, opts.keeperScript, dir], {
       cwd: '/',
       env,

@@ -2,7 +2,8 @@
 // that source the caller's environment from a descriptor (never through the host-side helpers)
 // and change into its working directory. Pure text, unit-tested.
 import { realpathSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, posix } from 'node:path';
+import { AGENT_RUNTIME_DIR, AGENT_RUNTIME_NODE } from '../../../../shared/agent-runtime.js';
 import { parseAllowList } from '../../network-policy.js';
 
 /** The descriptor on which a command's environment reaches the sandbox (see envPrelude). */
@@ -45,6 +46,19 @@ export function nodeBinDirsOf(nodePath: string): string[] {
   }
   return [...dirs];
 }
+
+/**
+ * PATH inside a sandbox of this kind: a template's holds only its own directories (one without
+ * node has none); a base sandbox's ends with the agent runtime's bin/ (the server's node, for a
+ * host whose node is not under /usr); a sandbox from before the runtime, with the host's node directories.
+ */
+export function sandboxPathFor(kind: { isTemplate: boolean; hasRuntime: boolean }, hostNodeDirs: readonly string[]): string {
+  if (kind.isTemplate) return sandboxPath();
+  return kind.hasRuntime ? sandboxPath([AGENT_RUNTIME_BIN]) : sandboxPath(hostNodeDirs);
+}
+
+/** The agent runtime's directory holding node (shared/agent-runtime.ts). */
+const AGENT_RUNTIME_BIN = posix.dirname(posix.join(AGENT_RUNTIME_DIR, AGENT_RUNTIME_NODE));
 
 /** The default PATH inside a sandbox, plus extra directories (node's bin) when not already there. */
 export function sandboxPath(extraDirs: readonly string[] = []): string {

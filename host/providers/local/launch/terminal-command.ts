@@ -3,7 +3,7 @@
 // the in-sandbox prelude. Unit-tested in test/unit/terminal-command.test.ts; test/e2e/shell.test.ts runs them.
 import { ProviderError } from '../../provider-error.js';
 import type { NetworkMode } from '../../provider.js';
-import { buildEnterCommand, dropWithSetpriv, type Command, type Identity, type ToolPaths } from './command-lines.js';
+import { buildEnterCommand, dropWithSetpriv, type Command, type Identity, type TemplateEntry, type ToolPaths } from './command-lines.js';
 
 /**
  * The variable that carries the sandbox's environment (exportScript text) to the prelude. A pty
@@ -61,6 +61,8 @@ export interface TerminalCommandOpts {
   inheritedFds: readonly number[];
   /** The entry prelude (limits/entry-prelude.ts: the sandbox's rlimits), run inside before anything else. */
   entry?: string;
+  /** How a template sandbox is entered (its entry helper); absent for a base sandbox. */
+  template?: TemplateEntry;
 }
 
 /**
@@ -72,7 +74,7 @@ export function buildTerminalCommand(opts: TerminalCommandOpts): Command {
   const program = opts.command && opts.command.length > 0 ? [...opts.command] : [opts.sandboxShell, '-i'];
   const inner = [opts.sandboxShell, '-c', (opts.entry ?? '') + TERMINAL_PRELUDE, opts.sandboxShell, ...program];
   const enter = dropWithSetpriv(
-    buildEnterCommand(opts.pid1, inner, opts.identity, opts.tools, opts.cgroupProcsFiles, opts.network),
+    buildEnterCommand(opts.pid1, inner, opts.identity, opts.tools, opts.cgroupProcsFiles, opts.network, opts.template),
     opts.tools,
   );
   if (opts.inheritedFds.length === 0) return enter;

@@ -1,6 +1,6 @@
-// create: validate the options, check the host once, pick the sandbox's identity, write its
-// creator mark, spec and deadline, then start its keeper and wait for the ready report. A failed
-// start leaves no state.
+// create: validate the options, check the host once, find the template, pick the sandbox's
+// identity, write its creator mark, spec and deadline, then start its keeper and wait for the ready
+// report. A failed start leaves no state.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ProviderError } from '../../provider-error.js';
@@ -17,7 +17,13 @@ import { chooseSandboxLimits, type SandboxLimits } from '../limits/sandbox-limit
 import { newSandboxId, newSandboxUid } from '../sandbox/ids.js';
 import { withCreateLock } from '../sandbox/create-lock.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
-import { buildSandboxSpec, type SandboxSpec } from '../sandbox/spec.js';
+import { buildSandboxSpec, type SandboxSpec, type SpecWorkspace, type TemplateRoot } from '../sandbox/spec.js';
+import { recordWorkspaceOrigin, specWorkspace } from '../rootfs/workspace.js';
+import { HostViews } from '../rootfs/host-views.js';
+import { claimIdBlock, releaseIdBlock } from '../rootfs/id-blocks.js';
+import { resolveTemplateRoot, templateShell } from '../rootfs/template-root.js';
+import { layerOwnersHere } from '../templates/import-root.js';
+import { BASE_TEMPLATE, isStorableTemplateName, listTemplates } from '../templates/store.js';
 import {
   ensureSandboxesDir,
   listSandboxIds,
@@ -55,16 +61,25 @@ export class SandboxCreator {
   /** This server process, recorded in each directory it creates (see writeCreator). */
   private readonly self: ProcIdentity | null = identify(process.pid);
 
+  /** The host directories sandboxes bind (the agent's runtime, the base view's /etc). */
+  private readonly views: HostViews;
+
   constructor(
     private readonly settings: LocalSettings,
     private readonly registry: SandboxRegistry,
-  ) {}
+  ) {
+    this.views = new HostViews(settings.stateDir, settings.isRoot, process.execPath);
+  }
+
+  /** The server's own directories, which no sandbox may see even under a path bound read-only. */
+  private privateDirs(): string[] {
+    return [this.settings.stateDir, this.settings.templatesDir, this.views.cacheDir()];
+  }
 
   /** Creates a running sandbox and returns its metadata; throws (not yet mapped) on any failure. */
   async create(opts: CreateOpts): Promise<SandboxMetadata> {
-    if (opts.template !== undefined && opts.template !== 'base') {
-      throw new ProviderError('not_found', { code: 'template_not_found', detail: LOCAL_DETAILS.templateOnlyBase });
-    }
+    const template = opts.template ?? BASE_TEMPLATE;
+    const root = template === BASE_TEMPLATE ? undefined : this.templateRoot(template);
     if (opts.region !== undefined && opts.region !== 'local') throw invalid(LOCAL_DETAILS.regionOnlyLocal);
     const timeoutS = opts.timeoutS ?? this.settings.defaultTimeoutS;
     assertLifetimeS(timeoutS);
@@ -74,14 +89,53 @@ export class SandboxCreator {
     this.tools ??= preflight(this.settings);
     const tools = this.tools;
 
+    const workspace =
+      opts.workspace !== undefined
+        ? specWorkspace(opts.workspace, this.privateDirs(), this.settings.isRoot ? this.views.rootMountPoint() : undefined)
+        : undefined;
+
     const sandboxes = ensureSandboxesDir(this.settings.stateDir);
-    const identity = this.newIdentity(sandboxes);
+    // A template sandbox's ids are claimed once its directory exists (createWith).
+    const identity = root ? null : this.newIdentity(sandboxes);
     try {
       const id = await this.claimDirectory(sandboxes, limits);
-      return await this.createWith(sandboxes, id, identity, timeoutS, envs, limits, allowOut, tools, opts);
+      return await this.createWith(sandboxes, id, { template, root, identity, workspace }, timeoutS, envs, limits, allowOut, tools, opts);
     } finally {
-      this.pendingUids.delete(identity.uid);
+      if (identity) this.pendingUids.delete(identity.uid);
     }
+  }
+
+  /** The stored templates this server can run (for create_sandbox's description); none when the store cannot be read. */
+  templateNames(): string[] {
+    return listTemplates(this.settings.templatesDir)
+      .filter((t) => t.owners === layerOwnersHere())
+      .map((t) => t.name);
+  }
+
+  /** The root of a sandbox on stored template `name` (throws not_found naming `template` for an unknown one). */
+  private templateRoot(name: string): TemplateRoot {
+    if (typeof name !== 'string' || !isStorableTemplateName(name)) {
+      throw new ProviderError('not_found', { code: 'template_not_found', detail: LOCAL_DETAILS.templateNotFound });
+    }
+    return resolveTemplateRoot(this.settings.templatesDir, name, this.settings.isRoot);
+  }
+
+  /**
+   * A template sandbox's identity: as root, a block of host ids of its own, claimed machine-wide for
+   * `dir` (rootfs/id-blocks.ts); else the server's own uid, root inside.
+   */
+  private templateIdentity(dir: string): Identity {
+    if (!this.settings.isRoot) return { ...this.settings.identity, dropPrivileges: false };
+    let first: number;
+    try {
+      first = claimIdBlock(dir);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOSPC') {
+        throw new ProviderError('insufficient_resources', { code: 'id_blocks_exhausted', detail: LOCAL_DETAILS.idBlocksExhausted });
+      }
+      throw e;
+    }
+    return { uid: first, gid: first, dropPrivileges: true };
   }
 
   /**
@@ -135,7 +189,7 @@ export class SandboxCreator {
   private async createWith(
     sandboxes: string,
     id: string,
-    identity: Identity,
+    kind: { template: string; root: TemplateRoot | undefined; identity: Identity | null; workspace: SpecWorkspace | undefined },
     timeoutS: number,
     envs: Record<string, string>,
     limits: SandboxLimits,
@@ -147,23 +201,55 @@ export class SandboxCreator {
     const createdAtMs = Date.now();
     let spec: SandboxSpec;
     let report: KeeperReport;
+    let identity = kind.identity;
     try {
-      spec = buildSandboxSpec(this.settings, {
-        id,
-        createdAtMs,
-        envs,
-        cpu: opts.cpu ?? null,
-        memoryMb: opts.memoryMb ?? null,
-        identity,
-        tools,
-        limits,
-        ...definedFields({ allowOut, owner: opts.owner }),
-      });
+      identity ??= this.templateIdentity(dir);
+      spec = buildSandboxSpec(
+        {
+          network: this.settings.network,
+          roBinds: this.settings.roBinds,
+          privateDirs: this.privateDirs(),
+          residentAgent: this.settings.residentAgent,
+        },
+        {
+          id,
+          createdAtMs,
+          template: kind.template,
+          envs,
+          cpu: opts.cpu ?? null,
+          memoryMb: opts.memoryMb ?? null,
+          identity,
+          tools,
+          limits,
+          shell: kind.root ? templateShell(kind.root.layers) : this.settings.shell,
+          runtimeDir: this.views.runtimeDir(),
+          ...definedFields({
+            root: kind.root && kind.root.mode === 'idrange' ? { ...kind.root, mountPoint: this.views.rootMountPoint() } : kind.root,
+            baseEtcDir: kind.root ? undefined : this.views.baseEtcDir(),
+            allowOut,
+            owner: opts.owner,
+            workspace: kind.workspace,
+          }),
+        },
+      );
       writePrivateFile(join(dir, SPEC_FILE), JSON.stringify(spec) + '\n');
       writeDeadline(dir, createdAtMs + timeoutS * 1000);
-      report = await startKeeper(dir, this.settings);
+      // Before the keeper mounts anything: the directory's state at create, its instant first.
+      const origin = kind.workspace ? recordWorkspaceOrigin(dir, kind.workspace.hostPath) : undefined;
+      // Observed at once: a failed start must not leave its rejection unhandled.
+      const recorded = origin?.done.then(
+        () => null,
+        (e: unknown) => e,
+      );
+      const reporting = startKeeper(dir, this.settings);
+      origin?.names();
+      report = await reporting;
+      const failure = await recorded;
+      if (failure) throw failure;
     } catch (e) {
       await this.registry.forceCleanup(id, readKeeperRecord(dir));
+      // Before the spec existed, the directory's removal could not tell which block to give back.
+      if (kind.root && identity && this.settings.isRoot) releaseIdBlock(identity.uid, dir);
       throw e;
     }
     if (!report.ok) {

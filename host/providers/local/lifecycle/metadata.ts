@@ -1,7 +1,7 @@
 // What get_sandbox and list_sandboxes show of a local sandbox: its spec and deadline in the
 // provider-neutral shape every provider returns.
 import type { SandboxMetadata } from '../../provider.js';
-import type { SandboxSpec } from '../sandbox/spec.js';
+import { specTemplate, type SandboxSpec } from '../sandbox/spec.js';
 import type { KeeperRecord } from '../sandbox/state-dir.js';
 
 /**
@@ -13,7 +13,7 @@ export function sandboxMetadata(spec: SandboxSpec, keeper: KeeperRecord, endAtMs
   const enforced = keeper.enforced ?? { cpu: spec.cpu, memoryMb: spec.memoryMb, diskMb: null };
   return {
     sandbox_id: spec.id,
-    template: 'base',
+    template: specTemplate(spec),
     status: 'running',
     region: 'local',
     started_at: new Date(spec.createdAtMs).toISOString(),

@@ -3,8 +3,9 @@
 // defaults: shared memory all but unbounded and kept after its last process exits, outside the
 // disk budget, and pages the OOM killer cannot free; about 500 MB of message queues. The IPC
 // sysctls of a namespace are writable only by the uid that is root in the namespace's owner:
-// the sandbox's user namespace maps only the sandbox's own uid, so that is the host's root, and
-// only a keeper running as root can set them (measured on kernel 6.18; docs/local-provider.md).
+// a base sandbox's user namespace maps only the sandbox's own uid, so that is the host's root, and
+// only a keeper running as root can set them (measured on kernel 6.18; docs/local-provider.md); a
+// template sandbox's root inside is its namespace's root, whose host uid writes them.
 // POSIX message queues need nothing here: RLIMIT_MSGQUEUE bounds their bytes per uid.
 import { execFile } from 'node:child_process';
 
@@ -38,13 +39,24 @@ export function ipcBoundsScript(shmBytes: number): string {
 /**
  * Sets the bounds in the IPC namespace of `pid1` (a pid the caller verified), entering it with
  * `nsenter`; resolves with the bound in MiB, or null where it cannot be set (the keeper is not
- * root, or the write failed). Never rejects.
+ * root, or the write failed). Never rejects. A template sandbox (`namespaceRoot`: the host uid
+ * that is root of its user namespace) is entered as that uid, through its user namespace: the
+ * sysctls are that uid's to write, not the host root's (ipc_permissions; measured), and a server
+ * that is not root can bound its template sandboxes too.
  */
-export function boundSandboxIpc(tools: { nsenter: string; sh: string }, pid1: number, shmBytes: number): Promise<number | null> {
-  if (process.geteuid?.() !== 0) return Promise.resolve(null);
-  const args = ['-t', String(pid1), '-i', '--', tools.sh, '-c', ipcBoundsScript(shmBytes)];
+export function boundSandboxIpc(
+  tools: { nsenter: string; sh: string },
+  pid1: number,
+  shmBytes: number,
+  namespaceRoot?: { uid: number; gid: number },
+): Promise<number | null> {
+  const isRoot = process.geteuid?.() === 0;
+  if (!isRoot && namespaceRoot === undefined) return Promise.resolve(null);
+  const enter = namespaceRoot ? ['-U', '-i', '--preserve-credentials'] : ['-i'];
+  const args = ['-t', String(pid1), ...enter, '--', tools.sh, '-c', ipcBoundsScript(shmBytes)];
+  const as = namespaceRoot && isRoot ? namespaceRoot : {};
   return new Promise((resolve) => {
-    execFile(tools.nsenter, args, { timeout: WRITE_TIMEOUT_MS, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } }, (err) =>
+    execFile(tools.nsenter, args, { timeout: WRITE_TIMEOUT_MS, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' }, ...as }, (err) =>
       resolve(err ? null : shmBytes / MIB),
     );
   });

@@ -14,8 +14,10 @@ export function limitNotes(sb: LiveSandbox, oomKillsBefore = 0): string[] {
   const notes: string[] = [];
   const kills = (oomKills(sb.keeper.cgroups) ?? 0) - oomKillsBefore;
   if (kills > 0 && enforced.memoryMb !== null) notes.push(memoryLimitNote(enforced.memoryMb, kills, enforced.totalMemoryMb ?? null));
-  const full = enforced.diskMb !== null ? fullMounts(sb.keeper.pid1.pid) : [];
-  if (full.length > 0 && enforced.diskMb !== null) notes.push(diskFullNote(full, enforced.diskMb));
+  const isTemplate = sb.spec.root !== undefined;
+  const hasWorkspace = sb.spec.workspace !== undefined;
+  const full = enforced.diskMb !== null ? fullMounts(sb.keeper.pid1.pid, isTemplate, hasWorkspace) : [];
+  if (full.length > 0 && enforced.diskMb !== null) notes.push(diskFullNote(full, enforced.diskMb, isTemplate, hasWorkspace));
   const tasks = taskCount(sb.keeper.cgroups, sb.keeper.pid1.pid);
   if (tasks !== null && tasks >= processLimitFor(limits.processes, 'task')) notes.push(processLimitNote(limits.processes));
   return notes;

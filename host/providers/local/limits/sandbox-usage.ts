@@ -18,6 +18,9 @@ export function sandboxUsage(sb: LiveSandbox): SandboxUsage {
   return {
     memoryBytes: amount(memoryBytes(sb.keeper.cgroups), enforced?.memoryMb != null ? enforced.memoryMb * MIB : null),
     processes: amount(taskCount(sb.keeper.cgroups, pid1), sb.spec.limits?.processes ?? null),
-    diskBytes: amount(diskBytes(pid1), enforced?.diskMb != null ? enforced.diskMb * MIB : null),
+    diskBytes: amount(
+      diskBytes(pid1, sb.spec.root !== undefined, sb.spec.workspace !== undefined),
+      enforced?.diskMb != null ? enforced.diskMb * MIB : null,
+    ),
   };
 }

@@ -4,7 +4,7 @@
 // person looks (the dashboard).
 import { readdirSync, readFileSync, statfsSync } from 'node:fs';
 import { join } from 'node:path';
-import { DISK_SHARES_EIGHTHS } from './disk-shares.js';
+import { diskSharesEighths } from './disk-shares.js';
 
 // A mount with less than this free is full: ENOSPC for any write of some size.
 const FULL_BELOW_BYTES = 1024 * 1024;
@@ -56,10 +56,10 @@ export function taskCount(cgroupDirs: readonly string[], pid1: number): number |
   }
 }
 
-/** The writable mounts with (almost) no space left, seen through pid 1's root. */
-export function fullMounts(pid1: number): string[] {
+/** The writable mounts with (almost) no space left, seen through pid 1's root (`isTemplate`: a writable root; `hasWorkspace`: a workspace). */
+export function fullMounts(pid1: number, isTemplate = false, hasWorkspace = false): string[] {
   const full: string[] = [];
-  for (const path of Object.keys(DISK_SHARES_EIGHTHS)) {
+  for (const path of Object.keys(diskSharesEighths(isTemplate, hasWorkspace))) {
     try {
       const st = statfsSync(join(`/proc/${pid1}/root`, path));
       if (st.bavail * st.bsize < FULL_BELOW_BYTES) full.push(path);
@@ -88,10 +88,13 @@ export function memoryBytes(cgroupDirs: readonly string[]): number | null {
   return null;
 }
 
-/** Bytes used in the writable mounts together, seen through pid 1's root; null when none can be read (the sandbox is gone). */
-export function diskBytes(pid1: number): number | null {
+/**
+ * Bytes used in the writable mounts together, seen through pid 1's root (`isTemplate`: a writable
+ * root); null when none can be read (the sandbox is gone).
+ */
+export function diskBytes(pid1: number, isTemplate = false, hasWorkspace = false): number | null {
   let used: number | null = null;
-  for (const path of Object.keys(DISK_SHARES_EIGHTHS)) {
+  for (const path of Object.keys(diskSharesEighths(isTemplate, hasWorkspace))) {
     try {
       const st = statfsSync(join(`/proc/${pid1}/root`, path));
       used = (used ?? 0) + (st.blocks - st.bfree) * st.bsize;

@@ -1,19 +1,54 @@
 // A sandbox's spec: what it is made of, fixed at create. The provider builds it (the caller's
 // choices plus what this host needs hidden or bound back inside), the state directory holds it
 // as spec.json, and the keeper builds the sandbox from it.
-import { lstatSync, realpathSync, statSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { realpathSync } from 'node:fs';
 import { definedFields } from '../../../util/defined-fields.js';
 import type { NetworkMode } from '../../provider.js';
-import { HIDDEN_PATHS, SCRATCH_PATHS } from '../launch/bwrap-args.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
 import type { SandboxLimits } from '../limits/sandbox-limits.js';
+import { BASE_TEMPLATE } from '../templates/store.js';
+
+/**
+ * The root of a template sandbox: the template's layers under a writable layer of its own
+ * (helpers/mount-root.pl). `idrange`: a root server; the layers keep their native owners and the
+ * sandbox's ids 0-65535 are the host ids identity.uid… (a block of its own). `userns`: a server that
+ * is not root; the layers are owned by its uid, which is root inside.
+ */
+export interface TemplateRoot {
+  /** The template's layer directories on the host, top first. */
+  layers: string[];
+  mode: 'idrange' | 'userns';
+  /**
+   * An empty directory the sandbox's first id can reach (idrange): bwrap, running as that id,
+   * binds the root by path, and the state directory is out of its reach, so the launch helper
+   * shows the root there, in its own mount namespace (the host sees the directory empty).
+   */
+  mountPoint?: string;
+}
+
+/**
+ * A sandbox's workspace (rootfs/workspace.ts): the person's directory shown at WORKSPACE_PATH as
+ * an overlay whose upper lives on the sandbox's tmpfs, made by the launch helper.
+ */
+export interface SpecWorkspace {
+  /** The host directory (a real path, checked against the server's permitted ones). */
+  hostPath: string;
+  /** Its owner at create: a root server shows that owner's files as the sandbox user's (an idmapped lower). */
+  uid: number;
+  gid: number;
+  /** Where the helper shows its tmpfs to bwrap running as the sandbox's uid (a root server); absent: in its state directory. */
+  mountPoint?: string;
+}
 
 /** Immutable description of a sandbox, written before its keeper starts. */
 export interface SandboxSpec {
   version: 1;
   id: string;
   createdAtMs: number;
+  /** The template it runs on: `base` (the host's system directories) or a stored template's name. */
+  template?: string;
+  /** Absent for base sandboxes. */
+  root?: TemplateRoot;
   envs: Record<string, string>;
   /** What create asked for: the keeper fails rather than start without these. */
   cpu: number | null;
@@ -21,9 +56,14 @@ export interface SandboxSpec {
   identity: Identity;
   tools: ToolPaths;
   shell: string;
+  /** Host paths covered by an empty tmpfs inside (the server's own directories, where a bound path holds them). */
   hidePaths: string[];
+  /** Host paths shown read-only at the same place (--sandbox-ro-bind). */
   roBindPaths: string[];
-  hideVarRun: boolean;
+  /** The agent's runtime on the host (rootfs/agent-runtime.ts), bound at AGENT_RUNTIME_DIR; absent in older specs. */
+  runtimeDir?: string;
+  /** The base view's /etc on the host (rootfs/base-etc.ts); base sandboxes only. */
+  baseEtcDir?: string;
   /** Absent in specs written before sandboxes had a network of their own: those share the host's. */
   network?: NetworkMode;
   /** The principal that created it (CreateOpts.owner); absent: none recorded. */
@@ -37,6 +77,8 @@ export interface SandboxSpec {
   limits?: SandboxLimits;
   /** false: the keeper starts no resident agent (LocalProviderOpts.residentAgent); absent: it does. */
   resident?: false;
+  /** Its workspace; absent: none. */
+  workspace?: SpecWorkspace;
 }
 
 /** The network mode a sandbox was created with (see SandboxSpec.network). */
@@ -44,24 +86,44 @@ export function specNetwork(spec: SandboxSpec): NetworkMode {
   return spec.network === undefined || spec.network === 'host' ? 'host' : 'isolated';
 }
 
+/** The template a sandbox runs on (`base` for specs that name none). */
+export function specTemplate(spec: SandboxSpec): string {
+  return spec.template ?? BASE_TEMPLATE;
+}
+
 /**
  * The per-sandbox choices of a spec; the rest comes from the provider's settings and this host.
  * An `allowOut` (even empty) makes the sandbox isolated whatever the provider's network mode.
  */
-export type SandboxSpecOpts = Pick<SandboxSpec, 'id' | 'createdAtMs' | 'envs' | 'cpu' | 'memoryMb' | 'identity' | 'tools' | 'owner'> & {
+export type SandboxSpecOpts = Pick<
+  SandboxSpec,
+  | 'id'
+  | 'createdAtMs'
+  | 'envs'
+  | 'cpu'
+  | 'memoryMb'
+  | 'identity'
+  | 'tools'
+  | 'owner'
+  | 'shell'
+  | 'root'
+  | 'runtimeDir'
+  | 'baseEtcDir'
+  | 'workspace'
+> & {
+  template: string;
   allowOut?: readonly string[];
   limits: SandboxLimits;
 };
 
 /** What a new spec takes from the provider's settings (LocalSettings has each of these). */
 export interface SpecSettings {
-  readonly stateDir: string;
   readonly residentAgent?: boolean;
-  readonly nodePath: string;
-  /** The provider's identity template: whether sandboxes drop root decides what can be bound back. */
-  readonly identity: Identity;
-  readonly shell: string;
   readonly network: NetworkMode;
+  /** The person's read-only host paths (--sandbox-ro-bind). */
+  readonly roBinds: readonly string[];
+  /** The server's own directories, which no sandbox may see (covered where a bound path holds one). */
+  readonly privateDirs: readonly string[];
 }
 
 /** The complete spec of a new sandbox. */
@@ -70,68 +132,43 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
     version: 1,
     id: opts.id,
     createdAtMs: opts.createdAtMs,
+    template: opts.template,
     envs: opts.envs,
     cpu: opts.cpu,
     memoryMb: opts.memoryMb,
     identity: opts.identity,
     tools: opts.tools,
-    shell: settings.shell,
-    hidePaths: hidePaths(settings.stateDir),
-    roBindPaths: roBindPaths(settings.nodePath, settings.identity.dropPrivileges),
-    hideVarRun: isRealDir('/var/run'),
+    shell: opts.shell,
+    hidePaths: hidePaths(settings.privateDirs, settings.roBinds),
+    roBindPaths: [...settings.roBinds],
     network: opts.allowOut !== undefined ? 'isolated' : settings.network,
     limits: opts.limits,
-    ...definedFields({ allowOut: opts.allowOut?.length ? [...opts.allowOut] : undefined, owner: opts.owner }),
+    ...definedFields({
+      root: opts.root,
+      runtimeDir: opts.runtimeDir,
+      baseEtcDir: opts.baseEtcDir,
+      allowOut: opts.allowOut?.length ? [...opts.allowOut] : undefined,
+      owner: opts.owner,
+      workspace: opts.workspace,
+    }),
     ...(settings.residentAgent === false ? { resident: false as const } : {}),
   };
 }
 
 function isUnder(path: string, prefixes: readonly string[]): boolean {
-  return prefixes.some((p) => path === p || path.startsWith(p + '/'));
+  return prefixes.some((p) => p === '/' || path === p || path.startsWith(p + '/'));
 }
 
-/** True when every directory on the way to `path` can be searched by "others" (the dropped uid). */
-function traversableByOthers(path: string): boolean {
-  for (let dir = dirname(path); ; dir = dirname(dir)) {
+/** The server's directories that a bound host path would show: each is covered inside. */
+function hidePaths(privateDirs: readonly string[], roBinds: readonly string[]): string[] {
+  const real = (p: string): string => {
     try {
-      if ((statSync(dir).mode & 0o001) === 0) return false;
+      return realpathSync(p);
     } catch {
-      return false;
+      return p;
     }
-    if (dir === '/') return true;
-  }
-}
-
-function isRealDir(path: string): boolean {
-  try {
-    const st = lstatSync(path);
-    return st.isDirectory() && !st.isSymbolicLink();
-  } catch {
-    return false;
-  }
-}
-
-/** The state directory must be invisible inside sandboxes wherever it lives. */
-function hidePaths(stateDir: string): string[] {
-  let state = stateDir;
-  try {
-    state = realpathSync(state);
-  } catch {
-    // Use it as given.
-  }
-  return isUnder(state, [...HIDDEN_PATHS, ...SCRATCH_PATHS]) ? [] : [state];
-}
-
-/** node's prefix, bound back when the sandbox's hidden paths (/home, /root…) would hide it. */
-function roBindPaths(nodePath: string, dropPrivileges: boolean): string[] {
-  let node: string;
-  try {
-    node = realpathSync(nodePath);
-  } catch {
-    return [];
-  }
-  if (!isUnder(node, [...HIDDEN_PATHS, ...SCRATCH_PATHS])) return [];
-  const prefix = dirname(dirname(node));
-  if (dropPrivileges && !traversableByOthers(join(prefix, 'bin'))) return [];
-  return [prefix];
+  };
+  const shown = [...new Set(privateDirs.map(real))].filter((dir) => isUnder(dir, roBinds.map(real)));
+  // One cover hides what is below it too (another would leave its mount point in the first).
+  return shown.filter((dir) => !shown.some((other) => other !== dir && isUnder(dir, [other])));
 }

@@ -1,6 +1,8 @@
 // On-disk state of local sandboxes: one private directory per sandbox under the state directory,
 // so a restarted server (or another server) finds, verifies and cleans up sandboxes. The
-// sandbox's files are not here: /home/user and /tmp are tmpfs mounts that die with the sandbox.
+// sandbox's files are not here: /home/user and /tmp are tmpfs mounts that die with the sandbox
+// (a template sandbox's whole writable root is one tmpfs on `rw/`, mounted where only the sandbox
+// sees it: from the host the directory stays empty).
 import { randomBytes } from 'node:crypto';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { homedir } from 'node:os';
@@ -8,6 +10,7 @@ import { isAbsolute, join } from 'node:path';
 import { ProviderError } from '../../provider-error.js';
 import type { EnforcedLimits } from '../limits/enforced.js';
 import type { ProcIdentity } from '../system/proc.js';
+import { releaseIdBlock } from '../rootfs/id-blocks.js';
 import { isSandboxId } from './ids.js';
 import type { SandboxSpec } from './spec.js';
 
@@ -98,6 +101,9 @@ export const CGROUPS_FILE = 'cgroups.json';
 export const PORTS_FILE = 'ports.json';
 /** Requests the sandbox's egress proxy refused or could not get through, one JSON line each (network/failure-log.ts; the name predates the failures). */
 export const FAILURES_FILE = 'network-denials.jsonl';
+/** What a workspace's host directory was at create, and the names its directories held (rootfs/workspace.ts). */
+export const WORKSPACE_ORIGIN_FILE = 'workspace.json';
+export const WORKSPACE_NAMES_FILE = 'workspace-names.json';
 /** The keeper's control socket (network/control-channel.ts). */
 export const CONTROL_SOCKET = 'control.sock';
 /** The keeper's relay to the sandbox's resident agent (keeper/resident-relay.ts); absent in sandboxes of older keepers. */
@@ -188,16 +194,20 @@ export function dirAgeMs(dir: string): number | null {
 
 /**
  * Removes a sandbox directory: renamed to a tombstone first (one atomic step, so listings never see
- * a half-removed sandbox and concurrent cleaners cannot both win), then deleted.
- * Returns false when it was already gone.
+ * a half-removed sandbox and concurrent cleaners cannot both win), then deleted, and the block of
+ * host ids a template sandbox held is given back (rootfs/id-blocks.ts). Returns false when it was
+ * already gone.
  */
 export function removeSandboxDir(sandboxes: string, id: string): boolean {
+  const dir = join(sandboxes, id);
   const tomb = join(sandboxes, `.gone-${id}-${randomBytes(4).toString('hex')}`);
   try {
-    renameSync(join(sandboxes, id), tomb);
+    renameSync(dir, tomb);
   } catch {
     return false;
   }
+  const spec = readSpec(tomb);
+  if (spec?.root?.mode === 'idrange') releaseIdBlock(spec.identity.uid, dir);
   rmSync(tomb, { recursive: true, force: true });
   return true;
 }

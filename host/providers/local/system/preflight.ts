@@ -1,11 +1,16 @@
-// Before the first sandbox: is this Linux, and where are bwrap, nsenter, setpriv, flock and the
-// built keeper? Each missing piece is an unavailable (or unsupported) ProviderError with a fix in it.
+// Before the first sandbox: is this Linux on an architecture the helpers know, and where are bwrap,
+// nsenter, setpriv, flock, perl and the built keeper with its helpers? Each missing piece is an
+// unavailable (or unsupported) ProviderError with a fix in it.
 import { accessSync, constants as fsConstants, existsSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { ProviderError } from '../../provider-error.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import type { ToolPaths } from '../launch/command-lines.js';
+import { helpersDir, isHelperArch, type PerlHelper } from '../launch/perl-helpers.js';
 import type { LocalSettings } from '../settings.js';
+
+/** The helpers a build ships in dist/helpers/. */
+const HELPERS: readonly PerlHelper[] = ['mount-root', 'enter', 'userns-off'];
 
 function isExecutable(path: string): boolean {
   try {
@@ -43,6 +48,8 @@ export function locateTool(name: keyof ToolPaths, overrides: Partial<ToolPaths>)
 /** The system tools sandboxes are built and entered with; throws the first missing prerequisite. */
 export function preflight(settings: Pick<LocalSettings, 'toolOverrides' | 'identity' | 'keeperScript' | 'shell'>): ToolPaths {
   if (process.platform !== 'linux') throw new ProviderError('unsupported', { detail: LOCAL_DETAILS.notLinux });
+  if (!isHelperArch(process.arch))
+    throw new ProviderError('unsupported', { code: 'arch_unsupported', detail: LOCAL_DETAILS.archUnsupported });
   const tool = (name: keyof ToolPaths): string | null => locateTool(name, settings.toolOverrides);
   const bwrap = tool('bwrap');
   if (!bwrap) {
@@ -58,8 +65,12 @@ export function preflight(settings: Pick<LocalSettings, 'toolOverrides' | 'ident
   }
   // Creates take the state directory's lock with it (sandbox/create-lock.ts).
   if (!findExecutable('flock')) throw new ProviderError('unavailable', { code: 'flock_missing', detail: LOCAL_DETAILS.flockMissing });
-  if (!existsSync(settings.keeperScript)) {
+  // Every sandbox needs it: its keeper forbids user namespaces inside with a perl helper.
+  const perl = tool('perl');
+  if (!perl) throw new ProviderError('unavailable', { code: 'perl_missing', detail: LOCAL_DETAILS.perlMissing });
+  const helpers = helpersDir(settings.keeperScript);
+  if (!existsSync(settings.keeperScript) || !HELPERS.every((h) => existsSync(join(helpers, `${h}.pl`)))) {
     throw new ProviderError('unavailable', { code: 'host_bundle_missing', detail: LOCAL_DETAILS.hostBundleMissing });
   }
-  return { bwrap, nsenter, setpriv: setpriv ?? 'setpriv', sh: existsSync('/bin/sh') ? '/bin/sh' : settings.shell };
+  return { bwrap, nsenter, setpriv: setpriv ?? 'setpriv', sh: existsSync('/bin/sh') ? '/bin/sh' : settings.shell, perl };
 }

@@ -1,0 +1,63 @@
+// workspace_changes: what the sandbox changed in its workspace (shared/workspace/), computed here,
+// inside, as the sandbox user: whatever the trees hold (a link out of the workspace, a file it may
+// not read) is read with no more rights than the sandbox has. Paths may start with `~/` (an e2b
+// sandbox keeps its copy in the home, wherever the home is).
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { WorkspaceChangesResult } from '../../shared/protocol.js';
+import { WORKSPACE_LIMITS } from '../../shared/protocol.js';
+import { collectChanges, type WorkspaceTrees } from '../../shared/workspace/changes.js';
+import { describeChanges } from '../../shared/workspace/patch.js';
+import { AgentFailure } from '../errors.js';
+import { homeDir } from '../paths.js';
+
+export interface WorkspaceChangesOpts {
+  base: string;
+  current: string;
+  upper?: string;
+  patch: boolean;
+  maxEntries: number;
+  maxPatchBytes: number;
+}
+
+/** `~/x` in the agent's home; other paths as they are. */
+function expandHome(path: string): string {
+  if (!path.startsWith('~/')) return path;
+  const home = homeDir();
+  if (home === null)
+    throw new AgentFailure('internal', 'a workspace path starts with ~/ but HOME is unset and this user has no home directory');
+  return join(home, path.slice(2));
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** The changes (the first maxEntries by path), the counts of all of them and, when asked, the patch. */
+export function workspaceChanges(opts: WorkspaceChangesOpts): WorkspaceChangesResult {
+  const trees: WorkspaceTrees = { base: expandHome(opts.base), current: expandHome(opts.current) };
+  if (opts.upper !== undefined) trees.upper = expandHome(opts.upper);
+  for (const dir of [trees.base, trees.current, ...(trees.upper !== undefined ? [trees.upper] : [])]) {
+    if (!isDirectory(dir)) throw new AgentFailure('not_found', 'the workspace, or the copy it is compared with, is not there');
+  }
+  const all = collectChanges(trees);
+  const counts = { added: 0, modified: 0, deleted: 0, mode_changed: 0 };
+  for (const c of all) counts[c.change]++;
+  const listed = all.slice(0, opts.maxEntries);
+  const described = describeChanges(trees, listed, opts.patch, {
+    maxFileBytes: WORKSPACE_LIMITS.maxFileBytes,
+    maxPatchBytes: opts.maxPatchBytes,
+  });
+  return {
+    changes: described.changes,
+    changes_truncated: all.length > listed.length,
+    counts,
+    patch: opts.patch ? described.patch : null,
+    // Changes past the listed ones are missing from the patch too.
+    patch_truncated: opts.patch && (described.truncated || all.length > listed.length),
+  };
+}

@@ -1,0 +1,62 @@
+// `sandbox-mcp diff <id>`: what a sandbox changed in its workspace, for the person to review before
+// `apply` — the unified diff (coloured on a terminal), then what it does not show: binary and large
+// files, and the paths the host changed since create. Masked as `logs` and workspace_changes mask.
+import { WORKSPACE_LIMITS } from '../../shared/protocol.js';
+import type { ServerDeps } from '../mcp/server-deps.js';
+import type { SandboxRef } from '../providers/sandbox-ref.js';
+import { readWorkspaceChanges, type WorkspaceReport } from '../tasks/workspace-changes.js';
+import { formatBytes, paint } from './format.js';
+
+/** What `diff` reads: every change the agent lists and the patch up to the protocol's largest. */
+export async function readDiff(deps: Pick<ServerDeps, 'providers' | 'agent' | 'masker'>, sandbox: SandboxRef): Promise<WorkspaceReport> {
+  const provider = deps.providers.get(sandbox.provider);
+  await deps.masker.learn(sandbox.qualified, () => provider.getEnvironment(sandbox.id));
+  const report = await readWorkspaceChanges(provider, deps.agent, sandbox.id, {
+    patch: true,
+    maxPatchBytes: WORKSPACE_LIMITS.maxPatchBytes,
+    maxEntries: WORKSPACE_LIMITS.maxEntries,
+  });
+  const mask = (text: string) => deps.masker.mask(sandbox.qualified, text);
+  return {
+    ...report,
+    changes: report.changes.map((c) => ({ ...c, path: mask(c.path), link_target: c.link_target === null ? null : mask(c.link_target) })),
+    patch: report.patch === null ? null : mask(report.patch),
+  };
+}
+
+/** One line of a unified diff in the colour git gives it. */
+function colourLine(line: string, colour: boolean): string {
+  if (line.startsWith('diff --git ') || line.startsWith('--- ') || line.startsWith('+++ ')) return paint(line, 'bold', colour);
+  if (/^(new|deleted) file mode |^(old|new) mode /.test(line)) return paint(line, 'bold', colour);
+  if (line.startsWith('@@')) return paint(line, 'cyan', colour);
+  if (line.startsWith('+')) return paint(line, 'green', colour);
+  if (line.startsWith('-')) return paint(line, 'red', colour);
+  return line;
+}
+
+/** The diff for people: a heading, the patch, then what it leaves out. */
+export function renderDiff(sandbox: SandboxRef, report: WorkspaceReport, colour: boolean): string {
+  const out: string[] = [];
+  const { counts, workspace } = report;
+  const note = (text: string, c?: 'yellow' | 'dim') => out.push(paint(`# ${text}`, c ?? 'dim', colour));
+  note(`${sandbox.qualified}: workspace ${workspace.hostPath} (at ${workspace.path} inside)`);
+  note(`${counts.added} added, ${counts.modified} modified, ${counts.deleted} deleted, ${counts.mode_changed} mode changes`);
+  if (report.patch)
+    out.push(
+      ...report.patch
+        .replace(/\n$/, '')
+        .split('\n')
+        .map((l) => colourLine(l, colour)),
+    );
+  const unshown = report.changes.filter((c) => c.diff === 'binary' || c.diff === 'too_large' || c.diff === 'unreadable');
+  for (const c of unshown) {
+    const why = c.diff === 'binary' ? 'binary' : c.diff === 'too_large' ? 'too large to diff' : 'unreadable';
+    note(`${c.change} ${c.path}: ${why}${c.size !== null ? `, ${formatBytes(c.size)}` : ''}`);
+  }
+  if (report.patch_truncated) note(`the diff stops at ${formatBytes(WORKSPACE_LIMITS.maxPatchBytes)}: later files are not shown`, 'yellow');
+  if (report.changes_truncated) note(`only the first ${report.changes.length} changes are listed`, 'yellow');
+  const changedOnHost = report.changes.filter((c) => c.host_changed);
+  for (const c of changedOnHost) note(`the host changed ${c.path} since the sandbox was created`, 'yellow');
+  if (report.patch?.includes('[MASKED]')) note('known secret values are masked above; apply writes the files as they are', 'yellow');
+  return out.join('\n') + '\n';
+}

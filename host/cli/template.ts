@@ -1,0 +1,215 @@
+// `sandbox-mcp template build|import|ls|inspect|rm`: the person's side of local templates (the
+// root filesystems create_sandbox's `template` names). args.ts parses the command line; this
+// module checks each subcommand's arguments (naming what is wrong, never echoing a value), runs
+// it on the configuration's templates directory and returns the exit status. Progress and
+// complaints go to stderr; stdout carries the result (JSON with --json, and always for inspect).
+import * as z from 'zod';
+import { localProviderOpts } from '../config/local-options.js';
+import type { ServerConfig } from '../config/config.js';
+import { createLocalTemplates, type TemplateDetails } from '../providers/local/local-provider.js';
+import { DEFAULT_DEBIAN_SUITE, parsePackageList } from '../providers/local/templates/debian-build.js';
+import { TEMPLATE_NAME_RULE } from '../providers/local/templates/refusals.js';
+import {
+  isStorableTemplateName,
+  TemplateRecordSchema,
+  type TemplateRecord,
+  type TemplateSource,
+} from '../providers/local/templates/store.js';
+import { qualify } from '../providers/sandbox-ref.js';
+import { isProviderError } from '../providers/provider-error.js';
+import { definedFields } from '../util/defined-fields.js';
+import { UsageError, type CommandLine } from './args.js';
+import { BuildProgress } from './build-progress.js';
+import { formatBytes, formatRelative, isColourWanted, renderTable } from './format.js';
+
+/** The template subcommands. */
+export const TEMPLATE_SUBCOMMANDS = ['build', 'import', 'ls', 'inspect', 'rm'] as const;
+type Subcommand = (typeof TEMPLATE_SUBCOMMANDS)[number];
+
+/** One template as `template ls --json` and `template inspect` print it: its record and the live sandboxes on it (qualified ids). */
+export const TemplateEntrySchema = TemplateRecordSchema.extend({ used_by: z.array(z.string()) });
+export type TemplateEntry = z.infer<typeof TemplateEntrySchema>;
+
+/** What `template ls --json` prints. */
+export const TemplateListingSchema = z.strictObject({ templates: z.array(TemplateEntrySchema) });
+export type TemplateListing = z.infer<typeof TemplateListingSchema>;
+
+/** Exit status of a build stopped with Ctrl-C (shell convention, 128+SIGINT). */
+export const INTERRUPTED_EXIT = 130;
+
+const USAGE: Record<Subcommand, { args: number; usage: string; flags: readonly (keyof CommandLine)[] }> = {
+  build: {
+    args: 1,
+    usage: 'sandbox-mcp template build NAME [--packages LIST] [--suite S] [--mirror URL] [--package-cache DIR]',
+    flags: ['packages', 'suite', 'mirror', 'packageCache'],
+  },
+  import: { args: 2, usage: 'sandbox-mcp template import NAME FILE.tar|DIR', flags: [] },
+  ls: { args: 0, usage: 'sandbox-mcp template ls [--json]', flags: ['json'] },
+  inspect: { args: 1, usage: 'sandbox-mcp template inspect NAME', flags: [] },
+  rm: { args: 1, usage: 'sandbox-mcp template rm NAME', flags: [] },
+};
+
+const FLAG_NAMES: Partial<Record<keyof CommandLine, string>> = {
+  packages: '--packages',
+  suite: '--suite',
+  packageCache: '--package-cache',
+  mirror: '--mirror',
+  json: '--json',
+};
+
+/** The subcommand and its arguments, checked: a UsageError names what is wrong. */
+function parseSubcommand(line: CommandLine): { sub: Subcommand; args: string[] } {
+  const [sub, ...args] = line.args;
+  if (!(TEMPLATE_SUBCOMMANDS as readonly string[]).includes(sub ?? '')) {
+    throw new UsageError(`template needs a subcommand: ${TEMPLATE_SUBCOMMANDS.join(', ')} (see sandbox-mcp --help)`);
+  }
+  const spec = USAGE[sub as Subcommand];
+  if (args.length !== spec.args) throw new UsageError(`usage: ${spec.usage}`);
+  for (const [key, flag] of Object.entries(FLAG_NAMES) as [keyof CommandLine, string][]) {
+    const value = line[key];
+    if (value !== undefined && value !== false && !spec.flags.includes(key)) {
+      throw new UsageError(
+        `${flag} applies only to: ${TEMPLATE_SUBCOMMANDS.filter((s) => USAGE[s].flags.includes(key))
+          .map((s) => `sandbox-mcp template ${s}`)
+          .join(', ')}`,
+      );
+    }
+  }
+  if (sub !== 'ls' && !isStorableTemplateName(args[0]!)) throw new UsageError(`NAME must be ${TEMPLATE_NAME_RULE}`);
+  return { sub: sub as Subcommand, args };
+}
+
+/** How a template's source reads in `template ls`. */
+export function describeSource(source: TemplateSource): string {
+  switch (source.kind) {
+    case 'debian':
+      return `debian ${source.suite}${source.packages.length > 0 ? ` + ${source.packages.join(',')}` : ''}`;
+    case 'import':
+      return `import of ${source.from}`;
+    case 'snapshot':
+      return `snapshot of ${source.parent}`;
+  }
+}
+
+function entry(details: TemplateDetails): TemplateEntry {
+  return { ...details, used_by: details.used_by.map((id) => qualify('local', id).qualified) };
+}
+
+/** `template ls` for people: one row per template. */
+export function renderTemplates(entries: readonly TemplateEntry[], nowMs: number, colour: boolean): string {
+  if (entries.length === 0) return 'no templates (sandbox-mcp template build or template import makes one)\n';
+  const rows = [
+    [
+      { text: 'NAME', colour: 'bold' as const },
+      { text: 'SOURCE', colour: 'bold' as const },
+      { text: 'SIZE', colour: 'bold' as const },
+      { text: 'CREATED', colour: 'bold' as const },
+      { text: 'SANDBOXES', colour: 'bold' as const },
+    ],
+    ...entries.map((t) => [
+      t.name,
+      describeSource(t.source),
+      formatBytes(t.size_bytes),
+      formatRelative(Date.parse(t.created_at), nowMs),
+      t.used_by.length > 0 ? t.used_by.join(',') : '-',
+    ]),
+  ];
+  return renderTable(rows, { colour }).join('\n') + '\n';
+}
+
+function madeLine(verb: string, record: TemplateRecord, elapsedMs?: number): string {
+  const took = elapsedMs === undefined ? '' : ` in ${Math.round(elapsedMs / 1000)} s`;
+  return `${verb} template ${record.name}: ${describeSource(record.source)}, ${formatBytes(record.size_bytes)}${took}\n`;
+}
+
+/** Calls `run` with a signal that Ctrl-C (or TERM, HUP) aborts, for as long as it runs. */
+async function interruptible<T>(run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const interrupt = new AbortController();
+  const onSignal = () => interrupt.abort();
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  for (const s of signals) process.on(s, onSignal);
+  try {
+    return await run(interrupt.signal);
+  } finally {
+    for (const s of signals) process.off(s, onSignal);
+  }
+}
+
+/** Runs one template subcommand (see --help) and returns its exit status; throws UsageError or ProviderError. */
+export async function runTemplateCommand(line: CommandLine, config: ServerConfig): Promise<number> {
+  const { sub, args } = parseSubcommand(line);
+  const templates = createLocalTemplates(localProviderOpts(config));
+  const out = (text: string) => void process.stdout.write(text);
+  switch (sub) {
+    case 'ls': {
+      const entries = (await templates.list()).map(entry);
+      out(
+        line.json
+          ? JSON.stringify({ templates: entries } satisfies TemplateListing, null, 2) + '\n'
+          : renderTemplates(entries, Date.now(), isColourWanted(process.stdout, process.env)),
+      );
+      return 0;
+    }
+    case 'inspect':
+      out(JSON.stringify(entry(await templates.inspect(args[0]!)), null, 2) + '\n');
+      return 0;
+    case 'rm':
+      await templates.remove(args[0]!);
+      out(`removed template ${args[0]}\n`);
+      return 0;
+    case 'import': {
+      const record = await templates.importRoot(args[0]!, args[1]!, {
+        nameField: 'NAME',
+        sourceField: 'FILE.tar|DIR',
+        onOutput: (l) => void process.stderr.write(`  ${l}\n`),
+      });
+      out(madeLine('imported', record));
+      return 0;
+    }
+    case 'build':
+      return build(templates, args[0]!, line, out);
+  }
+}
+
+async function build(
+  templates: ReturnType<typeof createLocalTemplates>,
+  name: string,
+  line: CommandLine,
+  out: (text: string) => void,
+): Promise<number> {
+  const spec = {
+    suite: line.suite ?? DEFAULT_DEBIAN_SUITE,
+    packages: parsePackageListOrUsage(line.packages),
+    ...definedFields({ packageCache: line.packageCache, mirror: line.mirror }),
+  };
+  const progress = new BuildProgress(process.stderr, `building template ${name}`);
+  let isSuccess = false;
+  try {
+    const record = await interruptible((signal) =>
+      templates.buildDebian(name, spec, {
+        fields: { name: 'NAME', suite: '--suite', packageCache: '--package-cache', mirror: '--mirror' },
+        onOutput: (l) => progress.line(l),
+        signal,
+      }),
+    );
+    isSuccess = true;
+    progress.finish(true);
+    out(madeLine('built', record, progress.elapsedMs()));
+    return 0;
+  } catch (e) {
+    if (!isSuccess) progress.finish(false);
+    if (isProviderError(e) && e.code === 'build_interrupted') {
+      process.stderr.write(`sandbox-mcp: ${e.suggestion}\n`);
+      return INTERRUPTED_EXIT;
+    }
+    throw e;
+  }
+}
+
+function parsePackageListOrUsage(text: string | undefined): string[] {
+  try {
+    return parsePackageList(text, '--packages');
+  } catch (e) {
+    throw new UsageError(isProviderError(e) ? e.suggestion.replace(/\.$/, '') : '--packages is not valid');
+  }
+}

@@ -1,0 +1,99 @@
+// A local sandbox's workspace, on the host's side: the person's directory becomes the lower of an
+// overlay the launch helper mounts (helpers/mount-root.pl), its upper on the sandbox's tmpfs, so a
+// create copies nothing whatever the directory's size, and nothing the sandbox writes reaches the
+// host. Here: the checks and the spec entry at create, what the directory was at create (kept in
+// the sandbox's state directory: providers/workspace-origin.ts), and the record getWorkspace gives.
+import { readFileSync, realpathSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { ProviderError } from '../../provider-error.js';
+import type { SandboxWorkspace, WorkspaceOrigin } from '../../provider.js';
+import { captureOrigin, recordNames } from '../../workspace-origin.js';
+import { isWithin } from '../../workspace-policy.js';
+import { WORKSPACE_BASE_VIEW, WORKSPACE_PATH, WORKSPACE_UPPER_VIEW } from '../launch/bwrap-args.js';
+import type { SpecWorkspace } from '../sandbox/spec.js';
+import { WORKSPACE_NAMES_FILE, WORKSPACE_ORIGIN_FILE, writePrivateFile } from '../sandbox/state-dir.js';
+
+function realOrSelf(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
+}
+
+/**
+ * The spec entry of a workspace on `hostPath` (already checked against --workspace-allow): still a
+ * directory, and neither holding nor inside one of the server's own directories (`privateDirs`:
+ * its state, templates and cache), which no sandbox may see. `mountPoint`: where a root server's
+ * helper shows its tmpfs to bwrap. Throws invalid_argument naming the field.
+ */
+export function specWorkspace(hostPath: string, privateDirs: readonly string[], mountPoint?: string): SpecWorkspace {
+  let st;
+  try {
+    st = statSync(hostPath);
+  } catch {
+    st = null;
+  }
+  if (!st?.isDirectory()) {
+    throw new ProviderError('invalid_argument', {
+      code: 'workspace_not_found',
+      detail: 'field `workspace` is no longer an existing directory.',
+    });
+  }
+  const real = realOrSelf(hostPath);
+  for (const dir of privateDirs.map(realOrSelf)) {
+    if (isWithin(dir, real) || isWithin(real, dir)) {
+      throw new ProviderError('invalid_argument', {
+        code: 'workspace_holds_server_state',
+        detail:
+          "field `workspace` holds, or lies inside, one of this server's own directories (its state, templates or cache), which no sandbox may see: name another directory.",
+      });
+    }
+  }
+  return { hostPath: real, uid: st.uid, gid: st.gid, ...(mountPoint !== undefined ? { mountPoint } : {}) };
+}
+
+/**
+ * Starts recording what the directory is now, in the sandbox's state directory `dir`: the instant
+ * at once (before the overlay is mounted: a change after it counts as after create), the names of
+ * its directories and its repository while the sandbox starts. Resolves once all is written.
+ */
+export function recordWorkspaceOrigin(dir: string, hostPath: string): { names(): void; done: Promise<void> } {
+  const origin = captureOrigin(hostPath, dir);
+  return {
+    // Synchronous (a readdir walk): called while the keeper starts, it costs a create no wall time.
+    names: () => writePrivateFile(join(dir, WORKSPACE_NAMES_FILE), JSON.stringify(recordNames(hostPath))),
+    done: origin.then((o) => writePrivateFile(join(dir, WORKSPACE_ORIGIN_FILE), JSON.stringify(o) + '\n')),
+  };
+}
+
+/** The workspace of the sandbox in state directory `dir` (spec entry `ws`), as the provider contract describes it. */
+export function localWorkspace(dir: string, ws: SpecWorkspace): SandboxWorkspace {
+  let origin: WorkspaceOrigin | undefined;
+  try {
+    origin = JSON.parse(readFileSync(join(dir, WORKSPACE_ORIGIN_FILE), 'utf8')) as WorkspaceOrigin;
+  } catch {
+    origin = undefined;
+  }
+  if (typeof origin?.sinceNs !== 'string') throw new ProviderError('internal', { code: 'workspace_record_unreadable' });
+  return {
+    hostPath: ws.hostPath,
+    path: WORKSPACE_PATH,
+    trees: { base: WORKSPACE_BASE_VIEW, current: WORKSPACE_PATH, upper: WORKSPACE_UPPER_VIEW },
+    isBaseFrozen: false,
+    origin,
+    namesFile: join(dir, WORKSPACE_NAMES_FILE),
+  };
+}
+
+/**
+ * The refusal of a snapshot of a sandbox with a workspace: its changes are in the workspace's own
+ * upper, not the writable layer a snapshot copies, so the snapshot would silently lose them.
+ */
+export function workspaceSnapshotRefused(): ProviderError {
+  return new ProviderError('unsupported', {
+    code: 'workspace_snapshot',
+    detail:
+      "This sandbox has a workspace, and a local snapshot would not keep the workspace's changes: the person applies them first (sandbox-mcp apply), or snapshot a sandbox without a workspace.",
+  });
+}

@@ -1,0 +1,216 @@
+// The local provider's templates as the CLI and the snapshot tool use them: list, inspect, remove
+// (refused while a live sandbox runs on one), import, build and snapshot. Each change goes through
+// the store's writers (store-writer.ts): a name claimed first, a layer made aside and renamed into
+// place, a record published exclusively; whatever fails leaves nothing behind.
+import { basename, dirname, join } from 'node:path';
+import { ProviderError } from '../../provider-error.js';
+import type { SandboxRegistry } from '../sandbox/registry.js';
+import { listSandboxIds, readSpec } from '../sandbox/state-dir.js';
+import type { SandboxSpec } from '../sandbox/spec.js';
+import type { LocalSettings } from '../settings.js';
+import { findExecutable } from '../system/preflight.js';
+import { buildNeedsRoot, checkBuildSpec, DEBIAN_VARIANT, mmdebstrapMissing, runMmdebstrap, type DebianBuildSpec } from './debian-build.js';
+import { classifySource, fillFromSource, layerOwnersHere } from './import-root.js';
+import { badTemplateName, templateNotFound } from './refusals.js';
+import { treeSizeBytes } from './file-tree.js';
+import { snapshotChainTooLong, snapshotNeedsTemplate } from './refusals.js';
+import { assertSnapshotFits, fillFromWritableLayer, MAX_TEMPLATE_LAYERS, snapshotSizeBytes, type WritableLayerView } from './snapshot.js';
+import { isStorableTemplateName, listTemplates, readTemplate, type TemplateRecord } from './store.js';
+import { claimName, ensureTemplatesDir, makeLayer, publishTemplate, readLayer, removeTemplate, sweepStale } from './store-writer.js';
+
+/** A template and the live sandboxes (unqualified ids) running on it. */
+export type TemplateDetails = TemplateRecord & { used_by: string[] };
+
+/** The name of the template a sandbox runs on, from its spec (absent: `base`). */
+export function specTemplateName(spec: SandboxSpec): string | undefined {
+  const template = (spec as { template?: unknown }).template;
+  if (typeof template === 'string') return template;
+  const name = (template as { name?: unknown } | undefined)?.name;
+  return typeof name === 'string' ? name : undefined;
+}
+
+/** Options of an import. */
+export interface ImportOpts {
+  /** How the source is named in errors (`FILE`, `source`…). */
+  sourceField?: string;
+  /** How the name is named in errors. */
+  nameField?: string;
+  /** Hears lines the tools printed about a failure. */
+  onOutput?: (line: string) => void;
+}
+
+/** Options of a build. */
+export interface BuildOpts {
+  /** How the arguments are named in errors (the CLI's NAME, --suite, --package-cache). */
+  fields?: Partial<{ name: string; suite: string; packageCache: string; mirror: string }>;
+  /** Hears every line mmdebstrap prints. */
+  onOutput?: (line: string) => void;
+  /** Interrupts the build. */
+  signal?: AbortSignal;
+}
+
+/** The templates of one templates directory, with the sandboxes of one state directory as their users. */
+export class LocalTemplates {
+  constructor(
+    private readonly settings: Pick<LocalSettings, 'templatesDir' | 'sandboxes'>,
+    private readonly registry: Pick<SandboxRegistry, 'inspectAll'>,
+  ) {}
+
+  /** The templates directory. */
+  get dir(): string {
+    return this.settings.templatesDir;
+  }
+
+  /** Every template, by name, with the live sandboxes on each. */
+  async list(): Promise<TemplateDetails[]> {
+    const users = await this.usersByTemplate();
+    return listTemplates(this.dir).map((t) => ({ ...t, used_by: users.get(t.name) ?? [] }));
+  }
+
+  /** One template; not_found when there is none of that name. */
+  async inspect(name: string): Promise<TemplateDetails> {
+    const record = isStorableTemplateName(name) ? readTemplate(this.dir, name) : undefined;
+    if (!record) throw templateNotFound();
+    return { ...record, used_by: (await this.usersByTemplate()).get(name) ?? [] };
+  }
+
+  /** Removes a template and the layers only it listed; conflict while a live sandbox runs on it. */
+  async remove(name: string): Promise<void> {
+    if (!isStorableTemplateName(name)) throw templateNotFound();
+    ensureTemplatesDir(this.dir);
+    sweepStale(this.dir);
+    await removeTemplate(this.dir, name, async (n) => ((await this.usersByTemplate()).get(n) ?? []).length > 0);
+  }
+
+  /** Imports a root filesystem from a tar archive or a directory as template `name`. */
+  async importRoot(name: string, source: string, opts: ImportOpts = {}): Promise<TemplateRecord> {
+    if (!isStorableTemplateName(name)) throw badTemplateName(opts.nameField ?? 'name');
+    const kind = classifySource(source, opts.sourceField ?? 'source', this.dir);
+    const owners = layerOwnersHere();
+    return this.make(name, [], async (claim) => {
+      const layer = await makeLayer(this.dir, claim, owners, (root) =>
+        fillFromSource(root, source, kind, owners, opts.onOutput ?? (() => {})),
+      );
+      return {
+        format: 1,
+        name,
+        source: { kind: 'import', from: kind.from, format: kind.format },
+        created_at: layer.created_at,
+        size_bytes: layer.size_bytes,
+        layers: [layer.id],
+        owners,
+      };
+    });
+  }
+
+  /**
+   * Builds a Debian template with mmdebstrap (debian-build.ts), passing each line it prints to
+   * `onOutput`; `signal` interrupts it. Nothing remains of a failed or interrupted build.
+   */
+  async buildDebian(name: string, spec: DebianBuildSpec, opts: BuildOpts = {}): Promise<TemplateRecord> {
+    const fields = { name: 'name', suite: 'suite', packageCache: 'package_cache', mirror: 'mirror', ...opts.fields };
+    if (!isStorableTemplateName(name)) throw badTemplateName(fields.name);
+    checkBuildSpec(spec, fields);
+    if (process.geteuid?.() !== 0) throw buildNeedsRoot();
+    const mmdebstrap = findExecutable('mmdebstrap');
+    if (!mmdebstrap) throw mmdebstrapMissing();
+    const unshare = findExecutable('unshare');
+    if (!unshare)
+      throw new ProviderError('unavailable', {
+        code: 'unshare_missing',
+        detail: "util-linux's unshare is not installed: install util-linux and retry.",
+      });
+    return this.make(name, [], async (claim) => {
+      const layer = await makeLayer(this.dir, claim, 'native', (root) =>
+        runMmdebstrap(spec, root, { mmdebstrap, unshare }, opts.onOutput ?? (() => {}), opts.signal),
+      );
+      return {
+        format: 1,
+        name,
+        source: { kind: 'debian', suite: spec.suite, packages: spec.packages, variant: DEBIAN_VARIANT },
+        created_at: layer.created_at,
+        size_bytes: layer.size_bytes,
+        layers: [layer.id],
+        owners: 'native',
+      };
+    });
+  }
+
+  /**
+   * Saves the writable layer of a running template sandbox as template `name`, on top of the
+   * layers it runs on (snapshot.ts). Refused (unsupported) for a base sandbox, and
+   * (insufficient_resources) when snapshot storage would pass `capBytes`.
+   */
+  async snapshot(
+    sandbox: { id: string; template: string | undefined; layerDirs: readonly string[] | undefined },
+    layer: WritableLayerView | null,
+    name: string,
+    capBytes: number,
+  ): Promise<{ record: TemplateRecord; layerBytes: number; isFrozen: boolean }> {
+    if (!isStorableTemplateName(name)) throw badTemplateName('name');
+    if (sandbox.template === undefined || sandbox.layerDirs === undefined || layer === null) throw snapshotNeedsTemplate();
+    // The layers it runs on (their ids), as its spec recorded them: a live sandbox's template cannot be removed.
+    const baseLayers = sandbox.layerDirs.map((d) => basename(dirname(d)));
+    const baseRecords = baseLayers.map((id) => readLayer(this.dir, id));
+    if (baseRecords.some((r) => r === undefined)) throw new ProviderError('internal', { code: 'template_layer_missing' });
+    if (baseLayers.length + 1 > MAX_TEMPLATE_LAYERS) throw snapshotChainTooLong();
+    assertSnapshotFits(this.dir, snapshotSizeBytes(layer.upperDir), capBytes);
+    const owners = baseRecords[0]!.owners;
+    let isFrozen = false;
+    let layerBytes = 0;
+    const record = await this.make(name, baseLayers, async (claim) => {
+      const top = await makeLayer(this.dir, claim, owners, async (root) => {
+        isFrozen = (await fillFromWritableLayer(root, layer)).isFrozen;
+        // Files may have grown since the first look.
+        assertSnapshotFits(this.dir, treeSizeBytes(root), capBytes);
+      });
+      layerBytes = top.size_bytes;
+      return {
+        format: 1,
+        name,
+        source: { kind: 'snapshot', sandbox_id: sandbox.id, parent: sandbox.template! },
+        created_at: top.created_at,
+        size_bytes: top.size_bytes + baseRecords.reduce((sum, r) => sum + r!.size_bytes, 0),
+        layers: [top.id, ...baseLayers],
+        owners,
+      };
+    });
+    return { record, layerBytes, isFrozen };
+  }
+
+  /**
+   * Makes template `name` on top of `baseLayers`: claims the name, lets `build` make its layer and
+   * record, publishes the record. Nothing remains of a failure.
+   */
+  private async make(
+    name: string,
+    baseLayers: readonly string[],
+    build: (claim: ReturnType<typeof claimName>) => Promise<TemplateRecord>,
+  ): Promise<TemplateRecord> {
+    ensureTemplatesDir(this.dir);
+    sweepStale(this.dir);
+    const claim = claimName(this.dir, name, baseLayers);
+    try {
+      const record = await build(claim);
+      publishTemplate(this.dir, claim, record);
+      return record;
+    } finally {
+      claim.release();
+    }
+  }
+
+  /**
+   * The live sandboxes (and creates in progress) by the template they run on. Dead ones are
+   * cleaned up first (the registry's sweep), so only a sandbox that may still run counts.
+   */
+  private async usersByTemplate(): Promise<Map<string, string[]>> {
+    await this.registry.inspectAll();
+    const users = new Map<string, string[]>();
+    for (const id of listSandboxIds(this.settings.sandboxes)) {
+      const spec = readSpec(join(this.settings.sandboxes, id));
+      const name = spec ? specTemplateName(spec) : undefined;
+      if (name !== undefined) users.set(name, [...(users.get(name) ?? []), id]);
+    }
+    return users;
+  }
+}

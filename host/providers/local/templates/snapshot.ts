@@ -1,0 +1,189 @@
+// snapshot_sandbox on the local provider: a running template sandbox's writable layer (the
+// overlay's upper directory, which holds its changes to the template and its /home/user, /tmp and
+// /var/tmp) copied into a new layer, on top of the layers the sandbox runs on. The copy keeps
+// whiteouts (a deleted file stays deleted) and opaque marks; it leaves out what is not the
+// sandbox's own — the agent runtime's mount point, the agent's install and its task directories
+// (tasks are not carried over) — and the contents of /tmp and /var/tmp. On a root server the
+// sandbox's ids are a block of host ids: owners are shifted back to the template's own.
+// Snapshot storage (the layers snapshots added) is capped: a snapshot that would pass the cap is
+// refused before anything is copied, and again after, should the files have grown meanwhile.
+import { chmodSync, lchownSync, lstatSync, mkdirSync, readdirSync, utimesSync, type Stats } from 'node:fs';
+import { join } from 'node:path';
+import { ProviderError } from '../../provider-error.js';
+import { runProgram, treeSizeBytes } from './file-tree.js';
+import { readLayer } from './store-writer.js';
+import { listTemplates } from './store.js';
+
+/** What the snapshot needs of the running sandbox's writable layer (rootfs/writable-layer.ts gives it). */
+export interface WritableLayerView {
+  /** Host path of the overlay's upper directory. */
+  upperDir: string;
+  /** What to subtract from its files' owners to get the template's own (0: none). */
+  ownerShift: number;
+  /** Pauses the sandbox's processes for the copy; resolves the thaw, or null where it cannot. */
+  freeze(timeoutMs?: number): Promise<(() => void) | null>;
+}
+
+/** Paths (relative to the root) a snapshot leaves out entirely: the server's, not the sandbox's. */
+export const SNAPSHOT_LEFT_OUT = [
+  // The agent runtime's mount point (bwrap made it in the writable layer).
+  '.sandbox-mcp',
+  // The agent the host installs (AGENT_INSTALL_DIR in the sandbox's home).
+  'home/user/.sandbox-mcp',
+  // The agent's task directories ($HOME/.local/state/sandbox-agent): tasks are not carried over.
+  'home/user/.local/state/sandbox-agent',
+] as const;
+
+/** Directories a snapshot keeps, empty. */
+export const SNAPSHOT_EMPTIED = ['tmp', 'var/tmp'] as const;
+
+/** Most layers a template may stack; a snapshot of a template with as many is refused. */
+export const MAX_TEMPLATE_LAYERS = 32;
+
+/** What snapshot_sandbox's result says about a local snapshot; `isFrozen`: its processes were paused for the copy. */
+export function localSnapshotNote(isFrozen: boolean): string {
+  return (
+    'Files only: processes and tasks are not carried over (a sandbox created from it starts with these files and nothing running), ' +
+    'nor /tmp and /var/tmp. ' +
+    (isFrozen
+      ? 'Its processes were paused while the files were copied, so they are as one moment left them.'
+      : 'It was copied while its processes ran: a file being written at that moment may be caught half-written.')
+  );
+}
+
+type Rule = 'leave' | 'empty';
+interface PathNode {
+  rule?: Rule;
+  children: Map<string, PathNode>;
+}
+
+function rulesTree(): PathNode {
+  const root: PathNode = { children: new Map() };
+  const add = (path: string, rule: Rule) => {
+    let node = root;
+    for (const part of path.split('/')) {
+      let next = node.children.get(part);
+      if (!next) node.children.set(part, (next = { children: new Map() }));
+      node = next;
+    }
+    node.rule = rule;
+  };
+  for (const p of SNAPSHOT_LEFT_OUT) add(p, 'leave');
+  for (const p of SNAPSHOT_EMPTIED) add(p, 'empty');
+  return root;
+}
+
+function lstatOrNull(path: string): Stats | null {
+  try {
+    return lstatSync(path);
+  } catch {
+    return null;
+  }
+}
+
+/** A directory made with another's mode, owner and times (its extended attributes are not copied). */
+function mkdirLike(path: string, st: Stats): void {
+  mkdirSync(path);
+  lchownSync(path, st.uid, st.gid);
+  chmodSync(path, st.mode & 0o7777);
+  utimesSync(path, st.atime, st.mtime);
+}
+
+/**
+ * Bytes the snapshot of `upperDir` would take: everything but what it leaves out and the
+ * contents of the directories it empties.
+ */
+export function snapshotSizeBytes(upperDir: string): number {
+  let total = treeSizeBytes(upperDir);
+  for (const p of SNAPSHOT_LEFT_OUT) {
+    const st = lstatOrNull(join(upperDir, p));
+    if (st?.isDirectory()) total -= st.size + treeSizeBytes(join(upperDir, p));
+  }
+  for (const p of SNAPSHOT_EMPTIED) {
+    if (lstatOrNull(join(upperDir, p))?.isDirectory()) total -= treeSizeBytes(join(upperDir, p));
+  }
+  return Math.max(0, total);
+}
+
+/**
+ * Copies `from` into the existing directory `to` but for the paths the rules name: entries under
+ * no rule go to one `cp -a` per directory (whiteouts, xattrs, hard links kept); a directory on
+ * the way to a rule's path is made alike and walked; a left-out path is skipped; an emptied one
+ * is made alike, empty. An entry that is not a directory (a whiteout: the sandbox deleted it) is
+ * copied as it is, whatever the rule.
+ */
+async function copyWithRules(from: string, to: string, node: PathNode): Promise<void> {
+  const plain: string[] = [];
+  for (const name of readdirSync(from)) {
+    const child = node.children.get(name);
+    const st = lstatSync(join(from, name));
+    if (!child || !st.isDirectory()) {
+      if (child?.rule !== 'leave') plain.push(name);
+      continue;
+    }
+    if (child.rule === 'leave') continue;
+    mkdirLike(join(to, name), st);
+    if (child.rule !== 'empty') await copyWithRules(join(from, name), join(to, name), child);
+  }
+  if (plain.length === 0) return;
+  const done = await runProgram('cp', ['-a', '--reflink=auto', '-t', to, '--', ...plain], { cwd: from });
+  if (done.status !== 0) throw new ProviderError('internal', { code: 'snapshot_copy_failed' });
+}
+
+/** Gives every file owned by an id of the sandbox's block the template's own id back (root servers). */
+function shiftOwners(root: string, shift: number): void {
+  const inBlock = (id: number) => id >= shift && id < shift + 65_536;
+  const stack = [root];
+  while (stack.length > 0) {
+    const dir = stack.pop()!;
+    for (const name of readdirSync(dir)) {
+      const path = join(dir, name);
+      const st = lstatSync(path);
+      if (inBlock(st.uid) || inBlock(st.gid)) {
+        lchownSync(path, inBlock(st.uid) ? st.uid - shift : st.uid, inBlock(st.gid) ? st.gid - shift : st.gid);
+        // chown clears set-user-ID and set-group-ID: give them back.
+        if (!st.isSymbolicLink() && (st.mode & 0o6000) !== 0) chmodSync(path, st.mode & 0o7777);
+      }
+      if (st.isDirectory()) stack.push(path);
+    }
+  }
+}
+
+/**
+ * Fills `root` (which does not exist yet) with the snapshot of `layer`, the sandbox's processes
+ * paused where they can be. Resolves whether they were.
+ */
+export async function fillFromWritableLayer(root: string, layer: WritableLayerView): Promise<{ isFrozen: boolean }> {
+  mkdirSync(root, { mode: 0o755 });
+  const thaw = await layer.freeze();
+  try {
+    await copyWithRules(layer.upperDir, root, rulesTree());
+  } finally {
+    thaw?.();
+  }
+  if (layer.ownerShift !== 0) shiftOwners(root, layer.ownerShift);
+  return { isFrozen: thaw !== null };
+}
+
+/** Bytes of snapshot layers in the store: the top layer of every template a snapshot made, each once. */
+export function snapshotStorageBytes(dir: string): number {
+  const layers = new Set(listTemplates(dir).flatMap((t) => (t.source.kind === 'snapshot' ? [t.layers[0]!] : [])));
+  let total = 0;
+  for (const id of layers) total += readLayer(dir, id)?.size_bytes ?? 0;
+  return total;
+}
+
+const MIB = 1024 * 1024;
+const mib = (bytes: number) => `${(bytes / MIB).toFixed(1)} MiB`;
+
+/** insufficient_resources unless `moreBytes` fit within the cap beside what snapshots hold already. */
+export function assertSnapshotFits(dir: string, moreBytes: number, capBytes: number): void {
+  const used = snapshotStorageBytes(dir);
+  if (used + moreBytes <= capBytes) return;
+  throw new ProviderError('insufficient_resources', {
+    code: 'snapshot_storage_full',
+    detail:
+      `Snapshot storage is full: this snapshot needs ${mib(moreBytes)} and snapshots already hold ${mib(used)} of the ${mib(capBytes)} ` +
+      'this server keeps (--max-snapshot-storage). Remove snapshots (sandbox-mcp template rm) or raise the cap; the sandbox is unchanged.',
+  });
+}

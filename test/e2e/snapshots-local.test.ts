@@ -1,0 +1,225 @@
+// snapshot_sandbox and `sandbox-mcp snapshot` on the local provider, through the built server and
+// CLI with real sandboxes on a template imported in the test (a tarball of a few host programs
+// and their libraries): a snapshot holds the sandbox's files — its home, its edits under /usr,
+// its deletions — and not its /tmp, its tasks or the agent's own; a sandbox created from it
+// starts with them; the original runs on; owners come back as the template's. Removal is
+// refused while a live sandbox runs on a template, and a layer stays while a snapshot lists it.
+// Snapshot storage is capped: past the cap a snapshot is refused and nothing of it is kept.
+import { execFile } from 'node:child_process';
+import { chownSync, copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TemplateListingSchema } from '../../host/cli/template.js';
+import { SnapshotResultSchema } from '../../host/cli/snapshot.js';
+import { localSnapshotNote } from '../../host/providers/local/templates/snapshot.js';
+import { layerRoot, readTemplate, templatesDir } from '../../host/providers/local/templates/store.js';
+import { connectStdio, ok, serverEnv, toolError, type StdioServer } from '../support/built-server.js';
+import { HOST_JS } from '../support/paths.js';
+import { isRootOrSkipping, requireSandboxes } from '../support/prerequisites.js';
+import { hostJsReadableBy } from '../support/readable-build.js';
+import { makeMiniRootTar } from '../support/mini-root.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+
+const stateDir = tempStateDir();
+const env = { SANDBOX_MCP_STATE_DIR: stateDir };
+const store = templatesDir(stateDir);
+let tarball: string;
+const open: StdioServer[] = [];
+
+function cli(args: string[], extra: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [HOST_JS, ...args], { env: serverEnv({ ...env, ...extra }) }, (error, stdout, stderr) =>
+      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+async function server(args: string[] = []): Promise<StdioServer> {
+  const s = await connectStdio(env, args);
+  open.push(s);
+  return s;
+}
+
+async function run(s: StdioServer, sandboxId: string, command: string): Promise<{ exit_code: number; stdout: string; stderr: string }> {
+  return ok(s.client, 'run_command', { sandbox_id: sandboxId, command }) as Promise<{ exit_code: number; stdout: string; stderr: string }>;
+}
+
+/** What a failure must not leave in the store. */
+function leftovers(): string[] {
+  return [
+    ...readdirSync(store).filter((n) => n.startsWith('.tmp-')),
+    ...readdirSync(join(store, 'layers')).filter((n) => !/^[0-9a-f]{16}$/.test(n)),
+    ...readdirSync(join(store, '.claims')),
+  ];
+}
+
+beforeAll(async () => {
+  requireSandboxes();
+  tarball = makeMiniRootTar();
+  const r = await cli(['template', 'import', 'mini', tarball]);
+  if (r.code !== 0) throw new Error(`import failed: ${r.stderr}`);
+});
+
+afterAll(async () => {
+  await Promise.allSettled(open.map((s) => s.close()));
+  await destroyStateDir(stateDir);
+  rmSync(tarball, { force: true });
+});
+
+describe('snapshot_sandbox on the local provider', () => {
+  it('saves home, edits and deletions, not /tmp, tasks or the agent; a new sandbox starts with them; the original runs on', async () => {
+    const s = await server();
+    const sb = await ok(s.client, 'create_sandbox', { template: 'mini', timeout: 600 });
+    const setup = await run(
+      s,
+      sb.sandbox_id,
+      'mkdir -p ~/proj /usr/local/share/extra && echo hello > ~/proj/a.txt && echo system > /usr/local/share/extra/f && ' +
+        'rm /etc/mini-root && echo scratch > /tmp/scratch && echo vt > /var/tmp/vt && dd if=/dev/zero of=~/proj/blob bs=1k count=300 status=none',
+    );
+    expect(setup.exit_code, setup.stderr).toBe(0);
+    const task = await ok(s.client, 'start_task', { sandbox_id: sb.sandbox_id, command: 'echo task-output; sleep 300' });
+
+    const snap = SnapshotResultSchema.parse(await ok(s.client, 'snapshot_sandbox', { sandbox_id: sb.sandbox_id, name: 'snap1' }));
+    expect(snap).toMatchObject({ sandbox_id: sb.sandbox_id, template: 'snap1' });
+    expect(snap.note).toBe(localSnapshotNote(false));
+    expect(snap.note).toContain('processes and tasks are not carried over');
+    // The 300 KiB blob and the rest, but not the agent's install (about 1 MiB).
+    expect(snap.size_bytes).toBeGreaterThan(300 * 1024);
+    expect(snap.size_bytes).toBeLessThan(800 * 1024);
+
+    // The original runs on, its task too.
+    expect((await run(s, sb.sandbox_id, 'cat ~/proj/a.txt /tmp/scratch')).stdout).toBe('hello\nscratch\n');
+    expect((await ok(s.client, 'get_task', { sandbox_id: sb.sandbox_id, task_id: task.task_id })).state).toBe('running');
+
+    const copy = await ok(s.client, 'create_sandbox', { template: 'snap1', timeout: 600 });
+    expect(copy.template).toBe('snap1');
+    const seen = await run(
+      s,
+      copy.sandbox_id,
+      'cat ~/proj/a.txt /usr/local/share/extra/f; stat -c "%u:%g %s" ~/proj/a.txt ~/proj/blob; ' +
+        'ls /etc/mini-root /tmp/scratch /var/tmp/vt 2>&1; ls -a /tmp /var/tmp; ls ~/.local/state/sandbox-agent 2>&1; pgrep -c sleep || true',
+    );
+    expect(seen.stdout).toContain('hello\nsystem\n0:0 6\n0:0 307200\n');
+    // The deletion holds (a whiteout in the snapshot layer hides the template's file); /tmp and /var/tmp start empty.
+    expect(seen.stdout).toMatch(/ls: cannot access '\/etc\/mini-root': No such file or directory/);
+    expect(seen.stdout).toMatch(/ls: cannot access '\/tmp\/scratch': No such file or directory/);
+    expect(seen.stdout).toMatch(/ls: cannot access '\/var\/tmp\/vt': No such file or directory/);
+    // Tasks are not carried over: no task directory, and the task's handle means nothing here.
+    expect(await toolError(s.client, 'get_task', { sandbox_id: copy.sandbox_id, task_id: task.task_id })).toMatchObject({
+      category: 'not_found',
+    });
+
+    // Later writes in one are not seen by the other.
+    await run(s, copy.sandbox_id, 'echo changed > ~/proj/a.txt');
+    expect((await run(s, sb.sandbox_id, 'cat ~/proj/a.txt')).stdout).toBe('hello\n');
+
+    const listing = TemplateListingSchema.parse(JSON.parse((await cli(['template', 'ls', '--json'])).stdout)).templates;
+    const snapRecord = listing.find((t) => t.name === 'snap1')!;
+    expect(snapRecord.source).toEqual({ kind: 'snapshot', sandbox_id: sb.sandbox_id.replace(/^local:/, ''), parent: 'mini' });
+    expect(snapRecord.layers.slice(1)).toEqual(readTemplate(store, 'mini')!.layers);
+    expect(snapRecord.used_by).toEqual([copy.sandbox_id]);
+    expect(listing.find((t) => t.name === 'mini')!.used_by).toEqual([sb.sandbox_id]);
+    // In the layer, files are the template's root's (the sandbox's id block shifted back).
+    expect(existsSync(join(layerRoot(store, snapRecord.layers[0]!), 'home/user/proj/a.txt'))).toBe(true);
+    expect(existsSync(join(layerRoot(store, snapRecord.layers[0]!), '.sandbox-mcp'))).toBe(false);
+    expect(existsSync(join(layerRoot(store, snapRecord.layers[0]!), 'home/user/.sandbox-mcp'))).toBe(false);
+
+    // Removal is refused while a live sandbox runs on the template, and changes nothing.
+    const refused = await cli(['template', 'rm', 'mini']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('conflict: Live sandboxes run on this template');
+    expect(readTemplate(store, 'mini')).toBeDefined();
+
+    // Once it ends, the template goes, but its layer stays while the snapshot lists it.
+    await ok(s.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
+    const removed = await cli(['template', 'rm', 'mini']);
+    expect(removed.code, removed.stderr).toBe(0);
+    expect(existsSync(layerRoot(store, snapRecord.layers[1]!))).toBe(true);
+    const again = await ok(s.client, 'create_sandbox', { template: 'snap1' });
+    expect((await run(s, again.sandbox_id, 'cat ~/proj/a.txt; ls /usr/bin/bash')).stdout).toBe('hello\n/usr/bin/bash\n');
+    for (const id of [copy.sandbox_id, again.sandbox_id]) await ok(s.client, 'kill_sandbox', { sandbox_id: id });
+    expect((await cli(['template', 'rm', 'snap1'])).code).toBe(0);
+    expect(readdirSync(join(store, 'layers'))).toEqual([]);
+    // Put the template back for the tests that follow.
+    expect((await cli(['template', 'import', 'mini', tarball])).code).toBe(0);
+  });
+
+  it('is refused for a base sandbox, for a name taken, and past the snapshot storage cap — keeping nothing', async () => {
+    const s = await server(['--max-snapshot-storage', '1']);
+    const base = await ok(s.client, 'create_sandbox', {});
+    expect(await toolError(s.client, 'snapshot_sandbox', { sandbox_id: base.sandbox_id, name: 'from-base' })).toMatchObject({
+      category: 'unsupported',
+      code: 'snapshot_needs_template',
+    });
+
+    const sb = await ok(s.client, 'create_sandbox', { template: 'mini' });
+    expect(await toolError(s.client, 'snapshot_sandbox', { sandbox_id: sb.sandbox_id, name: 'mini' })).toMatchObject({
+      category: 'conflict',
+      code: 'template_exists',
+    });
+    expect((await ok(s.client, 'snapshot_sandbox', { sandbox_id: sb.sandbox_id, name: 'small' })).template).toBe('small');
+    await run(s, sb.sandbox_id, 'dd if=/dev/zero of=~/big bs=1M count=2 status=none');
+    const full = await toolError(s.client, 'snapshot_sandbox', { sandbox_id: sb.sandbox_id, name: 'big' });
+    expect(full).toMatchObject({ category: 'insufficient_resources', code: 'snapshot_storage_full' });
+    expect(full.suggestion).toMatch(
+      /^Snapshot storage is full: this snapshot needs 2\.\d MiB and snapshots already hold 0\.\d MiB of the 1\.0 MiB/,
+    );
+    expect(full.suggestion).toContain('--max-snapshot-storage');
+    expect(readTemplate(store, 'big')).toBeUndefined();
+    expect(leftovers()).toEqual([]);
+
+    // The command line: the same cap from its flag; a sandbox id it does not know.
+    const cliFull = await cli(['snapshot', sb.sandbox_id, 'big', '--max-snapshot-storage', '2']);
+    expect(cliFull.code).toBe(1);
+    expect(cliFull.stderr).toContain('insufficient_resources: Snapshot storage is full');
+    const made = await cli(['snapshot', sb.sandbox_id, 'big', '--json', '--max-snapshot-storage', '10']);
+    expect(made.code, made.stderr).toBe(0);
+    expect(SnapshotResultSchema.parse(JSON.parse(made.stdout))).toMatchObject({ sandbox_id: sb.sandbox_id, template: 'big' });
+    expect((await cli(['snapshot', 'local:nosuchsandbox', 'x'])).stderr).toMatch(/^sandbox-mcp: not_found: /);
+    for (const id of [base.sandbox_id, sb.sandbox_id]) await ok(s.client, 'kill_sandbox', { sandbox_id: id });
+    for (const name of ['small', 'big']) expect((await cli(['template', 'rm', name])).code).toBe(0);
+  });
+});
+
+describe('snapshot_sandbox on a server that is not root', () => {
+  const isRoot = isRootOrSkipping('a server running as nobody');
+  const NOBODY = { uid: 65534, gid: 65534 };
+  const nobodyState = mkdtempSync(join(tmpdir(), 'sandbox-mcp-snap-nobody-'));
+  const nobodyEnv = { SANDBOX_MCP_STATE_DIR: nobodyState };
+  let readableTar: string;
+
+  beforeAll(() => {
+    if (!isRoot) return;
+    chownSync(nobodyState, NOBODY.uid, NOBODY.gid);
+    readableTar = join(nobodyState, 'mini.tar');
+    copyFileSync(tarball, readableTar);
+    chownSync(readableTar, NOBODY.uid, NOBODY.gid);
+  });
+  afterAll(() => rmSync(nobodyState, { recursive: true, force: true }));
+
+  it.runIf(isRoot)("keeps deletions (whiteouts made without privileges) and the files, all the server user's", async () => {
+    const imported = await new Promise<number>((resolve) =>
+      execFile(
+        process.execPath,
+        [hostJsReadableBy(NOBODY), 'template', 'import', 'mini', readableTar],
+        { env: serverEnv(nobodyEnv), ...NOBODY, cwd: '/' },
+        (e) => resolve(e ? 1 : 0),
+      ),
+    );
+    expect(imported).toBe(0);
+    const s = await connectStdio(nobodyEnv, [], NOBODY);
+    open.push(s);
+    const sb = await ok(s.client, 'create_sandbox', { template: 'mini' });
+    expect((await run(s, sb.sandbox_id, 'rm /etc/mini-root && mkdir -p ~/p && echo kept > ~/p/f && id -u')).stdout).toBe('0\n');
+    const snap = await ok(s.client, 'snapshot_sandbox', { sandbox_id: sb.sandbox_id, name: 'flat-snap' });
+    expect(snap.template).toBe('flat-snap');
+    const copy = await ok(s.client, 'create_sandbox', { template: 'flat-snap' });
+    const seen = await run(s, copy.sandbox_id, 'cat ~/p/f; ls /etc/mini-root 2>&1; stat -c %u ~/p/f');
+    expect(seen.stdout).toMatch(/^kept\nls: cannot access '\/etc\/mini-root': No such file or directory\n0\n$/);
+    const store = templatesDir(nobodyState);
+    const record = readTemplate(store, 'flat-snap')!;
+    expect(record.owners).toBe('flattened');
+    expect(statSync(join(layerRoot(store, record.layers[0]!), 'home/user/p/f')).uid).toBe(NOBODY.uid);
+  });
+});
