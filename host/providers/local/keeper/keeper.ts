@@ -316,7 +316,9 @@ function recordKeeper(keeper: KeeperState): KeeperReport {
  * call as a process of its own, as for a sandbox of an older keeper.
  */
 async function openResident(keeper: KeeperState): Promise<KeeperReport> {
-  if (keeper.spec.resident === false) return READY;
+  // A template sandbox (a root of its own) keeps per-call agents for now: its commands enter the
+  // way root-run made them (not yet checked through the resident: e.g. its user-namespace rules).
+  if (keeper.spec.resident === false || keeper.spec.root !== undefined) return READY;
   try {
     keeper.resident = await openResidentRelay({
       dir: keeper.dir,
