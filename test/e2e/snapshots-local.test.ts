@@ -4,9 +4,22 @@
 // its deletions — and not its /tmp, its tasks or the agent's own; a sandbox created from it
 // starts with them; the original runs on; owners come back as the template's. Removal is
 // refused while a live sandbox runs on a template, and a layer stays while a snapshot lists it.
-// Snapshot storage is capped: past the cap a snapshot is refused and nothing of it is kept.
-import { execFile } from 'node:child_process';
-import { chownSync, copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+// Snapshot storage is capped: past the cap a snapshot is refused and nothing of it is kept. A
+// sandbox with a workspace keeps it: /workspace as it saw it, as plain files of the new template,
+// the person's directory untouched, its bytes counted against the cap.
+import { execFile, execFileSync } from 'node:child_process';
+import {
+  chownSync,
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,6 +33,7 @@ import { isRootOrSkipping, requireSandboxes } from '../support/prerequisites.js'
 import { hostJsReadableBy } from '../support/readable-build.js';
 import { makeMiniRootTar } from '../support/mini-root.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { treeHash, writeProject } from '../support/workspace-trees.js';
 
 const stateDir = tempStateDir();
 const env = { SANDBOX_MCP_STATE_DIR: stateDir };
@@ -182,6 +196,84 @@ describe('snapshot_sandbox on the local provider', () => {
   });
 });
 
+describe('snapshot_sandbox of a sandbox with a workspace', () => {
+  const top = realpathSync(mkdtempSync(join(tmpdir(), 'sandbox-mcp-snap-ws-')));
+  const wsEnv = { SANDBOX_MCP_WORKSPACE_ALLOW: top };
+  afterAll(() => rmSync(top, { recursive: true, force: true }));
+  // One host file edited, one added (in a new directory), one deleted.
+  const EDITS = 'printf "edited\\n" > src/app.js && mkdir src/new && printf "added\\n" > src/new/added.txt && rm obsolete.txt';
+  // Every entry's type and mode, every file's hash: run in the sandbox's /workspace and in a host copy given the same edits.
+  const LISTING = 'find . -mindepth 1 | sort | xargs stat -c "%n %F %a" && find . -type f | sort | xargs sha256sum';
+
+  it('keeps /workspace as the sandbox saw it, as plain files a new sandbox starts with; the host directory is unchanged', async () => {
+    const project = join(top, 'project');
+    writeProject(project);
+    const hostBefore = treeHash(project);
+    const expected = join(top, 'expected');
+    cpSync(project, expected, { recursive: true });
+    execFileSync('sh', ['-c', EDITS], { cwd: expected });
+    const expectedListing = execFileSync('sh', ['-c', LISTING], { cwd: expected, encoding: 'utf8' });
+
+    const s = await connectStdio({ ...env, ...wsEnv });
+    open.push(s);
+    const sb = await ok(s.client, 'create_sandbox', { template: 'mini', workspace: project, timeout: 600 });
+    const edited = await run(s, sb.sandbox_id, EDITS);
+    expect(edited.exit_code, edited.stderr).toBe(0);
+
+    const snap = SnapshotResultSchema.parse(await ok(s.client, 'snapshot_sandbox', { sandbox_id: sb.sandbox_id, name: 'ws-snap' }));
+    expect(snap.template).toBe('ws-snap');
+    expect(snap.note).toBe(localSnapshotNote(false, true));
+    expect(snap.note).toContain('kept as plain files at /workspace');
+    expect(snap.note).toContain('belong to the original sandbox');
+    // The command line does the same.
+    const made = await cli(['snapshot', sb.sandbox_id, 'ws-snap-cli', '--json']);
+    expect(made.code, made.stderr).toBe(0);
+    expect(SnapshotResultSchema.parse(JSON.parse(made.stdout)).note).toBe(localSnapshotNote(false, true));
+
+    for (const name of ['ws-snap', 'ws-snap-cli']) {
+      const copy = await ok(s.client, 'create_sandbox', { template: name });
+      const seen = await run(s, copy.sandbox_id, `cd /workspace && ${LISTING}`);
+      expect(seen.exit_code, seen.stderr).toBe(0);
+      expect(seen.stdout).toBe(expectedListing);
+      expect(seen.stdout).not.toContain('obsolete.txt');
+      expect((await run(s, copy.sandbox_id, 'cat /workspace/src/app.js /workspace/src/new/added.txt')).stdout).toBe('edited\nadded\n');
+      // It has no workspace of its own: nothing to diff or apply.
+      const noWs = await toolError(s.client, 'workspace_changes', { sandbox_id: copy.sandbox_id });
+      expect([noWs.category, noWs.code]).toEqual(['not_found', 'no_workspace']);
+      await ok(s.client, 'kill_sandbox', { sandbox_id: copy.sandbox_id });
+    }
+    // The original keeps its workspace and its changes to apply.
+    const changes = await ok(s.client, 'workspace_changes', { sandbox_id: sb.sandbox_id });
+    expect((changes.changes as { change: string; path: string }[]).map((c) => `${c.change} ${c.path}`).sort()).toEqual([
+      'added src/new',
+      'added src/new/added.txt',
+      'deleted obsolete.txt',
+      'modified src/app.js',
+    ]);
+    await ok(s.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
+    expect(treeHash(project)).toBe(hostBefore);
+    for (const name of ['ws-snap', 'ws-snap-cli']) expect((await cli(['template', 'rm', name])).code).toBe(0);
+  });
+
+  it("counts the workspace's files against the snapshot storage cap: refused past it, nothing kept", async () => {
+    const project = join(top, 'big');
+    writeProject(project);
+    writeFileSync(join(project, 'data.bin'), Buffer.alloc(2 * 1024 * 1024, 7));
+    const hostBefore = treeHash(project);
+    const s = await connectStdio({ ...env, ...wsEnv }, ['--max-snapshot-storage', '1']);
+    open.push(s);
+    // The sandbox writes nothing: the 2 MiB are the person's file, seen through the workspace.
+    const sb = await ok(s.client, 'create_sandbox', { template: 'mini', workspace: project });
+    const full = await toolError(s.client, 'snapshot_sandbox', { sandbox_id: sb.sandbox_id, name: 'ws-big' });
+    expect(full).toMatchObject({ category: 'insufficient_resources', code: 'snapshot_storage_full' });
+    expect(full.suggestion).toMatch(/^Snapshot storage is full: this snapshot needs 2\.\d MiB/);
+    expect(readTemplate(store, 'ws-big')).toBeUndefined();
+    expect(leftovers()).toEqual([]);
+    await ok(s.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
+    expect(treeHash(project)).toBe(hostBefore);
+  });
+});
+
 describe('snapshot_sandbox on a server that is not root', () => {
   const isRoot = isRootOrSkipping('a server running as nobody');
   const NOBODY = { uid: 65534, gid: 65534 };
@@ -196,7 +288,12 @@ describe('snapshot_sandbox on a server that is not root', () => {
     copyFileSync(tarball, readableTar);
     chownSync(readableTar, NOBODY.uid, NOBODY.gid);
   });
-  afterAll(() => rmSync(nobodyState, { recursive: true, force: true }));
+  // Its workspaces: beside its state directory, not in it (a workspace may not hold or lie in the server's own).
+  const allowed = mkdtempSync(join(tmpdir(), 'sandbox-mcp-snap-nobody-ws-'));
+  afterAll(() => {
+    rmSync(nobodyState, { recursive: true, force: true });
+    rmSync(allowed, { recursive: true, force: true });
+  });
 
   it.runIf(isRoot)("keeps deletions (whiteouts made without privileges) and the files, all the server user's", async () => {
     const imported = await new Promise<number>((resolve) =>
@@ -221,5 +318,28 @@ describe('snapshot_sandbox on a server that is not root', () => {
     const record = readTemplate(store, 'flat-snap')!;
     expect(record.owners).toBe('flattened');
     expect(statSync(join(layerRoot(store, record.layers[0]!), 'home/user/p/f')).uid).toBe(NOBODY.uid);
+  });
+
+  it.runIf(isRoot)("keeps a workspace's files as the sandbox saw them (on the template imported above)", async () => {
+    const project = join(allowed, 'project');
+    writeProject(project);
+    execFileSync('chown', ['-R', `${NOBODY.uid}:${NOBODY.gid}`, allowed]);
+    const hostBefore = treeHash(project);
+    const s = await connectStdio({ ...nobodyEnv, SANDBOX_MCP_WORKSPACE_ALLOW: allowed }, [], NOBODY);
+    open.push(s);
+    const sb = await ok(s.client, 'create_sandbox', { template: 'mini', workspace: project });
+    expect((await run(s, sb.sandbox_id, 'echo edited > src/app.js && echo added > added.txt && rm obsolete.txt')).exit_code).toBe(0);
+    const snap = await ok(s.client, 'snapshot_sandbox', { sandbox_id: sb.sandbox_id, name: 'flat-ws' });
+    expect(snap.note).toBe(localSnapshotNote(false, true));
+    const copy = await ok(s.client, 'create_sandbox', { template: 'flat-ws' });
+    const seen = await run(
+      s,
+      copy.sandbox_id,
+      'cd /workspace && cat src/app.js added.txt README.md; ls obsolete.txt 2>&1; stat -c %u added.txt',
+    );
+    expect(seen.stdout).toBe(
+      "edited\nadded\n# Project\n\nA project to work on.\nls: cannot access 'obsolete.txt': No such file or directory\n0\n",
+    );
+    expect(treeHash(project)).toBe(hostBefore);
   });
 });

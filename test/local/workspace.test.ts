@@ -4,7 +4,18 @@
 // the agent (through the upper), writes count in the disk budget, and a template's root holds a
 // workspace too. As root the person's files look like the sandbox user's own (an idmapped lower).
 import { execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -13,7 +24,8 @@ import { loadAgentBundle } from '../../host/providers/agent-bundle.js';
 import { AgentClient } from '../../host/tasks/agent-client.js';
 import { readWorkspaceChanges } from '../../host/tasks/workspace-changes.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
-import { listTemplates } from '../../host/providers/local/templates/store.js';
+import { localSnapshotNote } from '../../host/providers/local/templates/snapshot.js';
+import { layerRoot, listTemplates, readTemplate } from '../../host/providers/local/templates/store.js';
 import { localSandboxes } from '../support/local-sandboxes.js';
 import { isRootOrSkipping } from '../support/prerequisites.js';
 import { WORKSPACE_NAMES_FILE } from '../../host/providers/local/sandbox/state-dir.js';
@@ -170,9 +182,33 @@ describe('a workspace in a sandbox on a template', () => {
       expect(report.changes.map((c) => `${c.change} ${c.path}`)).toEqual(['modified a.txt', 'deleted gone.txt']);
       expect(report.patch).toContain(' one\n+two\n');
       expect(treeHash(project)).toBe(before);
-      // A snapshot would drop the workspace's changes: refused, and nothing stored.
-      await expect(provider.snapshot!(id, 'with-ws')).rejects.toMatchObject({ category: 'unsupported', code: 'workspace_snapshot' });
-      expect(listTemplates(templatesDir).map((t) => t.name)).toEqual(['mini']);
+      // A snapshot keeps the workspace as the sandbox sees it, as plain files in its layer's /workspace.
+      const snap = await provider.snapshot!(id, 'with-ws');
+      expect(snap.note).toBe(localSnapshotNote(false, true));
+      const layer = layerRoot(templatesDir, readTemplate(templatesDir, 'with-ws')!.layers[0]!);
+      expect(readFileSync(join(layer, 'workspace', 'a.txt'), 'utf8')).toBe('one\ntwo\n');
+      expect(readdirSync(join(layer, 'workspace'))).toEqual(['a.txt']);
+      expect(treeHash(project)).toBe(before);
+    } finally {
+      await provider.kill(id);
+    }
+  });
+
+  it('refuses a snapshot whose /workspace would merge with files its template holds there, storing nothing', async () => {
+    const project = join(top, 'on-snapshot');
+    mkdirSync(project);
+    writeFileSync(join(project, 'b.txt'), 'b\n');
+    // 'with-ws' (the test above) holds /workspace/a.txt: this sandbox's workspace hides it, a snapshot's copy would not.
+    const { sandbox_id: id } = await provider.create({ template: 'with-ws', workspace: project, timeoutS: 120 });
+    try {
+      const seen = await provider.exec(id, 'ls', { timeoutS: 60, cwd: '/workspace' });
+      expect(seen.stdout.toString()).toBe('b.txt\n');
+      await expect(provider.snapshot!(id, 'again')).rejects.toMatchObject({ category: 'unsupported', code: 'workspace_snapshot' });
+      expect(
+        listTemplates(templatesDir)
+          .map((t) => t.name)
+          .sort(),
+      ).toEqual(['mini', 'with-ws']);
     } finally {
       await provider.kill(id);
     }

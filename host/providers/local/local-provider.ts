@@ -58,7 +58,7 @@ import { describeSandboxNetwork } from './network/describe.js';
 import { egressNotes } from './network/failure-notes.js';
 import { SandboxPorts } from './network/expose.js';
 import { FailureReporter } from './network/failure-reporter.js';
-import { localWorkspace, workspaceSnapshotRefused } from './rootfs/workspace.js';
+import { localWorkspace, templateHoldsWorkspace, workspaceSnapshotRefused } from './rootfs/workspace.js';
 import { SandboxRegistry } from './sandbox/registry.js';
 import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
@@ -279,16 +279,21 @@ export class LocalProvider implements Provider {
   async snapshot(sandboxId: string, name: string): Promise<SnapshotResult> {
     return asProviderErrors(async () => {
       const sb = await this.registry.require(sandboxId);
-      // Its workspace's changes live beside the writable layer, not in it: a snapshot would drop them unsaid.
-      if (sb.spec.workspace) throw workspaceSnapshotRefused();
       const root = sb.spec.root;
+      // Its workspace is copied in as files at /workspace: refused where the template has files there to merge with.
+      if (sb.spec.workspace && root && templateHoldsWorkspace(root.layers)) throw workspaceSnapshotRefused();
       const { record, layerBytes, isFrozen } = await this.templates.snapshot(
         { id: sb.id, template: root ? specTemplate(sb.spec) : undefined, layerDirs: root?.layers },
         root ? liveWritableLayer(sb.dir) : null,
         name,
         this.maxSnapshotStorageBytes,
       );
-      return { template: record.name, sizeBytes: layerBytes, createdAt: record.created_at, note: localSnapshotNote(isFrozen) };
+      return {
+        template: record.name,
+        sizeBytes: layerBytes,
+        createdAt: record.created_at,
+        note: localSnapshotNote(isFrozen, sb.spec.workspace !== undefined),
+      };
     });
   }
 

@@ -15,7 +15,7 @@ import {
 import { groupFile, passwdFile } from '../launch/passwd.js';
 import { helpersDir, isHelperArch, readHelper } from '../launch/perl-helpers.js';
 import { hostSystemDirs } from '../rootfs/base-view.js';
-import { WRITABLE_ROOT_DIR } from '../rootfs/writable-layer.js';
+import { WORKSPACE_MERGED_DIR, WRITABLE_ROOT_DIR } from '../rootfs/writable-layer.js';
 import { specNetwork, type SandboxSpec } from '../sandbox/spec.js';
 
 // The descriptors bwrap gets: 3 reports pid 1's pid, 4 carries pid 1's `ready`, 5 and 6
@@ -79,7 +79,9 @@ export function prepareLaunch(spec: SandboxSpec, dir: string, mountSizes?: Reado
     network: specNetwork(spec),
     ...definedFields({
       runtimeDir: spec.runtimeDir,
-      workspace: spec.workspace ? { merged: `${tmpfs}/ws/merged`, lower: `${tmpfs}/ws/lower`, upper: `${tmpfs}/ws/upper` } : undefined,
+      workspace: spec.workspace
+        ? { merged: join(tmpfs, WORKSPACE_MERGED_DIR), lower: `${tmpfs}/ws/lower`, upper: `${tmpfs}/ws/upper` }
+        : undefined,
     }),
   };
   if (!spec.root) {

@@ -3,7 +3,7 @@
 // create copies nothing whatever the directory's size, and nothing the sandbox writes reaches the
 // host. Here: the checks and the spec entry at create, what the directory was at create (kept in
 // the sandbox's state directory: providers/workspace-origin.ts), and the record getWorkspace gives.
-import { readFileSync, realpathSync, statSync } from 'node:fs';
+import { lstatSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ProviderError } from '../../provider-error.js';
 import type { SandboxWorkspace, WorkspaceOrigin } from '../../provider.js';
@@ -87,13 +87,26 @@ export function localWorkspace(dir: string, ws: SpecWorkspace): SandboxWorkspace
 }
 
 /**
- * The refusal of a snapshot of a sandbox with a workspace: its changes are in the workspace's own
- * upper, not the writable layer a snapshot copies, so the snapshot would silently lose them.
+ * True when a layer of the template under a sandbox (`layerDirs`, their roots) holds something at
+ * /workspace: a snapshot's plain /workspace would merge with it rather than replace it (hiding it
+ * needs an opaque mark, an extended attribute node cannot set), so such a snapshot is refused.
  */
+export function templateHoldsWorkspace(layerDirs: readonly string[]): boolean {
+  return layerDirs.some((dir) => {
+    const path = join(dir, WORKSPACE_PATH);
+    try {
+      return !lstatSync(path).isDirectory() || readdirSync(path).length > 0;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** The refusal of a snapshot of a workspace sandbox whose template already holds files at /workspace. */
 export function workspaceSnapshotRefused(): ProviderError {
   return new ProviderError('unsupported', {
     code: 'workspace_snapshot',
     detail:
-      "This sandbox has a workspace, and a local snapshot would not keep the workspace's changes: the person applies them first (sandbox-mcp apply), or snapshot a sandbox without a workspace.",
+      "This sandbox has a workspace and its template already holds files at /workspace, which a local snapshot's copy of the workspace would merge with: the person applies the changes first (sandbox-mcp apply), or snapshot a sandbox made from a template without /workspace.",
   });
 }

@@ -6,6 +6,8 @@
 // sandbox runs. It holds the sandbox's changes to its template and its /home/user, /tmp and /var/tmp;
 // also `.sandbox-mcp/` (the agent runtime's mount point: not the sandbox's), and the agent's
 // installs and task directories under /home/user/.sandbox-mcp and /home/user/.local/state/sandbox-agent.
+// A sandbox with a workspace has its overlay's merged view at `<sandbox dir>/rw/ws/merged` in the same
+// namespace: what it sees at /workspace, which a snapshot copies too.
 // Whiteouts are 0/0 character devices, opaque directories carry `trusted.overlay.opaque` (root
 // server) or `user.overlay.opaque` (userxattr: a server that is not root).
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -15,6 +17,9 @@ import { isAlive } from '../system/proc.js';
 
 /** The directory of a sandbox's writable root on the host (see the module comment); empty from the host's view. */
 export const WRITABLE_ROOT_DIR = 'rw';
+
+/** Where, on that tmpfs, the launch helper mounts a workspace's overlay (helpers/mount-root.pl's ws/merged). */
+export const WORKSPACE_MERGED_DIR = 'ws/merged';
 
 /** A template sandbox's writable layer while it runs. */
 export interface LiveWritableLayer {
@@ -32,6 +37,8 @@ export interface LiveWritableLayer {
    * them (cgroup v1, whose sandboxes have no freezer cgroup): a copy is then what a crash would leave.
    */
   freeze(timeoutMs?: number): Promise<(() => void) | null>;
+  /** Host path of its workspace's merged view (valid while the sandbox runs); absent without a workspace. */
+  workspaceDir?: string;
 }
 
 /**
@@ -44,11 +51,14 @@ export function liveWritableLayer(sandboxDir: string): LiveWritableLayer | null 
   if (!spec?.root || !keeper || !isAlive(keeper.bwrap) || !isAlive(keeper.pid1)) return null;
   const upperDir = join(`/proc/${keeper.bwrap.pid}/root`, sandboxDir, WRITABLE_ROOT_DIR, 'upper');
   if (!existsSync(upperDir)) return null;
+  const workspaceDir = join(`/proc/${keeper.bwrap.pid}/root`, sandboxDir, WRITABLE_ROOT_DIR, WORKSPACE_MERGED_DIR);
+  if (spec.workspace && !existsSync(workspaceDir)) return null;
   const freezeFiles = keeper.cgroups.map((dir) => join(dir, 'cgroup.freeze')).filter((f) => existsSync(f));
   return {
     upperDir,
     ownerShift: spec.root.mode === 'idrange' ? spec.identity.uid : 0,
     freeze: (timeoutMs = 2_000) => freezeCgroups(freezeFiles, timeoutMs),
+    ...(spec.workspace ? { workspaceDir } : {}),
   };
 }
 

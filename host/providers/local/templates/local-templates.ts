@@ -154,7 +154,7 @@ export class LocalTemplates {
     const baseRecords = baseLayers.map((id) => readLayer(this.dir, id));
     if (baseRecords.some((r) => r === undefined)) throw new ProviderError('internal', { code: 'template_layer_missing' });
     if (baseLayers.length + 1 > MAX_TEMPLATE_LAYERS) throw snapshotChainTooLong();
-    assertSnapshotFits(this.dir, snapshotSizeBytes(layer.upperDir), capBytes);
+    assertSnapshotFits(this.dir, snapshotSizeBytes(layer), capBytes);
     const owners = baseRecords[0]!.owners;
     let isFrozen = false;
     let layerBytes = 0;

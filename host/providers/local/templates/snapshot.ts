@@ -5,6 +5,10 @@
 // sandbox's own — the agent runtime's mount point, the agent's install and its task directories
 // (tasks are not carried over) — and the contents of /tmp and /var/tmp. On a root server the
 // sandbox's ids are a block of host ids: owners are shifted back to the template's own.
+// A sandbox with a workspace: /workspace is its own overlay (the person's directory under an upper
+// on the sandbox's tmpfs), not part of the writable layer. The snapshot copies that overlay's merged
+// view — what the sandbox saw at /workspace — into the layer's `workspace` as plain files (the
+// sandbox's deletions simply absent), so a sandbox created from it has them, and no workspace.
 // Snapshot storage (the layers snapshots added) is capped: a snapshot that would pass the cap is
 // refused before anything is copied, and again after, should the files have grown meanwhile.
 import { chmodSync, lchownSync, lstatSync, mkdirSync, readdirSync, utimesSync, type Stats } from 'node:fs';
@@ -22,7 +26,12 @@ export interface WritableLayerView {
   ownerShift: number;
   /** Pauses the sandbox's processes for the copy; resolves the thaw, or null where it cannot. */
   freeze(timeoutMs?: number): Promise<(() => void) | null>;
+  /** Host path of its workspace's merged view (what it sees at /workspace); absent without one. */
+  workspaceDir?: string;
 }
+
+/** Where, relative to the root, a snapshot puts the workspace's files (launch/bwrap-args.ts's WORKSPACE_PATH). */
+export const SNAPSHOT_WORKSPACE_DIR = 'workspace';
 
 /** Paths (relative to the root) a snapshot leaves out entirely: the server's, not the sandbox's. */
 export const SNAPSHOT_LEFT_OUT = [
@@ -40,14 +49,24 @@ export const SNAPSHOT_EMPTIED = ['tmp', 'var/tmp'] as const;
 /** Most layers a template may stack; a snapshot of a template with as many is refused. */
 export const MAX_TEMPLATE_LAYERS = 32;
 
-/** What snapshot_sandbox's result says about a local snapshot; `isFrozen`: its processes were paused for the copy. */
-export function localSnapshotNote(isFrozen: boolean): string {
+/** What a snapshot's note adds for a sandbox with a workspace. */
+export const WORKSPACE_SNAPSHOT_NOTE =
+  ' Its workspace is kept as plain files at /workspace, as the sandbox saw them (its edits, additions and deletions): ' +
+  'a sandbox created from this template has no workspace of its own, so workspace_changes, sandbox-mcp diff and apply ' +
+  'belong to the original sandbox, whose changes are still there to apply.';
+
+/**
+ * What snapshot_sandbox's result says about a local snapshot; `isFrozen`: its processes were paused
+ * for the copy; `hasWorkspace`: the sandbox had a workspace, kept as files.
+ */
+export function localSnapshotNote(isFrozen: boolean, hasWorkspace = false): string {
   return (
     'Files only: processes and tasks are not carried over (a sandbox created from it starts with these files and nothing running), ' +
     'nor /tmp and /var/tmp. ' +
     (isFrozen
       ? 'Its processes were paused while the files were copied, so they are as one moment left them.'
-      : 'It was copied while its processes ran: a file being written at that moment may be caught half-written.')
+      : 'It was copied while its processes ran: a file being written at that moment may be caught half-written.') +
+    (hasWorkspace ? WORKSPACE_SNAPSHOT_NOTE : '')
   );
 }
 
@@ -57,7 +76,8 @@ interface PathNode {
   children: Map<string, PathNode>;
 }
 
-function rulesTree(): PathNode {
+/** The rules; `hasWorkspace`: the upper's /workspace is a mount point, its files come from the workspace. */
+function rulesTree(hasWorkspace: boolean): PathNode {
   const root: PathNode = { children: new Map() };
   const add = (path: string, rule: Rule) => {
     let node = root;
@@ -70,6 +90,7 @@ function rulesTree(): PathNode {
   };
   for (const p of SNAPSHOT_LEFT_OUT) add(p, 'leave');
   for (const p of SNAPSHOT_EMPTIED) add(p, 'empty');
+  if (hasWorkspace) add(SNAPSHOT_WORKSPACE_DIR, 'leave');
   return root;
 }
 
@@ -90,11 +111,12 @@ function mkdirLike(path: string, st: Stats): void {
 }
 
 /**
- * Bytes the snapshot of `upperDir` would take: everything but what it leaves out and the
- * contents of the directories it empties.
+ * Bytes the snapshot of `layer` would take: everything in its upper but what it leaves out and the
+ * contents of the directories it empties, and its workspace's files.
  */
-export function snapshotSizeBytes(upperDir: string): number {
-  let total = treeSizeBytes(upperDir);
+export function snapshotSizeBytes(layer: Pick<WritableLayerView, 'upperDir' | 'workspaceDir'>): number {
+  const { upperDir, workspaceDir } = layer;
+  let total = treeSizeBytes(upperDir) + (workspaceDir !== undefined ? treeSizeBytes(workspaceDir) : 0);
   for (const p of SNAPSHOT_LEFT_OUT) {
     const st = lstatOrNull(join(upperDir, p));
     if (st?.isDirectory()) total -= st.size + treeSizeBytes(join(upperDir, p));
@@ -130,6 +152,16 @@ async function copyWithRules(from: string, to: string, node: PathNode): Promise<
   if (done.status !== 0) throw new ProviderError('internal', { code: 'snapshot_copy_failed' });
 }
 
+/**
+ * Copies the workspace's merged view `from` (its overlay: the person's files, the sandbox's writes
+ * over them, its deletions absent) into `to` as plain files, `to` made like its top.
+ */
+async function copyWorkspace(from: string, to: string): Promise<void> {
+  mkdirLike(to, lstatSync(from));
+  const done = await runProgram('cp', ['-a', '--one-file-system', '--reflink=auto', '--', `${from}/.`, to]);
+  if (done.status !== 0) throw new ProviderError('internal', { code: 'snapshot_copy_failed' });
+}
+
 /** Gives every file owned by an id of the sandbox's block the template's own id back (root servers). */
 function shiftOwners(root: string, shift: number): void {
   const inBlock = (id: number) => id >= shift && id < shift + 65_536;
@@ -157,7 +189,8 @@ export async function fillFromWritableLayer(root: string, layer: WritableLayerVi
   mkdirSync(root, { mode: 0o755 });
   const thaw = await layer.freeze();
   try {
-    await copyWithRules(layer.upperDir, root, rulesTree());
+    await copyWithRules(layer.upperDir, root, rulesTree(layer.workspaceDir !== undefined));
+    if (layer.workspaceDir !== undefined) await copyWorkspace(layer.workspaceDir, join(root, SNAPSHOT_WORKSPACE_DIR));
   } finally {
     thaw?.();
   }
