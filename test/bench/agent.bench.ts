@@ -12,6 +12,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bench, describe } from 'vitest';
 import { encodeRequest } from '../../shared/protocol.js';
+import { median } from '../support/measure.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const AGENT = join(ROOT, 'dist/agent.cjs');
@@ -27,11 +28,6 @@ process.once('exit', () => rmSync(base, { recursive: true, force: true }));
 
 function report(line: string): void {
   process.stderr.write(`[agent bench] ${line}\n`);
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
 }
 
 function hwmKb(pid: number): number {

@@ -16,6 +16,7 @@ import type { Provider } from '../../host/providers/provider.js';
 import { KEEPER_SCRIPT } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { tempStateDir } from '../support/state-dir.js';
+import { median } from '../support/measure.js';
 
 requireSandboxes();
 const stateDir = tempStateDir();
@@ -38,11 +39,6 @@ function spawnTrue(): Promise<void> {
     child.on('error', reject);
     child.on('close', () => resolve());
   });
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
 }
 
 async function sample(n: number, fn: () => Promise<unknown>): Promise<number[]> {

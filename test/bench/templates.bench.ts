@@ -19,6 +19,7 @@ import { KEEPER_SCRIPT } from '../support/paths.js';
 import { makeMiniRootTar } from '../support/mini-root.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { tempStateDir } from '../support/state-dir.js';
+import { median, timed } from '../support/measure.js';
 
 requireSandboxes();
 const stateDir = tempStateDir();
@@ -29,17 +30,6 @@ await templates.importRoot('mini', tarball);
 
 function report(line: string): void {
   process.stderr.write(`[templates bench] ${line}\n`);
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
-
-async function timed(fn: () => Promise<unknown>): Promise<number> {
-  const t = performance.now();
-  await fn();
-  return performance.now() - t;
 }
 
 const live = new Set<string>();

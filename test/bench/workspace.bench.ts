@@ -15,6 +15,7 @@ import { readWorkspaceChanges } from '../../host/tasks/workspace-changes.js';
 import { KEEPER_SCRIPT, REPO } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { tempStateDir } from '../support/state-dir.js';
+import { median, timed } from '../support/measure.js';
 
 requireSandboxes();
 const stateDir = tempStateDir();
@@ -25,15 +26,6 @@ let liveId = '';
 
 function report(line: string): void {
   process.stderr.write(`[workspace bench] ${line}\n`);
-}
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
-async function timed(fn: () => Promise<unknown>): Promise<number> {
-  const t = performance.now();
-  await fn();
-  return performance.now() - t;
 }
 // vitest runs no hooks in benchmark mode: end what is left when the worker ends.
 function releaseAll(): void {

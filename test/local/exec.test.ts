@@ -19,8 +19,9 @@ describe('local sandbox exec', () => {
     const start = await provider.exec(id, 'setsid sleep 4321 >/dev/null 2>&1 & echo $!', { timeoutS: 10 });
     const pid = start.stdout.toString().trim();
     expect(pid).toMatch(/^\d+$/);
-    const seen = await provider.exec(id, `tr '\\0' ' ' < /proc/${pid}/cmdline`, { timeoutS: 10 });
-    expect(seen.stdout.toString()).toBe('sleep 4321 ');
+    // $! is setsid's pid, which becomes sleep once setsid has exec'd: the next exec may see either.
+    const cmdline = async () => (await provider.exec(id, `tr '\\0' ' ' < /proc/${pid}/cmdline`, { timeoutS: 10 })).stdout.toString();
+    await waitFor(async () => (await cmdline()) === 'sleep 4321 ', 'the daemon (setsid exec-ing sleep) to show in the next exec');
     const killed = await provider.exec(
       id,
       `kill -TERM ${pid}; for i in $(seq 100); do [ -e /proc/${pid} ] || break; sleep 0.05; done; [ ! -e /proc/${pid} ]`,

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { readSpec } from '../../host/providers/local/sandbox/state-dir.js';
 import type { Provider } from '../../host/providers/provider.js';
+import { AGENT_RUNTIME_DIR, AGENT_RUNTIME_NODE } from '../../shared/agent-runtime.js';
 import { KEEPER_SCRIPT } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
@@ -16,9 +17,10 @@ import { waitFor } from '../support/wait.js';
 
 // Prints `connected` or the error code of one connection attempt: TCP to 127.0.0.1:$TARGET, or
 // the abstract Unix socket named $TARGET (the NUL prefix is added here: envs may not carry NULs).
-// Run by $NODE, the Node.js this test listens with: the sandbox's own `node` may be another line
-// (PATH puts /usr/bin first), and Node 20 pads an abstract name to 108 bytes where 22 and later
-// use its exact length, so across lines the probe would miss even a reachable socket.
+// Run by $NODE, the agent runtime's node: the Node.js this test listens with, bound into every
+// sandbox (its host path may be hidden, e.g. a CI line's node under /tmp). The sandbox's own `node`
+// may be another line (PATH puts /usr/bin first), and Node 20 pads an abstract name to 108 bytes
+// where 22 and later use its exact length, so across lines the probe would miss even a reachable socket.
 const PROBE = `"$NODE" -e '
 const net = require("net");
 const t = process.env.TARGET;
@@ -26,6 +28,8 @@ const s = process.env.KIND === "tcp" ? net.connect(Number(t), "127.0.0.1") : net
 s.on("connect", () => { console.log("connected"); s.destroy(); });
 s.on("error", (e) => console.log(e.code));
 '`;
+
+const RUNTIME_NODE = join(AGENT_RUNTIME_DIR, AGENT_RUNTIME_NODE);
 
 // Listens on the sandbox's own loopback and connects to itself.
 const SELF_LOOPBACK = `node -e '
@@ -61,7 +65,7 @@ describe('local sandbox network', () => {
 
   const probe = async (provider: Provider, id: string, kind: 'tcp' | 'abstract') => {
     const target = kind === 'tcp' ? String(tcpPort) : abstractName;
-    const r = await provider.exec(id, PROBE, { timeoutS: 30, envs: { KIND: kind, TARGET: target, NODE: process.execPath } });
+    const r = await provider.exec(id, PROBE, { timeoutS: 30, envs: { KIND: kind, TARGET: target, NODE: RUNTIME_NODE } });
     expect(r.exitCode).toBe(0);
     return r.stdout.toString().trim();
   };

@@ -124,7 +124,8 @@ export class LocalProvider implements Provider {
 
   /**
    * The agent runtime's node, the same in every local sandbox (shared/agent-runtime.ts) — or, in a
-   * sandbox made before the runtime (none bound), `node` from its PATH, as its agent ran then.
+   * sandbox made by a build from before the runtime (none bound; still running across an upgrade),
+   * `node` from its PATH, as its agent ran then.
    */
   readonly agentNode = `$([ -x ${agentRuntimeArgv()[0]} ] && echo '${agentRuntimeArgv().join(' ')}' || echo node)`;
 
