@@ -6,7 +6,8 @@
 // runs over to a supervisor, so stopping it (or killing it) loses no task.
 import { LIMITS } from '../shared/limits.js';
 import { PROTOCOL_VERSION, type AgentResponse } from '../shared/protocol.js';
-import { asciiJson, ClientFrameSchema, lineSplitter, type AbortReason, type ResidentFrame } from '../shared/resident.js';
+import { lineSplitter } from '../shared/frame-lines.js';
+import { asciiJson, ClientFrameSchema, type AbortReason, type ResidentFrame } from '../shared/resident.js';
 import { handleRequest, helloResult, type RequestContext } from './call.js';
 import { debug } from './errors.js';
 import { closeInheritedFds } from './inherited-fds.js';

@@ -7,12 +7,10 @@
 //   resident -> client  {"id":0,"hello":{…ResidentHello…}}     first, on every connection
 //                       {"id":N,"response":{…AgentResponse…}}  in any order
 // Lines are ASCII (every other character \u-escaped), so a frame survives any chunking and any
-// decoding on the way (envd hands output over decoded as UTF-8), and at most MAX_FRAME_BYTES long.
+// decoding on the way (envd hands output over decoded as UTF-8), and at most MAX_FRAME_BYTES long
+// (frame-lines.ts: the line splitting, apart from the schemas, so that the keeper loads no zod).
 import * as z from 'zod/mini';
 import { HelloResultSchema, ResponseSchema } from './protocol.js';
-
-/** The longest frame either side accepts, newline included; a longer one ends the connection. */
-export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
 /** Why a request is aborted: the caller gave up, or its connection is gone (the server went away). */
 export const ABORT_REASONS = ['cancelled', 'disconnected'] as const;
@@ -50,45 +48,4 @@ export type ResidentFrame = z.infer<typeof ResidentFrameSchema>;
 /** JSON with every non-ASCII character \u-escaped: one line, whatever decodes it on the way. */
 export function asciiJson(value: unknown): string {
   return JSON.stringify(value).replace(/[\u007f-\uffff]/g, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
-}
-
-/**
- * Splits a byte stream into lines of at most MAX_FRAME_BYTES; `onLine` gets each without its
- * newline, `onOverflow` once when a line grows past the bound (nothing is delivered after it).
- */
-export function lineSplitter(onLine: (line: Buffer) => void, onOverflow: () => void, maxBytes = MAX_FRAME_BYTES): (chunk: Buffer) => void {
-  let pending: Buffer[] = [];
-  let pendingBytes = 0;
-  let isOverflowed = false;
-  return (chunk) => {
-    if (isOverflowed) return;
-    let start = 0;
-    for (;;) {
-      const nl = chunk.indexOf(10, start);
-      if (nl < 0) break;
-      const piece = chunk.subarray(start, nl);
-      start = nl + 1;
-      if (pendingBytes + piece.length >= maxBytes) {
-        isOverflowed = true;
-        onOverflow();
-        return;
-      }
-      const line = pendingBytes > 0 ? Buffer.concat([...pending, piece]) : piece;
-      pending = [];
-      pendingBytes = 0;
-      onLine(line);
-      if (isOverflowed) return;
-    }
-    if (start < chunk.length) {
-      const rest = chunk.subarray(start);
-      pendingBytes += rest.length;
-      if (pendingBytes >= maxBytes) {
-        isOverflowed = true;
-        onOverflow();
-        return;
-      }
-      // The caller's buffer may be reused: keep a copy of a partial line.
-      pending.push(Buffer.from(rest));
-    }
-  };
 }

@@ -3,7 +3,8 @@
 // stdout, validated with the shared schemas.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { ResponseSchema, type AgentRequestInput, type AgentResponse } from '../../shared/protocol.js';
-import { lineSplitter, ResidentFrameSchema, type AbortReason, type ResidentHello } from '../../shared/resident.js';
+import { lineSplitter } from '../../shared/frame-lines.js';
+import { ResidentFrameSchema, type AbortReason, type ResidentHello } from '../../shared/resident.js';
 import { agentEnv, type AgentWorld } from './agent-world.js';
 import { AGENT_BUNDLE } from './paths.js';
 import { waitFor } from './wait.js';

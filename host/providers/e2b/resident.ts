@@ -8,7 +8,7 @@
 // byte of stdout it ever received, so after RECYCLE_AFTER_BYTES a channel is retired: new requests
 // get a new resident, and the old one is closed once its requests are answered.
 import type { CommandHandle, Sandbox } from 'e2b';
-import { lineSplitter } from '../../../shared/resident.js';
+import { lineSplitter } from '../../../shared/frame-lines.js';
 import { AGENT_INSTALL_DIR, loadAgentBundle, type AgentBundle } from '../agent-bundle.js';
 import { ResidentChannel, type LineTransport } from '../resident-channel.js';
 

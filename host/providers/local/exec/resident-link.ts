@@ -6,7 +6,7 @@
 // the channel is tried again a little later. An idle channel is closed after a while.
 import { connect } from 'node:net';
 import { join } from 'node:path';
-import { lineSplitter } from '../../../../shared/resident.js';
+import { lineSplitter } from '../../../../shared/frame-lines.js';
 import { ResidentChannel, type LineTransport } from '../../resident-channel.js';
 import type { LiveSandbox } from '../sandbox/registry.js';
 import { AGENT_SOCKET } from '../sandbox/state-dir.js';

@@ -9,7 +9,7 @@
 // not shaped like a frame, or is too long, ends the resident's stream or the connection.
 import { createServer, type Server, type Socket } from 'node:net';
 import { chmodSync } from 'node:fs';
-import { lineSplitter } from '../../../../shared/resident.js';
+import { lineSplitter } from '../../../../shared/frame-lines.js';
 
 /** What the relay needs of the resident: a way to write to it (lines are bytes as latin1 text). */
 export interface ResidentLink {

@@ -11,7 +11,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
-import { lineSplitter } from '../../../../shared/resident.js';
+import { lineSplitter } from '../../../../shared/frame-lines.js';
 import { SANDBOX_HOME } from '../../provider.js';
 import { buildEnterCommand } from '../launch/command-lines.js';
 import { envPrelude, exportScript, nodeBinDirsOf, sandboxPath, sandboxPathFor } from '../launch/environment.js';

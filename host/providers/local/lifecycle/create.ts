@@ -23,7 +23,8 @@ import { HostViews } from '../rootfs/host-views.js';
 import { claimIdBlock, releaseIdBlock } from '../rootfs/id-blocks.js';
 import { resolveTemplateRoot, templateShell } from '../rootfs/template-root.js';
 import { layerOwnersHere } from '../templates/import-root.js';
-import { BASE_TEMPLATE, isStorableTemplateName, listTemplates } from '../templates/store.js';
+import { BASE_TEMPLATE } from '../templates/base-template.js';
+import { isStorableTemplateName, listTemplates } from '../templates/store.js';
 import {
   ensureSandboxesDir,
   listSandboxIds,

@@ -6,7 +6,7 @@ import { definedFields } from '../../../util/defined-fields.js';
 import type { NetworkMode } from '../../provider.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
 import type { SandboxLimits } from '../limits/sandbox-limits.js';
-import { BASE_TEMPLATE } from '../templates/store.js';
+import { BASE_TEMPLATE } from '../templates/base-template.js';
 
 /**
  * The root of a template sandbox: the template's layers under a writable layer of its own

@@ -15,9 +15,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod';
-
-/** The template every local sandbox gets when create names none: the host's system directories, read-only. */
-export const BASE_TEMPLATE = 'base';
+import { BASE_TEMPLATE } from './base-template.js';
 
 /** Template names: lowercase letters, digits, `.`, `_` and `-`, starting with a letter or digit, at most 63 characters. */
 export const TEMPLATE_NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}$/;
