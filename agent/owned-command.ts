@@ -6,8 +6,11 @@
 // resident stops), after which the wrapper starts the supervisor that adopts it.
 // Durability: every byte read is written to the task's log at once (masked, capped); what the
 // masker holds back between reads is saved beside the log (.held-stdout, .held-stderr), and the
-// rest waits in the pipe, held by the wrapper. So a resident killed at any moment loses nothing:
-// the kernel closes its socket to the wrapper, and the adopter goes on from the files.
+// rest waits in the pipe, held by the wrapper. So a resident that hands over loses nothing, and
+// one killed -9 loses nothing but what it had just read: the kernel closes its socket to the
+// wrapper, and the adopter goes on from the files. The exception, measured (a kill between a
+// read(2) and its log write(2) loses that read's bytes; a stale hold may repeat or lose them): a
+// read takes bytes out of the pipe, and node offers no non-consuming one (docs/protocol.md).
 import type { ChildProcess } from 'node:child_process';
 import { closeSync, constants, openSync } from 'node:fs';
 import { join } from 'node:path';
