@@ -36,8 +36,10 @@ function openProcsFile(sb: LiveSandbox, file: string): number {
   try {
     return openSync(file, 'w');
   } catch (e) {
-    // The keeper removes the cgroups once the sandbox's processes are gone.
-    if (!isStillAlive(sb)) throw sandboxGone();
+    // A sandbox's cgroups go only when it ends: its keeper (or a kill's cleanup) removes them once
+    // bwrap has exited, which can be a moment before the SIGKILLed pid 1 is seen gone (pid 1 is
+    // outside them). A cgroup that is missing is therefore a sandbox ending, whatever pid 1 shows.
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT' || !isStillAlive(sb)) throw sandboxGone();
     throw e;
   }
 }
