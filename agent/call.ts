@@ -17,7 +17,7 @@ import {
 import type { AbortReason } from '../shared/resident.js';
 import { AgentFailure, debug } from './errors.js';
 import { readInputData } from './input-data.js';
-import { cancelTask, type OwnedTasks } from './ops/cancel.js';
+import { cancelTask, type CancelWatcher } from './ops/cancel.js';
 import { getTask } from './ops/get.js';
 import { sendInput } from './ops/input.js';
 import { listTasks } from './ops/list.js';
@@ -41,7 +41,7 @@ const fail = (code: AgentErrorCode, message: string): AgentResponse => ({
 });
 
 /** The resident agent's own handling of the ops that run commands (resident-tasks.ts). */
-export interface ResidentServices extends OwnedTasks {
+export interface ResidentServices extends CancelWatcher {
   /** The greeting's fields beyond `hello`'s. */
   readonly isPromotable: boolean;
   start(req: Extract<AgentRequest, { op: 'start' }>, ctx: RequestContext): Promise<unknown>;

@@ -2,8 +2,9 @@
 // stdin on its stdout (shared/resident.ts), many at once, in any order: a `get` that waits never
 // holds up the others. Locally the sandbox's keeper starts it and relays every server's connection
 // to it; on e2b each server process runs its own. It stops at end-of-file on stdin, on SIGTERM, or
-// after `--idle-exit-s` without a frame while it runs nothing; it first hands every command it
-// runs over to a supervisor, so stopping it (or killing it) loses no task.
+// after `--idle-exit-s` without a frame while no call waits on a command. Every command that must
+// outlive it runs under a supervisor of its own from the start (resident-tasks.ts), so stopping
+// it (or killing it) loses no task and no byte.
 import { LIMITS } from '../shared/limits.js';
 import { PROTOCOL_VERSION, type AgentResponse } from '../shared/protocol.js';
 import { lineSplitter } from '../shared/frame-lines.js';
@@ -11,7 +12,6 @@ import { asciiJson, ClientFrameSchema, type AbortReason, type ResidentFrame } fr
 import { handleRequest, helloResult, type RequestContext } from './call.js';
 import { debug } from './errors.js';
 import { closeInheritedFds } from './inherited-fds.js';
-import { isPromotionCapable } from './job-wrapper.js';
 import { ResidentTasks } from './resident-tasks.js';
 import { readTimings } from './timing.js';
 
@@ -24,7 +24,7 @@ export async function runResident(args: string[]): Promise<void> {
   closeInheritedFds();
   for (const sig of ['SIGHUP', 'SIGINT'] as const) process.on(sig, () => {});
   const idleExitMs = idleExitOf(args);
-  const services = new ResidentTasks(isPromotionCapable());
+  const services = new ResidentTasks();
   const inFlight = new Map<number, InFlight>();
   let isStopping = false;
 
@@ -37,8 +37,7 @@ export async function runResident(args: string[]): Promise<void> {
     if (isStopping) return;
     isStopping = true;
     for (const c of inFlight.values()) c.abort('disconnected' satisfies AbortReason);
-    services.handOverAll();
-    // Execs aborted above answer promptly (killed, or handed over); then nothing is left to wait for.
+    // Execs aborted above answer promptly (killed, or left running as tasks); then nothing is left to wait for.
     const exitWhenIdle = (): void => {
       if (inFlight.size === 0) process.exit(0);
       else setTimeout(exitWhenIdle, 20).unref();

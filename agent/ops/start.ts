@@ -33,23 +33,16 @@ export interface StartOpts {
   bounds?: JobBounds;
 }
 
-/**
- * Runs a freshly claimed task some other way than a supervisor from the start (the resident runs
- * it itself; see resident-tasks.ts): resolves true once it has reported, false when it cannot
- * (the classic launch follows).
- */
-export type TaskRunner = (dir: string, request: TaskRequestFile) => Promise<boolean>;
-
 const START_POLL_MS = 10;
 
 /** Starts the task unless its directory exists; either way returns the task's observed view (page 0). */
-export async function startTask(opts: StartOpts, timings: Timings, runner?: TaskRunner): Promise<TaskView> {
+export async function startTask(opts: StartOpts, timings: Timings): Promise<TaskView> {
   const tasks = ensureTasksDir();
   const dir = join(tasks, opts.taskId);
   const claim = claimTaskDir(tasks, dir, opts.cwd);
   if (claim) {
-    const request = writeRequest(dir, opts, claim.cwd, timings);
-    if (!runner || !(await runner(dir, request))) await awaitFirstReport(dir, opts.taskId, spawnSupervisor(dir, opts.env), timings);
+    writeRequest(dir, opts, claim.cwd, timings);
+    await awaitFirstReport(dir, opts.taskId, spawnSupervisor(dir, opts.env), timings);
   } else {
     // An existing task (or one a concurrent start just created) is reported, never started again.
     // A directory that is still young may belong to a start in progress: give it time to report.

@@ -169,13 +169,20 @@ describe('exec', () => {
     expect(start).toMatchObject({ ok: false, error: { code: 'process_limit' } });
   });
 
-  it('promotable, ending in time: the usual result, and no task directory is left', async () => {
+  it('promotable, ending in time: the usual result read from its task, capped head and tail, and no task directory is left', async () => {
     const w = world();
     const r = await startResident(w);
     const id = newTaskId();
-    const res = await exec(r, w, 'echo quick; exit 4', { promote: { task_id: id, after_ms: 30_000 } });
-    expect(res).toMatchObject({ exit_code: 4 });
-    expect(text(res.stdout_b64)).toBe('quick\n');
+    const res = await exec(r, w, 'seq 1 20000; echo quick >&2; exit 4', {
+      max_output_bytes: 1000,
+      promote: { task_id: id, after_ms: 30_000 },
+    });
+    expect(res).toMatchObject({ exit_code: 4, timed_out: false, stdout_truncated: true, stderr_truncated: false, stdout_head_bytes: 500 });
+    const out = text(res.stdout_b64);
+    expect(out.length).toBe(1000);
+    expect(out.startsWith('1\n2\n3\n')).toBe(true);
+    expect(out.endsWith('19999\n20000\n')).toBe(true);
+    expect(text(res.stderr_b64)).toBe('quick\n');
     // Renamed aside, then deleted (in the resident, a process of its own): nothing is left once both are done.
     await waitFor(() => readdirSync(join(w.stateDir, 'tasks')).length === 0, 'the finished task directory to go');
     expect(existsSync(taskDirOf(w, id))).toBe(false);
@@ -183,7 +190,7 @@ describe('exec', () => {
 });
 
 describe('promotion', () => {
-  it('an exec still running at its window goes on as a task: both streams byte-exact and in order, masked, its exit code', async () => {
+  it('a promotable exec runs under a supervisor of its own from the first byte; still running at its window, it is the task: byte-exact, masked, its exit code', async () => {
     const secret = `tok-${newTaskId()}`;
     const w = world();
     const r = await startResident(w);
@@ -202,52 +209,64 @@ describe('promotion', () => {
       ),
     );
     expect(res.kind).toBe('promoted');
+    // Its supervisor had recorded itself by the answer: the resident never read its output.
+    const supervisor = readStatusJson(w, id).supervisor as { pid: number } | null;
+    expect(supervisor).not.toBeNull();
+    expect(supervisor!.pid).not.toBe(r.process.pid);
     const view = await waitTerminal(w, id, 120_000);
     expect(view).toMatchObject({ state: 'failed', exit_code: 3, stdout_truncated: false, stderr_truncated: false });
     const [out, err] = logs(w, id);
     expect(sha(out!)).toBe(sha(expectedBurst(120_000, 'o')));
     expect(sha(err!)).toBe(sha(expectedBurst(120_000, 'e') + 'secret [MASKED]\n'));
-    // Adopted by a supervisor: it, not the resident, recorded the outcome.
-    expect(readStatusJson(w, id).supervisor).not.toBeNull();
+    // The same supervisor recorded the outcome.
+    expect(readStatusJson(w, id).supervisor).toEqual(supervisor);
   });
 
-  it('a secret split across the handover is masked (what the masker held back goes with the task)', async () => {
+  it('a secret split across two writes is masked, in a promoted task and in a result that ended in time', async () => {
     const secret = 'abcdefghSECRET12';
     const w = world();
     const r = await startResident(w);
-    const id = newTaskId();
-    const res = ExecResultSchema.parse(
-      ok(
-        await r.request({
-          protocol: 1,
-          op: 'exec',
-          command: `printf 'x %s' "\${TOKEN:0:8}"; sleep 1; printf '%s y\\n' "\${TOKEN:8}"`,
-          env: envOf(w, { TOKEN: secret }),
-          timeout_ms: 30_000,
-          max_output_bytes: 65_536,
-          promote: { task_id: id, after_ms: 300 },
-        }),
-      ),
-    );
-    expect(res.kind).toBe('promoted');
-    const view = await waitTerminal(w, id);
-    expect(view).toMatchObject({ state: 'succeeded', stdout: 'x [MASKED] y\n' });
+    const run = async (id: string, afterMs: number) =>
+      ExecResultSchema.parse(
+        ok(
+          await r.request({
+            protocol: 1,
+            op: 'exec',
+            command: `printf 'x %s' "\${TOKEN:0:8}"; sleep 0.6; printf '%s y\\n' "\${TOKEN:8}"`,
+            env: envOf(w, { TOKEN: secret }),
+            timeout_ms: 30_000,
+            max_output_bytes: 65_536,
+            promote: { task_id: id, after_ms: afterMs },
+          }),
+        ),
+      );
+    const promotedId = newTaskId();
+    expect((await run(promotedId, 200)).kind).toBe('promoted');
+    expect(await waitTerminal(w, promotedId)).toMatchObject({ state: 'succeeded', stdout: 'x [MASKED] y\n' });
+    const inTime = await run(newTaskId(), 30_000);
+    expect(inTime.kind).toBe('finished');
+    expect(text((inTime as ExecFinished).stdout_b64)).toBe('x [MASKED] y\n');
   });
 
-  it('a start that ends within its settle window is recorded by the resident itself; a longer one is adopted', async () => {
+  it('a start, short or long, runs under a supervisor of its own that has recorded itself by the answer', async () => {
     const w = world();
     const r = await startResident(w);
     const quick = TaskViewSchema.parse(
       ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'echo done', env: envOf(w) })),
     );
     expect(quick).toMatchObject({ state: 'succeeded', stdout: 'done\n' });
-    expect(readStatusJson(w, quick.task_id).supervisor).toBeNull();
+    const quickSupervisor = readStatusJson(w, quick.task_id).supervisor as { pid: number } | null;
+    expect(quickSupervisor).not.toBeNull();
+    expect(quickSupervisor!.pid).not.toBe(r.process.pid);
     const long = TaskViewSchema.parse(
       ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'sleep 1; echo late', env: envOf(w) })),
     );
     expect(long.state).toBe('running');
+    const longSupervisor = readStatusJson(w, long.task_id).supervisor as { pid: number } | null;
+    expect(longSupervisor).not.toBeNull();
+    expect(longSupervisor!.pid).not.toBe(r.process.pid);
     expect(await waitTerminal(w, long.task_id)).toMatchObject({ state: 'succeeded', stdout: 'late\n' });
-    expect(readStatusJson(w, long.task_id).supervisor).not.toBeNull();
+    expect(readStatusJson(w, long.task_id).supervisor).toEqual(longSupervisor);
   });
 });
 
@@ -271,13 +290,13 @@ function listeningInodes(pid: number): string[] {
 }
 
 describe('SIGUSR1', () => {
-  it('opens no inspector in the resident or in an adopting supervisor: both keep working', async () => {
+  it("opens no inspector in the resident or in a task's supervisor: both keep working", async () => {
     const w = world();
     const r = await startResident(w);
     const task = TaskViewSchema.parse(
       ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'sleep 2; echo late', env: envOf(w) })),
     );
-    const supervisor = await waitFor(() => readStatusJson(w, task.task_id).supervisor?.pid, 'the adopting supervisor');
+    const supervisor = await waitFor(() => readStatusJson(w, task.task_id).supervisor?.pid, "the task's supervisor");
     for (const pid of [r.process.pid!, supervisor]) for (let i = 0; i < 3; i++) process.kill(pid, 'SIGUSR1');
     // A resident that still answers has handled the signals; an inspector would be listening by then.
     expect(ok(await r.request({ protocol: 1, op: 'hello' }))).toMatchObject({ protocol: 1 });
@@ -291,11 +310,10 @@ describe('a resident killed -9 loses nothing', () => {
     it(`${when}: the command goes on as a task, with every byte and its exit code`, async () => {
       const secret = `tok-${newTaskId()}`;
       const w = world();
-      // A settle window long enough for the kill to land while the resident still runs the start.
+      // A settle window long enough for the kill to land while the resident still waits on the start.
       const r = await startResident(w, { SANDBOX_AGENT_START_SETTLE_MS: '120000' });
       const id = newTaskId();
       const common = { protocol: 1, command: burstCommand(60_000, 30, 5, 'API_TOKEN'), env: envOf(w, { API_TOKEN: secret }) };
-      // A start hands over after its settle window: make the window long enough to kill the resident within it.
       const answer =
         when === 'while it runs a start'
           ? r.request({ ...common, op: 'start', task_id: id, timeout_s: 120 })
@@ -307,12 +325,13 @@ describe('a resident killed -9 loses nothing', () => {
               promote: { task_id: id, after_ms: 120_000 },
             });
       answer.catch(() => {});
-      // Some output is in the logs: the resident is reading.
+      // Some output is in the logs while the call still waits.
       await waitFor(
         () => existsSync(join(taskDirOf(w, id), 'stdout.log')) && readFileSync(join(taskDirOf(w, id), 'stdout.log')).length > 1000,
         'output',
       );
-      expect(readStatusJson(w, id).supervisor).toBeNull();
+      // The task's own supervisor reads the output, from the first byte: the resident never does.
+      expect(readStatusJson(w, id).supervisor).not.toBeNull();
       r.process.kill('SIGKILL');
       await expect(answer).rejects.toThrow(/exited/);
       const view = await waitTerminal(w, id, 120_000);
@@ -325,12 +344,12 @@ describe('a resident killed -9 loses nothing', () => {
 });
 
 describe('tasks the resident runs, from other processes', () => {
-  it('cancel: in the resident, and from a per-call agent while the resident owns the task', async () => {
+  it('cancel: through the resident, and from a per-call agent, while the resident waits on the task; both tasks stay', async () => {
     const w = world();
     const r = await startResident(w);
     const a = newTaskId();
     const b = newTaskId();
-    // Promotable execs with long windows: the resident owns them throughout.
+    // Promotable execs with long windows: the resident waits on them throughout.
     for (const id of [a, b]) {
       r.send({
         protocol: 1,
@@ -346,6 +365,10 @@ describe('tasks the resident runs, from other processes', () => {
     expect(TaskViewSchema.parse(ok(await r.request({ protocol: 1, op: 'cancel', task_id: a }))).state).toBe('cancelled');
     const fromAfar = await callView(w, { protocol: 1, op: 'cancel', task_id: b });
     expect(fromAfar.state).toBe('cancelled');
+    // Whoever cancelled learnt the id: the resident removes neither task once its call answers.
+    const hello = await r.request({ protocol: 1, op: 'hello' });
+    expect(hello.ok).toBe(true);
+    for (const id of [a, b]) expect(readStatusJson(w, id)).toMatchObject({ state: 'cancelled' });
   });
 
   it('input: to a task the resident started, written by a per-call agent; eof ends cat after the resident is gone', async () => {
@@ -363,7 +386,7 @@ describe('tasks the resident runs, from other processes', () => {
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: 'one\ntwo\nthree\n' });
   });
 
-  it('a resident that stops (end of its input) hands its commands over: a promotable exec goes on as a task', async () => {
+  it('a resident that stops (end of its input) leaves a promotable exec running as a task', async () => {
     const w = world();
     const r = await startResident(w);
     const id = newTaskId();
