@@ -3,43 +3,21 @@
 // command never blocks on a full pipe. A write the filesystem refuses (ENOSPC, say) ends the log
 // there the same way: the stream is truncated, never the command stopped.
 import { writeSync } from 'node:fs';
-import { SECRET_MARKER } from '../shared/limits.js';
-import { SecretMasker, type MaskerState } from './secret-masker.js';
-
-/** Where a log that another process began goes on from: its size, whether it dropped bytes, the masker's hold. */
-export interface LogResume {
-  writtenBytes: number;
-  isTruncated: boolean;
-  masker?: MaskerState;
-}
+import { SecretMasker } from './secret-masker.js';
 
 /** A log file that accepts at most `capBytes` and remembers whether anything was dropped. */
 export class CappedLog {
   private written = 0;
   private hasDropped = false;
   private failedWith: string | null = null;
-  /** Resumed after the first process stopped writing (full, or a failed write): no byte may follow the gap. */
-  private isResumedClosed = false;
   private readonly masker: SecretMasker;
 
-  /** `fd` writes at the end of what `resume` describes (open it for appending), or from 0 for a new log. */
   constructor(
     private readonly fd: number,
     private readonly capBytes: number,
     secrets: readonly string[],
-    resume?: LogResume,
   ) {
-    this.masker = new SecretMasker(secrets, (bytes) => this.write(bytes), SECRET_MARKER, resume?.masker);
-    if (resume) {
-      this.written = resume.writtenBytes;
-      this.hasDropped = resume.isTruncated;
-      this.isResumedClosed = resume.isTruncated;
-    }
-  }
-
-  /** What the masker holds back (saved so that another process can go on with this log). */
-  get maskerState(): MaskerState {
-    return this.masker.state;
+    this.masker = new SecretMasker(secrets, (bytes) => this.write(bytes));
   }
 
   /** Bytes written to the file so far. */
@@ -58,7 +36,7 @@ export class CappedLog {
   }
 
   private get isClosedForWrites(): boolean {
-    return this.written >= this.capBytes || this.failedWith !== null || this.isResumedClosed;
+    return this.written >= this.capBytes || this.failedWith !== null;
   }
 
   /** Takes `length` bytes of raw command output from `bytes`, whose memory may be reused once this returns. */
@@ -81,7 +59,7 @@ export class CappedLog {
   }
 
   private write(bytes: Buffer): void {
-    if (this.failedWith !== null || this.isResumedClosed) {
+    if (this.failedWith !== null) {
       if (bytes.length > 0) this.hasDropped = true;
       return;
     }

@@ -4,7 +4,7 @@
 // resident's), its bounds applied first, and each stream captured head and tail within the cap.
 // A timeout, or the caller giving up, kills the whole group. The resident's death takes the
 // command's output pipes with it: the caller learns the outcome is unknown (only a promotable exec
-// survives it; see owned-command.ts).
+// survives it: it runs under a supervisor of its own; see resident-tasks.ts).
 import { constants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { jobBoundsText } from '../shared/job-bounds.js';

@@ -6,11 +6,11 @@ import { closeSync, readdirSync, readFileSync } from 'node:fs';
 const O_CLOEXEC = 0o2000000;
 
 /**
- * Closes every descriptor above stderr (except those in `keep`) that was inherited without close-on-exec. Node opens its
+ * Closes every descriptor above stderr that was inherited without close-on-exec. Node opens its
  * own with O_CLOEXEC, so these can only come from whoever ran us; a detached supervisor (and its
  * command) must not keep a caller's pipe open, or the caller's exec waits for the task to end.
  */
-export function closeInheritedFds(keep: readonly number[] = []): void {
+export function closeInheritedFds(): void {
   let fds: string[];
   try {
     fds = readdirSync('/proc/self/fd');
@@ -19,7 +19,7 @@ export function closeInheritedFds(keep: readonly number[] = []): void {
   }
   for (const name of fds) {
     const fd = Number(name);
-    if (!Number.isSafeInteger(fd) || fd <= 2 || keep.includes(fd)) continue;
+    if (!Number.isSafeInteger(fd) || fd <= 2) continue;
     let info: string;
     try {
       info = readFileSync(`/proc/self/fdinfo/${fd}`, 'latin1');

@@ -3,7 +3,6 @@
 //   node agent.cjs selftest                checks this sandbox, prints a JSON report
 //   node agent.cjs serve [--idle-exit-s N] the resident agent: request frames on stdin (serve.ts)
 //   node agent.cjs supervise <task dir>    internal: the detached per-task supervisor
-//   node agent.cjs supervise --adopt <dir> internal: a supervisor taking over a resident's task
 // Node's child_process and net modules are loaded only by the modes that spawn (start,
 // selftest, supervise, serve): they cost several milliseconds, and `get` must start as fast as node.
 import './zod-jitless.js';
@@ -11,9 +10,9 @@ import { writeSync } from 'node:fs';
 import { handleCall } from './call.js';
 import { runSelftest } from './selftest.js';
 import { runResident } from './serve.js';
-import { runAdopter, runSupervisor } from './supervisor.js';
+import { runSupervisor } from './supervisor.js';
 
-const [mode, arg, arg2] = process.argv.slice(2);
+const [mode, arg] = process.argv.slice(2);
 
 /**
  * Node opens its inspector (a debugger on a loopback port of the sandbox's network, the host's
@@ -38,8 +37,7 @@ async function main(): Promise<number> {
     }
     case 'supervise': {
       keepInspectorClosed();
-      if (arg === '--adopt') await runAdopter(arg2 ?? '');
-      else await runSupervisor(arg ?? '');
+      await runSupervisor(arg ?? '');
       return new Promise<number>(() => {}); // the supervisor exits by itself
     }
     case 'serve':

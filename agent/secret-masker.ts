@@ -16,16 +16,6 @@ export function secretValuesFromEnv(env: NodeJS.ProcessEnv): string[] {
   return [...values];
 }
 
-/**
- * What a masker holds back between chunks: the bytes that may still begin a secret, and how many
- * of them a marker already stands for. Saved and restored, it lets another process go on masking
- * a stream exactly where this one stopped (a task handed over from the resident agent).
- */
-export interface MaskerState {
-  pending: Buffer | null;
-  covered: number;
-}
-
 /** Masks secret values in a byte stream; `emit` receives the masked bytes in order. */
 export class SecretMasker {
   private readonly secrets: Buffer[];
@@ -40,21 +30,11 @@ export class SecretMasker {
     values: readonly string[],
     private readonly emit: (bytes: Buffer) => void,
     marker: string = SECRET_MARKER,
-    resume?: MaskerState,
   ) {
     const unique = [...new Set(values)].filter((v) => Buffer.byteLength(v) >= LIMITS.secretMinBytes);
     this.secrets = unique.map((v) => Buffer.from(v));
     this.maxLen = Math.max(0, ...this.secrets.map((s) => s.length));
     this.marker = Buffer.from(marker);
-    if (resume?.pending && resume.pending.length > 0) {
-      this.pending = Buffer.from(resume.pending);
-      this.covered = Math.min(resume.covered, resume.pending.length);
-    }
-  }
-
-  /** What is held back right now (see MaskerState); pending is null when nothing is. */
-  get state(): MaskerState {
-    return { pending: this.pending, covered: this.covered };
   }
 
   /** True when there is nothing to mask: bytes pass straight through. */

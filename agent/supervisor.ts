@@ -6,12 +6,10 @@
 // group, `input` with eof (SIGUSR2) closes the stdin pipe. Once the leader has exited, the
 // remaining group members are stopped, the pipes drained and the final status written. The first
 // termination reason wins.
-// `supervise --adopt <task dir>` takes over a task the resident agent started (owned-command.ts)
-// instead of spawning one: its job wrapper starts us with the output pipes on fds 3 and 4 and the
-// command's pid and exit status on stdin; the logs go on where the resident left them. Everything
-// after the start-up is the same.
+// Every task has one from its first byte, a start through the resident agent too: nothing else
+// ever reads a task's output, so no process's death between a read and its log write can lose it.
 import type { ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, fstatSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { LIMITS } from '../shared/limits.js';
@@ -21,13 +19,10 @@ import { createFifoPipes, discardRestWithCat, drainFd, type FifoPipe, type PipeR
 import { debug } from './errors.js';
 import { closeInheritedFds } from './inherited-fds.js';
 import { isNoSpaceError } from './no-space.js';
-import { childProcess, net } from './node-modules.js';
+import { childProcess } from './node-modules.js';
 import { TASK_FILES } from './paths.js';
 import { jobBoundsText } from '../shared/job-bounds.js';
-import { OWNED_FILES, readHeld } from './owned-files.js';
 import { hasLiveGroupMembers, readProcStat, signalGroup } from './proc.js';
-import { removeFileQuietly } from './remove-file.js';
-import { readStatus } from './status-read.js';
 import { secretValuesFromEnv } from './secret-masker.js';
 import { writeStatus } from './status-file.js';
 import { createStatusReserve, writeFinalStatus } from './status-reserve.js';
@@ -107,25 +102,6 @@ export async function runSupervisor(dir: string): Promise<void> {
   }
 }
 
-/** The output pipes an adopting supervisor gets from the job wrapper (stdout, stderr). */
-const ADOPTED_OUTPUT_FDS = [3, 4] as const;
-
-/** Takes over the task the resident agent started in `dir` (see the module comment) and exits; never returns normally. */
-export async function runAdopter(dir: string): Promise<void> {
-  closeInheritedFds(ADOPTED_OUTPUT_FDS);
-  const found = readStatus(dir);
-  // Already recorded by the resident (it died before releasing the wrapper), or no such task: nothing to do.
-  if (found.kind !== 'ok' || found.status.state !== 'running') process.exit(0);
-  const sup = beginAdoption(dir, found.status);
-  listenForRequests(sup);
-  process.on('uncaughtException', (err) => failSupervision(sup, err));
-  try {
-    await superviseAdopted(sup);
-  } catch (err) {
-    failSupervision(sup, err as Error);
-  }
-}
-
 /** The task's life, start-up to final status. */
 async function supervise(sup: Supervision): Promise<void> {
   // Start-up runs without yielding up to recordRunning: a signal is handled only after that.
@@ -141,22 +117,6 @@ async function supervise(sup: Supervision): Promise<void> {
   await stopRemainingGroup(sup);
   await drainRest(sup);
   finish(sup);
-}
-
-/** An adopted task's life: the same phases once the command's pipes and exit status come from its wrapper. */
-async function superviseAdopted(sup: Supervision): Promise<void> {
-  const wrapper = listenToWrapper(sup);
-  openResumedLogs(sup);
-  recordAdoption(sup);
-  drainOutput(sup, { stdin: null, outputs: ADOPTED_OUTPUT_FDS.map((fd) => ({ readFd: fd, writeFd: -1 })) }, null);
-  armTimeout(sup);
-  if (existsSync(join(sup.dir, OWNED_FILES.cancelRequest))) requestStop(sup, 'cancel');
-  const exit = await wrapper.leaderExit;
-  if (exit.code === null) sup.status.error = WRAPPER_LOST;
-  recordExit(sup, exit);
-  await stopRemainingGroup(sup);
-  await drainRest(sup);
-  finish(sup, sup.status.error);
 }
 
 /** The terminal state for a termination reason; the first reason recorded wins. */
@@ -202,115 +162,6 @@ function beginSupervision(dir: string): Supervision {
   };
 }
 
-/** An adopting supervisor's record: the task's status as the resident left it, and the command's secrets. */
-function beginAdoption(dir: string, status: TaskStatus): Supervision {
-  const req = readTaskRequest(dir);
-  const self = readProcStat(process.pid);
-  let streamEnded: () => void = () => {};
-  let openStreams = 2;
-  const ended = new Promise<void>((resolve) => {
-    streamEnded = () => {
-      if (--openStreams === 0) resolve();
-    };
-  });
-  status.supervisor = self ? { pid: process.pid, start_time: self.startTime } : null;
-  status.resident = null;
-  return {
-    dir,
-    req,
-    env: wrapperEnvironment(),
-    status,
-    pgid: status.group?.pgid ?? 0,
-    isTermSent: false,
-    isFinal: false,
-    killTimer: undefined,
-    timeoutTimer: undefined,
-    logs: null,
-    logFds: [],
-    // The wrapper holds the stdin FIFO (input's eof asks it); at the end only the names go.
-    stdin: {
-      readFd: -1,
-      close: () => {},
-      remove: () => [TASK_FILES.stdin, TASK_FILES.stdinClosed].forEach((f) => removeFileQuietly(join(dir, f))),
-    },
-    drains: { readers: [], helpers: [], ended, streamEnded },
-  };
-}
-
-/**
- * The command's environment, for its secrets: our parent's, the job wrapper's, which the resident
- * started with exactly that environment (we ourselves run with a clean one, so that nothing in it
- * — NODE_OPTIONS, say — changes how this supervisor runs).
- */
-function wrapperEnvironment(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  try {
-    for (const entry of readFileSync(`/proc/${process.ppid}/environ`, 'utf8').split('\0')) {
-      const eq = entry.indexOf('=');
-      if (eq > 0) env[entry.slice(0, eq)] = entry.slice(eq + 1);
-    }
-  } catch {
-    debug("the wrapper's environment is unreadable: the logs are masked with no secrets");
-  }
-  return env;
-}
-
-/** The logs as the resident left them: appended to, after its bytes and what its maskers held back. */
-function openResumedLogs(sup: Supervision): void {
-  const secrets = secretValuesFromEnv(sup.env);
-  const truncated = [sup.status.stdout_truncated, sup.status.stderr_truncated];
-  sup.logFds = [TASK_FILES.stdout, TASK_FILES.stderr].map((name) => openSync(join(sup.dir, name), 'a', 0o600));
-  const resumed = sup.logFds.map(
-    (fd, i) =>
-      new CappedLog(fd, LIMITS.streamCapBytes, secrets, {
-        writtenBytes: fstatSync(fd).size,
-        isTruncated: truncated[i]!,
-        ...definedMasker(readHeld(sup.dir, i)),
-      }),
-  );
-  sup.logs = [resumed[0]!, resumed[1]!];
-}
-
-function definedMasker(state: ReturnType<typeof readHeld>): { masker?: NonNullable<ReturnType<typeof readHeld>> } {
-  return state ? { masker: state } : {};
-}
-
-/** Names us the task's supervisor; a task nobody could see or cancel is stopped, as at a start. */
-function recordAdoption(sup: Supervision): void {
-  if (!writeProgress(sup)) {
-    if (sup.pgid) signalGroup(sup.pgid, 'SIGKILL');
-    finish(sup, withReason(sup, 'supervisor_error', STATE_DIR_FULL_WHILE_RUNNING));
-  }
-  for (const name of OWNED_FILES.held) removeFileQuietly(join(sup.dir, name));
-  // A termination the resident began (a timeout, a cancel) goes on: TERM again, then KILL.
-  if (sup.status.reason !== null) terminateGroup(sup);
-}
-
-/** The wrapper's lines on our stdin: the command's pid, then its exit status; end-of-file without one means it is lost. */
-function listenToWrapper(sup: Supervision): { leaderExit: Promise<LeaderExit> } {
-  let resolveExit: (e: LeaderExit) => void = () => {};
-  const leaderExit = new Promise<LeaderExit>((resolve) => (resolveExit = resolve));
-  let text = '';
-  const stdin = new (net().Socket)({ fd: 0, readable: true, writable: false });
-  stdin.on('data', (b: Buffer) => {
-    text += b.toString('latin1');
-    for (let nl = text.indexOf('\n'); nl >= 0; nl = text.indexOf('\n')) {
-      const m = /^(pid|exit) (\d+)$/.exec(text.slice(0, nl));
-      text = text.slice(nl + 1);
-      if (m?.[1] === 'pid' && !sup.pgid) {
-        sup.pgid = Number(m[2]);
-        sup.status.group ??= { pgid: sup.pgid, leader_start_time: readProcStat(sup.pgid)?.startTime ?? 0 };
-        if (sup.status.reason !== null) terminateGroup(sup);
-      } else if (m?.[1] === 'exit') resolveExit({ code: Number(m[2]), signal: null });
-    }
-  });
-  const lost = () => resolveExit({ code: null, signal: null });
-  stdin.on('end', lost);
-  stdin.on('error', lost);
-  stdin.on('close', lost);
-  return { leaderExit };
-}
-
 /** `cancel` asks by SIGTERM (the others cover a supervisor stopped by hand); `input` with eof by SIGUSR2. */
 function listenForRequests(sup: Supervision): void {
   for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(sig, () => requestStop(sup, 'cancel'));
@@ -339,8 +190,8 @@ function spawnCommand(sup: Supervision, stdio: CommandStdio): ChildProcess | nul
   const shell = pickShell();
   let child: ChildProcess;
   try {
-    // Bounds from the request: a start the resident could not run itself (no bash 4), whose
-    // command must still get its tier's limits (a per-call start gets them from its entry).
+    // Bounds from the request: a start or promotable exec through the resident, whose command
+    // must still get its tier's limits (a per-call start gets them from its entry).
     const bounds = sup.req.bounds ? jobBoundsText(sup.req.bounds) : '';
     child = childProcess().spawn(
       existsSync('/bin/sh') ? '/bin/sh' : shell,
@@ -440,8 +291,7 @@ function drainOutput(sup: Supervision, stdio: CommandStdio, child: ChildProcess 
 }
 
 function armTimeout(sup: Supervision): void {
-  // An adopted task's deadline was set when the resident started it.
-  const leftMs = sup.status.deadline_at_ms !== undefined ? sup.status.deadline_at_ms - Date.now() : sup.req.timeout_s * 1000;
+  const leftMs = sup.req.timeout_s * 1000;
   sup.timeoutTimer = setTimeout(() => requestStop(sup, 'timeout'), Math.max(0, leftMs));
 }
 
@@ -479,7 +329,6 @@ function leaderExit(child: ChildProcess): Promise<LeaderExit> {
 function recordExit(sup: Supervision, exit: LeaderExit): void {
   clearTimeout(sup.timeoutTimer);
   sup.status.exit_code = exit.code ?? (exit.signal ? 128 + (osConstants.signals[exit.signal] ?? 0) : null);
-  if (sup.status.reason === null && existsSync(join(sup.dir, OWNED_FILES.cancelRequest))) sup.status.reason = 'cancel';
   sup.status.signal = exit.signal;
   if (sup.status.reason === null) sup.status.reason = 'exit';
   debug(`leader exited code=${String(exit.code)} signal=${String(exit.signal)}`);
@@ -545,7 +394,6 @@ function finish(sup: Supervision, error?: TaskError): never {
   }
   // After the final status: until then, a running task's stdin must still be where `input` looks.
   sup.stdin?.remove();
-  removeFileQuietly(join(sup.dir, OWNED_FILES.cancelRequest));
   for (const fd of sup.logFds) closeQuietly(fd);
   debug(`final state ${status.state}`);
   process.exit(0);
@@ -591,11 +439,6 @@ function spawnFailed(err: unknown): TaskError {
 const STATE_DIR_FULL_AT_START: TaskError = {
   code: 'state_dir_full',
   message: "the state directory's filesystem is full: the task could not be recorded, so its command was not run (or was stopped at once)",
-};
-
-const WRAPPER_LOST: TaskError = {
-  code: 'wrapper_lost',
-  message: "the shell that ran the task's command was killed, so its exit status is unknown",
 };
 
 const STATE_DIR_FULL_WHILE_RUNNING: TaskError = {

@@ -24,10 +24,8 @@ export interface ObservedTask {
 
 /**
  * Reads the status and checks that a `running` task still has its supervisor (same pid and
- * start time) — or, for a task the resident agent runs (owned-command.ts), before any supervisor
- * adopted it, its owning resident or its job wrapper (alive, the wrapper hands the task to an
- * adopter: nothing is lost). Anything that cannot be confirmed is `unknown`, never success; where
- * the state directory's filesystem is full, that is named as the likely cause.
+ * start time). Anything that cannot be confirmed is `unknown`, never success; where the state
+ * directory's filesystem is full, that is named as the likely cause.
  */
 export function observeTask(dir: string): ObservedTask {
   const read = readStatus(dir);
@@ -52,7 +50,7 @@ export function observeTask(dir: string): ObservedTask {
   if (read.kind === 'invalid') return { state: 'unknown', status: null, error: { code: 'invalid_status', message: read.message } };
   const status = read.status;
   if (status.state !== 'running') return withError(status.state, status);
-  if (hasLiveKeeper(status)) return { state: 'running', status };
+  if (status.supervisor && isSameLiveProcess(status.supervisor.pid, status.supervisor.start_time)) return { state: 'running', status };
   // The supervisor may have written its final status and exited between the two looks.
   const again = readStatus(dir);
   if (again.kind === 'ok' && again.status.state !== 'running') return withError(again.status.state, again.status);
@@ -75,13 +73,6 @@ export function observeTask(dir: string): ObservedTask {
       message: 'the task supervisor is no longer running (killed, or its process was replaced); the outcome cannot be confirmed',
     },
   };
-}
-
-/** True while a process that will record the task's outcome lives: its supervisor, or before any, its resident or its wrapper. */
-function hasLiveKeeper(status: TaskStatus): boolean {
-  const isLive = (p: { pid: number; start_time: number } | null | undefined) => !!p && isSameLiveProcess(p.pid, p.start_time);
-  if (status.supervisor) return isLive(status.supervisor);
-  return isLive(status.resident) || isLive(status.wrapper);
 }
 
 function withError(state: TaskState, status: TaskStatus): ObservedTask {

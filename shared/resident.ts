@@ -27,8 +27,8 @@ export type ClientFrame = z.infer<typeof ClientFrameSchema>;
 
 /**
  * The resident's greeting: what `hello` answers, plus its pid in the sandbox and whether it can
- * hand a command it runs over to a task (`promotable`: bash 4 or later is there; see
- * agent/owned-command.ts). The greeting is the version negotiation: a client checks `protocol`
+ * run an exec as a task that outlives the call (`promotable`: always, since the supervisor that a
+ * start uses does it; see agent/resident-tasks.ts). The greeting is the version negotiation: a client checks `protocol`
  * and sends only the ops listed.
  */
 export const ResidentHelloSchema = z.extend(HelloResultSchema, {

@@ -37,16 +37,6 @@ export const TaskStatusSchema = z.object({
   stdout_truncated: z.boolean(),
   stderr_truncated: z.boolean(),
   error: z.optional(z.object({ code: z.string(), message: z.string() })),
-  /**
-   * A task the resident agent runs itself (protocol minor 5; older agents ignore these fields):
-   * `resident` is the agent that reads its output while it owns the task (null once handed over
-   * or finished), `wrapper` the shell that started the command and records its exit status for
-   * whoever takes the task over (see agent/owned-command.ts), `deadline_at_ms` when its timeout
-   * falls (epoch milliseconds).
-   */
-  resident: z.optional(z.nullable(ProcessRefSchema)),
-  wrapper: z.optional(z.nullable(ProcessRefSchema)),
-  deadline_at_ms: z.optional(int()),
 });
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
 

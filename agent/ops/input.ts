@@ -3,12 +3,10 @@
 // since `start`. A full pipe (the command is not reading) never hangs the op: it writes what fits
 // within Timings.inputWaitMs and reports how many bytes were taken. Input is not masked, and
 // nothing of it is logged.
-import { closeSync, renameSync } from 'node:fs';
-import { join } from 'node:path';
+import { closeSync } from 'node:fs';
 import type { InputResult } from '../../shared/protocol.js';
 import type { TaskStatus } from '../../shared/status.js';
 import { AgentFailure } from '../errors.js';
-import { TASK_FILES } from '../paths.js';
 import { isSameLiveProcess } from '../proc.js';
 import { isStdinClosed, isStdinFifoGone, openStdinForInput, STDIN_EOF_SIGNAL, writeWithin, type StdinOpenFailure } from '../stdin-pipe.js';
 import { readTaskRequest } from '../task-request.js';
@@ -66,7 +64,6 @@ export async function deliverInput(
 
 /** Asks the verified supervisor to close its end of the pipe; true once it confirmed (bounded wait). */
 async function closeViaSupervisor(dir: string, status: TaskStatus, timings: Timings): Promise<boolean> {
-  if (status.wrapper) return closeViaWrapper(dir, status.wrapper);
   const sup = status.supervisor;
   // Verified by pid and start time right before signalling, as cancel does.
   if (!sup || !isSameLiveProcess(sup.pid, sup.start_time)) return isStdinFifoGone(dir);
@@ -81,28 +78,6 @@ async function closeViaSupervisor(dir: string, status: TaskStatus, timings: Timi
     await sleep(5);
   }
   return true;
-}
-
-/**
- * A task the resident started: its job wrapper holds the FIFO's last spare write end (see
- * job-wrapper.ts). The FIFO is renamed first, so that nobody can open it by name again, then the
- * verified wrapper is asked (SIGUSR2) to close its end: the command sees end-of-file once every
- * writer is gone.
- */
-function closeViaWrapper(dir: string, wrapper: { pid: number; start_time: number }): boolean {
-  try {
-    renameSync(join(dir, TASK_FILES.stdin), join(dir, TASK_FILES.stdinClosed));
-  } catch {
-    // renamed already, or the task ended and its FIFO went with it
-  }
-  if (isSameLiveProcess(wrapper.pid, wrapper.start_time)) {
-    try {
-      process.kill(wrapper.pid, STDIN_EOF_SIGNAL);
-    } catch {
-      // it exited in between: its end is closed with it
-    }
-  }
-  return isStdinFifoGone(dir);
 }
 
 function refusal(dir: string, failure: StdinOpenFailure | 'no_reader'): AgentFailure {

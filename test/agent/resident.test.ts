@@ -1,7 +1,7 @@
 // The resident agent (`agent.cjs serve`), built, in a temporary world: frames in any order, the
-// exec op (plain and promotable), starts it runs itself, and durability — a resident that hands a
-// command over, or is killed -9 at any moment, loses no task and no byte: the job wrapper starts
-// a supervisor that goes on from the logs and the pipe. Tasks are read back with per-call agents
+// exec op (plain and promotable), starts, and durability — a resident that stops, or is killed -9
+// at any moment, loses no task and no byte: every start and promotable exec has a supervisor of
+// its own from the first byte, the only reader of its output. Tasks are read back with per-call agents
 // (`agent.cjs call`), a process of their own, as another server would.
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';

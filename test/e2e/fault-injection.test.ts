@@ -104,7 +104,7 @@ function sandboxProcesses(sandboxId: string): {
 }
 
 /**
- * Kills the task's supervisor (found from the host by its argv, `… agent.cjs supervise [--adopt] <task dir>`,
+ * Kills the task's supervisor (found from the host by its argv, `… agent.cjs supervise <task dir>`,
  * node's own arguments before it: the agent runtime's loader names node and its libraries first).
  */
 function killSupervisor(taskId: string): boolean {

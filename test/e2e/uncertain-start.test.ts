@@ -5,7 +5,7 @@
 // the installed agent is swapped for a one-shot wrapper that runs the real agent, puts it back,
 // and dies by SIGKILL without passing the answer on. Through a resident agent, a start whose
 // resident is killed mid-submission is asked again as a per-call agent, which reports the task
-// that really started — and the task goes on, adopted, with every byte.
+// that really started — and the task goes on under its supervisor, with every byte.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -5,9 +5,9 @@
 // stops the command, as it would without `background_after`. Its stdin is empty, as on the fast
 // path: a promoted task takes no send_task_input (start_task is for commands that need input).
 // Two ways, by what the sandbox has:
-//   - a resident agent (provider.execPromotable): one exec that the resident runs itself and
-//     hands over to a supervisor at background_after; in time, it costs about what the fast path
-//     does, and no task is left behind;
+//   - a resident agent (provider.execPromotable): one exec that the resident runs under a
+//     supervisor of its own from the first byte (lossless if the resident dies) and waits on;
+//     finished in time, the resident answers with its result and removes the task;
 //   - none (a sandbox of an older server): the command runs under the agent's supervisor from the
 //     start (agent `start`), the call waits with long polls, and removes the finished task, whose
 //     id nobody was given. That costs a task per call, so only a call that asked for
@@ -115,7 +115,7 @@ export async function runPromotable(
   return isDefault ? null : runSupervised(ctx, ref, run);
 }
 
-/** The resident's way: one exec it hands over at background_after; null when the sandbox has no resident that can. */
+/** The resident's way: one exec it runs as a task and waits on until background_after; null when the sandbox has no resident that can. */
 async function runThroughResident(ctx: ToolContext, ref: SandboxRef, run: PromotableRun): Promise<ExecToolResult | null> {
   const provider = ctx.deps.providers.get(ref.provider);
   if (!provider.execPromotable) return null;

@@ -142,7 +142,7 @@ export class E2bResidents {
         onClose = closeCb;
         if (isClosed) closeCb();
       },
-      // A resident outside the protocol is killed: what it ran goes on, adopted (its wrappers see it go).
+      // A resident outside the protocol is killed: its tasks go on under their own supervisors.
       close: () => {
         close();
         void handle.kill().catch(() => false);
@@ -153,7 +153,7 @@ export class E2bResidents {
   }
 }
 
-/** Closes a resident's input once it answered everything: it hands over what it runs and exits. */
+/** Closes a resident's input once it answered everything: it exits, its tasks go on under their own supervisors. */
 function retire(resident: Resident): void {
   const closeWhenIdle = (): void => {
     if (!resident.channel.isOpen) return;
@@ -166,7 +166,7 @@ function retire(resident: Resident): void {
   closeWhenIdle();
 }
 
-/** Ends a resident: end of its input (it hands over what it runs, then exits; its channel closes with it). */
+/** Ends a resident: end of its input (it exits; its channel closes with it). */
 function end(resident: Resident): void {
   resident.handle.closeStdin().catch(() => resident.handle.kill().catch(() => false));
 }

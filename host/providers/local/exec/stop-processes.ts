@@ -2,9 +2,8 @@
 // not part of a task — what run_command and run_code left running (`cmd &`, nohup, setsid), and
 // commands still running. It is the way out when leftovers fill the sandbox's process limit:
 // nothing has to start inside the sandbox, so a full process table cannot stop it. Kept: pid 1
-// and its own sleep, every task supervisor with its task's process group (a task the resident
-// agent started and handed over keeps its wrapper too: the command's parent, beside its adopting
-// supervisor), the resident agent, and the agent's calls in flight (a waiting get_task). The sandbox's processes are those of its pid namespace, and of
+// and its own sleep, every task supervisor with its task's process group, the resident agent, and
+// the agent's calls in flight (a waiting get_task). The sandbox's processes are those of its pid namespace, and of
 // pid namespaces nested in it (found through their parents), read from the host's /proc; every
 // signal goes to a pid whose start time still matches.
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
@@ -19,12 +18,6 @@ export interface SandboxProcess {
   pgid: number;
   startTime: string;
   argv: string[];
-  /**
-   * The resident agent's job wrapper, or the watcher beside it (agent/job-wrapper.ts): a bash
-   * running the wrapper script that still holds the socket to the resident at fd 3 (the command's
-   * own shell closes it first). Machinery, like the agent's calls: never a leftover.
-   */
-  isJobWrapper?: boolean;
 }
 
 /** Timings of stopLeftovers; the defaults suit a person's processes. */
@@ -45,19 +38,9 @@ function readProcess(pid: number): SandboxProcess | null {
     const stat = parseProcStat(readFileSync(`/proc/${pid}/stat`, 'latin1'));
     if (!stat || stat.state === 'Z' || stat.state === 'X' || stat.state === 'x') return null;
     const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
-    return { pid, ppid: stat.ppid, pgid: stat.pgid, startTime: String(stat.startTime), argv, isJobWrapper: isJobWrapper(pid, argv) };
+    return { pid, ppid: stat.ppid, pgid: stat.pgid, startTime: String(stat.startTime), argv };
   } catch {
     return null;
-  }
-}
-
-/** `bash -c <wrapper> sandbox-task <command> <adopter>` holding a socket at fd 3 (see SandboxProcess.isJobWrapper). */
-function isJobWrapper(pid: number, argv: readonly string[]): boolean {
-  if (argv[1] !== '-c' || argv[3] !== 'sandbox-task' || !/ supervise --adopt /.test(argv[5] ?? '')) return false;
-  try {
-    return readlinkSync(`/proc/${pid}/fd/3`).startsWith('socket:');
-  } catch {
-    return false;
   }
 }
 
@@ -116,21 +99,11 @@ function agentRole(p: SandboxProcess): 'supervise' | 'call' | 'serve' | null {
  */
 export function leftovers(procs: readonly SandboxProcess[], pid1Pid: number): SandboxProcess[] {
   const supervisors = new Set(procs.filter((p) => agentRole(p) === 'supervise').map((p) => p.pid));
-  // An adopting supervisor's parent is the wrapper that runs its task's command (agent/job-wrapper.ts);
-  // a supervisor's parent that is pid 1 or the agent itself is no wrapper.
-  const wrappers = new Set(
-    procs
-      .filter((p) => supervisors.has(p.pid))
-      .map((p) => p.ppid)
-      .filter((ppid) => ppid !== pid1Pid && !procs.some((q) => q.pid === ppid && agentRole(q) !== null)),
-  );
-  // A supervisor (or a wrapper) starts its task's command in a group of its own, led by that command.
-  const taskGroups = new Set(procs.filter((p) => (supervisors.has(p.ppid) || wrappers.has(p.ppid)) && p.pgid === p.pid).map((p) => p.pid));
+  // A supervisor starts its task's command in a group of its own, led by that command.
+  const taskGroups = new Set(procs.filter((p) => supervisors.has(p.ppid) && p.pgid === p.pid).map((p) => p.pid));
   return procs.filter(
     (p) =>
       agentRole(p) === null &&
-      !p.isJobWrapper &&
-      !wrappers.has(p.pid) &&
       !taskGroups.has(p.pgid) &&
       !(p.ppid === pid1Pid && p.argv.length === PID1_SLEEP.length && p.argv.every((a, i) => a === PID1_SLEEP[i])),
   );

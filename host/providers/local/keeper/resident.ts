@@ -106,7 +106,7 @@ class ResidentKeeper {
     stdin.on('error', () => {});
     let isGreeted = false;
     const end = (): void => {
-      // Not a resident we can serve: its output stops counting, its input ends (it hands over and exits).
+      // Not a resident we can serve: its output stops counting, its input ends (it exits).
       stdout.destroy();
       stdin.destroy();
     };
@@ -137,7 +137,7 @@ class ResidentKeeper {
     this.isStopped = true;
     clearTimeout(this.timer);
     this.relay.close();
-    // At the sandbox's end pid 1 is killed first; otherwise end of input makes the resident hand over and exit.
+    // At the sandbox's end pid 1 is killed first; otherwise end of input makes the resident exit.
     (this.child?.stdio[0] as Writable | undefined)?.destroy();
   }
 
