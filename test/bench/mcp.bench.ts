@@ -6,7 +6,8 @@
 // SANDBOX_MCP_RESIDENT_AGENT=0, whose sandbox has none (every agent call a process start, as in
 // sandboxes of older servers). Issue 21's targets, through the resident:
 //   get_task <= 0.1x; start_task `true` <= 1x; run_command `true` <= 0.15x; run_command `true` with
-//   background_after (the server's default, 50 s) <= 1.5x the same call with background_after 0;
+//   background_after 50 <= 1.5x the same call with background_after 0 (the condition for making it
+//   the server's default);
 //   per idle sandbox, keeper + resident <= 20 MiB PSS.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -73,8 +74,8 @@ const ops: Record<string, () => Promise<unknown>> = {
   'get_task (no resident)': () => call(perCall, 'get_task', { sandbox_id: sandboxB.sandbox_id, task_id: taskB.task_id }),
   'start_task true': () => call(resident, 'start_task', { sandbox_id: sandboxA.sandbox_id, command: 'true' }),
   'start_task true (no resident)': () => call(perCall, 'start_task', { sandbox_id: sandboxB.sandbox_id, command: 'true' }),
-  // The server's default background_after (50 s): a promotable exec in the resident.
-  'run_command true': () => call(resident, 'run_command', { sandbox_id: sandboxA.sandbox_id, command: 'true' }),
+  // background_after 50 (a candidate server default): a promotable exec in the resident.
+  'run_command true': () => call(resident, 'run_command', { sandbox_id: sandboxA.sandbox_id, command: 'true', background_after: 50 }),
   'run_command true bg_after 0': () =>
     call(resident, 'run_command', { sandbox_id: sandboxA.sandbox_id, command: 'true', background_after: 0 }),
   'run_command true (no resident)': () => call(perCall, 'run_command', { sandbox_id: sandboxB.sandbox_id, command: 'true' }),
@@ -107,7 +108,7 @@ for (const [name, xs] of Object.entries(samples)) {
 }
 const ratio = (name: string) => med(name) / baseline;
 out(
-  `issue 21 targets: get_task ${ratio('get_task').toFixed(3)}x (<= 0.1x), start_task ${ratio('start_task true').toFixed(3)}x (<= 1x), run_command ${ratio('run_command true bg_after 0').toFixed(3)}x (<= 0.15x), run_command with the default background_after ${(med('run_command true') / med('run_command true bg_after 0')).toFixed(2)}x the call without it (<= 1.5x)`,
+  `issue 21 targets: get_task ${ratio('get_task').toFixed(3)}x (<= 0.1x), start_task ${ratio('start_task true').toFixed(3)}x (<= 1x), run_command ${ratio('run_command true bg_after 0').toFixed(3)}x (<= 0.15x), run_command with background_after 50 ${(med('run_command true') / med('run_command true bg_after 0')).toFixed(2)}x the call without it (<= 1.5x)`,
 );
 
 /** Proportional set size of `pid` in KiB (its share of pages it shares with others), 0 when gone. */
