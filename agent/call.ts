@@ -1,5 +1,6 @@
 // `agent.cjs call <base64url JSON>`: one request in, exactly one JSON line out. The exit code is
-// 0 whether the answer is ok or not; a nonzero exit means the agent itself broke.
+// 0 whether the answer is ok or not; a nonzero exit means the agent itself broke. The resident
+// agent (serve.ts) answers its frames with the same handleRequest, in its own context.
 import { LIMITS } from '../shared/limits.js';
 import {
   decodeRequest,
@@ -9,21 +10,24 @@ import {
   PROTOCOL_VERSION,
   RequestSchema,
   type AgentErrorCode,
+  type AgentRequest,
   type AgentResponse,
   type HelloResult,
 } from '../shared/protocol.js';
+import type { AbortReason } from '../shared/resident.js';
 import { AgentFailure, debug } from './errors.js';
 import { readInputData } from './input-data.js';
-import { cancelTask } from './ops/cancel.js';
+import { cancelTask, type CancelWatcher } from './ops/cancel.js';
 import { getTask } from './ops/get.js';
 import { sendInput } from './ops/input.js';
 import { listTasks } from './ops/list.js';
 import { removeTask } from './ops/remove.js';
 import { startTask } from './ops/start.js';
+import { commandEnv } from './task-env.js';
 import { workspaceChanges } from './ops/workspace-changes.js';
 import { stateDir } from './paths.js';
 import { runSelftest } from './selftest.js';
-import { readTimings } from './timing.js';
+import { readTimings, type Timings } from './timing.js';
 
 declare const __AGENT_VERSION__: string;
 
@@ -36,7 +40,26 @@ const fail = (code: AgentErrorCode, message: string): AgentResponse => ({
   error: { code, message },
 });
 
-/** Answers one encoded request; never throws. */
+/** The resident agent's own handling of the ops that run commands (resident-tasks.ts). */
+export interface ResidentServices extends CancelWatcher {
+  /** The greeting's fields beyond `hello`'s. */
+  readonly isPromotable: boolean;
+  start(req: Extract<AgentRequest, { op: 'start' }>, ctx: RequestContext): Promise<unknown>;
+  exec(req: Extract<AgentRequest, { op: 'exec' }>, ctx: RequestContext): Promise<unknown>;
+}
+
+/** Where a request is answered: `agent.cjs call` (per-call) or the resident (with its services). */
+export interface RequestContext {
+  timings: Timings;
+  /** The resident's services; absent in `agent.cjs call`. */
+  resident?: ResidentServices;
+  /** Aborted (with an AbortReason) when the caller gave up or went away; resident only. */
+  signal?: AbortSignal & { reason?: AbortReason };
+  /** Runs `fn` once the answer has been sent (the resident removes an exec's finished task then). */
+  afterAnswer?: (fn: () => void) => void;
+}
+
+/** Answers one encoded request (`agent.cjs call`); never throws. */
 export async function handleCall(arg: string | undefined): Promise<AgentResponse> {
   let input: unknown;
   try {
@@ -44,6 +67,29 @@ export async function handleCall(arg: string | undefined): Promise<AgentResponse
   } catch {
     return fail('invalid_request', 'the request must be base64url-encoded JSON');
   }
+  return handleRequest(input, { timings: readTimings(process.env) });
+}
+
+/** The ops this agent answers in `ctx`: the resident runs exec, and leaves selftest to `agent.cjs call`. */
+export function opsServed(ctx: RequestContext): string[] {
+  return ctx.resident ? [...OP_NAMES.filter((op) => op !== 'selftest'), 'exec'] : [...OP_NAMES];
+}
+
+/** What `hello` answers in `ctx`. */
+export function helloResult(ctx: RequestContext): HelloResult {
+  return {
+    agent_version: AGENT_VERSION,
+    protocol: PROTOCOL_VERSION,
+    protocol_minor: PROTOCOL_MINOR,
+    ops: opsServed(ctx),
+    state_dir: stateDir(),
+    max_tasks: LIMITS.maxTasks,
+    stream_cap_bytes: LIMITS.streamCapBytes,
+  };
+}
+
+/** Answers one decoded request (untrusted JSON) in `ctx`; never throws. */
+export async function handleRequest(input: unknown, ctx: RequestContext): Promise<AgentResponse> {
   if (input === null || typeof input !== 'object' || Array.isArray(input))
     return fail('invalid_request', 'the request must be a JSON object');
   // The major version decides how to read everything else, so it is checked first.
@@ -56,26 +102,26 @@ export async function handleCall(arg: string | undefined): Promise<AgentResponse
   const parsed = RequestSchema.safeParse(input);
   if (!parsed.success) return fail('invalid_request', describeIssue(parsed.error, input));
   const req = parsed.data;
-  const timings = readTimings(process.env);
+  const { timings } = ctx;
+  if (!opsServed(ctx).includes(req.op)) {
+    return fail(
+      'invalid_request',
+      `op \`${req.op}\` is not served here (${ctx.resident ? 'use agent.cjs call' : 'it needs the resident agent'})`,
+    );
+  }
   try {
     switch (req.op) {
-      case 'hello': {
-        const result: HelloResult = {
-          agent_version: AGENT_VERSION,
-          protocol: PROTOCOL_VERSION,
-          protocol_minor: PROTOCOL_MINOR,
-          ops: [...OP_NAMES],
-          state_dir: stateDir(),
-          max_tasks: LIMITS.maxTasks,
-          stream_cap_bytes: LIMITS.streamCapBytes,
-        };
-        return { protocol: PROTOCOL_VERSION, ok: true, result };
-      }
+      case 'hello':
+        return { protocol: PROTOCOL_VERSION, ok: true, result: helloResult(ctx) };
       case 'start': {
+        if (ctx.resident) return { protocol: PROTOCOL_VERSION, ok: true, result: await ctx.resident.start(req, ctx) };
         const opts = { taskId: req.task_id, command: req.command, timeoutS: req.timeout_s, stdin: req.stdin };
-        const result = await startTask(req.cwd === undefined ? opts : { ...opts, cwd: req.cwd }, timings);
+        const env = req.env !== undefined ? { env: req.inherit_env ? { ...commandEnv(process.env), ...req.env } : req.env } : {};
+        const result = await startTask({ ...opts, ...env, ...(req.cwd === undefined ? {} : { cwd: req.cwd }) }, timings);
         return { protocol: PROTOCOL_VERSION, ok: true, result };
       }
+      case 'exec':
+        return { protocol: PROTOCOL_VERSION, ok: true, result: await ctx.resident!.exec(req, ctx) };
       case 'get': {
         const result = await getTask(
           { taskId: req.task_id, stdoutOffset: req.stdout_offset, stderrOffset: req.stderr_offset, limit: req.limit, waitS: req.wait_s },
@@ -87,10 +133,13 @@ export async function handleCall(arg: string | undefined): Promise<AgentResponse
         const result = await cancelTask(
           { taskId: req.task_id, stdoutOffset: req.stdout_offset, stderrOffset: req.stderr_offset, limit: req.limit },
           timings,
+          ctx.resident,
         );
         return { protocol: PROTOCOL_VERSION, ok: true, result };
       }
       case 'input': {
+        // The resident's stdin is its protocol stream: its data comes inline (a frame is on no command line).
+        if (req.data_on_stdin && ctx.resident) return fail('invalid_request', 'field `data_on_stdin` is for agent.cjs call; send `data`');
         const data = req.data_on_stdin ? await readInputData() : Buffer.from(req.data ?? '', 'utf8');
         const result = await sendInput({ taskId: req.task_id, data, eof: req.eof }, timings);
         return { protocol: PROTOCOL_VERSION, ok: true, result };

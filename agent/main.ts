@@ -1,16 +1,27 @@
 // The in-sandbox agent, bundled into one CommonJS file (dist/agent.cjs):
 //   node agent.cjs call <base64url JSON>   one protocol request, one JSON line on stdout
 //   node agent.cjs selftest                checks this sandbox, prints a JSON report
+//   node agent.cjs serve [--idle-exit-s N] the resident agent: request frames on stdin (serve.ts)
 //   node agent.cjs supervise <task dir>    internal: the detached per-task supervisor
 // Node's child_process and net modules are loaded only by the modes that spawn (start,
-// selftest, supervise): they cost several milliseconds, and `get` must start as fast as node.
+// selftest, supervise, serve): they cost several milliseconds, and `get` must start as fast as node.
 import './zod-jitless.js';
 import { writeSync } from 'node:fs';
 import { handleCall } from './call.js';
 import { runSelftest } from './selftest.js';
+import { runResident } from './serve.js';
 import { runSupervisor } from './supervisor.js';
 
 const [mode, arg] = process.argv.slice(2);
+
+/**
+ * Node opens its inspector (a debugger on a loopback port of the sandbox's network, the host's
+ * with `network: host`) on SIGUSR1 unless a listener is installed: the long-lived modes keep one
+ * for their whole life, as the server and the keeper do (host/util/inspector-signal.ts).
+ */
+function keepInspectorClosed(): void {
+  process.on('SIGUSR1', () => {});
+}
 
 async function main(): Promise<number> {
   switch (mode) {
@@ -25,11 +36,16 @@ async function main(): Promise<number> {
       return report.ok ? 0 : 1;
     }
     case 'supervise': {
+      keepInspectorClosed();
       await runSupervisor(arg ?? '');
       return new Promise<number>(() => {}); // the supervisor exits by itself
     }
+    case 'serve':
+      keepInspectorClosed();
+      await runResident(process.argv.slice(3));
+      return new Promise<number>(() => {}); // the resident exits by itself
     default:
-      process.stderr.write('usage: agent.cjs call <base64url JSON> | selftest\n');
+      process.stderr.write('usage: agent.cjs call <base64url JSON> | selftest | serve\n');
       return 2;
   }
 }

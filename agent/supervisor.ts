@@ -6,6 +6,8 @@
 // group, `input` with eof (SIGUSR2) closes the stdin pipe. Once the leader has exited, the
 // remaining group members are stopped, the pipes drained and the final status written. The first
 // termination reason wins.
+// Every task has one from its first byte, a start through the resident agent too: nothing else
+// ever reads a task's output, so no process's death between a read and its log write can lose it.
 import type { ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
@@ -19,6 +21,7 @@ import { closeInheritedFds } from './inherited-fds.js';
 import { isNoSpaceError } from './no-space.js';
 import { childProcess } from './node-modules.js';
 import { TASK_FILES } from './paths.js';
+import { jobBoundsText } from '../shared/job-bounds.js';
 import { hasLiveGroupMembers, readProcStat, signalGroup } from './proc.js';
 import { secretValuesFromEnv } from './secret-masker.js';
 import { writeStatus } from './status-file.js';
@@ -187,9 +190,12 @@ function spawnCommand(sup: Supervision, stdio: CommandStdio): ChildProcess | nul
   const shell = pickShell();
   let child: ChildProcess;
   try {
+    // Bounds from the request: a start or promotable exec through the resident, whose command
+    // must still get its tier's limits (a per-call start gets them from its entry).
+    const bounds = sup.req.bounds ? jobBoundsText(sup.req.bounds) : '';
     child = childProcess().spawn(
       existsSync('/bin/sh') ? '/bin/sh' : shell,
-      ['-c', RAISE_OOM_SCORE_THEN_EXEC, 'sandbox-task', shell, '-c', sup.req.command],
+      ['-c', bounds + RAISE_OOM_SCORE_THEN_EXEC, 'sandbox-task', shell, '-c', sup.req.command],
       {
         cwd: sup.req.cwd,
         env: sup.env,
@@ -237,10 +243,11 @@ function recordRunning(sup: Supervision, child: ChildProcess): void {
 }
 
 /** Masked output into the capped logs; a full log hands its pipe to `cat > /dev/null`. */
-function drainOutput(sup: Supervision, stdio: CommandStdio, child: ChildProcess): void {
+function drainOutput(sup: Supervision, stdio: CommandStdio, child: ChildProcess | null): void {
   const logs = sup.logs!;
   const { readers, helpers, streamEnded } = sup.drains;
   if (!stdio.outputs) {
+    if (!child) return;
     [child.stdout!, child.stderr!].forEach((stream, i) => {
       let isEnded = false;
       const end = () => {
@@ -284,7 +291,8 @@ function drainOutput(sup: Supervision, stdio: CommandStdio, child: ChildProcess)
 }
 
 function armTimeout(sup: Supervision): void {
-  sup.timeoutTimer = setTimeout(() => requestStop(sup, 'timeout'), sup.req.timeout_s * 1000);
+  const leftMs = sup.req.timeout_s * 1000;
+  sup.timeoutTimer = setTimeout(() => requestStop(sup, 'timeout'), Math.max(0, leftMs));
 }
 
 // --- stopping -----------------------------------------------------------------------------------
@@ -392,7 +400,7 @@ function finish(sup: Supervision, error?: TaskError): never {
 }
 
 /** Why a log ended early, if a write failed: the outcome stands, the logs are short. */
-function logWriteError(logs: Supervision['logs']): TaskError | undefined {
+export function logWriteError(logs: readonly CappedLog[] | null): TaskError | undefined {
   const code = logs?.map((l) => l.writeError).find((c) => c !== null);
   if (!code) return undefined;
   if (code === 'ENOSPC' || code === 'EDQUOT') {

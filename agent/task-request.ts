@@ -3,6 +3,7 @@
 // no stdin pipe.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { JobBounds } from '../shared/job-bounds.js';
 import { TASK_FILES } from './paths.js';
 
 /** The task request as written by `start`; fields marked optional are absent from older agents' files. */
@@ -16,6 +17,8 @@ export interface TaskRequestFile {
   poll_ms: number;
   /** true: the command reads a held-open pipe that `input` feeds; false or absent: /dev/null. */
   stdin?: boolean;
+  /** Rlimits and OOM score the command applies first (a start through the resident; absent: none). */
+  bounds?: JobBounds;
 }
 
 /** Reads the task's request file; throws if it is missing or not JSON. */

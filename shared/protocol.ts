@@ -1,4 +1,4 @@
-// The host <-> agent protocol, version 1.4. Both sides and the tests validate with these schemas;
+// The host <-> agent protocol, version 1.5. Both sides and the tests validate with these schemas;
 // nothing here may import from host/ or agent/.
 // zod/mini, not classic zod: the agent bundles this, and classic zod triples node's start-up time.
 import * as z from 'zod/mini';
@@ -11,14 +11,22 @@ export const PROTOCOL_VERSION = 1;
 /**
  * Minor protocol version: additions an older agent of the same major lacks. 1 added the `input`
  * and `list` ops and `stdin` on `start`; 2 added the `remove` op and task variables
- * (TASK_ENV_PREFIX); 3 added `data_on_stdin` on `input`; 4 added the `workspace_changes` op.
- * Requests carry only the major; `hello` reports the minor.
+ * (TASK_ENV_PREFIX); 3 added `data_on_stdin` on `input`; 4 added `workspace_changes`; 5 added the
+ * resident agent (`serve`, shared/resident.ts) with its `exec` op, `env`, `inherit_env` and
+ * `bounds` on `start`, and the errors `process_limit` and `cwd_not_found`. Requests carry only the
+ * major; `hello` reports the minor.
  */
-export const PROTOCOL_MINOR = 4;
+export const PROTOCOL_MINOR = 5;
 
-/** The operations the agent understands, in the order the protocol documentation lists them. */
+/** The operations of `agent.cjs call`, in the order the protocol documentation lists them. */
 export const OP_NAMES = ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'workspace_changes', 'selftest'] as const;
-export type OpName = (typeof OP_NAMES)[number];
+
+/**
+ * The operations only the resident agent serves (minor 5): `exec` runs a command and waits for it,
+ * which needs a process that outlives the request's own.
+ */
+export const RESIDENT_ONLY_OP_NAMES = ['exec'] as const;
+export type OpName = (typeof OP_NAMES)[number] | (typeof RESIDENT_ONLY_OP_NAMES)[number];
 
 /** The operations of minor version 0: what an agent whose `hello` reports no `ops` understands. */
 export const MINOR_0_OP_NAMES: readonly OpName[] = ['hello', 'start', 'get', 'cancel', 'selftest'];
@@ -52,6 +60,37 @@ const offsetsAndLimit = {
   limit: z._default(int(1, LIMITS.pageMaxBytes), LIMITS.pageDefaultBytes),
 };
 
+/** A command's environment, name to value. */
+const EnvSchema = z.record(z.string(), z.string());
+
+/**
+ * How many processes a command may start and what it is refused at (minor 5): the numbers the
+ * host's entry prelude applies (see shared/job-bounds.ts), for commands the resident spawns.
+ */
+export const BoundsSchema = z.strictObject({
+  /** RLIMIT_NPROC of the command and all it starts. */
+  processes: int(1, 1 << 22),
+  /** RLIMIT_NOFILE. */
+  open_files: int(1, 1 << 30),
+  /** Refuse to start (`process_limit`) when the sandbox already has this many processes and threads. */
+  refuse_at: int(0, 1 << 22),
+  /** Raise the command's OOM score adjustment to this; null leaves it. */
+  oom_score_adj: z.nullable(int(-1000, 1000)),
+  /** From `from` processes and threads on, RLIMIT_NPROC is `processes` of this instead: a command's reserve for cleaning up. */
+  cleanup: z.optional(z.strictObject({ from: int(0, 1 << 22), processes: int(1, 1 << 22) })),
+});
+export type Bounds = z.infer<typeof BoundsSchema>;
+
+/**
+ * The environment fields of `start` and `exec` (minor 5). `env` absent: the command gets the
+ * agent's own environment (with TASK_ENV_PREFIX variables applied). `env` present: the command
+ * gets exactly `env`, or with `inherit_env` the agent's own environment with `env` over it.
+ */
+const envFields = {
+  env: z.optional(EnvSchema),
+  inherit_env: z.optional(z.boolean()),
+};
+
 export const HelloRequestSchema = z.strictObject({ protocol: anyInt(), op: z.literal('hello') });
 export const SelftestRequestSchema = z.strictObject({ protocol: anyInt(), op: z.literal('selftest') });
 export const StartRequestSchema = z.strictObject({
@@ -63,6 +102,9 @@ export const StartRequestSchema = z.strictObject({
   timeout_s: z._default(int(1, LIMITS.taskTimeoutMaxS), LIMITS.taskTimeoutDefaultS),
   /** true: stdin is a pipe the supervisor holds open, fed by `input`; false: /dev/null. (minor 1) */
   stdin: z._default(z.boolean(), true),
+  ...envFields,
+  /** The command's bounds, for a start the resident runs (minor 5); absent: the agent's own. */
+  bounds: z.optional(BoundsSchema),
 });
 export const GetRequestSchema = z.strictObject({
   protocol: anyInt(),
@@ -109,6 +151,37 @@ export const ListRequestSchema = z.strictObject({ protocol: anyInt(), op: z.lite
 /** Deletes a finished task's directory, freeing its slot of LIMITS.maxTasks. (minor 2) */
 export const RemoveRequestSchema = z.strictObject({ protocol: anyInt(), op: z.literal('remove'), task_id: TaskIdSchema });
 
+/** An exec's timeout bound, in milliseconds: the longest a task may run. */
+const EXEC_TIMEOUT_MAX_MS = LIMITS.taskTimeoutMaxS * 1000;
+
+/**
+ * Runs a command (`bash -c`, `sh -c` where bash is missing) as the leader of a new process group
+ * and answers when it ends, with each stream captured head and tail within `max_output_bytes`
+ * (minor 5, resident only). The timeout kills the whole group. With `promote`, a command still
+ * running after `after_ms` goes on as task `task_id` and the answer is that task's view.
+ */
+export const ExecRequestSchema = z.strictObject({
+  protocol: anyInt(),
+  op: z.literal('exec'),
+  command: z.string().check(z.minLength(1), z.maxLength(4 * LIMITS.commandMaxChars)),
+  /** Absolute, or relative to the command's HOME (the host resolves the sandbox path rule). Absent: the home. */
+  cwd: z.optional(z.string().check(z.minLength(1))),
+  ...envFields,
+  timeout_ms: int(1, EXEC_TIMEOUT_MAX_MS),
+  /** At the timeout or an abort: SIGKILL to the group at once (0, the default), or TERM first and KILL this much later. */
+  kill_grace_ms: z.optional(int(0, 60_000)),
+  /**
+   * true: what the command left running in its group is stopped once it exits (TERM, then KILL
+   * after kill_grace_ms), before the answer; false (the default): it goes on, as `cmd &` expects.
+   */
+  reap_group: z.optional(z.boolean()),
+  max_output_bytes: int(0, 16 * 1024 * 1024),
+  /** Bytes for the command's stdin, then end-of-file; absent: stdin is /dev/null. */
+  stdin_b64: z.optional(z.string()),
+  bounds: z.optional(BoundsSchema),
+  promote: z.optional(z.strictObject({ task_id: TaskIdSchema, after_ms: int(0, EXEC_TIMEOUT_MAX_MS) })),
+});
+
 /** A path in a `workspace_changes` request: absolute, or `~/…` (the agent's home: where an e2b copy lives). */
 const WorkspaceTreePathSchema = z.string().check(
   z.minLength(1),
@@ -154,6 +227,7 @@ export const RequestSchema = z.discriminatedUnion('op', [
   RemoveRequestSchema,
   WorkspaceChangesRequestSchema,
   SelftestRequestSchema,
+  ExecRequestSchema,
 ]);
 export type AgentRequest = z.infer<typeof RequestSchema>;
 /** A request as a caller writes it: defaults may be omitted. */
@@ -163,7 +237,9 @@ export type AgentRequestInput = z.input<typeof RequestSchema>;
  * Error codes the agent can answer with. Minor 1 added: `task_finished` (input to a task that no
  * longer runs), `no_stdin` (input to a task without a stdin pipe), `stdin_closed` (input after
  * `eof`, or the command closed its stdin), `state_dir_full` (no space left for task state). Minor 2
- * added `task_not_finished` (remove of a task that is running or unknown).
+ * added `task_not_finished` (remove of a task that is running or unknown). Minor 4 added
+ * `process_limit` (the sandbox has no room for the command: its `bounds.refuse_at` was reached) and
+ * `cwd_not_found` (an exec's `cwd` is not an existing directory).
  */
 export const AGENT_ERROR_CODES = [
   'protocol_mismatch',
@@ -176,6 +252,8 @@ export const AGENT_ERROR_CODES = [
   'stdin_closed',
   'state_dir_full',
   'task_not_finished',
+  'process_limit',
+  'cwd_not_found',
   'internal',
 ] as const;
 export type AgentErrorCode = (typeof AGENT_ERROR_CODES)[number];
@@ -264,6 +342,26 @@ export const HelloResultSchema = z.strictObject({
 });
 export type HelloResult = z.infer<typeof HelloResultSchema>;
 
+/** What a finished `exec` returns: the exit status and each stream's kept bytes (base64), as ExecResult has them. */
+export const ExecFinishedSchema = z.strictObject({
+  kind: z.literal('finished'),
+  /** Shell convention: 128+signal when killed by a signal; null if unknown. */
+  exit_code: z.nullable(anyInt()),
+  timed_out: z.boolean(),
+  stdout_b64: z.string(),
+  stderr_b64: z.string(),
+  stdout_truncated: z.boolean(),
+  stderr_truncated: z.boolean(),
+  /** How many leading bytes of each stream's kept bytes are its first ones (the rest are its last). */
+  stdout_head_bytes: nonNegInt(),
+  stderr_head_bytes: nonNegInt(),
+});
+/** What a promoted `exec` returns: the view of the task it became (as `start` answers). */
+export const ExecPromotedSchema = z.strictObject({ kind: z.literal('promoted'), task: TaskViewSchema });
+export const ExecResultSchema = z.discriminatedUnion('kind', [ExecFinishedSchema, ExecPromotedSchema]);
+export type ExecResult = z.infer<typeof ExecResultSchema>;
+export type ExecFinished = z.infer<typeof ExecFinishedSchema>;
+
 /** True when the agent that answered `hello` understands `op` (an agent of minor 0 lists no ops). */
 export function agentSupportsOp(hello: HelloResult, op: OpName): boolean {
   return (hello.ops ?? MINOR_0_OP_NAMES).includes(op);
@@ -291,6 +389,7 @@ export const RESULT_SCHEMAS = {
   remove: RemoveResultSchema,
   workspace_changes: WorkspaceChangesResultSchema,
   selftest: SelftestResultSchema,
+  exec: ExecResultSchema,
 } as const satisfies Record<OpName, z.ZodMiniType>;
 
 /** Encodes a request for the command line: base64url of its JSON. */

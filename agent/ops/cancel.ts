@@ -13,11 +13,20 @@ export interface CancelOpts extends PageOpts {
   taskId: string;
 }
 
+/** The resident agent, told of each cancel of a running task: it keeps a promotable exec's task whose id someone else knew. */
+export interface CancelWatcher {
+  noteCancel(taskId: string): void;
+}
+
 /** Cancels a running task and returns the confirmed outcome, or `running`/`unknown` with an error saying why not. */
-export async function cancelTask(opts: CancelOpts, timings: Timings): Promise<TaskView> {
+export async function cancelTask(opts: CancelOpts, timings: Timings, watcher?: CancelWatcher): Promise<TaskView> {
   const dir = existingTaskDir(opts.taskId);
   const observed = observeTask(dir);
-  if (observed.state === 'running') return buildView(opts.taskId, dir, await stopViaSupervisor(dir, observed.status!, timings), opts);
+  if (observed.state === 'running') {
+    watcher?.noteCancel(opts.taskId);
+    const status = observed.status!;
+    return buildView(opts.taskId, dir, await stopViaSupervisor(dir, status, timings), opts);
+  }
   if (observed.state === 'unknown' && observed.status?.state === 'running' && observed.status.group) {
     return buildView(opts.taskId, dir, await stopOrphanedGroup(observed, observed.status.group, timings), opts);
   }

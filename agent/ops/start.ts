@@ -12,6 +12,7 @@ import { isNoSpaceError, stateDirFull } from '../no-space.js';
 import { ensureTasksDir, homeDir, TASK_FILES } from '../paths.js';
 import { writeFileAtomic, writeStatus } from '../status-file.js';
 import { readStatus } from '../status-read.js';
+import type { JobBounds } from '../../shared/job-bounds.js';
 import type { TaskRequestFile } from '../task-request.js';
 import { buildView, observeTask } from '../task-view.js';
 import { sleep, type Timings } from '../timing.js';
@@ -26,6 +27,10 @@ export interface StartOpts {
   timeoutS: number;
   /** Whether the command gets a held-open stdin pipe (else /dev/null). */
   stdin: boolean;
+  /** The supervisor's (and so the command's) environment; default: this agent's own. */
+  env?: NodeJS.ProcessEnv;
+  /** Rlimits and OOM score the command applies first (a start through the resident). */
+  bounds?: JobBounds;
 }
 
 const START_POLL_MS = 10;
@@ -37,7 +42,7 @@ export async function startTask(opts: StartOpts, timings: Timings): Promise<Task
   const claim = claimTaskDir(tasks, dir, opts.cwd);
   if (claim) {
     writeRequest(dir, opts, claim.cwd, timings);
-    await awaitFirstReport(dir, opts.taskId, spawnSupervisor(dir), timings);
+    await awaitFirstReport(dir, opts.taskId, spawnSupervisor(dir, opts.env), timings);
   } else {
     // An existing task (or one a concurrent start just created) is reported, never started again.
     // A directory that is still young may belong to a start in progress: give it time to report.
@@ -70,7 +75,7 @@ function claimTaskDir(tasks: string, dir: string, cwd: string | undefined): { cw
 }
 
 /** The request file the supervisor reads; on failure the claimed directory goes too. */
-function writeRequest(dir: string, opts: StartOpts, cwd: string, timings: Timings): void {
+function writeRequest(dir: string, opts: StartOpts, cwd: string, timings: Timings): TaskRequestFile {
   const request: TaskRequestFile = {
     task_id: opts.taskId,
     command: opts.command,
@@ -80,6 +85,7 @@ function writeRequest(dir: string, opts: StartOpts, cwd: string, timings: Timing
     drain_ms: timings.drainMs,
     poll_ms: timings.pollMs,
     stdin: opts.stdin,
+    ...(opts.bounds ? { bounds: opts.bounds } : {}),
   };
   try {
     writeFileAtomic(join(dir, TASK_FILES.request), JSON.stringify(request) + '\n');
@@ -88,6 +94,7 @@ function writeRequest(dir: string, opts: StartOpts, cwd: string, timings: Timing
     rmSync(dir, { recursive: true, force: true });
     throw isNoSpaceError(err) ? stateDirFull() : err;
   }
+  return request;
 }
 
 /** What start sees of the supervisor it spawned, kept current by the child's events. */
@@ -98,7 +105,7 @@ interface SupervisorWatch {
 }
 
 /** Spawns the detached supervisor of the task in `dir`, sharing nothing of ours. */
-function spawnSupervisor(dir: string): SupervisorWatch {
+function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv = process.env): SupervisorWatch {
   // stdio must not be ours: the host's exec returns only when every holder of its pipes is gone.
   // Nor any other descriptor the host's exec leaked to us: the supervisor would inherit it.
   closeInheritedFds();
@@ -110,7 +117,7 @@ function spawnSupervisor(dir: string): SupervisorWatch {
   const child = spawn(node.file, node.args, {
     detached: true,
     stdio: ['ignore', 'ignore', debugFd],
-    env: process.env,
+    env,
     cwd: dir, // pins nothing of the caller's
   });
   child.on('error', (err: NodeJS.ErrnoException) => {

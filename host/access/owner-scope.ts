@@ -171,6 +171,14 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
       if (!provider.openTerminal) throw noTerminal();
       return provider.openTerminal(sandboxId, opts);
     },
+    async agentChannel(sandboxId) {
+      await check(sandboxId);
+      return (await provider.agentChannel?.(sandboxId)) ?? null;
+    },
+    async execPromotable(sandboxId, command, opts) {
+      await check(sandboxId);
+      return (await provider.execPromotable?.(sandboxId, command, opts)) ?? null;
+    },
     async snapshot(sandboxId, name) {
       await check(sandboxId);
       if (!provider.snapshot) throw noSnapshots();

@@ -174,9 +174,9 @@ Options:
                          timeout (env SANDBOX_MCP_KEEP_SANDBOXES=1); for clients that start one
                          server process per call
   --background-after S   run_command/run_code calls that give no background_after use S
-                         (1-3600 s): a call still running then returns a task handle; about
-                         50 suits clients that cut calls at 60 s (env
-                         SANDBOX_MCP_BACKGROUND_AFTER; default: none, calls wait)
+                         (0-3600 s): a call still running then returns a task handle; 0:
+                         calls wait (env SANDBOX_MCP_BACKGROUND_AFTER; default 0; 50 suits
+                         clients that cut calls at 60 s)
   --host ADDR            http: address to bind (default 127.0.0.1)
   --port N               http: port (default 8765; 0 picks a free one); dashboard: port
                          (default: a free one)
@@ -239,6 +239,8 @@ Environment (a flag wins over its variable):
   SANDBOX_MCP_NETWORK_DEFAULT as --network-default
   SANDBOX_MCP_WORKSPACE_ALLOW as --workspace-allow (comma-separated)
   SANDBOX_MCP_BWRAP           absolute path of the bubblewrap binary (default: bwrap on PATH)
+  SANDBOX_MCP_RESIDENT_AGENT  0 = local sandboxes get no resident agent (every agent call and
+                              command starts processes of its own, as with older servers)
   SANDBOX_MCP_SANDBOX_RO_BIND as --sandbox-ro-bind (colon-separated)
   SANDBOX_MCP_TOKEN           http: bearer token, 16+ characters (default: generated, printed
                               once to stderr); its holder sees every sandbox

@@ -28,6 +28,11 @@ export interface ServerConfig {
   sandboxRoBinds?: string[];
   /** Sandboxes a session created outlive it, until their own deadline (--keep-sandboxes). */
   keepSandboxes?: boolean;
+  /**
+   * Local sandboxes this server creates run no resident agent (SANDBOX_MCP_RESIDENT_AGENT=0): every
+   * agent call and command then starts processes of its own, as in sandboxes of older servers.
+   */
+  noResidentAgent?: boolean;
   /** Local sandboxes' resource limits given by flags or environment (the rest keep the provider's defaults). */
   localLimits?: LimitOpts;
   /** get_task calls waiting at once per sandbox (default DEFAULT_MAX_WAITING_GETS). */
@@ -37,9 +42,10 @@ export interface ServerConfig {
   secretValues: string[];
   /**
    * run_command/run_code's `background_after` when a call gives none (--background-after,
-   * SANDBOX_MCP_BACKGROUND_AFTER): for clients known to cut calls. Unset: no default.
+   * SANDBOX_MCP_BACKGROUND_AFTER; default BACKGROUND_AFTER_DEFAULT_S): a call still running then
+   * returns a task handle, so no command is lost at a client's cut. 0: calls wait.
    */
-  backgroundAfterS?: number;
+  backgroundAfterS: number;
   /** How often a call with a progress token reports progress (default 10 s); SANDBOX_MCP_PROGRESS_INTERVAL_MS is a test knob, not in --help. */
   progressIntervalMs?: number;
   /** Sandbox egress; absent: nothing is permitted and creates keep their provider's default. */
@@ -63,11 +69,18 @@ export interface ServerNetworkConfig {
 }
 
 /**
- * The bounds of `background_after`, in seconds, for the tool argument and the server option alike.
- * The maximum is the task's: a promoted call goes on as a task.
+ * The bounds of `background_after`, in seconds, for the tool argument and the server option alike:
+ * 0 means the call waits (never a task). The maximum is the task's: a promoted call goes on as a task.
  */
-export const BACKGROUND_AFTER_MIN_S = 1;
+export const BACKGROUND_AFTER_MIN_S = 0;
 export const BACKGROUND_AFTER_MAX_S = LIMITS.taskTimeoutMaxS;
+/**
+ * The server's background_after unless configured: off (0, calls wait). A promotable call runs
+ * under a supervisor of its own from its first byte (so that no byte is lost if the resident
+ * agent dies), a node start per call: 7.2x the call without (docs/performance.md), above issue
+ * 21's 1.5x for making it the default. 50 suits clients that cut calls at 60 s.
+ */
+export const BACKGROUND_AFTER_DEFAULT_S = 0;
 
 /** Thrown for a bad flag or environment value; the CLI prints it and exits 2. */
 export class ConfigError extends Error {}
@@ -151,16 +164,25 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
       sandboxRoBinds: loadRoBinds(env, flags),
     }),
     keepSandboxes,
+    ...(isSwitchedOff(env, 'SANDBOX_MCP_RESIDENT_AGENT') ? { noResidentAgent: true } : {}),
     ...loadLimits(env, flags.limits ?? {}),
     // An empty variable counts as unset.
     e2b: definedFields({ apiKey: env.E2B_API_KEY || undefined, domain: env.E2B_DOMAIN || undefined }),
     secretValues: secretValuesOf(env),
+    backgroundAfterS: parseBackgroundAfter(flags.backgroundAfter ?? env.SANDBOX_MCP_BACKGROUND_AFTER) ?? BACKGROUND_AFTER_DEFAULT_S,
     ...definedFields({
-      backgroundAfterS: parseBackgroundAfter(flags.backgroundAfter ?? env.SANDBOX_MCP_BACKGROUND_AFTER),
       progressIntervalMs: parseProgressInterval(env.SANDBOX_MCP_PROGRESS_INTERVAL_MS),
       maxSnapshotStorageMb: parseSnapshotStorage(flags.maxSnapshotStorage ?? env.SANDBOX_MCP_MAX_SNAPSHOT_STORAGE),
     }),
   };
+}
+
+/** True when an on-by-default variable is 0 or false (unset, empty, 1 or true: on; anything else is refused). */
+function isSwitchedOff(env: NodeJS.ProcessEnv, name: string): boolean {
+  const value = (env[name] ?? '').toLowerCase();
+  if (value === '' || value === '1' || value === 'true') return false;
+  if (value === '0' || value === 'false') return true;
+  throw new ConfigError(`${name} must be 1 or 0`);
 }
 
 /**
@@ -199,7 +221,7 @@ function parseBackgroundAfter(raw: string | undefined): number | undefined {
   const value = Number(raw);
   if (!/^\d+$/.test(raw) || value < BACKGROUND_AFTER_MIN_S || value > BACKGROUND_AFTER_MAX_S) {
     throw new ConfigError(
-      `--background-after / SANDBOX_MCP_BACKGROUND_AFTER must be a whole number of seconds, ${BACKGROUND_AFTER_MIN_S}-${BACKGROUND_AFTER_MAX_S}`,
+      `--background-after / SANDBOX_MCP_BACKGROUND_AFTER must be a whole number of seconds, ${BACKGROUND_AFTER_MIN_S}-${BACKGROUND_AFTER_MAX_S} (0: calls wait)`,
     );
   }
   return value;

@@ -8,11 +8,19 @@ import { definedFields } from '../util/defined-fields.js';
 export function localProviderOpts(
   config: Pick<
     ServerConfig,
-    'stateDir' | 'localNetwork' | 'bwrapPath' | 'localLimits' | 'templatesDir' | 'maxSnapshotStorageMb' | 'sandboxRoBinds'
+    | 'stateDir'
+    | 'localNetwork'
+    | 'bwrapPath'
+    | 'localLimits'
+    | 'templatesDir'
+    | 'maxSnapshotStorageMb'
+    | 'sandboxRoBinds'
+    | 'noResidentAgent'
   >,
 ): LocalProviderOpts {
   return {
     network: config.localNetwork,
+    ...(config.noResidentAgent ? { residentAgent: false } : {}),
     ...definedFields({
       stateDir: config.stateDir,
       tools: config.bwrapPath === undefined ? undefined : { bwrap: config.bwrapPath },

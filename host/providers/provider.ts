@@ -6,6 +6,8 @@
 // once, at this boundary. exec runs with the sandbox's environment (its create envs plus per-call
 // envs) and HOME set to SANDBOX_HOME, so `$HOME/...` works in commands.
 import { posix } from 'node:path';
+import type { AgentRequestInput, AgentResponse, OpName, TaskView } from '../../shared/protocol.js';
+import type { ResidentHello } from '../../shared/resident.js';
 import { ProviderError } from './provider-error.js';
 import type { NetworkPolicy } from './network-policy.js';
 
@@ -344,6 +346,38 @@ export interface TerminalSession {
   readonly exited: Promise<number>;
 }
 
+/** How one request through an AgentChannel is bounded, and the environment of the command it may start. */
+export interface AgentChannelRequestOpts {
+  /** After this long without an answer the request fails (timeout, code agent_timeout). */
+  timeoutMs: number;
+  /** Aborting asks the agent to abort the request (an exec's command is killed); its answer is still awaited. */
+  signal?: AbortSignal;
+  /** The call's own variables for a start's or exec's command (the provider adds the sandbox's). */
+  callEnvs?: Record<string, string>;
+}
+
+/**
+ * A sandbox's resident agent (protocol minor 5): agent requests without a process start. Its
+ * request() throws only ProviderError: `unavailable` with code `resident_unreachable` when the
+ * request was never sent (nothing happened: run it another way), `unavailable`/`agent_lost` when
+ * it was sent and no answer came (its outcome is unknown), `timeout`/`agent_timeout`. Answers are
+ * schema-checked envelopes; their results are the caller's to validate.
+ */
+export interface AgentChannel {
+  /** The resident's greeting: its versions and the ops it serves. */
+  readonly hello: ResidentHello;
+  supports(op: OpName): boolean;
+  request(request: AgentRequestInput, opts: AgentChannelRequestOpts): Promise<AgentResponse>;
+}
+
+/** What an exec that may be promoted ended as: its result, or the task it became. */
+export type PromotableOutcome = { kind: 'finished'; result: ExecResult } | { kind: 'promoted'; task: TaskView };
+
+/** An exec that goes on as task `taskId` if still running after `afterS` seconds (see Provider.execPromotable). */
+export interface PromotableExecOpts extends ExecOpts {
+  promote: { taskId: string; afterS: number };
+}
+
 /** What a snapshot made: a template create_sandbox can start from. */
 export interface SnapshotResult {
   /** What create_sandbox's `template` takes to start a sandbox from it (the name, or the provider's id). */
@@ -429,6 +463,19 @@ export interface Provider {
    * it). Optional: a provider without it cannot offer one. Never extends the lifetime.
    */
   openTerminal?(sandboxId: string, opts: TerminalOpts): Promise<TerminalSession>;
+  /**
+   * The sandbox's resident agent, or null when it has none that answers now (a sandbox from
+   * before residents, or one restarting): agent calls then run as processes of their own, through
+   * exec. Optional. Never extends the lifetime.
+   */
+  agentChannel?(sandboxId: string): Promise<AgentChannel | null>;
+  /**
+   * exec by ExecOpts' contract, except that a command still running after `promote.afterS` goes
+   * on as task `promote.taskId` (the agent's task, as start_task makes) and the answer is its
+   * view; null when this sandbox cannot (no resident that can): the caller runs the command as a
+   * task from the start instead. Optional.
+   */
+  execPromotable?(sandboxId: string, command: string, opts: PromotableExecOpts): Promise<PromotableOutcome | null>;
   /**
    * Saves the sandbox's current files as a new template named `name`, which create can start
    * from; the sandbox keeps running. Optional: a provider without snapshots omits it (callers

@@ -67,6 +67,8 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Require
       if (!provider.openTerminal) throw noTerminal();
       return provider.openTerminal(sandboxId, opts);
     },
+    agentChannel: async (sandboxId) => (await (await get()).agentChannel?.(sandboxId)) ?? null,
+    execPromotable: async (sandboxId, command, opts) => (await (await get()).execPromotable?.(sandboxId, command, opts)) ?? null,
     snapshot: async (sandboxId, name) => {
       const provider = await get();
       if (!provider.snapshot) throw noSnapshots();

@@ -1,42 +1,29 @@
-// The host side of the agent protocol: one request per provider exec, pushing the agent first
-// when the sandbox lacks this exact build. The agent file is content-addressed, so a new host
-// never disturbs tasks supervised by an older agent.
+// The host side of the agent protocol. A sandbox with a resident agent answers over its channel
+// (provider.agentChannel: no process start per call); otherwise, and whenever the channel cannot
+// take a request, one request per provider exec runs `node agent.cjs call`, pushing the agent
+// first when the sandbox lacks this exact build. The agent file is content-addressed, so a new
+// host never disturbs tasks supervised by an older agent. Answers are validated the same way
+// whichever way they came.
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import {
   RESULT_SCHEMAS,
   ResponseSchema,
+  TASK_ENV_PREFIX,
   encodeRequest,
   type AgentErrorCode,
   type AgentRequestInput,
   type AgentResponse,
   type OpName,
 } from '../../shared/protocol.js';
-import { ProviderError, type ErrorCategory } from '../providers/provider-error.js';
-import type { Provider } from '../providers/provider.js';
+import { isProviderError, ProviderError, type ErrorCategory } from '../providers/provider-error.js';
+import type { AgentChannel, Provider } from '../providers/provider.js';
+import { RESIDENT_UNREACHABLE } from '../providers/resident-channel.js';
+import { AGENT_INSTALL_DIR, type AgentBundle } from '../providers/agent-bundle.js';
 import { definedFields } from '../util/defined-fields.js';
-import { distDir } from '../util/dist-files.js';
-
-/** The built agent: its bytes and the content-addressed name it is installed under. */
-export interface AgentBundle {
-  bytes: Buffer;
-  fileName: string;
-  version: string;
-}
-
-/** Where agents live in a sandbox, relative to the sandbox user's home. */
-export const AGENT_INSTALL_DIR = '.sandbox-mcp/agent';
 
 // A shell exit status no node or agent uses: "this agent build is not installed here".
 const EXIT_AGENT_MISSING = 197;
 const EXIT_NODE_MISSING = 127;
-
-/** Loads dist/agent.cjs and its manifest (written by build/build.mjs). */
-export function loadAgentBundle(dir = distDir()): AgentBundle {
-  const manifest = JSON.parse(readFileSync(join(dir, 'agent-manifest.json'), 'utf8')) as { file_name: string; version: string };
-  return { bytes: readFileSync(join(dir, 'agent.cjs')), fileName: manifest.file_name, version: manifest.version };
-}
 
 /** Agent error codes as provider-boundary categories. */
 const AGENT_ERROR_CATEGORIES: Record<AgentErrorCode, ErrorCategory> = {
@@ -50,6 +37,8 @@ const AGENT_ERROR_CATEGORIES: Record<AgentErrorCode, ErrorCategory> = {
   stdin_closed: 'conflict',
   state_dir_full: 'insufficient_resources',
   task_not_finished: 'conflict',
+  process_limit: 'insufficient_resources',
+  cwd_not_found: 'invalid_argument',
   internal: 'internal',
 };
 
@@ -60,17 +49,27 @@ export function agentErrorToProviderError(code: AgentErrorCode, message: string)
 }
 
 export interface AgentCallOpts {
-  /** Bound on the whole exec, in seconds. */
+  /** Bound on the whole call, in seconds. */
   timeoutS: number;
-  /** Extra environment of the agent process (how `start` receives task variables; see TASK_ENV_PREFIX). */
-  envs?: Record<string, string>;
-  /** Aborting it stops the agent process as a timeout would (the call then fails). */
+  /**
+   * A start's task variables: in the resident's request, or in the per-call agent's environment
+   * behind TASK_ENV_PREFIX (never on a command line either way).
+   */
+  taskEnvs?: Record<string, string>;
+  /** Aborting it stops the call as a timeout would (the call then fails). */
   signal?: AbortSignal;
-  /** The agent process's stdin (how `input` receives its data: see inputRequest). Default: none. */
+  /** The per-call agent process's stdin (how `input` with data_on_stdin receives its data). Default: none. */
   stdin?: Buffer;
   /** The most bytes of its answer to capture (default: the exec's own cap); an answer cut there fails the call. */
   maxOutputBytes?: number;
 }
+
+/**
+ * Ops asked again as a per-call agent when the resident went away with the request in flight:
+ * reads, and what is idempotent (a start names its task, so asking again reports it; a cancel of
+ * a finished task reports the outcome). An input is not: its bytes may already be in the pipe.
+ */
+const RETRIED_WHEN_LOST: ReadonlySet<OpName> = new Set(['hello', 'get', 'list', 'cancel', 'remove', 'selftest', 'start']);
 
 /** What the agent answers to an `op` request, validated. */
 export type AgentResult<Op extends OpName> = ReturnType<(typeof RESULT_SCHEMAS)[Op]['parse']>;
@@ -96,7 +95,43 @@ export class AgentClient {
     return `[ -f ${file} ] || ${missing}; exec ${node} ${file} call ${encodeRequest(request)}`;
   }
 
-  /** Sends one request and returns the raw, schema-checked response line. */
+  /** Sends one request (through the sandbox's resident when it can take it) and returns the schema-checked response. */
+  async respond(provider: Provider, sandboxId: string, request: AgentRequestInput, opts: AgentCallOpts): Promise<AgentResponse> {
+    // Not awaited when the provider has no residents at all: its calls go as they always did.
+    const channel = provider.agentChannel ? await provider.agentChannel(sandboxId) : null;
+    if (channel?.supports(request.op)) {
+      const answered = await this.throughResident(channel, request, opts);
+      if (answered) return answered;
+    }
+    return (await this.callRaw(provider, sandboxId, request, opts)).response;
+  }
+
+  /** The resident's answer; null when the request should go to a per-call agent instead (see RETRIED_WHEN_LOST). */
+  private async throughResident(channel: AgentChannel, request: AgentRequestInput, opts: AgentCallOpts): Promise<AgentResponse | null> {
+    // The resident's stdin is its request stream: input data travels in the request (a frame is on no command line).
+    const sent =
+      request.op === 'input' && request.data_on_stdin
+        ? {
+            protocol: request.protocol,
+            op: request.op,
+            task_id: request.task_id,
+            data: (opts.stdin ?? Buffer.alloc(0)).toString('utf8'),
+            ...(request.eof !== undefined ? { eof: request.eof } : {}),
+          }
+        : request;
+    try {
+      return await channel.request(sent, {
+        timeoutMs: opts.timeoutS * 1000,
+        ...definedFields({ signal: opts.signal, callEnvs: opts.taskEnvs }),
+      });
+    } catch (e) {
+      if (isProviderError(e) && e.code === RESIDENT_UNREACHABLE) return null;
+      if (isProviderError(e) && e.code === 'agent_lost' && RETRIED_WHEN_LOST.has(request.op)) return null;
+      throw e;
+    }
+  }
+
+  /** Sends one request to a per-call agent and returns the raw, schema-checked response line. */
   async callRaw(
     provider: Provider,
     sandboxId: string,
@@ -107,10 +142,13 @@ export class AgentClient {
     const installsBefore = this.installs.get(key) ?? 0;
     const command = this.commandFor(request, opts.stdin !== undefined, provider.agentNode);
     // A start's processes are the task's (its supervisor and command inherit them); the other ops are the server's own.
+    const envs = opts.taskEnvs
+      ? Object.fromEntries(Object.entries(opts.taskEnvs).map(([name, value]) => [TASK_ENV_PREFIX + name, value]))
+      : undefined;
     const execOpts = {
       timeoutS: opts.timeoutS,
       role: request.op === 'start' ? ('task' as const) : ('service' as const),
-      ...definedFields({ envs: opts.envs, signal: opts.signal, stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes }),
+      ...definedFields({ envs, signal: opts.signal, stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes }),
     };
     let result = await provider.exec(sandboxId, command, execOpts);
     if (result.exitCode === EXIT_AGENT_MISSING) {
@@ -168,7 +206,7 @@ export class AgentClient {
     request: AgentRequestInput & { op: Op },
     opts: AgentCallOpts,
   ): Promise<AgentResult<Op>> {
-    const { response } = await this.callRaw(provider, sandboxId, request, opts);
+    const response = await this.respond(provider, sandboxId, request, opts);
     if (!response.ok) throw agentErrorToProviderError(response.error.code, response.error.message);
     const schema = RESULT_SCHEMAS[request.op];
     const result = schema.safeParse(response.result);

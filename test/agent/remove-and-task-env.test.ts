@@ -50,7 +50,9 @@ describe('remove', () => {
   it('validates its request like every op', async () => {
     const w = world();
     expect(await errorOf(remove(w, 'nothex'))).toMatchObject({ code: 'invalid_request', message: 'field `task_id` has an invalid format' });
-    expect((await errorOf(call(w, { protocol: 1, op: 'remove', task_id: newTaskId(), extra: 1 }))).code).toBe('invalid_request');
+    expect((await errorOf(call(w, { protocol: 1, op: 'remove', task_id: newTaskId(), extra: 1 } as Record<string, unknown>))).code).toBe(
+      'invalid_request',
+    );
   });
 });
 

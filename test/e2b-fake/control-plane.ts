@@ -4,7 +4,7 @@
 // sandbox's lifetime and resumes a paused one), pause, and snapshots (POST
 // /sandboxes/{id}/snapshots: the sandbox is paused while its home is copied, then runs on; a
 // name that exists gets the new content under the same id). Errors carry the JSON body { code, message }.
-import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, lstatSync, mkdtempSync, rmSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -277,7 +277,9 @@ export function handleControlPlane(
     const was = sb.state;
     sb.state = 'paused';
     const home = mkdtempSync(path.join(tmpdir(), 'fake-e2b-snapshot-'));
-    cpSync(sb.home, home, { recursive: true, verbatimSymlinks: true });
+    // FIFOs are left out (node's cpSync refuses them; E2B's snapshot keeps them): the resident
+    // agent keeps a few ready in the home.
+    cpSync(sb.home, home, { recursive: true, verbatimSymlinks: true, filter: (src) => !isFifo(src) });
     const sandboxStateDuringCopy = sb.state;
     sb.state = was;
     if (existing) rmSync(existing.home, { recursive: true, force: true });
@@ -298,4 +300,12 @@ export function handleControlPlane(
     return { status: sendJson(res, wasPaused ? 201 : 200, connectBody(sb)), extendedLifetime };
   }
   return { status: sendApiError(res, 405, 'method not allowed') };
+}
+
+function isFifo(path: string): boolean {
+  try {
+    return lstatSync(path).isFIFO();
+  } catch {
+    return false;
+  }
 }

@@ -4,7 +4,7 @@
 // It exercises the SDK's wire behaviour only: it does not establish real cloud support.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { readBody } from './connect-rpc.js';
+import { decodeEnvelope, readBody } from './connect-rpc.js';
 import { rmSync } from 'node:fs';
 import { handleControlPlane, sendApiError, type ControlPlaneCall, type FakeSnapshot, type FakeState } from './control-plane.js';
 import { handleEnvd } from './envd.js';
@@ -43,6 +43,10 @@ export interface FakeE2bOpts {
 export interface EnvdCall {
   path: string;
   sandboxId: string;
+  /** Process/Start: the command line (cmd and args, space-joined). */
+  command?: string;
+  /** Process/SendInput: how many bytes of stdin it carried. */
+  inputBytes?: number;
 }
 
 /** A running fake; `env` holds the variables that point the SDK (or a server process) at it. */
@@ -99,7 +103,11 @@ export async function startFakeE2b(opts: FakeE2bOpts = {}): Promise<FakeE2b> {
     const url = new URL(req.url ?? '/', 'http://fake');
     const body = await readBody(req);
     if (req.headers['e2b-sandbox-id'] !== undefined) {
-      envdCalls.push({ path: url.pathname, sandboxId: String(req.headers['e2b-sandbox-id']) });
+      envdCalls.push({
+        path: url.pathname,
+        sandboxId: String(req.headers['e2b-sandbox-id']),
+        ...describeEnvdCall(url.pathname, req, body),
+      });
       if (injected(req, url, res) !== undefined) return;
       return handleEnvd(state, req, url, body, res);
     }
@@ -159,4 +167,27 @@ export async function startFakeE2b(opts: FakeE2bOpts = {}): Promise<FakeE2b> {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** What a test may want to know of a process call: a Start's command line, a SendInput's size. */
+function describeEnvdCall(path: string, req: IncomingMessage, body: Buffer): Pick<EnvdCall, 'command' | 'inputBytes'> {
+  try {
+    if (path === '/process.Process/Start') {
+      const message = (
+        String(req.headers['content-type'] ?? '').startsWith('application/connect+json')
+          ? decodeEnvelope(body)
+          : JSON.parse(body.toString('utf8'))
+      ) as {
+        process?: { cmd?: string; args?: string[] };
+      };
+      return { command: [message.process?.cmd ?? '', ...(message.process?.args ?? [])].join(' ') };
+    }
+    if (path === '/process.Process/SendInput') {
+      const message = JSON.parse(body.toString('utf8')) as { input?: { stdin?: string } };
+      return { inputBytes: Buffer.from(message.input?.stdin ?? '', 'base64').length };
+    }
+  } catch {
+    // not shaped as expected: nothing to note
+  }
+  return {};
 }

@@ -112,7 +112,7 @@ describe('e2b provider against the fake', () => {
     // TMPDIR points the wrapper's marker file into this sandbox's home, where leftovers are visible.
     const tmpdirEnv = { TMPDIR: fake.sandbox(id)!.home };
     const t = await provider.exec(id, 'sleep 300 & echo $! > gc.pid; sleep 300', { timeoutS: 1, envs: tmpdirEnv });
-    expect(t).toMatchObject({ timedOut: true, exitCode: 124 });
+    expect(t).toMatchObject({ timedOut: true, exitCode: 143 });
     expect((await provider.exec(id, 'true', { timeoutS: 1, envs: tmpdirEnv })).exitCode).toBe(0);
     expect(readdirSync(fake.sandbox(id)!.home).filter((n) => n.startsWith('.sandbox-mcp-timeout'))).toEqual([]);
     // The wrapper's own job reports ("Terminated", "Killed") never reach the command's stderr.
@@ -204,12 +204,14 @@ describe('e2b provider against the fake', () => {
   }, 120_000);
 
   test('a cancelled exec whose wrapper cannot be reached gives up after the grace period, exit code unknown', async () => {
+    // The per-call wrapper (no resident agent): its cancel is a second envd command.
     const quick = createE2bProvider({
       apiKey: fake.apiKey,
       apiUrl: fake.apiUrl,
       sandboxUrl: fake.sandboxUrl,
       killGraceS: 1,
       cancelSettleMs: 300,
+      residentAgent: false,
     });
     const { sandbox_id: id } = await quick.create({ timeoutS: 60 });
     try {

@@ -1,10 +1,13 @@
 // The e2b provider through the MCP tools: the real server process, the real `e2b` SDK, and the
 // in-repo fake of E2B's APIs (which does not establish real cloud support).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { INJECTED_MESSAGE, startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
 import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
 import { fakeE2bServers, lifetimeCalls } from '../support/fake-e2b-servers.js';
-import { isRunning } from '../support/processes.js';
+import { REPO } from '../support/paths.js';
+import { isRunning, runningWith } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
 
 const e2b = fakeE2bServers();
@@ -20,6 +23,17 @@ const METADATA_KEYS = ['cpu_count', 'disk_size_mb', 'end_at', 'memory_mb', 'regi
 const rawId = (qualified: string) => qualified.replace(/^e2b:/, '');
 
 const uploads = (fromIndex: number) => e2b.fake.envdCalls.slice(fromIndex).filter((c) => c.path === '/files').length;
+/** Sandboxes whose resident agent (`agent.cjs serve`) was started since `fromIndex`, once per start. */
+const residentStarts = (fromIndex: number) =>
+  e2b.fake.envdCalls
+    .slice(fromIndex)
+    .filter((c) => c.path === '/process.Process/Start' && / serve --idle-exit-s /.test(c.command ?? ''))
+    .map((c) => c.sandboxId);
+const AGENT_BYTES = readFileSync(join(REPO, 'dist/agent.cjs')).length;
+/** The agent's bytes sent into sandboxes since `fromIndex`: uploaded, or on a resident's stdin. */
+const agentPushes = (fromIndex: number) =>
+  uploads(fromIndex) +
+  e2b.fake.envdCalls.slice(fromIndex).filter((c) => c.path === '/process.Process/SendInput' && (c.inputBytes ?? 0) >= AGENT_BYTES).length;
 
 /** What no result or log may contain: the fake's raw error text, its URL, any URL. */
 function expectNoLeak(text: string): void {
@@ -46,8 +60,9 @@ describe('e2b through MCP (against the fake)', () => {
     const handle = { sandbox_id: sb.sandbox_id, task_id: started.task_id };
     await waitFor(async () => (await ok(first.client, 'get_task', { ...handle, wait: 5 })).stdout === 'BEFORE', 'the task to print BEFORE');
     await ok(first.client, 'get_task', handle);
-    // The agent is pushed once for this sandbox in this process, not per call.
-    expect(uploads(uploadsBefore)).toBe(1);
+    // One resident agent for this sandbox in this process (the agent sent once, on its stdin), not a process per call.
+    expect(residentStarts(uploadsBefore)).toEqual([rawId(sb.sandbox_id)]);
+    expect(agentPushes(uploadsBefore)).toBe(1);
     await first.close();
     // start_task retained the sandbox: the first session's end did not destroy it.
     expect(e2b.fake.sandbox(rawId(sb.sandbox_id))).toBeDefined();
@@ -69,8 +84,9 @@ describe('e2b through MCP (against the fake)', () => {
     for (const c of connects) expect(c.extendedLifetime).toBe(false);
     expect(lifetimeCalls(e2b.fake, callsBefore)).toEqual([]);
     expect(fakeSb.endAt.getTime()).toBe(endAt);
-    // A new server process finds this agent build already installed.
-    expect(uploads(uploadsSecond)).toBe(0);
+    // A new server process starts its own resident, and finds this agent build already installed.
+    expect(residentStarts(uploadsSecond)).toEqual([rawId(sb.sandbox_id)]);
+    expect(agentPushes(uploadsSecond)).toBe(0);
 
     // Inspecting and extending an id outside the session are single static calls: no connect, no resume.
     const staticMark = e2b.fake.calls.length;
@@ -94,29 +110,64 @@ describe('e2b through MCP (against the fake)', () => {
     expect((await toolError(second.client, 'get_sandbox', { sandbox_id: sb.sandbox_id })).category).toBe('not_found');
   });
 
-  it('pushes the agent once per sandbox in a server process, and uses unqualified ids as e2b ids', async () => {
+  it('starts one resident agent per sandbox in a server process, and uses unqualified ids as e2b ids', async () => {
     const s = await server();
     const a = await ok(s.client, 'create_sandbox', {});
     const b = await ok(s.client, 'create_sandbox', {});
     const mark = e2b.fake.envdCalls.length;
-    // Concurrent first calls into a fresh sandbox share one push.
+    // Concurrent first calls into a fresh sandbox share one resident, and one push of the agent.
     const concurrent = await Promise.all([1, 2, 3].map(() => ok(s.client, 'start_task', { sandbox_id: a.sandbox_id, command: 'true' })));
     for (const t of concurrent) expect(t.state).not.toBe('unknown');
     for (const id of [b.sandbox_id, rawId(a.sandbox_id)]) {
       const t = await ok(s.client, 'start_task', { sandbox_id: id, command: 'true' });
       expect(t.sandbox_id).toMatch(/^e2b:/);
     }
-    const pushed = e2b.fake.envdCalls.slice(mark).filter((c) => c.path === '/files');
-    expect(pushed.map((c) => c.sandboxId).sort()).toEqual([rawId(a.sandbox_id), rawId(b.sandbox_id)].sort());
+    expect(residentStarts(mark).sort()).toEqual([rawId(a.sandbox_id), rawId(b.sandbox_id)].sort());
+    expect(agentPushes(mark)).toBe(2);
     expect((await ok(s.client, 'get_sandbox', { sandbox_id: rawId(b.sandbox_id) })).sandbox_id).toBe(b.sandbox_id);
     for (const id of [a.sandbox_id, b.sandbox_id]) await ok(s.client, 'kill_sandbox', { sandbox_id: id });
+  });
+
+  it("a resident killed -9 mid-call loses nothing: the call answers with its command's outcome, and the next call starts another", async () => {
+    const s = await server();
+    const sb = await ok(s.client, 'create_sandbox', {});
+    const id = rawId(sb.sandbox_id);
+    const mark = e2b.fake.envdCalls.length;
+    expect((await ok(s.client, 'run_command', { command: 'echo first' })).stdout).toBe('first\n');
+    // The fake runs sandbox processes on this machine: the resident is found by its argv and the sandbox's marker.
+    const residents = () =>
+      runningWith((argv) => argv.includes('serve') && argv.includes('--idle-exit-s')).filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(`FAKE_E2B_SANDBOX_ID=${id}`);
+        } catch {
+          return false;
+        }
+      });
+    const [resident] = await waitFor(() => (residents().length === 1 ? residents() : null), 'the resident');
+    const lines = Array.from({ length: 30 }, (_, i) => `line-${i + 1}\n`).join('');
+    const call = ok(s.client, 'run_command', {
+      command: 'for i in $(seq 1 30); do echo "line-$i"; sleep 0.05; done; exit 3',
+      timeout: 120,
+      background_after: 60,
+    });
+    await waitFor(
+      () => e2b.fake.envdCalls.slice(mark).some((c) => c.path === '/process.Process/SendInput' && (c.inputBytes ?? 0) > 0),
+      'the call to reach it',
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    process.kill(resident!, 'SIGKILL');
+    expect(await call).toMatchObject({ exit_code: 3, stdout: lines, timed_out: false });
+    expect((await ok(s.client, 'run_command', { command: 'echo again' })).stdout).toBe('again\n');
+    expect(residentStarts(mark)).toEqual([id, id]);
+    await ok(s.client, 'kill_sandbox', {});
   });
 
   it('run_command timeout kills the whole process group', async () => {
     const s = await server();
     await ok(s.client, 'create_sandbox', {});
     const r = await ok(s.client, 'run_command', { command: 'sleep 300 & echo $! > gc.pid; sleep 300', timeout: 1 });
-    expect(r).toMatchObject({ timed_out: true, exit_code: 124 });
+    // TERM to the group (the shell's status says so), KILL after the grace period for whatever ignores it.
+    expect(r).toMatchObject({ timed_out: true, exit_code: 143 });
     const pid = Number((await ok(s.client, 'read_file', { path: 'gc.pid' })).content.trim());
     expect(pid).toBeGreaterThan(1);
     // The fake runs sandbox processes on this machine, so the grandchild's fate is visible here.

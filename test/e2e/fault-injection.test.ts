@@ -1,8 +1,10 @@
 // Fault injection over the built server and real local sandboxes: at a random point of a running
-// task, kill -9 the server, the task's supervisor, or the sandbox's keeper; then read every task
-// from a (new) server. A task reads its true outcome or `unknown` — never a made-up success — and
-// every byte a reader saw before the fault is still there; a sandbox whose keeper died is gone
-// (`not_found`). Once the sandbox is killed, none of its processes and no state directory remain.
+// task, kill -9 the server, the task's supervisor, the sandbox's keeper, or its resident agent
+// (while it runs a run_command call itself); then read every task from a (new) server. A task
+// reads its true outcome or `unknown` — never a made-up success — and every byte a reader saw
+// before the fault is still there; a sandbox whose keeper died is gone (`not_found`); a resident's
+// death loses nothing at all (the call in flight still answers with its command's true outcome).
+// Once the sandbox is killed, none of its processes and no state directory remain.
 // Random choices come from one seed (FAULT_SEED, default below), printed with any failure.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -16,7 +18,7 @@ import { waitFor } from '../support/wait.js';
 
 const SEED = Number(process.env.FAULT_SEED ?? 20261130);
 const ROUNDS_PER_FAULT = 3;
-const FAULTS = ['server', 'supervisor', 'keeper'] as const;
+const FAULTS = ['server', 'supervisor', 'keeper', 'resident'] as const;
 type Fault = (typeof FAULTS)[number];
 
 const stateDir = tempStateDir();
@@ -108,19 +110,43 @@ function sandboxProcesses(sandboxId: string): {
 function killSupervisor(taskId: string): boolean {
   const pids = runningWith((argv) => {
     const i = argv.indexOf('supervise');
-    return i >= 2 && argv[i - 1]!.endsWith('.cjs') && argv[i + 1]?.endsWith(`/tasks/${taskId}`) === true;
+    return i >= 2 && argv[i - 1]!.endsWith('.cjs') && argv.at(-1)?.endsWith(`/tasks/${taskId}`) === true;
   });
   for (const pid of pids) process.kill(pid, 'SIGKILL');
   return pids.length > 0;
 }
 
-describe('fault injection (kill -9 of server, supervisor, keeper during a running task)', () => {
+/** The sandbox's resident agent as its keeper records it (null before it first greeted). */
+function residentOf(sandboxId: string): { resident: ProcIdentity | null } | null {
+  try {
+    return JSON.parse(readFileSync(join(stateDir, 'local', sandboxId.replace(/^local:/, ''), 'resident.json'), 'utf8')) as {
+      resident: ProcIdentity | null;
+    };
+  } catch {
+    return null;
+  }
+}
+
+/** Nothing of a killed sandbox is left: no process in its pid namespace, no keeper, bwrap or nsenter into it, no cgroup, no state directory. */
+async function expectNothingLeft(procs: ReturnType<typeof sandboxProcesses>, sandboxId: string, where: string): Promise<void> {
+  await waitFor(
+    () => runningIn(procs.namespace).length === 0 && ![procs.keeper, procs.bwrap, procs.pid1].some(isRunning),
+    `${where} the sandbox's processes to end`,
+  );
+  const entersSandbox = (argv: string[]) => argv.some((a) => a.endsWith('nsenter')) && argv.includes(String(procs.pid1));
+  await waitFor(() => runningWith(entersSandbox).length === 0, `${where} nsenter into the sandbox to end`);
+  for (const cgroup of procs.cgroups) expect(existsSync(cgroup), `${where} cgroup left behind`).toBe(false);
+  expect(existsSync(join(stateDir, 'local', sandboxId.replace(/^local:/, ''))), `${where} state directory left behind`).toBe(false);
+}
+
+describe('fault injection (kill -9 of server, supervisor, keeper, resident agent during a running task)', () => {
   it(`every task reads its true outcome or unknown, nothing seen is lost, nothing is left behind (seed ${SEED})`, async () => {
     const random = prng(SEED);
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
     const schedule = FAULTS.flatMap((f) => Array<Fault>(ROUNDS_PER_FAULT).fill(f)).sort(() => random() - 0.5);
     let s = await server();
     let supervisorKills = 0;
+    let residentKills = 0;
 
     for (const [round, fault] of schedule.entries()) {
       // The target runs 1.25-3.2 s, so a fault up to 0.8 s after its first line mostly lands mid-run.
@@ -132,6 +158,32 @@ describe('fault injection (kill -9 of server, supervisor, keeper during a runnin
       try {
         const sandboxId = (await ok(s.client, 'create_sandbox', { timeout: 300 })).sandbox_id as string;
         const procs = sandboxProcesses(sandboxId);
+        if (fault === 'resident') {
+          // The resident runs the target itself (a call waiting on it, far from its background_after)
+          // beside a task it handed to a supervisor; it is killed mid-call.
+          const bystanderTask = await ok(s.client, 'start_task', { sandbox_id: sandboxId, command: bystander.command, timeout: 120 });
+          const resident = await waitFor(() => residentOf(sandboxId)?.resident, 'the resident to run');
+          const call = ok(s.client, 'run_command', { sandbox_id: sandboxId, command: target.command, timeout: 120, background_after: 60 });
+          await new Promise((r) => setTimeout(r, delayMs));
+          if (isProcAlive(resident)) {
+            process.kill(resident.pid, 'SIGKILL');
+            residentKills++;
+          }
+          expect(await call, `${where} the call's answer`).toMatchObject({
+            exit_code: target.exitCode,
+            stdout: target.stdout,
+            timed_out: false,
+          });
+          const end = await readToEnd(s, { sandbox_id: sandboxId, task_id: bystanderTask.task_id as string });
+          expect(end, `${where} the bystander task`).toEqual({
+            state: bystander.state,
+            exit_code: bystander.exitCode,
+            stdout: bystander.stdout,
+          });
+          await ok(s.client, 'kill_sandbox', { sandbox_id: sandboxId });
+          await expectNothingLeft(procs, sandboxId, where);
+          continue;
+        }
         const tasks: [Handle, ReturnType<typeof lineTask>][] = [];
         for (const spec of [target, bystander]) {
           const started = await ok(s.client, 'start_task', { sandbox_id: sandboxId, command: spec.command, timeout: 120 });
@@ -190,16 +242,7 @@ describe('fault injection (kill -9 of server, supervisor, keeper during a runnin
           await ok(s.client, 'kill_sandbox', { sandbox_id: sandboxId });
         }
 
-        // Nothing of the sandbox is left: no process in its pid namespace, no keeper, bwrap or
-        // nsenter into it, no cgroup, no state directory.
-        await waitFor(
-          () => runningIn(procs.namespace).length === 0 && ![procs.keeper, procs.bwrap, procs.pid1].some(isRunning),
-          `${where} the sandbox's processes to end`,
-        );
-        const entersSandbox = (argv: string[]) => argv.some((a) => a.endsWith('nsenter')) && argv.includes(String(procs.pid1));
-        await waitFor(() => runningWith(entersSandbox).length === 0, `${where} nsenter into the sandbox to end`);
-        for (const cgroup of procs.cgroups) expect(existsSync(cgroup), `${where} cgroup left behind`).toBe(false);
-        expect(existsSync(join(stateDir, 'local', sandboxId.replace(/^local:/, ''))), `${where} state directory left behind`).toBe(false);
+        await expectNothingLeft(procs, sandboxId, where);
       } catch (e) {
         if (e instanceof Error && !e.message.includes(`seed ${SEED}`)) e.message = `${where} ${e.message}`;
         throw e;
@@ -207,6 +250,7 @@ describe('fault injection (kill -9 of server, supervisor, keeper during a runnin
     }
     // Guards the suite itself: had every task ended before its fault, nothing would have been tested.
     expect(supervisorKills, `[seed ${SEED}] no supervisor was killed while running`).toBeGreaterThan(0);
+    expect(residentKills, `[seed ${SEED}] no resident was killed`).toBeGreaterThan(0);
     // Nine rounds of real sandboxes and tasks: 38 s on this machine with two busy loops besides.
   }, 240_000);
 });

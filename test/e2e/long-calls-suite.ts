@@ -126,19 +126,19 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
         stderr_truncated: false,
         timed_out: false,
       });
-      // Both streams over 64 KiB, then only one: the same head/tail as without background_after.
+      // Both streams over 64 KiB, then only one: the same head/tail as without background_after (0: the fast path).
       for (const command of [
         "head -c 70000 /dev/zero | tr '\\0' a; printf END; seq 1 14000 >&2",
         'echo small; seq 1 14000 >&2; printf ÄÖÜ',
       ]) {
-        const fast = await ok(s.client, 'run_command', { command });
+        const fast = await ok(s.client, 'run_command', { command, background_after: 0 });
         const supervised = await ok(s.client, 'run_command', { command, background_after: 30 });
         expect(supervised).toEqual(fast);
         expect(supervised.stderr_truncated).toBe(true);
       }
       // Stdin is empty on both paths: a command that reads it ends at once, not at background_after.
       for (const command of ['cat', 'read x; echo got:$x', 'grep x']) {
-        const fast = await ok(s.client, 'run_command', { command });
+        const fast = await ok(s.client, 'run_command', { command, background_after: 0 });
         expect(await ok(s.client, 'run_command', { command, background_after: 30 })).toEqual(fast);
         expect(fast.backgrounded).toBeUndefined();
       }
@@ -148,8 +148,9 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       expect(masked.stdout).toBe('visible [MASKED]\n');
       const code = await ok(s.client, 'run_code', { code: 'print("from python")', background_after: 30 });
       expect(code).toMatchObject({ exit_code: 0, stdout: 'from python\n' });
-      // Every supervised call above removed its finished task: no task directory holds a slot.
-      const left = await ok(s.client, 'run_command', { command: 'ls -A ~/.local/state/sandbox-agent/tasks | wc -l' });
+      // Every supervised call above removed its finished task: no task directory holds a slot (the
+      // probe itself runs on the fast path, or it would be a task while it runs).
+      const left = await ok(s.client, 'run_command', { command: 'ls -A ~/.local/state/sandbox-agent/tasks | wc -l', background_after: 0 });
       expect(left.stdout.trim()).toBe('0');
       if (opts.hasPrivateTmp) {
         expect((await ok(s.client, 'run_command', { command: 'ls /tmp | grep -c sandbox-mcp-code || true' })).stdout.trim()).toBe('0');
@@ -236,7 +237,9 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       expect(poll.result.state).toBe('running');
       expect((silent as CallToolResult).isError).toBeFalsy();
       for (const p of [fast.progress, promotable.progress, poll.progress]) expectSteadyProgress(p, marker);
-      expect(promotable.progress.at(-1)!.message).toMatch(/bytes of stdout/);
+      // A promotable call reports progress as the fast path does (the resident's exec; a call run
+      // as a task from the start, where there is no resident, adds byte counts).
+      expect(promotable.progress.at(-1)!.message).toMatch(/^command running for \d+ s/);
       // Every notification belongs to one of the three calls that sent a token: the fourth got none.
       const notified = seen.filter((m) => 'method' in m && m.method === 'notifications/progress');
       expect(notified.length).toBe(fast.progress.length + promotable.progress.length + poll.progress.length);
@@ -274,8 +277,12 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
           'none',
         'the cancelled call to stop its command',
       );
-      expect((await toolError(s.client, 'run_command', { command: 'true', background_after: 0 })).suggestion).toBe(
-        'field `background_after` is too small (minimum 1)',
+      // 0 waits, whatever the server's option.
+      expect(await ok(s.client, 'run_command', { command: 'sleep 2; echo waited', background_after: 0 })).toMatchObject({
+        stdout: 'waited\n',
+      });
+      expect((await toolError(s.client, 'run_command', { command: 'true', background_after: -1 })).suggestion).toBe(
+        'field `background_after` is too small (minimum 0)',
       );
       expect((await toolError(s.client, 'run_code', { code: 'pass', background_after: '5' })).suggestion).toBe(
         'field `background_after` must be a number',

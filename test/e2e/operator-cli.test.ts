@@ -5,7 +5,8 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentClient, loadAgentBundle } from '../../host/tasks/agent-client.js';
+import { loadAgentBundle } from '../../host/providers/agent-bundle.js';
+import { AgentClient } from '../../host/tasks/agent-client.js';
 import { CancelResultSchema } from '../../host/cli/cancel.js';
 import { KillResultSchema } from '../../host/cli/kill.js';
 import { LogsChunkSchema, LogsEndSchema, type LogsChunk } from '../../host/cli/logs.js';

@@ -9,7 +9,8 @@ import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, syml
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentClient, loadAgentBundle } from '../../host/tasks/agent-client.js';
+import { loadAgentBundle } from '../../host/providers/agent-bundle.js';
+import { AgentClient } from '../../host/tasks/agent-client.js';
 import { AGENT_WITHOUT_LIST, ListingSchema } from '../../host/tasks/listing.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { ALL_TOOLS } from '../../host/mcp/tool-list.js';
@@ -121,7 +122,10 @@ ${real}
 }
 `;
     const hostJs = install({ nodePty: 'linked', agentSource: older });
-    const oldSandbox = (await provider.create({ timeoutS: 600 })).sandbox_id;
+    // Made without a resident agent, as sandboxes of older servers are: its agent calls are the per-call agent's.
+    const withoutResident = createLocalProvider({ stateDir, residentAgent: false });
+    const oldSandbox = (await withoutResident.create({ timeoutS: 600 })).sandbox_id;
+    await withoutResident.close();
     await provider.writeFile(oldSandbox, 'old-agent', Buffer.alloc(0));
     const current = (await provider.create({ timeoutS: 600 })).sandbox_id;
     const agent = new AgentClient(loadAgentBundle(join(REPO, 'dist')));

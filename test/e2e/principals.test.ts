@@ -266,12 +266,11 @@ for (const provider of ['local', 'e2b'] as const) {
 
 describe('waiting calls and ownership (local)', () => {
   it("another user's waiting get_task on a sandbox whose waiting slots are full is not_found, as for a missing one, never wait_limit", async () => {
-    const server = await startHttp({ SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_TOKENS_FILE: tokensFile }, [
-      '--provider',
-      'local',
-      '--max-waiting-gets',
-      '1',
-    ]);
+    // No resident agent: a waiting get is then an agent process in the sandbox, which the probe below can see.
+    const server = await startHttp(
+      { SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_TOKENS_FILE: tokensFile, SANDBOX_MCP_RESIDENT_AGENT: '0' },
+      ['--provider', 'local', '--max-waiting-gets', '1'],
+    );
     // The test's own view of the sandboxes, to see the waiting call's agent process inside.
     const local = createLocalProvider({ stateDir });
     try {

@@ -30,13 +30,20 @@ describe('stop_processes', () => {
       'sleep 2001 >/dev/null 2>&1 &',
       'nohup sleep 2002 >/dev/null 2>&1 &',
       'setsid sleep 2003 >/dev/null 2>&1 &',
-      // Stopped once it is sleep (a STOP before its exec would stop the shell's fork instead).
-      'sleep 2004 >/dev/null 2>&1 & p=$!; until [ "$(cat /proc/$p/comm)" = sleep ]; do :; done; kill -STOP $p',
+      // Stopped below, by a later command: see there.
+      'sleep 2004 >/dev/null 2>&1 &',
       'bash -c \'trap "" TERM; sleep 2005; sleep 2005\' >/dev/null 2>&1 &',
       // Orphaned: its parent shell exits at once, so pid 1 inherits it.
       "sh -c 'sleep 2006 >/dev/null 2>&1 &'",
     ];
     for (const command of leftovers) await run(command);
+    // Stopped only now that its command has ended: when a command's shell exits, its leftovers'
+    // process group becomes orphaned (their parent is now pid 1, of another session), and POSIX
+    // has the kernel send such a group SIGHUP then SIGCONT if a member is stopped, so a leftover
+    // stopped inside its own command dies as its command ends. Nothing re-checks the group later.
+    await run("kill -STOP $(pgrep -xf 'sleep 2004')");
+    const stateOf2004 = async () => await run("grep '^State:' /proc/$(pgrep -xf 'sleep 2004')/status");
+    await waitFor(async () => (await stateOf2004()).includes('(stopped)'), 'the sleep 2004 to be stopped');
     const alive = async () => (await run("pgrep -xf 'sleep (100[12]|200[1-6])' | wc -l")).trim();
     await waitFor(async () => (await alive()) === '8', 'the task and the leftovers to run');
 

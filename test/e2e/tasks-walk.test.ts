@@ -130,9 +130,11 @@ describe('reconnectable tasks through MCP', () => {
     const sb = await ok(s.client, 'create_sandbox', { timeout: 300 });
     const at = (task: Record<string, any>) => ({ sandbox_id: sb.sandbox_id, task_id: task.task_id as string });
     const after = (file: string, then: string) => `until [ -e ${file} ]; do sleep 0.05; done; ${then}`;
-    // The agent's get call runs in the sandbox while it waits ([.]cj[s]: the probe's own line does not match).
-    const isWaiting = async () =>
-      (await ok(s.client, 'run_command', { command: "ps -eo args | grep -c '[.]cj[s] call' || true" })).stdout.trim() === '1';
+    // While a get waits, the agent watches the task directory: a per-call agent is a process in the
+    // sandbox, the resident holds an inotify watch ([.]cj[s]: the probe's own line does not match).
+    const probe =
+      "{ ps -eo args | grep '[.]cj[s] call'; for p in $(pgrep -f '[.]cj[s] serve'); do cat /proc/$p/fdinfo/* 2>/dev/null | grep '^inotify wd'; done; } | wc -l";
+    const isWaiting = async () => (await ok(s.client, 'run_command', { command: probe })).stdout.trim() === '1';
 
     const talker = at(await ok(s.client, 'start_task', { command: after('go1', 'echo one; sleep 8; echo two; sleep 1000') }));
     const reply = ok(s.client, 'get_task', { ...talker, wait: 30 });

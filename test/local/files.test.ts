@@ -68,8 +68,11 @@ describe('local sandbox files', () => {
     const tail = await provider.readFile(id, 'big.bin', { offset: big.length, length: big.length });
     expect(tail.size).toBe(2 * big.length);
     expect(tail.data.equals(big)).toBe(true);
-    await provider.exec(id, 'mkdir -p a/deep && for i in $(seq 50); do : > a/deep/f$i; done; : > z1; : > z2', { timeoutS: 10 });
-    const capped = await provider.listFiles(id, '.', { depth: 3, maxEntries: 5 });
+    // In a directory of its own: the home also holds the resident agent's install and state.
+    await provider.exec(id, 'mkdir -p w/a/deep && for i in $(seq 50); do : > w/a/deep/f$i; done; : > w/z1; : > w/z2; mv big.bin w/', {
+      timeoutS: 10,
+    });
+    const capped = await provider.listFiles(id, 'w', { depth: 3, maxEntries: 5 });
     expect(capped).toHaveLength(5);
     // All four top-level entries come before anything deeper.
     for (const name of ['a', 'big.bin', 'z1', 'z2']) expect(capped.map((e) => e.name)).toContain(name);

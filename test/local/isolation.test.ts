@@ -7,7 +7,10 @@ import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
-import { readKeeperRecord, readSpec } from '../../host/providers/local/sandbox/state-dir.js';
+import { readKeeperRecord, readSpec, RESIDENT_FILE } from '../../host/providers/local/sandbox/state-dir.js';
+import type { ResidentRecord } from '../../host/providers/local/keeper/resident.js';
+import { ProviderError } from '../../host/providers/provider-error.js';
+import { waitFor } from '../support/wait.js';
 import { cleanNodeEnv } from '../support/local-sandboxes.js';
 import { FIXTURES, KEEPER_SCRIPT } from '../support/paths.js';
 import { isRootOrSkipping, requireSandboxes } from '../support/prerequisites.js';
@@ -26,6 +29,8 @@ describe('local sandbox isolation', () => {
   };
 
   const hostSecret = `host-secret-${marker}`;
+  const residentRecord = (sandboxId: string) =>
+    JSON.parse(readFileSync(join(stateDir, 'local', sandboxId, RESIDENT_FILE), 'utf8')) as ResidentRecord;
 
   beforeAll(async () => {
     requireSandboxes();
@@ -162,7 +167,11 @@ describe('local sandbox isolation', () => {
     child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     expect(code).toBe(0);
-    expect(JSON.parse(out)).toEqual({ exitCode: 0, out: '/dev/null\n/dev/null\n' });
+    // pid 1's is covered with /dev/null; a command's is /dev/null too (entered with nsenter), or
+    // closed (spawned by the sandbox's resident agent, which closes what it inherited): never the socket.
+    const { exitCode, out: lines } = JSON.parse(out) as { exitCode: number; out: string };
+    expect(exitCode).toBe(0);
+    expect(lines.split('\n').slice(0, 2)).toEqual(['/dev/null', expect.stringMatching(/^(\/dev\/null|closed)$/)]);
   });
 
   it("has its own /tmp, not the host's", async () => {
@@ -201,11 +210,18 @@ describe('local sandbox isolation', () => {
     }
   });
 
-  it('survives kill -9 -1 and pkill from inside (pid 1 is protected)', async () => {
-    await sh('kill -9 -1; pkill -9 sleep; true');
+  it('survives kill -9 -1 and pkill from inside (pid 1 is protected); the resident agent it killed comes back', async () => {
+    const restartsBefore = residentRecord(id).restarts;
+    // The command kills the sandbox's resident agent too, which was running it: its outcome may be lost.
+    const killed = await sh('kill -9 -1; pkill -9 sleep; true').catch((e: ProviderError) => e);
+    if (killed instanceof ProviderError) expect(killed).toMatchObject({ category: 'unavailable', code: 'agent_lost' });
     const r = await sh('echo still here');
     expect(r.out).toBe('still here\n');
     expect((await provider.getInfo(id)).status).toBe('running');
+    // The keeper started the resident again, and it answers.
+    await waitFor(() => residentRecord(id).resident !== null && residentRecord(id).restarts > restartsBefore, 'the resident to be back');
+    const channel = await provider.agentChannel!(id);
+    expect(channel?.hello.resident).toBe(true);
   });
 
   it('runs node', async () => {

@@ -72,7 +72,9 @@ describe('local sandbox lifecycle', () => {
     );
     expect(await provider.writeFile(id, 'data/empty', Buffer.alloc(0))).toEqual({ size: 0 });
 
-    const entries = await provider.listFiles(id, '.', { depth: 3, maxEntries: 100 });
+    // The home also holds the agent's own dot directories (its file, its state): the test's files are the rest.
+    const ours = (list: Awaited<ReturnType<typeof provider.listFiles>>) => list.filter((e) => !e.path.startsWith('/home/user/.'));
+    const entries = ours(await provider.listFiles(id, '.', { depth: 3, maxEntries: 100 }));
     expect(entries.map((e) => [e.path, e.type])).toEqual([
       ['/home/user/data', 'directory'],
       ['/home/user/data/deep', 'directory'],
@@ -81,7 +83,7 @@ describe('local sandbox lifecycle', () => {
     ]);
     expect(entries[2]).toMatchObject({ name: 'blob.bin', size: bytes.length + 2 });
     expect(Date.parse(entries[2]!.modified_at!)).toBeGreaterThan(before - 60_000);
-    expect(await provider.listFiles(id, '.', { depth: 1, maxEntries: 100 })).toHaveLength(1);
+    expect(ours(await provider.listFiles(id, '.', { depth: 1, maxEntries: 100 }))).toHaveLength(1);
 
     await provider.setTimeout(id, 600);
     const info = await provider.getInfo(id);
@@ -178,19 +180,26 @@ describe('local sandbox lifecycle', () => {
   // A kill's keeper removes the cgroups once bwrap has exited, which can be a moment before the
   // SIGKILLed pid 1 (outside them) is seen gone: a command entering then found no cgroup.procs
   // and failed as internal (fresh-clone CI, Node 26, the racing-kills test above). The cgroups are
-  // removed by hand here, between commands (nothing is in them), to hold that moment still.
+  // removed by hand here, between commands (nothing is in them), to hold that moment still. The
+  // sandbox has no resident agent: one lives in the cgroups (rmdir would fail with EBUSY), and at
+  // a kill it is gone with pid 1's namespace before the keeper removes them.
   it.runIf(cgroupSituation().canLimit)(
     'a command entering a sandbox whose cgroups are gone finds it not_found, not an internal error',
     async () => {
-      const { sandbox_id: id } = await create({ timeoutS: 60, cpu: 1, memoryMb: 64 });
-      const rec = keeperOf(id);
-      expect(rec.cgroups.length).toBeGreaterThan(0);
-      expect((await provider.exec(id, 'echo in', { timeoutS: 10 })).stdout.toString()).toBe('in\n');
-      for (const dir of rec.cgroups) rmdirSync(dir);
-      expect(isAlive(rec.pid1) && isAlive(rec.keeper)).toBe(true);
-      await expect(provider.exec(id, 'echo in', { timeoutS: 10 })).rejects.toMatchObject({ category: 'not_found' });
-      await provider.kill(id);
-      expect(existsSync(sandboxDir(id))).toBe(false);
+      const bare = createLocalProvider({ stateDir: local.stateDir, keeperScript: KEEPER_SCRIPT, residentAgent: false });
+      try {
+        const { sandbox_id: id } = await bare.create({ timeoutS: 60, cpu: 1, memoryMb: 64 });
+        const rec = keeperOf(id);
+        expect(rec.cgroups.length).toBeGreaterThan(0);
+        expect((await bare.exec(id, 'echo in', { timeoutS: 10 })).stdout.toString()).toBe('in\n');
+        for (const dir of rec.cgroups) rmdirSync(dir);
+        expect(isAlive(rec.pid1) && isAlive(rec.keeper)).toBe(true);
+        await expect(bare.exec(id, 'echo in', { timeoutS: 10 })).rejects.toMatchObject({ category: 'not_found' });
+        await bare.kill(id);
+        expect(existsSync(sandboxDir(id))).toBe(false);
+      } finally {
+        await bare.close();
+      }
     },
   );
 

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
+import { NETNS_HELPER_ARG } from '../../host/providers/local/network/netns-helper.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { KEEPER_SCRIPT } from '../support/paths.js';
 import { requireCommands, requireSandboxes } from '../support/prerequisites.js';
@@ -103,7 +104,13 @@ describe('local sandbox exposed ports', () => {
       .filter((n) => /^\d+$/.test(n))
       .filter((n) => {
         try {
-          return readlinkSync(`/proc/${n}/ns/net`) === netNs && readlinkSync(`/proc/${n}/ns/pid`) !== pidNs;
+          // In the sandbox's network namespace but not its pid namespace, and the helper (not the
+          // host-side half of the nsenter that entered the resident agent).
+          return (
+            readlinkSync(`/proc/${n}/ns/net`) === netNs &&
+            readlinkSync(`/proc/${n}/ns/pid`) !== pidNs &&
+            readFileSync(`/proc/${n}/cmdline`, 'utf8').split('\0').includes(NETNS_HELPER_ARG)
+          );
         } catch {
           return false;
         }

@@ -28,14 +28,15 @@ export interface StdioServer {
 /**
  * Spawns the built server over stdio and connects a real MCP client. With `as` the server runs as
  * that user (through setpriv, which execs it: the pid stays the server's), from a build that user
- * can read, in `/`.
+ * can read, in `/`. `hostJs` runs another build's server (an older revision's, say).
  */
 export async function connectStdio(
   env: Record<string, string>,
   args: string[] = [],
   as?: { uid: number; gid: number },
+  hostJs: string = HOST_JS,
 ): Promise<StdioServer> {
-  const server = [as ? hostJsReadableBy(as) : HOST_JS, ...args];
+  const server = [as ? hostJsReadableBy(as) : hostJs, ...args];
   // prettier-ignore
   const launch = as
     ? { command: 'setpriv', args: ['--reuid', String(as.uid), '--regid', String(as.gid), '--clear-groups', '--', process.execPath, ...server], cwd: '/' }

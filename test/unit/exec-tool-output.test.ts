@@ -3,6 +3,7 @@
 // result says its head ends, whatever the cap's halves would be.
 import { describe, expect, it } from 'vitest';
 import { AgentClient } from '../../host/tasks/agent-client.js';
+import { BACKGROUND_AFTER_DEFAULT_S } from '../../host/config/config.js';
 import { ProviderError } from '../../host/providers/provider-error.js';
 import { createLogger } from '../../host/util/log.js';
 import { SecretMasker } from '../../host/mcp/mask.js';
@@ -41,7 +42,13 @@ function execOnlyProvider(result: ExecResult): Provider {
 
 function depsWith(provider: Provider, secrets: string[] = []): ServerDeps {
   return {
-    config: { defaultProvider: 'local', localNetwork: 'isolated', e2b: {}, secretValues: secrets },
+    config: {
+      defaultProvider: 'local',
+      localNetwork: 'isolated',
+      e2b: {},
+      backgroundAfterS: BACKGROUND_AFTER_DEFAULT_S,
+      secretValues: secrets,
+    },
     providers: { get: () => provider },
     agent: new AgentClient({ bytes: Buffer.from(''), fileName: 'agent-test.cjs', version: 'test' }),
     masker: new SecretMasker(secrets),

@@ -1,20 +1,22 @@
 // The pieces of long calls that need no sandbox: the server option's parsing, the run_command
 // result schema that tells a finished call from a promoted one, and which outcomes keep the sandbox.
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../host/config/config.js';
+import { BACKGROUND_AFTER_DEFAULT_S, ConfigError, loadConfig } from '../../host/config/config.js';
 import { ExecResultSchema } from '../../host/mcp/tools/exec-result.js';
 import { keepsSandbox } from '../../host/mcp/tools/promote.js';
 
 describe('--background-after / SANDBOX_MCP_BACKGROUND_AFTER', () => {
-  it('is unset by default, read from the environment, and the flag wins', () => {
-    expect(loadConfig({}).backgroundAfterS).toBeUndefined();
-    expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '' }).backgroundAfterS).toBeUndefined();
+  it('is off (0) by default (a supervisor per promotable call costs too much to make it the default), read from the environment, and the flag wins', () => {
+    expect(BACKGROUND_AFTER_DEFAULT_S).toBe(0);
+    expect(loadConfig({}).backgroundAfterS).toBe(BACKGROUND_AFTER_DEFAULT_S);
+    expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '' }).backgroundAfterS).toBe(BACKGROUND_AFTER_DEFAULT_S);
+    expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '20' }).backgroundAfterS).toBe(20);
     expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '50' }).backgroundAfterS).toBe(50);
     expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '50' }, { backgroundAfter: '7' }).backgroundAfterS).toBe(7);
   });
 
-  it('refuses anything but whole seconds 1-3600, naming the option', () => {
-    for (const bad of ['0', '3601', '1.5', '-1', 'ten', ' 5']) {
+  it('refuses anything but whole seconds 0-3600, naming the option', () => {
+    for (const bad of ['3601', '1.5', '-1', 'ten', ' 5']) {
       expect(() => loadConfig({}, { backgroundAfter: bad }), bad).toThrow(ConfigError);
       expect(() => loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: bad }), bad).toThrow(/SANDBOX_MCP_BACKGROUND_AFTER/);
     }

@@ -4,6 +4,7 @@
 import * as z from 'zod';
 import { describe, expect, it } from 'vitest';
 import { AgentClient } from '../../host/tasks/agent-client.js';
+import { BACKGROUND_AFTER_DEFAULT_S } from '../../host/config/config.js';
 import { createLogger } from '../../host/util/log.js';
 import { SecretMasker } from '../../host/mcp/mask.js';
 import { TaskRetention } from '../../host/tasks/retention.js';
@@ -19,7 +20,7 @@ const VALUE = 'VALUE-that-must-not-be-logged';
 
 function depsLoggingTo(lines: string[]): ServerDeps {
   return {
-    config: { defaultProvider: 'local', localNetwork: 'isolated', e2b: {}, secretValues: [] },
+    config: { defaultProvider: 'local', localNetwork: 'isolated', e2b: {}, backgroundAfterS: BACKGROUND_AFTER_DEFAULT_S, secretValues: [] },
     providers: {
       get: () => {
         throw new Error('no provider in this test');

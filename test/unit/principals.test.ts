@@ -158,6 +158,8 @@ const PROVIDER_KEYS = Object.keys({
   usage: 0,
   stopProcesses: 0,
   openTerminal: 0,
+  agentChannel: 0,
+  execPromotable: 0,
   snapshot: 0,
   close: 0,
 } satisfies Record<keyof Provider, 0>) as (keyof Provider)[];
@@ -229,6 +231,12 @@ describe('scopeProviders', () => {
     const terminal = { cols: 80, rows: 24, onData: () => undefined };
     expect(await asAlice.openTerminal!(a, terminal).catch((e: ProviderError) => e.code)).toBe('terminal_reached');
     expect(await asBob.openTerminal!(a, terminal).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    // The resident agent's channel and a promotable exec: as hidden as the sandbox (the stand-in has neither).
+    expect(await asAlice.agentChannel!(a)).toBeNull();
+    expect(await asBob.agentChannel!(a).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
+    const promote = { timeoutS: 1, promote: { taskId: 'f'.repeat(32), afterS: 1 } };
+    expect(await asAlice.execPromotable!(a, 'true', promote)).toBeNull();
+    expect(await asBob.execPromotable!(a, 'true', promote).catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     expect((await asAlice.snapshot!(a, 'snap')).note).toBe(`snapshot of ${a}`);
     expect(await asBob.snapshot!(a, 'snap').catch((e: ProviderError) => e.toJSON())).toEqual(missing);
     const { snapshot: _none, ...withoutSnapshots } = provider;

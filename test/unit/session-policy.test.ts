@@ -3,6 +3,7 @@
 // in-flight races deterministically. Real sandboxes cover the same tools end to end in test/e2e/.
 import { describe, expect, it } from 'vitest';
 import { AgentClient } from '../../host/tasks/agent-client.js';
+import { BACKGROUND_AFTER_DEFAULT_S } from '../../host/config/config.js';
 import { ProviderError } from '../../host/providers/provider-error.js';
 import { createLogger } from '../../host/util/log.js';
 import { SecretMasker } from '../../host/mcp/mask.js';
@@ -116,7 +117,7 @@ function recordingProvider() {
 
 function deps(provider: Provider): ServerDeps {
   return {
-    config: { defaultProvider: 'local', localNetwork: 'isolated', e2b: {}, secretValues: [] },
+    config: { defaultProvider: 'local', localNetwork: 'isolated', e2b: {}, backgroundAfterS: BACKGROUND_AFTER_DEFAULT_S, secretValues: [] },
     providers: { get: () => provider },
     agent: new AgentClient({ bytes: Buffer.from(''), fileName: 'agent-test.cjs', version: 'test' }),
     masker: new SecretMasker(),

@@ -3,7 +3,7 @@
 // only when local sandboxes work here.
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { loadAgentBundle } from '../../tasks/agent-client.js';
+import { loadAgentBundle } from '../../providers/agent-bundle.js';
 import type { ServerConfig } from '../../config/config.js';
 import { localProviderOpts } from '../../config/local-options.js';
 import { LOCAL_DETAILS } from '../../providers/local/errors.js';

@@ -4,6 +4,7 @@
 // output is shown: the first and last 32 KiB of a stream with a marker where the middle was cut.
 import * as z from 'zod';
 import { TaskViewSchema } from '../../../shared/protocol.js';
+import type { ExecResult } from '../../providers/provider.js';
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
 import type { ToolContext } from './tool.js';
 
@@ -74,6 +75,12 @@ export function renderCapped(ctx: ToolContext, ref: SandboxRef, pieces: readonly
   return masked.join(OMITTED_MARKER);
 }
 
+/** Decodes one captured stream, marking where the provider dropped its middle, and masks secrets. */
+function renderStream(data: Buffer, isTruncated: boolean, headBytes: number, ref: SandboxRef, ctx: ToolContext): string {
+  if (!isTruncated) return renderCapped(ctx, ref, [data.toString('utf8')]);
+  return renderCapped(ctx, ref, [data.subarray(0, headBytes).toString('utf8'), data.subarray(headBytes).toString('utf8')]);
+}
+
 /** What starts a line of the server's own in a command's stderr (a note on a limit the command met, or on its network). */
 export const NOTE_PREFIX = '[sandbox-mcp] ';
 
@@ -85,4 +92,16 @@ export function withNotes(stderr: string, notes: readonly string[] | undefined, 
   if (!notes || notes.length === 0) return stderr;
   const sep = stderr === '' || stderr.endsWith('\n') ? '' : '\n';
   return stderr + sep + notes.map((n) => `${NOTE_PREFIX}${ctx.deps.masker.mask(ref.qualified, n)}\n`).join('');
+}
+
+/** A provider's exec result as run_command/run_code return it: streams decoded, capped and masked, notes after stderr. */
+export function toResult(r: ExecResult, ref: SandboxRef, ctx: ToolContext): ExecToolResult {
+  return {
+    exit_code: r.exitCode,
+    stdout: renderStream(r.stdout, r.stdoutTruncated, r.stdoutHeadBytes, ref, ctx),
+    stderr: withNotes(renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ref, ctx), r.notes, ref, ctx),
+    stdout_truncated: r.stdoutTruncated,
+    stderr_truncated: r.stderrTruncated,
+    timed_out: r.timedOut,
+  };
 }

@@ -1,13 +1,14 @@
 // Synchronous execution: run_command and run_code. Output is capped per stream (first and last
 // 32 KiB with a marker between) so a result never floods a model's context; long work belongs
-// in start_task, or in a call with `background_after`, which becomes a task when it runs long
-// (promote.ts). Without `background_after` (argument or server default) a call takes the fast
-// path: one provider exec, no supervisor.
+// in start_task. A call still running at `background_after` (the argument, else the server's
+// default) becomes a task and returns its handle (promote.ts): no command is lost at a client's
+// cut. With background_after 0, or a timeout that ends the command first, a call takes the fast
+// path: one provider exec, no task.
 import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
 import { LIMITS } from '../../../shared/limits.js';
 import { BACKGROUND_AFTER_MAX_S, BACKGROUND_AFTER_MIN_S, secretValuesOf } from '../../config/config.js';
-import { noStopProcesses, type ExecOpts, type ExecResult } from '../../providers/provider.js';
+import { noStopProcesses, type ExecOpts } from '../../providers/provider.js';
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
 import {
   DefaultSandboxIdSchema,
@@ -20,7 +21,7 @@ import {
   type ToolContext,
 } from './tool.js';
 import { definedFields } from '../../util/defined-fields.js';
-import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, renderCapped, withNotes, type ExecToolResult } from './exec-result.js';
+import { EXEC_OUTPUT_CAP_BYTES, ExecResultSchema, toResult, withNotes } from './exec-result.js';
 import { CommandSchema, CwdSchema, EXEC_TIMEOUT_DEFAULT_S, ExecTimeoutSchema, resolveCwd } from './command-fields.js';
 import { networkNotes } from './network-notes.js';
 import { defaultCwd, defaultTaskCwd } from './workspace.js';
@@ -31,22 +32,21 @@ const BackgroundAfterSchema = intIn(BACKGROUND_AFTER_MIN_S, BACKGROUND_AFTER_MAX
   .optional()
   .describe(
     `Seconds (${BACKGROUND_AFTER_MIN_S}-${BACKGROUND_AFTER_MAX_S}) to wait before handing the still-running command over as a background task: the result then has backgrounded: true and a task_id to read with get_task and stop with cancel_task. ` +
-      "Set it below your client's request timeout (e.g. 50 for a 60 s client) for anything that might run long. Finishing earlier returns the usual result, except that beyond 1 MiB of output per stream its tail is the end of the first MiB (a task keeps only that), not the true end; its stdin is empty.",
+      "Default: the server's (usually 50, below a 60 s client cut); 0 waits for the command however long it runs. Its stdin is empty either way.",
   );
 
-/** Decodes one captured stream, marking where the provider dropped its middle, and masks secrets. */
-function renderStream(data: Buffer, isTruncated: boolean, headBytes: number, ref: SandboxRef, ctx: ToolContext): string {
-  if (!isTruncated) return renderCapped(ctx, ref, [data.toString('utf8')]);
-  return renderCapped(ctx, ref, [data.subarray(0, headBytes).toString('utf8'), data.subarray(headBytes).toString('utf8')]);
-}
-
 /**
- * The background_after in effect: the call's, else the server's default. None when the command's
- * own timeout ends it first: such a call could never be promoted, so it takes the fast path.
+ * The background_after in effect: the call's, else the server's default (`isDefault`). None when
+ * it is 0, or when the command's own timeout ends it first: such a call could never be promoted,
+ * so it takes the fast path.
  */
-function backgroundAfterFor(ctx: ToolContext, requested: number | undefined, timeoutS: number): number | undefined {
-  const backgroundAfterS = requested ?? ctx.deps.config.backgroundAfterS;
-  return backgroundAfterS !== undefined && backgroundAfterS < timeoutS ? backgroundAfterS : undefined;
+function backgroundAfterFor(
+  ctx: ToolContext,
+  requested: number | undefined,
+  timeoutS: number,
+): { afterS: number; isDefault: boolean } | undefined {
+  const afterS = requested ?? ctx.deps.config.backgroundAfterS;
+  return afterS > 0 && afterS < timeoutS ? { afterS, isDefault: requested === undefined } : undefined;
 }
 
 /** The fast path: runs the command with one provider exec and the tool output cap, and shapes the result. */
@@ -76,17 +76,6 @@ async function runCapped(
   return { result: { ...result, stderr: withNotes(result.stderr, network, ref, ctx) } };
 }
 
-function toResult(r: ExecResult, ref: SandboxRef, ctx: ToolContext): ExecToolResult {
-  return {
-    exit_code: r.exitCode,
-    stdout: renderStream(r.stdout, r.stdoutTruncated, r.stdoutHeadBytes, ref, ctx),
-    stderr: withNotes(renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ref, ctx), r.notes, ref, ctx),
-    stdout_truncated: r.stdoutTruncated,
-    stderr_truncated: r.stderrTruncated,
-    timed_out: r.timedOut,
-  };
-}
-
 /**
  * Resolves the sandbox, learns its secrets (before any of its output is shown) and renews it if
  * this session owns it: every run_command/run_code does this first.
@@ -104,8 +93,8 @@ const runCommand = defineTool({
   description:
     `Run a shell command (bash -c) in a sandbox and wait for it (timeout 1-${LIMITS.taskTimeoutMaxS} s, default ${EXEC_TIMEOUT_DEFAULT_S}; the whole process group is killed at the timeout). ` +
     'Returns exit_code and stdout/stderr, each capped at 64 KiB (first and last 32 KiB) with *_truncated flags; on a timeout timed_out is true and exit_code is ' +
-    'whatever the killed shell reported. Clients often cut a call at about 60 s: for anything that may run longer pass background_after (e.g. 50): ' +
-    'if the command is still running then, you get backgrounded: true with a task_id instead (read it with get_task, stop it with cancel_task). ' +
+    'whatever the killed shell reported. Clients often cut a call at about 60 s: with background_after (e.g. 50; the server default unless given, 0 unless configured: the call waits) a command still running then ' +
+    'returns backgrounded: true with a task_id instead (read it with get_task, stop it with cancel_task). ' +
     'Stdin is empty either way (a prompt sees end-of-file); for a command that needs input use start_task and send_task_input. Long output belongs in start_task.',
   input: z.strictObject({
     command: CommandSchema,
@@ -118,15 +107,21 @@ const runCommand = defineTool({
   output: ExecResultSchema,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async run(args, ctx) {
-    const backgroundAfterS = backgroundAfterFor(ctx, args.background_after, args.timeout);
+    const backgroundAfter = backgroundAfterFor(ctx, args.background_after, args.timeout);
     const ref = await targetOf(ctx, args.sandbox_id);
-    if (backgroundAfterS === undefined) {
-      const cwd = args.cwd ?? (await defaultCwd(ctx, ref));
-      return runCapped(ctx, ref, args.command, { timeoutS: args.timeout, ...definedFields({ cwd, envs: args.envs }) });
+    if (backgroundAfter) {
+      const cwd = resolveCwd(args.cwd) ?? (await defaultTaskCwd(ctx, ref));
+      const run = {
+        command: args.command,
+        timeoutS: args.timeout,
+        backgroundAfterS: backgroundAfter.afterS,
+        ...definedFields({ cwd, envs: args.envs }),
+      };
+      const result = await runPromotable(ctx, ref, run, backgroundAfter.isDefault);
+      if (result) return { result };
     }
-    const cwd = resolveCwd(args.cwd) ?? (await defaultTaskCwd(ctx, ref));
-    const run = { command: args.command, timeoutS: args.timeout, backgroundAfterS, ...definedFields({ cwd, envs: args.envs }) };
-    return { result: await runPromotable(ctx, ref, run) };
+    const cwd = args.cwd ?? (await defaultCwd(ctx, ref));
+    return runCapped(ctx, ref, args.command, { timeoutS: args.timeout, ...definedFields({ cwd, envs: args.envs }) });
   },
 });
 
@@ -154,7 +149,7 @@ const runCode = defineTool({
   async run(args, ctx) {
     const [interpreter, ext] = INTERPRETERS[args.language];
     const path = `/tmp/sandbox-mcp-code-${randomBytes(8).toString('hex')}.${ext}`;
-    const backgroundAfterS = backgroundAfterFor(ctx, args.background_after, args.timeout);
+    const backgroundAfter = backgroundAfterFor(ctx, args.background_after, args.timeout);
     const ref = await targetOf(ctx, args.sandbox_id);
     const provider = ctx.deps.providers.get(ref.provider);
     await provider.writeFile(ref.id, path, Buffer.from(args.code, 'utf8'));
@@ -163,12 +158,20 @@ const runCode = defineTool({
     const command = `trap 'rm -f ${path}' EXIT; ${interpreter} ${path}`;
     const cleanup = `rm -f ${path}`;
     try {
-      if (backgroundAfterS === undefined) {
-        const cwd = args.cwd ?? (await defaultCwd(ctx, ref));
-        return await runCapped(ctx, ref, command, { timeoutS: args.timeout, ...definedFields({ cwd }) }, cleanup);
+      if (backgroundAfter) {
+        const cwd = resolveCwd(args.cwd) ?? (await defaultTaskCwd(ctx, ref));
+        const run = {
+          command,
+          timeoutS: args.timeout,
+          backgroundAfterS: backgroundAfter.afterS,
+          cleanupAfterTimeout: cleanup,
+          ...definedFields({ cwd }),
+        };
+        const result = await runPromotable(ctx, ref, run, backgroundAfter.isDefault);
+        if (result) return { result };
       }
-      const cwd = resolveCwd(args.cwd) ?? (await defaultTaskCwd(ctx, ref));
-      return { result: await runPromotable(ctx, ref, { command, timeoutS: args.timeout, backgroundAfterS, ...definedFields({ cwd }) }) };
+      const cwd = args.cwd ?? (await defaultCwd(ctx, ref));
+      return await runCapped(ctx, ref, command, { timeoutS: args.timeout, ...definedFields({ cwd }) }, cleanup);
     } catch (e) {
       // The code may never have run (a missing cwd, a task that never started) or has ended: the file must not stay behind.
       await provider.exec(ref.id, cleanup, { timeoutS: 30, role: 'service' }).catch(() => undefined);

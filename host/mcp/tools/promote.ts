@@ -1,19 +1,26 @@
-// run_command / run_code with `background_after`: the command runs under the agent's supervisor
-// from the start (agent `start`), and the call waits for it with long polls. Finished in time,
-// the call returns the usual result (the same 64 KiB head/tail capping) and removes the task,
-// whose id nobody was given; still running at `background_after`, it returns the task handle
-// instead — the handle start_task gives, retaining the sandbox as start_task does — so a client
-// that cuts calls at ~60 s loses nothing. Cancelling the call before then stops the command, as
-// it would without `background_after`. Its stdin is empty, as on the fast path: a promoted task
-// takes no send_task_input (start_task is for commands that need input).
+// run_command / run_code with `background_after`. Finished in time, the call returns the usual
+// result (the same 64 KiB head/tail capping); still running at `background_after`, it returns
+// the task handle instead — the handle start_task gives, retaining the sandbox as start_task
+// does — so a client that cuts calls at ~60 s loses nothing. Cancelling the call before then
+// stops the command, as it would without `background_after`. Its stdin is empty, as on the fast
+// path: a promoted task takes no send_task_input (start_task is for commands that need input).
+// Two ways, by what the sandbox has:
+//   - a resident agent (provider.execPromotable): one exec that the resident runs under a
+//     supervisor of its own from the first byte (lossless if the resident dies) and waits on;
+//     finished in time, the resident answers with its result and removes the task;
+//   - none (a sandbox of an older server): the command runs under the agent's supervisor from the
+//     start (agent `start`), the call waits with long polls, and removes the finished task, whose
+//     id nobody was given. That costs a task per call, so only a call that asked for
+//     background_after itself goes this way; the server's default then leaves it on the fast path.
 import { LIMITS } from '../../../shared/limits.js';
-import { PROTOCOL_VERSION, TASK_ENV_PREFIX, type AgentRequestInput, type OpName, type TaskView } from '../../../shared/protocol.js';
+import { PROTOCOL_VERSION, type AgentRequestInput, type OpName, type TaskView } from '../../../shared/protocol.js';
 import { secretValuesOf } from '../../config/config.js';
 import { ProviderError, isProviderError } from '../../providers/provider-error.js';
+import type { PromotableOutcome } from '../../providers/provider.js';
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
 import type { AgentCallOpts, AgentResult } from '../../tasks/agent-client.js';
 import { definedFields } from '../../util/defined-fields.js';
-import { EXEC_OUTPUT_CAP_BYTES, renderCapped, withNotes, type ExecToolResult } from './exec-result.js';
+import { EXEC_OUTPUT_CAP_BYTES, renderCapped, toResult, withNotes, type ExecToolResult } from './exec-result.js';
 import { networkNotes } from './network-notes.js';
 import { describeBytes, withProgress } from './progress.js';
 import {
@@ -29,10 +36,12 @@ import {
 } from './task-calls.js';
 import type { ToolContext } from './tool.js';
 
-/** A command to run under the supervisor, promoted to a task if it outlasts `backgroundAfterS`. */
+/** A command promoted to a task if it outlasts `backgroundAfterS`. */
 export interface PromotableRun extends Omit<TaskLaunch, 'stdin'> {
   envs?: Record<string, string>;
   backgroundAfterS: number;
+  /** Run after a call that timed out or was cancelled in time (the command's traps may not have run). */
+  cleanupAfterTimeout?: string;
 }
 
 /** One get's long poll while waiting: short enough that byte counts for progress stay fresh. */
@@ -90,8 +99,96 @@ function taskAgent(ctx: ToolContext, ref: SandboxRef): TaskAgent {
   };
 }
 
-/** Runs `run` as a task: the usual result if it finishes within backgroundAfterS, else its handle. */
-export async function runPromotable(ctx: ToolContext, ref: SandboxRef, run: PromotableRun): Promise<ExecToolResult> {
+/**
+ * Runs `run`: the usual result if it finishes within backgroundAfterS, else its task's handle (see
+ * the module comment); null when the call should take the fast path instead (`isDefault`: the
+ * server's background_after, on a sandbox without a resident agent).
+ */
+export async function runPromotable(
+  ctx: ToolContext,
+  ref: SandboxRef,
+  run: PromotableRun,
+  isDefault: boolean,
+): Promise<ExecToolResult | null> {
+  const viaResident = await runThroughResident(ctx, ref, run);
+  if (viaResident !== null) return viaResident;
+  return isDefault ? null : runSupervised(ctx, ref, run);
+}
+
+/** The resident's way: one exec it runs as a task and waits on until background_after; null when the sandbox has no resident that can. */
+async function runThroughResident(ctx: ToolContext, ref: SandboxRef, run: PromotableRun): Promise<ExecToolResult | null> {
+  const provider = ctx.deps.providers.get(ref.provider);
+  if (!provider.execPromotable) return null;
+  const startedAtMs = Date.now();
+  const taskId = newTaskId();
+  const agent = taskAgent(ctx, ref);
+  // Held from before submission, as start_task does: a session closing meanwhile must not destroy it.
+  ctx.deps.retention.begin(ref.qualified);
+  // No outcome (something threw): a task may exist, so the sandbox is kept.
+  let outcome: RunOutcome | undefined;
+  try {
+    let answer: PromotableOutcome | null;
+    try {
+      answer = await withProgress(
+        ctx,
+        (s) => `command running for ${s} s`,
+        () =>
+          provider.execPromotable!(ref.id, run.command, {
+            timeoutS: run.timeoutS,
+            maxOutputBytes: EXEC_OUTPUT_CAP_BYTES,
+            promote: { taskId, afterS: run.backgroundAfterS },
+            ...definedFields({ cwd: run.cwd, envs: run.envs, signal: ctx.signal }),
+          }),
+      );
+    } catch (e) {
+      if (!isProviderError(e) || !isUncertain(e)) {
+        outcome = { kind: 'rejected', error: e };
+        throw e;
+      }
+      // The resident went away with the command (`kill -9 -1` in the sandbox, say). Its task goes
+      // on (the command's wrapper hands it to a supervisor), so it is followed like a task started
+      // for this call — unless it does not exist: then nothing ran, and the call runs another way.
+      ctx.deps.log.warn('the agent went away while it ran a call; following its task', { category: e.category });
+      const found = await taskOrMissing(agent, taskId);
+      if (found === 'missing') {
+        outcome = { kind: 'rejected', error: e };
+        return null;
+      }
+      learnEnvs(agent, run.envs);
+      outcome = await withProgressOfRun(ctx, found, (sizes) =>
+        awaitOutcome(agent, found, startedAtMs + run.backgroundAfterS * 1000, sizes),
+      );
+      return await resultOf(agent, outcome, startedAtMs);
+    }
+    if (answer === null) {
+      outcome = { kind: 'rejected', error: null };
+      return null;
+    }
+    learnEnvs(agent, run.envs);
+    if (answer.kind === 'promoted') {
+      outcome = { kind: 'promoted', view: answer.task };
+      return await resultOf(agent, outcome, startedAtMs);
+    }
+    // Finished in time: no task was left behind, nothing needs the sandbox kept.
+    outcome = { kind: 'rejected', error: null };
+    const r = answer.result;
+    if ((r.timedOut || ctx.signal?.aborted) && run.cleanupAfterTimeout) {
+      await provider.exec(ref.id, run.cleanupAfterTimeout, { timeoutS: 30, role: 'service' }).catch(() => undefined);
+    }
+    if (ctx.signal?.aborted)
+      throw new ProviderError('conflict', { code: 'cancelled', detail: 'The call was cancelled; its command was stopped.' });
+    const result = toResult(r, ref, ctx);
+    if (r.exitCode === 0) return result;
+    // As on the fast path: a failed command says what its network did.
+    const network = await networkNotes(ctx, ref, { sinceMs: startedAtMs, untilMs: Date.now() + 1 }, result.stdout + result.stderr);
+    return { ...result, stderr: withNotes(result.stderr, network, ref, ctx) };
+  } finally {
+    await ctx.deps.retention.end(ref.qualified, keepsSandbox(outcome));
+  }
+}
+
+/** The way without a resident: a task from the start, long polls, its removal once finished in time. */
+async function runSupervised(ctx: ToolContext, ref: SandboxRef, run: PromotableRun): Promise<ExecToolResult> {
   const startedAtMs = Date.now();
   const deadlineAtMs = startedAtMs + run.backgroundAfterS * 1000;
   // Empty stdin, as on the fast path: a command that reads stdin (`grep x`, a prompt) sees
@@ -125,7 +222,7 @@ async function runToOutcome(
 ): Promise<RunOutcome> {
   let started: TaskView;
   try {
-    started = await agent.call(request, { timeoutS: START_CALL_TIMEOUT_S, ...definedFields({ envs: taskEnvs(envs) }) });
+    started = await agent.call(request, { timeoutS: START_CALL_TIMEOUT_S, ...definedFields({ taskEnvs: envs }) });
   } catch (e) {
     if (!(isProviderError(e) && isUncertain(e))) return { kind: 'rejected', error: e };
     learnEnvs(agent, envs);
@@ -174,12 +271,6 @@ async function resultOf(agent: TaskAgent, outcome: RunOutcome, startedAtMs: numb
  */
 function learnEnvs({ ctx, ref }: TaskAgent, envs: Record<string, string> | undefined): void {
   if (envs) ctx.deps.masker.add(ref.qualified, secretValuesOf(envs));
-}
-
-/** The task variables as the agent takes them: in its environment, each name behind TASK_ENV_PREFIX. */
-function taskEnvs(envs: Record<string, string> | undefined): Record<string, string> | undefined {
-  if (!envs) return undefined;
-  return Object.fromEntries(Object.entries(envs).map(([name, value]) => [TASK_ENV_PREFIX + name, value]));
 }
 
 /** Byte counts of the task's logs as last seen, for progress messages. */
@@ -239,6 +330,17 @@ async function awaitOutcome(agent: TaskAgent, started: TaskView, deadlineAtMs: n
 
 function isTerminal(view: TaskView): boolean {
   return view.state !== 'running' && view.state !== 'unknown';
+}
+
+/** The task's first page, 'missing' when the sandbox has no such task, or an unknown view saying why it cannot be read. */
+async function taskOrMissing(agent: TaskAgent, taskId: string): Promise<TaskView | 'missing'> {
+  try {
+    return await agent.call({ protocol: PROTOCOL_VERSION, op: 'get', task_id: taskId }, { timeoutS: CALL_SLACK_S });
+  } catch (e) {
+    const error = isProviderError(e) ? e : new ProviderError('internal');
+    if (error.category === 'not_found' && error.code === 'not_found') return 'missing';
+    return unknownView(taskId, error.code ?? error.category, error.suggestion);
+  }
 }
 
 /** The task's first page; an unknown view saying why if even that cannot be read. */

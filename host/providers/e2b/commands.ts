@@ -27,7 +27,8 @@ export interface Commands {
   exec(sandbox: Sandbox, command: string, opts: ExecOpts): Promise<ExecResult>;
 }
 
-const DEFAULT_KILL_GRACE_S = 2;
+/** Seconds between TERM and KILL of a timed-out or cancelled command's group unless configured. */
+export const DEFAULT_KILL_GRACE_S = 2;
 const DEFAULT_CANCEL_SETTLE_MS = 5000;
 // Linux caps one argv or environment string at 128 KiB; the command is one of each.
 const MAX_COMMAND_BYTES = 120 * 1024;

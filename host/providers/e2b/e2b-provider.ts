@@ -1,12 +1,27 @@
 // The e2b provider: E2B's cloud behind the Provider interface, on the `e2b` SDK, composed the way
 // the SDK composes Sandbox: lifecycle (static control-plane calls, no connect), connections (envd
 // reached without lengthening a lifetime), commands, files and terminals (on a connected
-// sandbox). This file only wires them together and is the one place their failures become
-// ProviderErrors (errors.ts's table). Only setTimeout changes a lifetime.
+// sandbox), and each sandbox's resident agent (resident.ts: agent calls and commands as messages
+// to one long-lived command, with the per-call ways as the fallback). This file only wires them
+// together and is the one place their failures become ProviderErrors (errors.ts's table). Only
+// setTimeout changes a lifetime.
 import { Sandbox } from 'e2b';
 import { ProviderError } from '../provider-error.js';
-import { assertExposablePort, resolveSandboxPath, type Provider } from '../provider.js';
-import { createCommands, checkExecCanStart, runHelperScript, type CommandsOpts } from './commands.js';
+import {
+  assertExposablePort,
+  DEFAULT_EXEC_OUTPUT_CAP_BYTES,
+  resolveSandboxPath,
+  SANDBOX_HOME,
+  type ExecOpts,
+  type PromotableExecOpts,
+  type PromotableOutcome,
+  type Provider,
+} from '../provider.js';
+import { asAgentChannel } from '../resident-channel.js';
+import { requestExec } from '../resident-exec.js';
+import { definedFields } from '../../util/defined-fields.js';
+import { E2bResidents } from './resident.js';
+import { createCommands, checkExecCanStart, DEFAULT_KILL_GRACE_S, runHelperScript, type CommandsOpts } from './commands.js';
 import { createConnections, type ConnectionsOpts } from './connections.js';
 import { mapE2bError, mapped } from './errors.js';
 import * as files from './files.js';
@@ -18,10 +33,20 @@ import { openTerminal } from './terminal.js';
 import { readUsage } from './usage.js';
 
 /** Configuration from the server (never from tool arguments): where E2B is, the connection cache, command timing. */
-export type E2bProviderOpts = E2bConnectionConfig & ConnectionsOpts & CommandsOpts;
+export type E2bProviderOpts = E2bConnectionConfig &
+  ConnectionsOpts &
+  CommandsOpts & {
+    /** false: no resident agent; agent calls and commands run as envd commands of their own (default true). */
+    residentAgent?: boolean;
+  };
 
 function sandboxNotFound(): ProviderError {
   return new ProviderError('not_found', { status: 404, code: 'SandboxNotFoundError' });
+}
+
+/** A sandbox path under the home as relative to it (the resident resolves it against the command's HOME, as envd does). */
+function homeRelative(path: string): string {
+  return path === SANDBOX_HOME ? '.' : path.startsWith(SANDBOX_HOME + '/') ? path.slice(SANDBOX_HOME.length + 1) : path;
 }
 
 /** `env -0` output as a map (a value may hold newlines; NUL cannot occur in one). */
@@ -40,6 +65,46 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
   const lifecycle = createLifecycle(sdkOpts);
   const connections = createConnections(sdkOpts, opts);
   const commands = createCommands(opts);
+  const residents = new E2bResidents();
+
+  /**
+   * exec through the sandbox's resident, over envd's environment with the call's variables on
+   * top (as envd gives a command); 'unreachable' when there is none that takes it (nothing ran).
+   */
+  async function execThroughResident(
+    sandbox: Sandbox,
+    command: string,
+    o: ExecOpts,
+    promote?: PromotableExecOpts['promote'],
+  ): Promise<PromotableOutcome | 'unreachable'> {
+    if (opts.residentAgent === false) return 'unreachable';
+    const channel = await residents.channel(sandbox);
+    if (!channel?.supports('exec') || (promote && !channel.hello.promotable)) return 'unreachable';
+    const answer = await requestExec(channel, {
+      command,
+      cwd: o.cwd !== undefined ? homeRelative(resolveSandboxPath(o.cwd)) : undefined,
+      env: o.envs ?? {},
+      inheritEnv: true,
+      timeoutS: o.timeoutS,
+      maxOutputBytes: o.maxOutputBytes ?? DEFAULT_EXEC_OUTPUT_CAP_BYTES,
+      stdin: o.stdin,
+      signal: o.signal,
+      // As the per-call wrapper does: TERM first (traps run), KILL after the grace period, and
+      // what the command left in its group is stopped the same way when it finishes.
+      killGraceMs: (opts.killGraceS ?? DEFAULT_KILL_GRACE_S) * 1000,
+      reapsGroup: true,
+      ...definedFields({ promote }),
+    });
+    if (answer === 'unreachable' || answer.kind !== 'refused') return answer;
+    // The call's argument is wrong (as envd says of a missing cwd), or the agent failed.
+    if (answer.code === 'cwd_not_found') {
+      throw new ProviderError('invalid_argument', {
+        code: 'cwd_not_found',
+        detail: 'The working directory does not exist in the sandbox.',
+      });
+    }
+    throw new ProviderError(answer.code === 'invalid_request' ? 'invalid_argument' : 'internal', { code: answer.code });
+  }
 
   /** True only when the control plane says the sandbox does not exist (any other answer: false). */
   async function isGone(sandboxId: string): Promise<boolean> {
@@ -86,6 +151,7 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     async kill(sandboxId) {
       const killed = await mapped(() => lifecycle.kill(sandboxId));
       connections.forget(sandboxId);
+      residents.forget(sandboxId);
       if (!killed) throw sandboxNotFound();
     },
 
@@ -100,7 +166,29 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     async exec(sandboxId, command, o) {
       // Refused before connecting: nothing is contacted for a command that cannot run.
       checkExecCanStart(command, o.signal);
-      return onEnvd(sandboxId, (sandbox) => commands.exec(sandbox, command, o));
+      return onEnvd(sandboxId, async (sandbox) => {
+        const outcome = await execThroughResident(sandbox, command, o);
+        if (outcome === 'unreachable') return commands.exec(sandbox, command, o);
+        if (outcome.kind !== 'finished') throw new ProviderError('internal');
+        return outcome.result;
+      });
+    },
+
+    async execPromotable(sandboxId, command, o) {
+      checkExecCanStart(command, o.signal);
+      return onEnvd(sandboxId, async (sandbox) => {
+        const outcome = await execThroughResident(sandbox, command, o, o.promote);
+        return outcome === 'unreachable' ? null : outcome;
+      });
+    },
+
+    async agentChannel(sandboxId) {
+      if (opts.residentAgent === false) return null;
+      return onEnvd(sandboxId, async (sandbox) => {
+        const channel = await residents.channel(sandbox);
+        // A start's command gets envd's environment with its task variables on top.
+        return channel ? asAgentChannel(channel, (request, callEnvs) => ({ ...request, env: { ...callEnvs }, inherit_env: true })) : null;
+      });
     },
 
     async readFile(sandboxId, p, o = {}) {
@@ -137,6 +225,7 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     snapshot: (sandboxId, name) => mapped(() => createSnapshot(sandboxId, name, sdkOpts())),
 
     async close() {
+      residents.closeAll();
       connections.clear();
     },
   };

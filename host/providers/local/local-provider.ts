@@ -15,6 +15,7 @@
 //   system/     this machine: /proc, cgroups, inherited descriptors, the tools (preflight)
 //   templates/  root filesystems sandboxes can run on: the store, and making, removing, snapshotting
 import type {
+  AgentChannel,
   CreateOpts,
   ExecOpts,
   ExecResult,
@@ -23,6 +24,8 @@ import type {
   NetworkDescription,
   ListFilesOpts,
   ListOpts,
+  PromotableExecOpts,
+  PromotableOutcome,
   Provider,
   ReadFileOpts,
   EgressWindow,
@@ -39,6 +42,11 @@ import { agentRuntimeArgv } from '../../../shared/agent-runtime.js';
 import { toProviderError } from './errors.js';
 import { CommandRunner } from './exec/command-runner.js';
 import { SandboxExec } from './exec/exec.js';
+import { boundsFor } from './exec/resident-exec.js';
+import { ResidentLinks } from './exec/resident-link.js';
+import { asAgentChannel } from '../resident-channel.js';
+import { processLimitReached } from './limits/notes.js';
+import { COMMAND_OOM_SCORE_ADJ } from './limits/entry-prelude.js';
 import { stopLeftovers } from './exec/stop-processes.js';
 import { SandboxTerminals } from './exec/terminal.js';
 import { SandboxFiles } from './files/operations.js';
@@ -89,6 +97,9 @@ export class LocalProvider implements Provider {
   /** Passes the egress proxies' recorded failures on after each command and before each kill. */
   private readonly failures: FailureReporter;
   private readonly terminals: SandboxTerminals;
+  /** Channels to the sandboxes' resident agents (exec/resident-link.ts). */
+  private readonly residents = new ResidentLinks();
+  private readonly runner: CommandRunner;
   private readonly templates: LocalTemplates;
   private readonly maxSnapshotStorageBytes: number;
   /** The start-up sweep of dead sandboxes (sandbox/sweep.ts), running in the background. */
@@ -97,10 +108,11 @@ export class LocalProvider implements Provider {
   constructor(opts: LocalProviderOpts = {}) {
     const settings = resolveSettings(opts);
     const runner = new CommandRunner(settings);
+    this.runner = runner;
     this.registry = new SandboxRegistry(settings);
     this.creator = new SandboxCreator(settings, this.registry);
     this.lifecycle = new SandboxLifecycle(settings, this.registry, runner);
-    this.commands = new SandboxExec(this.registry, runner);
+    this.commands = new SandboxExec(this.registry, runner, this.residents);
     this.files = new SandboxFiles(settings, this.registry, runner);
     this.ports = new SandboxPorts(this.registry);
     this.failures = new FailureReporter(settings.sandboxes, settings.onEgressFailure);
@@ -150,6 +162,8 @@ export class LocalProvider implements Provider {
   async kill(sandboxId: string): Promise<void> {
     this.failures.report(sandboxId);
     await asProviderErrors(() => this.lifecycle.kill(sandboxId));
+    // After: a call in flight must learn that the sandbox ended, not that its channel was closed.
+    this.residents.forget(sandboxId);
     this.failures.forget(sandboxId);
   }
 
@@ -193,6 +207,7 @@ export class LocalProvider implements Provider {
 
   async close(): Promise<void> {
     await this.sweep;
+    this.residents.closeAll();
     this.registry.clear();
   }
 
@@ -214,6 +229,43 @@ export class LocalProvider implements Provider {
 
   async listFiles(sandboxId: string, path: string, opts: ListFilesOpts): Promise<FileEntry[]> {
     return asProviderErrors(() => this.files.listFiles(sandboxId, path, opts));
+  }
+
+  async execPromotable(sandboxId: string, command: string, opts: PromotableExecOpts): Promise<PromotableOutcome | null> {
+    try {
+      return await asProviderErrors(() => this.commands.execPromotable(sandboxId, command, opts));
+    } finally {
+      this.failures.report(sandboxId);
+    }
+  }
+
+  /**
+   * The sandbox's resident agent; a start through it gets the sandbox's environment under the
+   * call's, and the task tier's bounds with the command's raised OOM score (as a supervisor gives it).
+   */
+  async agentChannel(sandboxId: string): Promise<AgentChannel | null> {
+    return asProviderErrors(async () => {
+      const sb = await this.registry.require(sandboxId);
+      const channel = await this.residents.channel(sb);
+      if (!channel) return null;
+      const agent = asAgentChannel(channel, (request, callEnvs) => ({
+        ...request,
+        env: this.runner.commandEnv(sb, callEnvs),
+        ...(sb.spec.limits ? { bounds: boundsFor(sb.spec.limits, 'task', COMMAND_OOM_SCORE_ADJ) } : {}),
+      }));
+      const processes = sb.spec.limits?.processes;
+      if (processes === undefined) return agent;
+      return {
+        ...agent,
+        // A start the sandbox has no room for is refused with the same text as an entry the prelude refuses.
+        async request(request, opts) {
+          const response = await agent.request(request, opts);
+          if (request.op === 'start' && !response.ok && response.error.code === 'process_limit')
+            throw processLimitReached(processes, 'task');
+          return response;
+        },
+      };
+    });
   }
 
   async exposePort(sandboxId: string, port: number): Promise<ExposedPort> {

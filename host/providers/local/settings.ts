@@ -1,9 +1,10 @@
 // The local provider's options and the settings resolved from them once, at construction: every
 // other module of the provider reads these, never the options themselves.
-import { existsSync, openSync, realpathSync } from 'node:fs';
-import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { existsSync, openSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
 import { isNetworkMode, NETWORK_MODES, SANDBOX_LIFETIME_DEFAULT_S, type NetworkMode } from '../provider.js';
 import type { Identity, ToolPaths } from './launch/command-lines.js';
+import { nodeBinDirsOf } from './launch/environment.js';
 import { resolveLimitSettings, type LimitOpts, type LimitSettings } from './limits/settings.js';
 import type { EgressFailureListener } from './network/failure-reporter.js';
 import { defaultStateDir, sandboxesDir } from './sandbox/state-dir.js';
@@ -53,6 +54,11 @@ export interface LocalProviderOpts {
   limits?: LimitOpts;
   /** Hears each request a sandbox's egress proxy refused or could not get through, as its file records them (once per server process); default: nobody. */
   onEgressFailure?: EgressFailureListener;
+  /**
+   * false: sandboxes this instance creates run no resident agent (keeper/resident.ts), so every
+   * agent call and command starts processes of its own, as in sandboxes of older servers (default true).
+   */
+  residentAgent?: boolean;
   /** Host paths every sandbox sees read-only at the same place (absolute; --sandbox-ro-bind). */
   roBinds?: readonly string[];
 }
@@ -85,6 +91,7 @@ export interface LocalSettings {
   readonly network: NetworkMode;
   readonly limits: LimitSettings;
   readonly onEgressFailure: EgressFailureListener | undefined;
+  readonly residentAgent: boolean;
   readonly shell: string;
   /** Directories of the node binary (as given and resolved), put on the sandbox's PATH. */
   readonly nodeBinDirs: string[];
@@ -125,12 +132,6 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   if (!isNetworkMode(network)) throw invalid(`The local provider's network must be ${NETWORK_MODES.map((m) => `'${m}'`).join(' or ')}.`);
   const limits = resolveLimitSettings(opts.limits);
   const shell = existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
-  const dirs = new Set<string>([dirname(nodePath)]);
-  try {
-    dirs.add(dirname(realpathSync(nodePath)));
-  } catch {
-    // The path itself is enough.
-  }
   const fds = inheritableFds();
   // Kept open for the life of the process: a closed number could be reused by another file.
   const cover = fds.length > 0 ? { fds, devNullFd: openSync('/dev/null', 'r+') } : undefined;
@@ -154,8 +155,9 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
     network,
     limits,
     onEgressFailure: opts.onEgressFailure,
+    residentAgent: opts.residentAgent ?? true,
     shell,
-    nodeBinDirs: [...dirs],
+    nodeBinDirs: nodeBinDirsOf(nodePath),
     cover,
   };
 }

@@ -1,6 +1,7 @@
 // exec: one shell command in a sandbox, as its user, with the sandbox's environment (its proxy
 // variables included) and the call's sourced inside (never given to the host-side nsenter), an
-// optional cwd, a timeout and capped output.
+// optional cwd, a timeout and capped output. Through the sandbox's resident agent when it has one
+// (resident-exec.ts: no process start on the host, no cgroup move), else entered with nsenter.
 import { ProviderError } from '../../provider-error.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath, type ExecOpts, type ExecResult } from '../../provider.js';
@@ -10,16 +11,45 @@ import { LimitWatch } from '../limits/limit-watch.js';
 import { isStillAlive, type SandboxRegistry } from '../sandbox/registry.js';
 import { invalid, isNonNegativeInt, validateEnvs } from '../validation.js';
 import type { CommandRunner } from './command-runner.js';
+import { execThroughResident } from './resident-exec.js';
+import type { ResidentLinks } from './resident-link.js';
+import type { PromotableExecOpts, PromotableOutcome } from '../../provider.js';
 
 /** The exec operation of the local provider. */
 export class SandboxExec {
   constructor(
     private readonly registry: SandboxRegistry,
     private readonly runner: CommandRunner,
+    private readonly residents: ResidentLinks,
   ) {}
 
   /** Runs `command` with the sandbox's shell; throws (not yet mapped) for bad arguments or a gone sandbox. */
   async exec(sandboxId: string, command: string, opts: ExecOpts): Promise<ExecResult> {
+    const outcome = await this.run(sandboxId, command, opts);
+    if (outcome.kind !== 'finished') throw new ProviderError('internal');
+    return outcome.result;
+  }
+
+  /** exec that goes on as a task if still running at `promote.afterS`; null when the sandbox has no resident that can. */
+  async execPromotable(sandboxId: string, command: string, opts: PromotableExecOpts): Promise<PromotableOutcome | null> {
+    const sb = await this.registry.require(sandboxId);
+    const channel = await this.residents.channel(sb);
+    if (!channel?.hello.promotable || !channel.supports('exec')) return null;
+    try {
+      return await this.run(sandboxId, command, opts, opts.promote);
+    } catch (e) {
+      // The resident went away before it got the command: nothing ran, the caller runs it as a task.
+      if (e instanceof ProviderError && e.code === 'resident_unreachable') return null;
+      throw e;
+    }
+  }
+
+  private async run(
+    sandboxId: string,
+    command: string,
+    opts: ExecOpts,
+    promote?: PromotableExecOpts['promote'],
+  ): Promise<PromotableOutcome> {
     if (typeof command !== 'string' || command.includes('\0')) throw invalid('command must be a string without NUL bytes.');
     if (typeof opts.timeoutS !== 'number' || !(opts.timeoutS > 0)) throw invalid('timeout must be a positive number of seconds.');
     const maxOutputBytes = opts.maxOutputBytes ?? DEFAULT_EXEC_OUTPUT_CAP_BYTES;
@@ -29,6 +59,22 @@ export class SandboxExec {
     if (opts.signal?.aborted) throw cancelledBeforeStart();
     const sb = await this.registry.require(sandboxId);
     const role = opts.role ?? 'command';
+    const channel = await this.residents.channel(sb);
+    if (channel?.supports('exec')) {
+      const outcome = await execThroughResident(sb, channel, {
+        command,
+        cwd,
+        env: this.runner.commandEnv(sb, callEnvs),
+        timeoutS: opts.timeoutS,
+        maxOutputBytes,
+        stdin: opts.stdin,
+        signal: opts.signal,
+        role,
+        ...definedFields({ promote }),
+      });
+      if (outcome !== 'unreachable') return outcome;
+    }
+    if (promote) throw new ProviderError('unavailable', { code: 'resident_unreachable' });
     const argv = (prelude: string): string[] => {
       const inner = [sb.spec.shell, '-c', envPrelude(sb.spec.shell, prelude), sb.spec.shell, command];
       return cwd !== undefined ? ['/bin/sh', '-c', CHDIR_SCRIPT, 'sh', cwd, ...inner] : inner;
@@ -50,7 +96,7 @@ export class SandboxExec {
       // invalid_argument, as E2B's envd reports it: the call's argument is wrong, not the sandbox.
       throw new ProviderError('invalid_argument', { code: 'cwd_not_found', detail: LOCAL_DETAILS.cwdMissing });
     }
-    return {
+    const result: ExecResult = {
       ...definedFields({ notes: r.exitCode !== 0 && notes ? notes.notesSince() : undefined }),
       exitCode: r.exitCode,
       stdout: r.stdout,
@@ -61,5 +107,6 @@ export class SandboxExec {
       stderrHeadBytes: r.stderrHeadBytes,
       timedOut: r.timedOut,
     };
+    return { kind: 'finished', result };
   }
 }

@@ -2,8 +2,8 @@
 // not part of a task — what run_command and run_code left running (`cmd &`, nohup, setsid), and
 // commands still running. It is the way out when leftovers fill the sandbox's process limit:
 // nothing has to start inside the sandbox, so a full process table cannot stop it. Kept: pid 1
-// and its own sleep, every task supervisor with its task's process group, and the agent's calls
-// in flight (a waiting get_task). The sandbox's processes are those of its pid namespace, and of
+// and its own sleep, every task supervisor with its task's process group, the resident agent, and
+// the agent's calls in flight (a waiting get_task). The sandbox's processes are those of its pid namespace, and of
 // pid namespaces nested in it (found through their parents), read from the host's /proc; every
 // signal goes to a pid whose start time still matches.
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
@@ -81,13 +81,16 @@ export function sandboxProcesses(pid1: ProcIdentity): SandboxProcess[] {
 }
 
 /**
- * True for the agent's processes: a task's supervisor, or one of its calls (`node …/agent-….cjs
- * supervise|call …`, node run directly or on the agent runtime's loader).
+ * True for the agent's processes: a task's supervisor, one of its calls, or the resident
+ * (`node …/agent-….cjs supervise|call|serve …`, node run directly or on the agent runtime's
+ * loader, node's own flags possibly first: the resident's --max-old-space-size=…).
  */
-function agentRole(p: SandboxProcess): 'supervise' | 'call' | null {
-  const [script, role] = nodeScriptArgs(p.argv);
-  if (!script || !/\/agent-[^/]*\.cjs$/.test(script)) return null;
-  return role === 'supervise' || role === 'call' ? role : null;
+function agentRole(p: SandboxProcess): 'supervise' | 'call' | 'serve' | null {
+  const args = nodeScriptArgs(p.argv);
+  const at = args.findIndex((a) => /\/agent-[^/]*\.cjs$/.test(a));
+  if (at < 0 || args.slice(0, at).some((a) => !a.startsWith('--'))) return null;
+  const role = args[at + 1];
+  return role === 'supervise' || role === 'call' || role === 'serve' ? role : null;
 }
 
 /**

@@ -32,6 +32,7 @@ import { forbidUserNamespaces } from '../limits/userns-limit.js';
 import { spawnBwrap, type BwrapProcess, type BwrapStart } from './bwrap-process.js';
 import { LaunchPrepareError, prepareLaunch, readKeeperHelper, type SandboxLaunch } from './launch-command.js';
 import { heldCgroups, HeldResources, type HeldResource } from './held-resources.js';
+import { openResidentRelay, type ResidentStart } from './resident.js';
 import { reportOnce, type KeeperReport } from './report.js';
 
 /** Timings and the report descriptor of runKeeper; every one has a working default. */
@@ -63,6 +64,8 @@ interface KeeperState {
   bwrapId: ProcIdentity | null;
   /** pid 1's pid namespace, whose host-side nsenter halves must die for the namespace to end. */
   pidNs: string | null;
+  /** The resident agent's relay and start (null: none could be opened). */
+  resident: ResidentStart | null;
 }
 
 const READY: KeeperReport = { ok: true };
@@ -84,6 +87,7 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
     pid1: null,
     bwrapId: null,
     pidNs: null,
+    resident: null,
   };
   const stopListening = listenForEndings(keeper);
   // Until the sandbox is ready, anything that goes wrong (a throw included) is a start failure.
@@ -95,9 +99,12 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
     if (outcome.ok) outcome = await forbidNestedUserNamespaces(keeper);
     if (outcome.ok) outcome = await boundIpc(keeper);
     if (outcome.ok) outcome = await openNetwork(keeper);
+    if (outcome.ok) outcome = await openResident(keeper);
     if (outcome.ok) outcome = recordKeeper(keeper);
     if (outcome.ok) {
       report(READY);
+      // After READY: a node start-up must not lengthen create.
+      keeper.resident?.launch();
       await superviseDeadline(keeper, opts.recheckMs ?? 30_000);
     }
   } catch (e) {
@@ -294,9 +301,38 @@ function recordKeeper(keeper: KeeperState): KeeperReport {
     cgroups: keeper.cgroups.dirs,
     enforced: keeper.enforced,
     // cgroup v1 lets a process move itself with a descriptor opened by root: cheaper than a join script.
-    ...definedFields({ cgroupJoin: keeper.cgroups.version === 1 ? ('descriptor' as const) : undefined }),
+    ...definedFields({
+      cgroupJoin: keeper.cgroups.version === 1 ? ('descriptor' as const) : undefined,
+      resident: keeper.resident ? (true as const) : undefined,
+    }),
   };
   writePrivateFile(join(keeper.dir, KEEPER_FILE), JSON.stringify(record) + '\n');
+  return READY;
+}
+
+/**
+ * Opens the relay to the sandbox's resident agent (keeper/resident.ts), held until the end; the
+ * resident itself starts once the sandbox is ready. Best effort: without it servers run each agent
+ * call as a process of its own, as for a sandbox of an older keeper.
+ */
+async function openResident(keeper: KeeperState): Promise<KeeperReport> {
+  // A template sandbox (a root of its own) keeps per-call agents for now: its commands enter the
+  // way root-run made them (not yet checked through the resident: e.g. its user-namespace rules).
+  if (keeper.spec.resident === false || keeper.spec.root !== undefined) return READY;
+  try {
+    keeper.resident = await openResidentRelay({
+      dir: keeper.dir,
+      spec: keeper.spec,
+      pid1: keeper.pid1!,
+      cgroups: keeper.cgroups.dirs,
+      joinsByDescriptor: keeper.cgroups.version === 1,
+      nodePath: process.execPath,
+      keeperScript: process.argv[1]!,
+    });
+    keeper.held.hold(keeper.resident.held);
+  } catch (e) {
+    logFault(e);
+  }
   return READY;
 }
 

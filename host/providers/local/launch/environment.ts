@@ -1,7 +1,8 @@
 // What a command finds inside a sandbox: its PATH, its proxy variables, and the shell preludes
 // that source the caller's environment from a descriptor (never through the host-side helpers)
 // and change into its working directory. Pure text, unit-tested.
-import { posix } from 'node:path';
+import { realpathSync } from 'node:fs';
+import { dirname, posix } from 'node:path';
 import { AGENT_RUNTIME_DIR, AGENT_RUNTIME_NODE } from '../../../../shared/agent-runtime.js';
 import { parseAllowList } from '../../network-policy.js';
 
@@ -34,6 +35,17 @@ export function exportScript(env: Readonly<Record<string, string>>): string {
 
 /** Changes into `$1` (reporting success with one byte on fd 3), then execs the rest unchanged. */
 export const CHDIR_SCRIPT = 'cd -- "$1" 2>/dev/null || exit 1; printf . >&3; exec 3>&-; shift; exec "$@"';
+
+/** The directories of the node binary at `nodePath`, as given and resolved: put on a sandbox's PATH. */
+export function nodeBinDirsOf(nodePath: string): string[] {
+  const dirs = new Set<string>([dirname(nodePath)]);
+  try {
+    dirs.add(dirname(realpathSync(nodePath)));
+  } catch {
+    // The path itself is enough.
+  }
+  return [...dirs];
+}
 
 /**
  * PATH inside a sandbox of this kind: a template's holds only its own directories (one without

@@ -206,7 +206,12 @@ export class SandboxCreator {
     try {
       identity ??= this.templateIdentity(dir);
       spec = buildSandboxSpec(
-        { network: this.settings.network, roBinds: this.settings.roBinds, privateDirs: this.privateDirs() },
+        {
+          network: this.settings.network,
+          roBinds: this.settings.roBinds,
+          privateDirs: this.privateDirs(),
+          residentAgent: this.settings.residentAgent,
+        },
         {
           id,
           createdAtMs,

@@ -3,6 +3,7 @@
 // cgroups, checks that the sandbox has room for it, sets the sandbox's rlimits (inherited by
 // everything it starts) and, for the caller's own commands, raises its OOM score. Only shell
 // builtins: nothing forks before the limits hold. Pure text, unit-tested; POSIX sh and bash alike.
+import { oomScoreText, setLimit } from '../../../../shared/job-bounds.js';
 import type { ExecRole } from '../../provider.js';
 import { cleanupFrom, cleanupLimitFor, processLimitFor, refuseStartAt } from './process-tiers.js';
 import type { SandboxLimits } from './sandbox-limits.js';
@@ -43,13 +44,6 @@ export interface EntryBounds {
   oomScoreAdj: number | null;
 }
 
-/** Sets one rlimit, soft first (lowering the hard limit below the soft one fails); `alt` is dash's letter for it. */
-function setLimit(letter: string, value: number, alt?: string): string {
-  const one = (kind: string) =>
-    `ulimit -${kind} -${letter} ${value} 2>/dev/null` + (alt ? ` || ulimit -${kind} -${alt} ${value} 2>/dev/null` : '');
-  return `${one('S')}; ${one('H')}; `;
-}
-
 /**
  * Shell text (ending in `; `) that joins the cgroups, refuses the entry with REFUSED_EXIT when the
  * sandbox is full, sets RLIMIT_NPROC, RLIMIT_NOFILE and RLIMIT_CORE (0: a crash dumps no core,
@@ -74,7 +68,7 @@ export function entryPrelude(b: EntryBounds): string {
       : setLimit('u', r.processes, 'p');
     text += `unset -f __sandbox_mcp_count; unset __sandbox_mcp_n; ` + setLimit('n', r.openFiles) + setLimit('c', 0);
   }
-  if (b.oomScoreAdj !== null) text += `{ echo ${b.oomScoreAdj} > /proc/self/oom_score_adj; } 2>/dev/null; `;
+  if (b.oomScoreAdj !== null) text += oomScoreText(b.oomScoreAdj);
   return text;
 }
 

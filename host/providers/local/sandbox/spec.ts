@@ -75,6 +75,8 @@ export interface SandboxSpec {
   allowOut?: string[];
   /** Resource bounds (absent in specs written before sandboxes had them: none were applied). */
   limits?: SandboxLimits;
+  /** false: the keeper starts no resident agent (LocalProviderOpts.residentAgent); absent: it does. */
+  resident?: false;
   /** Its workspace; absent: none. */
   workspace?: SpecWorkspace;
 }
@@ -116,6 +118,7 @@ export type SandboxSpecOpts = Pick<
 
 /** What a new spec takes from the provider's settings (LocalSettings has each of these). */
 export interface SpecSettings {
+  readonly residentAgent?: boolean;
   readonly network: NetworkMode;
   /** The person's read-only host paths (--sandbox-ro-bind). */
   readonly roBinds: readonly string[];
@@ -148,6 +151,7 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
       owner: opts.owner,
       workspace: opts.workspace,
     }),
+    ...(settings.residentAgent === false ? { resident: false as const } : {}),
   };
 }
 

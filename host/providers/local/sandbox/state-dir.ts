@@ -28,6 +28,8 @@ export interface KeeperRecord {
    * v1); absent: the host-side join script moves them before nsenter (cgroup v2, older keepers).
    */
   cgroupJoin?: 'descriptor';
+  /** The keeper relays to a resident agent at AGENT_SOCKET (absent in records of keepers before residents). */
+  resident?: true;
 }
 
 /** `$SANDBOX_MCP_STATE_DIR`, else `$XDG_STATE_HOME/sandbox-mcp`, else `~/.local/state/sandbox-mcp`. */
@@ -104,6 +106,10 @@ export const WORKSPACE_ORIGIN_FILE = 'workspace.json';
 export const WORKSPACE_NAMES_FILE = 'workspace-names.json';
 /** The keeper's control socket (network/control-channel.ts). */
 export const CONTROL_SOCKET = 'control.sock';
+/** The keeper's relay to the sandbox's resident agent (keeper/resident-relay.ts); absent in sandboxes of older keepers. */
+export const AGENT_SOCKET = 'agent.sock';
+/** The resident agent's record (keeper/resident.ts). */
+export const RESIDENT_FILE = 'resident.json';
 
 function readJson<T>(path: string): T | null {
   try {

@@ -1,0 +1,43 @@
+// The sandbox's processes and threads, counted the way RLIMIT_NPROC counts them (every thread of
+// the sandbox's user): before the resident starts a command with `bounds`, it refuses when the
+// sandbox already has `refuse_at` of them, as the host's entry prelude does for commands that
+// enter with nsenter (a command that cannot get its processes would hang rather than fail).
+import { readdirSync } from 'node:fs';
+import type { Bounds } from '../shared/protocol.js';
+import { AgentFailure } from './errors.js';
+
+/** Threads of every process this agent sees in /proc (the sandbox's own pid namespace). */
+export function countThreads(): number {
+  let n = 0;
+  let names: string[];
+  try {
+    names = readdirSync('/proc');
+  } catch {
+    return 0;
+  }
+  for (const name of names) {
+    const c = name.charCodeAt(0);
+    if (c < 49 || c > 57) continue; // /proc/[1-9]*
+    try {
+      n += readdirSync(`/proc/${name}/task`).length;
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return n;
+}
+
+/**
+ * Throws `process_limit` when the sandbox has no room for a command bounded by `bounds`; else the
+ * bounds it runs with: on the cleanup reserve's process limit when the sandbox is at the share
+ * where that starts (as the host's entry prelude decides for an nsenter entry).
+ */
+export function refuseWithoutRoom<B extends Bounds | undefined>(bounds: B): B {
+  if (!bounds) return bounds;
+  // Counted as an entering shell counts: itself (the command's first process) included.
+  const n = countThreads() + 1;
+  if (n >= bounds.refuse_at) {
+    throw new AgentFailure('process_limit', 'the sandbox is at its process limit: the command was not started');
+  }
+  return bounds.cleanup && n >= bounds.cleanup.from ? { ...bounds, processes: bounds.cleanup.processes } : bounds;
+}

@@ -1,0 +1,215 @@
+// The resident agent's `start` and `exec`. Every command whose output must outlive the resident
+// runs under a detached supervisor from its first byte: the resident never reads such output
+// itself, since a read(2) takes bytes out of the pipe and a SIGKILL before the log write(2) would
+// lose them (node has no non-consuming read; docs/protocol.md). So a start is `agent.cjs call
+// start`'s own startTask, and a promotable exec is a start under the id the host made, which the
+// resident waits on for `promote.after_ms`: ended in time, its result is read from the task's logs
+// and the task removed (nobody was told its id); still running, the task is the answer. A plain
+// exec (no promotion) is read by the resident itself (exec-run.ts): nothing durable is promised.
+import { existsSync, openSync, readSync, closeSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { LIMITS } from '../shared/limits.js';
+import { OutputCapture } from '../shared/output-capture.js';
+import type { AgentRequest, ExecFinished, ExecResult, TaskView } from '../shared/protocol.js';
+import type { RequestContext, ResidentServices } from './call.js';
+import { AgentFailure } from './errors.js';
+import { runPlainExec, type PlainExec } from './exec-run.js';
+import { cancelTask } from './ops/cancel.js';
+import { getTask } from './ops/get.js';
+import { removeTask } from './ops/remove.js';
+import { startTask, type StartOpts } from './ops/start.js';
+import { ensureTasksDir, homeDir, TASK_FILES } from './paths.js';
+import { refuseWithoutRoom } from './process-count.js';
+import { commandEnv } from './task-env.js';
+
+type StartRequest = Extract<AgentRequest, { op: 'start' }>;
+type ExecRequest = Extract<AgentRequest, { op: 'exec' }>;
+
+/** Offsets at the log cap read nothing: a wait on them answers only when the state changes. */
+const NOTHING = LIMITS.streamCapBytes;
+/** One wait's longest slice, so that a caller giving up is noticed soon. */
+const WAIT_SLICE_MS = 1000;
+
+/** A promotable exec this resident waits on: `isKept` once someone else cancelled it (they read the outcome). */
+interface Waiting {
+  isKept: boolean;
+}
+
+/** The resident's services (see call.ts's ResidentServices). */
+export class ResidentTasks implements ResidentServices {
+  /** Every resident can promote: the supervisor that start uses runs wherever start does. */
+  readonly isPromotable = true;
+  /** Promotable execs being waited on, by task id. */
+  private readonly waiting = new Map<string, Waiting>();
+
+  /** True while a call waits on a promotable exec. */
+  get isBusy(): boolean {
+    return this.waiting.size > 0;
+  }
+
+  start(req: StartRequest, ctx: RequestContext): Promise<TaskView> {
+    const room = refuseWithoutRoom(req.bounds);
+    const bounds = room ? { processes: room.processes, openFiles: room.open_files, oomScoreAdj: room.oom_score_adj } : undefined;
+    const opts: StartOpts = {
+      taskId: req.task_id,
+      command: req.command,
+      timeoutS: req.timeout_s,
+      stdin: req.stdin,
+      env: commandEnvOf(req),
+      ...(req.cwd !== undefined ? { cwd: req.cwd } : {}),
+      ...(bounds ? { bounds } : {}),
+    };
+    return startTask(opts, ctx.timings);
+  }
+
+  async exec(req: ExecRequest, ctx: RequestContext): Promise<ExecResult> {
+    const env = commandEnvOf(req);
+    const home = env.HOME ?? homeDir() ?? '/';
+    const cwd = req.cwd === undefined ? home : resolve(home, req.cwd);
+    if (!isDirectory(cwd)) throw new AgentFailure('cwd_not_found', 'field `cwd` is not an existing directory');
+    const bounds = refuseWithoutRoom(req.bounds);
+    const plain: PlainExec = {
+      command: req.command,
+      cwd,
+      env,
+      timeoutMs: req.timeout_ms,
+      maxOutputBytes: req.max_output_bytes,
+      stdin: req.stdin_b64 !== undefined ? Buffer.from(req.stdin_b64, 'base64') : undefined,
+      bounds,
+      killGraceMs: req.kill_grace_ms ?? 0,
+      reapsGroup: req.reap_group ?? false,
+    };
+    const promote = req.promote;
+    // On the cleanup reserve (leftovers fill the commands' share) a supervisor would take a
+    // process the command needs: the call waits, as without promotion.
+    const isOnReserve = bounds !== undefined && bounds.processes !== req.bounds?.processes;
+    if (!promote || plain.stdin || isOnReserve) return runPlainExec(plain, ctx.signal);
+    const taskId = promote.task_id;
+    if (existsSync(join(ensureTasksDir(), taskId)))
+      throw new AgentFailure('invalid_request', 'field `promote.task_id` names an existing task');
+    const waiting: Waiting = { isKept: false };
+    this.waiting.set(taskId, waiting);
+    try {
+      let started: TaskView;
+      try {
+        const jobBounds = bounds
+          ? { processes: bounds.processes, openFiles: bounds.open_files, oomScoreAdj: bounds.oom_score_adj }
+          : undefined;
+        started = await startTask(
+          {
+            taskId,
+            command: req.command,
+            cwd,
+            timeoutS: Math.ceil(req.timeout_ms / 1000),
+            stdin: false,
+            env,
+            ...(jobBounds ? { bounds: jobBounds } : {}),
+          },
+          ctx.timings,
+        );
+      } catch (err) {
+        // No slot left among the task directories: the call waits, as without promotion.
+        if (err instanceof AgentFailure && err.code === 'task_limit') return runPlainExec(plain, ctx.signal);
+        throw err;
+      }
+      const view = await awaitEnd(started, Date.now() + promote.after_ms, ctx);
+      if (view.state === 'running' || view.state === 'unknown') return { kind: 'promoted', task: view };
+      const result = finishedResult(view.task_id, view, req.max_output_bytes);
+      // Nobody was told the id, unless someone else cancelled it (through this resident, or a
+      // per-call agent: a cancel our caller did not ask for): once the answer is out, the task goes.
+      const isCancelledElsewhere = view.state === 'cancelled' && ctx.signal?.aborted !== true;
+      if (!waiting.isKept && !isCancelledElsewhere) {
+        const tidy = (): void => void removeTask(taskId, ctx.timings).catch(() => undefined);
+        if (ctx.afterAnswer) ctx.afterAnswer(tidy);
+        else tidy();
+      }
+      return result;
+    } finally {
+      this.waiting.delete(taskId);
+    }
+  }
+
+  /** Whoever cancels an exec being waited on reads its outcome: its task stays, even though the caller never learns its id. */
+  noteCancel(taskId: string): void {
+    const waiting = this.waiting.get(taskId);
+    if (waiting) waiting.isKept = true;
+  }
+}
+
+/**
+ * Waits until the task ends, `untilMs` passes, or the caller gives up. A caller that cancelled
+ * stops the command (as without promotion) and gets its end; one that went away (the server's
+ * connection is gone) leaves it running as a task.
+ */
+async function awaitEnd(started: TaskView, untilMs: number, ctx: RequestContext): Promise<TaskView> {
+  const page0 = { stdoutOffset: 0, stderrOffset: 0, limit: LIMITS.pageDefaultBytes };
+  const taskId = started.task_id;
+  let state = started.state;
+  while (state === 'running') {
+    if (ctx.signal?.aborted) {
+      if (ctx.signal.reason === 'disconnected') break;
+      return cancelTask({ taskId, ...page0 }, ctx.timings);
+    }
+    const leftMs = untilMs - Date.now();
+    if (leftMs <= 0) break;
+    const waitS = Math.min(leftMs, WAIT_SLICE_MS) / 1000;
+    state = (await getTask({ taskId, stdoutOffset: NOTHING, stderrOffset: NOTHING, limit: 1, waitS }, ctx.timings)).state;
+  }
+  return getTask({ taskId, ...page0, waitS: 0 }, ctx.timings);
+}
+
+/** The command's environment a request asks for (see the protocol's `env` and `inherit_env`). */
+function commandEnvOf(req: { env?: Record<string, string> | undefined; inherit_env?: boolean | undefined }): NodeJS.ProcessEnv {
+  if (req.env === undefined) return commandEnv(process.env);
+  return req.inherit_env ? { ...commandEnv(process.env), ...req.env } : { ...req.env };
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** An exec's answer from its ended task: each log's head and tail within `capBytes`, the exit status, whether it timed out. */
+function finishedResult(taskId: string, view: TaskView, capBytes: number): ExecFinished {
+  const dir = join(ensureTasksDir(), taskId);
+  const [out, err] = [TASK_FILES.stdout, TASK_FILES.stderr].map((name) => captureLog(join(dir, name), capBytes)) as [
+    OutputCapture,
+    OutputCapture,
+  ];
+  return {
+    kind: 'finished',
+    exit_code: view.exit_code,
+    timed_out: view.state === 'timed_out',
+    stdout_b64: out.data.toString('base64'),
+    stderr_b64: err.data.toString('base64'),
+    stdout_truncated: out.isTruncated || view.stdout_truncated,
+    stderr_truncated: err.isTruncated || view.stderr_truncated,
+    stdout_head_bytes: out.splitAt,
+    stderr_head_bytes: err.splitAt,
+  };
+}
+
+/** A log's bytes through an exec's head-and-tail capture. */
+function captureLog(path: string, capBytes: number): OutputCapture {
+  const capture = new OutputCapture(capBytes);
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return capture;
+  }
+  try {
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(64 * 1024);
+      const n = readSync(fd, chunk, 0, chunk.length, null);
+      if (n === 0) break;
+      capture.push(chunk.subarray(0, n));
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return capture;
+}

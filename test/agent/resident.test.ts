@@ -1,0 +1,421 @@
+// The resident agent (`agent.cjs serve`), built, in a temporary world: frames in any order, the
+// exec op (plain and promotable), starts, and durability — a resident that stops, or is killed -9
+// at any moment, loses no task and no byte: every start and promotable exec has a supervisor of
+// its own from the first byte, the only reader of its output. Tasks are read back with per-call agents
+// (`agent.cjs call`), a process of their own, as another server would.
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ExecResultSchema, TaskViewSchema, type AgentResponse, type ExecFinished, type TaskView } from '../../shared/protocol.js';
+import {
+  agentEnv,
+  call,
+  callView,
+  newTaskId,
+  readStatusJson,
+  taskDirOf,
+  waitTerminal,
+  worldsPerTest,
+  type AgentWorld,
+} from '../support/agent-world.js';
+import { requireBuild } from '../support/prerequisites.js';
+import { isRunning } from '../support/processes.js';
+import { startResident, type Resident } from '../support/resident-world.js';
+import { waitFor } from '../support/wait.js';
+
+beforeAll(() => requireBuild());
+
+const { world } = worldsPerTest();
+
+/** The environment a command gets: the world's (so that its processes are the world's). */
+const envOf = (w: AgentWorld, extra: Record<string, string> = {}) => ({ ...(agentEnv(w) as Record<string, string>), ...extra });
+
+function ok(res: AgentResponse): unknown {
+  if (!res.ok) throw new Error(`agent answered ${res.error.code}: ${res.error.message}`);
+  return res.result;
+}
+
+async function exec(r: Resident, w: AgentWorld, command: string, extra: Record<string, unknown> = {}): Promise<ExecFinished> {
+  const res = ExecResultSchema.parse(
+    ok(await r.request({ protocol: 1, op: 'exec', command, env: envOf(w), timeout_ms: 30_000, max_output_bytes: 65_536, ...extra })),
+  );
+  if (res.kind !== 'finished') throw new Error('promoted');
+  return res;
+}
+
+const text = (b64: string) => Buffer.from(b64, 'base64').toString('utf8');
+const sha = (s: string | Buffer) => createHash('sha256').update(s).digest('hex');
+/** The whole of both logs of a task, read from its directory. */
+const logs = (w: AgentWorld, id: string) => [0, 1].map((i) => readFileSync(join(taskDirOf(w, id), ['stdout.log', 'stderr.log'][i]!)));
+
+/** A command printing `lines` numbered lines on each stream in bursts, then exiting `code`: long enough to outlive a window. */
+function burstCommand(lines: number, bursts: number, code: number, secret?: string): string {
+  const per = lines / bursts;
+  const tail = secret ? `; echo "secret $${secret}" >&2` : '';
+  return `for j in $(seq 0 ${bursts - 1}); do awk -v j=$j 'BEGIN{for(i=j*${per}+1;i<=(j+1)*${per};i++){print "o" i; print "e" i > "/dev/stderr"}}'; sleep 0.05; done${tail}; exit ${code}`;
+}
+
+function expectedBurst(lines: number, prefix: string): string {
+  let s = '';
+  for (let i = 1; i <= lines; i++) s += `${prefix}${i}\n`;
+  return s;
+}
+
+describe('the resident serving frames', () => {
+  it('greets with its versions and ops, and answers in any order: a waiting get holds up nothing', async () => {
+    const w = world();
+    const r = await startResident(w);
+    expect(r.hello).toMatchObject({ resident: true, protocol: 1, protocol_minor: 5, promotable: true });
+    expect(r.hello.ops).toEqual(expect.arrayContaining(['start', 'get', 'cancel', 'input', 'list', 'remove', 'exec']));
+    const task = TaskViewSchema.parse(
+      ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'sleep 30', env: envOf(w) })),
+    );
+    let isWaitDone = false;
+    const waiting = r.request({ protocol: 1, op: 'get', task_id: task.task_id, wait_s: 5 }).then((res) => {
+      isWaitDone = true;
+      return res;
+    });
+    expect(text((await exec(r, w, 'echo meanwhile')).stdout_b64)).toBe('meanwhile\n');
+    expect(isWaitDone).toBe(false);
+    ok(await r.request({ protocol: 1, op: 'cancel', task_id: task.task_id }));
+    expect(TaskViewSchema.parse(ok(await waiting)).state).toBe('cancelled');
+    // A frame outside the protocol ends it (after handing over what it runs).
+    r.process.stdin!.write('not json\n');
+    await r.exited;
+  });
+});
+
+describe('exec', () => {
+  it('runs with exactly the environment, cwd and stdin it is given; the cap keeps head and tail', async () => {
+    const w = world();
+    const r = await startResident(w, { RESIDENT_OWN: 'resident-only' });
+    const res = await exec(r, w, 'echo "$FROM_CALL/${RESIDENT_OWN:-none}"; pwd; cat; echo err >&2; exit 3', {
+      env: envOf(w, { FROM_CALL: 'call' }),
+      cwd: '/tmp',
+      stdin_b64: Buffer.from('typed\n').toString('base64'),
+    });
+    expect(res).toMatchObject({ exit_code: 3, timed_out: false });
+    expect(text(res.stdout_b64)).toBe('call/none\n/tmp\ntyped\n');
+    expect(text(res.stderr_b64)).toBe('err\n');
+    // With inherit_env, the resident's own environment is the base.
+    expect(text((await exec(r, w, 'echo "$RESIDENT_OWN"', { env: {}, inherit_env: true })).stdout_b64)).toBe('resident-only\n');
+    const big = await exec(r, w, 'seq 1 100000');
+    expect(big).toMatchObject({ stdout_truncated: true, stdout_head_bytes: 32_768 });
+    const out = text(big.stdout_b64);
+    expect(out.startsWith('1\n2\n')).toBe(true);
+    expect(out.endsWith('99999\n100000\n')).toBe(true);
+    expect(Buffer.byteLength(out)).toBe(65_536);
+    // A missing cwd is its own error, before anything runs.
+    const missing = await r.request({
+      protocol: 1,
+      op: 'exec',
+      command: 'true',
+      env: envOf(w),
+      cwd: '/nonexistent',
+      timeout_ms: 1000,
+      max_output_bytes: 10,
+    });
+    expect(missing).toMatchObject({ ok: false, error: { code: 'cwd_not_found' } });
+  });
+
+  it('kills the whole group at the timeout and when the caller gives up', async () => {
+    const w = world();
+    const r = await startResident(w);
+    const timedOut = await exec(r, w, 'sleep 30 & sleep 30; echo never', { timeout_ms: 300 });
+    expect(timedOut).toMatchObject({ timed_out: true, exit_code: 137 });
+    const sent = r.send({
+      protocol: 1,
+      op: 'exec',
+      command: 'echo $$ > pid; sleep 30 & sleep 30',
+      env: envOf(w),
+      cwd: w.home,
+      timeout_ms: 30_000,
+      max_output_bytes: 100,
+    });
+    const pid = await waitFor(
+      () => (existsSync(join(w.home, 'pid')) ? Number(readFileSync(join(w.home, 'pid'), 'utf8')) : 0),
+      'the command to start',
+    );
+    r.abort(sent.id, 'cancelled');
+    expect(ExecResultSchema.parse(ok(await sent.answer))).toMatchObject({ kind: 'finished', timed_out: false, exit_code: 137 });
+    expect(isRunning(pid)).toBe(false);
+  });
+
+  it('applies the bounds it is given, and refuses a command the sandbox has no room for', async () => {
+    const w = world();
+    const r = await startResident(w);
+    const bounds = { processes: 500, open_files: 256, refuse_at: 100_000, oom_score_adj: 500 };
+    const probe = await exec(r, w, 'ulimit -u; ulimit -n; ulimit -c; cat /proc/self/oom_score_adj', { bounds });
+    expect(text(probe.stdout_b64).split('\n').slice(0, 4)).toEqual(['500', '256', '0', String(Math.max(500, ownOomScoreAdj()))]);
+    const refused = await r.request({
+      protocol: 1,
+      op: 'exec',
+      command: 'true',
+      env: envOf(w),
+      timeout_ms: 1000,
+      max_output_bytes: 10,
+      bounds: { ...bounds, refuse_at: 1 },
+    });
+    expect(refused).toMatchObject({ ok: false, error: { code: 'process_limit' } });
+    const start = await r.request({
+      protocol: 1,
+      op: 'start',
+      task_id: newTaskId(),
+      command: 'true',
+      env: envOf(w),
+      bounds: { ...bounds, refuse_at: 1 },
+    });
+    expect(start).toMatchObject({ ok: false, error: { code: 'process_limit' } });
+  });
+
+  it('promotable, ending in time: the usual result read from its task, capped head and tail, and no task directory is left', async () => {
+    const w = world();
+    const r = await startResident(w);
+    const id = newTaskId();
+    const res = await exec(r, w, 'seq 1 20000; echo quick >&2; exit 4', {
+      max_output_bytes: 1000,
+      promote: { task_id: id, after_ms: 30_000 },
+    });
+    expect(res).toMatchObject({ exit_code: 4, timed_out: false, stdout_truncated: true, stderr_truncated: false, stdout_head_bytes: 500 });
+    const out = text(res.stdout_b64);
+    expect(out.length).toBe(1000);
+    expect(out.startsWith('1\n2\n3\n')).toBe(true);
+    expect(out.endsWith('19999\n20000\n')).toBe(true);
+    expect(text(res.stderr_b64)).toBe('quick\n');
+    // Renamed aside, then deleted (in the resident, a process of its own): nothing is left once both are done.
+    await waitFor(() => readdirSync(join(w.stateDir, 'tasks')).length === 0, 'the finished task directory to go');
+    expect(existsSync(taskDirOf(w, id))).toBe(false);
+  });
+});
+
+describe('promotion', () => {
+  it('a promotable exec runs under a supervisor of its own from the first byte; still running at its window, it is the task: byte-exact, masked, its exit code', async () => {
+    const secret = `tok-${newTaskId()}`;
+    const w = world();
+    const r = await startResident(w);
+    const id = newTaskId();
+    const res = ExecResultSchema.parse(
+      ok(
+        await r.request({
+          protocol: 1,
+          op: 'exec',
+          command: burstCommand(120_000, 20, 3, 'API_TOKEN'),
+          env: envOf(w, { API_TOKEN: secret }),
+          timeout_ms: 120_000,
+          max_output_bytes: 65_536,
+          promote: { task_id: id, after_ms: 300 },
+        }),
+      ),
+    );
+    expect(res.kind).toBe('promoted');
+    // Its supervisor had recorded itself by the answer: the resident never read its output.
+    const supervisor = readStatusJson(w, id).supervisor as { pid: number } | null;
+    expect(supervisor).not.toBeNull();
+    expect(supervisor!.pid).not.toBe(r.process.pid);
+    const view = await waitTerminal(w, id, 120_000);
+    expect(view).toMatchObject({ state: 'failed', exit_code: 3, stdout_truncated: false, stderr_truncated: false });
+    const [out, err] = logs(w, id);
+    expect(sha(out!)).toBe(sha(expectedBurst(120_000, 'o')));
+    expect(sha(err!)).toBe(sha(expectedBurst(120_000, 'e') + 'secret [MASKED]\n'));
+    // The same supervisor recorded the outcome.
+    expect(readStatusJson(w, id).supervisor).toEqual(supervisor);
+  });
+
+  it('a secret split across two writes is masked, in a promoted task and in a result that ended in time', async () => {
+    const secret = 'abcdefghSECRET12';
+    const w = world();
+    const r = await startResident(w);
+    const run = async (id: string, afterMs: number) =>
+      ExecResultSchema.parse(
+        ok(
+          await r.request({
+            protocol: 1,
+            op: 'exec',
+            command: `printf 'x %s' "\${TOKEN:0:8}"; sleep 0.6; printf '%s y\\n' "\${TOKEN:8}"`,
+            env: envOf(w, { TOKEN: secret }),
+            timeout_ms: 30_000,
+            max_output_bytes: 65_536,
+            promote: { task_id: id, after_ms: afterMs },
+          }),
+        ),
+      );
+    const promotedId = newTaskId();
+    expect((await run(promotedId, 200)).kind).toBe('promoted');
+    expect(await waitTerminal(w, promotedId)).toMatchObject({ state: 'succeeded', stdout: 'x [MASKED] y\n' });
+    const inTime = await run(newTaskId(), 30_000);
+    expect(inTime.kind).toBe('finished');
+    expect(text((inTime as ExecFinished).stdout_b64)).toBe('x [MASKED] y\n');
+  });
+
+  it('a start, short or long, runs under a supervisor of its own that has recorded itself by the answer', async () => {
+    const w = world();
+    const r = await startResident(w);
+    const quick = TaskViewSchema.parse(
+      ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'echo done', env: envOf(w) })),
+    );
+    expect(quick).toMatchObject({ state: 'succeeded', stdout: 'done\n' });
+    const quickSupervisor = readStatusJson(w, quick.task_id).supervisor as { pid: number } | null;
+    expect(quickSupervisor).not.toBeNull();
+    expect(quickSupervisor!.pid).not.toBe(r.process.pid);
+    const long = TaskViewSchema.parse(
+      ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'sleep 1; echo late', env: envOf(w) })),
+    );
+    expect(long.state).toBe('running');
+    const longSupervisor = readStatusJson(w, long.task_id).supervisor as { pid: number } | null;
+    expect(longSupervisor).not.toBeNull();
+    expect(longSupervisor!.pid).not.toBe(r.process.pid);
+    expect(await waitTerminal(w, long.task_id)).toMatchObject({ state: 'succeeded', stdout: 'late\n' });
+    expect(readStatusJson(w, long.task_id).supervisor).toEqual(longSupervisor);
+  });
+});
+
+/** Inodes of the TCP sockets `pid` listens on (what an inspector opened by SIGUSR1 would be). */
+function listeningInodes(pid: number): string[] {
+  const listening = new Set<string>();
+  for (const table of ['tcp', 'tcp6']) {
+    for (const line of readFileSync(`/proc/${pid}/net/${table}`, 'utf8').split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f[3] === '0A') listening.add(f[9]!);
+    }
+  }
+  const own = readdirSync(`/proc/${pid}/fd`).map((fd) => {
+    try {
+      return readlinkSync(`/proc/${pid}/fd/${fd}`);
+    } catch {
+      return '';
+    }
+  });
+  return own.map((l) => /^socket:\[(\d+)\]$/.exec(l)?.[1]).filter((i): i is string => i !== undefined && listening.has(i));
+}
+
+describe('SIGUSR1', () => {
+  it("opens no inspector in the resident or in a task's supervisor: both keep working", async () => {
+    const w = world();
+    const r = await startResident(w);
+    const task = TaskViewSchema.parse(
+      ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'sleep 2; echo late', env: envOf(w) })),
+    );
+    const supervisor = await waitFor(() => readStatusJson(w, task.task_id).supervisor?.pid, "the task's supervisor");
+    for (const pid of [r.process.pid!, supervisor]) for (let i = 0; i < 3; i++) process.kill(pid, 'SIGUSR1');
+    // A resident that still answers has handled the signals; an inspector would be listening by then.
+    expect(ok(await r.request({ protocol: 1, op: 'hello' }))).toMatchObject({ protocol: 1 });
+    for (const pid of [r.process.pid!, supervisor]) expect(listeningInodes(pid), `pid ${pid}`).toEqual([]);
+    expect(await waitTerminal(w, task.task_id)).toMatchObject({ state: 'succeeded', stdout: 'late\n' });
+  });
+});
+
+describe('a resident killed -9 loses nothing', () => {
+  for (const when of ['while it runs a start', 'during an exec window'] as const) {
+    it(`${when}: the command goes on as a task, with every byte and its exit code`, async () => {
+      const secret = `tok-${newTaskId()}`;
+      const w = world();
+      // A settle window long enough for the kill to land while the resident still waits on the start.
+      const r = await startResident(w, { SANDBOX_AGENT_START_SETTLE_MS: '120000' });
+      const id = newTaskId();
+      const common = { protocol: 1, command: burstCommand(60_000, 30, 5, 'API_TOKEN'), env: envOf(w, { API_TOKEN: secret }) };
+      const answer =
+        when === 'while it runs a start'
+          ? r.request({ ...common, op: 'start', task_id: id, timeout_s: 120 })
+          : r.request({
+              ...common,
+              op: 'exec',
+              timeout_ms: 120_000,
+              max_output_bytes: 65_536,
+              promote: { task_id: id, after_ms: 120_000 },
+            });
+      answer.catch(() => {});
+      // Some output is in the logs while the call still waits.
+      await waitFor(
+        () => existsSync(join(taskDirOf(w, id), 'stdout.log')) && readFileSync(join(taskDirOf(w, id), 'stdout.log')).length > 1000,
+        'output',
+      );
+      // The task's own supervisor reads the output, from the first byte: the resident never does.
+      expect(readStatusJson(w, id).supervisor).not.toBeNull();
+      r.process.kill('SIGKILL');
+      await expect(answer).rejects.toThrow(/exited/);
+      const view = await waitTerminal(w, id, 120_000);
+      expect(view).toMatchObject({ state: 'failed', exit_code: 5 });
+      const [out, err] = logs(w, id);
+      expect(sha(out!)).toBe(sha(expectedBurst(60_000, 'o')));
+      expect(sha(err!)).toBe(sha(expectedBurst(60_000, 'e') + 'secret [MASKED]\n'));
+    });
+  }
+});
+
+describe('tasks the resident runs, from other processes', () => {
+  it('cancel: through the resident, and from a per-call agent, while the resident waits on the task; both tasks stay', async () => {
+    const w = world();
+    const r = await startResident(w);
+    const a = newTaskId();
+    const b = newTaskId();
+    // Promotable execs with long windows: the resident waits on them throughout.
+    for (const id of [a, b]) {
+      r.send({
+        protocol: 1,
+        op: 'exec',
+        command: 'sleep 60',
+        env: envOf(w),
+        timeout_ms: 120_000,
+        max_output_bytes: 100,
+        promote: { task_id: id, after_ms: 60_000 },
+      }).answer.catch(() => {});
+    }
+    await waitFor(() => [a, b].every((id) => readStatusOrNull(w, id)?.group), 'both commands to run');
+    expect(TaskViewSchema.parse(ok(await r.request({ protocol: 1, op: 'cancel', task_id: a }))).state).toBe('cancelled');
+    const fromAfar = await callView(w, { protocol: 1, op: 'cancel', task_id: b });
+    expect(fromAfar.state).toBe('cancelled');
+    // Whoever cancelled learnt the id: the resident removes neither task once its call answers.
+    const hello = await r.request({ protocol: 1, op: 'hello' });
+    expect(hello.ok).toBe(true);
+    for (const id of [a, b]) expect(readStatusJson(w, id)).toMatchObject({ state: 'cancelled' });
+  });
+
+  it('input: to a task the resident started, written by a per-call agent; eof ends cat after the resident is gone', async () => {
+    const w = world();
+    const r = await startResident(w);
+    const view = TaskViewSchema.parse(
+      ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'cat', env: envOf(w) })),
+    );
+    const id = view.task_id;
+    const input = async (data: string, eof: boolean) => ok(await call(w, { protocol: 1, op: 'input', task_id: id, data, eof }));
+    expect(ok(await r.request({ protocol: 1, op: 'input', task_id: id, data: 'one\n' }))).toMatchObject({ bytes_written: 4 });
+    await r.close();
+    expect(await input('two\n', false)).toMatchObject({ bytes_written: 4, stdin_closed: false });
+    expect(await input('three\n', true)).toMatchObject({ bytes_written: 6, stdin_closed: true });
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: 'one\ntwo\nthree\n' });
+  });
+
+  it('a resident that stops (end of its input) leaves a promotable exec running as a task', async () => {
+    const w = world();
+    const r = await startResident(w);
+    const id = newTaskId();
+    const answer = r.request({
+      protocol: 1,
+      op: 'exec',
+      command: 'sleep 1; echo later',
+      env: envOf(w),
+      timeout_ms: 30_000,
+      max_output_bytes: 100,
+      promote: { task_id: id, after_ms: 60_000 },
+    });
+    answer.catch(() => {});
+    await waitFor(() => readStatusOrNull(w, id)?.group, 'the command to run');
+    await r.close();
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: 'later\n' });
+  });
+});
+
+function readStatusOrNull(w: AgentWorld, id: string): { group: unknown; supervisor: unknown } | null {
+  try {
+    return readStatusJson(w, id);
+  } catch {
+    return null;
+  }
+}
+
+function ownOomScoreAdj(): number {
+  return Number(readFileSync('/proc/self/oom_score_adj', 'utf8').trim());
+}
+
+export type { TaskView };

@@ -1,0 +1,209 @@
+// The sandbox's resident agent through the built server (issue 21), on real local sandboxes:
+// every call is a message to it, not a process start — the sandbox's pid counter moves by no
+// process for an agent call, where a sandbox without a resident starts a shell and node for each; two server
+// processes (and the operator CLI) use one resident at once; and a sandbox made by an older
+// server (no resident, an agent of protocol 1.3) keeps working with this one.
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ResidentRecord } from '../../host/providers/local/keeper/resident.js';
+import { AGENT_SOCKET, RESIDENT_FILE } from '../../host/providers/local/sandbox/state-dir.js';
+import { connectStdio, ok, serverEnv, type StdioServer } from '../support/built-server.js';
+import { olderBuild } from '../support/older-build.js';
+import { HOST_JS } from '../support/paths.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
+
+const stateDir = tempStateDir();
+const open: StdioServer[] = [];
+const SHIM_LOG = 'node-runs.log';
+
+async function server(env: Record<string, string> = {}, hostJs?: string): Promise<StdioServer> {
+  const s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, ...env }, [], undefined, hostJs);
+  open.push(s);
+  return s;
+}
+
+/** Runs the operator CLI of `hostJs` on this file's state directory. */
+function cli(args: string[], hostJs = HOST_JS): Promise<{ code: number; stdout: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [hostJs, ...args], { env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir }) }, (error, stdout) =>
+      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout }),
+    );
+  });
+}
+
+const dirOf = (sandboxId: string) => join(stateDir, 'local', sandboxId.replace(/^local:/, ''));
+const residentOf = (sandboxId: string): ResidentRecord | null => {
+  try {
+    return JSON.parse(readFileSync(join(dirOf(sandboxId), RESIDENT_FILE), 'utf8')) as ResidentRecord;
+  } catch {
+    return null;
+  }
+};
+
+beforeAll(() => requireSandboxes());
+afterAll(async () => {
+  await Promise.allSettled(open.map((s) => s.close()));
+  await destroyStateDir(stateDir);
+});
+
+/**
+ * A sandbox whose PATH starts with a `node` that logs every run (its arguments: a per-call
+ * agent's `call <request>`) to ~/node-runs.log before it runs the real one. The resident and
+ * every supervisor are started by absolute path, never through PATH.
+ */
+async function sandboxWithNodeShim(s: StdioServer): Promise<string> {
+  const sandbox = (await ok(s.client, 'create_sandbox', { timeout: 600, envs: { PATH: '/home/user/shim:/usr/local/bin:/usr/bin:/bin' } }))
+    .sandbox_id as string;
+  const shim = `#!/bin/sh\necho "$*" >> /home/user/${SHIM_LOG}\nexec ${process.execPath} "$@"\n`;
+  await ok(s.client, 'write_file', { sandbox_id: sandbox, path: 'shim/node', content: shim });
+  await ok(s.client, 'run_command', { sandbox_id: sandbox, command: 'chmod +x shim/node && command -v node', background_after: 0 });
+  return sandbox;
+}
+
+/** Every agent operation a session uses, once or more, on `sandbox`. */
+async function everyAgentCall(s: StdioServer, sandbox: string): Promise<void> {
+  const quick = await ok(s.client, 'start_task', { sandbox_id: sandbox, command: 'echo quick' });
+  expect(quick.state).toBe('succeeded');
+  const prompt = await ok(s.client, 'start_task', { sandbox_id: sandbox, command: 'read x; echo got:$x' });
+  const handle = { sandbox_id: sandbox, task_id: prompt.task_id as string };
+  expect((await ok(s.client, 'get_task', handle)).state).toBe('running');
+  expect(await ok(s.client, 'send_task_input', { ...handle, data: 'hi\n' })).toMatchObject({ bytes_written: 3 });
+  await waitFor(async () => (await ok(s.client, 'get_task', { ...handle, wait: 5 })).state === 'succeeded', 'the prompt to be answered');
+  const long = await ok(s.client, 'start_task', { sandbox_id: sandbox, command: 'sleep 60' });
+  expect((await ok(s.client, 'cancel_task', { sandbox_id: sandbox, task_id: long.task_id })).state).toBe('cancelled');
+  expect((await ok(s.client, 'run_command', { sandbox_id: sandbox, command: 'echo fast' })).stdout).toBe('fast\n');
+  expect((await ok(s.client, 'run_command', { sandbox_id: sandbox, command: 'echo waits', background_after: 0 })).stdout).toBe('waits\n');
+  const backgrounded = await ok(s.client, 'run_command', { sandbox_id: sandbox, command: 'sleep 2; echo late', background_after: 1 });
+  expect(backgrounded).toMatchObject({ backgrounded: true });
+  await waitFor(
+    async () => (await ok(s.client, 'get_task', { sandbox_id: sandbox, task_id: backgrounded.task_id, wait: 5 })).stdout === 'late\n',
+    'the promoted call to finish',
+  );
+  const listing = await cli(['ls', '--json']);
+  expect(listing.code).toBe(0);
+  expect(listing.stdout).toContain(prompt.task_id as string);
+}
+
+/**
+ * Processes the sandbox started while `calls` ran: its pid namespace hands out pids in order, so
+ * the difference of two probes' pids counts every process in between (the second probe's own included).
+ */
+async function processesStartedBy(s: StdioServer, sandbox: string, calls: () => Promise<void>): Promise<number> {
+  const probe = async () =>
+    Number((await ok(s.client, 'run_command', { sandbox_id: sandbox, command: 'echo $$', background_after: 0 })).stdout);
+  const before = await probe();
+  await calls();
+  return (await probe()) - before;
+}
+
+/** Five get_task calls and a cancel of a finished task: agent calls that start no command. */
+async function agentOnlyCalls(s: StdioServer, sandbox: string): Promise<number> {
+  const done = await ok(s.client, 'start_task', { sandbox_id: sandbox, command: 'true' });
+  const handle = { sandbox_id: sandbox, task_id: done.task_id as string };
+  await waitFor(async () => (await ok(s.client, 'get_task', handle)).state === 'succeeded', 'the task to end');
+  return processesStartedBy(s, sandbox, async () => {
+    for (let i = 0; i < 5; i++) await ok(s.client, 'get_task', handle);
+    await ok(s.client, 'cancel_task', handle);
+  });
+}
+
+describe('the resident agent (local)', () => {
+  it('takes every agent call and command as a message: no node starts for any call, where a sandbox without one starts one per call', async () => {
+    const s = await server();
+    const sandbox = await sandboxWithNodeShim(s);
+    await waitFor(() => residentOf(sandbox)?.resident, 'the resident to run');
+    await everyAgentCall(s, sandbox);
+    // No process for any agent call: only the second probe's own shell.
+    expect(await agentOnlyCalls(s, sandbox)).toBeLessThanOrEqual(2);
+    expect(residentOf(sandbox)).toMatchObject({ restarts: 0 });
+
+    // The same calls on a sandbox without a resident (as older servers made them): node runs for each.
+    const without = await server({ SANDBOX_MCP_RESIDENT_AGENT: '0' });
+    const plain = await sandboxWithNodeShim(without);
+    expect(existsSync(join(dirOf(plain), AGENT_SOCKET))).toBe(false);
+    await everyAgentCall(without, plain);
+    // A shell and node for each of the six agent calls.
+    expect(await agentOnlyCalls(without, plain)).toBeGreaterThanOrEqual(12);
+    for (const [srv, id] of [
+      [s, sandbox],
+      [without, plain],
+    ] as const)
+      await ok(srv.client, 'kill_sandbox', { sandbox_id: id });
+  });
+
+  it('serves two server processes at once through one resident (and the operator CLI beside them)', async () => {
+    const a = await server();
+    const b = await server();
+    const sandbox = await sandboxWithNodeShim(a);
+    const before = await waitFor(() => residentOf(sandbox)?.resident, 'the resident to run');
+    const task = await ok(a.client, 'start_task', { sandbox_id: sandbox, command: 'read x; echo "got:$x"; sleep 1; echo done' });
+    const handle = { sandbox_id: sandbox, task_id: task.task_id as string };
+    // B waits on the task while both run commands and A answers its prompt: answers come back to each.
+    const waiting = ok(b.client, 'get_task', { ...handle, wait: 10 });
+    const [fromA, fromB, listing] = await Promise.all([
+      ok(a.client, 'run_command', { sandbox_id: sandbox, command: 'sleep 0.5; echo from-a' }),
+      ok(b.client, 'run_command', { sandbox_id: sandbox, command: 'sleep 0.5; echo from-b' }),
+      cli(['ls', '--json']),
+    ]);
+    expect([fromA.stdout, fromB.stdout]).toEqual(['from-a\n', 'from-b\n']);
+    expect(listing.stdout).toContain(task.task_id as string);
+    expect(await ok(a.client, 'send_task_input', { ...handle, data: 'x\n' })).toMatchObject({ bytes_written: 2 });
+    expect((await waiting).stdout).toBe('got:x\n');
+    await waitFor(async () => (await ok(b.client, 'get_task', { ...handle, wait: 5 })).state === 'succeeded', 'the task to end');
+    // One resident served them all, without a restart, and no node started for any call.
+    expect(residentOf(sandbox)).toMatchObject({ resident: before, restarts: 0 });
+    expect(await agentOnlyCalls(b, sandbox)).toBeLessThanOrEqual(2);
+    await ok(b.client, 'kill_sandbox', { sandbox_id: sandbox });
+  });
+
+  it('keeps a sandbox made by an older server working: its tasks, commands, new tasks and input, through per-call agents', async () => {
+    const oldDist = olderBuild();
+    const old = await server({}, join(oldDist, 'host.js'));
+    const sandbox = (await ok(old.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
+    const oldTask = await ok(old.client, 'start_task', { sandbox_id: sandbox, command: 'echo before; read x; echo "got:$x"' });
+    await old.close();
+    // The older keeper made no relay, and its record names no resident.
+    expect(existsSync(join(dirOf(sandbox), AGENT_SOCKET))).toBe(false);
+    expect(JSON.parse(readFileSync(join(dirOf(sandbox), 'keeper.json'), 'utf8')).resident).toBeUndefined();
+
+    const s = await server();
+    const handle = { sandbox_id: sandbox, task_id: oldTask.task_id as string };
+    expect(await ok(s.client, 'get_task', handle)).toMatchObject({ state: 'running', stdout: 'before\n' });
+    expect(await ok(s.client, 'send_task_input', { ...handle, data: 'yes\n' })).toMatchObject({ bytes_written: 4 });
+    await waitFor(async () => (await ok(s.client, 'get_task', { ...handle, wait: 5 })).state === 'succeeded', 'the old task to end');
+    expect((await ok(s.client, 'get_task', handle)).stdout).toBe('before\ngot:yes\n');
+    // Commands: the fast path (the default background_after needs a resident), and an explicit one as a task.
+    expect(await ok(s.client, 'run_command', { sandbox_id: sandbox, command: 'echo plain' })).toEqual({
+      exit_code: 0,
+      stdout: 'plain\n',
+      stderr: '',
+      stdout_truncated: false,
+      stderr_truncated: false,
+      timed_out: false,
+    });
+    // The call's envs reach a command supervised from the start (as task variables of the per-call start).
+    const late = await ok(s.client, 'run_command', {
+      sandbox_id: sandbox,
+      command: 'sleep 3; echo "late $CALL_VAR"',
+      envs: { CALL_VAR: 'from-the-call' },
+      background_after: 1,
+    });
+    expect(late).toMatchObject({ backgrounded: true, state: 'running' });
+    await waitFor(
+      async () => (await ok(s.client, 'get_task', { sandbox_id: sandbox, task_id: late.task_id, wait: 5 })).state === 'succeeded',
+      'the backgrounded call to end',
+    );
+    expect((await ok(s.client, 'get_task', { sandbox_id: sandbox, task_id: late.task_id })).stdout).toBe('late from-the-call\n');
+    const fresh = await ok(s.client, 'start_task', { sandbox_id: sandbox, command: 'echo new' });
+    await waitFor(
+      async () => (await ok(s.client, 'get_task', { sandbox_id: sandbox, task_id: fresh.task_id, wait: 5 })).state === 'succeeded',
+      'the new task to end',
+    );
+    expect((await cli(['ls', '--json'])).stdout).toContain(oldTask.task_id as string);
+    await ok(s.client, 'kill_sandbox', { sandbox_id: sandbox });
+  });
+});
