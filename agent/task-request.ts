@@ -1,6 +1,6 @@
 // request.json: what `start` leaves in a task directory for its supervisor (the environment
-// travels by inheritance). Read by the supervisor once, and by `input` to tell why a task has
-// no stdin pipe.
+// travels by inheritance, or in a warm supervisor's hand-over: warm-supervisor.ts). Read by the
+// supervisor once, and by `input` to tell why a task has no stdin pipe.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JobBounds } from '../shared/job-bounds.js';
