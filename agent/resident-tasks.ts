@@ -120,14 +120,22 @@ export class ResidentTasks implements ResidentServices {
             stdin: false,
             env,
             ...(jobBounds ? { bounds: jobBounds } : {}),
+            reapsGroup: req.reap_group ?? false,
           },
           ctx.timings,
           this.warm.launch,
         );
       } catch (err) {
-        // No slot left among the task directories: the call waits, as without promotion.
-        if (err instanceof AgentFailure && err.code === 'task_limit') return runPlainExec(plain, ctx.signal);
+        // No slot left among the task directories, or no room to record a task (a full disk, which
+        // the next command may be meant to clean up): the call waits, as without promotion.
+        if (err instanceof AgentFailure && (err.code === 'task_limit' || err.code === 'state_dir_full'))
+          return runPlainExec(plain, ctx.signal);
         throw err;
+      }
+      if (isNeverRun(started)) {
+        // Its supervisor found no room for the final status and did not run it: nor a task, then.
+        await removeTask(taskId, ctx.timings).catch(() => undefined);
+        return runPlainExec(plain, ctx.signal);
       }
       const view = await awaitEnd(started, Date.now() + promote.after_ms, ctx);
       if (view.state === 'running' || view.state === 'unknown') return { kind: 'promoted', task: view };
@@ -179,6 +187,11 @@ async function awaitEnd(started: TaskView, untilMs: number, ctx: RequestContext)
 function commandEnvOf(req: { env?: Record<string, string> | undefined; inherit_env?: boolean | undefined }): NodeJS.ProcessEnv {
   if (req.env === undefined) return commandEnv(process.env);
   return req.inherit_env ? { ...commandEnv(process.env), ...req.env } : { ...req.env };
+}
+
+/** A task its supervisor refused to run for a full state directory (it never started: nothing ran twice if run again). */
+function isNeverRun(view: TaskView): boolean {
+  return view.state === 'failed' && view.started_at === null && view.error?.code === 'state_dir_full';
 }
 
 function isDirectory(path: string): boolean {

@@ -4,8 +4,9 @@
 // record `running`), then it waits for the group leader to exit while events do the rest: output
 // is masked into capped logs, a timeout or a cancel (SIGTERM to us) escalates TERM -> KILL on the
 // group, `input` with eof (SIGUSR2) closes the stdin pipe. Once the leader has exited, the
-// remaining group members are stopped, the pipes drained and the final status written. The first
-// termination reason wins.
+// remaining group members are stopped (unless the request keeps them: a promotable exec, like a
+// plain run_command, leaves `cmd &` running), the pipes drained and the final status written. The
+// first termination reason wins.
 // Every task has one from its first byte, a start through the resident agent too: nothing else
 // ever reads a task's output, so no process's death between a read and its log write can lose it.
 import type { ChildProcess } from 'node:child_process';
@@ -131,7 +132,8 @@ async function supervise(sup: Supervision): Promise<void> {
   drainOutput(sup, stdio, child);
   armTimeout(sup);
   recordExit(sup, await leaderExit(child));
-  await stopRemainingGroup(sup);
+  // A run_command's `cmd &` outlives it (reap_group false), unless a timeout or cancel stopped it.
+  if (sup.req.reap_group !== false || sup.status.reason !== 'exit') await stopRemainingGroup(sup);
   await drainRest(sup);
   finish(sup);
 }

@@ -18,6 +18,7 @@ import { buildView, observeTask } from '../task-view.js';
 import type { Timings } from '../timing.js';
 import { watchDirChanges, type DirChanges } from '../dir-changes.js';
 import { childProcess } from '../node-modules.js';
+import { EXEC_DRAIN_GRACE_MS } from '../exec-run.js';
 import { closeInheritedFds } from '../inherited-fds.js';
 
 /** A validated start request. */
@@ -32,6 +33,8 @@ export interface StartOpts {
   env?: NodeJS.ProcessEnv;
   /** Rlimits and OOM score the command applies first (a start through the resident). */
   bounds?: JobBounds;
+  /** false: a command's leftovers in its group outlive it (a promotable exec, as a plain one); default true. */
+  reapsGroup?: boolean;
 }
 
 const START_POLL_MS = 10;
@@ -94,10 +97,12 @@ function writeRequest(dir: string, opts: StartOpts, cwd: string, timings: Timing
     cwd,
     timeout_s: opts.timeoutS,
     grace_ms: timings.graceMs,
-    drain_ms: timings.drainMs,
+    // Leftovers may hold the output pipes open: then the wait for their end is a plain exec's.
+    drain_ms: opts.reapsGroup === false ? Math.min(timings.drainMs, EXEC_DRAIN_GRACE_MS) : timings.drainMs,
     poll_ms: timings.pollMs,
     stdin: opts.stdin,
     ...(opts.bounds ? { bounds: opts.bounds } : {}),
+    ...(opts.reapsGroup === false ? { reap_group: false } : {}),
   };
   try {
     writeFileAtomic(join(dir, TASK_FILES.request), JSON.stringify(request) + '\n');

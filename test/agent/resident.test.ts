@@ -26,7 +26,7 @@ import { waitFor } from '../support/wait.js';
 
 beforeAll(() => requireBuild());
 
-const { world } = worldsPerTest();
+const { world, strays } = worldsPerTest();
 
 /** The environment a command gets: the world's (so that its processes are the world's). */
 const envOf = (w: AgentWorld, extra: Record<string, string> = {}) => ({ ...(agentEnv(w) as Record<string, string>), ...extra });
@@ -267,6 +267,43 @@ describe('promotion', () => {
     expect(longSupervisor!.pid).not.toBe(r.process.pid);
     expect(await waitTerminal(w, long.task_id)).toMatchObject({ state: 'succeeded', stdout: 'late\n' });
     expect(readStatusJson(w, long.task_id).supervisor).toEqual(longSupervisor);
+  });
+});
+
+describe('what a command leaves running in its group', () => {
+  it('outlives a promotable exec, as it does a plain one; a start stops it, and a timed-out exec stops it too', async () => {
+    const w = world();
+    const r = await startResident(w);
+    const leftover = async (extra: Record<string, unknown>): Promise<number> =>
+      Number(text((await exec(r, w, 'sleep 300 >/dev/null 2>&1 & echo $!', extra)).stdout_b64).trim());
+    const plain = await leftover({});
+    const promoted = await leftover({ promote: { task_id: newTaskId(), after_ms: 30_000 } });
+    strays.push(plain, promoted);
+    expect(isRunning(plain)).toBe(true);
+    expect(isRunning(promoted)).toBe(true);
+    const start = TaskViewSchema.parse(
+      ok(
+        await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'sleep 300 >/dev/null 2>&1 & echo $!', env: envOf(w) }),
+      ),
+    );
+    const ended = await waitTerminal(w, start.task_id);
+    expect(ended.state).toBe('succeeded');
+    expect(isRunning(Number(ended.stdout.trim()))).toBe(false);
+    const timedOut = ExecResultSchema.parse(
+      ok(
+        await r.request({
+          protocol: 1,
+          op: 'exec',
+          command: 'sleep 300 >/dev/null 2>&1 & echo $!; sleep 300',
+          env: envOf(w),
+          timeout_ms: 1000,
+          max_output_bytes: 65_536,
+          promote: { task_id: newTaskId(), after_ms: 30_000 },
+        }),
+      ),
+    ) as ExecFinished;
+    expect(timedOut).toMatchObject({ kind: 'finished', timed_out: true });
+    await waitFor(() => !isRunning(Number(text(timedOut.stdout_b64).trim())), "the timed-out exec's leftover stopped");
   });
 });
 
