@@ -32,7 +32,7 @@ export interface PlainExec {
 }
 
 /** After the leader exits, how long its pipes may stay open (background children): as the host's default. */
-const DRAIN_GRACE_MS = 100;
+export const EXEC_DRAIN_GRACE_MS = 100;
 /** After a kill, how long to wait for the leader's exit before answering anyway. */
 const KILL_WAIT_MS = 5000;
 
@@ -115,11 +115,11 @@ export function runPlainExec(run: PlainExec, signal: AbortSignal | undefined): P
         // The group's number stays taken while any member lives, so signalling it stays safe until it is empty.
         reapGroup(child.pid, run.killGraceMs)
           .catch(() => undefined)
-          .then(() => timers.push(setTimeout(settle, DRAIN_GRACE_MS)))
+          .then(() => timers.push(setTimeout(settle, EXEC_DRAIN_GRACE_MS)))
           .catch(() => settle());
         return;
       }
-      timers.push(setTimeout(settle, DRAIN_GRACE_MS));
+      timers.push(setTimeout(settle, EXEC_DRAIN_GRACE_MS));
     });
     child.on('close', () => (run.reapsGroup ? undefined : settle()));
     timers.push(

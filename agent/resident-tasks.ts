@@ -17,10 +17,12 @@ import { runPlainExec, type PlainExec } from './exec-run.js';
 import { cancelTask } from './ops/cancel.js';
 import { getTask } from './ops/get.js';
 import { removeTask } from './ops/remove.js';
-import { startTask, type StartOpts } from './ops/start.js';
+import { spawnSupervisor, startTask, type StartOpts } from './ops/start.js';
 import { ensureTasksDir, homeDir, TASK_FILES } from './paths.js';
 import { refuseWithoutRoom } from './process-count.js';
 import { commandEnv } from './task-env.js';
+import type { Timings } from './timing.js';
+import { WarmSupervisor } from './warm-supervisor.js';
 
 type StartRequest = Extract<AgentRequest, { op: 'start' }>;
 type ExecRequest = Extract<AgentRequest, { op: 'exec' }>;
@@ -41,6 +43,12 @@ export class ResidentTasks implements ResidentServices {
   readonly isPromotable = true;
   /** Promotable execs being waited on, by task id. */
   private readonly waiting = new Map<string, Waiting>();
+  /** The supervisor booted ahead of the next start or promotable exec. */
+  private readonly warm: WarmSupervisor;
+
+  constructor(timings: Timings) {
+    this.warm = new WarmSupervisor(spawnSupervisor, timings.warmIdleMs);
+  }
 
   /** True while a call waits on a promotable exec. */
   get isBusy(): boolean {
@@ -59,7 +67,14 @@ export class ResidentTasks implements ResidentServices {
       ...(req.cwd !== undefined ? { cwd: req.cwd } : {}),
       ...(bounds ? { bounds } : {}),
     };
-    return startTask(opts, ctx.timings);
+    this.bootNextAfter(ctx);
+    return startTask(opts, ctx.timings, this.warm.launch);
+  }
+
+  /** Boots the supervisor for the next start once this call is answered (see WarmSupervisor.launch). */
+  private bootNextAfter(ctx: RequestContext): void {
+    if (ctx.afterAnswer) ctx.afterAnswer(() => this.warm.prepare());
+    else this.warm.prepare();
   }
 
   async exec(req: ExecRequest, ctx: RequestContext): Promise<ExecResult> {
@@ -89,6 +104,7 @@ export class ResidentTasks implements ResidentServices {
       throw new AgentFailure('invalid_request', 'field `promote.task_id` names an existing task');
     const waiting: Waiting = { isKept: false };
     this.waiting.set(taskId, waiting);
+    this.bootNextAfter(ctx);
     try {
       let started: TaskView;
       try {
@@ -104,13 +120,22 @@ export class ResidentTasks implements ResidentServices {
             stdin: false,
             env,
             ...(jobBounds ? { bounds: jobBounds } : {}),
+            reapsGroup: req.reap_group ?? false,
           },
           ctx.timings,
+          this.warm.launch,
         );
       } catch (err) {
-        // No slot left among the task directories: the call waits, as without promotion.
-        if (err instanceof AgentFailure && err.code === 'task_limit') return runPlainExec(plain, ctx.signal);
+        // No slot left among the task directories, or no room to record a task (a full disk, which
+        // the next command may be meant to clean up): the call waits, as without promotion.
+        if (err instanceof AgentFailure && (err.code === 'task_limit' || err.code === 'state_dir_full'))
+          return runPlainExec(plain, ctx.signal);
         throw err;
+      }
+      if (isNeverRun(started)) {
+        // Its supervisor found no room for the final status and did not run it: nor a task, then.
+        await removeTask(taskId, ctx.timings).catch(() => undefined);
+        return runPlainExec(plain, ctx.signal);
       }
       const view = await awaitEnd(started, Date.now() + promote.after_ms, ctx);
       if (view.state === 'running' || view.state === 'unknown') return { kind: 'promoted', task: view };
@@ -162,6 +187,11 @@ async function awaitEnd(started: TaskView, untilMs: number, ctx: RequestContext)
 function commandEnvOf(req: { env?: Record<string, string> | undefined; inherit_env?: boolean | undefined }): NodeJS.ProcessEnv {
   if (req.env === undefined) return commandEnv(process.env);
   return req.inherit_env ? { ...commandEnv(process.env), ...req.env } : { ...req.env };
+}
+
+/** A task its supervisor refused to run for a full state directory (it never started: nothing ran twice if run again). */
+function isNeverRun(view: TaskView): boolean {
+  return view.state === 'failed' && view.started_at === null && view.error?.code === 'state_dir_full';
 }
 
 function isDirectory(path: string): boolean {

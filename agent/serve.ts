@@ -24,7 +24,7 @@ export async function runResident(args: string[]): Promise<void> {
   closeInheritedFds();
   for (const sig of ['SIGHUP', 'SIGINT'] as const) process.on(sig, () => {});
   const idleExitMs = idleExitOf(args);
-  const services = new ResidentTasks();
+  const services = new ResidentTasks(readTimings(process.env));
   const inFlight = new Map<number, InFlight>();
   let isStopping = false;
 

@@ -22,7 +22,27 @@ export class StatusNotWritten extends Error {}
 
 /** Writes the task's reserve; false (and nothing left behind) when the filesystem is already full. */
 export function createStatusReserve(dir: string): boolean {
-  const path = join(dir, TASK_FILES.statusReserve);
+  return writeReserveFile(join(dir, TASK_FILES.statusReserve));
+}
+
+/**
+ * Moves a reserve made ahead (a warm supervisor's, `made`) into the task's directory, or writes
+ * one there when there is none or it cannot be moved; false when the filesystem is already full.
+ */
+export function placeStatusReserve(made: string | null, dir: string): boolean {
+  if (made !== null) {
+    try {
+      renameSync(made, join(dir, TASK_FILES.statusReserve));
+      return true;
+    } catch {
+      removeFileQuietly(made);
+    }
+  }
+  return createStatusReserve(dir);
+}
+
+/** Writes RESERVE_BYTES of allocated blanks at `path`; false (and nothing left behind) when the filesystem is full. */
+export function writeReserveFile(path: string): boolean {
   try {
     const fd = openSync(path, 'w', 0o600);
     try {

@@ -4,8 +4,9 @@
 // record `running`), then it waits for the group leader to exit while events do the rest: output
 // is masked into capped logs, a timeout or a cancel (SIGTERM to us) escalates TERM -> KILL on the
 // group, `input` with eof (SIGUSR2) closes the stdin pipe. Once the leader has exited, the
-// remaining group members are stopped, the pipes drained and the final status written. The first
-// termination reason wins.
+// remaining group members are stopped (unless the request keeps them: a promotable exec, like a
+// plain run_command, leaves `cmd &` running), the pipes drained and the final status written. The
+// first termination reason wins.
 // Every task has one from its first byte, a start through the resident agent too: nothing else
 // ever reads a task's output, so no process's death between a read and its log write can lose it.
 import type { ChildProcess } from 'node:child_process';
@@ -25,7 +26,7 @@ import { jobBoundsText } from '../shared/job-bounds.js';
 import { hasLiveGroupMembers, readProcStat, signalGroup } from './proc.js';
 import { secretValuesFromEnv } from './secret-masker.js';
 import { writeStatus } from './status-file.js';
-import { createStatusReserve, writeFinalStatus } from './status-reserve.js';
+import { placeStatusReserve, writeFinalStatus } from './status-reserve.js';
 import { openStdinPipe, STDIN_EOF_SIGNAL, type StdinPipe } from './stdin-pipe.js';
 import { commandEnv } from './task-env.js';
 import { readTaskRequest, type TaskRequestFile } from './task-request.js';
@@ -59,6 +60,10 @@ interface Supervision {
   readonly env: NodeJS.ProcessEnv;
   /** The record written to status.json at each transition, and finally with the outcome. */
   readonly status: TaskStatus;
+  /** Output pipes made before the task came (a warm supervisor's); null: made at start-up. */
+  readonly madeOutputs: FifoPipe[] | null;
+  /** The status reserve made before the task came (a warm supervisor's path); null: made at start-up. */
+  readonly madeReserve: string | null;
   /** The command's process group (its leader's pid); 0 until spawned. */
   pgid: number;
   isTermSent: boolean;
@@ -71,6 +76,14 @@ interface Supervision {
   stdin: StdinPipe | null;
   /** Readers and helpers draining the command's output, and a promise that both streams ended. */
   drains: { readers: { destroy(): void }[]; helpers: ChildProcess[]; ended: Promise<void>; streamEnded: () => void };
+}
+
+/** What a warm supervisor made while it waited for its task (warm-supervisor.ts). */
+export interface MadeAhead {
+  /** The command's stdout and stderr pipes; null: none could be made. */
+  outputs: FifoPipe[] | null;
+  /** A status reserve to move into the task's directory; null: none was made. */
+  reserve: string | null;
 }
 
 /** How the group leader ended. */
@@ -88,11 +101,16 @@ interface CommandStdio {
 
 const nowS = () => Math.floor(Date.now() / 1000);
 
-/** Runs one task to completion and exits the process; never returns normally. */
-export async function runSupervisor(dir: string): Promise<void> {
-  // Whoever started us may have leaked descriptors (selftest's caller, say); the command must not hold them.
-  closeInheritedFds();
-  const sup = beginSupervision(dir);
+/**
+ * Runs one task to completion and exits the process; never returns normally. `env` is the one the
+ * command asked for (a warm supervisor gets it with its task); `made`, what a warm supervisor made
+ * while it waited.
+ */
+export async function runSupervisor(dir: string, env: NodeJS.ProcessEnv = process.env, made?: MadeAhead): Promise<void> {
+  // Whoever started us may have leaked descriptors (selftest's caller, say); the command must not
+  // hold them. (A warm supervisor closed them before its task came.)
+  if (made === undefined) closeInheritedFds();
+  const sup = beginSupervision(dir, env, made);
   listenForRequests(sup);
   process.on('uncaughtException', (err) => failSupervision(sup, err));
   try {
@@ -105,7 +123,7 @@ export async function runSupervisor(dir: string): Promise<void> {
 /** The task's life, start-up to final status. */
 async function supervise(sup: Supervision): Promise<void> {
   // Start-up runs without yielding up to recordRunning: a signal is handled only after that.
-  if (!createStatusReserve(sup.dir)) finish(sup, withReason(sup, 'supervisor_error', STATE_DIR_FULL_AT_START));
+  if (!placeStatusReserve(sup.madeReserve, sup.dir)) finish(sup, withReason(sup, 'supervisor_error', STATE_DIR_FULL_AT_START));
   openLogs(sup);
   const stdio = openCommandStdio(sup);
   const child = spawnCommand(sup, stdio);
@@ -114,7 +132,8 @@ async function supervise(sup: Supervision): Promise<void> {
   drainOutput(sup, stdio, child);
   armTimeout(sup);
   recordExit(sup, await leaderExit(child));
-  await stopRemainingGroup(sup);
+  // A run_command's `cmd &` outlives it (reap_group false), unless a timeout or cancel stopped it.
+  if (sup.req.reap_group !== false || sup.status.reason !== 'exit') await stopRemainingGroup(sup);
   await drainRest(sup);
   finish(sup);
 }
@@ -135,7 +154,7 @@ export function finalState(reason: TerminationReason | null, exitCode: number | 
 
 // --- start-up ---------------------------------------------------------------------------------
 
-function beginSupervision(dir: string): Supervision {
+function beginSupervision(dir: string, env: NodeJS.ProcessEnv, made: MadeAhead | undefined): Supervision {
   const req = readTaskRequest(dir);
   const self = readProcStat(process.pid);
   let streamEnded: () => void = () => {};
@@ -148,7 +167,9 @@ function beginSupervision(dir: string): Supervision {
   return {
     dir,
     req,
-    env: commandEnv(process.env),
+    env: commandEnv(env),
+    madeOutputs: made?.outputs ?? null,
+    madeReserve: made?.reserve ?? null,
     status: { ...initialStatus(req.task_id), supervisor: self ? { pid: process.pid, start_time: self.startTime } : null },
     pgid: 0,
     isTermSent: false,
@@ -180,7 +201,7 @@ function openCommandStdio(sup: Supervision): CommandStdio {
     sup.stdin = openStdinPipe(sup.dir);
     if (!sup.stdin) debug('no stdin FIFO (mkfifo missing?): the command reads /dev/null');
   }
-  const outputs = createFifoPipes(sup.dir, 2);
+  const outputs = sup.madeOutputs ?? createFifoPipes(sup.dir, 2);
   if (!outputs) debug('no FIFOs (mkfifo missing?): draining plain child-process pipes');
   return { stdin: sup.stdin, outputs };
 }

@@ -1,6 +1,6 @@
 // request.json: what `start` leaves in a task directory for its supervisor (the environment
-// travels by inheritance). Read by the supervisor once, and by `input` to tell why a task has
-// no stdin pipe.
+// travels by inheritance, or in a warm supervisor's hand-over: warm-supervisor.ts). Read by the
+// supervisor once, and by `input` to tell why a task has no stdin pipe.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JobBounds } from '../shared/job-bounds.js';
@@ -19,6 +19,12 @@ export interface TaskRequestFile {
   stdin?: boolean;
   /** Rlimits and OOM score the command applies first (a start through the resident; absent: none). */
   bounds?: JobBounds;
+  /**
+   * false: what the command leaves running in its group when it exits goes on, as `cmd &` in a
+   * run_command expects (a promotable exec's task); absent or true: it is stopped, as for every task.
+   * A timeout or cancel stops the whole group either way.
+   */
+  reap_group?: boolean;
 }
 
 /** Reads the task's request file; throws if it is missing or not JSON. */

@@ -18,6 +18,8 @@ export interface Timings {
   startSettleMs: number;
   /** input: how long a write may wait for room in a full stdin pipe, and for `eof` to be confirmed. */
   inputWaitMs: number;
+  /** Resident: how long a supervisor booted ahead waits for a start before it is retired (warm-supervisor.ts). */
+  warmIdleMs: number;
 }
 
 /** Production defaults; graceMs + drainMs stays below cancelConfirmMs so a stubborn task is still confirmed. */
@@ -32,6 +34,9 @@ export const DEFAULT_TIMINGS: Timings = {
   startReportMs: 20000,
   startSettleMs: 100,
   inputWaitMs: 1000,
+  // Long enough to carry an agent's burst of commands, short enough that an idle sandbox soon
+  // holds only its keeper and resident (issue 21's memory bound).
+  warmIdleMs: 10_000,
 };
 
 const ENV_NAMES: Record<keyof Timings, string> = {
@@ -42,6 +47,7 @@ const ENV_NAMES: Record<keyof Timings, string> = {
   startReportMs: 'SANDBOX_AGENT_START_REPORT_MS',
   startSettleMs: 'SANDBOX_AGENT_START_SETTLE_MS',
   inputWaitMs: 'SANDBOX_AGENT_INPUT_WAIT_MS',
+  warmIdleMs: 'SANDBOX_AGENT_WARM_IDLE_MS',
 };
 
 /** The defaults, each overridden by its SANDBOX_AGENT_* variable when that holds a non-negative integer. */

@@ -1,10 +1,10 @@
 // get: one page of each log plus the observed state; with wait_s > 0 it long-polls until there
 // is output beyond the offsets, the state changes, or the wait ends.
-import { watch, type FSWatcher } from 'node:fs';
 import type { TaskView } from '../../shared/protocol.js';
 import { buildView, logSizes, observeTask, type ObservedTask, type PageOpts } from '../task-view.js';
 import type { Timings } from '../timing.js';
 import { existingTaskDir } from './task-dir.js';
+import { watchDirChanges } from '../dir-changes.js';
 
 /** A validated get request. */
 export interface GetOpts extends PageOpts {
@@ -29,30 +29,17 @@ function isWorthReturning(dir: string, observed: ObservedTask, opts: PageOpts): 
 }
 
 async function waitForChange(dir: string, opts: PageOpts, giveUpAtMs: number, pollMs: number): Promise<ObservedTask> {
-  let wake: () => void = () => {};
-  let watcher: FSWatcher | undefined;
-  try {
-    // Log writes and the status rename both land in the task directory.
-    watcher = watch(dir, { persistent: false }, () => wake());
-    watcher.on('error', () => {});
-  } catch {
-    watcher = undefined; // no inotify: the poll below still finds the change
-  }
+  // Log writes and the status rename both land in the task directory.
+  const changes = watchDirChanges(dir);
   try {
     for (;;) {
       const left = giveUpAtMs - Date.now();
       if (left <= 0) return observeTask(dir);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, Math.min(pollMs, left));
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
+      await changes.next(Math.min(pollMs, left));
       const observed = observeTask(dir);
       if (isWorthReturning(dir, observed, opts)) return observed;
     }
   } finally {
-    watcher?.close();
+    changes.close();
   }
 }

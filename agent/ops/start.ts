@@ -15,8 +15,10 @@ import { readStatus } from '../status-read.js';
 import type { JobBounds } from '../../shared/job-bounds.js';
 import type { TaskRequestFile } from '../task-request.js';
 import { buildView, observeTask } from '../task-view.js';
-import { sleep, type Timings } from '../timing.js';
+import type { Timings } from '../timing.js';
+import { watchDirChanges, type DirChanges } from '../dir-changes.js';
 import { childProcess } from '../node-modules.js';
+import { EXEC_DRAIN_GRACE_MS } from '../exec-run.js';
 import { closeInheritedFds } from '../inherited-fds.js';
 
 /** A validated start request. */
@@ -31,22 +33,35 @@ export interface StartOpts {
   env?: NodeJS.ProcessEnv;
   /** Rlimits and OOM score the command applies first (a start through the resident). */
   bounds?: JobBounds;
+  /** false: a command's leftovers in its group outlive it (a promotable exec, as a plain one); default true. */
+  reapsGroup?: boolean;
 }
 
 const START_POLL_MS = 10;
 
 /** Starts the task unless its directory exists; either way returns the task's observed view (page 0). */
-export async function startTask(opts: StartOpts, timings: Timings): Promise<TaskView> {
+export async function startTask(opts: StartOpts, timings: Timings, launch: SupervisorLauncher = spawnSupervisor): Promise<TaskView> {
   const tasks = ensureTasksDir();
   const dir = join(tasks, opts.taskId);
   const claim = claimTaskDir(tasks, dir, opts.cwd);
   if (claim) {
     writeRequest(dir, opts, claim.cwd, timings);
-    await awaitFirstReport(dir, opts.taskId, spawnSupervisor(dir, opts.env), timings);
+    // Watched before the launch: the supervisor's first status may come at once.
+    const changes = watchDirChanges(dir);
+    try {
+      await awaitFirstReport(dir, opts.taskId, launch(dir, opts.env ?? process.env), timings, changes);
+    } finally {
+      changes.close();
+    }
   } else {
     // An existing task (or one a concurrent start just created) is reported, never started again.
     // A directory that is still young may belong to a start in progress: give it time to report.
-    await waitForStatus(dir, timings.startReportMs - ageMs(dir), () => false);
+    const changes = watchDirChanges(dir);
+    try {
+      await waitForStatus(dir, timings.startReportMs - ageMs(dir), () => false, changes);
+    } finally {
+      changes.close();
+    }
   }
   return buildView(opts.taskId, dir, observeTask(dir), { stdoutOffset: 0, stderrOffset: 0, limit: LIMITS.pageDefaultBytes });
 }
@@ -82,10 +97,12 @@ function writeRequest(dir: string, opts: StartOpts, cwd: string, timings: Timing
     cwd,
     timeout_s: opts.timeoutS,
     grace_ms: timings.graceMs,
-    drain_ms: timings.drainMs,
+    // Leftovers may hold the output pipes open: then the wait for their end is a plain exec's.
+    drain_ms: opts.reapsGroup === false ? Math.min(timings.drainMs, EXEC_DRAIN_GRACE_MS) : timings.drainMs,
     poll_ms: timings.pollMs,
     stdin: opts.stdin,
     ...(opts.bounds ? { bounds: opts.bounds } : {}),
+    ...(opts.reapsGroup === false ? { reap_group: false } : {}),
   };
   try {
     writeFileAtomic(join(dir, TASK_FILES.request), JSON.stringify(request) + '\n');
@@ -97,15 +114,18 @@ function writeRequest(dir: string, opts: StartOpts, cwd: string, timings: Timing
   return request;
 }
 
-/** What start sees of the supervisor it spawned, kept current by the child's events. */
-interface SupervisorWatch {
+/** What start sees of the supervisor it launched, kept current by the child's events. */
+export interface SupervisorWatch {
   hasExited: boolean;
   /** The errno code when it could not be spawned. */
   spawnError: string | undefined;
 }
 
+/** Launches the supervisor of the task in `dir` (whose request is written), the command getting `env`. */
+export type SupervisorLauncher = (dir: string, env: NodeJS.ProcessEnv) => SupervisorWatch;
+
 /** Spawns the detached supervisor of the task in `dir`, sharing nothing of ours. */
-function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv = process.env): SupervisorWatch {
+export function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv): SupervisorWatch {
   // stdio must not be ours: the host's exec returns only when every holder of its pipes is gone.
   // Nor any other descriptor the host's exec leaked to us: the supervisor would inherit it.
   closeInheritedFds();
@@ -134,8 +154,14 @@ function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv = process.env): Sup
  * not be spawned), then briefly for a short command to finish, so start reports that rather than
  * `running`.
  */
-async function awaitFirstReport(dir: string, taskId: string, supervisor: SupervisorWatch, timings: Timings): Promise<void> {
-  const isReported = await waitForStatus(dir, timings.startReportMs, () => supervisor.hasExited);
+async function awaitFirstReport(
+  dir: string,
+  taskId: string,
+  supervisor: SupervisorWatch,
+  timings: Timings,
+  changes: DirChanges,
+): Promise<void> {
+  const isReported = await waitForStatus(dir, timings.startReportMs, () => supervisor.hasExited, changes);
   if (!isReported && supervisor.spawnError !== undefined && readStatus(dir).kind === 'missing') {
     writeStatus(dir, {
       ...initialStatus(taskId),
@@ -149,19 +175,19 @@ async function awaitFirstReport(dir: string, taskId: string, supervisor: Supervi
   const settleAtMs = Date.now() + timings.startSettleMs;
   while (Date.now() < settleAtMs && !supervisor.hasExited) {
     if (TERMINAL_STATES.has(observeTask(dir).state)) return;
-    await sleep(Math.min(START_POLL_MS, timings.pollMs));
+    await changes.next(Math.min(START_POLL_MS, timings.pollMs, settleAtMs - Date.now()));
   }
 }
 
 /** Polls until the status file exists; false if `withinMs` passed or `isHopeless()` said to stop. */
-async function waitForStatus(dir: string, withinMs: number, isHopeless: () => boolean): Promise<boolean> {
+async function waitForStatus(dir: string, withinMs: number, isHopeless: () => boolean, changes: DirChanges): Promise<boolean> {
   const giveUpAtMs = Date.now() + withinMs;
   for (;;) {
     if (readStatus(dir).kind !== 'missing') return true;
     // Once the supervisor has exited, one last look decides.
     if (isHopeless()) return readStatus(dir).kind !== 'missing';
     if (Date.now() >= giveUpAtMs) return false;
-    await sleep(START_POLL_MS);
+    await changes.next(START_POLL_MS);
   }
 }
 

@@ -175,8 +175,8 @@ Options:
                          server process per call
   --background-after S   run_command/run_code calls that give no background_after use S
                          (0-3600 s): a call still running then returns a task handle; 0:
-                         calls wait (env SANDBOX_MCP_BACKGROUND_AFTER; default 0; 50 suits
-                         clients that cut calls at 60 s)
+                         calls wait (env SANDBOX_MCP_BACKGROUND_AFTER; default 50, below a
+                         60 s client cut)
   --host ADDR            http: address to bind (default 127.0.0.1)
   --port N               http: port (default 8765; 0 picks a free one); dashboard: port
                          (default: a free one)

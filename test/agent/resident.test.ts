@@ -20,13 +20,13 @@ import {
   type AgentWorld,
 } from '../support/agent-world.js';
 import { requireBuild } from '../support/prerequisites.js';
-import { isRunning } from '../support/processes.js';
+import { isRunning, ppidOf, runningWith } from '../support/processes.js';
 import { startResident, type Resident } from '../support/resident-world.js';
 import { waitFor } from '../support/wait.js';
 
 beforeAll(() => requireBuild());
 
-const { world } = worldsPerTest();
+const { world, strays } = worldsPerTest();
 
 /** The environment a command gets: the world's (so that its processes are the world's). */
 const envOf = (w: AgentWorld, extra: Record<string, string> = {}) => ({ ...(agentEnv(w) as Record<string, string>), ...extra });
@@ -267,6 +267,136 @@ describe('promotion', () => {
     expect(longSupervisor!.pid).not.toBe(r.process.pid);
     expect(await waitTerminal(w, long.task_id)).toMatchObject({ state: 'succeeded', stdout: 'late\n' });
     expect(readStatusJson(w, long.task_id).supervisor).toEqual(longSupervisor);
+  });
+});
+
+describe('what a command leaves running in its group', () => {
+  it('outlives a promotable exec, as it does a plain one; a start stops it, and a timed-out exec stops it too', async () => {
+    const w = world();
+    const r = await startResident(w);
+    const leftover = async (extra: Record<string, unknown>): Promise<number> =>
+      Number(text((await exec(r, w, 'sleep 300 >/dev/null 2>&1 & echo $!', extra)).stdout_b64).trim());
+    const plain = await leftover({});
+    const promoted = await leftover({ promote: { task_id: newTaskId(), after_ms: 30_000 } });
+    strays.push(plain, promoted);
+    expect(isRunning(plain)).toBe(true);
+    expect(isRunning(promoted)).toBe(true);
+    const start = TaskViewSchema.parse(
+      ok(
+        await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'sleep 300 >/dev/null 2>&1 & echo $!', env: envOf(w) }),
+      ),
+    );
+    const ended = await waitTerminal(w, start.task_id);
+    expect(ended.state).toBe('succeeded');
+    expect(isRunning(Number(ended.stdout.trim()))).toBe(false);
+    const timedOut = ExecResultSchema.parse(
+      ok(
+        await r.request({
+          protocol: 1,
+          op: 'exec',
+          command: 'sleep 300 >/dev/null 2>&1 & echo $!; sleep 300',
+          env: envOf(w),
+          timeout_ms: 1000,
+          max_output_bytes: 65_536,
+          promote: { task_id: newTaskId(), after_ms: 30_000 },
+        }),
+      ),
+    ) as ExecFinished;
+    expect(timedOut).toMatchObject({ kind: 'finished', timed_out: true });
+    await waitFor(() => !isRunning(Number(text(timedOut.stdout_b64).trim())), "the timed-out exec's leftover stopped");
+  });
+});
+
+describe('a supervisor booted ahead (warm)', () => {
+  /** The resident's booted supervisors waiting for a task: its children running `supervise --warm`. */
+  const warmOf = (r: Resident): number[] =>
+    runningWith((argv) => argv.includes('supervise') && argv.includes('--warm')).filter((pid) => ppidOf(pid) === r.process.pid);
+
+  it("takes the next start and promotable exec with the call's environment and cwd, masks its secrets, and is retired when starts stop", async () => {
+    const w = world();
+    const secret = `tok-${newTaskId()}`;
+    const r = await startResident(w, { SANDBOX_AGENT_WARM_IDLE_MS: '3000' });
+    // No start yet: nothing booted ahead.
+    expect(warmOf(r)).toEqual([]);
+    const first = TaskViewSchema.parse(
+      ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'true', env: envOf(w) })),
+    );
+    expect(first.state).toBe('succeeded');
+    const booted = await waitFor(() => (warmOf(r).length === 1 ? warmOf(r)[0] : undefined), 'a supervisor booted ahead');
+    const task = TaskViewSchema.parse(
+      ok(
+        await r.request({
+          protocol: 1,
+          op: 'start',
+          task_id: newTaskId(),
+          command: 'echo "$FROM_CALL $(pwd)"; echo "key $API_TOKEN" >&2; exit 4',
+          cwd: '/tmp',
+          env: envOf(w, { FROM_CALL: 'call', API_TOKEN: secret }),
+        }),
+      ),
+    );
+    // The booted one is this task's supervisor: recorded, and no longer waiting.
+    expect(readStatusJson(w, task.task_id).supervisor).toMatchObject({ pid: booted });
+    expect(await waitTerminal(w, task.task_id)).toMatchObject({ state: 'failed', exit_code: 4, stdout: 'call /tmp\n' });
+    expect(logs(w, task.task_id)[1]!.toString()).toBe('key [MASKED]\n');
+    // A promotable exec ending in time is handed one too: the usual result, no task left.
+    const next = await waitFor(() => (warmOf(r).length === 1 && warmOf(r)[0] !== booted ? warmOf(r)[0] : undefined), 'the next one');
+    const id = newTaskId();
+    const res = ExecResultSchema.parse(
+      ok(
+        await r.request({
+          protocol: 1,
+          op: 'exec',
+          command: 'echo "promoted-in-time $PPID"',
+          env: envOf(w),
+          timeout_ms: 30_000,
+          max_output_bytes: 65_536,
+          promote: { task_id: id, after_ms: 30_000 },
+        }),
+      ),
+    );
+    expect(res).toMatchObject({ kind: 'finished', exit_code: 0 });
+    // The command's parent (the shell execs it) is its supervisor: the one booted ahead.
+    expect(text((res as ExecFinished).stdout_b64)).toBe(`promoted-in-time ${next}\n`);
+    // Without further starts the one booted after that is retired; the resident goes on.
+    const last = await waitFor(() => warmOf(r)[0], 'a supervisor booted after the exec');
+    await waitFor(() => !isRunning(last), 'the idle supervisor retired', 20_000);
+    expect(warmOf(r)).toEqual([]);
+    expect(isRunning(r.process.pid!)).toBe(true);
+    expect(readdirSync(join(w.stateDir, 'tasks')).sort()).toEqual([first.task_id, task.task_id].sort());
+  });
+
+  it('a resident killed -9 after handing over a start loses nothing; one still waiting exits with no task', async () => {
+    const w = world();
+    const r = await startResident(w, { SANDBOX_AGENT_START_SETTLE_MS: '120000' });
+    ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'true', env: envOf(w) }));
+    const booted = await waitFor(() => warmOf(r)[0], 'a supervisor booted ahead');
+    const id = newTaskId();
+    const answer = r.request({
+      protocol: 1,
+      op: 'start',
+      task_id: id,
+      timeout_s: 120,
+      command: burstCommand(60_000, 30, 5),
+      env: envOf(w),
+    });
+    answer.catch(() => {});
+    await waitFor(
+      () => existsSync(join(taskDirOf(w, id), 'stdout.log')) && readFileSync(join(taskDirOf(w, id), 'stdout.log')).length > 1000,
+      'output',
+    );
+    expect(readStatusJson(w, id).supervisor).toMatchObject({ pid: booted });
+    const waiting = await waitFor(() => warmOf(r)[0], 'the next supervisor booted ahead');
+    const tasksBefore = readdirSync(join(w.stateDir, 'tasks')).length;
+    r.process.kill('SIGKILL');
+    await expect(answer).rejects.toThrow(/exited/);
+    // The one nobody handed a task sees its resident gone and exits, making no task.
+    await waitFor(() => !isRunning(waiting), 'the waiting supervisor exits');
+    expect(await waitTerminal(w, id, 120_000)).toMatchObject({ state: 'failed', exit_code: 5 });
+    const [out, err] = logs(w, id);
+    expect(sha(out!)).toBe(sha(expectedBurst(60_000, 'o')));
+    expect(sha(err!)).toBe(sha(expectedBurst(60_000, 'e')));
+    expect(readdirSync(join(w.stateDir, 'tasks')).length).toBe(tasksBefore);
   });
 });
 

@@ -270,8 +270,8 @@ describe.skipIf(!asRoot).each(users)('resource limits, server running as $name',
     const kept = await ok(client, 'start_task', { sandbox_id: id, command: 'echo up; sleep 300', timeout: 300 });
     const keptHandle = { sandbox_id: id, task_id: kept.task_id };
     // A command that returns, leaving sleepers behind until the commands' limit (bounded: twice the sandbox's limit, counted).
-    // The fillers run with background_after 0: a call the resident may promote has a wrapper and a
-    // watcher beside it, which count while it runs and leave room behind when it ends.
+    // The fillers run with background_after 0: a call the resident may promote has a supervisor
+    // beside it (and one booted ahead), which count while it runs and leave room behind when it ends.
     const fill = async (n: number) =>
       counts(
         (await ok(client, 'run_command', { sandbox_id: id, command: `python3 spawn.py ${n} leave`, timeout: 120, background_after: 0 }))
@@ -311,12 +311,16 @@ describe.skipIf(!asRoot).each(users)('resource limits, server running as $name',
 
   it('a writer gets ENOSPC at the disk budget, split over the writable mounts; the covers and /dev are read-only', async () => {
     const id = await createSandbox();
-    // Up to twice the whole budget into each writable mount.
-    const fill = await run(
-      id,
-      `for m in /home/user /tmp /var/tmp /dev/shm; do head -c ${2 * DISK_MB * MIB} /dev/zero > $m/fill; echo "$m $(stat -c %s $m/fill)"; done; ` +
+    // Up to twice the whole budget into each writable mount. background_after 0: a promotable
+    // call's output goes to its task's logs, on the very filesystem this fills.
+    const fill = await ok(client, 'run_command', {
+      sandbox_id: id,
+      timeout: 120,
+      background_after: 0,
+      command:
+        `for m in /home/user /tmp /var/tmp /dev/shm; do head -c ${2 * DISK_MB * MIB} /dev/zero > $m/fill; echo "$m $(stat -c %s $m/fill)"; done; ` +
         'for d in / /home /run /dev; do touch $d/x; done',
-    );
+    });
     const written = Object.fromEntries(
       (fill.stdout as string)
         .trim()

@@ -134,7 +134,8 @@ describe('reconnectable tasks through MCP', () => {
     // sandbox, the resident holds an inotify watch ([.]cj[s]: the probe's own line does not match).
     const probe =
       "{ ps -eo args | grep '[.]cj[s] call'; for p in $(pgrep -f '[.]cj[s] serve'); do cat /proc/$p/fdinfo/* 2>/dev/null | grep '^inotify wd'; done; } | wc -l";
-    const isWaiting = async () => (await ok(s.client, 'run_command', { command: probe })).stdout.trim() === '1';
+    // background_after 0: a promotable probe would be a task the resident watches too.
+    const isWaiting = async () => (await ok(s.client, 'run_command', { command: probe, background_after: 0 })).stdout.trim() === '1';
 
     const talker = at(await ok(s.client, 'start_task', { command: after('go1', 'echo one; sleep 8; echo two; sleep 1000') }));
     const reply = ok(s.client, 'get_task', { ...talker, wait: 30 });

@@ -29,6 +29,15 @@ export function pgidOf(pid: number): number | null {
   }
 }
 
+/** The parent of a pid, or null when it is gone. */
+export function ppidOf(pid: number): number | null {
+  try {
+    return parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.ppid ?? null;
+  } catch {
+    return null;
+  }
+}
+
 /** A live process's start time (clock ticks since boot; with the pid it names the process); throws when it is gone. */
 export function startTimeOf(pid: number): number {
   const stat = parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));

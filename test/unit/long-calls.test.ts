@@ -6,12 +6,12 @@ import { ExecResultSchema } from '../../host/mcp/tools/exec-result.js';
 import { keepsSandbox } from '../../host/mcp/tools/promote.js';
 
 describe('--background-after / SANDBOX_MCP_BACKGROUND_AFTER', () => {
-  it('is off (0) by default (a supervisor per promotable call costs too much to make it the default), read from the environment, and the flag wins', () => {
-    expect(BACKGROUND_AFTER_DEFAULT_S).toBe(0);
+  it('is 50 s by default (below a 60 s client cut), read from the environment, 0 turns it off, and the flag wins', () => {
+    expect(BACKGROUND_AFTER_DEFAULT_S).toBe(50);
     expect(loadConfig({}).backgroundAfterS).toBe(BACKGROUND_AFTER_DEFAULT_S);
     expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '' }).backgroundAfterS).toBe(BACKGROUND_AFTER_DEFAULT_S);
     expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '20' }).backgroundAfterS).toBe(20);
-    expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '50' }).backgroundAfterS).toBe(50);
+    expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '0' }).backgroundAfterS).toBe(0);
     expect(loadConfig({ SANDBOX_MCP_BACKGROUND_AFTER: '50' }, { backgroundAfter: '7' }).backgroundAfterS).toBe(7);
   });
 

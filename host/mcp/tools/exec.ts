@@ -93,7 +93,7 @@ const runCommand = defineTool({
   description:
     `Run a shell command (bash -c) in a sandbox and wait for it (timeout 1-${LIMITS.taskTimeoutMaxS} s, default ${EXEC_TIMEOUT_DEFAULT_S}; the whole process group is killed at the timeout). ` +
     'Returns exit_code and stdout/stderr, each capped at 64 KiB (first and last 32 KiB) with *_truncated flags; on a timeout timed_out is true and exit_code is ' +
-    'whatever the killed shell reported. Clients often cut a call at about 60 s: with background_after (e.g. 50; the server default unless given, 0 unless configured: the call waits) a command still running then ' +
+    'whatever the killed shell reported. Clients often cut a call at about 60 s, so a command still running at background_after (the server default, usually 50 s; 0 waits) ' +
     'returns backgrounded: true with a task_id instead (read it with get_task, stop it with cancel_task). ' +
     'Stdin is empty either way (a prompt sees end-of-file); for a command that needs input use start_task and send_task_input. Long output belongs in start_task.',
   input: z.strictObject({

@@ -1,0 +1,49 @@
+// Waiting for something to happen in a task directory: its status file is replaced by rename and
+// its logs grow there, so one inotify watch on the directory (fs.watch) wakes a waiter at once.
+// Polling stays the fallback (no inotify, or a change the watch missed), so a wait is never longer
+// than its poll interval.
+import { watch, type FSWatcher } from 'node:fs';
+
+/** A watch on one directory; close it when done. */
+export interface DirChanges {
+  /** Resolves at the next change in the directory, or after `ms` at the latest. */
+  next(ms: number): Promise<void>;
+  close(): void;
+}
+
+export function watchDirChanges(dir: string): DirChanges {
+  let wake: () => void = () => {};
+  let hasChanged = false;
+  let watcher: FSWatcher | undefined;
+  try {
+    watcher = watch(dir, { persistent: false }, () => {
+      hasChanged = true;
+      wake();
+    });
+    watcher.on('error', () => {});
+  } catch {
+    watcher = undefined; // no inotify: the poll still finds the change
+  }
+  return {
+    next(ms) {
+      // A change since the last look counts: the caller has not seen it yet.
+      if (hasChanged) {
+        hasChanged = false;
+        return Promise.resolve();
+      }
+      return new Promise<void>((resolve) => {
+        const timer = setTimeout(done, ms);
+        function done(): void {
+          clearTimeout(timer);
+          wake = () => {};
+          hasChanged = false;
+          resolve();
+        }
+        wake = done;
+      });
+    },
+    close() {
+      watcher?.close();
+    },
+  };
+}

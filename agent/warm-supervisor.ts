@@ -1,0 +1,234 @@
+// A supervisor booted ahead of the next start (`agent.cjs supervise --warm`). A start through the
+// resident needs a detached supervisor from the command's first byte (resident-tasks.ts), and a
+// node start-up is most of what such a start costs. So while starts keep coming, the resident
+// keeps one supervisor booted and blocked on its stdin; a start hands it the task directory and
+// the command's environment as one JSON line and boots the next. It is retired after a while
+// without starts, so an idle sandbox holds no supervisor it does not use.
+//
+// The hand-over is the whole contract: before it, the warm supervisor is nobody's (end of file on
+// its stdin, the resident stopped or died, makes it exit); after it, it is that task's supervisor
+// like any other, detached in its own session, and reads the command's output itself.
+import type { ChildProcess } from 'node:child_process';
+import { closeSync, existsSync, readdirSync, readSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { nodeRelaunch } from '../shared/agent-runtime.js';
+import { createFifoPipes, type FifoPipe } from './drain-pipes.js';
+import { closeInheritedFds } from './inherited-fds.js';
+import { childProcess, net } from './node-modules.js';
+import { ensureTasksDir, stateDir } from './paths.js';
+import { removeFileQuietly } from './remove-file.js';
+import { writeReserveFile } from './status-reserve.js';
+import type { MadeAhead } from './supervisor.js';
+import type { SupervisorLauncher, SupervisorWatch } from './ops/start.js';
+
+/** The hand-over line: the task directory (under this user's tasks folder) and the command's environment. */
+interface Handover {
+  dir: string;
+  env: Record<string, string>;
+}
+
+/**
+ * Checked by hand, not with a zod schema: the line is our own resident's, and a supervisor stays
+ * free of zod (its first use compiles for a millisecond or more, on the start's critical path).
+ */
+function isHandover(value: unknown): value is Handover {
+  if (typeof value !== 'object' || value === null) return false;
+  const { dir, env } = value as Record<string, unknown>;
+  return (
+    typeof dir === 'string' &&
+    typeof env === 'object' &&
+    env !== null &&
+    !Array.isArray(env) &&
+    Object.values(env).every((v) => typeof v === 'string')
+  );
+}
+
+/** The resident's side: one booted supervisor at most, handed to the next start. */
+export class WarmSupervisor {
+  private ready: ChildProcess | null = null;
+  private retireTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    /** The launcher used when no booted supervisor is there (the cold way: spawned with its directory). */
+    private readonly cold: SupervisorLauncher,
+    /** How long a booted supervisor waits for a start before it is retired. */
+    private readonly idleMs: number,
+  ) {}
+
+  /**
+   * Launches the supervisor of the task in `dir`: the booted one if there is one, else a cold one.
+   * The caller boots the next (prepare) once its call is answered: a node start-up beside the task
+   * would slow the very call it is meant to speed up.
+   */
+  readonly launch: SupervisorLauncher = (dir, env) => {
+    const booted = this.take();
+    return booted ? handOver(booted, dir, env) : this.cold(dir, env);
+  };
+
+  /** Boots a supervisor unless one is there (and keeps it another idle period). */
+  prepare(): void {
+    // A debug run keeps one log per task from the supervisor's first line: only a cold start has one.
+    if (process.env.AGENT_DEBUG) return;
+    clearTimeout(this.retireTimer);
+    this.retireTimer = setTimeout(() => this.retire(), this.idleMs);
+    this.retireTimer.unref();
+    if (this.ready) return;
+    let child: ChildProcess;
+    try {
+      // --no-lazy: compiled while it waits, not function by function on the start's critical path
+      // (a promotable exec of `true` 9.6 ms instead of 18.2, for 12 ms more boot and 1.4 MiB).
+      const node = nodeRelaunch(process.execPath, ['--no-lazy', resolve(process.argv[1]!), 'supervise', '--warm']);
+      child = childProcess().spawn(node.file, node.args, {
+        detached: true, // its own session from the start: a task's supervisor must outlive us
+        stdio: ['pipe', 'ignore', 'ignore'],
+        cwd: '/', // pins no directory until it has a task
+      });
+    } catch {
+      return; // no room for a process now: the next start goes the cold way
+    }
+    child.on('error', () => this.drop(child));
+    child.on('exit', () => this.drop(child));
+    child.stdin!.on('error', () => {});
+    child.unref();
+    (child.stdin as unknown as { unref?: () => void }).unref?.();
+    this.ready = child;
+  }
+
+  /** Lets the booted supervisor go (end of file on its stdin: it exits). */
+  retire(): void {
+    clearTimeout(this.retireTimer);
+    const child = this.ready;
+    this.ready = null;
+    child?.stdin?.destroy();
+  }
+
+  private take(): ChildProcess | null {
+    const child = this.ready;
+    this.ready = null;
+    if (!child || child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return null;
+    return child;
+  }
+
+  private drop(child: ChildProcess): void {
+    if (this.ready === child) this.ready = null;
+  }
+}
+
+/** Hands the task to a booted supervisor; the watch follows it as start's own spawn would. */
+function handOver(child: ChildProcess, dir: string, env: NodeJS.ProcessEnv): SupervisorWatch {
+  const watch: SupervisorWatch = { hasExited: false, spawnError: undefined };
+  child.on('exit', () => (watch.hasExited = true));
+  const line: Handover = { dir, env: definedOnly(env) };
+  const stdin = child.stdin!;
+  // Not delivered (it died before reading): start records the task as failed to start.
+  stdin.on('error', (err: NodeJS.ErrnoException) => (watch.spawnError = err.code ?? 'error'));
+  stdin.end(JSON.stringify(line) + '\n', () => stdin.destroy());
+  return watch;
+}
+
+function definedOnly(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) if (value !== undefined) out[name] = value;
+  return out;
+}
+
+/** What a warm supervisor got: its task, and what it made while it waited. */
+export interface WarmTask {
+  dir: string;
+  env: NodeJS.ProcessEnv;
+  made: MadeAhead;
+}
+
+/** Where a warm supervisor keeps its status reserve while it waits (beside the tasks folder, never in it). */
+const reservePathOf = (state: string, pid: number): string => join(state, `.warm-${pid}.reserve`);
+const RESERVE_NAME = /^\.warm-(\d+)\.reserve$/;
+
+/**
+ * The warm supervisor's side: makes the command's output pipes while nobody waits, then blocks
+ * until the resident hands it a task. Null at end of file or on a line that is not a task of
+ * this user's (the process then exits: it was never anyone's supervisor).
+ */
+export function awaitHandover(): WarmTask | null {
+  let tasks: string;
+  try {
+    tasks = ensureTasksDir();
+  } catch {
+    return null;
+  }
+  // What every supervisor does first, done while nobody waits: nothing of the resident's may reach
+  // the command, and the modules a supervisor spawns and drains with are loaded now.
+  closeInheritedFds();
+  childProcess();
+  net();
+  const state = stateDir();
+  removeOrphanedReserves(state);
+  // Made beside the tasks folder, never in it (a listing would see them); the FIFOs' names go once open.
+  const outputs = createFifoPipes(state, 2);
+  const reserve = reservePathOf(state, process.pid);
+  const hasReserve = writeReserveFile(reserve);
+  const line = readLine(0);
+  const handover = line === null ? null : parseJson(line);
+  if (!isHandover(handover) || dirname(handover.dir) !== tasks) {
+    for (const pipe of outputs ?? []) closeBoth(pipe);
+    if (hasReserve) removeFileQuietly(reserve);
+    return null;
+  }
+  return { dir: handover.dir, env: handover.env, made: { outputs, reserve: hasReserve ? reserve : null } };
+}
+
+/** Reads fd up to its first newline, blocking; null at end of file before one. */
+function readLine(fd: number): string | null {
+  const chunks: Buffer[] = [];
+  const buf = Buffer.allocUnsafe(64 * 1024);
+  for (;;) {
+    let n: number;
+    try {
+      n = readSync(fd, buf, 0, buf.length, null);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') return null;
+      // A non-blocking stdin: wait a little without an event loop.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+      continue;
+    }
+    if (n === 0) return null;
+    const chunk = Buffer.from(buf.subarray(0, n));
+    const nl = chunk.indexOf(10);
+    if (nl >= 0) {
+      chunks.push(chunk.subarray(0, nl));
+      return Buffer.concat(chunks).toString('utf8');
+    }
+    chunks.push(chunk);
+  }
+}
+
+/** Reserves left by warm supervisors that were killed while they waited (their pid is gone). */
+function removeOrphanedReserves(state: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(state);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const pid = RESERVE_NAME.exec(name)?.[1];
+    if (pid !== undefined && !existsSync(`/proc/${pid}`)) removeFileQuietly(join(state, name));
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function closeBoth(pipe: FifoPipe): void {
+  for (const fd of [pipe.readFd, pipe.writeFd]) {
+    try {
+      closeSync(fd);
+    } catch {
+      // already closed
+    }
+  }
+}
