@@ -1,14 +1,15 @@
 // The sandbox's resident agent through the built server (issue 21), on real local sandboxes:
 // every call is a message to it, not a process start — the sandbox's pid counter moves by no
-// process for an agent call, where a sandbox without a resident starts a shell and node for each; two server
-// processes (and the operator CLI) use one resident at once; and a sandbox made by an older
-// server (no resident, an agent of protocol 1.3) keeps working with this one.
+// process for an agent call, where a sandbox without a resident starts a shell and node for each; a
+// command joins no cgroup (the resident already sits in them); two server processes (and the
+// operator CLI) use one resident at once; and a sandbox made by an older server (no resident, an
+// agent of protocol 1.3) keeps working with this one.
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ResidentRecord } from '../../host/providers/local/keeper/resident.js';
-import { AGENT_SOCKET, RESIDENT_FILE } from '../../host/providers/local/sandbox/state-dir.js';
+import { AGENT_SOCKET, readKeeperRecord, RESIDENT_FILE } from '../../host/providers/local/sandbox/state-dir.js';
 import { connectStdio, ok, serverEnv, type StdioServer } from '../support/built-server.js';
 import { olderBuild } from '../support/older-build.js';
 import { HOST_JS } from '../support/paths.js';
@@ -117,6 +118,37 @@ async function agentOnlyCalls(s: StdioServer, sandbox: string, hasResident: bool
   });
 }
 
+/**
+ * Writes to the sandbox's cgroup.procs files while `calls` ran. A cgroup join is such a write
+ * (cgroup v1: the entering shell writes its pid; v2: the join script), and every write(2) raises
+ * an inotify IN_MODIFY. The count ends at a sentinel: the test itself writes the pid of a process
+ * already in the first cgroup (a move to where it is: nothing changes), and inotify delivers in
+ * order, so every write before it has been counted once the sentinel's event is seen.
+ */
+async function cgroupJoinsDuring(sandbox: string, calls: () => Promise<void>): Promise<number> {
+  const keeper = readKeeperRecord(dirOf(sandbox))!;
+  expect(keeper.cgroups.length).toBeGreaterThan(0);
+  const files = keeper.cgroups.map((d) => join(d, 'cgroup.procs'));
+  let writes = 0;
+  let isSentinelSeen = false;
+  let isSentinelSent = false;
+  const watchers = files.map((f, i) =>
+    watch(f, () => {
+      if (i === 0 && isSentinelSent) isSentinelSeen = true;
+      else writes++;
+    }),
+  );
+  try {
+    await calls();
+    isSentinelSent = true;
+    writeFileSync(files[0]!, `${keeper.pid1.pid}\n`);
+    await waitFor(() => isSentinelSeen, 'the sentinel write to be seen');
+    return writes;
+  } finally {
+    for (const w of watchers) w.close();
+  }
+}
+
 describe('the resident agent (local)', () => {
   it('takes every agent call and command as a message: no node starts for any call, where a sandbox without one starts one per call', async () => {
     const s = await server();
@@ -139,6 +171,28 @@ describe('the resident agent (local)', () => {
       [without, plain],
     ] as const)
       await ok(srv.client, 'kill_sandbox', { sandbox_id: id });
+  });
+
+  it('moves no command into a cgroup: run_command through the resident writes no cgroup.procs, where each command without one joins', async () => {
+    const COMMANDS = 5;
+    const fiveCommands = (srv: StdioServer, sandbox: string) => async () => {
+      for (let i = 0; i < COMMANDS; i++) {
+        expect((await ok(srv.client, 'run_command', { sandbox_id: sandbox, command: 'true', background_after: 0 })).exit_code).toBe(0);
+      }
+    };
+    const s = await server();
+    const sandbox = (await ok(s.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
+    await waitFor(() => residentOf(sandbox)?.resident, 'the resident to run');
+    await ok(s.client, 'run_command', { sandbox_id: sandbox, command: 'true', background_after: 0 });
+    expect(await cgroupJoinsDuring(sandbox, fiveCommands(s, sandbox))).toBe(0);
+    expect(residentOf(sandbox)).toMatchObject({ restarts: 0 });
+
+    // The same commands entering with nsenter (no resident): each joins the sandbox's cgroups.
+    const without = await server({ SANDBOX_MCP_RESIDENT_AGENT: '0' });
+    const plain = (await ok(without.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
+    expect(await cgroupJoinsDuring(plain, fiveCommands(without, plain))).toBeGreaterThanOrEqual(COMMANDS);
+    await ok(s.client, 'kill_sandbox', { sandbox_id: sandbox });
+    await ok(without.client, 'kill_sandbox', { sandbox_id: plain });
   });
 
   it('serves two server processes at once through one resident (and the operator CLI beside them)', async () => {

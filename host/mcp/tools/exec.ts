@@ -77,14 +77,22 @@ async function runCapped(
 }
 
 /**
- * Resolves the sandbox, learns its secrets (before any of its output is shown) and renews it if
- * this session owns it: every run_command/run_code does this first.
+ * Resolves the sandbox and learns its secrets (before any of its output is shown), then runs
+ * `run` on it while renewing it if this session owns it: every run_command/run_code goes through
+ * here. The renewal (a deadline read and write, a signal to the keeper: about 1 ms locally, two
+ * round trips on e2b) starts once the command is on its way — setImmediate runs after the
+ * microtasks that send it — and ends before the result, so the call does not wait for it first.
  */
-async function targetOf(ctx: ToolContext, sandboxId: string | undefined): Promise<SandboxRef> {
+async function onTarget<T>(ctx: ToolContext, sandboxId: string | undefined, run: (ref: SandboxRef) => Promise<T>): Promise<T> {
   const ref = resolveSandbox(ctx, sandboxId);
   await learnSecrets(ctx, ref);
-  await renewIfOwned(ctx, ref);
-  return ref;
+  // renewIfOwned never rejects (a failed renewal is logged, not the call's failure).
+  const renewal = new Promise<void>((resolve) => setImmediate(() => void renewIfOwned(ctx, ref).then(resolve, resolve)));
+  try {
+    return await run(ref);
+  } finally {
+    await renewal;
+  }
 }
 
 const runCommand = defineTool({
@@ -108,20 +116,21 @@ const runCommand = defineTool({
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async run(args, ctx) {
     const backgroundAfter = backgroundAfterFor(ctx, args.background_after, args.timeout);
-    const ref = await targetOf(ctx, args.sandbox_id);
-    if (backgroundAfter) {
-      const cwd = resolveCwd(args.cwd) ?? (await defaultTaskCwd(ctx, ref));
-      const run = {
-        command: args.command,
-        timeoutS: args.timeout,
-        backgroundAfterS: backgroundAfter.afterS,
-        ...definedFields({ cwd, envs: args.envs }),
-      };
-      const result = await runPromotable(ctx, ref, run, backgroundAfter.isDefault);
-      if (result) return { result };
-    }
-    const cwd = args.cwd ?? (await defaultCwd(ctx, ref));
-    return runCapped(ctx, ref, args.command, { timeoutS: args.timeout, ...definedFields({ cwd, envs: args.envs }) });
+    return onTarget(ctx, args.sandbox_id, async (ref) => {
+      if (backgroundAfter) {
+        const cwd = resolveCwd(args.cwd) ?? (await defaultTaskCwd(ctx, ref));
+        const run = {
+          command: args.command,
+          timeoutS: args.timeout,
+          backgroundAfterS: backgroundAfter.afterS,
+          ...definedFields({ cwd, envs: args.envs }),
+        };
+        const result = await runPromotable(ctx, ref, run, backgroundAfter.isDefault);
+        if (result) return { result };
+      }
+      const cwd = args.cwd ?? (await defaultCwd(ctx, ref));
+      return runCapped(ctx, ref, args.command, { timeoutS: args.timeout, ...definedFields({ cwd, envs: args.envs }) });
+    });
   },
 });
 
@@ -150,33 +159,34 @@ const runCode = defineTool({
     const [interpreter, ext] = INTERPRETERS[args.language];
     const path = `/tmp/sandbox-mcp-code-${randomBytes(8).toString('hex')}.${ext}`;
     const backgroundAfter = backgroundAfterFor(ctx, args.background_after, args.timeout);
-    const ref = await targetOf(ctx, args.sandbox_id);
-    const provider = ctx.deps.providers.get(ref.provider);
-    await provider.writeFile(ref.id, path, Buffer.from(args.code, 'utf8'));
-    // The shell removes the file when the code ends (a TERM from a timeout or cancel included), so
-    // it also goes when the run outlives this call as a task.
-    const command = `trap 'rm -f ${path}' EXIT; ${interpreter} ${path}`;
-    const cleanup = `rm -f ${path}`;
-    try {
-      if (backgroundAfter) {
-        const cwd = resolveCwd(args.cwd) ?? (await defaultTaskCwd(ctx, ref));
-        const run = {
-          command,
-          timeoutS: args.timeout,
-          backgroundAfterS: backgroundAfter.afterS,
-          cleanupAfterTimeout: cleanup,
-          ...definedFields({ cwd }),
-        };
-        const result = await runPromotable(ctx, ref, run, backgroundAfter.isDefault);
-        if (result) return { result };
+    return onTarget(ctx, args.sandbox_id, async (ref) => {
+      const provider = ctx.deps.providers.get(ref.provider);
+      await provider.writeFile(ref.id, path, Buffer.from(args.code, 'utf8'));
+      // The shell removes the file when the code ends (a TERM from a timeout or cancel included), so
+      // it also goes when the run outlives this call as a task.
+      const command = `trap 'rm -f ${path}' EXIT; ${interpreter} ${path}`;
+      const cleanup = `rm -f ${path}`;
+      try {
+        if (backgroundAfter) {
+          const cwd = resolveCwd(args.cwd) ?? (await defaultTaskCwd(ctx, ref));
+          const run = {
+            command,
+            timeoutS: args.timeout,
+            backgroundAfterS: backgroundAfter.afterS,
+            cleanupAfterTimeout: cleanup,
+            ...definedFields({ cwd }),
+          };
+          const result = await runPromotable(ctx, ref, run, backgroundAfter.isDefault);
+          if (result) return { result };
+        }
+        const cwd = args.cwd ?? (await defaultCwd(ctx, ref));
+        return await runCapped(ctx, ref, command, { timeoutS: args.timeout, ...definedFields({ cwd }) }, cleanup);
+      } catch (e) {
+        // The code may never have run (a missing cwd, a task that never started) or has ended: the file must not stay behind.
+        await provider.exec(ref.id, cleanup, { timeoutS: 30, role: 'service' }).catch(() => undefined);
+        throw e;
       }
-      const cwd = args.cwd ?? (await defaultCwd(ctx, ref));
-      return await runCapped(ctx, ref, command, { timeoutS: args.timeout, ...definedFields({ cwd }) }, cleanup);
-    } catch (e) {
-      // The code may never have run (a missing cwd, a task that never started) or has ended: the file must not stay behind.
-      await provider.exec(ref.id, cleanup, { timeoutS: 30, role: 'service' }).catch(() => undefined);
-      throw e;
-    }
+    });
   },
 });
 
