@@ -5,7 +5,7 @@
 // environment is a fixed login environment plus the sandbox's SANDBOX_AGENT_* settings — never the
 // sandbox's other variables (a NODE_OPTIONS there changes commands, not the resident); commands
 // get theirs in each request. The agent file is the keeper's build (dist/agent.cjs beside
-// keeper.js), written into the sandbox home under its content-addressed name unless there already.
+// keeper.cjs), written into the sandbox home under its content-addressed name unless there already.
 // resident.json records the live resident (host pid and start time) for tools and tests.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
