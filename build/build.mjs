@@ -1,5 +1,5 @@
 // Builds the artefacts: dist/agent.cjs (one self-contained CommonJS file pushed into sandboxes),
-// dist/host.js (the MCP server CLI), dist/keeper.js (the local provider's per-sandbox keeper) and
+// dist/host.js (the MCP server CLI), dist/keeper.cjs (the local provider's per-sandbox keeper) and
 // dist/helpers/ (the local provider's perl helpers, copied). Prints nothing on success, because
 // `npm start` runs this before serving MCP on stdout. A file whose bytes did not change is left
 // alone, and a changed one replaced by a rename: a server, keeper or CLI starting from dist/ while
@@ -86,12 +86,14 @@ for (const name of existsSync(join(dist, 'chunks')) ? readdirSync(join(dist, 'ch
 
 // The local provider's per-sandbox keeper gets its own small entry: a keeper that loaded the
 // whole server (MCP and E2B SDKs) would start several times slower and weigh far more per sandbox.
+// CommonJS: node's ES module loader costs an idle keeper some 0.6 MiB more on Node 26 (0.3 on
+// Node 20) for the life of its sandbox (docs/performance.md, idle memory).
 writeOutputs(
   await build({
     ...common,
     entryPoints: [join(root, 'host/providers/local/keeper/main.ts')],
-    outfile: join(dist, 'keeper.js'),
-    format: 'esm',
+    outfile: join(dist, 'keeper.cjs'),
+    format: 'cjs',
     packages: 'external',
   }),
 );

@@ -9,7 +9,8 @@
 // keeper's "re-read the deadline".
 import { realpathSync } from 'node:fs';
 
-function sameFile(a: string, b: string): boolean {
+/** Whether paths `a` and `b` name one file (after links); their text when either cannot be resolved. */
+export function sameFile(a: string, b: string): boolean {
   try {
     return realpathSync(a) === realpathSync(b);
   } catch {

@@ -6,7 +6,7 @@
 // provider, interleaved with this one in the same run, to the exec and create+kill figures (e.g.
 // `git archive main | tar -x -C /tmp/base`, link node_modules, `node build/build.mjs` there).
 import { spawn } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { bench, describe } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
@@ -29,7 +29,8 @@ const baseline: Provider | null = baselineDir
       (await import(join(baselineDir, 'host/providers/local/local-provider.ts'))) as { createLocalProvider: typeof createLocalProvider }
     ).createLocalProvider({
       stateDir: baselineStateDir,
-      keeperScript: join(baselineDir, 'dist/keeper.js'),
+      // A checkout from before the keeper became CommonJS has dist/keeper.js.
+      keeperScript: join(baselineDir, existsSync(join(baselineDir, 'dist/keeper.cjs')) ? 'dist/keeper.cjs' : 'dist/keeper.js'),
     })
   : null;
 

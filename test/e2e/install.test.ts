@@ -88,7 +88,7 @@ describe('the installed package', () => {
   it('packs every built artefact, the licence and the README, and no sources', () => {
     for (const file of [
       'dist/host.js',
-      'dist/keeper.js',
+      'dist/keeper.cjs',
       'dist/agent.cjs',
       'dist/agent-manifest.json',
       'LICENSE',
@@ -123,7 +123,7 @@ describe('the installed package', () => {
     expect(existsSync(join(linked, 'dist'))).toBe(false);
     const linkPrefix = join(work, 'link-prefix');
     await run('npm', ['install', '-g', '--prefix', linkPrefix, '--no-audit', '--no-fund', '--loglevel=error', '.'], linked);
-    for (const file of ['dist/host.js', 'dist/keeper.js', 'dist/agent.cjs']) expect(existsSync(join(linked, file)), file).toBe(true);
+    for (const file of ['dist/host.js', 'dist/keeper.cjs', 'dist/agent.cjs']) expect(existsSync(join(linked, file)), file).toBe(true);
     const linkBin = join(linkPrefix, 'bin', 'sandbox-mcp');
     expect(realpathSync(linkBin)).toBe(join(realpathSync(linked), 'dist', 'host.js'));
     const { stdout } = await run(linkBin, ['--version'], elsewhere, clientEnv());
@@ -141,7 +141,7 @@ describe('the installed package', () => {
       const id = sandbox.sandbox_id.slice('local:'.length);
       const keeperPid = (JSON.parse(readFileSync(join(stateDir, 'local', id, 'keeper.json'), 'utf8')) as { keeper: { pid: number } }).keeper
         .pid;
-      expect(readFileSync(`/proc/${keeperPid}/cmdline`, 'utf8').split('\0')).toContain(join(packageDir, 'dist', 'keeper.js'));
+      expect(readFileSync(`/proc/${keeperPid}/cmdline`, 'utf8').split('\0')).toContain(join(packageDir, 'dist', 'keeper.cjs'));
 
       expect(await ok(client, 'run_command', { command: 'echo installed' })).toMatchObject({ exit_code: 0, stdout: 'installed\n' });
       const task = await ok(client, 'start_task', { command: 'echo from-task' });

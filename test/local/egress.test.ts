@@ -49,7 +49,7 @@ function helpersIn(netNs: string, pidNs: string): number[] {
   return pids;
 }
 
-/** True for the keeper's netns helper (`node keeper.js --netns-helper …`). */
+/** True for the keeper's netns helper (`node keeper.cjs --netns-helper …`). */
 function isNetnsHelper(pid: number): boolean {
   try {
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(NETNS_HELPER_ARG);

@@ -32,10 +32,10 @@ function checkServerFiles(): Check {
   } catch {
     hasAgent = false;
   }
-  if (keeper && hasAgent) return ok('server files', 'the keeper (dist/keeper.js) and the agent (dist/agent.cjs) are beside the server');
+  if (keeper && hasAgent) return ok('server files', 'the keeper (dist/keeper.cjs) and the agent (dist/agent.cjs) are beside the server');
   return fail(
     'server files',
-    `${keeper ? 'the agent (dist/agent.cjs)' : 'the keeper (dist/keeper.js) or its helpers (dist/helpers/)'} is missing`,
+    `${keeper ? 'the agent (dist/agent.cjs)' : 'the keeper (dist/keeper.cjs) or its helpers (dist/helpers/)'} is missing`,
     LOCAL_DETAILS.hostBundleMissing,
   );
 }

@@ -16,7 +16,7 @@ export const LOCAL_DETAILS = {
     "util-linux's flock is not installed (creates take a lock shared by every server on the state directory): install util-linux and retry.",
   createLockBusy:
     'Another server sharing the state directory held its create lock for too long (is one stopped?): retry, or point SANDBOX_MCP_STATE_DIR elsewhere.',
-  hostBundleMissing: 'The built keeper (dist/keeper.js) or its helpers (dist/helpers/) are missing: run `npm run build` and retry.',
+  hostBundleMissing: 'The built keeper (dist/keeper.cjs) or its helpers (dist/helpers/) are missing: run `npm run build` and retry.',
   usernsRefused:
     'The kernel refuses unprivileged user namespaces, which bubblewrap needs: enable them (sysctl -w kernel.unprivileged_userns_clone=1 and user.max_user_namespaces=10000) and retry.',
   usernsApparmor:

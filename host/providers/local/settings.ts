@@ -22,7 +22,7 @@ export interface LocalProviderOpts {
   templatesDir?: string;
   /** The most MB of snapshot layers the templates directory may hold (default 10240; 0: no snapshots). */
   maxSnapshotStorageMb?: number;
-  /** The built keeper entry (`node <keeperScript> <dir>`); default dist/keeper.js next to the host bundle. */
+  /** The built keeper entry (`node <keeperScript> <dir>`); default dist/keeper.cjs next to the host bundle. */
   keeperScript?: string;
   /** Node binary for keepers (default: this process's). */
   nodePath?: string;
@@ -99,9 +99,9 @@ export interface LocalSettings {
   readonly cover: FdCover | undefined;
 }
 
-/** Path of dist/keeper.js in this installation or checkout. */
+/** Path of dist/keeper.cjs in this installation or checkout. */
 export function defaultKeeperScript(): string {
-  return join(distDir(), 'keeper.js');
+  return join(distDir(), 'keeper.cjs');
 }
 
 /** Applies the defaults; throws invalid_argument for an unknown network mode or a limit out of range. */

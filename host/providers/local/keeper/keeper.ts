@@ -1,4 +1,4 @@
-// The keeper: one detached host process per sandbox, started as `node dist/keeper.js <dir>`.
+// The keeper: one detached host process per sandbox, started as `node dist/keeper.cjs <dir>`.
 // It runs bubblewrap as its direct child (if the keeper dies, so does the sandbox), reports
 // readiness on fd 3, and owns the deadline: at end_at — whether or not any server is running —
 // it SIGKILLs the sandbox's pid 1 (which takes everything inside with it), gives back what it

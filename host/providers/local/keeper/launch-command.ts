@@ -148,7 +148,7 @@ function helperLaunch(
   };
 }
 
-/** A helper of the build this keeper runs from (dist/helpers beside dist/keeper.js). */
+/** A helper of the build this keeper runs from (dist/helpers beside dist/keeper.cjs). */
 export function readKeeperHelper(name: 'mount-root' | 'userns-off'): string {
   return readHelper(helpersDir(process.argv[1] ?? ''), name);
 }

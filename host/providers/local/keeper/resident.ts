@@ -5,7 +5,7 @@
 // environment is a fixed login environment plus the sandbox's SANDBOX_AGENT_* settings — never the
 // sandbox's other variables (a NODE_OPTIONS there changes commands, not the resident); commands
 // get theirs in each request. The agent file is the keeper's build (dist/agent.cjs beside
-// keeper.js), written into the sandbox home under its content-addressed name unless there already.
+// keeper.cjs), written into the sandbox home under its content-addressed name unless there already.
 // resident.json records the live resident (host pid and start time) for tools and tests.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
@@ -21,6 +21,7 @@ import { specNetwork, type SandboxSpec } from '../sandbox/spec.js';
 import { AGENT_SOCKET, RESIDENT_FILE, writePrivateFile } from '../sandbox/state-dir.js';
 import { identify, pidNamespace, type ProcIdentity } from '../system/proc.js';
 import type { HeldResource } from './held-resources.js';
+import { SMALL_HEAP_FLAGS, youngGenerationFlags } from './node-flags.js';
 import { ResidentRelay } from './resident-relay.js';
 
 /** What the keeper knows when it starts the resident. */
@@ -46,8 +47,12 @@ export interface ResidentRecord {
   last_exit: number | null;
 }
 
-/** Node's flags for the resident: a small heap, one V8 worker thread (each thread counts against the process limit). */
-const NODE_FLAGS = ['--max-old-space-size=32', '--max-semi-space-size=1', '--v8-pool-size=1'];
+/**
+ * Node's flags for the resident: a small heap, one V8 worker thread (each thread counts against
+ * the process limit), and the young-generation flags of this keeper's line: the resident runs on
+ * the keeper's node, or on the agent runtime, which is made from that same node.
+ */
+const NODE_FLAGS = [...SMALL_HEAP_FLAGS, '--v8-pool-size=1', ...youngGenerationFlags(process.versions.v8)];
 /** Back-off before the next start after each failure in a row, then its last value. */
 const BACKOFF_MS = [0, 1000, 2000, 4000, 8000, 16000, 32000, 60000];
 /** A resident that ran this long was fine: the back-off starts over. */

@@ -6,7 +6,9 @@ import { ProviderError } from '../../provider-error.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import { sandboxPath } from '../launch/environment.js';
 import type { LocalSettings } from '../settings.js';
+import { sameFile } from '../../../util/inspector-signal.js';
 import { coverInherited } from '../system/inherited-fds.js';
+import { SMALL_HEAP_FLAGS, youngGenerationFlags } from './node-flags.js';
 import type { KeeperReport } from './report.js';
 
 /** What starting a keeper needs from the provider's settings. */
@@ -24,7 +26,16 @@ export function startKeeper(dir: string, opts: KeeperStartOpts): Promise<KeeperR
     // then leaves SIGUSR1 blocked in every thread, so the keeper would never see set_sandbox_timeout's
     // SIGUSR1 and would act on a shortened deadline only at its recheck timer; its own listener
     // from main.ts's first statement keeps the inspector closed (see inspector-signal.ts).
-    const nodeFlags = ['--max-old-space-size=32', '--max-semi-space-size=1', '--v8-pool-size=0'];
+    // The V8 flags of the server's own line only: another node (a nodePath option) gets none it
+    // might not know.
+    const nodeFlags = [
+      ...SMALL_HEAP_FLAGS,
+      '--v8-pool-size=0',
+      ...(sameFile(opts.nodePath, process.execPath) ? youngGenerationFlags(process.versions.v8) : []),
+    ];
+    // One malloc arena: the keeper's few threads hardly allocate, and a second arena is some
+    // 0.3 MiB of an idle keeper. Nothing in a sandbox inherits the keeper's environment.
+    env.MALLOC_ARENA_MAX = '1';
     const child = spawn(opts.nodePath, [...nodeFlags, opts.keeperScript, dir], {
       cwd: '/',
       env,

@@ -1,0 +1,19 @@
+// Node's flags for the two node processes every local sandbox keeps for its whole life, the keeper
+// and the resident agent (issue 21: together at most 20 MiB PSS per idle sandbox; docs/performance.md).
+// Both hold little data: a small old space and 1 MiB semi-spaces bound their heaps.
+
+/** The heap bounds both processes get on every Node.js line. */
+export const SMALL_HEAP_FLAGS = ['--max-old-space-size=32', '--max-semi-space-size=1'] as const;
+
+/**
+ * From V8 13 (Node 24 and 26) an idle process keeps its young generation's two semi-spaces
+ * committed (2 MiB with 1 MiB semi-spaces, some 0.4 MiB of it in use), where V8 12 (Node 22) gives
+ * them back once idle. `--minor-ms` (V8's young-generation mark-sweep, on pages it can release;
+ * known since V8 12.4) takes 0.7–0.9 MiB anonymous off each idle keeper and resident on Node 24
+ * and 26 (test/bench/idle-memory.bench.ts). Not on older lines: Node 20's V8 has no such flag (an
+ * unknown flag stops node), and on Node 22 it made no difference.
+ */
+export function youngGenerationFlags(v8Version: string): string[] {
+  const major = Number(/^(\d+)\./.exec(v8Version)?.[1] ?? 0);
+  return major >= 13 ? ['--minor-ms'] : [];
+}
