@@ -359,7 +359,8 @@ describe('a supervisor booted ahead (warm)', () => {
     // The command's parent (the shell execs it) is its supervisor: the one booted ahead.
     expect(text((res as ExecFinished).stdout_b64)).toBe(`promoted-in-time ${next}\n`);
     // Without further starts the one booted after that is retired; the resident goes on.
-    const last = await waitFor(() => warmOf(r)[0], 'a supervisor booted after the exec');
+    // (The exec's own supervisor, `next`, may still be finishing: it carries the same argv.)
+    const last = await waitFor(() => warmOf(r).find((pid) => pid !== next), 'a supervisor booted after the exec');
     await waitFor(() => !isRunning(last), 'the idle supervisor retired', 20_000);
     expect(warmOf(r)).toEqual([]);
     expect(isRunning(r.process.pid!)).toBe(true);
@@ -368,8 +369,10 @@ describe('a supervisor booted ahead (warm)', () => {
 
   it('a resident killed -9 after handing over a start loses nothing; one still waiting exits with no task', async () => {
     const w = world();
-    const r = await startResident(w, { SANDBOX_AGENT_START_SETTLE_MS: '120000' });
-    ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'true', env: envOf(w) }));
+    // Never retired for idleness here: only its resident's end can end the waiting one.
+    const r = await startResident(w, { SANDBOX_AGENT_START_SETTLE_MS: '120000', SANDBOX_AGENT_WARM_IDLE_MS: '600000' });
+    const first = newTaskId();
+    ok(await r.request({ protocol: 1, op: 'start', task_id: first, command: 'true', env: envOf(w) }));
     const booted = await waitFor(() => warmOf(r)[0], 'a supervisor booted ahead');
     const id = newTaskId();
     const answer = r.request({
@@ -386,8 +389,13 @@ describe('a supervisor booted ahead (warm)', () => {
       'output',
     );
     expect(readStatusJson(w, id).supervisor).toMatchObject({ pid: booted });
-    const waiting = await waitFor(() => warmOf(r)[0], 'the next supervisor booted ahead');
-    const tasksBefore = readdirSync(join(w.stateDir, 'tasks')).length;
+    // The next one boots once a call is answered: a promotable exec meanwhile (its task then removed).
+    const done = await exec(r, w, 'true', { promote: { task_id: newTaskId(), after_ms: 30_000 } });
+    expect(done.exit_code).toBe(0);
+    const waiting = await waitFor(() => warmOf(r).find((pid) => pid !== booted), 'the next supervisor booted ahead');
+    const tasks = () => readdirSync(join(w.stateDir, 'tasks')).sort();
+    await waitFor(() => tasks().length === 2, "the exec's task removed");
+    expect(tasks()).toEqual([first, id].sort());
     r.process.kill('SIGKILL');
     await expect(answer).rejects.toThrow(/exited/);
     // The one nobody handed a task sees its resident gone and exits, making no task.
@@ -396,7 +404,7 @@ describe('a supervisor booted ahead (warm)', () => {
     const [out, err] = logs(w, id);
     expect(sha(out!)).toBe(sha(expectedBurst(60_000, 'o')));
     expect(sha(err!)).toBe(sha(expectedBurst(60_000, 'e')));
-    expect(readdirSync(join(w.stateDir, 'tasks')).length).toBe(tasksBefore);
+    expect(tasks()).toEqual([first, id].sort());
   });
 });
 
