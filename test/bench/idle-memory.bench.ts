@@ -6,7 +6,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -77,9 +77,23 @@ const residentPid = (id: string) => residentOf(id)!.resident!.pid;
 const keeper = sum((id) => pssKiB(keeperPid(id)));
 const resident = sum((id) => pssKiB(residentPid(id)));
 const nsenter = sum((id) => pssKiB(parentOf(residentPid(id))));
+// Whatever the resident still runs (a supervisor booted ahead that was not retired) counts too.
+const childrenOf = (pid: number): number[] =>
+  readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number)
+    .filter((p) => {
+      try {
+        return parentOf(p) === pid;
+      } catch {
+        return false;
+      }
+    });
+const residentChildren = ids.reduce((n, id) => n + childrenOf(residentPid(id)).length, 0);
+const children = sum((id) => childrenOf(residentPid(id)).reduce((s, p) => s + pssKiB(p), 0));
 const out = (line: string) => process.stderr.write(`[idle memory] ${line}\n`);
 out(
-  `${SANDBOXES} idle sandboxes, PSS per sandbox: keeper ${keeper.toFixed(1)} + resident ${resident.toFixed(1)} + its nsenter ${nsenter.toFixed(1)} = ${(keeper + resident + nsenter).toFixed(1)} MiB (<= 20 MiB); anonymous: keeper ${sum((id) => anonKiB(keeperPid(id))).toFixed(1)}, resident ${sum((id) => anonKiB(residentPid(id))).toFixed(1)} MiB; node ${process.version}`,
+  `${SANDBOXES} idle sandboxes, PSS per sandbox: keeper ${keeper.toFixed(1)} + resident ${resident.toFixed(1)} + its nsenter ${nsenter.toFixed(1)} + its children ${children.toFixed(1)} (${residentChildren} in all) = ${(keeper + resident + nsenter + children).toFixed(1)} MiB (<= 20 MiB); anonymous: keeper ${sum((id) => anonKiB(keeperPid(id))).toFixed(1)}, resident ${sum((id) => anonKiB(residentPid(id))).toFixed(1)} MiB; node ${process.version}`,
 );
 
 afterAll(async () => {
