@@ -23,7 +23,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { connectStdio, ok, serverEnv, toolError, type StdioServer } from '../support/built-server.js';
 import { fakeE2bServers } from '../support/fake-e2b-servers.js';
 import { HOST_JS } from '../support/paths.js';
-import { git, makeRepo, SANDBOX_EDITS, treeHash, writeProject } from '../support/workspace-trees.js';
+import { git, makeRepo, SANDBOX_EDITS, SANDBOX_EDITS_CHANGES, treeHash, writeProject } from '../support/workspace-trees.js';
 
 const e2b = fakeE2bServers();
 const top = realpathSync(mkdtempSync(join(tmpdir(), 'ws-e2b-')));
@@ -82,15 +82,7 @@ describe('an e2b workspace (against the fake)', () => {
       changes_truncated: false,
       patch_truncated: false,
     });
-    expect(changes.changes.map((c: { change: string; path: string }) => `${c.change} ${c.path}`)).toEqual([
-      'added build',
-      'added build/output.txt',
-      'deleted obsolete.txt',
-      'mode_changed run.sh',
-      'modified src/app.js',
-      'added src/new',
-      'added src/new/two.js',
-    ]);
+    expect(changes.changes.map((c: { change: string; path: string }) => `${c.change} ${c.path}`)).toEqual(SANDBOX_EDITS_CHANGES);
     expect(changes.changes.every((c: { host_changed: boolean }) => !c.host_changed)).toBe(true);
     expect(changes.counts).toEqual({ added: 4, modified: 1, deleted: 1, mode_changed: 1 });
     // git apply takes the patch on a copy of the host directory.

@@ -32,7 +32,7 @@ import { WORKSPACE_NAMES_FILE } from '../../host/providers/local/sandbox/state-d
 import { KEEPER_SCRIPT, REPO } from '../support/paths.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { BASIC_PROGRAMS, writeTestTemplate } from '../support/test-template.js';
-import { SANDBOX_EDITS, treeHash, writeProject } from '../support/workspace-trees.js';
+import { SANDBOX_EDITS, SANDBOX_EDITS_CHANGES, treeHash, writeProject } from '../support/workspace-trees.js';
 
 const local = localSandboxes();
 const top = realpathSync(mkdtempSync(join(tmpdir(), 'ws-local-')));
@@ -78,15 +78,7 @@ describe('a local workspace', () => {
     const agent = new AgentClient(loadAgentBundle(join(REPO, 'dist')));
     const report = await readWorkspaceChanges(local.provider, agent, id, { patch: true });
     expect(report.workspace).toMatchObject({ hostPath: project, path: '/workspace', isBaseFrozen: false });
-    expect(report.changes.map((c) => `${c.change} ${c.path}`)).toEqual([
-      'added build',
-      'added build/output.txt',
-      'deleted obsolete.txt',
-      'mode_changed run.sh',
-      'modified src/app.js',
-      'added src/new',
-      'added src/new/two.js',
-    ]);
+    expect(report.changes.map((c) => `${c.change} ${c.path}`)).toEqual(SANDBOX_EDITS_CHANGES);
     expect(report.changes.some((c) => c.host_changed)).toBe(false);
     expect(report.patch).toContain("-console.log('hello');\n+console.log('hello, sandbox');\n");
     // Nothing of it on the host, even now.

@@ -62,3 +62,14 @@ export const SANDBOX_EDITS = [
   'rm obsolete.txt',
   'chmod +x run.sh',
 ].join(' && ');
+
+/** What workspace_changes lists after SANDBOX_EDITS, as `<change> <path>`, in its (path) order. */
+export const SANDBOX_EDITS_CHANGES = [
+  'added build',
+  'added build/output.txt',
+  'deleted obsolete.txt',
+  'mode_changed run.sh',
+  'modified src/app.js',
+  'added src/new',
+  'added src/new/two.js',
+];
