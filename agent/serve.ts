@@ -5,7 +5,7 @@
 // after `--idle-exit-s` without a frame while no call waits on a command. Every command that must
 // outlive it runs under a supervisor of its own from the start (resident-tasks.ts), so stopping
 // it (or killing it) loses no task and no byte.
-import { LIMITS } from '../shared/limits.js';
+import { RESIDENT_IDLE_EXIT_MAX_S } from '../shared/limits.js';
 import { PROTOCOL_VERSION, type AgentResponse } from '../shared/protocol.js';
 import { lineSplitter } from '../shared/frame-lines.js';
 import { asciiJson, ClientFrameSchema, type AbortReason, type ResidentFrame } from '../shared/resident.js';
@@ -112,5 +112,5 @@ export async function runResident(args: string[]): Promise<void> {
 function idleExitOf(args: string[]): number | null {
   const i = args.indexOf('--idle-exit-s');
   const s = i >= 0 ? Number(args[i + 1]) : NaN;
-  return Number.isInteger(s) && s > 0 && s <= LIMITS.taskTimeoutMaxS * 24 ? s * 1000 : null;
+  return Number.isInteger(s) && s > 0 && s <= RESIDENT_IDLE_EXIT_MAX_S ? s * 1000 : null;
 }

@@ -45,3 +45,12 @@ export function envsBytes(envs: Readonly<Record<string, string>>): number {
   for (const [name, value] of Object.entries(envs)) n += Buffer.byteLength(name) + Buffer.byteLength(value) + 2;
   return n;
 }
+
+/**
+ * A resident agent's quiet period: after this many seconds without a frame while no call waits, it
+ * exits (e2b: by itself, `serve --idle-exit-s`; local: its keeper ends its input, and starts it
+ * again when a server next needs it). Settings may shorten it (SANDBOX_MCP_RESIDENT_IDLE_EXIT_S).
+ */
+export const RESIDENT_IDLE_EXIT_DEFAULT_S = 600;
+/** The longest quiet period a setting may give. */
+export const RESIDENT_IDLE_EXIT_MAX_S = 86_400;

@@ -2,7 +2,7 @@
 // that documents them, and a parser that names what is wrong (an unknown option, a flag given to
 // a command it does not apply to, a missing value) without ever echoing a value.
 import { parseArgs } from 'node:util';
-import { LIMITS } from '../../shared/limits.js';
+import { LIMITS, RESIDENT_IDLE_EXIT_DEFAULT_S } from '../../shared/limits.js';
 import { OP_NAMES } from '../../shared/protocol.js';
 import { LIMIT_OPTIONS, limitOptionsHelp, type LimitFlag } from '../config/limit-options.js';
 import { definedFields } from '../util/defined-fields.js';
@@ -241,6 +241,9 @@ Environment (a flag wins over its variable):
   SANDBOX_MCP_BWRAP           absolute path of the bubblewrap binary (default: bwrap on PATH)
   SANDBOX_MCP_RESIDENT_AGENT  0 = local sandboxes get no resident agent (every agent call and
                               command starts processes of its own, as with older servers)
+  SANDBOX_MCP_RESIDENT_IDLE_EXIT_S  seconds without a call before a local sandbox's resident
+                              agent exits (default ${RESIDENT_IDLE_EXIT_DEFAULT_S}; it starts again on the next call;
+                              0 = it stays up)
   SANDBOX_MCP_SANDBOX_RO_BIND as --sandbox-ro-bind (colon-separated)
   SANDBOX_MCP_TOKEN           http: bearer token, 16+ characters (default: generated, printed
                               once to stderr); its holder sees every sandbox

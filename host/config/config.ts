@@ -1,7 +1,7 @@
 // Server configuration from flags and environment. Credentials live here, never in tool arguments.
 import { realpathSync } from 'node:fs';
 import { isAbsolute } from 'node:path';
-import { SECRET_NAME_PATTERN, LIMITS } from '../../shared/limits.js';
+import { SECRET_NAME_PATTERN, LIMITS, RESIDENT_IDLE_EXIT_MAX_S } from '../../shared/limits.js';
 import { isProviderError } from '../providers/provider-error.js';
 import { resolveAllowedRoots, WORKSPACE_ALLOW_ENV, WORKSPACE_ALLOW_FLAG } from '../providers/workspace-policy.js';
 import { DEFAULT_MAX_WAITING_GETS, LIMIT_OPTIONS } from './limit-options.js';
@@ -33,6 +33,12 @@ export interface ServerConfig {
    * agent call and command then starts processes of its own, as in sandboxes of older servers.
    */
   noResidentAgent?: boolean;
+  /**
+   * After this many seconds without a call, a local sandbox's resident agent exits, and its keeper
+   * starts it again when a server next connects (SANDBOX_MCP_RESIDENT_IDLE_EXIT_S; absent: the
+   * provider's default, RESIDENT_IDLE_EXIT_DEFAULT_S; 0: it stays up).
+   */
+  residentIdleExitS?: number;
   /** Local sandboxes' resource limits given by flags or environment (the rest keep the provider's defaults). */
   localLimits?: LimitOpts;
   /** get_task calls waiting at once per sandbox (default DEFAULT_MAX_WAITING_GETS). */
@@ -173,6 +179,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
     backgroundAfterS: parseBackgroundAfter(flags.backgroundAfter ?? env.SANDBOX_MCP_BACKGROUND_AFTER) ?? BACKGROUND_AFTER_DEFAULT_S,
     ...definedFields({
       progressIntervalMs: parseProgressInterval(env.SANDBOX_MCP_PROGRESS_INTERVAL_MS),
+      residentIdleExitS: parseResidentIdleExit(env.SANDBOX_MCP_RESIDENT_IDLE_EXIT_S),
       maxSnapshotStorageMb: parseSnapshotStorage(flags.maxSnapshotStorage ?? env.SANDBOX_MCP_MAX_SNAPSHOT_STORAGE),
     }),
   };
@@ -233,6 +240,17 @@ function parseSnapshotStorage(raw: string | undefined): number | undefined {
   const value = Number(raw.trim());
   if (!/^\d+$/.test(raw.trim()) || !Number.isSafeInteger(value)) {
     throw new ConfigError('--max-snapshot-storage (SANDBOX_MCP_MAX_SNAPSHOT_STORAGE) must be a whole number of MB (0: no snapshots)');
+  }
+  return value;
+}
+
+function parseResidentIdleExit(raw: string | undefined): number | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value > RESIDENT_IDLE_EXIT_MAX_S) {
+    throw new ConfigError(
+      `SANDBOX_MCP_RESIDENT_IDLE_EXIT_S must be a whole number of seconds, 0-${RESIDENT_IDLE_EXIT_MAX_S} (0: it stays up)`,
+    );
   }
   return value;
 }

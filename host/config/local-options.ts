@@ -16,6 +16,7 @@ export function localProviderOpts(
     | 'maxSnapshotStorageMb'
     | 'sandboxRoBinds'
     | 'noResidentAgent'
+    | 'residentIdleExitS'
   >,
 ): LocalProviderOpts {
   return {
@@ -28,6 +29,7 @@ export function localProviderOpts(
       templatesDir: config.templatesDir,
       maxSnapshotStorageMb: config.maxSnapshotStorageMb,
       roBinds: config.sandboxRoBinds,
+      residentIdleExitS: config.residentIdleExitS,
     }),
   };
 }

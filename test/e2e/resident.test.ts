@@ -2,14 +2,17 @@
 // every call is a message to it, not a process start — the sandbox's pid counter moves by no
 // process for an agent call, where a sandbox without a resident starts a shell and node for each; a
 // command joins no cgroup (the resident already sits in them); two server processes (and the
-// operator CLI) use one resident at once; and a sandbox made by an older server (no resident, an
-// agent of protocol 1.3) keeps working with this one.
+// operator CLI) use one resident at once; a resident exits after its quiet period and the next
+// call, from a server still connected or a new one, starts it again (a call that waits keeps it);
+// and a sandbox made by an older server (no resident, an agent of protocol 1.3) keeps working with
+// this one.
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ResidentRecord } from '../../host/providers/local/keeper/resident.js';
 import { AGENT_SOCKET, readKeeperRecord, RESIDENT_FILE } from '../../host/providers/local/sandbox/state-dir.js';
+import { identify, isAlive } from '../../host/providers/local/system/proc.js';
 import { connectStdio, ok, serverEnv, type StdioServer } from '../support/built-server.js';
 import { olderBuild } from '../support/older-build.js';
 import { HOST_JS } from '../support/paths.js';
@@ -217,6 +220,58 @@ describe('the resident agent (local)', () => {
     // One resident served them all, without a restart, and no node started for any call.
     expect(residentOf(sandbox)).toMatchObject({ resident: before, restarts: 0 });
     expect(await agentOnlyCalls(b, sandbox, true)).toBeLessThanOrEqual(2);
+    await ok(b.client, 'kill_sandbox', { sandbox_id: sandbox });
+  });
+
+  it('stops the resident after its quiet period (not a failure) and starts it again for the next call, from a connected server or a new one; a waiting call keeps it', async () => {
+    const QUIET = { SANDBOX_MCP_RESIDENT_IDLE_EXIT_S: '3' };
+    const a = await server(QUIET);
+    const sandbox = await sandboxWithNodeShim(a);
+    const keeper = readKeeperRecord(dirOf(sandbox))!.keeper;
+    const slow = await ok(a.client, 'start_task', { sandbox_id: sandbox, command: 'sleep 7' });
+    const handle = { sandbox_id: sandbox, task_id: slow.task_id as string };
+    const serving = await waitFor(() => residentOf(sandbox), 'the resident to run');
+    expect(serving.resident).not.toBeNull();
+
+    // A get that waits longer than the quiet period is a call in flight: the same resident answers it.
+    expect(await ok(a.client, 'get_task', { ...handle, wait: 20 })).toMatchObject({ state: 'succeeded' });
+    expect(residentOf(sandbox)).toMatchObject({ resident: serving.resident, idle_exits: serving.idle_exits, restarts: 0 });
+
+    // Quiet: it exits; the keeper stays, and nothing counts as a restart.
+    const quiet = async (exits: number) => {
+      const rec = await waitFor(() => (residentOf(sandbox)?.idle_exits === exits ? residentOf(sandbox) : null), `idle exit ${exits}`);
+      expect(rec).toMatchObject({ resident: null, restarts: 0, last_exit: 0 });
+      expect(rec.idle_at_ms).toEqual(expect.any(Number));
+      expect(isAlive(keeper)).toBe(true);
+    };
+    await quiet(serving.idle_exits! + 1);
+    expect(identify(serving.resident!.pid)).not.toEqual(serving.resident);
+
+    // The same server, its channel still open: its next calls are held, then served by a new resident.
+    expect(await ok(a.client, 'get_task', handle)).toMatchObject({ state: 'succeeded', exit_code: 0 });
+    expect((await ok(a.client, 'run_command', { sandbox_id: sandbox, command: 'echo again', background_after: 0 })).stdout).toBe('again\n');
+    const again = residentOf(sandbox)!;
+    expect(again).toMatchObject({ restarts: 0, idle_at_ms: null });
+    expect(again.resident).not.toBeNull();
+    expect(again.resident).not.toEqual(serving.resident);
+
+    // Quiet again; then a server that was not connected: its connection starts it.
+    await quiet(serving.idle_exits! + 2);
+    const b = await server(QUIET);
+    expect(await ok(b.client, 'get_task', handle)).toMatchObject({ state: 'succeeded', exit_code: 0 });
+    expect((await ok(b.client, 'run_command', { sandbox_id: sandbox, command: 'echo from-b', background_after: 0 })).stdout).toBe(
+      'from-b\n',
+    );
+    const third = await waitFor(() => residentOf(sandbox)?.resident, 'a resident to run again');
+    expect(third).not.toEqual(again.resident);
+    expect(residentOf(sandbox)).toMatchObject({ restarts: 0 });
+    // No get went to a per-call agent: the shim saw no `call`.
+    const runs = await ok(b.client, 'run_command', {
+      sandbox_id: sandbox,
+      command: `cat ${SHIM_LOG} 2>/dev/null; true`,
+      background_after: 0,
+    });
+    expect(runs.stdout).not.toMatch(/\bcall\b/);
     await ok(b.client, 'kill_sandbox', { sandbox_id: sandbox });
   });
 

@@ -76,3 +76,14 @@ describe('keepsSandbox: a promotable run keeps its sandbox past the session whil
     expect(keepsSandbox({ kind: 'abandoned', isStopped: true })).toBe(false);
   });
 });
+
+describe('SANDBOX_MCP_RESIDENT_IDLE_EXIT_S', () => {
+  it('reads whole seconds 0-86400 (absent: the provider default) and refuses anything else, naming the variable', () => {
+    expect(loadConfig({}).residentIdleExitS).toBeUndefined();
+    expect(loadConfig({ SANDBOX_MCP_RESIDENT_IDLE_EXIT_S: '5' }).residentIdleExitS).toBe(5);
+    expect(loadConfig({ SANDBOX_MCP_RESIDENT_IDLE_EXIT_S: '0' }).residentIdleExitS).toBe(0);
+    for (const bad of ['86401', '1.5', '-1', 'ten', ' 5']) {
+      expect(() => loadConfig({ SANDBOX_MCP_RESIDENT_IDLE_EXIT_S: bad }), bad).toThrow(/SANDBOX_MCP_RESIDENT_IDLE_EXIT_S/);
+    }
+  });
+});

@@ -13,6 +13,7 @@ import { inheritableFds } from './system/inherited-fds.js';
 import { templatesDir } from './templates/store.js';
 import { invalid } from './validation.js';
 import { distDir } from '../../util/dist-files.js';
+import { RESIDENT_IDLE_EXIT_DEFAULT_S, RESIDENT_IDLE_EXIT_MAX_S } from '../../../shared/limits.js';
 
 /** Options of the local provider; every one has a working default. */
 export interface LocalProviderOpts {
@@ -59,6 +60,11 @@ export interface LocalProviderOpts {
    * agent call and command starts processes of its own, as in sandboxes of older servers (default true).
    */
   residentAgent?: boolean;
+  /**
+   * Seconds without a call after which a sandbox's resident agent exits (its keeper starts it
+   * again when a server next connects); 0: it stays up (default RESIDENT_IDLE_EXIT_DEFAULT_S).
+   */
+  residentIdleExitS?: number;
   /** Host paths every sandbox sees read-only at the same place (absolute; --sandbox-ro-bind). */
   roBinds?: readonly string[];
 }
@@ -92,6 +98,7 @@ export interface LocalSettings {
   readonly limits: LimitSettings;
   readonly onEgressFailure: EgressFailureListener | undefined;
   readonly residentAgent: boolean;
+  readonly residentIdleExitS: number;
   readonly shell: string;
   /** Directories of the node binary (as given and resolved), put on the sandbox's PATH. */
   readonly nodeBinDirs: string[];
@@ -131,6 +138,11 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
   const network = opts.network ?? NETWORK_MODES[0];
   if (!isNetworkMode(network)) throw invalid(`The local provider's network must be ${NETWORK_MODES.map((m) => `'${m}'`).join(' or ')}.`);
   const limits = resolveLimitSettings(opts.limits);
+  const residentIdleExitS = opts.residentIdleExitS ?? RESIDENT_IDLE_EXIT_DEFAULT_S;
+  if (!Number.isSafeInteger(residentIdleExitS) || residentIdleExitS < 0 || residentIdleExitS > RESIDENT_IDLE_EXIT_MAX_S)
+    throw invalid(
+      `The resident agent's quiet period (residentIdleExitS) must be a whole number of seconds, 0-${RESIDENT_IDLE_EXIT_MAX_S}.`,
+    );
   const shell = existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
   const fds = inheritableFds();
   // Kept open for the life of the process: a closed number could be reused by another file.
@@ -156,6 +168,7 @@ export function resolveSettings(opts: LocalProviderOpts): LocalSettings {
     limits,
     onEgressFailure: opts.onEgressFailure,
     residentAgent: opts.residentAgent ?? true,
+    residentIdleExitS,
     shell,
     nodeBinDirs: nodeBinDirsOf(nodePath),
     cover,

@@ -7,6 +7,13 @@
 // as tasks). Frames are only renumbered, never parsed beyond their `{"id":N,` prefix: the relay
 // trusts the resident no more than before (servers validate every answer), and a line that is
 // not shaped like a frame, or is too long, ends the resident's stream or the connection.
+//
+// The quiet period: once no request has been in flight and no frame has passed for `quietMs`, the
+// relay suspends (no frame is written to the resident from then on) and tells its owner, who ends
+// the resident's input (it exits). The relay decides, not the resident, because only it knows
+// that nothing is on its way: a frame a server sends from then on is held, with the connection
+// kept open (a channel that stays connected is served), and `onDemand` asks for a resident again;
+// the held frames go to it once it greets, in order. A new connection is greeted by that resident.
 import { createServer, type Server, type Socket } from 'node:net';
 import { chmodSync } from 'node:fs';
 import { lineSplitter } from '../../../../shared/frame-lines.js';
@@ -30,6 +37,14 @@ interface Connection {
   isGreeted: boolean;
 }
 
+/** What the relay tells its owner (keeper/resident.ts). */
+export interface RelayOwner {
+  /** Nothing passed for the quiet period: the relay is suspended; stop the resident. */
+  onQuiet(): void;
+  /** A server needs a resident (a frame held, or a connection waiting for a greeting) while none is attached. */
+  onDemand(): void;
+}
+
 /** The relay of one sandbox (see the module comment). */
 export class ResidentRelay {
   private server: Server | null = null;
@@ -39,6 +54,17 @@ export class ResidentRelay {
   private nextId = 1;
   private link: ResidentLink | null = null;
   private greeting: string | null = null;
+  /** The greeting connections already have: a resident started after a quiet period must give the same (but its pid). */
+  private lastGreeting: string | null = null;
+  /** Frames (renumbered) that came while no resident was attached, for the next one. */
+  private held: string[] = [];
+  private quietTimer: NodeJS.Timeout | undefined;
+
+  /** `quietMs`: the quiet period (null: none, the resident stays up). */
+  constructor(
+    private readonly quietMs: number | null,
+    private readonly owner: RelayOwner,
+  ) {}
 
   /** Listens on `path` (relative to the working directory: the keeper's is the sandbox directory). */
   listen(path: string): Promise<void> {
@@ -54,20 +80,43 @@ export class ResidentRelay {
     });
   }
 
-  /** A resident is up: frames go to `link`; connections get `greeting` (its first line) first. */
+  /** A resident is up: frames go to `link` (the held ones first); connections get `greeting` (its first line) first. */
   attach(link: ResidentLink, greeting: string): void {
+    if (this.lastGreeting !== null && withoutPid(this.lastGreeting) !== withoutPid(greeting)) {
+      // Another build (the server was upgraded under this keeper): what the greeted connections
+      // were told no longer holds. They end, and their held frames were never sent (servers retry).
+      // Only held requests can be in flight here (the relay suspends with none).
+      this.held = [];
+      this.routes.clear();
+      for (const conn of [...this.connections]) {
+        if (!conn.isGreeted) continue;
+        this.connections.delete(conn);
+        conn.socket.destroy();
+      }
+    }
     this.link = link;
     this.greeting = greeting;
+    this.lastGreeting = greeting;
+    for (const line of this.held.splice(0)) link.write(line);
     for (const conn of this.connections) this.greet(conn);
+    this.armQuiet();
   }
 
-  /** The resident is gone: every connection ends (their requests' outcomes are unknown to them). */
+  /** The resident is gone (it failed): every connection ends (their requests' outcomes are unknown to them). */
   detach(): void {
+    clearTimeout(this.quietTimer);
     this.link = null;
     this.greeting = null;
+    this.lastGreeting = null;
+    this.held = [];
     this.routes.clear();
     for (const conn of this.connections) conn.socket.destroy();
     this.connections.clear();
+  }
+
+  /** True when a server waits for a resident: a frame held, or a connection not yet greeted. */
+  get hasDemand(): boolean {
+    return this.held.length > 0 || [...this.connections].some((c) => !c.isGreeted);
   }
 
   /** One line the resident wrote (not its greeting); false when it is not shaped like a frame. */
@@ -76,6 +125,7 @@ export class ResidentRelay {
     if (!m) return false;
     const id = Number(m[1]);
     const conn = this.routes.get(id);
+    this.armQuiet();
     if (conn === undefined) return true; // an answer nobody waits for (its caller went away)
     this.routes.delete(id);
     if (conn === null) return true;
@@ -107,6 +157,7 @@ export class ResidentRelay {
       ),
     );
     if (this.greeting !== null) this.greet(conn);
+    else if (!this.link) this.owner.onDemand();
   }
 
   private greet(conn: Connection): void {
@@ -118,14 +169,15 @@ export class ResidentRelay {
   private fromServer(conn: Connection, line: string): void {
     const m = CLIENT_FRAME.exec(line);
     // Nothing before the greeting, and nothing that is not a frame.
-    if (!m || !conn.isGreeted || !this.link) {
+    if (!m || !conn.isGreeted) {
       conn.socket.destroy();
       return;
     }
+    this.armQuiet();
     const callerId = Number(m[1]);
     if (m[2] === 'abort') {
       const id = conn.byCallerId.get(callerId);
-      if (id !== undefined) this.link.write(`{"id":${id},${line.slice(m[0].length - '"abort":'.length)}\n`);
+      if (id !== undefined) this.toResident(`{"id":${id},${line.slice(m[0].length - '"abort":'.length)}\n`);
       return;
     }
     if (conn.byCallerId.has(callerId)) return; // a repeated id: the first one's answer stands
@@ -133,7 +185,33 @@ export class ResidentRelay {
     conn.inFlight.set(id, callerId);
     conn.byCallerId.set(callerId, id);
     this.routes.set(id, conn);
-    this.link.write(`{"id":${id},${line.slice(m[0].length - '"request":'.length)}\n`);
+    this.toResident(`{"id":${id},${line.slice(m[0].length - '"request":'.length)}\n`);
+  }
+
+  /** Writes a frame to the resident, or holds it for the next one (and asks for one). */
+  private toResident(frame: string): void {
+    if (this.link) {
+      this.link.write(frame);
+      return;
+    }
+    this.held.push(frame);
+    if (this.held.length === 1) this.owner.onDemand();
+  }
+
+  /** (Re)starts the quiet period: it ends once nothing is in flight for quietMs. */
+  private armQuiet(): void {
+    if (this.quietMs === null || !this.link) return;
+    clearTimeout(this.quietTimer);
+    this.quietTimer = setTimeout(() => this.onQuietEnd(), this.quietMs);
+  }
+
+  private onQuietEnd(): void {
+    if (!this.link) return;
+    // A request in flight (a get that waits, a command that runs) keeps the resident; its answer re-arms.
+    if (this.routes.size > 0) return;
+    this.link = null;
+    this.greeting = null;
+    this.owner.onQuiet();
   }
 
   /** A server went away: its requests are aborted, their answers dropped. */
@@ -141,7 +219,12 @@ export class ResidentRelay {
     if (!this.connections.delete(conn)) return;
     for (const id of conn.inFlight.keys()) {
       this.routes.set(id, null);
-      this.link?.write(`{"id":${id},"abort":"disconnected"}\n`);
+      this.toResident(`{"id":${id},"abort":"disconnected"}\n`);
     }
   }
+}
+
+/** A greeting without its `"pid":N` (each resident's own). */
+function withoutPid(greeting: string): string {
+  return greeting.replace(/"pid":\d+,?/, '');
 }

@@ -7,6 +7,11 @@
 // get theirs in each request. The agent file is the keeper's build (dist/agent.cjs beside
 // keeper.cjs), written into the sandbox home under its content-addressed name unless there already.
 // resident.json records the live resident (host pid and start time) for tools and tests.
+//
+// After its quiet period (spec.residentIdleExitS) the relay suspends and the keeper ends the
+// resident's input: it exits, which is no failure (no back-off, not a restart), and nothing runs
+// until a server connects or sends a frame, when it is started again at once. An idle sandbox so
+// holds only its keeper (and its tasks' own supervisors).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -19,6 +24,7 @@ import { agentRuntimeArgv } from '../../../../shared/agent-runtime.js';
 import { preludeFor } from '../limits/entry-prelude.js';
 import { specNetwork, type SandboxSpec } from '../sandbox/spec.js';
 import { AGENT_SOCKET, RESIDENT_FILE, writePrivateFile } from '../sandbox/state-dir.js';
+import { RESIDENT_IDLE_EXIT_DEFAULT_S } from '../../../../shared/limits.js';
 import { identify, pidNamespace, type ProcIdentity } from '../system/proc.js';
 import type { HeldResource } from './held-resources.js';
 import { SMALL_HEAP_FLAGS, youngGenerationFlags } from './node-flags.js';
@@ -45,6 +51,10 @@ export interface ResidentRecord {
   restarts: number;
   /** The last resident's exit status (128+signal when killed); null before any exit. */
   last_exit: number | null;
+  /** Exits after a quiet period (not failures: never in `restarts`); absent in records of older keepers. */
+  idle_exits?: number;
+  /** When the resident last exited after its quiet period, if none runs since (ms since the epoch); else null. */
+  idle_at_ms?: number | null;
 }
 
 /**
@@ -76,12 +86,18 @@ export interface ResidentStart {
 export async function openResidentRelay(opts: ResidentOpts): Promise<ResidentStart> {
   // Bound by its short name in the sandbox directory, whatever the length of the state directory's path.
   process.chdir(opts.dir);
-  const relay = new ResidentRelay();
+  const quietS = opts.spec.residentIdleExitS ?? RESIDENT_IDLE_EXIT_DEFAULT_S;
+  let keeper: ResidentKeeper | null = null;
+  const relay = new ResidentRelay(quietS > 0 ? quietS * 1000 : null, {
+    onQuiet: () => keeper?.quiet(),
+    onDemand: () => keeper?.wake(),
+  });
   await relay.listen(AGENT_SOCKET);
-  const keeper = new ResidentKeeper(opts, relay);
+  keeper = new ResidentKeeper(opts, relay);
+  const started = keeper;
   return {
-    held: { release: async () => keeper.stop(), releaseNow: () => keeper.stop() },
-    launch: () => keeper.launch(),
+    held: { release: async () => started.stop(), releaseNow: () => started.stop() },
+    launch: () => started.launch(),
   };
 }
 
@@ -90,6 +106,11 @@ class ResidentKeeper {
   private isStopped = false;
   private failures = 0;
   private restarts = 0;
+  private idleExits = 0;
+  /** The resident's input was ended after its quiet period: its exit is not a failure. */
+  private isQuieting = false;
+  /** No resident after a quiet period: the next demand starts one. */
+  private isIdle = false;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -99,6 +120,7 @@ class ResidentKeeper {
 
   launch(): void {
     if (this.isStopped) return;
+    this.isIdle = false;
     const startedAtMs = Date.now();
     const child = this.spawnResident();
     this.child = child;
@@ -131,11 +153,34 @@ class ResidentKeeper {
     );
     stdout.on('error', () => {});
     child.on('exit', (code, signal) => {
-      this.relay.detach();
       const status = code ?? (signal ? 128 : null);
+      if (this.child === child && this.isQuieting) {
+        // Asked to go (nothing was in flight, and the relay holds what came since): not a failure.
+        this.isQuieting = false;
+        this.child = null;
+        this.idleExits++;
+        this.write({ ...this.counts(), resident: null, last_exit: status, idle_at_ms: Date.now() });
+        if (this.relay.hasDemand) this.launch();
+        else this.isIdle = true;
+        return;
+      }
+      this.relay.detach();
       this.recordDown(status);
       this.scheduleRestart(startedAtMs);
     });
+  }
+
+  /** The quiet period passed (the relay is suspended): the resident's input ends, and it exits. */
+  quiet(): void {
+    const child = this.child;
+    if (!child || this.isStopped) return;
+    this.isQuieting = true;
+    (child.stdio[0] as Writable).end();
+  }
+
+  /** A server needs a resident: start one if none runs after a quiet period (a failed one keeps its back-off). */
+  wake(): void {
+    if (this.isIdle) this.launch();
   }
 
   stop(): void {
@@ -217,11 +262,15 @@ class ResidentKeeper {
   private record(child: ChildProcess): void {
     const ns = pidNamespace(this.opts.pid1.pid);
     const pid = child.pid !== undefined && ns ? enteredPid(child.pid, ns) : null;
-    this.write({ version: 1, resident: pid !== null ? identify(pid) : null, restarts: this.restarts, last_exit: null });
+    this.write({ ...this.counts(), resident: pid !== null ? identify(pid) : null, last_exit: null, idle_at_ms: null });
   }
 
   private recordDown(status: number | null): void {
-    this.write({ version: 1, resident: null, restarts: this.restarts, last_exit: status });
+    this.write({ ...this.counts(), resident: null, last_exit: status, idle_at_ms: null });
+  }
+
+  private counts(): Pick<ResidentRecord, 'version' | 'restarts' | 'idle_exits'> {
+    return { version: 1, restarts: this.restarts, idle_exits: this.idleExits };
   }
 
   private write(record: ResidentRecord): void {

@@ -211,6 +211,7 @@ export class SandboxCreator {
           roBinds: this.settings.roBinds,
           privateDirs: this.privateDirs(),
           residentAgent: this.settings.residentAgent,
+          residentIdleExitS: this.settings.residentIdleExitS,
         },
         {
           id,

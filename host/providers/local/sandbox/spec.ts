@@ -77,6 +77,8 @@ export interface SandboxSpec {
   limits?: SandboxLimits;
   /** false: the keeper starts no resident agent (LocalProviderOpts.residentAgent); absent: it does. */
   resident?: false;
+  /** Seconds without a call after which the keeper stops the resident (0: never); absent: RESIDENT_IDLE_EXIT_DEFAULT_S. */
+  residentIdleExitS?: number;
   /** Its workspace; absent: none. */
   workspace?: SpecWorkspace;
 }
@@ -119,6 +121,7 @@ export type SandboxSpecOpts = Pick<
 /** What a new spec takes from the provider's settings (LocalSettings has each of these). */
 export interface SpecSettings {
   readonly residentAgent?: boolean;
+  readonly residentIdleExitS?: number;
   readonly network: NetworkMode;
   /** The person's read-only host paths (--sandbox-ro-bind). */
   readonly roBinds: readonly string[];
@@ -150,6 +153,7 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
       allowOut: opts.allowOut?.length ? [...opts.allowOut] : undefined,
       owner: opts.owner,
       workspace: opts.workspace,
+      residentIdleExitS: settings.residentIdleExitS,
     }),
     ...(settings.residentAgent === false ? { resident: false as const } : {}),
   };
