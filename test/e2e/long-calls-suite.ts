@@ -149,9 +149,13 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       const code = await ok(s.client, 'run_code', { code: 'print("from python")', background_after: 30 });
       expect(code).toMatchObject({ exit_code: 0, stdout: 'from python\n' });
       // Every supervised call above removed its finished task: no task directory holds a slot (the
-      // probe itself runs on the fast path, or it would be a task while it runs).
-      const left = await ok(s.client, 'run_command', { command: 'ls -A ~/.local/state/sandbox-agent/tasks | wc -l', background_after: 0 });
-      expect(left.stdout.trim()).toBe('0');
+      // probe itself runs on the fast path, or it would be a task while it runs). Polled, bounded:
+      // the resident removes an exec's task once the answer is out, so the last may still be going.
+      const tasksLeft = async () =>
+        (
+          await ok(s.client, 'run_command', { command: 'ls -A ~/.local/state/sandbox-agent/tasks | wc -l', background_after: 0 })
+        ).stdout.trim();
+      await waitFor(async () => (await tasksLeft()) === '0', 'no task left behind', 10_000);
       if (opts.hasPrivateTmp) {
         expect((await ok(s.client, 'run_command', { command: 'ls /tmp | grep -c sandbox-mcp-code || true' })).stdout.trim()).toBe('0');
       }

@@ -15,16 +15,20 @@ export async function withProgress<T>(ctx: ToolContext, describe: (elapsedS: num
   if (!notify) return work();
   const startedMs = Date.now();
   let last = 0;
+  let sending: Promise<void> = Promise.resolve();
   const timer = setInterval(() => {
     const elapsedS = Math.floor((Date.now() - startedMs) / 1000);
     last = Math.max(last + 1, elapsedS);
-    notify(last, describe(elapsedS));
+    sending = notify(last, describe(elapsedS));
   }, ctx.deps.config.progressIntervalMs ?? PROGRESS_INTERVAL_DEFAULT_MS);
   timer.unref();
   try {
     return await work();
   } finally {
     clearInterval(timer);
+    // A notification the timer just sent goes out before the result: after it, a client has
+    // dropped the call's progress handler and would see a notification for no call.
+    await sending;
   }
 }
 
@@ -37,8 +41,7 @@ export function describeBytes(stdoutBytes: number, stderrBytes: number): string 
 export function progressNotifier(extra: RequestHandlerExtra<ServerRequest, ServerNotification>): ProgressNotifier | undefined {
   const progressToken = extra._meta?.progressToken;
   if (progressToken === undefined) return undefined;
-  return (progress, message) => {
-    // A client gone meanwhile is no failure of the call.
+  // A client gone meanwhile is no failure of the call.
+  return (progress, message) =>
     extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress, message } }).catch(() => undefined);
-  };
 }

@@ -11,7 +11,7 @@ import type { ServerDeps } from '../server-deps.js';
 import type { Session } from '../session.js';
 
 /** Sends one notifications/progress for the current call; never throws (a failed send is dropped). */
-export type ProgressNotifier = (progress: number, message: string) => void;
+export type ProgressNotifier = (progress: number, message: string) => Promise<void>;
 
 export interface ToolContext {
   deps: ServerDeps;
