@@ -1,7 +1,7 @@
 // The `workspace_changes` op (protocol minor 4) through the built agent, as the host calls it: a
 // copy in the home (`~/…`, as an e2b sandbox keeps it) compared with its base, the counts of every
 // change beside the first `max_entries`, the patch only when asked and capped, and the refusals.
-import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WorkspaceChangesResultSchema } from '../../shared/protocol.js';
@@ -16,6 +16,11 @@ beforeAll(() => {
   mkdirSync(join(base, 'src'), { recursive: true });
   writeFileSync(join(base, 'src', 'app.js'), 'console.log(1);\n');
   writeFileSync(join(base, 'old.txt'), 'old\n');
+  // The base's files are older than any edit, as in a workspace unpacked from the host's files: the
+  // walk trusts equal size and mtime (as git's index does), and an edit of the same size written in
+  // the same clock tick as its base file would read as unchanged (1 in a few runs on Node 22).
+  const past = new Date(Date.now() - 3_600_000);
+  for (const file of [join(base, 'src', 'app.js'), join(base, 'old.txt')]) utimesSync(file, past, past);
   cpSync(base, join(world.home, 'work'), { recursive: true, preserveTimestamps: true });
   writeFileSync(join(world.home, 'work', 'src', 'app.js'), 'console.log(2);\n');
   rmSync(join(world.home, 'work', 'old.txt'));
