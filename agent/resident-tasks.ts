@@ -167,9 +167,11 @@ export class ResidentTasks implements ResidentServices {
  * connection is gone) leaves it running as a task.
  */
 async function awaitEnd(started: TaskView, untilMs: number, ctx: RequestContext): Promise<TaskView> {
+  // Already ended (a quick command): its status is all the answer needs (finishedResult reads the logs).
+  if (started.state !== 'running') return started;
   const page0 = { stdoutOffset: 0, stderrOffset: 0, limit: LIMITS.pageDefaultBytes };
   const taskId = started.task_id;
-  let state = started.state;
+  let state: TaskView['state'] = started.state;
   while (state === 'running') {
     if (ctx.signal?.aborted) {
       if (ctx.signal.reason === 'disconnected') break;
@@ -180,7 +182,9 @@ async function awaitEnd(started: TaskView, untilMs: number, ctx: RequestContext)
     const waitS = Math.min(leftMs, WAIT_SLICE_MS) / 1000;
     state = (await getTask({ taskId, stdoutOffset: NOTHING, stderrOffset: NOTHING, limit: 1, waitS }, ctx.timings)).state;
   }
-  return getTask({ taskId, ...page0, waitS: 0 }, ctx.timings);
+  // Still running: the promoted answer shows the first page of each log. Ended: the status alone.
+  const pages = state === 'running' || state === 'unknown' ? page0 : { stdoutOffset: NOTHING, stderrOffset: NOTHING, limit: 1 };
+  return getTask({ taskId, ...pages, waitS: 0 }, ctx.timings);
 }
 
 /** The command's environment a request asks for (see the protocol's `env` and `inherit_env`). */
