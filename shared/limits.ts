@@ -47,10 +47,12 @@ export function envsBytes(envs: Readonly<Record<string, string>>): number {
 }
 
 /**
- * A resident agent's quiet period: after this many seconds without a frame while no call waits, it
- * exits (e2b: by itself, `serve --idle-exit-s`; local: its keeper ends its input, and starts it
- * again when a server next needs it). Settings may shorten it (SANDBOX_MCP_RESIDENT_IDLE_EXIT_S).
+ * A local sandbox's resident agent's quiet period: after this many seconds without a frame while
+ * no call waits, its keeper ends its input (it exits) and starts it again when a server next needs
+ * it (SANDBOX_MCP_RESIDENT_IDLE_EXIT_S). A minute: an agent between bursts of calls keeps it, an
+ * idle sandbox then holds only its keeper, and the call after a longer pause pays one resident
+ * start (about 0.1 s: docs/performance.md).
  */
-export const RESIDENT_IDLE_EXIT_DEFAULT_S = 600;
-/** The longest quiet period a setting may give. */
+export const RESIDENT_IDLE_EXIT_DEFAULT_S = 60;
+/** The longest quiet period a setting may give (and `serve --idle-exit-s` takes). */
 export const RESIDENT_IDLE_EXIT_MAX_S = 86_400;

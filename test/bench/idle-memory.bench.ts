@@ -3,7 +3,7 @@
 // `true` in each through its resident, lets them idle 30 s, and reads each process's proportional set
 // size from /proc/<pid>/smaps_rollup (PSS shares file pages among the processes mapping them, so
 // the figure per sandbox falls as sandboxes are added). That is an idle sandbox within its
-// resident's quiet period (shortened here to QUIET_S, from 600 s); then, once every resident has
+// resident's quiet period (the default, RESIDENT_IDLE_EXIT_DEFAULT_S); then, once every resident has
 // exited after it, and 10 s more, the keepers alone: an idle sandbox past its quiet period.
 // Printed, not asserted: a measurement.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, bench, describe } from 'vitest';
+import { RESIDENT_IDLE_EXIT_DEFAULT_S } from '../../shared/limits.js';
 import { RESIDENT_FILE, readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import type { ResidentRecord } from '../../host/providers/local/keeper/resident.js';
 
@@ -24,8 +25,9 @@ if (!existsSync(HOST)) execFileSync(process.execPath, [join(ROOT, 'build/build.m
 const SANDBOXES = Number(process.env.IDLE_SANDBOXES ?? 8);
 /** Idle this long: V8's memory reducer shrinks the heap some 8 s after the last allocation burst. */
 const IDLE_MS = 30_000;
-/** The residents' quiet period here: longer than IDLE_MS, so that the first reading finds them. */
-const QUIET_S = 45;
+/** The residents' quiet period (the server's default): longer than IDLE_MS, so that the first reading finds them. */
+const QUIET_S = RESIDENT_IDLE_EXIT_DEFAULT_S;
+if (QUIET_S * 1000 <= IDLE_MS) throw new Error('the quiet period must outlast the first idle reading');
 /** After the last resident exited, idle this long before the keepers are read alone. */
 const AFTER_EXIT_MS = 10_000;
 const stateDir = mkdtempSync(join(tmpdir(), 'idle-bench-'));
@@ -34,7 +36,6 @@ const env = {
   PATH: process.env.PATH ?? '/usr/bin:/bin',
   HOME: process.env.HOME ?? '/root',
   SANDBOX_MCP_STATE_DIR: stateDir,
-  SANDBOX_MCP_RESIDENT_IDLE_EXIT_S: String(QUIET_S),
 };
 const client = new Client({ name: 'idle-bench', version: '1' });
 await client.connect(new StdioClientTransport({ command: process.execPath, args: [HOST], env, stderr: 'ignore' }));
@@ -117,7 +118,7 @@ await new Promise((r) => setTimeout(r, AFTER_EXIT_MS));
 const stillRunning = residents.filter((r) => existsSync(`/proc/${r.pid}`)).length;
 const keeperAlone = sum((id) => pssKiB(keeperPid(id)));
 out(
-  `${SANDBOXES} idle sandboxes past the quiet period (${QUIET_S} s here), PSS per sandbox: keeper ${keeperAlone.toFixed(1)} MiB, its anonymous ${sum((id) => anonKiB(keeperPid(id))).toFixed(1)} MiB; residents left running: ${stillRunning}, restarts: ${ids.reduce((n, id) => n + residentOf(id)!.restarts, 0)}; node ${process.version}`,
+  `${SANDBOXES} idle sandboxes past the quiet period (${QUIET_S} s), PSS per sandbox: keeper ${keeperAlone.toFixed(1)} MiB, its anonymous ${sum((id) => anonKiB(keeperPid(id))).toFixed(1)} MiB; residents left running: ${stillRunning}, restarts: ${ids.reduce((n, id) => n + residentOf(id)!.restarts, 0)}; node ${process.version}`,
 );
 
 afterAll(async () => {

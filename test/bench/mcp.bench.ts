@@ -93,6 +93,35 @@ for (let round = 0; round < ROUNDS + WARMUP; round++) {
   }
 }
 
+// The call after a quiet period: the keeper ended the resident (here after 1 s instead of the
+// default's minute), and the call waits for a new one to start (then it is answered by it). Each
+// such get_task is timed beside a baseline exec made right after it.
+const WAKE_ROUNDS = 8;
+const sleepy = await connect({ SANDBOX_MCP_RESIDENT_IDLE_EXIT_S: '1' });
+const sandboxC = await call(sleepy, 'create_sandbox', { timeout: 900 });
+const taskC = await call(sleepy, 'start_task', { sandbox_id: sandboxC.sandbox_id, command: 'true' });
+const idleExitsOfC = (): number => {
+  try {
+    return (JSON.parse(readFileSync(join(dirOf(sandboxC), RESIDENT_FILE), 'utf8')) as ResidentRecord).idle_exits ?? 0;
+  } catch {
+    return 0;
+  }
+};
+const WAKE = 'get_task after a quiet period';
+samples[WAKE] = [];
+const wakeBaseline: number[] = [];
+for (let round = 0; round < WAKE_ROUNDS; round++) {
+  const exits = idleExitsOfC();
+  for (let i = 0; i < 200 && idleExitsOfC() === exits; i++) await new Promise((r) => setTimeout(r, 25));
+  if (idleExitsOfC() === exits) throw new Error('the resident did not exit after its quiet period');
+  let t = performance.now();
+  await call(sleepy, 'get_task', { sandbox_id: sandboxC.sandbox_id, task_id: taskC.task_id });
+  samples[WAKE].push(performance.now() - t);
+  t = performance.now();
+  await ops[BASELINE]!();
+  wakeBaseline.push(performance.now() - t);
+}
+
 function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((s.length - 1) * p))]!;
@@ -106,6 +135,9 @@ for (const [name, xs] of Object.entries(samples)) {
     `${name.padEnd(42)} median ${med(name).toFixed(1).padStart(6)} ms  p95 ${pct(xs, 0.95).toFixed(1).padStart(6)} ms  ratio ${(med(name) / baseline).toFixed(3)}x`,
   );
 }
+out(
+  `${WAKE}: ${WAKE_ROUNDS} calls, median ${med(WAKE).toFixed(1)} ms, ${(med(WAKE) / pct(wakeBaseline, 0.5)).toFixed(2)}x the baseline execs made beside them (median ${pct(wakeBaseline, 0.5).toFixed(1)} ms)`,
+);
 const ratio = (name: string) => med(name) / baseline;
 out(
   `issue 21 targets: get_task ${ratio('get_task').toFixed(3)}x (<= 0.1x), start_task ${ratio('start_task true').toFixed(3)}x (<= 1x), run_command ${ratio('run_command true bg_after 0').toFixed(3)}x (<= 0.15x), run_command with background_after 50 ${(med('run_command true') / med('run_command true bg_after 0')).toFixed(2)}x the call without it (<= 1.5x)`,
@@ -141,7 +173,8 @@ out(
 afterAll(async () => {
   await call(resident, 'kill_sandbox', { sandbox_id: sandboxA.sandbox_id });
   await call(perCall, 'kill_sandbox', { sandbox_id: sandboxB.sandbox_id });
-  await Promise.all([resident.close(), perCall.close()]);
+  await call(sleepy, 'kill_sandbox', { sandbox_id: sandboxC.sandbox_id });
+  await Promise.all([resident.close(), perCall.close(), sleepy.close()]);
   await provider.close();
   rmSync(stateDir, { recursive: true, force: true });
 });

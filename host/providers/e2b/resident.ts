@@ -3,13 +3,12 @@
 // frame per call, in order) and its stdout (the onStdout callback), started on first use through
 // the sandbox's existing connection (no lifetime extension). The agent file is installed by the
 // same command when missing: it asks for it (`need-agent` on stdout) and reads it from its stdin
-// first. It ends at end of input (the provider closing), or by itself after RESIDENT_IDLE_EXIT_DEFAULT_S without a
+// first. It ends at end of input (the provider closing), or by itself after IDLE_EXIT_S without a
 // request (a server that died leaves envd holding its stdin). The SDK's command handle keeps every
 // byte of stdout it ever received, so after RECYCLE_AFTER_BYTES a channel is retired: new requests
 // get a new resident, and the old one is closed once its requests are answered.
 import type { CommandHandle, Sandbox } from 'e2b';
 import { lineSplitter } from '../../../shared/frame-lines.js';
-import { RESIDENT_IDLE_EXIT_DEFAULT_S } from '../../../shared/limits.js';
 import { AGENT_INSTALL_DIR, loadAgentBundle, type AgentBundle } from '../agent-bundle.js';
 import { ResidentChannel, type LineTransport } from '../resident-channel.js';
 
@@ -17,6 +16,12 @@ import { ResidentChannel, type LineTransport } from '../resident-channel.js';
 const GREETING_TIMEOUT_MS = 20_000;
 /** After a resident could not be started, how long calls run the old way before it is tried again. */
 const RETRY_AFTER_MS = 10_000;
+/**
+ * The resident exits by itself after this long without a request while it runs nothing (a server
+ * that died leaves envd holding its stdin). Longer than a local one's quiet period: starting it
+ * again costs a command over the network and an install check, and its memory is E2B's VM's.
+ */
+const IDLE_EXIT_S = 600;
 /** Answers read through one command handle before it is retired (the SDK keeps them all). */
 const RECYCLE_AFTER_BYTES = 8 * 1024 * 1024;
 /** The line the start script writes when the sandbox lacks this agent build. */
@@ -95,7 +100,7 @@ export class E2bResidents {
     const file = `"$HOME/${AGENT_INSTALL_DIR}/${bundle.fileName}"`;
     const script =
       `__f=${file}; [ -f "$__f" ] || { echo ${NEED_AGENT}; mkdir -p "\${__f%/*}" && head -c ${bundle.bytes.length} > "$__f.$$" && mv -f "$__f.$$" "$__f"; } || exit 126; ` +
-      `exec node ${NODE_FLAGS} "$__f" serve --idle-exit-s ${RESIDENT_IDLE_EXIT_DEFAULT_S}`;
+      `exec node ${NODE_FLAGS} "$__f" serve --idle-exit-s ${IDLE_EXIT_S}`;
     let onLine: (line: Buffer) => void = () => {};
     let onClose: () => void = () => {};
     let isClosed = false;
