@@ -19,7 +19,7 @@ import { ensureTasksDir, stateDir } from './paths.js';
 import { removeFileQuietly } from './remove-file.js';
 import { writeReserveFile } from './status-reserve.js';
 import type { MadeAhead } from './supervisor.js';
-import type { SupervisorLauncher, SupervisorWatch } from './ops/start.js';
+import { watchChild, type SupervisorLauncher, type SupervisorWatch } from './ops/start.js';
 
 /** The hand-over line: the task directory (under this user's tasks folder) and the command's environment. */
 interface Handover {
@@ -116,8 +116,7 @@ export class WarmSupervisor {
 
 /** Hands the task to a booted supervisor; the watch follows it as start's own spawn would. */
 function handOver(child: ChildProcess, dir: string, env: NodeJS.ProcessEnv): SupervisorWatch {
-  const watch: SupervisorWatch = { hasExited: false, spawnError: undefined };
-  child.on('exit', () => (watch.hasExited = true));
+  const watch = watchChild(child);
   const line: Handover = { dir, env: definedOnly(env) };
   const stdin = child.stdin!;
   // Not delivered (it died before reading): start records the task as failed to start.
