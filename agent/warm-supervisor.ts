@@ -9,10 +9,10 @@
 // its stdin, the resident stopped or died, makes it exit); after it, it is that task's supervisor
 // like any other, detached in its own session, and reads the command's output itself.
 import type { ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, readdirSync, readSync } from 'node:fs';
+import { existsSync, readdirSync, readSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { nodeRelaunch } from '../shared/agent-runtime.js';
-import { createFifoPipes, type FifoPipe } from './drain-pipes.js';
+import { closeFifoPipes, createFifoPipes } from './drain-pipes.js';
 import { closeInheritedFds } from './inherited-fds.js';
 import { childProcess, net } from './node-modules.js';
 import { ensureTasksDir, stateDir } from './paths.js';
@@ -168,7 +168,7 @@ export function awaitHandover(): WarmTask | null {
   const line = readLine(0);
   const handover = line === null ? null : parseJson(line);
   if (!isHandover(handover) || dirname(handover.dir) !== tasks) {
-    for (const pipe of outputs ?? []) closeBoth(pipe);
+    if (outputs) closeFifoPipes(outputs);
     if (hasReserve) removeFileQuietly(reserve);
     return null;
   }
@@ -219,15 +219,5 @@ function parseJson(text: string): unknown {
     return JSON.parse(text);
   } catch {
     return undefined;
-  }
-}
-
-function closeBoth(pipe: FifoPipe): void {
-  for (const fd of [pipe.readFd, pipe.writeFd]) {
-    try {
-      closeSync(fd);
-    } catch {
-      // already closed
-    }
   }
 }
