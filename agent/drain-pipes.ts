@@ -35,13 +35,23 @@ export function createFifoPipes(dir: string, count: number): FifoPipe[] | null {
     }
     return pipes;
   } catch {
-    for (const pipe of pipes) {
-      closeSync(pipe.readFd);
-      closeSync(pipe.writeFd);
-    }
+    closeFifoPipes(pipes);
     return null;
   } finally {
     for (const p of paths) removeFileQuietly(p);
+  }
+}
+
+/** Closes both ends of each pipe (those no command got), ignoring an end already closed. */
+export function closeFifoPipes(pipes: readonly FifoPipe[]): void {
+  for (const pipe of pipes) {
+    for (const fd of [pipe.readFd, pipe.writeFd]) {
+      try {
+        closeSync(fd);
+      } catch {
+        // already closed
+      }
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 // Identifying processes through /proc, so that no signal ever reaches a recycled pid.
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { listPids } from '../shared/proc-pids.js';
 import { parseProcStat, type ProcStat } from '../shared/proc-stat.js';
 
 /** Parses /proc/<pid>/stat; null when the process does not exist (or /proc is unreadable). */
@@ -36,16 +37,10 @@ export function isGroupAlive(pgid: number): boolean {
  */
 export function hasLiveGroupMembers(pgid: number): boolean {
   if (!isGroupAlive(pgid)) return false;
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return true;
-  }
-  for (const name of entries) {
-    const c = name.charCodeAt(0);
-    if (c < 48 || c > 57) continue;
-    const stat = readProcStat(Number(name));
+  const pids = listPids();
+  if (pids === null) return true;
+  for (const pid of pids) {
+    const stat = readProcStat(pid);
     if (stat && stat.pgid === pgid && stat.state !== 'Z') return true;
   }
   return false;

@@ -4,23 +4,16 @@
 // enter with nsenter (a command that cannot get its processes would hang rather than fail). The
 // machine's own thread count, an upper bound read at once, spares the walk of /proc when far below.
 import { readdirSync, readFileSync } from 'node:fs';
+import { listPids } from '../shared/proc-pids.js';
 import type { Bounds } from '../shared/protocol.js';
 import { AgentFailure } from './errors.js';
 
 /** Threads of every process this agent sees in /proc (the sandbox's own pid namespace). */
 export function countThreads(): number {
   let n = 0;
-  let names: string[];
-  try {
-    names = readdirSync('/proc');
-  } catch {
-    return 0;
-  }
-  for (const name of names) {
-    const c = name.charCodeAt(0);
-    if (c < 49 || c > 57) continue; // /proc/[1-9]*
+  for (const pid of listPids() ?? []) {
     try {
-      n += readdirSync(`/proc/${name}/task`).length;
+      n += readdirSync(`/proc/${pid}/task`).length;
     } catch {
       // exited meanwhile
     }

@@ -9,17 +9,17 @@
 // its stdin, the resident stopped or died, makes it exit); after it, it is that task's supervisor
 // like any other, detached in its own session, and reads the command's output itself.
 import type { ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, readdirSync, readSync } from 'node:fs';
+import { existsSync, readdirSync, readSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { nodeRelaunch } from '../shared/agent-runtime.js';
-import { createFifoPipes, type FifoPipe } from './drain-pipes.js';
+import { closeFifoPipes, createFifoPipes } from './drain-pipes.js';
 import { closeInheritedFds } from './inherited-fds.js';
 import { childProcess, net } from './node-modules.js';
 import { ensureTasksDir, stateDir } from './paths.js';
 import { removeFileQuietly } from './remove-file.js';
 import { writeReserveFile } from './status-reserve.js';
 import type { MadeAhead } from './supervisor.js';
-import type { SupervisorLauncher, SupervisorWatch } from './ops/start.js';
+import { watchChild, type SupervisorLauncher, type SupervisorWatch } from './ops/start.js';
 
 /** The hand-over line: the task directory (under this user's tasks folder) and the command's environment. */
 interface Handover {
@@ -116,8 +116,7 @@ export class WarmSupervisor {
 
 /** Hands the task to a booted supervisor; the watch follows it as start's own spawn would. */
 function handOver(child: ChildProcess, dir: string, env: NodeJS.ProcessEnv): SupervisorWatch {
-  const watch: SupervisorWatch = { hasExited: false, spawnError: undefined };
-  child.on('exit', () => (watch.hasExited = true));
+  const watch = watchChild(child);
   const line: Handover = { dir, env: definedOnly(env) };
   const stdin = child.stdin!;
   // Not delivered (it died before reading): start records the task as failed to start.
@@ -169,7 +168,7 @@ export function awaitHandover(): WarmTask | null {
   const line = readLine(0);
   const handover = line === null ? null : parseJson(line);
   if (!isHandover(handover) || dirname(handover.dir) !== tasks) {
-    for (const pipe of outputs ?? []) closeBoth(pipe);
+    if (outputs) closeFifoPipes(outputs);
     if (hasReserve) removeFileQuietly(reserve);
     return null;
   }
@@ -220,15 +219,5 @@ function parseJson(text: string): unknown {
     return JSON.parse(text);
   } catch {
     return undefined;
-  }
-}
-
-function closeBoth(pipe: FifoPipe): void {
-  for (const fd of [pipe.readFd, pipe.writeFd]) {
-    try {
-      closeSync(fd);
-    } catch {
-      // already closed
-    }
   }
 }

@@ -1,6 +1,7 @@
 // start: create the task directory exclusively, launch a detached supervisor, and report what it
 // observed shortly afterwards. The exclusive mkdir is what makes "same task_id twice runs once"
 // hold even for concurrent starts.
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readdirSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { nodeRelaunch } from '../../shared/agent-runtime.js';
@@ -131,7 +132,6 @@ export function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv): Supervisor
   closeInheritedFds();
   const { spawn } = childProcess();
   const debugFd = process.env.AGENT_DEBUG ? openSync(join(dir, 'supervisor-debug.log'), 'a', 0o600) : 'ignore';
-  const watch: SupervisorWatch = { hasExited: false, spawnError: undefined };
   // Under the sandbox's agent runtime, process.execPath is its loader (see shared/agent-runtime.ts).
   const node = nodeRelaunch(process.execPath, [resolve(process.argv[1]!), 'supervise', dir]);
   const child = spawn(node.file, node.args, {
@@ -140,12 +140,22 @@ export function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv): Supervisor
     env,
     cwd: dir, // pins nothing of the caller's
   });
+  const watch = watchChild(child);
   child.on('error', (err: NodeJS.ErrnoException) => {
     watch.spawnError = err.code ?? 'error';
     watch.hasExited = true;
   });
-  child.on('exit', () => (watch.hasExited = true));
   child.unref();
+  return watch;
+}
+
+/**
+ * A watch on a spawned supervisor, kept current by its exit. Each launcher records its own
+ * spawnError: a cold spawn from the child's `error`, a hand-over from its stdin's.
+ */
+export function watchChild(child: ChildProcess): SupervisorWatch {
+  const watch: SupervisorWatch = { hasExited: false, spawnError: undefined };
+  child.on('exit', () => (watch.hasExited = true));
   return watch;
 }
 

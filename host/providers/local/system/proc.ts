@@ -1,6 +1,7 @@
 // Process identity from /proc. A pid alone is not an identity (pids are reused), so every pid
 // the local provider records is paired with its start time and checked again before use.
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
+import { listPids } from '../../../../shared/proc-pids.js';
 import { parseProcStat } from '../../../../shared/proc-stat.js';
 
 /** A process as recorded in state: pid plus /proc start time (clock ticks since boot). */
@@ -67,15 +68,8 @@ export function pidNamespace(pid: number): string | null {
  */
 export function killNamespaceEnterers(ns: string, exceptPids: readonly number[] = []): number {
   let count = 0;
-  let names: string[];
-  try {
-    names = readdirSync('/proc');
-  } catch {
-    return 0;
-  }
-  for (const name of names) {
-    const pid = Number(name);
-    if (!Number.isInteger(pid) || pid <= 1 || exceptPids.includes(pid)) continue;
+  for (const pid of listPids() ?? []) {
+    if (pid <= 1 || exceptPids.includes(pid)) continue;
     let forChildren: string;
     try {
       forChildren = readlinkSync(`/proc/${pid}/ns/pid_for_children`);
