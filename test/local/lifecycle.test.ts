@@ -1,18 +1,19 @@
 // Lifecycle of local sandboxes against real bubblewrap: create, deadlines, kill, listing, and
 // restart safety (a second provider instance, a server that went away, a keeper that died).
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
-import { isAlive } from '../../host/providers/local/system/proc.js';
-import { readSpec } from '../../host/providers/local/sandbox/state-dir.js';
+import { identify, isAlive } from '../../host/providers/local/system/proc.js';
+import { readEndingMark, readSpec, writeEndingMark } from '../../host/providers/local/sandbox/state-dir.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { diskBudgetMb } from '../../host/providers/local/limits/sandbox-limits.js';
 import { DEFAULT_DISK_MB, defaultMaxMemoryMb, defaultMemoryMb } from '../../host/providers/local/limits/settings.js';
 import { cgroupSituation } from '../support/cgroup-situation.js';
+import { canFreezeProcesses, freezeProcesses } from '../support/freeze-process.js';
 import { cleanNodeEnv, localSandboxes } from '../support/local-sandboxes.js';
 import { FIXTURES, KEEPER_SCRIPT } from '../support/paths.js';
 import { waitFor } from '../support/wait.js';
@@ -246,6 +247,108 @@ describe('local sandbox lifecycle', () => {
     await waitFor(() => outcome !== 'pending', 'the stopped command to end', 20_000);
     await running;
     expect(outcome).toMatchObject({ category: 'not_found' });
+  });
+
+  // A keeper ending its sandbox kills the host-side halves of the resident and of entered commands
+  // at once with pid 1 and bwrap, which may be seen exiting a while later (a loaded machine): a
+  // call whose command or resident vanished found the sandbox alive and answered with the command's
+  // 137 (nsenter) or agent_lost (the resident) instead of not_found (fresh-clone CI, Node 22, the
+  // test above, through the resident). The freezer holds pid 1 and bwrap in that moment, SIGKILL
+  // pending (the keeper lives on, waiting for bwrap), for as long as the call takes to answer.
+  describe.runIf(canFreezeProcesses())('a call that loses its command while pid 1 and bwrap are slow to die (cgroup v1 freezer)', () => {
+    it.each([
+      ['entered with nsenter', 'kill'],
+      ['through the resident', 'kill'],
+      ['entered with nsenter', 'its deadline'],
+      ['through the resident', 'its deadline'],
+    ] as const)('%s, ended by %s: not_found', async (path, ending) => {
+      const isResident = path === 'through the resident';
+      const p = isResident
+        ? provider
+        : createLocalProvider({ stateDir: local.stateDir, keeperScript: KEEPER_SCRIPT, residentAgent: false });
+      try {
+        const { sandbox_id: id } = await p.create({ timeoutS: 60 });
+        local.created.push(id);
+        const rec = keeperOf(id);
+        expect(rec.resident === true).toBe(isResident);
+        if (isResident) await waitFor(async () => (await p.agentChannel!(id)) !== null, 'the resident to answer');
+        let outcome: unknown = 'pending';
+        const running = p.exec(id, 'sleep 300', { timeoutS: 60 }).then(
+          (r) => (outcome = r),
+          (e: unknown) => (outcome = e),
+        );
+        await waitFor(
+          async () =>
+            (await p.exec(id, 'cat /proc/[0-9]*/cmdline | tr "\\0" " "', { timeoutS: 5 })).stdout.toString().includes('sleep 300'),
+          'the command to run',
+        );
+        const thaw = await freezeProcesses([rec.pid1.pid, rec.bwrap.pid]);
+        let killing: Promise<void> | undefined;
+        try {
+          if (ending === 'kill') killing = p.kill(id);
+          else await p.setTimeout(id, 1);
+          await waitFor(() => outcome !== 'pending', 'the call to answer', 20_000);
+          // Answered in that moment: pid 1 not yet seen exiting, the keeper still there.
+          expect(isAlive(rec.pid1) && isAlive(rec.keeper)).toBe(true);
+        } finally {
+          await thaw();
+        }
+        await killing;
+        await running;
+        expect(outcome).toMatchObject({ category: 'not_found' });
+        await waitFor(() => !isAlive(rec.keeper) && !isAlive(rec.pid1) && !existsSync(sandboxDir(id)), 'the sandbox to be gone');
+      } finally {
+        if (p !== provider) await p.close();
+      }
+    });
+  });
+
+  it.runIf(canFreezeProcesses())(
+    'kill marks the sandbox as ending before it signals the keeper: a keeper yet to act (or from before the mark) is covered (cgroup v1 freezer)',
+    async () => {
+      const bare = createLocalProvider({ stateDir: local.stateDir, keeperScript: KEEPER_SCRIPT, residentAgent: false });
+      try {
+        const { sandbox_id: id } = await bare.create({ timeoutS: 60 });
+        local.created.push(id);
+        const rec = keeperOf(id);
+        // Frozen, the keeper neither acts on the kill's SIGTERM nor marks anything itself.
+        const thaw = await freezeProcesses([rec.keeper.pid]);
+        let killing: Promise<void> | undefined;
+        try {
+          killing = bare.kill(id);
+          const self = identify(process.pid)!;
+          await waitFor(() => {
+            const by = readEndingMark(sandboxDir(id));
+            return by?.pid === self.pid && by.startTime === self.startTime;
+          }, "the kill's mark");
+          await expect(bare.exec(id, 'exit 3', { timeoutS: 10 })).rejects.toMatchObject({ category: 'not_found' });
+        } finally {
+          await thaw();
+        }
+        await killing;
+        expect(isAlive(rec.keeper) || isAlive(rec.pid1)).toBe(false);
+        expect(existsSync(sandboxDir(id))).toBe(false);
+      } finally {
+        await bare.close();
+      }
+    },
+  );
+
+  it('an ending mark counts while its writer runs: one left by a kill that died leaves the sandbox usable', async () => {
+    const { sandbox_id: id } = await create();
+    const writer = spawn('sleep', ['300'], { stdio: 'ignore' });
+    const by = await waitFor(() => identify(writer.pid!), 'the writer to run');
+    // As a server's kill writes it before it signals the keeper.
+    writeEndingMark(sandboxDir(id), by);
+    // While the kill runs, a command that fails reads as the sandbox ending.
+    await expect(provider.exec(id, 'exit 3', { timeoutS: 10 })).rejects.toMatchObject({ category: 'not_found' });
+    writer.kill('SIGKILL');
+    await waitFor(() => !isAlive(by), 'the writer to die');
+    // A kill that died midway: its mark no longer counts.
+    expect((await provider.exec(id, 'exit 3', { timeoutS: 10 })).exitCode).toBe(3);
+    expect((await provider.exec(id, 'echo on', { timeoutS: 10 })).stdout.toString()).toBe('on\n');
+    await provider.kill(id);
+    expect(existsSync(sandboxDir(id))).toBe(false);
   });
 
   it('maps failures to fixed categories without host details', async () => {

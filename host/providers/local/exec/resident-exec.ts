@@ -3,7 +3,7 @@
 // bounds of an entry of its role (limits/process-tiers.ts). Its answer is trusted no more than an
 // exec's output: schema-checked, mapped here to the same errors the nsenter path gives.
 import type { Bounds } from '../../../../shared/protocol.js';
-import { isProviderError, ProviderError } from '../../provider-error.js';
+import { ProviderError } from '../../provider-error.js';
 import type { ResidentChannel } from '../../resident-channel.js';
 import { requestExec, type ResidentExecRun } from '../../resident-exec.js';
 import type { ExecRole, PromotableOutcome } from '../../provider.js';
@@ -56,8 +56,8 @@ export async function execThroughResident(
   try {
     answer = await requestExec(channel, { ...run, bounds: boundsFor(sb.spec.limits, run.role) });
   } catch (e) {
-    if (!isStillAlive(sb) || (isProviderError(e) && e.code === 'agent_lost' && (await isEnding(sb))))
-      throw new ProviderError('not_found', { detail: LOCAL_DETAILS.endedDuringCommand });
+    // The keeper marks the sandbox as ending before the resident is killed (isStillAlive).
+    if (!isStillAlive(sb)) throw new ProviderError('not_found', { detail: LOCAL_DETAILS.endedDuringCommand });
     throw e;
   }
   if (answer === 'unreachable' || answer.kind === 'promoted') return answer;
@@ -65,23 +65,6 @@ export async function execThroughResident(
   const r = answer.result;
   if (r.exitCode !== 0 && !isStillAlive(sb)) throw new ProviderError('not_found', { detail: LOCAL_DETAILS.endedDuringCommand });
   return { kind: 'finished', result: { ...r, ...definedFields({ notes: r.exitCode !== 0 && notes ? notes.notesSince() : undefined }) } };
-}
-
-/** How long a call that lost its resident watches for the sandbox ending (see isEnding). */
-const ENDING_WATCH_MS = 2000;
-
-/**
- * Whether the sandbox turns out to be ending. Its keeper stops everything in it (the resident
- * among the first) before pid 1 and itself are gone, so a call whose resident vanished may find
- * the sandbox still alive for a moment: a killed sandbox must answer not_found, not agent_lost.
- * A resident that died in a sandbox that lives on costs its call this watch, once.
- */
-async function isEnding(sb: LiveSandbox): Promise<boolean> {
-  for (const giveUpAtMs = Date.now() + ENDING_WATCH_MS; Date.now() < giveUpAtMs;) {
-    if (!isStillAlive(sb)) return true;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return !isStillAlive(sb);
 }
 
 /** The resident's refusal as the error the nsenter path gives for the same thing. */

@@ -20,6 +20,7 @@ import {
   readSpec,
   removeSandboxDir,
   writeCgroupsList,
+  writeEndingMark,
   writePrivateFile,
   KEEPER_FILE,
   type KeeperRecord,
@@ -369,11 +370,18 @@ async function superviseDeadline(keeper: KeeperState, recheckMs: number): Promis
   }
 }
 
-/** Ends the sandbox: kills pid 1 and bwrap, waits (bounded) for bwrap to exit, gives back what the keeper held. */
+/**
+ * Ends the sandbox: marks it as ending, kills pid 1 and bwrap, waits (bounded) for bwrap to exit,
+ * gives back what the keeper held.
+ */
 async function terminate(keeper: KeeperState, exitWaitMs: number): Promise<void> {
   keeper.ending.abort();
   const { bwrap } = keeper;
   if (bwrap) {
+    // Before anything dies, whatever the ending: the host-side halves of the resident and of
+    // commands are killed at once, while pid 1 may take a while to be seen exiting, and a server
+    // whose call lost one must read the sandbox as ending (not_found), not as alive.
+    markEnding(keeper.dir);
     signalIfAlive(keeper.pid1 ?? undefined, 'SIGKILL');
     if (keeper.bwrapId) signalIfAlive(keeper.bwrapId, 'SIGKILL');
     else if (!bwrap.hasExited()) bwrap.child.kill('SIGKILL');
@@ -387,6 +395,16 @@ async function terminate(keeper: KeeperState, exitWaitMs: number): Promise<void>
   }
   await keeper.held.releaseAll();
   for (const s of bwrap?.child.stdio ?? []) s?.destroy();
+}
+
+/** Writes the ending mark as this keeper (see writeEndingMark); best effort: the state may be gone already. */
+function markEnding(dir: string): void {
+  const self = identify(process.pid);
+  try {
+    if (self) writeEndingMark(dir, self);
+  } catch {
+    // The directory was removed: the sandbox must not outlive it, and no server finds it any more.
+  }
 }
 
 /** Resolves with 'aborted' once `signal` is aborted (at once if it already is). */

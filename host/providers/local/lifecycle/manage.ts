@@ -1,13 +1,15 @@
 // list, getInfo, setTimeout and kill of existing sandboxes (create is create.ts). The
 // keeper owns each sandbox's deadline: setTimeout rewrites it and signals the keeper, kill asks
 // the keeper to end the sandbox and finishes the job itself when the keeper cannot.
+// kill marks the sandbox as ending before it signals (see writeEndingMark): its keeper marks it
+// too, but one from before the mark does not.
 import { existsSync } from 'node:fs';
 import type { ListOpts, SandboxMetadata } from '../../provider.js';
 import type { CommandRunner } from '../exec/command-runner.js';
 import { sandboxGone, type SandboxRegistry } from '../sandbox/registry.js';
-import { writeDeadline } from '../sandbox/state-dir.js';
+import { writeDeadline, writeEndingMark } from '../sandbox/state-dir.js';
 import type { LocalSettings } from '../settings.js';
-import { isAlive, signalIfAlive } from '../system/proc.js';
+import { identify, isAlive, signalIfAlive, type ProcIdentity } from '../system/proc.js';
 import { assertLifetimeS, invalid, isNonNegativeInt } from '../validation.js';
 import { sandboxMetadata } from './metadata.js';
 
@@ -17,6 +19,9 @@ function sleep(ms: number): Promise<void> {
 
 /** Operations on existing sandboxes; each throws (not yet mapped) on failure. */
 export class SandboxLifecycle {
+  /** This server process, the writer of the ending marks of its kills. */
+  private readonly self: ProcIdentity | null = identify(process.pid);
+
   constructor(
     private readonly settings: Pick<LocalSettings, 'killWaitMs'>,
     private readonly registry: SandboxRegistry,
@@ -74,6 +79,15 @@ export class SandboxLifecycle {
   async kill(sandboxId: string): Promise<void> {
     const sb = await this.registry.require(sandboxId);
     const keeper = sb.keeper.keeper;
+    // A kill that fails midway leaves nothing that counts: the mark counts while this process
+    // runs, and kill ends with the directory gone (the keeper's removal or forceCleanup's).
+    if (this.self) {
+      try {
+        writeEndingMark(sb.dir, this.self);
+      } catch {
+        // The directory is going already: the sandbox is ending.
+      }
+    }
     // A stopped keeper would never act on SIGTERM.
     signalIfAlive(keeper, 'SIGCONT');
     signalIfAlive(keeper, 'SIGTERM');

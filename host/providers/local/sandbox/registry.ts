@@ -18,6 +18,7 @@ import {
   readCgroupsList,
   readCreator,
   readDeadline,
+  readEndingMark,
   readKeeperRecord,
   readSpec,
   removeSandboxDir,
@@ -42,9 +43,25 @@ export function sandboxGone(): ProviderError {
   return new ProviderError('not_found', { detail: LOCAL_DETAILS.sandboxGone });
 }
 
-/** True while the sandbox's pid 1 and its keeper both still run. */
+/**
+ * True while the sandbox's pid 1 and its keeper both still run and nothing has begun ending it:
+ * what decides whether a call that lost its command or resident answers not_found. The keeper
+ * stops what runs in the sandbox (the resident's and commands' host-side halves among the first)
+ * before pid 1 is seen gone, so pids alone would call a sandbox being killed alive for a moment.
+ */
 export function isStillAlive(sb: LiveSandbox): boolean {
-  return isAlive(sb.keeper.pid1) && isAlive(sb.keeper.keeper);
+  return isAlive(sb.keeper.pid1) && isAlive(sb.keeper.keeper) && !isMarkedEnding(sb.dir);
+}
+
+/**
+ * Whether the sandbox in `dir` is marked as ending (state-dir.ts, writeEndingMark). A mark counts
+ * while the process that wrote it runs: the keeper's until the sandbox is gone; a server kill's
+ * for the kill's length, after which the directory is gone too. So a kill that died midway leaves
+ * no mark that would make a live sandbox read as ending. Sandboxes of older servers have none.
+ */
+export function isMarkedEnding(dir: string): boolean {
+  const by = readEndingMark(dir);
+  return by !== null && isAlive(by);
 }
 
 /** The sandboxes of one state directory, with their records cached while they stay verifiably live. */

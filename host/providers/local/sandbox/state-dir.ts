@@ -110,6 +110,8 @@ export const CONTROL_SOCKET = 'control.sock';
 export const AGENT_SOCKET = 'agent.sock';
 /** The resident agent's record (keeper/resident.ts). */
 export const RESIDENT_FILE = 'resident.json';
+/** Who began ending the sandbox (writeEndingMark); absent while nothing has, and in sandboxes of older keepers. */
+export const ENDING_FILE = 'ending';
 
 function readJson<T>(path: string): T | null {
   try {
@@ -143,6 +145,22 @@ export function writeCreator(dir: string, creator: ProcIdentity): void {
 export function readCreator(dir: string): ProcIdentity | null {
   const creator = readJson<ProcIdentity>(join(dir, CREATOR_FILE));
   return creator && typeof creator.pid === 'number' && typeof creator.startTime === 'string' ? creator : null;
+}
+
+/**
+ * Marks the sandbox as ending, by the process `by` — its keeper, whatever ends it (a kill, its
+ * deadline, pid 1's end, a fault), or a server's kill before it signals the keeper — before
+ * anything in it is killed: every server process then reads a command or resident that vanished
+ * as the sandbox ending (sandbox/registry.ts, isStillAlive), not as a failure of a live sandbox.
+ */
+export function writeEndingMark(dir: string, by: ProcIdentity): void {
+  writePrivateFile(join(dir, ENDING_FILE), JSON.stringify(by) + '\n');
+}
+
+/** The process that marked the sandbox as ending, or null when none did (or the mark is unreadable). */
+export function readEndingMark(dir: string): ProcIdentity | null {
+  const by = readJson<ProcIdentity>(join(dir, ENDING_FILE));
+  return by && typeof by.pid === 'number' && typeof by.startTime === 'string' ? by : null;
 }
 
 /**
