@@ -12,7 +12,7 @@ import type { ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { nodeRelaunch } from '../shared/agent-runtime.js';
-import { closeFifoPipes, createFifoPipes } from './drain-pipes.js';
+import { closeFifoPipes, createFifoPipesAhead } from './drain-pipes.js';
 import { closeInheritedFds } from './inherited-fds.js';
 import { childProcess, net } from './node-modules.js';
 import { ensureTasksDir, stateDir } from './paths.js';
@@ -147,7 +147,7 @@ const RESERVE_NAME = /^\.warm-(\d+)\.reserve$/;
  * until the resident hands it a task. Null at end of file or on a line that is not a task of
  * this user's (the process then exits: it was never anyone's supervisor).
  */
-export function awaitHandover(): WarmTask | null {
+export async function awaitHandover(): Promise<WarmTask | null> {
   let tasks: string;
   try {
     tasks = ensureTasksDir();
@@ -155,14 +155,15 @@ export function awaitHandover(): WarmTask | null {
     return null;
   }
   // What every supervisor does first, done while nobody waits: nothing of the resident's may reach
-  // the command, and the modules a supervisor spawns and drains with are loaded now.
+  // the command, and the modules a supervisor spawns and drains with are loaded now (and their
+  // spawn, socket and timer code run once, by createFifoPipesAhead).
   closeInheritedFds();
   childProcess();
   net();
   const state = stateDir();
   removeOrphanedReserves(state);
   // Made beside the tasks folder, never in it (a listing would see them); the FIFOs' names go once open.
-  const outputs = createFifoPipes(state, 2);
+  const outputs = await createFifoPipesAhead(state, 2);
   const reserve = reservePathOf(state, process.pid);
   const hasReserve = writeReserveFile(reserve);
   const line = readLine(0);
