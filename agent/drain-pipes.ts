@@ -28,25 +28,28 @@ export function createFifoPipes(dir: string, count: number): FifoPipe[] | null {
 
 /**
  * createFifoPipes for a warm supervisor, which has time while it waits: mkfifo is spawned as a
- * command is, and one more pipe is made and drained of a byte, so that node's spawn, socket and
- * timer code has run once before the task's command needs it (the first run of each costs some
- * 0.3-0.7 ms more than the next: code compiled and set up on first use).
+ * command is, and one more pipe is made and drained of a byte into `sink`, so that node's spawn,
+ * socket and timer code has run once before the task's command needs it (the first run of each
+ * costs some 0.3-0.7 ms more than the next: code compiled and set up on first use).
  */
-export async function createFifoPipesAhead(dir: string, count: number): Promise<FifoPipe[] | null> {
+export async function createFifoPipesAhead(dir: string, count: number, sink: DrainSink): Promise<FifoPipe[] | null> {
   const paths = fifoPaths(dir, count + 1);
   const pipes = (await makeFifosBySpawn(paths)) ? openFifoPipes(paths) : null;
   if (!pipes) return null;
-  await rehearseDrain(pipes.pop()!);
+  await rehearseDrain(pipes.pop()!, sink);
   return pipes;
 }
 
-/** Drains one byte from `pipe` the way a command's output is drained; closes both ends. */
-async function rehearseDrain(pipe: FifoPipe): Promise<void> {
+/** What drainFd hands each read to: false pauses reading. */
+export type DrainSink = (bytes: Buffer, length: number) => boolean;
+
+/** Drains one byte from `pipe` into `sink` the way a command's output is drained; closes both ends. */
+async function rehearseDrain(pipe: FifoPipe, sink: DrainSink): Promise<void> {
   let reader: PipeReader | undefined;
   let timer: NodeJS.Timeout | undefined;
   const ended = new Promise<void>((resolve) => {
     try {
-      reader = drainFd(pipe.readFd, Buffer.allocUnsafe(64), () => true, resolve);
+      reader = drainFd(pipe.readFd, Buffer.allocUnsafe(64), sink, resolve);
     } catch {
       closeQuietly(pipe.readFd);
       resolve();
@@ -119,7 +122,7 @@ export interface PipeReader {
  * call, and returning false pauses reading. No per-read allocation: a drained gigabyte is some
  * 250,000 reads.
  */
-export function drainFd(readFd: number, buffer: Buffer, onData: (bytes: Buffer, length: number) => boolean, onEnd: () => void): PipeReader {
+export function drainFd(readFd: number, buffer: Buffer, onData: DrainSink, onEnd: () => void): PipeReader {
   const { Socket } = net();
   let hasEnded = false;
   const finish = () => {
