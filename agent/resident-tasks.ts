@@ -20,7 +20,7 @@ import { removeTask } from './ops/remove.js';
 import { spawnSupervisor, startNewTask, startTask, type StartOpts } from './ops/start.js';
 import { ensureTasksDir, homeDir, TASK_FILES } from './paths.js';
 import { refuseWithoutRoom } from './process-count.js';
-import { commandEnv } from './task-env.js';
+import { agentBaseEnv } from './task-env.js';
 import type { Timings } from './timing.js';
 import { WarmSupervisor } from './warm-supervisor.js';
 
@@ -193,8 +193,8 @@ async function awaitEnd(started: TaskView, untilMs: number, ctx: RequestContext)
 
 /** The command's environment a request asks for (see the protocol's `env` and `inherit_env`). */
 function commandEnvOf(req: { env?: Record<string, string> | undefined; inherit_env?: boolean | undefined }): NodeJS.ProcessEnv {
-  if (req.env === undefined) return commandEnv(process.env);
-  return req.inherit_env ? { ...commandEnv(process.env), ...req.env } : { ...req.env };
+  if (req.env === undefined) return agentBaseEnv();
+  return req.inherit_env ? { ...agentBaseEnv(), ...req.env } : { ...req.env };
 }
 
 /** A task its supervisor refused to run for a full state directory (it never started: nothing ran twice if run again). */

@@ -2,7 +2,15 @@
 // NAME, put there by the host for this task only) moved to their own names. They travel this way
 // so that their values are never on a command line or in the task directory, and so that a task
 // variable such as PATH or NODE_OPTIONS changes the command, never the agent or its supervisor.
+import { AGENT_COMPILE_CACHE_VAR } from '../shared/agent-runtime.js';
 import { TASK_ENV_PREFIX } from '../shared/protocol.js';
+
+/** The agent's own environment as the base of a command's (commandEnv of it, the agent's compile cache left out). */
+export function agentBaseEnv(): NodeJS.ProcessEnv {
+  const env = commandEnv(process.env);
+  delete env[AGENT_COMPILE_CACHE_VAR];
+  return env;
+}
 
 /** `env` with every TASK_ENV_PREFIX variable renamed to the name after the prefix (overriding one already there). */
 export function commandEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {

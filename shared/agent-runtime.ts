@@ -44,3 +44,10 @@ export function nodeScriptArgs(argv: readonly string[]): string[] {
   const runtime = agentRuntimeArgv();
   return argv.slice(runtime.every((a, i) => argv[i] === a) ? runtime.length : 1);
 }
+
+/**
+ * Node's compile cache for the agent's own node processes (Node 22+; the keeper starts the
+ * resident with it, and the supervisors the resident boots inherit it): the agent's, never a
+ * command's, whose node would fill the agent's cache folder with its own scripts.
+ */
+export const AGENT_COMPILE_CACHE_VAR = 'NODE_COMPILE_CACHE';

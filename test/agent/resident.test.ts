@@ -87,9 +87,10 @@ describe('the resident serving frames', () => {
 });
 
 describe('exec', () => {
-  it('runs with exactly the environment, cwd and stdin it is given; the cap keeps head and tail', async () => {
+  it('runs with exactly the environment, cwd and stdin it is given (its own as the base only without its compile cache); the cap keeps head and tail', async () => {
     const w = world();
-    const r = await startResident(w, { RESIDENT_OWN: 'resident-only' });
+    // The keeper starts a local resident with node's compile cache set: the agent's, never a command's.
+    const r = await startResident(w, { RESIDENT_OWN: 'resident-only', NODE_COMPILE_CACHE: join(w.home, '.agent-compile-cache') });
     const res = await exec(r, w, 'echo "$FROM_CALL/${RESIDENT_OWN:-none}"; pwd; cat; echo err >&2; exit 3', {
       env: envOf(w, { FROM_CALL: 'call' }),
       cwd: '/tmp',
@@ -99,7 +100,8 @@ describe('exec', () => {
     expect(text(res.stdout_b64)).toBe('call/none\n/tmp\ntyped\n');
     expect(text(res.stderr_b64)).toBe('err\n');
     // With inherit_env, the resident's own environment is the base.
-    expect(text((await exec(r, w, 'echo "$RESIDENT_OWN"', { env: {}, inherit_env: true })).stdout_b64)).toBe('resident-only\n');
+    const inherited = await exec(r, w, 'echo "$RESIDENT_OWN/${NODE_COMPILE_CACHE:-unset}"', { env: {}, inherit_env: true });
+    expect(text(inherited.stdout_b64)).toBe('resident-only/unset\n');
     const big = await exec(r, w, 'seq 1 100000');
     expect(big).toMatchObject({ stdout_truncated: true, stdout_head_bytes: 32_768 });
     const out = text(big.stdout_b64);

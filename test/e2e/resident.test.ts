@@ -275,6 +275,34 @@ describe('the resident agent (local)', () => {
     await ok(b.client, 'kill_sandbox', { sandbox_id: sandbox });
   });
 
+  it("keeps the agent's compiled code in its state folder (on Node 22+), and never hands a command that setting", async () => {
+    const s = await server();
+    const sandbox = (await ok(s.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
+    const on = { sandbox_id: sandbox };
+    const printsNoCacheVar = (stdout: unknown) => expect(String(stdout)).not.toMatch(/NODE_COMPILE_CACHE/);
+    // Promotable execs: the second and third run under warm supervisors, booted by the resident (and so with its setting).
+    for (let i = 0; i < 3; i++) printsNoCacheVar((await ok(s.client, 'run_command', { ...on, command: 'env' })).stdout);
+    printsNoCacheVar((await ok(s.client, 'run_command', { ...on, command: 'env', background_after: 0 })).stdout);
+    const task = await ok(s.client, 'start_task', { ...on, command: 'env' });
+    printsNoCacheVar((await ok(s.client, 'get_task', { ...on, task_id: task.task_id, wait: 10 })).stdout);
+    // Written by each of those node processes as it exits (a supervisor once its task has ended).
+    const cacheFiles = async (): Promise<number> =>
+      Number(
+        (
+          await ok(s.client, 'run_command', {
+            ...on,
+            command: 'find ~/.local/state/sandbox-agent/node-compile-cache -type f 2>/dev/null | wc -l',
+            background_after: 0,
+          })
+        ).stdout,
+      );
+    const { enableCompileCache } = (await import('node:module')) as { enableCompileCache?: unknown };
+    if (typeof enableCompileCache === 'function') await waitFor(async () => (await cacheFiles()) > 0, 'the compile cache to be written');
+    // Node 20 has no compile cache: the setting does nothing there.
+    else expect(await cacheFiles()).toBe(0);
+    await ok(s.client, 'kill_sandbox', on);
+  });
+
   it('keeps a sandbox made by an older server working: its tasks, commands, new tasks and input, through per-call agents', async () => {
     const oldDist = olderBuild();
     const old = await server({}, join(oldDist, 'host.js'));

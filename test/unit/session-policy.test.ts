@@ -173,6 +173,30 @@ describe('session renewal policy and ownership', () => {
     expect(renewals(p.calls)).toEqual([120, 30]);
   });
 
+  it('leaves a lifetime that ends within a tenth of the renewal (at most a minute) short of it: a burst of calls writes it once', async () => {
+    const p = recordingProvider();
+    const d = deps(p.provider);
+    const session = new Session();
+    await callTool({ deps: d, session }, 'create_sandbox', { timeout: 1200 });
+    // Renewed a moment ago: 2 s short of a fresh renewal's end, within the slack (a minute here).
+    p.endAtMs.set('sb1', Date.now() + 1198_000);
+    await callTool({ deps: d, session }, 'run_command', { command: 'true' });
+    await callTool({ deps: d, session }, 'read_file', { path: 'x' });
+    expect(renewals(p.calls)).toEqual([]);
+    // Beyond it (70 s short): renewed.
+    p.endAtMs.set('sb1', Date.now() + 1130_000);
+    await callTool({ deps: d, session }, 'run_command', { command: 'true' });
+    expect(renewals(p.calls)).toEqual([1200]);
+    // A short renewal has a short slack: a tenth of 20 s is 2 s, so 5 s short is renewed.
+    await callTool({ deps: d, session }, 'set_sandbox_timeout', { timeout: 20 });
+    p.endAtMs.set('sb1', Date.now() + 15_000);
+    await callTool({ deps: d, session }, 'write_file', { path: 'x', content: 'y' });
+    expect(renewals(p.calls)).toEqual([1200, 20, 20]);
+    p.endAtMs.set('sb1', Date.now() + 19_000);
+    await callTool({ deps: d, session }, 'list_files', { path: '.' });
+    expect(renewals(p.calls)).toEqual([1200, 20, 20]);
+  });
+
   it('never renews or adopts sandboxes referenced by explicit id, and task tools never renew', async () => {
     const p = recordingProvider();
     const d = deps(p.provider);

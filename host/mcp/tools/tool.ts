@@ -91,10 +91,20 @@ export function resolveSandbox(ctx: ToolContext, sandboxId: string | undefined):
 }
 
 /**
- * Ordinary exec/file tools renew session-owned sandboxes to the session's renewal duration. A
- * renewal only ever lengthens: a lifetime already ending later (set by another session's
- * set_sandbox_timeout, or from the dashboard) stays; only set_sandbox_timeout shortens one. A
- * failed renewal does not fail the tool: the operation itself reports what matters.
+ * How far short of a renewal's end a lifetime may already end and still be left as it is: a tenth
+ * of the renewal, at most a minute. Calls in a burst then write the lifetime once, not each time:
+ * locally a write is a deadline file replaced by rename (1–2 ms of the server's thread on ext4,
+ * where the rename may wait on the disk) and two signals that wake the keeper; on E2B an API call.
+ */
+export function renewalSlackMs(renewS: number): number {
+  return Math.min(renewS * 100, 60_000);
+}
+
+/**
+ * Ordinary exec/file tools renew session-owned sandboxes to the session's renewal duration (within
+ * renewalSlackMs). A renewal only ever lengthens: a lifetime already ending later (set by another
+ * session's set_sandbox_timeout, or from the dashboard) stays; only set_sandbox_timeout shortens
+ * one. A failed renewal does not fail the tool: the operation itself reports what matters.
  */
 export async function renewIfOwned(ctx: ToolContext, ref: SandboxRef): Promise<void> {
   const renewS = ctx.session.renewalFor(ref.qualified);
@@ -102,7 +112,7 @@ export async function renewIfOwned(ctx: ToolContext, ref: SandboxRef): Promise<v
   try {
     const provider = ctx.deps.providers.get(ref.provider);
     const endAt = (await provider.getInfo(ref.id)).end_at;
-    if (endAt !== null && Date.parse(endAt) >= Date.now() + renewS * 1000) return;
+    if (endAt !== null && Date.parse(endAt) >= Date.now() + renewS * 1000 - renewalSlackMs(renewS)) return;
     await provider.setTimeout(ref.id, renewS);
   } catch (e) {
     ctx.deps.log.warn('renewal failed', { category: e instanceof ProviderError ? e.category : 'internal' });

@@ -6,8 +6,9 @@
 // the agent's calls in flight (a waiting get_task). The sandbox's processes are those of its pid namespace, and of
 // pid namespaces nested in it (found through their parents), read from the host's /proc; every
 // signal goes to a pid whose start time still matches.
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { nodeScriptArgs } from '../../../../shared/agent-runtime.js';
+import { listPids } from '../../../../shared/proc-pids.js';
 import { parseProcStat } from '../../../../shared/proc-stat.js';
 import { isAlive, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
 
@@ -53,9 +54,11 @@ export function sandboxProcesses(pid1: ProcIdentity): SandboxProcess[] {
   if (ns === null || !isAlive(pid1)) return [];
   const inside = new Map<number, SandboxProcess>();
   const elsewhere: SandboxProcess[] = [];
-  for (const name of readdirSync('/proc')) {
-    const pid = Number(name);
-    if (!Number.isSafeInteger(pid) || pid <= 1 || pid === pid1.pid) continue;
+  // Unreadable /proc fails the call (it cannot say what runs), as reading it directly did.
+  const pids = listPids();
+  if (pids === null) throw new Error('/proc cannot be read');
+  for (const pid of pids) {
+    if (pid <= 1 || pid === pid1.pid) continue;
     let procNs: string;
     try {
       procNs = readlinkSync(`/proc/${pid}/ns/pid`);

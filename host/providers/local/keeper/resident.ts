@@ -20,7 +20,7 @@ import { lineSplitter } from '../../../../shared/frame-lines.js';
 import { SANDBOX_HOME } from '../../provider.js';
 import { buildEnterCommand } from '../launch/command-lines.js';
 import { envPrelude, exportScript, nodeBinDirsOf, sandboxPath, sandboxPathFor } from '../launch/environment.js';
-import { agentRuntimeArgv } from '../../../../shared/agent-runtime.js';
+import { AGENT_COMPILE_CACHE_VAR, agentRuntimeArgv } from '../../../../shared/agent-runtime.js';
 import { preludeFor } from '../limits/entry-prelude.js';
 import { specNetwork, type SandboxSpec } from '../sandbox/spec.js';
 import { AGENT_SOCKET, RESIDENT_FILE, writePrivateFile } from '../sandbox/state-dir.js';
@@ -291,6 +291,9 @@ function residentNode(spec: SandboxSpec, nodePath: string): string[] {
   return spec.runtimeDir !== undefined ? agentRuntimeArgv(NODE_FLAGS) : [nodePath, ...NODE_FLAGS];
 }
 
+/** Where the agent's node processes keep their compile cache (see residentEnv). */
+export const AGENT_COMPILE_CACHE_DIR = `${SANDBOX_HOME}/.local/state/sandbox-agent/node-compile-cache`;
+
 /** The resident's environment: the login one (as every command's starts) and the sandbox's agent settings. */
 function residentEnv(spec: SandboxSpec, nodePath: string): Record<string, string> {
   const own = Object.fromEntries(Object.entries(spec.envs).filter(([name]) => name.startsWith('SANDBOX_AGENT_') || name === 'AGENT_DEBUG'));
@@ -304,6 +307,11 @@ function residentEnv(spec: SandboxSpec, nodePath: string): Record<string, string
     // One malloc arena and one libuv worker: fewer threads count against the sandbox's process limit.
     MALLOC_ARENA_MAX: '2',
     UV_THREADPOOL_SIZE: '1',
+    // Node 22+ keeps the agent's compiled code here (Node 20 ignores it): each later start of the
+    // resident, and of every supervisor it boots, reads it instead of compiling the agent again
+    // (8-10 ms less of a 47-57 ms start). In the agent's state folder, which templates do not
+    // carry over; never passed on to a command (agent/task-env.ts).
+    [AGENT_COMPILE_CACHE_VAR]: AGENT_COMPILE_CACHE_DIR,
     ...own,
   };
 }
