@@ -102,6 +102,9 @@ export class ResidentTasks implements ResidentServices {
     const isOnReserve = bounds !== undefined && bounds.processes !== req.bounds?.processes;
     if (!promote || plain.stdin || isOnReserve) return runPlainExec(plain, ctx.signal);
     const taskId = promote.task_id;
+    // An id already waited on here is refused before its entry could be replaced (startNewTask
+    // refuses any other existing one).
+    if (this.waiting.has(taskId)) throw existingTaskId();
     const waiting: Waiting = { isKept: false };
     this.waiting.set(taskId, waiting);
     this.bootNextAfter(ctx);
@@ -134,7 +137,7 @@ export class ResidentTasks implements ResidentServices {
           return runPlainExec(plain, ctx.signal);
         throw err;
       }
-      if (!started) throw new AgentFailure('invalid_request', 'field `promote.task_id` names an existing task');
+      if (!started) throw existingTaskId();
       if (isNeverRun(started)) {
         // Its supervisor found no room for the final status and did not run it: nor a task, then.
         await removeTask(taskId, ctx.timings).catch(() => undefined);
@@ -195,6 +198,10 @@ async function awaitEnd(started: TaskView, untilMs: number, ctx: RequestContext)
 function commandEnvOf(req: { env?: Record<string, string> | undefined; inherit_env?: boolean | undefined }): NodeJS.ProcessEnv {
   if (req.env === undefined) return agentBaseEnv();
   return req.inherit_env ? { ...agentBaseEnv(), ...req.env } : { ...req.env };
+}
+
+function existingTaskId(): AgentFailure {
+  return new AgentFailure('invalid_request', 'field `promote.task_id` names an existing task');
 }
 
 /** A task its supervisor refused to run for a full state directory (it never started: nothing ran twice if run again). */
