@@ -11,12 +11,19 @@ export interface DirChanges {
   close(): void;
 }
 
-export function watchDirChanges(dir: string): DirChanges {
+/**
+ * Watches `dir`; with `name`, only changes to that entry wake a waiter (a start waits for the
+ * status file: the logs, the reserve and the status's temp file appearing beside it would each
+ * wake it for nothing, on the cores the command and its supervisor need).
+ */
+export function watchDirChanges(dir: string, name?: string): DirChanges {
   let wake: () => void = () => {};
   let hasChanged = false;
   let watcher: FSWatcher | undefined;
   try {
-    watcher = watch(dir, { persistent: false }, () => {
+    watcher = watch(dir, { persistent: false }, (_event, changed) => {
+      // No name given by the platform: any change counts.
+      if (name !== undefined && changed !== null && changed !== name) return;
       hasChanged = true;
       wake();
     });

@@ -5,10 +5,10 @@
 // it hands the FIFO to `cat > /dev/null`, which drains at the kernel's pace. mkfifo and cat
 // come with coreutils; without them we fall back to plain child-process pipes (slower, same
 // result).
-import { closeSync, constants, openSync } from 'node:fs';
+import { closeSync, constants, openSync, writeSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { makeFifos } from './fifo.js';
+import { makeFifos, makeFifosBySpawn } from './fifo.js';
 import { childProcess, net } from './node-modules.js';
 import { removeFileQuietly } from './remove-file.js';
 
@@ -22,8 +22,59 @@ export interface FifoPipe {
 
 /** Creates `count` FIFO pipes (the FIFO names are unlinked at once); null if mkfifo is unavailable. */
 export function createFifoPipes(dir: string, count: number): FifoPipe[] | null {
-  const paths = Array.from({ length: count }, (_, i) => join(dir, `.pipe-${process.pid}-${i}`));
-  if (!makeFifos(paths)) return null;
+  const paths = fifoPaths(dir, count);
+  return makeFifos(paths) ? openFifoPipes(paths) : null;
+}
+
+/**
+ * createFifoPipes for a warm supervisor, which has time while it waits: mkfifo is spawned as a
+ * command is, and one more pipe is made and drained of a byte into `sink`, so that node's spawn,
+ * socket and timer code has run once before the task's command needs it (the first run of each
+ * costs some 0.3-0.7 ms more than the next: code compiled and set up on first use).
+ */
+export async function createFifoPipesAhead(dir: string, count: number, sink: DrainSink): Promise<FifoPipe[] | null> {
+  const paths = fifoPaths(dir, count + 1);
+  const pipes = (await makeFifosBySpawn(paths)) ? openFifoPipes(paths) : null;
+  if (!pipes) return null;
+  await rehearseDrain(pipes.pop()!, sink);
+  return pipes;
+}
+
+/** What drainFd hands each read to: false pauses reading. */
+export type DrainSink = (bytes: Buffer, length: number) => boolean;
+
+/** Drains one byte from `pipe` into `sink` the way a command's output is drained; closes both ends. */
+async function rehearseDrain(pipe: FifoPipe, sink: DrainSink): Promise<void> {
+  let reader: PipeReader | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const ended = new Promise<void>((resolve) => {
+    try {
+      reader = drainFd(pipe.readFd, Buffer.allocUnsafe(64), sink, resolve);
+    } catch {
+      closeQuietly(pipe.readFd);
+      resolve();
+    }
+    timer = setTimeout(resolve, REHEARSAL_LIMIT_MS); // never waits long, whatever happens
+  });
+  try {
+    writeSync(pipe.writeFd, '.');
+  } catch {
+    // the reader sees the end of the stream all the same
+  }
+  closeQuietly(pipe.writeFd);
+  await ended;
+  clearTimeout(timer);
+  reader?.destroy();
+}
+
+const REHEARSAL_LIMIT_MS = 1000;
+
+function fifoPaths(dir: string, count: number): string[] {
+  return Array.from({ length: count }, (_, i) => join(dir, `.pipe-${process.pid}-${i}`));
+}
+
+/** Opens both ends of each FIFO at `paths` and unlinks the names; null (nothing left open) on failure. */
+function openFifoPipes(paths: readonly string[]): FifoPipe[] | null {
   const pipes: FifoPipe[] = [];
   try {
     for (const p of paths) {
@@ -44,14 +95,14 @@ export function createFifoPipes(dir: string, count: number): FifoPipe[] | null {
 
 /** Closes both ends of each pipe (those no command got), ignoring an end already closed. */
 export function closeFifoPipes(pipes: readonly FifoPipe[]): void {
-  for (const pipe of pipes) {
-    for (const fd of [pipe.readFd, pipe.writeFd]) {
-      try {
-        closeSync(fd);
-      } catch {
-        // already closed
-      }
-    }
+  for (const pipe of pipes) for (const fd of [pipe.readFd, pipe.writeFd]) closeQuietly(fd);
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // already closed
   }
 }
 
@@ -71,7 +122,7 @@ export interface PipeReader {
  * call, and returning false pauses reading. No per-read allocation: a drained gigabyte is some
  * 250,000 reads.
  */
-export function drainFd(readFd: number, buffer: Buffer, onData: (bytes: Buffer, length: number) => boolean, onEnd: () => void): PipeReader {
+export function drainFd(readFd: number, buffer: Buffer, onData: DrainSink, onEnd: () => void): PipeReader {
   const { Socket } = net();
   let hasEnded = false;
   const finish = () => {

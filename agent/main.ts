@@ -40,7 +40,7 @@ async function main(): Promise<number> {
     case 'supervise': {
       keepInspectorClosed();
       if (arg === '--warm') {
-        const task = awaitHandover();
+        const task = await awaitHandover();
         if (!task) return 0; // retired, or its resident is gone: it was nobody's supervisor
         process.chdir(task.dir);
         await runSupervisor(task.dir, task.env, task.made);

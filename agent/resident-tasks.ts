@@ -6,7 +6,7 @@
 // resident waits on for `promote.after_ms`: ended in time, its result is read from the task's logs
 // and the task removed (nobody was told its id); still running, the task is the answer. A plain
 // exec (no promotion) is read by the resident itself (exec-run.ts): nothing durable is promised.
-import { existsSync, openSync, readSync, closeSync, statSync } from 'node:fs';
+import { openSync, readSync, closeSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { LIMITS } from '../shared/limits.js';
 import { OutputCapture } from '../shared/output-capture.js';
@@ -17,7 +17,7 @@ import { runPlainExec, type PlainExec } from './exec-run.js';
 import { cancelTask } from './ops/cancel.js';
 import { getTask } from './ops/get.js';
 import { removeTask } from './ops/remove.js';
-import { spawnSupervisor, startTask, type StartOpts } from './ops/start.js';
+import { spawnSupervisor, startNewTask, startTask, type StartOpts } from './ops/start.js';
 import { ensureTasksDir, homeDir, TASK_FILES } from './paths.js';
 import { refuseWithoutRoom } from './process-count.js';
 import { agentBaseEnv } from './task-env.js';
@@ -29,6 +29,8 @@ type ExecRequest = Extract<AgentRequest, { op: 'exec' }>;
 
 /** Offsets at the log cap read nothing: a wait on them answers only when the state changes. */
 const NOTHING = LIMITS.streamCapBytes;
+/** A view of the state alone. */
+const STATUS_ONLY = { stdoutOffset: NOTHING, stderrOffset: NOTHING, limit: 1 };
 /** One wait's longest slice, so that a caller giving up is noticed soon. */
 const WAIT_SLICE_MS = 1000;
 
@@ -100,18 +102,19 @@ export class ResidentTasks implements ResidentServices {
     const isOnReserve = bounds !== undefined && bounds.processes !== req.bounds?.processes;
     if (!promote || plain.stdin || isOnReserve) return runPlainExec(plain, ctx.signal);
     const taskId = promote.task_id;
-    if (existsSync(join(ensureTasksDir(), taskId)))
-      throw new AgentFailure('invalid_request', 'field `promote.task_id` names an existing task');
+    // An id already waited on here is refused before its entry could be replaced (startNewTask
+    // refuses any other existing one).
+    if (this.waiting.has(taskId)) throw existingTaskId();
     const waiting: Waiting = { isKept: false };
     this.waiting.set(taskId, waiting);
     this.bootNextAfter(ctx);
     try {
-      let started: TaskView;
+      let started: TaskView | null;
       try {
         const jobBounds = bounds
           ? { processes: bounds.processes, openFiles: bounds.open_files, oomScoreAdj: bounds.oom_score_adj }
           : undefined;
-        started = await startTask(
+        started = await startNewTask(
           {
             taskId,
             command: req.command,
@@ -124,6 +127,8 @@ export class ResidentTasks implements ResidentServices {
           },
           ctx.timings,
           this.warm.launch,
+          // Nothing of the logs yet: an ended task's answer reads them whole, a running one's the first page (awaitEnd).
+          STATUS_ONLY,
         );
       } catch (err) {
         // No slot left among the task directories, or no room to record a task (a full disk, which
@@ -132,6 +137,7 @@ export class ResidentTasks implements ResidentServices {
           return runPlainExec(plain, ctx.signal);
         throw err;
       }
+      if (!started) throw existingTaskId();
       if (isNeverRun(started)) {
         // Its supervisor found no room for the final status and did not run it: nor a task, then.
         await removeTask(taskId, ctx.timings).catch(() => undefined);
@@ -167,8 +173,9 @@ export class ResidentTasks implements ResidentServices {
  * connection is gone) leaves it running as a task.
  */
 async function awaitEnd(started: TaskView, untilMs: number, ctx: RequestContext): Promise<TaskView> {
-  // Already ended (a quick command): its status is all the answer needs (finishedResult reads the logs).
-  if (started.state !== 'running') return started;
+  // Already ended (a quick command): its status is all the answer needs (finishedResult reads the
+  // logs). `started` shows no page of them: a task still running (or unknown) is read again below.
+  if (started.state !== 'running' && started.state !== 'unknown') return started;
   const page0 = { stdoutOffset: 0, stderrOffset: 0, limit: LIMITS.pageDefaultBytes };
   const taskId = started.task_id;
   let state: TaskView['state'] = started.state;
@@ -180,10 +187,10 @@ async function awaitEnd(started: TaskView, untilMs: number, ctx: RequestContext)
     const leftMs = untilMs - Date.now();
     if (leftMs <= 0) break;
     const waitS = Math.min(leftMs, WAIT_SLICE_MS) / 1000;
-    state = (await getTask({ taskId, stdoutOffset: NOTHING, stderrOffset: NOTHING, limit: 1, waitS }, ctx.timings)).state;
+    state = (await getTask({ taskId, ...STATUS_ONLY, waitS }, ctx.timings)).state;
   }
   // Still running: the promoted answer shows the first page of each log. Ended: the status alone.
-  const pages = state === 'running' || state === 'unknown' ? page0 : { stdoutOffset: NOTHING, stderrOffset: NOTHING, limit: 1 };
+  const pages = state === 'running' || state === 'unknown' ? page0 : STATUS_ONLY;
   return getTask({ taskId, ...pages, waitS: 0 }, ctx.timings);
 }
 
@@ -191,6 +198,10 @@ async function awaitEnd(started: TaskView, untilMs: number, ctx: RequestContext)
 function commandEnvOf(req: { env?: Record<string, string> | undefined; inherit_env?: boolean | undefined }): NodeJS.ProcessEnv {
   if (req.env === undefined) return agentBaseEnv();
   return req.inherit_env ? { ...agentBaseEnv(), ...req.env } : { ...req.env };
+}
+
+function existingTaskId(): AgentFailure {
+  return new AgentFailure('invalid_request', 'field `promote.task_id` names an existing task');
 }
 
 /** A task its supervisor refused to run for a full state directory (it never started: nothing ran twice if run again). */

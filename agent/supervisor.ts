@@ -24,6 +24,7 @@ import { childProcess } from './node-modules.js';
 import { TASK_FILES } from './paths.js';
 import { jobBoundsText } from '../shared/job-bounds.js';
 import { hasLiveGroupMembers, readProcStat, signalGroup } from './proc.js';
+import type { ProcStat } from '../shared/proc-stat.js';
 import { secretValuesFromEnv } from './secret-masker.js';
 import { writeStatus } from './status-file.js';
 import { placeStatusReserve, writeFinalStatus } from './status-reserve.js';
@@ -84,6 +85,8 @@ export interface MadeAhead {
   outputs: FifoPipe[] | null;
   /** A status reserve to move into the task's directory; null: none was made. */
   reserve: string | null;
+  /** The supervisor's own /proc stat (it is the same process before and after its task came); null: not read. */
+  self: ProcStat | null;
 }
 
 /** How the group leader ended. */
@@ -156,7 +159,7 @@ export function finalState(reason: TerminationReason | null, exitCode: number | 
 
 function beginSupervision(dir: string, env: NodeJS.ProcessEnv, made: MadeAhead | undefined): Supervision {
   const req = readTaskRequest(dir);
-  const self = readProcStat(process.pid);
+  const self = made?.self ?? readProcStat(process.pid);
   let streamEnded: () => void = () => {};
   let openStreams = 2;
   const ended = new Promise<void>((resolve) => {

@@ -9,15 +9,20 @@
 // its stdin, the resident stopped or died, makes it exit); after it, it is that task's supervisor
 // like any other, detached in its own session, and reads the command's output itself.
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, readSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readSync, renameSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { nodeRelaunch } from '../shared/agent-runtime.js';
-import { closeFifoPipes, createFifoPipes } from './drain-pipes.js';
+import { LIMITS } from '../shared/limits.js';
+import { CappedLog } from './capped-log.js';
+import { closeFifoPipes, createFifoPipesAhead, type FifoPipe } from './drain-pipes.js';
 import { closeInheritedFds } from './inherited-fds.js';
 import { childProcess, net } from './node-modules.js';
 import { ensureTasksDir, stateDir } from './paths.js';
+import { readProcStat } from './proc.js';
 import { removeFileQuietly } from './remove-file.js';
+import { secretValuesFromEnv } from './secret-masker.js';
 import { writeReserveFile } from './status-reserve.js';
+import { commandEnv } from './task-env.js';
 import type { MadeAhead } from './supervisor.js';
 import { watchChild, type SupervisorLauncher, type SupervisorWatch } from './ops/start.js';
 
@@ -147,7 +152,7 @@ const RESERVE_NAME = /^\.warm-(\d+)\.reserve$/;
  * until the resident hands it a task. Null at end of file or on a line that is not a task of
  * this user's (the process then exits: it was never anyone's supervisor).
  */
-export function awaitHandover(): WarmTask | null {
+export async function awaitHandover(): Promise<WarmTask | null> {
   let tasks: string;
   try {
     tasks = ensureTasksDir();
@@ -155,16 +160,19 @@ export function awaitHandover(): WarmTask | null {
     return null;
   }
   // What every supervisor does first, done while nobody waits: nothing of the resident's may reach
-  // the command, and the modules a supervisor spawns and drains with are loaded now.
+  // the command, and the modules a supervisor spawns and drains with are loaded now (and their
+  // spawn, socket and timer code run once, by createFifoPipesAhead).
   closeInheritedFds();
   childProcess();
   net();
   const state = stateDir();
   removeOrphanedReserves(state);
   // Made beside the tasks folder, never in it (a listing would see them); the FIFOs' names go once open.
-  const outputs = createFifoPipes(state, 2);
+  const outputs = await createFifoPipesAheadIntoLog(state);
   const reserve = reservePathOf(state, process.pid);
   const hasReserve = writeReserveFile(reserve);
+  const self = readProcStat(process.pid);
+  rehearseHandover(tasks, hasReserve ? reserve : null);
   const line = readLine(0);
   const handover = line === null ? null : parseJson(line);
   if (!isHandover(handover) || dirname(handover.dir) !== tasks) {
@@ -172,7 +180,45 @@ export function awaitHandover(): WarmTask | null {
     if (hasReserve) removeFileQuietly(reserve);
     return null;
   }
-  return { dir: handover.dir, env: handover.env, made: { outputs, reserve: hasReserve ? reserve : null } };
+  return { dir: handover.dir, env: handover.env, made: { outputs, reserve: hasReserve ? reserve : null, self } };
+}
+
+/**
+ * Runs, on a line of its own, the pure steps a task's start takes after the hand-over (reading the
+ * line, the command's environment, its secrets), so that their first run (V8 sets up a function's
+ * inline caches, and a regular expression is compiled, on first use) is not on the task's path.
+ */
+function rehearseHandover(tasks: string, reserve: string | null): void {
+  const sample = parseJson(JSON.stringify({ dir: join(tasks, 'rehearsal'), env: { HOME: '/' } }));
+  if (isHandover(sample)) secretValuesFromEnv(commandEnv(sample.env));
+  // The reserve onto itself, which changes nothing: the hand-over's first step is its rename.
+  if (reserve !== null) {
+    try {
+      renameSync(reserve, reserve);
+    } catch {
+      // placeStatusReserve copes with whatever is wrong with it
+    }
+  }
+}
+
+/** The output FIFOs, made ahead, their rehearsal's byte going through a log as a command's would (into /dev/null). */
+async function createFifoPipesAheadIntoLog(state: string): Promise<FifoPipe[] | null> {
+  let fd: number | null = null;
+  try {
+    fd = openSync('/dev/null', 'w');
+  } catch {
+    // no /dev/null: the byte is dropped unlogged
+  }
+  const log = fd === null ? null : new CappedLog(fd, LIMITS.streamCapBytes, []);
+  try {
+    return await createFifoPipesAhead(state, 2, (bytes, n) => {
+      log?.push(bytes, n);
+      return true;
+    });
+  } finally {
+    log?.end();
+    if (fd !== null) closeSync(fd);
+  }
 }
 
 /** Reads fd up to its first newline, blocking; null at end of file before one. */

@@ -1,6 +1,8 @@
 // get: one page of each log plus the observed state; with wait_s > 0 it long-polls until there
 // is output beyond the offsets, the state changes, or the wait ends.
+import { LIMITS } from '../../shared/limits.js';
 import type { TaskView } from '../../shared/protocol.js';
+import { TASK_FILES } from '../paths.js';
 import { buildView, logSizes, observeTask, type ObservedTask, type PageOpts } from '../task-view.js';
 import type { Timings } from '../timing.js';
 import { existingTaskDir } from './task-dir.js';
@@ -29,8 +31,10 @@ function isWorthReturning(dir: string, observed: ObservedTask, opts: PageOpts): 
 }
 
 async function waitForChange(dir: string, opts: PageOpts, giveUpAtMs: number, pollMs: number): Promise<ObservedTask> {
-  // Log writes and the status rename both land in the task directory.
-  const changes = watchDirChanges(dir);
+  // Log writes and the status rename both land in the task directory. Offsets at the logs' cap
+  // read nothing (a resident waiting on a promotable exec): then only the status can matter.
+  const isStatusOnly = opts.stdoutOffset >= LIMITS.streamCapBytes && opts.stderrOffset >= LIMITS.streamCapBytes;
+  const changes = watchDirChanges(dir, isStatusOnly ? TASK_FILES.status : undefined);
   try {
     for (;;) {
       const left = giveUpAtMs - Date.now();

@@ -15,7 +15,7 @@ import { writeFileAtomic, writeStatus } from '../status-file.js';
 import { readStatus } from '../status-read.js';
 import type { JobBounds } from '../../shared/job-bounds.js';
 import type { TaskRequestFile } from '../task-request.js';
-import { buildView, observeTask } from '../task-view.js';
+import { buildView, observeTask, type PageOpts } from '../task-view.js';
 import type { Timings } from '../timing.js';
 import { watchDirChanges, type DirChanges } from '../dir-changes.js';
 import { childProcess } from '../node-modules.js';
@@ -40,31 +40,56 @@ export interface StartOpts {
 
 const START_POLL_MS = 10;
 
+/** The first page of each log: what a start reports. */
+const FIRST_PAGE: PageOpts = { stdoutOffset: 0, stderrOffset: 0, limit: LIMITS.pageDefaultBytes };
+
 /** Starts the task unless its directory exists; either way returns the task's observed view (page 0). */
 export async function startTask(opts: StartOpts, timings: Timings, launch: SupervisorLauncher = spawnSupervisor): Promise<TaskView> {
   const tasks = ensureTasksDir();
   const dir = join(tasks, opts.taskId);
   const claim = claimTaskDir(tasks, dir, opts.cwd);
-  if (claim) {
-    writeRequest(dir, opts, claim.cwd, timings);
-    // Watched before the launch: the supervisor's first status may come at once.
-    const changes = watchDirChanges(dir);
-    try {
-      await awaitFirstReport(dir, opts.taskId, launch(dir, opts.env ?? process.env), timings, changes);
-    } finally {
-      changes.close();
-    }
-  } else {
+  if (claim) await launchClaimed(dir, opts, claim.cwd, timings, launch);
+  else {
     // An existing task (or one a concurrent start just created) is reported, never started again.
     // A directory that is still young may belong to a start in progress: give it time to report.
-    const changes = watchDirChanges(dir);
+    const changes = watchDirChanges(dir, TASK_FILES.status);
     try {
       await waitForStatus(dir, timings.startReportMs - ageMs(dir), () => false, changes);
     } finally {
       changes.close();
     }
   }
-  return buildView(opts.taskId, dir, observeTask(dir), { stdoutOffset: 0, stderrOffset: 0, limit: LIMITS.pageDefaultBytes });
+  return buildView(opts.taskId, dir, observeTask(dir), FIRST_PAGE);
+}
+
+/**
+ * Starts a task under a new id: null, and nothing started, when its directory exists. The view
+ * shows `page` of each log (a promotable exec reads its logs itself once the task ends).
+ */
+export async function startNewTask(
+  opts: StartOpts,
+  timings: Timings,
+  launch: SupervisorLauncher,
+  page: PageOpts,
+): Promise<TaskView | null> {
+  const tasks = ensureTasksDir();
+  const dir = join(tasks, opts.taskId);
+  const claim = claimTaskDir(tasks, dir, opts.cwd);
+  if (!claim) return null;
+  await launchClaimed(dir, opts, claim.cwd, timings, launch);
+  return buildView(opts.taskId, dir, observeTask(dir), page);
+}
+
+/** Writes the request into the claimed directory, launches its supervisor and waits for its first report. */
+async function launchClaimed(dir: string, opts: StartOpts, cwd: string, timings: Timings, launch: SupervisorLauncher): Promise<void> {
+  writeRequest(dir, opts, cwd, timings);
+  // Watched before the launch: the supervisor's first status may come at once.
+  const changes = watchDirChanges(dir, TASK_FILES.status);
+  try {
+    await awaitFirstReport(dir, opts.taskId, launch(dir, opts.env ?? process.env), timings, changes);
+  } finally {
+    changes.close();
+  }
 }
 
 /**
