@@ -98,11 +98,12 @@ export function closeFifoPipes(pipes: readonly FifoPipe[]): void {
   for (const pipe of pipes) for (const fd of [pipe.readFd, pipe.writeFd]) closeQuietly(fd);
 }
 
-function closeQuietly(fd: number): void {
+/** Closes `fd`, ignoring a failure: it was closed already, or a deferred write error has nowhere to go. */
+export function closeQuietly(fd: number): void {
   try {
     closeSync(fd);
   } catch {
-    // already closed
+    // nothing to do about it
   }
 }
 

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { LIMITS } from '../shared/limits.js';
 import { initialStatus, type TaskStatus, type TerminationReason } from '../shared/status.js';
 import { CappedLog } from './capped-log.js';
-import { createFifoPipes, discardRestWithCat, drainFd, type FifoPipe, type PipeReader } from './drain-pipes.js';
+import { closeQuietly, createFifoPipes, discardRestWithCat, drainFd, type FifoPipe, type PipeReader } from './drain-pipes.js';
 import { debug } from './errors.js';
 import { closeInheritedFds } from './inherited-fds.js';
 import { isNoSpaceError } from './no-space.js';
@@ -469,11 +469,3 @@ const STATE_DIR_FULL_WHILE_RUNNING: TaskError = {
   code: 'state_dir_full',
   message: "the state directory's filesystem is full: the supervisor could not go on, so the task was stopped",
 };
-
-function closeQuietly(fd: number): void {
-  try {
-    closeSync(fd);
-  } catch {
-    // a deferred write error has nowhere to go now
-  }
-}
