@@ -339,8 +339,9 @@ const ARITY: Record<CommandName, { min: number; max: number; usage: string }> = 
 
 function intOption(value: string | undefined, name: string, min: number, max: number, fallback: number): number {
   if (value === undefined) return fallback;
-  const n = Number(value);
-  if (value.trim() === '' || !Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name} must be an integer ${min}-${max}`);
+  // Decimal digits only, as the limit flags take them: Number() alone reads 1e3, 0x10 and " 80".
+  const n = /^\d+$/.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw new UsageError(`--${name} must be an integer ${min}-${max}`);
   return n;
 }
 

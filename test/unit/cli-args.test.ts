@@ -85,6 +85,12 @@ describe('parseCommandLine', () => {
     expect(usageError(['http', '--port', '70000'])).toBe('--port must be an integer 0-65535');
     expect(usageError(['http', '--port', ''])).toBe('--port must be an integer 0-65535');
     expect(usageError(['http', '--idle-timeout', '0'])).toContain('--idle-timeout must be an integer');
+    // Decimal digits only, as every limit flag takes them (Number() alone would read these).
+    for (const value of ['1e3', '0x10', ' 80', '80.0', '+80']) {
+      expect(usageError(['http', '--port', value]), value).toBe('--port must be an integer 0-65535');
+      expect(usageError(['http', '--idle-timeout', value]), value).toContain('--idle-timeout must be an integer');
+      expect(usageError(['logs', 'local:abc', 'a'.repeat(32), '--from', value]), value).toContain('--from must be an integer');
+    }
   });
 
   it('names an unknown command only when it looks like one, and checks each command`s arguments', () => {
