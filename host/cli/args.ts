@@ -245,8 +245,9 @@ Environment (a flag wins over its variable):
                               agent exits (default ${RESIDENT_IDLE_EXIT_DEFAULT_S}; it starts again on the next call;
                               0 = it stays up)
   SANDBOX_MCP_SANDBOX_RO_BIND as --sandbox-ro-bind (colon-separated)
-  SANDBOX_MCP_TOKEN           http: bearer token, 16+ characters (default: generated, printed
-                              once to stderr); its holder sees every sandbox
+  SANDBOX_MCP_TOKEN           http: bearer token, 16+ characters of visible ASCII, no spaces
+                              (default: generated, printed once to stderr); its holder sees
+                              every sandbox
   SANDBOX_MCP_TOKENS_FILE     as --tokens-file
   SANDBOX_MCP_DEBUG           log debug lines (stderr)
   E2B_API_KEY, E2B_DOMAIN     E2B credentials and domain (E2B_API_URL / E2B_SANDBOX_URL
