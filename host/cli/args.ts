@@ -231,7 +231,7 @@ Environment (a flag wins over its variable):
   SANDBOX_MCP_KEEP_SANDBOXES  1 = as --keep-sandboxes
   SANDBOX_MCP_BACKGROUND_AFTER  as --background-after
   SANDBOX_MCP_STATE_DIR       local provider state (default $XDG_STATE_HOME/sandbox-mcp, else
-                              ~/.local/state/sandbox-mcp); must be private to this user
+                              ~/.local/state/sandbox-mcp); an absolute path, private to this user
   SANDBOX_MCP_LOCAL_NETWORK   isolated (default: a local sandbox has only its own loopback) or
                               host (shares this machine's network, including its loopback
                               services)

@@ -210,6 +210,15 @@ describe('parseCommandLine', () => {
     }
   });
 
+  it('takes SANDBOX_MCP_STATE_DIR only as an absolute path, as SANDBOX_MCP_BWRAP and --template-dir, never quoting it', () => {
+    expect(loadConfig({ SANDBOX_MCP_STATE_DIR: '/srv/sandbox-state' }).stateDir).toBe('/srv/sandbox-state');
+    expect(loadConfig({ SANDBOX_MCP_STATE_DIR: '' }).stateDir).toBeUndefined();
+    // Relative, a server started by a client app (cwd /) and `ls` in a terminal would read different directories.
+    for (const relative of ['state-zzv', './state-zzv', '~/state-zzv']) {
+      expect(() => loadConfig({ SANDBOX_MCP_STATE_DIR: relative }), relative).toThrow(/^SANDBOX_MCP_STATE_DIR must be an absolute path$/);
+    }
+  });
+
   it('lets --help and --version through with any command and flag', () => {
     expect(parseCommandLine(['--port', '1', '--help'])).toMatchObject({ help: true });
     expect(parseCommandLine(['doctor', '--version'])).toMatchObject({ version: true });
