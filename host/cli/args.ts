@@ -338,6 +338,27 @@ const ARITY: Record<CommandName, { min: number; max: number; usage: string }> = 
   dashboard: { min: 0, max: 0, usage: 'sandbox-mcp dashboard [--port N]' },
 };
 
+/**
+ * What a Host header can name: a host name (underscores too: container names), an IPv4 address or
+ * a bracketed IPv6 one, with an optional port. A URL, a path or a space could never match one.
+ */
+const ALLOWED_HOST_PATTERN = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?)(?::(\d{1,5}))?$/;
+
+/** --allowed-host's items (repeated, or comma-separated), each checked; a bad one is named by position, never quoted. */
+function allowedHostsOption(values: readonly string[]): string[] {
+  const items = values
+    .flatMap((h) => h.split(','))
+    .map((h) => h.trim())
+    .filter(Boolean);
+  for (const [index, item] of items.entries()) {
+    const port = ALLOWED_HOST_PATTERN.exec(item)?.[1];
+    if (!ALLOWED_HOST_PATTERN.test(item) || (port !== undefined && (Number(port) < 1 || Number(port) > 65535))) {
+      throw new UsageError(`--allowed-host: item ${index + 1} is not a host name, IPv4 or [IPv6] address with an optional :port`);
+    }
+  }
+  return items;
+}
+
 function intOption(value: string | undefined, name: string, min: number, max: number, fallback: number): number {
   if (value === undefined) return fallback;
   // Decimal digits only, as the limit flags take them: Number() alone reads 1e3, 0x10 and " 80".
@@ -414,10 +435,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     port: intOption(one('port'), 'port', 0, 65535, command === 'dashboard' ? 0 : 8765),
     noDashboard: given.has('no-dashboard'),
     idleTimeoutS: intOption(one('idle-timeout'), 'idle-timeout', 1, 31_536_000, 1800),
-    allowedHosts: (given.get('allowed-host') ?? [])
-      .flatMap((h) => h.split(','))
-      .map((h) => h.trim())
-      .filter(Boolean),
+    allowedHosts: allowedHostsOption(given.get('allowed-host') ?? []),
     json: given.has('json'),
     follow: given.has('follow'),
     stderr: given.has('stderr'),

@@ -46,6 +46,27 @@ describe('parseCommandLine', () => {
       idleTimeoutS: 60,
       allowedHosts: ['a.example', 'b.example', 'c:9'],
     });
+    expect(parseCommandLine(['http', '--allowed-host', 'my_box.lan,10.0.0.5:8765,[fd00::1]:80']).allowedHosts).toEqual([
+      'my_box.lan',
+      '10.0.0.5:8765',
+      '[fd00::1]:80',
+    ]);
+  });
+
+  it('refuses an --allowed-host item no Host header could name, by position, never quoting it', () => {
+    // A URL, a path, a space, an empty or out-of-range port: each would be kept and never match, every client refused with 403.
+    for (const bad of [
+      'http://zzq.example',
+      'zzq.example/mcp',
+      'zzq example',
+      'zzq.example:',
+      'zzq.example:70000',
+      'zzq.example:0',
+      '[zzq]',
+    ]) {
+      const message = usageError(['http', '--allowed-host', `ok.example,${bad}`]);
+      expect(message, bad).toBe('--allowed-host: item 2 is not a host name, IPv4 or [IPv6] address with an optional :port');
+    }
   });
 
   it('reads the dashboard command (a free port unless --port) and --no-dashboard for http only', () => {
