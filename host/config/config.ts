@@ -145,7 +145,7 @@ function loadLimits(env: NodeJS.ProcessEnv, flags: Readonly<Record<string, strin
 export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): ServerConfig {
   const provider = flags.provider ?? env.SANDBOX_MCP_PROVIDER ?? 'local';
   if (!(PROVIDER_IDS as readonly string[]).includes(provider)) {
-    throw new ConfigError(`unknown provider (expected one of: ${PROVIDER_IDS.join(', ')})`);
+    throw new ConfigError(`--provider (SANDBOX_MCP_PROVIDER) must be one of: ${PROVIDER_IDS.join(', ')}`);
   }
   const localNetwork = env.SANDBOX_MCP_LOCAL_NETWORK || NETWORK_MODES[0];
   if (!isNetworkMode(localNetwork)) {

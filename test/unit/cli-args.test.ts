@@ -240,6 +240,15 @@ describe('parseCommandLine', () => {
     }
   });
 
+  it('names --provider and its variable for an unknown provider, never quoting it', () => {
+    for (const [env, flags] of [
+      [{}, { provider: 'zzq-cloud' }],
+      [{ SANDBOX_MCP_PROVIDER: 'zzq-cloud' }, {}],
+    ] as const) {
+      expect(() => loadConfig(env, flags)).toThrow(/^--provider \(SANDBOX_MCP_PROVIDER\) must be one of: local, e2b$/);
+    }
+  });
+
   it('lets --help and --version through with any command and flag', () => {
     expect(parseCommandLine(['--port', '1', '--help'])).toMatchObject({ help: true });
     expect(parseCommandLine(['doctor', '--version'])).toMatchObject({ version: true });
