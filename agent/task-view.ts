@@ -79,7 +79,11 @@ function withError(state: TaskState, status: TaskStatus): ObservedTask {
   return status.error ? { state, status, error: status.error } : { state, status };
 }
 
-/** One page of a log: `limit` bytes from `offset`, decoded as UTF-8 (U+FFFD for split characters). */
+/**
+ * One page of a log: at most `limit` bytes from `offset`, decoded as UTF-8. The page ends before
+ * a character it would cut off (unless it holds nothing else), so a caller that reads on from
+ * each next offset gets every character whole; only bytes that are no UTF-8 decode to U+FFFD.
+ */
 export function readPage(path: string, offset: number, limit: number): { text: string; next: number; size: number } {
   let fd: number;
   try {
@@ -98,10 +102,33 @@ export function readPage(path: string, offset: number, limit: number): { text: s
       if (n === 0) break;
       got += n;
     }
-    return { text: buf.toString('utf8', 0, got), next: offset + got, size };
+    const whole = completeLength(buf, got);
+    return { text: buf.toString('utf8', 0, whole), next: offset + whole, size };
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * How many of the first `length` bytes of `buf` to return: all of them, or those before a
+ * multibyte character that starts in the last three bytes and needs more than `length` holds.
+ * A page of that character alone is returned as it is, so every page advances.
+ */
+function completeLength(buf: Buffer, length: number): number {
+  for (let i = length - 1; i >= Math.max(1, length - 3); i--) {
+    const byte = buf[i]!;
+    if ((byte & 0xc0) === 0x80) continue; // a continuation byte: its lead is further back
+    return length - i < utf8SequenceLength(byte) ? i : length;
+  }
+  return length;
+}
+
+/** Bytes of the UTF-8 sequence `lead` starts (1 for ASCII and for bytes that start none). */
+function utf8SequenceLength(lead: number): number {
+  if (lead >= 0xc2 && lead <= 0xdf) return 2;
+  if (lead >= 0xe0 && lead <= 0xef) return 3;
+  if (lead >= 0xf0 && lead <= 0xf4) return 4;
+  return 1;
 }
 
 /** Current sizes of both logs (0 for a log not yet created). */

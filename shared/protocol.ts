@@ -435,7 +435,11 @@ export function describeIssue(error: z.core.$ZodError, input: unknown, shownName
       what = 'does not match any allowed shape';
       break;
     case 'custom': {
-      const params = issue.params as { maximum_bytes?: unknown; exactly_one_of?: unknown } | undefined;
+      const params = issue.params as { maximum_bytes?: unknown; exactly_one_of?: unknown; no_nul_byte?: unknown } | undefined;
+      if (params?.no_nul_byte === true) {
+        what = 'must not contain a NUL byte';
+        break;
+      }
       if (Array.isArray(params?.exactly_one_of)) {
         return `exactly one of the fields ${params.exactly_one_of.map((k) => `\`${nameOf(k as string, shownNames)}\``).join(' and ')} is required`;
       }

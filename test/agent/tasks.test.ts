@@ -132,15 +132,30 @@ describe('without mkfifo and cat', () => {
 });
 
 describe('pages', () => {
-  it('decodes a multibyte character split by a page boundary as U+FFFD, with byte offsets', async () => {
+  it('ends a page before a multibyte character its limit would split, so pages read on join up whole', async () => {
     const w = world();
-    const { task_id: id } = await start(w, "printf 'ab\\342\\202\\254d'"); // ab€d, € = e2 82 ac
+    const { task_id: id } = await start(w, "printf 'ab\\342\\202\\254d\\360\\237\\230\\200\\377e'"); // ab€d😀 \xff e: € = e2 82 ac, 😀 = f0 9f 98 80
     await waitTerminal(w, id);
     const get = (stdout_offset: number, limit: number) => callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset, limit });
-    expect(await get(0, 3)).toMatchObject({ stdout: 'ab\uFFFD', stdout_next_offset: 3, stdout_size: 6 });
-    expect(await get(3, 3)).toMatchObject({ stdout: '\uFFFD\uFFFDd', stdout_next_offset: 6 });
+    // Without the rule, this page was 'ab\uFFFD' up to byte 3 and the next began with two more U+FFFD.
+    expect(await get(0, 3)).toMatchObject({ stdout: 'ab', stdout_next_offset: 2, stdout_size: 12 });
     expect(await get(2, 3)).toMatchObject({ stdout: '€', stdout_next_offset: 5 });
-    expect(await get(6, 3)).toMatchObject({ stdout: '', stdout_next_offset: 6 });
+    // A page that starts inside a character (an offset the caller chose) still decodes as it is.
+    expect(await get(3, 3)).toMatchObject({ stdout: '\uFFFD\uFFFDd', stdout_next_offset: 6 });
+    // A page holding only the start of a character returns it, so every page advances.
+    expect(await get(6, 2)).toMatchObject({ stdout: '\uFFFD', stdout_next_offset: 8 });
+    expect(await get(12, 3)).toMatchObject({ stdout: '', stdout_next_offset: 12 });
+    for (const limit of [4, 5, 7]) {
+      // (A limit of 3 could never hold 😀's four bytes.)
+      let text = '';
+      for (let offset = 0; offset < 12;) {
+        const page = await get(offset, limit);
+        text += page.stdout;
+        offset = page.stdout_next_offset;
+      }
+      // The only U+FFFD left is the invalid byte's.
+      expect(text, `limit ${limit}`).toBe('ab€d😀\uFFFDe');
+    }
   });
 });
 

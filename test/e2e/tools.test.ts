@@ -170,12 +170,21 @@ describe('the tool surface', () => {
       ['run_command', { command: 'true', timeout: false }, 'timeout'],
       ['list_files', { path: '/', depth: 6 }, 'depth'],
       ['download_file', { path: '/x', length: 4 * 1024 * 1024 + 1 }, 'length'],
+      // A NUL byte is refused by the input check, before the (missing) sandbox is looked up:
+      // start_task used to start a task that failed at spawn, run_command and the file tools
+      // to say only "The path contains a NUL byte." (or not_found here).
+      ['start_task', { sandbox_id: 'local:doesnotexist', command: 'echo VALUE_NUL\0x' }, 'command', 'VALUE_NUL'],
+      ['run_command', { sandbox_id: 'local:doesnotexist', command: 'echo VALUE_NUL\0x' }, 'command', 'VALUE_NUL'],
+      ['run_command', { sandbox_id: 'local:doesnotexist', command: 'true', cwd: '/tmp/VALUE_NUL\0' }, 'cwd', 'VALUE_NUL'],
+      ['read_file', { sandbox_id: 'local:doesnotexist', path: 'VALUE_NUL\0x' }, 'path', 'VALUE_NUL'],
     ];
     for (const [tool, args, field, secretValue] of cases) {
       const e = await toolError(s.client, tool, args);
       expect(e.category, `${tool} ${field}`).toBe('invalid_argument');
       expect(e.suggestion, `${tool} ${field}`).toContain(`\`${field}\``);
       if (secretValue) expect(e.text).not.toContain(secretValue);
+      if (field !== 'command' || !String(args.command).includes('\0')) continue;
+      expect(e.suggestion).toBe('field `command` must not contain a NUL byte');
     }
     // The encoded-request cap (JSON + base64 + quoting) applies before any provider contact:
     // 30000 three-byte characters fit the character limit but not 96 KiB once encoded.

@@ -13,20 +13,25 @@ export const PATH_MAX_CHARS = 4096;
 /** run_command's and run_code's timeout when a call gives none, in seconds. */
 export const EXEC_TIMEOUT_DEFAULT_S = 60;
 
+/**
+ * No command, path or working directory can hold a NUL byte (the kernel takes them as C strings):
+ * refused with the other input checks, naming the field, before any provider call.
+ */
+const noNulByte = <T extends z.ZodString>(schema: T) => schema.refine((s) => !s.includes('\0'), { params: { no_nul_byte: true } });
+
 /** A shell command, as run_command and start_task take it. */
-export const CommandSchema = z.string().min(1).max(LIMITS.commandMaxChars).describe('Shell command (bash -c).');
+export const CommandSchema = noNulByte(z.string().min(1).max(LIMITS.commandMaxChars)).describe('Shell command (bash -c).');
 
 /** The path rule (provider.ts resolveSandboxPath), as a field description tells it. */
 export const PATH_RULE_TEXT = `~ and relative paths resolve against the sandbox home (${SANDBOX_HOME}); . and .. are normalised away (/tmp/a/../b is /tmp/b, ~/x/.. is the home).`;
 
 /** A file path in a sandbox, as every file tool takes it. */
-export const PathSchema = z.string().min(1).max(PATH_MAX_CHARS).describe(`Path of the file or directory in the sandbox: ${PATH_RULE_TEXT}`);
+export const PathSchema = noNulByte(z.string().min(1).max(PATH_MAX_CHARS)).describe(
+  `Path of the file or directory in the sandbox: ${PATH_RULE_TEXT}`,
+);
 
 /** An optional working directory, resolved by the sandbox path rule. */
-export const CwdSchema = z
-  .string()
-  .min(1)
-  .max(PATH_MAX_CHARS)
+export const CwdSchema = noNulByte(z.string().min(1).max(PATH_MAX_CHARS))
   .optional()
   .describe(`Working directory (default: the sandbox's workspace when it has one, else the sandbox home): ${PATH_RULE_TEXT}`);
 
