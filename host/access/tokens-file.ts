@@ -31,9 +31,25 @@ function sha256(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();
 }
 
-/** The hash a tokens file holds for `token`: `sha256:<hex>`. Throws ConfigError for a token too short to be safe. */
+/**
+ * What an `Authorization: Bearer` header can carry whole: visible ASCII, no spaces. A token with a
+ * space never matches the header's `Bearer <token>` form, and one beyond ASCII reaches the server
+ * as other bytes (Node reads header bytes as Latin-1): either could never sign in.
+ */
+const TOKEN_CHARS_PATTERN = /^[\x21-\x7e]+$/;
+
+/** Why `token` cannot be a bearer token (the subject names where it came from), or undefined. Never quotes it. */
+function tokenProblem(token: string, subject: string): string | undefined {
+  if (token.length < MIN_TOKEN_CHARS) return `${subject} must be at least ${MIN_TOKEN_CHARS} characters`;
+  if (!TOKEN_CHARS_PATTERN.test(token))
+    return `${subject} must be visible ASCII without spaces (an Authorization: Bearer header carries nothing else)`;
+  return undefined;
+}
+
+/** The hash a tokens file holds for `token`: `sha256:<hex>`. Throws ConfigError for a token no client could send, or too short to be safe. */
 export function hashToken(token: string): string {
-  if (token.length < MIN_TOKEN_CHARS) throw new ConfigError(`a token must be at least ${MIN_TOKEN_CHARS} characters`);
+  const problem = tokenProblem(token, 'a token');
+  if (problem) throw new ConfigError(problem);
   return `sha256:${sha256(token).toString('hex')}`;
 }
 
@@ -122,8 +138,8 @@ export function httpTokensFrom(env: NodeJS.ProcessEnv, tokensFileFlag: string | 
     const entries = loadTokensFile(file);
     return { tokens: TokenTable.named(entries), principals: entries.length };
   }
-  if (plain !== undefined && plain.length < MIN_TOKEN_CHARS)
-    throw new ConfigError(`SANDBOX_MCP_TOKEN must be at least ${MIN_TOKEN_CHARS} characters`);
+  const problem = plain === undefined ? undefined : tokenProblem(plain, 'SANDBOX_MCP_TOKEN');
+  if (problem) throw new ConfigError(problem);
   if (plain) return { tokens: TokenTable.single(plain), principals: 0 };
   const generated = generate();
   return { tokens: TokenTable.single(generated), principals: 0, generated };

@@ -231,7 +231,7 @@ Environment (a flag wins over its variable):
   SANDBOX_MCP_KEEP_SANDBOXES  1 = as --keep-sandboxes
   SANDBOX_MCP_BACKGROUND_AFTER  as --background-after
   SANDBOX_MCP_STATE_DIR       local provider state (default $XDG_STATE_HOME/sandbox-mcp, else
-                              ~/.local/state/sandbox-mcp); must be private to this user
+                              ~/.local/state/sandbox-mcp); an absolute path, private to this user
   SANDBOX_MCP_LOCAL_NETWORK   isolated (default: a local sandbox has only its own loopback) or
                               host (shares this machine's network, including its loopback
                               services)
@@ -245,8 +245,9 @@ Environment (a flag wins over its variable):
                               agent exits (default ${RESIDENT_IDLE_EXIT_DEFAULT_S}; it starts again on the next call;
                               0 = it stays up)
   SANDBOX_MCP_SANDBOX_RO_BIND as --sandbox-ro-bind (colon-separated)
-  SANDBOX_MCP_TOKEN           http: bearer token, 16+ characters (default: generated, printed
-                              once to stderr); its holder sees every sandbox
+  SANDBOX_MCP_TOKEN           http: bearer token, 16+ characters of visible ASCII, no spaces
+                              (default: generated, printed once to stderr); its holder sees
+                              every sandbox
   SANDBOX_MCP_TOKENS_FILE     as --tokens-file
   SANDBOX_MCP_DEBUG           log debug lines (stderr)
   E2B_API_KEY, E2B_DOMAIN     E2B credentials and domain (E2B_API_URL / E2B_SANDBOX_URL
@@ -337,10 +338,32 @@ const ARITY: Record<CommandName, { min: number; max: number; usage: string }> = 
   dashboard: { min: 0, max: 0, usage: 'sandbox-mcp dashboard [--port N]' },
 };
 
+/**
+ * What a Host header can name: a host name (underscores too: container names), an IPv4 address or
+ * a bracketed IPv6 one, with an optional port. A URL, a path or a space could never match one.
+ */
+const ALLOWED_HOST_PATTERN = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?)(?::(\d{1,5}))?$/;
+
+/** --allowed-host's items (repeated, or comma-separated), each checked; a bad one is named by position, never quoted. */
+function allowedHostsOption(values: readonly string[]): string[] {
+  const items = values
+    .flatMap((h) => h.split(','))
+    .map((h) => h.trim())
+    .filter(Boolean);
+  for (const [index, item] of items.entries()) {
+    const port = ALLOWED_HOST_PATTERN.exec(item)?.[1];
+    if (!ALLOWED_HOST_PATTERN.test(item) || (port !== undefined && (Number(port) < 1 || Number(port) > 65535))) {
+      throw new UsageError(`--allowed-host: item ${index + 1} is not a host name, IPv4 or [IPv6] address with an optional :port`);
+    }
+  }
+  return items;
+}
+
 function intOption(value: string | undefined, name: string, min: number, max: number, fallback: number): number {
   if (value === undefined) return fallback;
-  const n = Number(value);
-  if (value.trim() === '' || !Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name} must be an integer ${min}-${max}`);
+  // Decimal digits only, as the limit flags take them: Number() alone reads 1e3, 0x10 and " 80".
+  const n = /^\d+$/.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw new UsageError(`--${name} must be an integer ${min}-${max}`);
   return n;
 }
 
@@ -412,10 +435,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     port: intOption(one('port'), 'port', 0, 65535, command === 'dashboard' ? 0 : 8765),
     noDashboard: given.has('no-dashboard'),
     idleTimeoutS: intOption(one('idle-timeout'), 'idle-timeout', 1, 31_536_000, 1800),
-    allowedHosts: (given.get('allowed-host') ?? [])
-      .flatMap((h) => h.split(','))
-      .map((h) => h.trim())
-      .filter(Boolean),
+    allowedHosts: allowedHostsOption(given.get('allowed-host') ?? []),
     json: given.has('json'),
     follow: given.has('follow'),
     stderr: given.has('stderr'),

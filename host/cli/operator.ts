@@ -31,12 +31,17 @@ export type OperatorCommand = (typeof OPERATOR_COMMANDS)[number];
 /** Exit statuses every operator command shares (others: logs' LOGS_EXIT, shell's program status). */
 export const OPERATOR_EXIT = { ok: 0, failed: 1 } as const;
 
-function sandboxArg(line: CommandLine, config: ServerConfig): SandboxRef {
+/** A sandbox id from the command line; a malformed one is a bad command line (UsageError: exit 2), named, never quoted. */
+export function sandboxIdArg(raw: string, config: Pick<ServerConfig, 'defaultProvider'>): SandboxRef {
   try {
-    return parseSandboxRef(line.args[0] ?? '', config.defaultProvider);
+    return parseSandboxRef(raw, config.defaultProvider);
   } catch (e) {
     throw new UsageError(isProviderError(e) ? e.suggestion.replace('field `sandbox_id`', 'sandbox_id') : 'sandbox_id is not valid');
   }
+}
+
+function sandboxArg(line: CommandLine, config: ServerConfig): SandboxRef {
+  return sandboxIdArg(line.args[0] ?? '', config);
 }
 
 function taskArg(line: CommandLine): string {

@@ -7,14 +7,13 @@ import { ConfigError, loadConfig, type ServerConfig } from '../config/config.js'
 import { HOST_VERSION } from '../config/version.js';
 import { isWildcard } from '../mcp/transports/http.js';
 import { isProviderError } from '../providers/provider-error.js';
-import { parseSandboxRef } from '../providers/sandbox-ref.js';
 import { buildDeps, type ClosableDeps } from '../serve/build-deps.js';
 import { serveDashboardProcess, serveHttpProcess, serveStdioProcess } from '../serve/serve.js';
 import { definedFields } from '../util/defined-fields.js';
 import { HELP, UsageError, parseCommandLine, type CommandLine } from './args.js';
 import { warnAtStartup } from './doctor/startup-warning.js';
 import { networkReport } from './network.js';
-import { runOperatorCommand } from './operator.js';
+import { runOperatorCommand, sandboxIdArg } from './operator.js';
 
 /** A CLI command's dependencies: it prints what the person asked for and its own errors, no server log lines. */
 function commandDeps(config: ServerConfig): ClosableDeps {
@@ -38,8 +37,8 @@ async function agentCommand(config: ServerConfig, line: CommandLine): Promise<ne
     }
     if (extra === null || typeof extra !== 'object' || Array.isArray(extra)) fail('json must be a JSON object');
   }
+  const ref = sandboxIdArg(sandboxId, config);
   const deps = commandDeps(config);
-  const ref = parseSandboxRef(sandboxId, config.defaultProvider);
   // Raw on purpose: the agent validates, so this command can probe its error handling too.
   const request = { protocol: PROTOCOL_VERSION, op, ...extra } as AgentRequestInput;
   const { line: raw, response } = await deps.agent.callRaw(deps.providers.get(ref.provider), ref.id, request, { timeoutS: 120 });
@@ -50,6 +49,8 @@ async function agentCommand(config: ServerConfig, line: CommandLine): Promise<ne
 }
 
 async function networkCommand(config: ServerConfig, line: CommandLine): Promise<never> {
+  // A malformed id is a bad command line (exit 2), as for the operator's commands.
+  if (line.args[0] !== undefined) sandboxIdArg(line.args[0], config);
   const deps = commandDeps(config);
   process.stdout.write(JSON.stringify(await networkReport(deps, config, line.args[0]), null, 2) + '\n');
   await deps.close();

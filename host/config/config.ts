@@ -145,7 +145,7 @@ function loadLimits(env: NodeJS.ProcessEnv, flags: Readonly<Record<string, strin
 export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): ServerConfig {
   const provider = flags.provider ?? env.SANDBOX_MCP_PROVIDER ?? 'local';
   if (!(PROVIDER_IDS as readonly string[]).includes(provider)) {
-    throw new ConfigError(`unknown provider (expected one of: ${PROVIDER_IDS.join(', ')})`);
+    throw new ConfigError(`--provider (SANDBOX_MCP_PROVIDER) must be one of: ${PROVIDER_IDS.join(', ')}`);
   }
   const localNetwork = env.SANDBOX_MCP_LOCAL_NETWORK || NETWORK_MODES[0];
   if (!isNetworkMode(localNetwork)) {
@@ -153,6 +153,10 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
   }
   const bwrapPath = env.SANDBOX_MCP_BWRAP || undefined;
   if (bwrapPath !== undefined && !isAbsolute(bwrapPath)) throw new ConfigError('SANDBOX_MCP_BWRAP must be an absolute path');
+  // Relative, it would name another directory from every working directory: a server started by a
+  // client app and `sandbox-mcp ls` in a terminal would not see each other's sandboxes.
+  const stateDir = env.SANDBOX_MCP_STATE_DIR || undefined;
+  if (stateDir !== undefined && !isAbsolute(stateDir)) throw new ConfigError('SANDBOX_MCP_STATE_DIR must be an absolute path');
   const keepSandboxes = flags.keepSandboxes || parseSwitch(env, 'SANDBOX_MCP_KEEP_SANDBOXES');
   const templatesDir = flags.templateDir ?? (env.SANDBOX_MCP_TEMPLATE_DIR || undefined);
   if (templatesDir !== undefined && !isAbsolute(templatesDir)) {
@@ -163,9 +167,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
     localNetwork,
     network: loadNetworkConfig(env, flags),
     workspaceAllow: loadWorkspaceAllow(env, flags),
-    ...definedFields({ stateDir: env.SANDBOX_MCP_STATE_DIR || undefined, bwrapPath }),
     ...definedFields({
-      stateDir: env.SANDBOX_MCP_STATE_DIR || undefined,
+      stateDir,
       bwrapPath,
       templatesDir,
       sandboxRoBinds: loadRoBinds(env, flags),

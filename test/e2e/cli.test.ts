@@ -149,4 +149,17 @@ describe('sandbox-mcp CLI', () => {
     expect(wildcard.stderr).toContain('--allowed-host');
     expect((await cli(['agent', sandboxId, 'hello', '[1,2]'])).code).toBe(2);
   });
+
+  it('takes a malformed sandbox id as a bad command line (exit 2) in network, agent and selftest too, never quoting it', async () => {
+    for (const args of [
+      ['network', 'bad id zzq!'],
+      ['agent', 'bad id zzq!', 'hello'],
+      ['selftest', 'bad id zzq!'],
+      ['kill', 'bad id zzq!'],
+    ]) {
+      const r = await cli(args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr, args.join(' ')).toBe('sandbox-mcp: sandbox_id is not a valid sandbox id\n');
+    }
+  });
 });

@@ -46,6 +46,27 @@ describe('parseCommandLine', () => {
       idleTimeoutS: 60,
       allowedHosts: ['a.example', 'b.example', 'c:9'],
     });
+    expect(parseCommandLine(['http', '--allowed-host', 'my_box.lan,10.0.0.5:8765,[fd00::1]:80']).allowedHosts).toEqual([
+      'my_box.lan',
+      '10.0.0.5:8765',
+      '[fd00::1]:80',
+    ]);
+  });
+
+  it('refuses an --allowed-host item no Host header could name, by position, never quoting it', () => {
+    // A URL, a path, a space, an empty or out-of-range port: each would be kept and never match, every client refused with 403.
+    for (const bad of [
+      'http://zzq.example',
+      'zzq.example/mcp',
+      'zzq example',
+      'zzq.example:',
+      'zzq.example:70000',
+      'zzq.example:0',
+      '[zzq]',
+    ]) {
+      const message = usageError(['http', '--allowed-host', `ok.example,${bad}`]);
+      expect(message, bad).toBe('--allowed-host: item 2 is not a host name, IPv4 or [IPv6] address with an optional :port');
+    }
   });
 
   it('reads the dashboard command (a free port unless --port) and --no-dashboard for http only', () => {
@@ -85,6 +106,12 @@ describe('parseCommandLine', () => {
     expect(usageError(['http', '--port', '70000'])).toBe('--port must be an integer 0-65535');
     expect(usageError(['http', '--port', ''])).toBe('--port must be an integer 0-65535');
     expect(usageError(['http', '--idle-timeout', '0'])).toContain('--idle-timeout must be an integer');
+    // Decimal digits only, as every limit flag takes them (Number() alone would read these).
+    for (const value of ['1e3', '0x10', ' 80', '80.0', '+80']) {
+      expect(usageError(['http', '--port', value]), value).toBe('--port must be an integer 0-65535');
+      expect(usageError(['http', '--idle-timeout', value]), value).toContain('--idle-timeout must be an integer');
+      expect(usageError(['logs', 'local:abc', 'a'.repeat(32), '--from', value]), value).toContain('--from must be an integer');
+    }
   });
 
   it('names an unknown command only when it looks like one, and checks each command`s arguments', () => {
@@ -201,6 +228,24 @@ describe('parseCommandLine', () => {
       );
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('takes SANDBOX_MCP_STATE_DIR only as an absolute path, as SANDBOX_MCP_BWRAP and --template-dir, never quoting it', () => {
+    expect(loadConfig({ SANDBOX_MCP_STATE_DIR: '/srv/sandbox-state' }).stateDir).toBe('/srv/sandbox-state');
+    expect(loadConfig({ SANDBOX_MCP_STATE_DIR: '' }).stateDir).toBeUndefined();
+    // Relative, a server started by a client app (cwd /) and `ls` in a terminal would read different directories.
+    for (const relative of ['state-zzv', './state-zzv', '~/state-zzv']) {
+      expect(() => loadConfig({ SANDBOX_MCP_STATE_DIR: relative }), relative).toThrow(/^SANDBOX_MCP_STATE_DIR must be an absolute path$/);
+    }
+  });
+
+  it('names --provider and its variable for an unknown provider, never quoting it', () => {
+    for (const [env, flags] of [
+      [{}, { provider: 'zzq-cloud' }],
+      [{ SANDBOX_MCP_PROVIDER: 'zzq-cloud' }, {}],
+    ] as const) {
+      expect(() => loadConfig(env, flags)).toThrow(/^--provider \(SANDBOX_MCP_PROVIDER\) must be one of: local, e2b$/);
     }
   });
 

@@ -49,6 +49,19 @@ describe('authorize', () => {
     }
   });
 
+  it('on port 80 takes a Host and Origin without the port (clients leave the default port out)', () => {
+    const port80 = allowedHosts('127.0.0.1', 80, ['sandbox.example', 'proxy.example:80']);
+    const admit = (headers: Record<string, string>) => authorize(head(headers), port80, operatorTokens);
+    for (const host of ['127.0.0.1', 'localhost', '[::1]', 'sandbox.example', 'proxy.example', '127.0.0.1:80']) {
+      expect(admit({ host }), host).toEqual({ principal: OPERATOR });
+    }
+    expect(admit({ host: '127.0.0.1', origin: 'http://127.0.0.1' })).toEqual({ principal: OPERATOR });
+    // Still only this server's names; and on any other port a bare name is another server.
+    expect(admit({ host: 'evil.example' })).toMatchObject({ refusal: { status: 403 } });
+    expect(admit({ host: '127.0.0.1', origin: 'http://evil.example' })).toMatchObject({ refusal: { status: 403 } });
+    expect(allowedHosts('127.0.0.1', 8765, ['proxy.example:80']).has('127.0.0.1')).toBe(false);
+  });
+
   it('refuses another path with 404, before looking at the token', () => {
     for (const url of ['/', '/mcp/', '/MCP', '/other?mcp']) {
       const refusal = refusalOf(head({ authorization: undefined }, url));

@@ -12,7 +12,7 @@ import { OwnerCache, scopeProviders } from '../../host/access/owner-scope.js';
 import { lazyProvider } from '../../host/providers/registry.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { runningSandbox } from '../support/running-sandbox.js';
-import { TokenTable, hashToken, loadTokensFile, parseTokensFile } from '../../host/access/tokens-file.js';
+import { TokenTable, hashToken, httpTokensFrom, loadTokensFile, parseTokensFile } from '../../host/access/tokens-file.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'sandbox-mcp-principals-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -64,6 +64,26 @@ describe('tokens file', () => {
     chmodSync(file, 0o600);
     expect(() => loadTokensFile(file, 12345)).toThrow("owned by the server's user");
     expect(() => loadTokensFile(join(dir, 'missing'))).toThrow('cannot be read');
+  });
+
+  it('refuses a token no Authorization: Bearer header could carry, in token-hash and SANDBOX_MCP_TOKEN, never quoting it', () => {
+    const generate = () => 'generated-token-0123456789';
+    // A space ends the token in `Bearer <token>`; non-ASCII arrives as other bytes; a control character cannot be sent.
+    for (const token of ['correct horse battery staple', 'pässwörd-0123456789abc', 'tab\tseparated-0123456789']) {
+      expect(() => hashToken(token), token).toThrow(/visible ASCII without spaces/);
+      expect(() => httpTokensFrom({ SANDBOX_MCP_TOKEN: token }, undefined, generate), token).toThrow(
+        /^SANDBOX_MCP_TOKEN must be visible ASCII without spaces/,
+      );
+      try {
+        hashToken(token);
+      } catch (error) {
+        expect((error as Error).message).not.toContain(token.slice(0, 8));
+      }
+    }
+    // Every visible ASCII character is fine, and the length rule still comes first.
+    expect(hashToken('!"#$%&()*+,-./:;<=>?@[]^_`{|}~')).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(httpTokensFrom({ SANDBOX_MCP_TOKEN: 'Abc+/=-._~0123456789' }, undefined, generate).principals).toBe(0);
+    expect(() => hashToken('short token')).toThrow(/at least 16 characters/);
   });
 
   it('authenticates each token to its principal and nothing else to anyone', () => {

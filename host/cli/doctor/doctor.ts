@@ -67,13 +67,21 @@ export async function collectChecks(config: ServerConfig): Promise<Check[]> {
     if (bwrap.path && bwrap.check.status !== 'fail') checks.push(await checkUserNamespaces(bwrap.path, utilLinux.setpriv, isRoot));
     const cgroups = await checkCgroups();
     checks.push(cgroups.check);
-    const limits = resolveLimitSettings(config.localLimits);
-    checks.push(
-      checkLimits(
-        { cgroup: cgroups.enforced, hasCeilingCgroup: cgroups.hasCeiling, bwrapHasSize: bwrap.hasSize, canExemptFromOom: hasSysResource() },
-        limits,
-      ),
-    );
+    // Without a bwrap there is no version to judge the disk limit by: its own line says what to install.
+    if (bwrap.path) {
+      const limits = resolveLimitSettings(config.localLimits);
+      checks.push(
+        checkLimits(
+          {
+            cgroup: cgroups.enforced,
+            hasCeilingCgroup: cgroups.hasCeiling,
+            bwrapHasSize: bwrap.hasSize,
+            canExemptFromOom: hasSysResource(),
+          },
+          limits,
+        ),
+      );
+    }
     checks.push(checkStateDir(resolve(config.stateDir ?? defaultStateDir())), checkServerFiles());
     if (checks.some((c) => c.status === 'fail')) {
       checks.push(fail('sandbox', 'not tried: a check above failed', 'fix the failures above, then run sandbox-mcp doctor again'));

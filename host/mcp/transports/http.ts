@@ -47,12 +47,19 @@ export interface HttpHandle {
   close(): Promise<void>;
 }
 
+/** The port a Host or Origin without one means, for http. */
+const HTTP_DEFAULT_PORT = 80;
+
 /** Host header values (lowercase host:port) that name the bound address, its loopback aliases and any extras. */
 export function allowedHosts(host: string, port: number, extras: readonly string[] = []): Set<string> {
   const names = new Set([bracket(host)]);
   if (isLoopback(host)) for (const alias of ['127.0.0.1', 'localhost', '[::1]']) names.add(alias);
   const allowed = new Set([...names].map((n) => `${n}:${port}`.toLowerCase()));
   for (const extra of extras) allowed.add((/:\d+$/.test(extra) ? extra : `${extra}:${port}`).toLowerCase());
+  // A client leaves http's default port out of Host and Origin (RFC 9110 §7.2, RFC 6454 §6.2):
+  // on port 80, `http://127.0.0.1/` sends `Host: 127.0.0.1`, which names this server all the same.
+  const defaultPortSuffix = `:${HTTP_DEFAULT_PORT}`;
+  for (const name of [...allowed]) if (name.endsWith(defaultPortSuffix)) allowed.add(name.slice(0, -defaultPortSuffix.length));
   return allowed;
 }
 
