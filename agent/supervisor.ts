@@ -22,7 +22,8 @@ import { closeInheritedFds } from './inherited-fds.js';
 import { isNoSpaceError } from './no-space.js';
 import { childProcess } from './node-modules.js';
 import { TASK_FILES } from './paths.js';
-import { jobBoundsText } from '../shared/job-bounds.js';
+import { jobBoundsText, type JobBounds } from '../shared/job-bounds.js';
+import { discardPendingShell, takePendingShell, type PendingShell, type Shells } from './pending-shell.js';
 import { hasLiveGroupMembers, readProcStat, signalGroup } from './proc.js';
 import type { ProcStat } from '../shared/proc-stat.js';
 import { secretValuesFromEnv } from './secret-masker.js';
@@ -65,6 +66,8 @@ interface Supervision {
   readonly madeOutputs: FifoPipe[] | null;
   /** The status reserve made before the task came (a warm supervisor's path); null: made at start-up. */
   readonly madeReserve: string | null;
+  /** Taken (or killed) when the command starts. */
+  pending: PendingShell | null;
   /** The command's process group (its leader's pid); 0 until spawned. */
   pgid: number;
   isTermSent: boolean;
@@ -87,6 +90,8 @@ export interface MadeAhead {
   reserve: string | null;
   /** The supervisor's own /proc stat (it is the same process before and after its task came); null: not read. */
   self: ProcStat | null;
+  /** The command's first process, started ahead for a start like the last one (see pending-shell.ts); null: none. */
+  pending: PendingShell | null;
 }
 
 /** How the group leader ended. */
@@ -173,6 +178,7 @@ function beginSupervision(dir: string, env: NodeJS.ProcessEnv, made: MadeAhead |
     env: commandEnv(env),
     madeOutputs: made?.outputs ?? null,
     madeReserve: made?.reserve ?? null,
+    pending: made?.pending ?? null,
     status: { ...initialStatus(req.task_id), supervisor: self ? { pid: process.pid, start_time: self.startTime } : null },
     pgid: 0,
     isTermSent: false,
@@ -211,15 +217,20 @@ function openCommandStdio(sup: Supervision): CommandStdio {
 
 /** Spawns the command as the leader of a new session and process group; null if that failed (being recorded). */
 function spawnCommand(sup: Supervision, stdio: CommandStdio): ChildProcess | null {
-  const shell = pickShell();
+  const pending = sup.pending;
+  sup.pending = null;
+  const taken = pending ? takePendingShell(pending, sup.req, sup.env) : null;
+  if (taken) {
+    closeOwnEnds(stdio);
+    taken.on('error', (err) => debug(`child error: ${String(err)}`));
+    return taken;
+  }
+  const shells = commandShells();
   let child: ChildProcess;
   try {
-    // Bounds from the request: a start or promotable exec through the resident, whose command
-    // must still get its tier's limits (a per-call start gets them from its entry).
-    const bounds = sup.req.bounds ? jobBoundsText(sup.req.bounds) : '';
     child = childProcess().spawn(
-      existsSync('/bin/sh') ? '/bin/sh' : shell,
-      ['-c', bounds + RAISE_OOM_SCORE_THEN_EXEC, 'sandbox-task', shell, '-c', sup.req.command],
+      shells.first,
+      ['-c', commandPrelude(sup.req.bounds) + 'exec "$@"', 'sandbox-task', shells.command, '-c', sup.req.command],
       {
         cwd: sup.req.cwd,
         env: sup.env,
@@ -234,10 +245,7 @@ function spawnCommand(sup: Supervision, stdio: CommandStdio): ChildProcess | nul
   } catch (err) {
     finish(sup, withReason(sup, 'supervisor_error', spawnFailed(err)));
   }
-  // Only the command may hold these ends: EOF on an output must mean the command's side is done,
-  // and a reader of stdin held by us would keep `input` from ever seeing the command go away.
-  if (stdio.outputs) for (const p of stdio.outputs) closeSync(p.writeFd);
-  if (stdio.stdin) closeSync(stdio.stdin.readFd);
+  closeOwnEnds(stdio);
   if (child.pid === undefined) {
     child.once('error', (err) => finish(sup, withReason(sup, 'supervisor_error', spawnFailed(err))));
     return null;
@@ -246,11 +254,27 @@ function spawnCommand(sup: Supervision, stdio: CommandStdio): ChildProcess | nul
   return child;
 }
 
+/** Only the command may hold these ends: EOF on an output must mean the command's side is done, and a reader of stdin held by us would keep `input` from ever seeing the command go away. */
+function closeOwnEnds(stdio: CommandStdio): void {
+  if (stdio.outputs) for (const p of stdio.outputs) closeSync(p.writeFd);
+  if (stdio.stdin) closeSync(stdio.stdin.readFd);
+}
+
+/** The command's first process (sh, which execs the command's shell) and that shell (bash where there is one). */
+export function commandShells(): Shells {
+  const shell = pickShell();
+  return { first: existsSync('/bin/sh') ? '/bin/sh' : shell, command: shell };
+}
+
 /**
- * Run by the command's first process before the command: raise its own OOM score (inherited by
- * everything it starts; quietly kept as is where the score is higher already), then become the shell.
+ * What the command's first process runs before it becomes the command's shell: the bounds from
+ * the request (a start or promotable exec through the resident, whose command must still get its
+ * tier's limits; a per-call start gets them from its entry), then its own OOM score raised
+ * (inherited by everything it starts; quietly kept as is where the score is higher already).
  */
-const RAISE_OOM_SCORE_THEN_EXEC = `{ echo ${COMMAND_OOM_SCORE_ADJ} > /proc/self/oom_score_adj; } 2>/dev/null; exec "$@"`;
+export function commandPrelude(bounds: JobBounds | undefined): string {
+  return (bounds ? jobBoundsText(bounds) : '') + `{ echo ${COMMAND_OOM_SCORE_ADJ} > /proc/self/oom_score_adj; } 2>/dev/null; `;
+}
 
 function recordRunning(sup: Supervision, child: ChildProcess): void {
   // The leader cannot have been reaped yet (that needs the event loop), so /proc still has it.
@@ -399,6 +423,8 @@ function finish(sup: Supervision, error?: TaskError): never {
   if (sup.isFinal) process.exit(1);
   sup.isFinal = true;
   clearTimeout(sup.timeoutTimer);
+  // Ended before its command started (a full state directory, say): the shell started ahead goes.
+  if (sup.pending) discardPendingShell(sup.pending);
   const { status } = sup;
   if (sup.logs) {
     for (const log of sup.logs) log.end();

@@ -7,9 +7,11 @@
 //
 // The hand-over is the whole contract: before it, the warm supervisor is nobody's (end of file on
 // its stdin, the resident stopped or died, makes it exit); after it, it is that task's supervisor
-// like any other, detached in its own session, and reads the command's output itself.
+// like any other, detached in its own session, and reads the command's output itself. A line
+// before it may say what the next command's start will look like (the last one's cwd,
+// environment and bounds): the command's first process is then started ahead (pending-shell.ts).
 import type { ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, openSync, readdirSync, readSync, renameSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readSync, renameSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { nodeRelaunch } from '../shared/agent-runtime.js';
 import { LIMITS } from '../shared/limits.js';
@@ -23,8 +25,9 @@ import { removeFileQuietly } from './remove-file.js';
 import { secretValuesFromEnv } from './secret-masker.js';
 import { writeReserveFile } from './status-reserve.js';
 import { commandEnv } from './task-env.js';
-import type { MadeAhead } from './supervisor.js';
+import { commandPrelude, commandShells, type MadeAhead } from './supervisor.js';
 import { watchChild, type SupervisorLauncher, type SupervisorWatch } from './ops/start.js';
+import { discardPendingShell, spawnPendingShell, type CommandShape, type PendingShell } from './pending-shell.js';
 
 /** The hand-over line: the task directory (under this user's tasks folder) and the command's environment. */
 interface Handover {
@@ -39,19 +42,39 @@ interface Handover {
 function isHandover(value: unknown): value is Handover {
   if (typeof value !== 'object' || value === null) return false;
   const { dir, env } = value as Record<string, unknown>;
-  return (
-    typeof dir === 'string' &&
-    typeof env === 'object' &&
-    env !== null &&
-    !Array.isArray(env) &&
-    Object.values(env).every((v) => typeof v === 'string')
-  );
+  return typeof dir === 'string' && isEnv(env);
+}
+
+/** The line before a hand-over: what the next command's start will probably look like. */
+interface Expectation {
+  expect: CommandShape;
+}
+
+function isExpectation(value: unknown): value is Expectation {
+  if (typeof value !== 'object' || value === null) return false;
+  const shape = (value as Record<string, unknown>).expect;
+  if (typeof shape !== 'object' || shape === null) return false;
+  const { cwd, env, bounds } = shape as Record<string, unknown>;
+  return typeof cwd === 'string' && cwd.startsWith('/') && isEnv(env) && (bounds === undefined || isBounds(bounds));
+}
+
+function isEnv(env: unknown): env is Record<string, string> {
+  return typeof env === 'object' && env !== null && !Array.isArray(env) && Object.values(env).every((v) => typeof v === 'string');
+}
+
+function isBounds(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  const { processes, openFiles, oomScoreAdj } = value as Record<string, unknown>;
+  const isCount = (n: unknown) => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
+  return isCount(processes) && isCount(openFiles) && (oomScoreAdj === null || Number.isSafeInteger(oomScoreAdj));
 }
 
 /** The resident's side: one booted supervisor at most, handed to the next start. */
 export class WarmSupervisor {
   private ready: ChildProcess | null = null;
   private retireTimer: NodeJS.Timeout | undefined;
+  /** How the last command without stdin started: the next one probably starts so too. */
+  private lastShape: CommandShape | null = null;
 
   constructor(
     /** The launcher used when no booted supervisor is there (the cold way: spawned with its directory). */
@@ -65,9 +88,10 @@ export class WarmSupervisor {
    * The caller boots the next (prepare) once its call is answered: a node start-up beside the task
    * would slow the very call it is meant to speed up.
    */
-  readonly launch: SupervisorLauncher = (dir, env) => {
+  readonly launch: SupervisorLauncher = (dir, env, start) => {
+    if (!start.stdin) this.lastShape = { cwd: start.cwd, env: definedOnly(env), ...(start.bounds ? { bounds: start.bounds } : {}) };
     const booted = this.take();
-    return booted ? handOver(booted, dir, env) : this.cold(dir, env);
+    return booted ? handOver(booted, dir, env) : this.cold(dir, env, start);
   };
 
   /** Boots a supervisor unless one is there (and keeps it another idle period). */
@@ -94,6 +118,8 @@ export class WarmSupervisor {
     child.on('error', () => this.drop(child));
     child.on('exit', () => this.drop(child));
     child.stdin!.on('error', () => {});
+    // Read once it has booted: its command's first process is then started for this shape.
+    if (this.lastShape) child.stdin!.write(JSON.stringify({ expect: this.lastShape } satisfies Expectation) + '\n');
     child.unref();
     (child.stdin as unknown as { unref?: () => void }).unref?.();
     this.ready = child;
@@ -173,14 +199,32 @@ export async function awaitHandover(): Promise<WarmTask | null> {
   const hasReserve = writeReserveFile(reserve);
   const self = readProcStat(process.pid);
   rehearseHandover(tasks, hasReserve ? reserve : null);
-  const line = readLine(0);
+  const stdin = new LineReader(0);
+  let line = stdin.next();
+  let pending: PendingShell | null = null;
+  const expectation = line === null ? null : parseJson(line);
+  if (isExpectation(expectation)) {
+    if (outputs) pending = startPendingShell(expectation.expect, outputs);
+    line = stdin.next();
+  }
   const handover = line === null ? null : parseJson(line);
   if (!isHandover(handover) || dirname(handover.dir) !== tasks) {
+    if (pending) discardPendingShell(pending);
     if (outputs) closeFifoPipes(outputs);
     if (hasReserve) removeFileQuietly(reserve);
     return null;
   }
-  return { dir: handover.dir, env: handover.env, made: { outputs, reserve: hasReserve ? reserve : null, self } };
+  return { dir: handover.dir, env: handover.env, made: { outputs, reserve: hasReserve ? reserve : null, self, pending } };
+}
+
+/** The command's first process for a start of `shape`, spawned as the task's own would be. */
+function startPendingShell(shape: CommandShape, outputs: FifoPipe[]): PendingShell | null {
+  try {
+    if (!statSync(shape.cwd).isDirectory()) return null;
+  } catch {
+    return null;
+  }
+  return spawnPendingShell(shape, commandEnv(shape.env), commandShells(), commandPrelude(shape.bounds), outputs);
 }
 
 /**
@@ -221,28 +265,34 @@ async function createFifoPipesAheadIntoLog(state: string): Promise<FifoPipe[] | 
   }
 }
 
-/** Reads fd up to its first newline, blocking; null at end of file before one. */
-function readLine(fd: number): string | null {
-  const chunks: Buffer[] = [];
-  const buf = Buffer.allocUnsafe(64 * 1024);
-  for (;;) {
-    let n: number;
-    try {
-      n = readSync(fd, buf, 0, buf.length, null);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') return null;
-      // A non-blocking stdin: wait a little without an event loop.
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
-      continue;
+/** Lines read from a file descriptor, blocking (no event loop runs while a warm supervisor waits). */
+class LineReader {
+  private rest = Buffer.alloc(0);
+  private readonly buf = Buffer.allocUnsafe(64 * 1024);
+
+  constructor(private readonly fd: number) {}
+
+  /** The next line; null at end of file before one. */
+  next(): string | null {
+    for (;;) {
+      const nl = this.rest.indexOf(10);
+      if (nl >= 0) {
+        const line = this.rest.subarray(0, nl).toString('utf8');
+        this.rest = this.rest.subarray(nl + 1);
+        return line;
+      }
+      let n: number;
+      try {
+        n = readSync(this.fd, this.buf, 0, this.buf.length, null);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') return null;
+        // A non-blocking stdin: wait a little without an event loop.
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+        continue;
+      }
+      if (n === 0) return null;
+      this.rest = Buffer.concat([this.rest, this.buf.subarray(0, n)]);
     }
-    if (n === 0) return null;
-    const chunk = Buffer.from(buf.subarray(0, n));
-    const nl = chunk.indexOf(10);
-    if (nl >= 0) {
-      chunks.push(chunk.subarray(0, nl));
-      return Buffer.concat(chunks).toString('utf8');
-    }
-    chunks.push(chunk);
   }
 }
 

@@ -86,7 +86,8 @@ async function launchClaimed(dir: string, opts: StartOpts, cwd: string, timings:
   // Watched before the launch: the supervisor's first status may come at once.
   const changes = watchDirChanges(dir, TASK_FILES.status);
   try {
-    await awaitFirstReport(dir, opts.taskId, launch(dir, opts.env ?? process.env), timings, changes);
+    const start: CommandStart = { cwd, stdin: opts.stdin, ...(opts.bounds ? { bounds: opts.bounds } : {}) };
+    await awaitFirstReport(dir, opts.taskId, launch(dir, opts.env ?? process.env, start), timings, changes);
   } finally {
     changes.close();
   }
@@ -147,8 +148,16 @@ export interface SupervisorWatch {
   spawnError: string | undefined;
 }
 
-/** Launches the supervisor of the task in `dir` (whose request is written), the command getting `env`. */
-export type SupervisorLauncher = (dir: string, env: NodeJS.ProcessEnv) => SupervisorWatch;
+/** How the task's command starts, as its request says (the command aside). */
+export interface CommandStart {
+  /** Absolute, and an existing directory when the request was written. */
+  cwd: string;
+  stdin: boolean;
+  bounds?: JobBounds;
+}
+
+/** Launches the supervisor of the task in `dir` (whose request is written, `start` from it), the command getting `env`. */
+export type SupervisorLauncher = (dir: string, env: NodeJS.ProcessEnv, start: CommandStart) => SupervisorWatch;
 
 /** Spawns the detached supervisor of the task in `dir`, sharing nothing of ours. */
 export function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv): SupervisorWatch {

@@ -369,6 +369,76 @@ describe('a supervisor booted ahead (warm)', () => {
     expect(readdirSync(join(w.stateDir, 'tasks')).sort()).toEqual([first.task_id, task.task_id].sort());
   });
 
+  it("starts the command's first process ahead for a start like the last: the command runs in it as it would in a fresh one, and any other start kills it", async () => {
+    const w = world();
+    const r = await startResident(w, { SANDBOX_AGENT_WARM_IDLE_MS: '60000' });
+    /** The first process a booted supervisor started ahead: its child running the task shell (`sh -c … sandbox-task`). */
+    const pendingOf = (supervisor: number): number | undefined =>
+      runningWith((argv) => argv.includes('sandbox-task')).find((pid) => ppidOf(pid) === supervisor);
+    const bounds = { processes: 500, open_files: 256, refuse_at: 100_000, oom_score_adj: 500 };
+    const promotable = (command: string, env: Record<string, string>, cwd = '/tmp') =>
+      exec(r, w, command, { cwd, env, bounds, promote: { task_id: newTaskId(), after_ms: 30_000 } });
+    // Backslashes, quotes, blank and indented lines, a last line without a newline, and bytes past ASCII.
+    const script = [
+      'printf \'%s|\' "$0" "$#"; echo',
+      "cat <<'EOF'",
+      '  two  spaces \\ and \\\\ backslashes \\',
+      '',
+      '\ttab $HOME "q" \'s\' é',
+      'EOF',
+      'echo "pid $$ in $(pwd)"; ulimit -u; ulimit -n; cat /proc/self/oom_score_adj; readlink /proc/self/fd/0; env | LC_ALL=C sort',
+      'printf end',
+    ].join('\n');
+    // The first start of this shape goes the cold way; the supervisor booted after it starts one ahead.
+    const cold = await promotable(script, envOf(w));
+    const booted = await waitFor(() => warmOf(r)[0], 'a supervisor booted ahead');
+    const pending = await waitFor(() => pendingOf(booted), 'its first process started ahead');
+    const warm = await promotable(script, envOf(w));
+    const coldOut = text(cold.stdout_b64);
+    const warmOut = text(warm.stdout_b64);
+    // The command ran in the process started ahead: the shell it exec'd has its pid.
+    expect(warmOut).toContain(`pid ${pending} in /tmp\n`);
+    expect(coldOut).not.toContain(`pid ${pending} `);
+    // Otherwise byte for byte what the cold way gives: script, bounds, stdin, environment.
+    const withoutPid = (out: string) => out.replace(/^pid \d+ /m, 'pid N ');
+    expect(withoutPid(warmOut)).toBe(withoutPid(coldOut));
+    expect(coldOut).toMatch(/^\/(usr\/)?bin\/bash\|0\|\n/);
+    expect(coldOut).toContain('|\n  two  spaces \\ and \\\\ backslashes \\\n\n\ttab $HOME "q" \'s\' é\n');
+    expect(coldOut).toContain(`\n500\n256\n${Math.max(500, ownOomScoreAdj())}\n/dev/null\n`);
+    expect(coldOut.endsWith('end')).toBe(true);
+    expect([cold.exit_code, warm.exit_code, text(warm.stderr_b64)]).toEqual([0, 0, '']);
+    // A start of another shape (one more variable) gets a fresh process; the one started ahead is killed.
+    const next = await waitFor(() => warmOf(r).find((pid) => pid !== booted), 'the next supervisor booted ahead');
+    const nextPending = await waitFor(() => pendingOf(next), 'its first process started ahead');
+    const other = await promotable('echo "pid $$ $EXTRA"', envOf(w, { EXTRA: 'x' }));
+    expect(text(other.stdout_b64)).toMatch(/^pid \d+ x\n$/);
+    expect(text(other.stdout_b64)).not.toContain(`pid ${nextPending} `);
+    await waitFor(() => !isRunning(nextPending), 'the process started ahead killed');
+    // A command that ignores TERM, started in the process started ahead, is cancelled as any other: KILL after the grace.
+    const last = await waitFor(() => warmOf(r).find((pid) => pid !== booted && pid !== next), 'a supervisor booted for that shape');
+    const lastPending = await waitFor(() => pendingOf(last), 'its first process started ahead');
+    const id = newTaskId();
+    const started = TaskViewSchema.parse(
+      ok(
+        await r.request({
+          protocol: 1,
+          op: 'start',
+          task_id: id,
+          command: `trap '' TERM; echo "ready $$"; while :; do sleep 0.05; done`,
+          cwd: '/tmp',
+          env: envOf(w, { EXTRA: 'x' }),
+          bounds,
+          stdin: false,
+        }),
+      ),
+    );
+    expect(started.state).toBe('running');
+    await waitFor(() => readStatusOrNull(w, id)?.group, 'the command to run');
+    expect(readStatusJson(w, id).group).toMatchObject({ pgid: lastPending });
+    ok(await r.request({ protocol: 1, op: 'cancel', task_id: id }));
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'cancelled', exit_code: 137, stdout: `ready ${lastPending}\n` });
+  });
+
   it('a resident killed -9 after handing over a start loses nothing; one still waiting exits with no task', async () => {
     const w = world();
     // Never retired for idleness here: only its resident's end can end the waiting one.
