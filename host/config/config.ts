@@ -84,7 +84,7 @@ export const BACKGROUND_AFTER_MAX_S = LIMITS.taskTimeoutMaxS;
  * The server's background_after unless configured: below the 60 s at which common clients cut a
  * call, so no command is lost at that cut. Through the resident agent a promotable call that ends
  * at once costs a few milliseconds more than the plain call (a supervisor booted ahead takes it:
- * 3-6 ms, 1.27-1.51x back to back and about 1.7x with calls apart, in docs/performance.md). A sandbox
+ * about 3 ms, 1.34-1.45x, in docs/performance.md). A sandbox
  * without a resident runs such calls on the fast path instead (see promote.ts).
  */
 export const BACKGROUND_AFTER_DEFAULT_S = 50;
