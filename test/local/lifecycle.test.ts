@@ -1,13 +1,15 @@
 // Lifecycle of local sandboxes against real bubblewrap: create, deadlines, kill, listing, and
 // restart safety (a second provider instance, a server that went away, a keeper that died).
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, rmdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { identify, isAlive } from '../../host/providers/local/system/proc.js';
+import { isMarkedEnding } from '../../host/providers/local/sandbox/registry.js';
 import { readEndingMark, readSpec, writeEndingMark } from '../../host/providers/local/sandbox/state-dir.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { diskBudgetMb } from '../../host/providers/local/limits/sandbox-limits.js';
@@ -349,6 +351,18 @@ describe('local sandbox lifecycle', () => {
     expect((await provider.exec(id, 'echo on', { timeoutS: 10 })).stdout.toString()).toBe('on\n');
     await provider.kill(id);
     expect(existsSync(sandboxDir(id))).toBe(false);
+  });
+
+  it('a state directory that is gone reads as ending (its keeper and pid 1 may be seen alive a moment longer)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ending-'));
+    try {
+      expect(isMarkedEnding(dir)).toBe(false);
+      rmSync(dir, { recursive: true });
+      // Before, a call whose resident died in the window after the keeper removed the directory answered agent_lost.
+      expect(isMarkedEnding(dir)).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('maps failures to fixed categories without host details', async () => {

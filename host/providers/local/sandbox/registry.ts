@@ -58,10 +58,13 @@ export function isStillAlive(sb: LiveSandbox): boolean {
  * while the process that wrote it runs: the keeper's until the sandbox is gone; a server kill's
  * for the kill's length, after which the directory is gone too. So a kill that died midway leaves
  * no mark that would make a live sandbox read as ending. Sandboxes of older servers have none.
+ * No directory at all counts as a mark: only an ending removes it, and its keeper and pid 1 (a
+ * zombie still has its /proc entry) may be seen alive for a moment after.
  */
 export function isMarkedEnding(dir: string): boolean {
   const by = readEndingMark(dir);
-  return by !== null && isAlive(by);
+  if (by !== null) return isAlive(by);
+  return !existsSync(dir);
 }
 
 /** The sandboxes of one state directory, with their records cached while they stay verifiably live. */
