@@ -171,9 +171,9 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
       if (!provider.openTerminal) throw noTerminal();
       return provider.openTerminal(sandboxId, opts);
     },
-    async agentChannel(sandboxId) {
+    async agentChannel(sandboxId, opts) {
       await check(sandboxId);
-      return (await provider.agentChannel?.(sandboxId)) ?? null;
+      return (await provider.agentChannel?.(sandboxId, opts)) ?? null;
     },
     async execPromotable(sandboxId, command, opts) {
       await check(sandboxId);

@@ -237,6 +237,8 @@ export interface ExecOpts {
   signal?: AbortSignal;
   /** Default `command`. */
   role?: ExecRole;
+  /** See AgentChannelOpts.isStartSkipped: true runs the command another way rather than start a resident for it. */
+  isResidentStartSkipped?: boolean;
 }
 
 export interface ExecResult {
@@ -356,6 +358,16 @@ export interface AgentChannelRequestOpts {
   callEnvs?: Record<string, string>;
 }
 
+/** How agentChannel may get a channel. */
+export interface AgentChannelOpts {
+  /**
+   * True: only a resident already running and reachable answers; none is started for this (an
+   * e2b resident is a long-lived command, more than a one-off question such as a session close's
+   * task check should leave behind). A local sandbox's resident is its keeper's: always running.
+   */
+  isStartSkipped?: boolean;
+}
+
 /**
  * A sandbox's resident agent (protocol minor 5): agent requests without a process start. Its
  * request() throws only ProviderError: `unavailable` with code `resident_unreachable` when the
@@ -468,7 +480,7 @@ export interface Provider {
    * before residents, or one restarting): agent calls then run as processes of their own, through
    * exec. Optional. Never extends the lifetime.
    */
-  agentChannel?(sandboxId: string): Promise<AgentChannel | null>;
+  agentChannel?(sandboxId: string, opts?: AgentChannelOpts): Promise<AgentChannel | null>;
   /**
    * exec by ExecOpts' contract, except that a command still running after `promote.afterS` goes
    * on as task `promote.taskId` (the agent's task, as start_task makes) and the answer is its

@@ -67,7 +67,7 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Require
       if (!provider.openTerminal) throw noTerminal();
       return provider.openTerminal(sandboxId, opts);
     },
-    agentChannel: async (sandboxId) => (await (await get()).agentChannel?.(sandboxId)) ?? null,
+    agentChannel: async (sandboxId, opts) => (await (await get()).agentChannel?.(sandboxId, opts)) ?? null,
     execPromotable: async (sandboxId, command, opts) => (await (await get()).execPromotable?.(sandboxId, command, opts)) ?? null,
     snapshot: async (sandboxId, name) => {
       const provider = await get();

@@ -62,6 +62,8 @@ export interface AgentCallOpts {
   stdin?: Buffer;
   /** The most bytes of its answer to capture (default: the exec's own cap); an answer cut there fails the call. */
   maxOutputBytes?: number;
+  /** True: no resident agent is started to answer (see AgentChannelOpts); one already running still does. */
+  isResidentStartSkipped?: boolean;
 }
 
 /**
@@ -98,7 +100,9 @@ export class AgentClient {
   /** Sends one request (through the sandbox's resident when it can take it) and returns the schema-checked response. */
   async respond(provider: Provider, sandboxId: string, request: AgentRequestInput, opts: AgentCallOpts): Promise<AgentResponse> {
     // Not awaited when the provider has no residents at all: its calls go as they always did.
-    const channel = provider.agentChannel ? await provider.agentChannel(sandboxId) : null;
+    const channel = provider.agentChannel
+      ? await provider.agentChannel(sandboxId, definedFields({ isStartSkipped: opts.isResidentStartSkipped }))
+      : null;
     if (channel?.supports(request.op)) {
       const answered = await this.throughResident(channel, request, opts);
       if (answered) return answered;
@@ -148,12 +152,18 @@ export class AgentClient {
     const execOpts = {
       timeoutS: opts.timeoutS,
       role: request.op === 'start' ? ('task' as const) : ('service' as const),
-      ...definedFields({ envs, signal: opts.signal, stdin: opts.stdin, maxOutputBytes: opts.maxOutputBytes }),
+      ...definedFields({
+        envs,
+        signal: opts.signal,
+        stdin: opts.stdin,
+        maxOutputBytes: opts.maxOutputBytes,
+        isResidentStartSkipped: opts.isResidentStartSkipped,
+      }),
     };
     let result = await provider.exec(sandboxId, command, execOpts);
     if (result.exitCode === EXIT_AGENT_MISSING) {
       // Unless a concurrent call installed it meanwhile, install it (once, shared), then ask again.
-      if ((this.installs.get(key) ?? 0) === installsBefore) await this.install(provider, sandboxId, key);
+      if ((this.installs.get(key) ?? 0) === installsBefore) await this.install(provider, sandboxId, key, opts.isResidentStartSkipped);
       result = await provider.exec(sandboxId, command, execOpts);
     }
     if (result.timedOut) throw new ProviderError('timeout', { code: 'agent_timeout' });
@@ -178,7 +188,7 @@ export class AgentClient {
   }
 
   /** Uploads the agent under a temporary name and moves it into place; concurrent callers share one install. */
-  private install(provider: Provider, sandboxId: string, key: string): Promise<void> {
+  private install(provider: Provider, sandboxId: string, key: string, isResidentStartSkipped = false): Promise<void> {
     let pending = this.pendingInstalls.get(key);
     if (!pending) {
       const file = `"$HOME/${AGENT_INSTALL_DIR}/${this.bundle.fileName}"`;
@@ -189,6 +199,7 @@ export class AgentClient {
         await provider.exec(sandboxId, `[ -f ${file} ] || mv -f "$HOME/${tmp}" ${file}; rm -f "$HOME/${tmp}"`, {
           timeoutS: 60,
           role: 'service',
+          isResidentStartSkipped,
         });
         this.installs.set(key, (this.installs.get(key) ?? 0) + 1);
       })();

@@ -1,12 +1,22 @@
 // Which sandboxes must outlive the session that created them: those a task was started in, by
 // any session of this process. A start still in flight holds its sandbox too, and if that start
 // then certainly failed, the sandbox is destroyed after all (the session no longer exists to).
+// It also remembers, briefly, the tasks this process ran for calls that finished in time, which
+// their agent removes just after answering: a session close's listing does not count them.
+
+/**
+ * How long a task noted as being removed is remembered: its agent removes it once its supervisor
+ * has exited, well within this; one still listed later was not removed, and counts again.
+ */
+const REMOVING_FOR_MS = 60_000;
 
 /** Process-wide task retention, shared by every session. */
 export class TaskRetention {
   private readonly retained = new Set<string>();
   private readonly pending = new Map<string, number>();
   private readonly deferred = new Map<string, () => Promise<void>>();
+  /** `qualifiedId task_id` → when it may be forgotten; in the order noted, so the oldest come first. */
+  private readonly removing = new Map<string, number>();
 
   /** A start_task is about to submit work to this sandbox. */
   begin(qualifiedId: string): void {
@@ -38,6 +48,23 @@ export class TaskRetention {
       return false;
     }
     return true;
+  }
+
+  /**
+   * A task nobody was given (a run_command that finished in time through a resident agent), which
+   * its agent removes once the answer is out. Remembered for REMOVING_FOR_MS.
+   */
+  noteRemoving(qualifiedId: string, taskId: string, nowMs = Date.now()): void {
+    for (const [key, untilMs] of this.removing) {
+      if (untilMs > nowMs) break;
+      this.removing.delete(key);
+    }
+    this.removing.set(`${qualifiedId} ${taskId}`, nowMs + REMOVING_FOR_MS);
+  }
+
+  /** True for a task noted by noteRemoving within REMOVING_FOR_MS. */
+  isRemoving(qualifiedId: string, taskId: string, nowMs = Date.now()): boolean {
+    return (this.removing.get(`${qualifiedId} ${taskId}`) ?? 0) > nowMs;
   }
 
   /** After kill_sandbox: nothing left to retain. */

@@ -110,6 +110,33 @@ describe('e2b through MCP (against the fake)', () => {
     expect((await toolError(second.client, 'get_sandbox', { sandbox_id: sb.sandbox_id })).category).toBe('not_found');
   });
 
+  it("a session's end keeps a sandbox another server process started a task in, destroys the other, and starts no resident to ask", async () => {
+    const a = await server();
+    const b = await server();
+    const withTask = await ok(a.client, 'create_sandbox', { timeout: 600 });
+    const bare = await ok(a.client, 'create_sandbox', { timeout: 600 });
+    const handle = {
+      sandbox_id: withTask.sandbox_id,
+      task_id: (await ok(b.client, 'start_task', { sandbox_id: withTask.sandbox_id, command: 'echo from-b' })).task_id as string,
+    };
+    await waitFor(async () => (await ok(b.client, 'get_task', { ...handle, wait: 5 })).state === 'succeeded', 'the task to finish');
+    const mark = e2b.fake.envdCalls.length;
+    const callsMark = e2b.fake.calls.length;
+    await a.close();
+    const closed = a
+      .stderr()
+      .split('\n')
+      .find((l) => l.includes('"session closed"'));
+    expect(JSON.parse(closed!)).toMatchObject({ destroyed: 1, kept: 1, holding_tasks: 1, unanswered: 0 });
+    expect(e2b.fake.sandbox(rawId(withTask.sandbox_id))).toBeDefined();
+    expect(e2b.fake.sandbox(rawId(bare.sandbox_id))).toBeUndefined();
+    // A asked each sandbox's agent as a one-off command: no resident (a long-lived command) for it, no lifetime change.
+    expect(residentStarts(mark)).toEqual([]);
+    expect(lifetimeCalls(e2b.fake, callsMark)).toEqual([]);
+    expect(await ok(b.client, 'get_task', handle)).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'from-b\n' });
+    await ok(b.client, 'kill_sandbox', { sandbox_id: withTask.sandbox_id });
+  });
+
   it('starts one resident agent per sandbox in a server process, and uses unqualified ids as e2b ids', async () => {
     const s = await server();
     const a = await ok(s.client, 'create_sandbox', {});

@@ -1,14 +1,16 @@
 // What becomes of a session's sandboxes when it ends: by default a stdio session destroys them
 // and says so in create_sandbox's text (clients that start a server per call would otherwise lose
-// them unawares); with --keep-sandboxes / SANDBOX_MCP_KEEP_SANDBOXES=1 they live to their deadline.
+// them unawares), except one in which a task was started (by any server process sharing the
+// state); with --keep-sandboxes / SANDBOX_MCP_KEEP_SANDBOXES=1 they live to their deadline.
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { CLEANUP_NOTE } from '../../host/mcp/tools/sandboxes.js';
-import { connectStdio, startHttp, type StdioServer } from '../support/built-server.js';
+import { connectStdio, ok, startHttp, type StdioServer } from '../support/built-server.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
 let provider: Provider;
@@ -48,6 +50,35 @@ describe('sandboxes at the end of a session', () => {
     expect(await isLive(id)).toBe(true);
     await s.close();
     expect(await isLive(id)).toBe(false);
+  });
+
+  it('keeps a sandbox in which another server process started a task (its output still readable there), destroys the other', async () => {
+    // Two clients, two server processes, one state directory: B may work in a sandbox A created.
+    const a = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
+    const b = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
+    try {
+      const withTask = await create(a);
+      const bare = await create(a);
+      const handle = {
+        sandbox_id: `local:${withTask.id}`,
+        task_id: (await ok(b.client, 'start_task', { sandbox_id: `local:${withTask.id}`, command: 'echo from-b' })).task_id as string,
+      };
+      // Finished before A leaves: a finished task's saved output is what B may still read.
+      await waitFor(async () => (await ok(b.client, 'get_task', { ...handle, wait: 5 })).state === 'succeeded', 'the task to finish');
+      await a.close();
+      const closed = a
+        .stderr()
+        .split('\n')
+        .find((l) => l.includes('"session closed"'));
+      expect(JSON.parse(closed!)).toMatchObject({ destroyed: 1, kept: 1, holding_tasks: 1, unanswered: 0 });
+      expect(await isLive(withTask.id)).toBe(true);
+      expect(await isLive(bare.id)).toBe(false);
+      expect(await ok(b.client, 'get_task', handle)).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'from-b\n' });
+      await ok(b.client, 'kill_sandbox', { sandbox_id: handle.sandbox_id });
+    } finally {
+      await a.close();
+      await b.close();
+    }
   });
 
   it('--keep-sandboxes: no note, the instructions say sandboxes outlive the session, and the sandbox does', async () => {

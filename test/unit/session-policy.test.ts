@@ -1,7 +1,7 @@
 // The session rules (ownership, default, renewal, cleanup), driven through the real tool handlers
 // (callTool) with a recording provider whose calls the test can hold open — the only way to pin
 // in-flight races deterministically. Real sandboxes cover the same tools end to end in test/e2e/.
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AgentClient } from '../../host/tasks/agent-client.js';
 import { BACKGROUND_AFTER_DEFAULT_S } from '../../host/config/config.js';
 import { ProviderError } from '../../host/providers/provider-error.js';
@@ -12,9 +12,11 @@ import { OwnerCache } from '../../host/access/owner-scope.js';
 import { WorkspacePaths } from '../../host/tasks/workspace-changes.js';
 import { waitFor } from '../support/wait.js';
 import { WaitGate } from '../../host/tasks/wait-gate.js';
-import type { Provider } from '../../host/providers/provider.js';
+import type { AgentChannel, Provider } from '../../host/providers/provider.js';
+import type { TaskSummary } from '../../shared/protocol.js';
+import type { ResidentHello } from '../../shared/resident.js';
 import { runningSandbox } from '../support/running-sandbox.js';
-import { closeSession } from '../../host/mcp/session-close.js';
+import { closeSession, TASK_CHECK_MS } from '../../host/mcp/session-close.js';
 import { callTool } from '../../host/mcp/tool-call.js';
 import { Session } from '../../host/mcp/session.js';
 import type { ServerDeps } from '../../host/mcp/server-deps.js';
@@ -23,11 +25,32 @@ interface Call {
   op: string;
   id?: string;
   timeoutS?: number;
+  isStartSkipped?: boolean;
 }
 
-/** A provider that records every call; `hold` makes the named op wait until released. */
+/** A finished task as an agent's `list` shows it. */
+function finishedTask(taskId: string): TaskSummary {
+  return {
+    task_id: taskId,
+    state: 'succeeded',
+    exit_code: 0,
+    started_at: 1_767_225_600,
+    finished_at: 1_767_225_601,
+    stdout_size: 3,
+    stderr_size: 0,
+    stdout_truncated: false,
+    stderr_truncated: false,
+  };
+}
+
+/**
+ * A provider that records every call; `hold` makes the named op wait until released. Its sandboxes
+ * have a resident agent that answers only `list` (session close's task check), with the tasks in
+ * `listed` (none by default); every other agent op goes through exec, as without a resident.
+ */
 function recordingProvider() {
   const calls: Call[] = [];
+  const listed = new Map<string, TaskSummary[]>();
   /** end_at each sandbox reports, by id (none: null, unknown). */
   const endAtMs = new Map<string, number>();
   const held = new Map<string, { release: () => void; failWith?: ProviderError }>();
@@ -99,12 +122,24 @@ function recordingProvider() {
     async describeNetwork() {
       return { egress: 'none', allow_out: [], proxy: null, exposed_ports: [] };
     },
+    async agentChannel(id, o): Promise<AgentChannel> {
+      return {
+        hello: { ops: ['list'] } as ResidentHello,
+        supports: (op) => op === 'list',
+        async request() {
+          calls.push({ op: 'list', id, ...(o?.isStartSkipped !== undefined ? { isStartSkipped: o.isStartSkipped } : {}) });
+          await gate('list');
+          return { protocol: 1, ok: true, result: { tasks: listed.get(id) ?? [], truncated: false } };
+        },
+      };
+    },
     async close() {},
   };
   return {
     provider,
     calls,
     endAtMs,
+    listed,
     /** The next call of `op` waits until the returned function is called. */
     hold(op: string, failWith?: ProviderError): () => void {
       let release!: () => void;
@@ -115,7 +150,7 @@ function recordingProvider() {
   };
 }
 
-function deps(provider: Provider): ServerDeps {
+function deps(provider: Provider, logLines: Record<string, unknown>[] = []): ServerDeps {
   return {
     config: { defaultProvider: 'local', localNetwork: 'isolated', e2b: {}, backgroundAfterS: BACKGROUND_AFTER_DEFAULT_S, secretValues: [] },
     providers: { get: () => provider },
@@ -125,7 +160,7 @@ function deps(provider: Provider): ServerDeps {
     waits: new WaitGate(4),
     owners: new OwnerCache(),
     workspaces: new WorkspacePaths(),
-    log: createLogger({ write: () => undefined }),
+    log: createLogger({ write: (line) => void logLines.push(JSON.parse(line) as Record<string, unknown>) }),
   };
 }
 
@@ -350,5 +385,114 @@ describe('kill_sandbox', () => {
     expect(r.isError).toBeUndefined();
     expect(r.structuredContent).toEqual({ success: true, sandbox_id: 'local:sb1', destroyed: false });
     expect(session.defaultSandbox).toBeUndefined();
+  });
+});
+
+describe('tasks another server process started, at session close', () => {
+  const kills = (calls: Call[]) => calls.filter((c) => c.op === 'kill').map((c) => c.id);
+  const closedLine = (lines: Record<string, unknown>[]) => lines.find((l) => l.msg === 'session closed');
+  afterEach(() => void vi.useRealTimers());
+
+  it('keeps a sandbox whose agent lists a task, destroys one whose agent lists none, and says so', async () => {
+    const p = recordingProvider();
+    const lines: Record<string, unknown>[] = [];
+    const d = deps(p.provider, lines);
+    const session = new Session();
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    // Finished counts as much as running: its output is what the other process may still read.
+    p.listed.set('sb1', [finishedTask('b'.repeat(32))]);
+    await closeSession(d, session);
+    expect(kills(p.calls)).toEqual(['sb2']);
+    // Asked without starting a resident for it.
+    expect(p.calls.filter((c) => c.op === 'list')).toEqual([
+      { op: 'list', id: 'sb1', isStartSkipped: true },
+      { op: 'list', id: 'sb2', isStartSkipped: true },
+    ]);
+    expect(closedLine(lines)).toMatchObject({ destroyed: 1, kept: 1, holding_tasks: 1, unanswered: 0 });
+  });
+
+  it('destroys a sandbox the agent says is gone (killed meanwhile), without a warning', async () => {
+    const p = recordingProvider();
+    p.provider.kill = async (id) => {
+      p.calls.push({ op: 'kill', id });
+      throw new ProviderError('not_found');
+    };
+    const lines: Record<string, unknown>[] = [];
+    const d = deps(p.provider, lines);
+    const session = new Session();
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    p.hold('list', new ProviderError('not_found'))();
+    await closeSession(d, session);
+    expect(kills(p.calls)).toEqual(['sb1']);
+    expect(lines.filter((l) => l.level === 'warn')).toEqual([]);
+    expect(closedLine(lines)).toMatchObject({ destroyed: 1, kept: 0, unanswered: 0 });
+  });
+
+  it('keeps a sandbox whose agent fails to answer', async () => {
+    const p = recordingProvider();
+    const lines: Record<string, unknown>[] = [];
+    const d = deps(p.provider, lines);
+    const session = new Session();
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    p.hold('list', new ProviderError('internal', { code: 'agent_failed' }))();
+    await closeSession(d, session);
+    expect(kills(p.calls)).toEqual([]);
+    expect(closedLine(lines)).toMatchObject({ destroyed: 0, kept: 1, holding_tasks: 0, unanswered: 1 });
+  });
+
+  it('keeps a sandbox whose agent does not answer within the bound, and the close does not wait longer', async () => {
+    const p = recordingProvider();
+    const lines: Record<string, unknown>[] = [];
+    const d = deps(p.provider, lines);
+    const session = new Session();
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    const release = p.hold('list');
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const closing = closeSession(d, session);
+    await vi.waitUntil(() => p.calls.some((c) => c.op === 'list'), { interval: 1 });
+    await vi.advanceTimersByTimeAsync(TASK_CHECK_MS);
+    await closing;
+    expect(kills(p.calls)).toEqual([]);
+    expect(closedLine(lines)).toMatchObject({ destroyed: 0, kept: 1, unanswered: 1 });
+    release();
+  });
+
+  it("does not count the task of this process's run_command that finished in time, which its resident is removing", async () => {
+    const p = recordingProvider();
+    const d = deps(p.provider);
+    const session = new Session();
+    await callTool({ deps: d, session }, 'create_sandbox', {});
+    // The resident answers first and removes the task after: a close right then still lists it.
+    p.provider.execPromotable = async (id, _command, o) => {
+      p.listed.set(id, [finishedTask(o.promote.taskId)]);
+      return {
+        kind: 'finished',
+        result: {
+          exitCode: 0,
+          stdout: Buffer.from('hi\n'),
+          stderr: Buffer.alloc(0),
+          stdoutTruncated: false,
+          stderrTruncated: false,
+          stdoutHeadBytes: 3,
+          stderrHeadBytes: 0,
+          timedOut: false,
+        },
+      };
+    };
+    expect((await callTool({ deps: d, session }, 'run_command', { command: 'echo hi' })).structuredContent).toMatchObject({
+      stdout: 'hi\n',
+    });
+    expect(p.listed.get('sb1')).toHaveLength(1);
+    await closeSession(d, session);
+    expect(kills(p.calls)).toEqual(['sb1']);
+  });
+
+  it('counts a task noted as being removed again once it has outlived the note', () => {
+    const retention = new TaskRetention();
+    retention.noteRemoving('local:sb1', 'c'.repeat(32), 0);
+    expect(retention.isRemoving('local:sb1', 'c'.repeat(32), 1000)).toBe(true);
+    expect(retention.isRemoving('local:sb2', 'c'.repeat(32), 1000)).toBe(false);
+    expect(retention.isRemoving('local:sb1', 'c'.repeat(32), 3_600_000)).toBe(false);
   });
 });

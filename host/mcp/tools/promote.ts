@@ -169,8 +169,10 @@ async function runThroughResident(ctx: ToolContext, ref: SandboxRef, run: Promot
       outcome = { kind: 'promoted', view: answer.task };
       return await resultOf(agent, outcome, startedAtMs);
     }
-    // Finished in time: no task was left behind, nothing needs the sandbox kept.
+    // Finished in time: no task is left behind, nothing needs the sandbox kept. The resident
+    // removes the task only once it has answered: a session close meanwhile must not count it.
     outcome = { kind: 'rejected', error: null };
+    ctx.deps.retention.noteRemoving(ref.qualified, taskId);
     const r = answer.result;
     if ((r.timedOut || ctx.signal?.aborted) && run.cleanupAfterTimeout) {
       await provider.exec(ref.id, run.cleanupAfterTimeout, { timeoutS: 30, role: 'service' }).catch(() => undefined);

@@ -78,7 +78,7 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     promote?: PromotableExecOpts['promote'],
   ): Promise<PromotableOutcome | 'unreachable'> {
     if (opts.residentAgent === false) return 'unreachable';
-    const channel = await residents.channel(sandbox);
+    const channel = await residents.channel(sandbox, o.isResidentStartSkipped);
     if (!channel?.supports('exec') || (promote && !channel.hello.promotable)) return 'unreachable';
     const answer = await requestExec(channel, {
       command,
@@ -182,10 +182,10 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
       });
     },
 
-    async agentChannel(sandboxId) {
+    async agentChannel(sandboxId, o = {}) {
       if (opts.residentAgent === false) return null;
       return onEnvd(sandboxId, async (sandbox) => {
-        const channel = await residents.channel(sandbox);
+        const channel = await residents.channel(sandbox, o.isStartSkipped);
         // A start's command gets envd's environment with its task variables on top.
         return channel ? asAgentChannel(channel, (request, callEnvs) => ({ ...request, env: { ...callEnvs }, inherit_env: true })) : null;
       });

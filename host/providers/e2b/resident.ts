@@ -49,9 +49,16 @@ export class E2bResidents {
 
   constructor(private readonly loadBundle: () => AgentBundle = loadAgentBundle) {}
 
-  /** The sandbox's resident channel, or null when none can be had now (no node, say): calls then go the old way. */
-  async channel(sandbox: Sandbox): Promise<ResidentChannel | null> {
+  /**
+   * The sandbox's resident channel, or null when none can be had now (no node, say): calls then go
+   * the old way. `isStartSkipped`: only one already open (none is started, none awaited).
+   */
+  async channel(sandbox: Sandbox, isStartSkipped = false): Promise<ResidentChannel | null> {
     const id = sandbox.sandboxId;
+    if (isStartSkipped) {
+      const open = this.slots.get(id)?.current?.channel;
+      return open?.isOpen ? open : null;
+    }
     let slot = this.slots.get(id);
     if (!slot) this.slots.set(id, (slot = { current: null, opening: null, retryAtMs: 0 }));
     const current = slot.current;
