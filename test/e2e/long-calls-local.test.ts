@@ -57,6 +57,35 @@ describe('long calls over Streamable HTTP', () => {
   });
 });
 
+describe('a promoted call that finishes in time with more output than a task log holds', () => {
+  it("shows each stream's true end, as the fast path does: through the resident, and through the per-call agent", async () => {
+    // About 1.9 MiB of lines on each stream: the task logs keep the first MiB.
+    const command = 'seq 1 300000; echo END-MARKER; seq 1 300000 >&2; echo ERR-END >&2';
+    const lines = Array.from({ length: 300000 }, (_, i) => `${i + 1}\n`).join('');
+    const [out, err] = [lines + 'END-MARKER\n', lines + 'ERR-END\n'];
+    const half = 32 * 1024;
+    for (const serverEnv of [env, { ...env, SANDBOX_MCP_RESIDENT_AGENT: '0' }]) {
+      const s = await connectStdio(serverEnv);
+      open.push(s);
+      await ok(s.client, 'create_sandbox', {});
+      // Below the call's timeout (60 s), or the call takes the fast path.
+      const r = await ok(s.client, 'run_command', { command, background_after: 30 });
+      expect(r).toMatchObject({ exit_code: 0, stdout_truncated: true, stderr_truncated: true, timed_out: false });
+      expect(r.backgrounded).toBeUndefined();
+      for (const [text, full] of [
+        [r.stdout, out],
+        [r.stderr, err],
+      ] as const) {
+        expect(text.startsWith(full.slice(0, half))).toBe(true);
+        expect(text).toContain('output truncated');
+        expect(text.endsWith(full.slice(-half)), text.slice(-80)).toBe(true);
+      }
+      expect(r).toEqual(await ok(s.client, 'run_command', { command, background_after: 0 }));
+      await ok(s.client, 'kill_sandbox', {});
+    }
+  });
+});
+
 /** Every text a process's argv holds, with base64url runs decoded (the agent's requests are encoded so). */
 function argvTexts(pid: number): string[] {
   return cmdline(pid).flatMap((arg) => [
