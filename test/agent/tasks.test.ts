@@ -131,6 +131,11 @@ describe('output cap', () => {
     expect(atEnd.stderr_tail).toBeUndefined();
     const first = await callView(w, { protocol: 1, op: 'get', task_id: id, tail_bytes: 9 });
     expect(first.stdout_tail).toBeUndefined();
+    // A task of an older supervisor (no tail file) reads as before.
+    rmSync(join(dir, 'stdout.tail'));
+    const older = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: LIMITS.streamCapBytes, tail_bytes: 9 });
+    expect(older).toMatchObject({ state: 'succeeded', stdout: '', stdout_truncated: true });
+    expect(older.stdout_tail).toBeUndefined();
   });
 
   it('without tail, drops the rest through cat as before: truncated, no tail', async () => {
