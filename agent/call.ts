@@ -124,7 +124,14 @@ export async function handleRequest(input: unknown, ctx: RequestContext): Promis
         return { protocol: PROTOCOL_VERSION, ok: true, result: await ctx.resident!.exec(req, ctx) };
       case 'get': {
         const result = await getTask(
-          { taskId: req.task_id, stdoutOffset: req.stdout_offset, stderrOffset: req.stderr_offset, limit: req.limit, waitS: req.wait_s },
+          {
+            taskId: req.task_id,
+            stdoutOffset: req.stdout_offset,
+            stderrOffset: req.stderr_offset,
+            limit: req.limit,
+            waitS: req.wait_s,
+            ...(req.tail_bytes === undefined ? {} : { tailBytes: req.tail_bytes }),
+          },
           timings,
         );
         return { protocol: PROTOCOL_VERSION, ok: true, result };

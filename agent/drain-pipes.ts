@@ -2,9 +2,9 @@
 // child-process streams allocate a buffer per read and cost about 2.3x what `cat` needs to
 // drain a pipe. Instead the command writes into FIFOs: the supervisor reads them through
 // net.Socket's `onread` into one reused buffer while the log has room, and once a log is full
-// it hands the FIFO to `cat > /dev/null`, which drains at the kernel's pace. mkfifo and cat
-// come with coreutils; without them we fall back to plain child-process pipes (slower, same
-// result).
+// it hands the FIFO to `tail -c`, which drains at the kernel's pace and hands back the last bytes
+// (or, failing that, to `cat > /dev/null`). mkfifo, tail and cat come with coreutils; without
+// them we fall back to plain child-process pipes (slower, same result).
 import { closeSync, constants, openSync, writeSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
@@ -149,6 +149,25 @@ export function drainFd(readFd: number, buffer: Buffer, onData: DrainSink, onEnd
     resume: () => void socket.resume(),
     destroy: () => void socket.destroy(),
   };
+}
+
+/**
+ * Hands the rest of a pipe to `tail -c <keepBytes>`, which drains it at the kernel's pace and, once
+ * the pipe ends, writes its last `keepBytes` bytes to its stdout (a pipe of ours: the raw bytes
+ * never touch the disk). Returns the helper, or null if it could not be started. Like cat below,
+ * it runs in the supervisor's own process group.
+ */
+export function keepRestWithTail(readFd: number, keepBytes: number): ChildProcess | null {
+  try {
+    const helper = childProcess().spawn('tail', ['-c', String(keepBytes)], { stdio: [readFd, 'pipe', 'ignore'] });
+    if (helper.pid === undefined) {
+      helper.on('error', () => {});
+      return null;
+    }
+    return helper;
+  } catch {
+    return null;
+  }
 }
 
 /**

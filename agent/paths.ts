@@ -65,6 +65,9 @@ export const TASK_FILES = {
   status: 'status.json',
   stdout: 'stdout.log',
   stderr: 'stderr.log',
+  /** A capped stream's last bytes, masked: written (atomically) before the final status, only for a log that was capped. */
+  stdoutTail: 'stdout.tail',
+  stderrTail: 'stderr.tail',
   /** The FIFO the command reads as stdin while `input` may write to it (absent with `stdin: false`). */
   stdin: 'stdin.fifo',
   /** The same FIFO once `eof` closed it: kept under this name so `input` can say why it refuses. */

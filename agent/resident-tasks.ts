@@ -9,7 +9,7 @@
 import { openSync, readSync, closeSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { LIMITS } from '../shared/limits.js';
-import { OutputCapture } from '../shared/output-capture.js';
+import { OutputCapture, type OutputSink } from '../shared/output-capture.js';
 import type { AgentRequest, ExecFinished, ExecResult, TaskView } from '../shared/protocol.js';
 import type { RequestContext, ResidentServices } from './call.js';
 import { AgentFailure } from './errors.js';
@@ -20,6 +20,7 @@ import { removeTask } from './ops/remove.js';
 import { spawnSupervisor, startNewTask, startTask, type StartOpts } from './ops/start.js';
 import { ensureTasksDir, homeDir, TASK_FILES } from './paths.js';
 import { refuseWithoutRoom } from './process-count.js';
+import { readTail } from './task-view.js';
 import { agentBaseEnv } from './task-env.js';
 import type { Timings } from './timing.js';
 import { WarmSupervisor } from './warm-supervisor.js';
@@ -220,10 +221,8 @@ function isDirectory(path: string): boolean {
 /** An exec's answer from its ended task: each log's head and tail within `capBytes`, the exit status, whether it timed out. */
 function finishedResult(taskId: string, view: TaskView, capBytes: number): ExecFinished {
   const dir = join(ensureTasksDir(), taskId);
-  const [out, err] = [TASK_FILES.stdout, TASK_FILES.stderr].map((name) => captureLog(join(dir, name), capBytes)) as [
-    OutputCapture,
-    OutputCapture,
-  ];
+  const out = captureStream(dir, 'stdout', capBytes);
+  const err = captureStream(dir, 'stderr', capBytes);
   return {
     kind: 'finished',
     exit_code: view.exit_code,
@@ -235,6 +234,46 @@ function finishedResult(taskId: string, view: TaskView, capBytes: number): ExecF
     stdout_head_bytes: out.splitAt,
     stderr_head_bytes: err.splitAt,
   };
+}
+
+/**
+ * A stream's bytes as an exec's head-and-tail capture keeps them: from its log, or, where the log
+ * was capped and the supervisor kept the stream's end, the log's head and that end (at most
+ * LIMITS.streamTailBytes of it) with the gap between them marked.
+ */
+function captureStream(dir: string, stream: 'stdout' | 'stderr', capBytes: number): Captured {
+  const log = join(dir, stream === 'stdout' ? TASK_FILES.stdout : TASK_FILES.stderr);
+  const headCap = Math.ceil(capBytes / 2);
+  const tail = readTail(dir, stream, capBytes - headCap);
+  if (!tail) return captureLog(log, capBytes);
+  // Capped, the log holds far more than any result's head.
+  const head = readHead(log, headCap);
+  return { data: Buffer.concat([head, tail]), isTruncated: true, splitAt: head.length };
+}
+
+/** What an exec's answer takes of a capture. */
+type Captured = Pick<OutputSink, 'data' | 'isTruncated' | 'splitAt'>;
+
+/** The first (at most) `maxBytes` bytes of a file; none if it cannot be read. */
+function readHead(path: string, maxBytes: number): Buffer {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return Buffer.alloc(0);
+  }
+  try {
+    const buf = Buffer.allocUnsafe(maxBytes);
+    let got = 0;
+    while (got < maxBytes) {
+      const n = readSync(fd, buf, got, maxBytes - got, got);
+      if (n === 0) break;
+      got += n;
+    }
+    return buf.subarray(0, got);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** A log's bytes through an exec's head-and-tail capture. */

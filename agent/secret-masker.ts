@@ -126,3 +126,36 @@ export class SecretMasker {
     return end;
   }
 }
+
+/** Length in bytes of the longest secret a masker of `values` masks (0: none). */
+export function longestSecretBytes(values: readonly string[]): number {
+  return Math.max(0, ...values.map((v) => Buffer.byteLength(v)).filter((n) => n >= LIMITS.secretMinBytes));
+}
+
+/**
+ * Masks `raw`, the last bytes of a stream whose earlier bytes are gone, keeping at most `keepBytes`
+ * of the result. An occurrence may straddle the start of `raw`: its visible end is no secret the
+ * masker could recognize. Such an end lies within the first (longest secret - 1) bytes, so those
+ * are dropped, and with them any occurrence that covers the new start (it would be cut the same
+ * way); everything from there on is masked as a stream of its own.
+ */
+export function maskStreamEnd(values: readonly string[], raw: Buffer, keepBytes: number): Buffer {
+  const secrets = [...new Set(values)].map((v) => Buffer.from(v)).filter((s) => s.length >= LIMITS.secretMinBytes);
+  let start = Math.min(raw.length, Math.max(0, longestSecretBytes(values) - 1));
+  const occurrences: [number, number][] = [];
+  for (const s of secrets) {
+    for (let at = raw.indexOf(s); at !== -1 && at < raw.length; at = raw.indexOf(s, at + 1)) occurrences.push([at, at + s.length]);
+  }
+  occurrences.sort((a, b) => a[0] - b[0]);
+  // In order of start, an occurrence starting before `start` and ending after it moves it on.
+  for (const [from, to] of occurrences) {
+    if (from >= start) break;
+    if (to > start) start = to;
+  }
+  const out: Buffer[] = [];
+  const masker = new SecretMasker(values, (b) => out.push(Buffer.from(b)));
+  masker.push(raw.subarray(start));
+  masker.flush();
+  const masked = Buffer.concat(out);
+  return masked.length > keepBytes ? masked.subarray(masked.length - keepBytes) : masked;
+}

@@ -16,7 +16,15 @@ import { join } from 'node:path';
 import { LIMITS } from '../shared/limits.js';
 import { initialStatus, type TaskStatus, type TerminationReason } from '../shared/status.js';
 import { CappedLog } from './capped-log.js';
-import { closeQuietly, createFifoPipes, discardRestWithCat, drainFd, type FifoPipe, type PipeReader } from './drain-pipes.js';
+import {
+  closeQuietly,
+  createFifoPipes,
+  discardRestWithCat,
+  drainFd,
+  keepRestWithTail,
+  type FifoPipe,
+  type PipeReader,
+} from './drain-pipes.js';
 import { debug } from './errors.js';
 import { closeInheritedFds } from './inherited-fds.js';
 import { isNoSpaceError } from './no-space.js';
@@ -27,7 +35,7 @@ import { discardPendingShell, takePendingShell, type PendingShell, type Shells }
 import { hasLiveGroupMembers, readProcStat, signalGroup } from './proc.js';
 import type { ProcStat } from '../shared/proc-stat.js';
 import { secretValuesFromEnv } from './secret-masker.js';
-import { writeStatus } from './status-file.js';
+import { writeFileAtomic, writeStatus } from './status-file.js';
 import { placeStatusReserve, writeFinalStatus } from './status-reserve.js';
 import { openStdinPipe, STDIN_EOF_SIGNAL, type StdinPipe } from './stdin-pipe.js';
 import { commandEnv } from './task-env.js';
@@ -79,7 +87,13 @@ interface Supervision {
   logFds: number[];
   stdin: StdinPipe | null;
   /** Readers and helpers draining the command's output, and a promise that both streams ended. */
-  drains: { readers: { destroy(): void }[]; helpers: ChildProcess[]; ended: Promise<void>; streamEnded: () => void };
+  drains: { readers: { destroy(): void }[]; helpers: RestHelper[]; ended: Promise<void>; streamEnded: () => void };
+}
+
+/** A process draining the rest of a full log's pipe. */
+interface RestHelper {
+  /** Kills it unless it is done; whatever end of the stream it held is then lost. */
+  stop(): void;
 }
 
 /** What a warm supervisor made while it waited for its task (warm-supervisor.ts). */
@@ -202,7 +216,10 @@ function listenForRequests(sup: Supervision): void {
 function openLogs(sup: Supervision): void {
   const secrets = secretValuesFromEnv(sup.env);
   sup.logFds = [openSync(join(sup.dir, TASK_FILES.stdout), 'w', 0o600), openSync(join(sup.dir, TASK_FILES.stderr), 'w', 0o600)];
-  sup.logs = [new CappedLog(sup.logFds[0]!, LIMITS.streamCapBytes, secrets), new CappedLog(sup.logFds[1]!, LIMITS.streamCapBytes, secrets)];
+  sup.logs = [
+    new CappedLog(sup.logFds[0]!, LIMITS.streamCapBytes, secrets, LIMITS.streamTailBytes),
+    new CappedLog(sup.logFds[1]!, LIMITS.streamCapBytes, secrets, LIMITS.streamTailBytes),
+  ];
 }
 
 function openCommandStdio(sup: Supervision): CommandStdio {
@@ -290,7 +307,7 @@ function recordRunning(sup: Supervision, child: ChildProcess): void {
   if (sup.status.reason !== null) terminateGroup(sup);
 }
 
-/** Masked output into the capped logs; a full log hands its pipe to `cat > /dev/null`. */
+/** Masked output into the capped logs; a full log hands its pipe to `tail -c` (which keeps its end), else `cat > /dev/null`. */
 function drainOutput(sup: Supervision, stdio: CommandStdio, child: ChildProcess | null): void {
   const logs = sup.logs!;
   const { readers, helpers, streamEnded } = sup.drains;
@@ -315,19 +332,29 @@ function drainOutput(sup: Supervision, stdio: CommandStdio, child: ChildProcess 
   const buffer = Buffer.allocUnsafe(READ_BUFFER_BYTES);
   for (const [i, pipe] of stdio.outputs.entries()) {
     let reader: PipeReader | undefined = undefined;
+    const log = logs[i]!;
     const handOff = () => {
+      const tail = keepRestWithTail(pipe.readFd, log.restKeepBytes);
+      if (tail) {
+        reader!.detach();
+        helpers.push(followTail(tail, log, streamEnded));
+        return;
+      }
+      // No tail: the rest is dropped as before (the log stays truncated, without its end)...
       const helper = discardRestWithCat(pipe.readFd);
+      // ...or, with no cat either, read here, where the log keeps its end itself.
       if (!helper) return reader!.resume();
+      log.loseRest();
       reader!.detach();
-      helpers.push(helper);
+      helpers.push({ stop: () => helper.kill('SIGKILL') });
       helper.once('exit', streamEnded);
     };
     reader = drainFd(
       pipe.readFd,
       buffer,
       (bytes, n) => {
-        logs[i]!.push(bytes, n);
-        if (!logs[i]!.isTruncated) return true;
+        log.push(bytes, n);
+        if (!log.isTruncated) return true;
         // Full (or its disk is), and already losing bytes: nothing more will be written, so pass the pipe on.
         setImmediate(handOff);
         return false;
@@ -336,6 +363,26 @@ function drainOutput(sup: Supervision, stdio: CommandStdio, child: ChildProcess 
     );
     readers.push(reader);
   }
+}
+
+/** The stream's end from a `tail -c` helper into `log`; a helper that fails or is stopped loses it. */
+function followTail(helper: ChildProcess, log: CappedLog, streamEnded: () => void): RestHelper {
+  let isDone = false;
+  helper.stdout!.on('data', (chunk: Buffer) => log.keepRest(chunk));
+  helper.on('error', () => log.loseRest());
+  // 'close': it exited and its stdout ended, so every byte it kept has been passed on.
+  helper.once('close', (code) => {
+    isDone = true;
+    if (code !== 0) log.loseRest();
+    streamEnded();
+  });
+  return {
+    stop: () => {
+      if (isDone) return;
+      log.loseRest();
+      helper.kill('SIGKILL');
+    },
+  };
 }
 
 function armTimeout(sup: Supervision): void {
@@ -401,7 +448,7 @@ async function stopRemainingGroup(sup: Supervision): Promise<void> {
 async function drainRest(sup: Supervision): Promise<void> {
   await Promise.race([sup.drains.ended, sleep(sup.req.drain_ms)]);
   for (const r of sup.drains.readers) r.destroy();
-  for (const h of sup.drains.helpers) h.kill('SIGKILL');
+  for (const h of sup.drains.helpers) h.stop();
 }
 
 // --- the outcome --------------------------------------------------------------------------------
@@ -427,9 +474,13 @@ function finish(sup: Supervision, error?: TaskError): never {
   if (sup.pending) discardPendingShell(sup.pending);
   const { status } = sup;
   if (sup.logs) {
+    // A helper still draining (a failure's early finish) has no end to give.
+    for (const h of sup.drains.helpers) h.stop();
     for (const log of sup.logs) log.end();
     status.stdout_truncated = sup.logs[0].isTruncated;
     status.stderr_truncated = sup.logs[1].isTruncated;
+    writeTail(sup.dir, TASK_FILES.stdoutTail, sup.logs[0]);
+    writeTail(sup.dir, TASK_FILES.stderrTail, sup.logs[1]);
   }
   status.state = finalState(status.reason, status.exit_code);
   status.finished_at = nowS();
@@ -447,6 +498,20 @@ function finish(sup: Supervision, error?: TaskError): never {
   for (const fd of sup.logFds) closeQuietly(fd);
   debug(`final state ${status.state}`);
   process.exit(0);
+}
+
+/**
+ * A capped log's end, masked, next to it, before the final status (a reader that sees the task
+ * ended finds it there or never will). Not written, the task reads as without it: truncated.
+ */
+function writeTail(dir: string, name: string, log: CappedLog): void {
+  const tail = log.maskedTail();
+  if (!tail) return;
+  try {
+    writeFileAtomic(join(dir, name), tail);
+  } catch (err) {
+    debug(`${name} not written: ${String(err)}`);
+  }
 }
 
 /** Why a log ended early, if a write failed: the outcome stands, the logs are short. */

@@ -1,5 +1,5 @@
 // What start, get and cancel return: the observed state plus one page of each log.
-import { closeSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TaskState, TaskView } from '../shared/protocol.js';
 import type { TaskStatus } from '../shared/status.js';
@@ -13,6 +13,8 @@ export interface PageOpts {
   stdoutOffset: number;
   stderrOffset: number;
   limit: number;
+  /** The most bytes of each capped stream's tail to add (see TaskViewSchema); absent: none. */
+  tailBytes?: number;
 }
 
 /** A task's state as far as it can be confirmed, with the status record it came from. */
@@ -163,6 +165,31 @@ export function buildView(taskId: string, dir: string, observed: ObservedTask, p
     stdout_truncated: s?.stdout_truncated ?? false,
     stderr_truncated: s?.stderr_truncated ?? false,
   };
+  if (page.tailBytes !== undefined && s !== null && s.state !== 'running') {
+    // Only past the log's end: the tail is what follows it.
+    const outTail = s.stdout_truncated && out.next >= out.size ? readTail(dir, 'stdout', page.tailBytes) : null;
+    const errTail = s.stderr_truncated && err.next >= err.size ? readTail(dir, 'stderr', page.tailBytes) : null;
+    if (outTail) view.stdout_tail = outTail.toString('utf8');
+    if (errTail) view.stderr_tail = errTail.toString('utf8');
+  }
   if (observed.error) view.error = observed.error;
   return view;
+}
+
+/**
+ * The last (at most `maxBytes`) bytes of a capped stream's end as its supervisor kept it, masked;
+ * null where there is none (the log was not capped, the end could not be kept, or an older
+ * supervisor ran the task). Cut at a character boundary: no UTF-8 sequence is split at its start.
+ */
+export function readTail(dir: string, stream: 'stdout' | 'stderr', maxBytes: number): Buffer | null {
+  let data: Buffer;
+  try {
+    data = readFileSync(join(dir, stream === 'stdout' ? TASK_FILES.stdoutTail : TASK_FILES.stderrTail));
+  } catch {
+    return null;
+  }
+  let from = Math.max(0, data.length - maxBytes);
+  // Continuation bytes at the start belong to a character whose lead was cut off (at most 3).
+  for (let i = 0; i < 3 && from < data.length && (data[from]! & 0xc0) === 0x80; i++) from++;
+  return data.subarray(from);
 }

@@ -2,6 +2,12 @@
 export const LIMITS = {
   /** Each task stream keeps at most this many bytes; excess is drained and dropped. */
   streamCapBytes: 1024 * 1024,
+  /**
+   * Of a stream longer than streamCapBytes, the supervisor also keeps (masked) its last this many
+   * bytes: the tail half of a run_command result, so that a call that ends within background_after
+   * shows how its output really ended.
+   */
+  streamTailBytes: 32 * 1024,
   /** Default and maximum page size per stream for get/cancel. */
   pageDefaultBytes: 16384,
   pageMaxBytes: 65536,

@@ -1,4 +1,4 @@
-// The host <-> agent protocol, version 1.5. Both sides and the tests validate with these schemas;
+// The host <-> agent protocol, version 1.6. Both sides and the tests validate with these schemas;
 // nothing here may import from host/ or agent/.
 // zod/mini, not classic zod: the agent bundles this, and classic zod triples node's start-up time.
 import * as z from 'zod/mini';
@@ -13,10 +13,11 @@ export const PROTOCOL_VERSION = 1;
  * and `list` ops and `stdin` on `start`; 2 added the `remove` op and task variables
  * (TASK_ENV_PREFIX); 3 added `data_on_stdin` on `input`; 4 added `workspace_changes`; 5 added the
  * resident agent (`serve`, shared/resident.ts) with its `exec` op, `env`, `inherit_env` and
- * `bounds` on `start`, and the errors `process_limit` and `cwd_not_found`. Requests carry only the
- * major; `hello` reports the minor.
+ * `bounds` on `start`, and the errors `process_limit` and `cwd_not_found`; 6 added the tails of
+ * capped streams (`tail_bytes` on `get`, `stdout_tail` and `stderr_tail` in its view). Requests
+ * carry only the major; `hello` reports the minor.
  */
-export const PROTOCOL_MINOR = 5;
+export const PROTOCOL_MINOR = 6;
 
 /** The operations of `agent.cjs call`, in the order the protocol documentation lists them. */
 export const OP_NAMES = ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'workspace_changes', 'selftest'] as const;
@@ -112,6 +113,8 @@ export const GetRequestSchema = z.strictObject({
   task_id: TaskIdSchema,
   ...offsetsAndLimit,
   wait_s: z._default(int(0, LIMITS.waitMaxS), 0),
+  /** Ask for the tails of capped streams, at most this many bytes each (minor 6): see TaskViewSchema. */
+  tail_bytes: z.optional(int(1, LIMITS.streamTailBytes)),
 });
 export const CancelRequestSchema = z.strictObject({
   protocol: anyInt(),
@@ -279,12 +282,26 @@ export const TaskViewSchema = z.strictObject({
   stderr_size: nonNegInt(),
   stdout_truncated: z.boolean(),
   stderr_truncated: z.boolean(),
+  /**
+   * With `tail_bytes` on `get` (minor 6): the stream's last bytes (at most `tail_bytes`), masked,
+   * where its log was capped, the task has ended and this page reaches the end of the log. Absent
+   * otherwise, and where the supervisor could not keep them (or was older).
+   */
+  stdout_tail: z.optional(z.string()),
+  stderr_tail: z.optional(z.string()),
   error: z.optional(TaskErrorSchema),
 });
 export type TaskView = z.infer<typeof TaskViewSchema>;
 
 /** One task as `list` reports it: the task view without output pages. */
-export const TaskSummarySchema = z.omit(TaskViewSchema, { stdout: true, stderr: true, stdout_next_offset: true, stderr_next_offset: true });
+export const TaskSummarySchema = z.omit(TaskViewSchema, {
+  stdout: true,
+  stderr: true,
+  stdout_next_offset: true,
+  stderr_next_offset: true,
+  stdout_tail: true,
+  stderr_tail: true,
+});
 export type TaskSummary = z.infer<typeof TaskSummarySchema>;
 
 /** What `list` returns: at most LIMITS.maxTasks tasks, newest first; `truncated` if more exist. */

@@ -6,6 +6,7 @@ import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Readable } from 'node:stream';
+import { LIMITS } from '../../shared/limits.js';
 import { encodeRequest, type TaskView } from '../../shared/protocol.js';
 import {
   agentEnv,
@@ -100,6 +101,63 @@ describe('output cap', () => {
     expect(big).toMatchObject({ stdout: 'x'.repeat(65536), stdout_next_offset: 4096 + 65536 });
   });
 
+  it("keeps a capped stream's end, masked, in stdout.tail: a secret cut by the kept bytes' start is dropped, one at the very end masked, none on disk", async () => {
+    const secret = `tok-${newTaskId()}`; // hex and 'tok-': no byte of it is in the filler or the marker
+    const w = world({ END_TOKEN: secret });
+    // 2 MiB of filler, 64 KiB of lines that are the secret, then the secret once more, last.
+    const lines = Math.ceil((64 * 1024) / (secret.length + 1));
+    const cmd = `${fixture('spew-bytes.sh', String(2 * 1024 * 1024))}; for i in $(seq ${lines}); do echo "$END_TOKEN"; done; printf %s "$END_TOKEN"`;
+    // The supervisor keeps the last streamTailBytes + 2 * (longest secret) raw bytes: they must begin inside a secret.
+    const kept = LIMITS.streamTailBytes + 2 * secret.length;
+    const cutInLine = (kept - secret.length) % (secret.length + 1);
+    expect(cutInLine).toBeGreaterThan(1);
+    const { task_id: id } = await start(w, cmd);
+    const view = await waitTerminal(w, id);
+    expect(view).toMatchObject({ state: 'succeeded', stdout_size: LIMITS.streamCapBytes, stdout_truncated: true, stderr_truncated: false });
+    const dir = taskDirOf(w, id);
+    const tail = readFileSync(join(dir, 'stdout.tail'), 'utf8');
+    // Nothing of the secret cut at the start survives (its bytes are hex), and the last one is masked.
+    expect(tail).toMatch(/^\n?(\[MASKED\]\n)+\[MASKED\]$/);
+    expect(existsSync(join(dir, 'stderr.tail'))).toBe(false);
+    // No file of the task holds the secret, whole or its first or last half.
+    for (const name of readdirSync(dir)) {
+      const bytes = readFileSync(join(dir, name));
+      for (const part of [secret, secret.slice(0, 18), secret.slice(-18)])
+        expect(bytes.includes(part), `${name} holds ${part.length} bytes of it`).toBe(false);
+    }
+    // get gives the tail with a page that reaches the log's end, as much as asked for.
+    const atEnd = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: LIMITS.streamCapBytes, tail_bytes: 9 });
+    expect(atEnd).toMatchObject({ stdout: '', stdout_tail: '\n[MASKED]' });
+    expect(atEnd.stderr_tail).toBeUndefined();
+    const first = await callView(w, { protocol: 1, op: 'get', task_id: id, tail_bytes: 9 });
+    expect(first.stdout_tail).toBeUndefined();
+    // A task of an older supervisor (no tail file) reads as before.
+    rmSync(join(dir, 'stdout.tail'));
+    const older = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: LIMITS.streamCapBytes, tail_bytes: 9 });
+    expect(older).toMatchObject({ state: 'succeeded', stdout: '', stdout_truncated: true });
+    expect(older.stdout_tail).toBeUndefined();
+  });
+
+  it('without tail, drops the rest through cat as before: truncated, no tail', async () => {
+    const w = world();
+    const bin = join(w.home, 'bin');
+    mkdirSync(bin);
+    for (const tool of ['bash', 'head', 'tr', 'mkfifo', 'cat'])
+      symlinkSync(
+        execFileSync('bash', ['-c', `command -v ${tool}`])
+          .toString()
+          .trim(),
+        join(bin, tool),
+      );
+    const { task_id: id } = await callView(
+      w,
+      { protocol: 1, op: 'start', task_id: newTaskId(), command: `${fixture('spew-bytes.sh', String(3 * 1024 * 1024))}; echo END` },
+      { PATH: bin },
+    );
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout_size: LIMITS.streamCapBytes, stdout_truncated: true });
+    expect(existsSync(join(taskDirOf(w, id), 'stdout.tail'))).toBe(false);
+  });
+
   it('does not flag truncation for output of exactly the cap', async () => {
     const w = world();
     const { task_id: id } = await start(w, fixture('spew-bytes.sh', '1048576'));
@@ -128,6 +186,8 @@ describe('without mkfifo and cat', () => {
     expect(view).toMatchObject({ state: 'succeeded', stdout_size: 1048576, stdout_truncated: true });
     expect(view.stdout.startsWith('secret: [MASKED] :end\nxxx')).toBe(true);
     expect(readFileSync(join(taskDirOf(w, id), 'supervisor-debug.log'), 'utf8')).toContain('draining plain child-process pipes');
+    // Read here, the stream's end is kept all the same.
+    expect(readFileSync(join(taskDirOf(w, id), 'stdout.tail'), 'utf8')).toBe('x'.repeat(LIMITS.streamTailBytes));
   });
 });
 

@@ -11,6 +11,7 @@ import { connectStdio, type HttpServer, ok, startHttp, type StdioServer } from '
 import { requireSandboxes } from '../support/prerequisites.js';
 import { allPids, cmdline } from '../support/processes.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
 const env = { SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_PROGRESS_INTERVAL_MS: String(TEST_PROGRESS_INTERVAL_MS) };
@@ -54,6 +55,54 @@ describe('long calls over Streamable HTTP', () => {
     });
     await ok(client, 'kill_sandbox', {});
     await client.close();
+  });
+});
+
+describe('a promoted call that finishes in time with more output than a task log holds', () => {
+  it("shows each stream's true end, as the fast path does: through the resident, and through the per-call agent", async () => {
+    // About 1.9 MiB of lines on each stream: the task logs keep the first MiB. The last line holds
+    // a value only the server knows as a secret (its own variable): the server masks it.
+    const secret = `host-secret-${randomBytes(8).toString('hex')}`;
+    const command = `seq 1 300000; echo END-MARKER ${secret}; seq 1 300000 >&2; echo ERR-END >&2`;
+    const lines = Array.from({ length: 300000 }, (_, i) => `${i + 1}\n`).join('');
+    const [out, err] = [lines + `END-MARKER ${secret}\n`, lines + 'ERR-END\n'];
+    const half = 32 * 1024;
+    const shown = (full: string, part: string) => (full === out ? part.replace(secret, '[MASKED]') : part);
+    for (const serverEnv of [
+      { ...env, TAIL_TEST_TOKEN: secret },
+      { ...env, TAIL_TEST_TOKEN: secret, SANDBOX_MCP_RESIDENT_AGENT: '0' },
+    ]) {
+      const s = await connectStdio(serverEnv);
+      open.push(s);
+      await ok(s.client, 'create_sandbox', {});
+      // Below the call's timeout (60 s), or the call takes the fast path.
+      const r = await ok(s.client, 'run_command', { command, background_after: 30 });
+      expect(r).toMatchObject({ exit_code: 0, stdout_truncated: true, stderr_truncated: true, timed_out: false });
+      expect(r.backgrounded).toBeUndefined();
+      for (const [text, full] of [
+        [r.stdout, out],
+        [r.stderr, err],
+      ] as const) {
+        expect(text.startsWith(full.slice(0, half))).toBe(true);
+        expect(text).toContain('output truncated');
+        expect(text.endsWith(shown(full, full.slice(-half))), text.slice(-80)).toBe(true);
+      }
+      expect(r).toEqual(await ok(s.client, 'run_command', { command, background_after: 0 }));
+      // A task's: get_task adds the end to the page that reaches the end of the log, once it ended.
+      const task = await ok(s.client, 'start_task', { command });
+      const handle = { sandbox_id: task.sandbox_id, task_id: task.task_id };
+      let view: Record<string, any> = {};
+      await waitFor(
+        async () => (view = await ok(s.client, 'get_task', { ...handle, wait: 10 })).state !== 'running',
+        'the task to end',
+        60_000,
+      );
+      expect(view).toMatchObject({ state: 'succeeded', stdout_truncated: true, stdout_size: 1024 * 1024 });
+      expect(view.stdout_tail).toBeUndefined();
+      const atEnd = await ok(s.client, 'get_task', { ...handle, stdout_offset: view.stdout_size, stderr_offset: view.stderr_size });
+      expect(atEnd).toMatchObject({ stdout: '', stdout_tail: shown(out, out.slice(-half)), stderr_tail: err.slice(-half) });
+      await ok(s.client, 'kill_sandbox', {});
+    }
   });
 });
 

@@ -162,6 +162,28 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       await ok(s.client, 'kill_sandbox', {});
     });
 
+    it("shows the true end of output over the 1 MiB task log, as the fast path does, and get_task adds it at the log's end", async () => {
+      const s = await shared();
+      await ok(s.client, 'create_sandbox', {});
+      // About 1.9 MiB of lines: the task's log keeps the first MiB, the supervisor the end.
+      const command = 'seq 1 300000; echo END-MARKER';
+      const r = await ok(s.client, 'run_command', { command, background_after: 30 });
+      expect(r).toMatchObject({ exit_code: 0, stdout_truncated: true });
+      expect(r.stdout.endsWith('299999\n300000\nEND-MARKER\n')).toBe(true);
+      expect(r).toEqual(await ok(s.client, 'run_command', { command, background_after: 0 }));
+      const handle = await ok(s.client, 'start_task', { command });
+      const view = await finalView(s.client, handle);
+      expect(view).toMatchObject({ state: 'succeeded', stdout_truncated: true, stdout_size: 1024 * 1024 });
+      const atEnd = await ok(s.client, 'get_task', {
+        sandbox_id: handle.sandbox_id,
+        task_id: handle.task_id,
+        stdout_offset: view.stdout_size,
+      });
+      expect(atEnd.stdout_tail.endsWith('300000\nEND-MARKER\n')).toBe(true);
+      expect(Buffer.byteLength(atEnd.stdout_tail)).toBe(32 * 1024);
+      await ok(s.client, 'kill_sandbox', {});
+    });
+
     it('feeds stdin: a prompt answered through send_task_input from this and from a new server process, cat ended by eof, input to a finished task or a promoted call refused', async () => {
       const first = await server();
       // A generous bound on the agent's wait for the supervisor to confirm an eof: a loaded

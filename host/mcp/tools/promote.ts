@@ -391,10 +391,14 @@ interface Range {
   length: number;
 }
 
-/** What to read of a log of `size` bytes: all of it, or its two halves' worth at the ends. */
-function rangesOf(size: number): Range[] {
+/**
+ * What to read of a log of `size` bytes: all of it, or its two halves' worth at the ends; only its
+ * head when the stream's true end comes separately (`hasTail`: the log was capped).
+ */
+function rangesOf(size: number, hasTail: boolean): Range[] {
   if (size === 0) return [];
   if (size <= EXEC_OUTPUT_CAP_BYTES) return [{ offset: 0, length: size }];
+  if (hasTail) return [{ offset: 0, length: HALF }];
   return [
     { offset: 0, length: HALF },
     { offset: size - HALF, length: HALF },
@@ -409,15 +413,26 @@ async function readCapped(agent: TaskAgent, view: TaskView, isPageZero: boolean)
   if (isPageZero && view.stdout_next_offset === view.stdout_size && view.stderr_next_offset === view.stderr_size) {
     return [[view.stdout], [view.stderr]];
   }
-  const out = rangesOf(view.stdout_size);
-  const err = rangesOf(view.stderr_size);
-  const outTexts: string[] = [];
-  const errTexts: string[] = [];
-  const page = (stdoutOffset: number, stderrOffset: number, limit: number) =>
+  const page = (stdoutOffset: number, stderrOffset: number, limit: number, tailBytes?: number) =>
     agent.call(
-      { protocol: PROTOCOL_VERSION, op: 'get', task_id: view.task_id, stdout_offset: stdoutOffset, stderr_offset: stderrOffset, limit },
+      {
+        protocol: PROTOCOL_VERSION,
+        op: 'get',
+        task_id: view.task_id,
+        stdout_offset: stdoutOffset,
+        stderr_offset: stderrOffset,
+        limit,
+        ...definedFields({ tail_bytes: tailBytes }),
+      },
       { timeoutS: CALL_SLACK_S },
     );
+  // A capped log is the stream's first MiB: its end is the tail the supervisor kept, where it could
+  // (a task of an older agent has none: the log's end is shown then, as before).
+  const tails = view.stdout_truncated || view.stderr_truncated ? await page(NOTHING, NOTHING, 1, HALF) : null;
+  const out = rangesOf(view.stdout_size, tails?.stdout_tail !== undefined);
+  const err = rangesOf(view.stderr_size, tails?.stderr_tail !== undefined);
+  const outTexts: string[] = [];
+  const errTexts: string[] = [];
   for (let i = 0; i < Math.max(out.length, err.length); i++) {
     const o = out[i];
     const e = err[i];
@@ -430,10 +445,11 @@ async function readCapped(agent: TaskAgent, view: TaskView, isPageZero: boolean)
     if (o) outTexts.push((await page(o.offset, NOTHING, o.length)).stdout);
     if (e) errTexts.push((await page(NOTHING, e.offset, e.length)).stderr);
   }
-  return [asPieces(outTexts), asPieces(errTexts)];
+  return [asPieces(outTexts, tails?.stdout_tail), asPieces(errTexts, tails?.stderr_tail)];
 }
 
-function asPieces(texts: string[]): Pieces {
+function asPieces(texts: string[], tail: string | undefined): Pieces {
+  if (tail !== undefined) return [texts[0] ?? '', tail];
   return texts.length === 2 ? [texts[0]!, texts[1]!] : [texts[0] ?? ''];
 }
 

@@ -70,7 +70,15 @@ export function checkEncodedSize(ctx: ToolContext, request: AgentRequestInput): 
 /** A task view as a tool shows it: output masked with the server's secrets, sandbox id qualified. */
 export function present(sandboxId: string, view: TaskView, ctx: ToolContext): TaskResult {
   const { masker } = ctx.deps;
-  return { sandbox_id: sandboxId, ...view, stdout: masker.mask(sandboxId, view.stdout), stderr: masker.mask(sandboxId, view.stderr) };
+  const result: TaskResult = {
+    sandbox_id: sandboxId,
+    ...view,
+    stdout: masker.mask(sandboxId, view.stdout),
+    stderr: masker.mask(sandboxId, view.stderr),
+  };
+  if (view.stdout_tail !== undefined) result.stdout_tail = masker.mask(sandboxId, view.stdout_tail);
+  if (view.stderr_tail !== undefined) result.stderr_tail = masker.mask(sandboxId, view.stderr_tail);
+  return result;
 }
 
 /** The view of a task whose state cannot be confirmed (its submission or a read failed uncertainly). */

@@ -156,7 +156,7 @@ async function enterWaitGate(ctx: ToolContext, ref: SandboxRef): Promise<() => v
 async function queryTask(
   ctx: ToolContext,
   handle: Handle,
-  op: { op: 'get'; wait_s: number } | { op: 'cancel' },
+  op: { op: 'get'; wait_s: number; tail_bytes: number } | { op: 'cancel' },
   timeoutS: number,
 ): Promise<{ result: TaskResult; content: ExtraContent[] }> {
   const ref = parseSandboxRef(handle.sandbox_id, ctx.deps.config.defaultProvider);
@@ -188,7 +188,8 @@ const getTask = defineTool({
   title: 'Read background task',
   description:
     "Read a task's state and a page of its output (limit bytes per stream from the given byte offsets; pass the returned *_next_offset next time; re-reading replays the page). " +
-    'wait (0-30 s) returns as soon as there is new output or the state changes. A nonzero exit_code is task data, not an error. Works from any session.',
+    'wait (0-30 s) returns as soon as there is new output or the state changes. A nonzero exit_code is task data, not an error. Works from any session. ' +
+    'A stream over 1 MiB keeps its first MiB (*_truncated: true); once the task ended, the page that reaches the end of that log adds stdout_tail/stderr_tail: the last 32 KiB of the whole stream.',
   input: z.strictObject({
     ...handleShape,
     wait: intIn(0, LIMITS.waitMaxS).default(0).describe('Seconds to wait for new output or a state change before answering (long poll).'),
@@ -196,7 +197,8 @@ const getTask = defineTool({
   output: TaskResultSchema,
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
-    const read = () => queryTask(ctx, args, { op: 'get', wait_s: args.wait }, args.wait + CALL_SLACK_S);
+    // A capped stream's end comes with the page that reaches the end of its log (its log is the first MiB).
+    const read = () => queryTask(ctx, args, { op: 'get', wait_s: args.wait, tail_bytes: LIMITS.streamTailBytes }, args.wait + CALL_SLACK_S);
     return args.wait > 0 ? await withProgress(ctx, (s) => `waiting for task output for ${s} s`, read) : await read();
   },
 });
