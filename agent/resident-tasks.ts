@@ -50,7 +50,12 @@ export class ResidentTasks implements ResidentServices {
   private readonly warm: WarmSupervisor;
 
   constructor(timings: Timings) {
-    this.warm = new WarmSupervisor(spawnSupervisor, timings.warmIdleMs);
+    this.warm = new WarmSupervisor(spawnSupervisor, timings.warmIdleMs, timings.warmQuietMs);
+  }
+
+  /** Every request frame, as it arrives: a supervisor's boot waits for them to pause. */
+  noteRequest(): void {
+    this.warm.noteRequest();
   }
 
   /** True while a call waits on a promotable exec. */
@@ -74,9 +79,9 @@ export class ResidentTasks implements ResidentServices {
     return startTask(opts, ctx.timings, this.warm.launch);
   }
 
-  /** Boots the supervisor for the next start once this call is answered (see WarmSupervisor.launch). */
+  /** Boots the supervisor for the next start once this call is answered and requests pause (see WarmSupervisor.launch). */
   private bootNextAfter(ctx: RequestContext): void {
-    if (ctx.afterAnswer) ctx.afterAnswer(() => this.warm.prepare());
+    if (ctx.afterAnswer) ctx.afterAnswer(() => this.warm.prepareWhenQuiet());
     else this.warm.prepare();
   }
 

@@ -96,8 +96,10 @@ export async function runResident(args: string[]): Promise<void> {
       stop();
       return;
     }
-    if ('request' in parsed.data) answer(parsed.data.id, parsed.data.request);
-    else inFlight.get(parsed.data.id)?.abort(parsed.data.abort);
+    if ('request' in parsed.data) {
+      services.noteRequest();
+      answer(parsed.data.id, parsed.data.request);
+    } else inFlight.get(parsed.data.id)?.abort(parsed.data.abort);
   };
 
   const ctx: RequestContext = { timings: readTimings(process.env), resident: services };

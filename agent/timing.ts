@@ -20,6 +20,8 @@ export interface Timings {
   inputWaitMs: number;
   /** Resident: how long a supervisor booted ahead waits for a start before it is retired (warm-supervisor.ts). */
   warmIdleMs: number;
+  /** Resident: how long no request may arrive before the next supervisor boots (0: as soon as the call is answered). */
+  warmQuietMs: number;
 }
 
 /** Production defaults; graceMs + drainMs stays below cancelConfirmMs so a stubborn task is still confirmed. */
@@ -37,6 +39,8 @@ export const DEFAULT_TIMINGS: Timings = {
   // Long enough to carry an agent's burst of commands, short enough that an idle sandbox soon
   // holds only its keeper and resident (issue 21's memory bound).
   warmIdleMs: 10_000,
+  // Longer than the gap between calls back to back (a few ms), short against an agent's pause.
+  warmQuietMs: 20,
 };
 
 const ENV_NAMES: Record<keyof Timings, string> = {
@@ -48,6 +52,7 @@ const ENV_NAMES: Record<keyof Timings, string> = {
   startSettleMs: 'SANDBOX_AGENT_START_SETTLE_MS',
   inputWaitMs: 'SANDBOX_AGENT_INPUT_WAIT_MS',
   warmIdleMs: 'SANDBOX_AGENT_WARM_IDLE_MS',
+  warmQuietMs: 'SANDBOX_AGENT_WARM_QUIET_MS',
 };
 
 /** The defaults, each overridden by its SANDBOX_AGENT_* variable when that holds a non-negative integer. */

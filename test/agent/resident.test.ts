@@ -369,6 +369,24 @@ describe('a supervisor booted ahead (warm)', () => {
     expect(readdirSync(join(w.stateDir, 'tasks')).sort()).toEqual([first.task_id, task.task_id].sort());
   });
 
+  it('boots the next supervisor only once requests pause for its quiet period', async () => {
+    const w = world();
+    const r = await startResident(w, { SANDBOX_AGENT_WARM_QUIET_MS: '3000' });
+    const first = TaskViewSchema.parse(
+      ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'true', env: envOf(w) })),
+    );
+    expect(first.state).toBe('succeeded');
+    // Requests 200 ms apart for 1.6 s, far longer than a boot takes: each one puts the boot off again.
+    for (let i = 0; i < 8; i++) {
+      ok(await r.request({ protocol: 1, op: 'list' }));
+      expect(warmOf(r)).toEqual([]);
+      await new Promise((done) => setTimeout(done, 200));
+    }
+    expect(warmOf(r)).toEqual([]);
+    // Then quiet: it boots.
+    await waitFor(() => warmOf(r)[0], 'a supervisor booted once requests paused');
+  });
+
   it("starts the command's first process ahead for a start like the last: the command runs in it as it would in a fresh one, and any other start kills it", async () => {
     const w = world();
     const r = await startResident(w, { SANDBOX_AGENT_WARM_IDLE_MS: '60000' });
