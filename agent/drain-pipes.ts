@@ -158,16 +158,7 @@ export function drainFd(readFd: number, buffer: Buffer, onData: DrainSink, onEnd
  * it runs in the supervisor's own process group.
  */
 export function keepRestWithTail(readFd: number, keepBytes: number): ChildProcess | null {
-  try {
-    const helper = childProcess().spawn('tail', ['-c', String(keepBytes)], { stdio: [readFd, 'pipe', 'ignore'] });
-    if (helper.pid === undefined) {
-      helper.on('error', () => {});
-      return null;
-    }
-    return helper;
-  } catch {
-    return null;
-  }
+  return spawnPipeHelper('tail', ['-c', String(keepBytes)], [readFd, 'pipe', 'ignore']);
 }
 
 /**
@@ -177,9 +168,14 @@ export function keepRestWithTail(readFd: number, keepBytes: number): ChildProces
  * supervisor's own process group, so signals to the task's group never reach it.
  */
 export function discardRestWithCat(readFd: number): ChildProcess | null {
+  // libuv makes a child's stdin blocking, which cat needs (our end was non-blocking).
+  return spawnPipeHelper('cat', [], [readFd, 'ignore', 'ignore']);
+}
+
+/** Spawns a helper reading a pipe on its stdin; null if it could not be started. */
+function spawnPipeHelper(file: string, args: string[], stdio: [number, 'pipe' | 'ignore', 'ignore']): ChildProcess | null {
   try {
-    // libuv makes a child's stdin blocking, which cat needs (our end was non-blocking).
-    const helper = childProcess().spawn('cat', [], { stdio: [readFd, 'ignore', 'ignore'] });
+    const helper = childProcess().spawn(file, args, { stdio });
     if (helper.pid === undefined) {
       helper.on('error', () => {});
       return null;
