@@ -13,7 +13,7 @@ import { connectStdio, ok, type StdioServer } from '../support/built-server.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { isRunning, runningWith, startTimeOf } from '../support/processes.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
-import { waitFor } from '../support/wait.js';
+import { sleep, waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
 let s: StdioServer;
@@ -32,7 +32,7 @@ const INSPECTOR = /Debugger listening|inspector/i;
 
 /**
  * Sends SIGUSR1 to `pid` (while it is the process that started at `startTime`) about every
- * millisecond, until stopped: a thousand times the rate of any server's set_sandbox_timeout. Not
+ * millisecond, until stopped: far denser than a server's one signal per set_sandbox_timeout. Not
  * on every turn of the event loop: under that flood (tens of thousands a second) Node 26's V8 once
  * sat in a sleep loop timing the CPU (absl's NominalCPUFrequency, under a GC's Join) for over
  * 30 s, so the keeper missed its deadline; no server sends that, and nothing inside a sandbox can
@@ -51,7 +51,7 @@ function storm(pid: number): { stop(): Promise<number> } {
       } catch {
         break; // gone
       }
-      await new Promise((r) => setTimeout(r, 1));
+      await sleep(1);
     }
   })();
   return {
