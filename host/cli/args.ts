@@ -177,7 +177,8 @@ Options:
                          (0-3600 s): a call still running then returns a task handle; 0:
                          calls wait (env SANDBOX_MCP_BACKGROUND_AFTER; default 50, below a
                          60 s client cut)
-  --host ADDR            http: address to bind (default 127.0.0.1)
+  --host ADDR            http: address to bind (default 127.0.0.1; an IPv6 one with or
+                         without brackets)
   --port N               http: port (default 8765; 0 picks a free one); dashboard: port
                          (default: a free one)
   --no-dashboard         http: serve /mcp only, no dashboard at /
@@ -359,6 +360,19 @@ function allowedHostsOption(values: readonly string[]): string[] {
   return items;
 }
 
+/**
+ * --host's address as the listener takes it: an IPv6 one without the brackets a URL puts around
+ * it (`[::1]`, as the printed URL shows it, binds ::1). Anything else is left to the bind, which
+ * names --host when this machine has no such address.
+ */
+function hostOption(value: string | undefined): string {
+  if (value === undefined) return '127.0.0.1';
+  const inside = /^\[(.*)\]$/.exec(value)?.[1];
+  if (inside === undefined) return value;
+  if (!/^[0-9A-Fa-f:.]+$/.test(inside) || !inside.includes(':')) throw new UsageError('--host: only an IPv6 address goes in brackets');
+  return inside;
+}
+
 function intOption(value: string | undefined, name: string, min: number, max: number, fallback: number): number {
   if (value === undefined) return fallback;
   // Decimal digits only, as the limit flags take them: Number() alone reads 1e3, 0x10 and " 80".
@@ -430,7 +444,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     sandboxRoBinds: given.get('sandbox-ro-bind') ?? [],
     ...definedFields({ provider, tokensFile, backgroundAfter }),
     keepSandboxes: given.has('keep-sandboxes'),
-    host: one('host') ?? '127.0.0.1',
+    host: hostOption(one('host')),
     // The dashboard takes a free port unless told: it prints its link, nobody configures it.
     port: intOption(one('port'), 'port', 0, 65535, command === 'dashboard' ? 0 : 8765),
     noDashboard: given.has('no-dashboard'),

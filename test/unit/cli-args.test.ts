@@ -53,6 +53,15 @@ describe('parseCommandLine', () => {
     ]);
   });
 
+  it('takes an IPv6 --host with or without the brackets a URL puts around it, and brackets around nothing else', () => {
+    expect(parseCommandLine(['http', '--host', '[::1]']).host).toBe('::1');
+    expect(parseCommandLine(['http', '--host=[fd00::1]']).host).toBe('fd00::1');
+    expect(parseCommandLine(['http', '--host', '::1']).host).toBe('::1');
+    for (const bad of ['[zzq.example]', '[127.0.0.1]', '[]']) {
+      expect(usageError(['http', '--host', bad]), bad).toBe('--host: only an IPv6 address goes in brackets');
+    }
+  });
+
   it('refuses an --allowed-host item no Host header could name, by position, never quoting it', () => {
     // A URL, a path, a space, an empty or out-of-range port: each would be kept and never match, every client refused with 403.
     for (const bad of [
