@@ -250,7 +250,7 @@ Environment (a flag wins over its variable):
                               (default: generated, printed once to stderr); its holder sees
                               every sandbox
   SANDBOX_MCP_TOKENS_FILE     as --tokens-file
-  SANDBOX_MCP_DEBUG           log debug lines (stderr)
+  SANDBOX_MCP_DEBUG           1 = debug lines in the log (stderr)
   E2B_API_KEY, E2B_DOMAIN     E2B credentials and domain (E2B_API_URL / E2B_SANDBOX_URL
                               override the endpoints)
 Secrets: values of this server's environment variables whose names contain KEY, TOKEN, SECRET

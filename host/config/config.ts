@@ -10,6 +10,8 @@ import { resolveLimitSettings, type LimitOpts } from '../providers/local/limits/
 import { isNetworkMode, NETWORK_MODES, type NetworkMode } from '../providers/provider.js';
 import { PROVIDER_IDS, type ProviderId } from '../providers/sandbox-ref.js';
 import { definedFields } from '../util/defined-fields.js';
+import { DEBUG_ENV } from '../util/log.js';
+import { switchValue } from '../util/switch.js';
 
 export interface ServerConfig {
   /** The provider that unqualified ids and create_sandbox without `provider` use. */
@@ -158,6 +160,9 @@ export function loadConfig(env: NodeJS.ProcessEnv, flags: ConfigFlags = {}): Ser
   const stateDir = env.SANDBOX_MCP_STATE_DIR || undefined;
   if (stateDir !== undefined && !isAbsolute(stateDir)) throw new ConfigError('SANDBOX_MCP_STATE_DIR must be an absolute path');
   const keepSandboxes = flags.keepSandboxes || parseSwitch(env, 'SANDBOX_MCP_KEEP_SANDBOXES');
+  // Only checked here: the server and its keepers read it where they make their log (isDebugOn),
+  // and a keeper takes a bad value for off rather than fail.
+  parseSwitch(env, DEBUG_ENV);
   const templatesDir = flags.templateDir ?? (env.SANDBOX_MCP_TEMPLATE_DIR || undefined);
   if (templatesDir !== undefined && !isAbsolute(templatesDir)) {
     throw new ConfigError('--template-dir (SANDBOX_MCP_TEMPLATE_DIR) must be an absolute path');
@@ -221,10 +226,9 @@ function loadRoBinds(env: NodeJS.ProcessEnv, flags: ConfigFlags): string[] | und
 
 /** An on/off variable: unset, empty, 0 or false is off; 1 or true is on; anything else is refused. */
 function parseSwitch(env: NodeJS.ProcessEnv, name: string): boolean {
-  const value = (env[name] ?? '').toLowerCase();
-  if (value === '' || value === '0' || value === 'false') return false;
-  if (value === '1' || value === 'true') return true;
-  throw new ConfigError(`${name} must be 1 or 0`);
+  const value = switchValue(env[name]);
+  if (value === undefined) throw new ConfigError(`${name} must be 1 or 0`);
+  return value;
 }
 
 function parseBackgroundAfter(raw: string | undefined): number | undefined {

@@ -14,7 +14,7 @@ import { TaskRetention } from '../tasks/retention.js';
 import { WaitGate } from '../tasks/wait-gate.js';
 import { WorkspacePaths } from '../tasks/workspace-changes.js';
 import { definedFields } from '../util/defined-fields.js';
-import { createLogger } from '../util/log.js';
+import { createLogger, isDebugOn } from '../util/log.js';
 
 /** Server dependencies plus the one call that releases them (the providers' resources). */
 export type ClosableDeps = ServerDeps & { close(): Promise<void> };
@@ -42,7 +42,7 @@ export interface BuildDepsOpts {
 
 /** Builds the dependencies from the configuration; providers are made on first use. */
 export function buildDeps(config: ServerConfig, opts: BuildDepsOpts): ClosableDeps {
-  const log = createLogger({ isDebug: Boolean(process.env.SANDBOX_MCP_DEBUG) });
+  const log = createLogger({ isDebug: isDebugOn(process.env) });
   // The egress proxies' failures by destination and reason (never a path or anything else the request carried).
   const onEgressFailure: EgressFailureListener | undefined = opts.logsEgressFailures
     ? (f) => log.warn(isRefusal(f.reason) ? 'network denied' : 'network unreachable', egressLogFields(f))

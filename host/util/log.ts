@@ -1,6 +1,7 @@
 // Server diagnostics: one JSON line per event on stderr (stdout belongs to the stdio transport).
 // Only static messages and whitelisted fields are logged: never argument values, secrets or raw
 // provider messages.
+import { switchValue } from './switch.js';
 
 type Fields = Record<string, string | number | boolean | undefined>;
 
@@ -11,7 +12,18 @@ export interface Logger {
   debug(msg: string, fields?: Fields): void;
 }
 
-/** Logs to stderr; debug lines only when SANDBOX_MCP_DEBUG is set. */
+/** The variable that turns debug lines on (1 or true), in the server and in the keepers it starts. */
+export const DEBUG_ENV = 'SANDBOX_MCP_DEBUG';
+
+/**
+ * Whether `env` turns debug lines on. A value that is neither on nor off is off here, so a keeper
+ * reading it never fails; the server refuses one at start-up (loadConfig).
+ */
+export function isDebugOn(env: NodeJS.ProcessEnv): boolean {
+  return switchValue(env[DEBUG_ENV]) === true;
+}
+
+/** Logs to stderr; debug lines only when `isDebug` (see isDebugOn). */
 export function createLogger(opts: { isDebug?: boolean; write?: (line: string) => void } = {}): Logger {
   const write = opts.write ?? writeStderr;
   const emit = (level: string, msg: string, fields?: Fields) =>

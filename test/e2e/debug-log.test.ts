@@ -1,4 +1,4 @@
-// SANDBOX_MCP_DEBUG adds debug lines to the log (stderr), and only then; like every log line they
+// SANDBOX_MCP_DEBUG=1 adds debug lines to the log (stderr), and only then (0 is off, as unset); like every log line they
 // carry a static message and whitelisted fields, never a secret. The debug lines there are today
 // are a keeper's own faults: here a sandbox whose egress proxy cannot start, because the nsenter
 // the server finds first on PATH fails to start the network helper (every other nsenter use goes
@@ -38,14 +38,14 @@ afterAll(async () => {
   rmSync(fakeDir, { recursive: true, force: true });
 });
 
-/** A stdio server whose nsenter fails the network helper; debug on or off. */
-async function server(debug: boolean): Promise<StdioServer> {
+/** A stdio server whose nsenter fails the network helper, with SANDBOX_MCP_DEBUG as given (undefined: unset). */
+async function server(debug: string | undefined): Promise<StdioServer> {
   const s = await connectStdio({
     PATH: `${fakeDir}:${process.env.PATH ?? '/usr/bin:/bin'}`,
     SANDBOX_MCP_STATE_DIR: stateDir,
     SANDBOX_MCP_NETWORK_ALLOW: 'example.com',
     SERVICE_API_KEY: SERVER_SECRET,
-    ...(debug ? { SANDBOX_MCP_DEBUG: '1' } : {}),
+    ...(debug !== undefined ? { SANDBOX_MCP_DEBUG: debug } : {}),
   });
   started.push(s);
   return s;
@@ -82,8 +82,8 @@ function expectNoSecret(s: StdioServer): void {
 }
 
 describe('SANDBOX_MCP_DEBUG', () => {
-  it('set: a keeper fault is a debug line in the log, with its code and no secret', async () => {
-    const s = await server(true);
+  it('1: a keeper fault is a debug line in the log, with its code and no secret', async () => {
+    const s = await server('1');
     await sessionWithAKeeperFault(s);
     await waitFor(() => logLines(s).some((l) => l.level === 'debug'), 'a debug line');
     const debug = logLines(s).filter((l) => l.level === 'debug');
@@ -93,8 +93,12 @@ describe('SANDBOX_MCP_DEBUG', () => {
     expectNoSecret(s);
   });
 
-  it('unset: the same fault writes no debug line, and the log holds no secret', async () => {
-    const s = await server(false);
+  // 0 once turned debug on, as any value did: the keeper took the variable's presence for the switch.
+  it.each([
+    ['unset', undefined],
+    ['0', '0'],
+  ])('%s: the same fault writes no debug line, and the log holds no secret', async (_, debug) => {
+    const s = await server(debug);
     await sessionWithAKeeperFault(s);
     await s.close();
     // The session's last line comes after anything the keeper could have written.

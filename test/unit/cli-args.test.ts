@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { HELP, OPTIONS, parseCommandLine } from '../../host/cli/args.js';
-import { loadConfig } from '../../host/config/config.js';
+import { ConfigError, loadConfig } from '../../host/config/config.js';
+import { isDebugOn } from '../../host/util/log.js';
 import { usageError } from '../support/usage-error.js';
 
 describe('parseCommandLine', () => {
@@ -246,6 +247,24 @@ describe('parseCommandLine', () => {
     // Relative, a server started by a client app (cwd /) and `ls` in a terminal would read different directories.
     for (const relative of ['state-zzv', './state-zzv', '~/state-zzv']) {
       expect(() => loadConfig({ SANDBOX_MCP_STATE_DIR: relative }), relative).toThrow(/^SANDBOX_MCP_STATE_DIR must be an absolute path$/);
+    }
+  });
+
+  it('takes SANDBOX_MCP_DEBUG as 1 or true, 0 or false (any case), and refuses anything else by name, never quoting it; a keeper takes that for off', () => {
+    for (const on of ['1', 'true', 'TRUE']) {
+      expect(() => loadConfig({ SANDBOX_MCP_DEBUG: on }), on).not.toThrow();
+      expect(isDebugOn({ SANDBOX_MCP_DEBUG: on }), on).toBe(true);
+    }
+    expect(isDebugOn({})).toBe(false);
+    for (const off of ['', '0', 'false', 'False']) {
+      expect(() => loadConfig({ SANDBOX_MCP_DEBUG: off }), off).not.toThrow();
+      expect(isDebugOn({ SANDBOX_MCP_DEBUG: off }), off).toBe(false);
+    }
+    for (const bad of ['yes-zzd', '2', ' 1']) {
+      expect(() => loadConfig({ SANDBOX_MCP_DEBUG: bad }), bad).toThrow(ConfigError);
+      expect(() => loadConfig({ SANDBOX_MCP_DEBUG: bad }), bad).toThrow(/^SANDBOX_MCP_DEBUG must be 1 or 0$/);
+      // The server refused it at start-up; a keeper, which only reads it, must not fail on it.
+      expect(isDebugOn({ SANDBOX_MCP_DEBUG: bad }), bad).toBe(false);
     }
   });
 

@@ -6,7 +6,7 @@
 // SIGUSR1 means "the deadline file changed" (set_sandbox_timeout). Read runKeeper top to bottom:
 // each phase is a function below it, and everything they share is one KeeperState.
 import { basename, dirname, join } from 'node:path';
-import { createLogger } from '../../../util/log.js';
+import { createLogger, isDebugOn } from '../../../util/log.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { writableMountSizes } from '../limits/disk-shares.js';
 import type { EnforcedLimits } from '../limits/enforced.js';
@@ -421,7 +421,7 @@ function sleep(ms: number): Promise<void> {
 
 /** A fault of the keeper's own, on stderr when debugging (the keeper's stderr is /dev/null otherwise). */
 function logFault(e: unknown): void {
-  createLogger({ isDebug: Boolean(process.env.SANDBOX_MCP_DEBUG) }).debug('keeper fault', {
+  createLogger({ isDebug: isDebugOn(process.env) }).debug('keeper fault', {
     code: (e as NodeJS.ErrnoException | null)?.code,
   });
 }

@@ -26,6 +26,7 @@ import { specNetwork, type SandboxSpec } from '../sandbox/spec.js';
 import { AGENT_SOCKET, RESIDENT_FILE, writePrivateFile } from '../sandbox/state-dir.js';
 import { RESIDENT_IDLE_EXIT_DEFAULT_S } from '../../../../shared/limits.js';
 import { identify, pidNamespace, type ProcIdentity } from '../system/proc.js';
+import { isDebugOn } from '../../../util/log.js';
 import type { HeldResource } from './held-resources.js';
 import { SMALL_HEAP_FLAGS, youngGenerationFlags } from './node-flags.js';
 import { ResidentRelay } from './resident-relay.js';
@@ -241,7 +242,7 @@ class ResidentKeeper {
         cwd: dir,
         env: { PATH: sandboxPath() },
         ...(cmd.uid !== undefined ? { uid: cmd.uid, gid: cmd.gid } : {}),
-        stdio: ['pipe', 'pipe', process.env.SANDBOX_MCP_DEBUG ? 2 : 'ignore', 'pipe', 'pipe', ...passFds],
+        stdio: ['pipe', 'pipe', isDebugOn(process.env) ? 2 : 'ignore', 'pipe', 'pipe', ...passFds],
       });
     } catch {
       return null;

@@ -7,6 +7,7 @@ import { LOCAL_DETAILS } from '../errors.js';
 import { sandboxPath } from '../launch/environment.js';
 import type { LocalSettings } from '../settings.js';
 import { sameFile } from '../../../util/inspector-signal.js';
+import { DEBUG_ENV, isDebugOn } from '../../../util/log.js';
 import { coverInherited } from '../system/inherited-fds.js';
 import { SMALL_HEAP_FLAGS, youngGenerationFlags } from './node-flags.js';
 import type { KeeperReport } from './report.js';
@@ -21,7 +22,8 @@ export type KeeperStartOpts = Pick<LocalSettings, 'nodePath' | 'keeperScript' | 
 export function startKeeper(dir: string, opts: KeeperStartOpts): Promise<KeeperReport> {
   return new Promise((resolvePromise, reject) => {
     const env: Record<string, string> = { PATH: process.env.PATH ?? sandboxPath() };
-    if (process.env.SANDBOX_MCP_DEBUG) env.SANDBOX_MCP_DEBUG = process.env.SANDBOX_MCP_DEBUG;
+    const isDebug = isDebugOn(process.env);
+    if (isDebug) env[DEBUG_ENV] = '1';
     // A small heap keeps each idle keeper light; it holds no data. No --disable-sigusr1: Node
     // then leaves SIGUSR1 blocked in every thread, so the keeper would never see set_sandbox_timeout's
     // SIGUSR1 and would act on a shortened deadline only at its recheck timer; its own listener
@@ -40,7 +42,7 @@ export function startKeeper(dir: string, opts: KeeperStartOpts): Promise<KeeperR
       cwd: '/',
       env,
       detached: true,
-      stdio: coverInherited(['ignore', 'ignore', process.env.SANDBOX_MCP_DEBUG ? 2 : 'ignore', 'pipe'], opts.cover),
+      stdio: coverInherited(['ignore', 'ignore', isDebug ? 2 : 'ignore', 'pipe'], opts.cover),
     });
     const pipe = child.stdio[3] as Readable;
     let text = '';
