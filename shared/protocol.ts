@@ -452,9 +452,14 @@ export function describeIssue(error: z.core.$ZodError, input: unknown, shownName
       what = 'does not match any allowed shape';
       break;
     case 'custom': {
-      const params = issue.params as { maximum_bytes?: unknown; exactly_one_of?: unknown; no_nul_byte?: unknown } | undefined;
+      const params = issue.params as
+        { maximum_bytes?: unknown; exactly_one_of?: unknown; no_nul_byte?: unknown; names_directory?: unknown } | undefined;
       if (params?.no_nul_byte === true) {
         what = 'must not contain a NUL byte';
+        break;
+      }
+      if (params?.names_directory === true) {
+        what = "ends with /, which names a directory: give the file's path";
         break;
       }
       if (Array.isArray(params?.exactly_one_of)) {

@@ -127,6 +127,10 @@ describe('the tool surface', () => {
     ]) {
       expect(property(tool!, name!), `${tool}.${name}`).toContain('/tmp/a/../b is /tmp/b');
     }
+    // A file's path is told not to end in /; a directory's (list_files) may.
+    for (const tool of ['read_file', 'write_file', 'upload_file', 'download_file'])
+      expect(property(tool, 'path'), tool).toContain('not ending in /');
+    expect(property('list_files', 'path')).not.toContain('not ending in /');
   });
 
   it('tells the model the workflow in the initialize instructions', () => {
@@ -288,6 +292,38 @@ describe('the tool surface', () => {
     expect(names).toEqual(['directory:a', 'file:b.txt']);
     expect(listed.truncated).toBe(false);
     expect((await toolError(s.client, 'read_file', { sandbox_id: shared, path: '/nonexistent/file' })).category).toBe('not_found');
+  });
+
+  it('refuses a file path ending in / (it names a directory) naming `path`, writing nothing; list_files still takes one', async () => {
+    await ok(s.client, 'write_file', { sandbox_id: shared, path: 'slash/f.txt', content: 'kept\n' });
+    const refused: [string, Record<string, unknown>][] = [
+      ['write_file', { path: 'dir/', content: 'x' }],
+      ['write_file', { path: '/home/user/newdir/', content: 'x' }],
+      ['write_file', { path: '~/', content: 'x' }],
+      ['upload_file', { path: 'updir/', data_base64: 'eA==' }],
+      ['upload_file', { path: 'updir/', data_base64: 'eA==', append: true }],
+      ['read_file', { path: 'slash/f.txt/' }],
+      ['download_file', { path: '/home/user/slash/f.txt/' }],
+    ];
+    for (const [tool, args] of refused) {
+      const e = await toolError(s.client, tool, { sandbox_id: shared, ...args });
+      expect(e.category, `${tool} ${String(args.path)}`).toBe('invalid_argument');
+      expect(e.suggestion).toBe("field `path` ends with /, which names a directory: give the file's path");
+      expect(e.text).not.toContain(String(args.path));
+    }
+    // Nothing was written: before the check, `dir/` wrote a regular file named `dir`.
+    const home = (await ok(s.client, 'run_command', { sandbox_id: shared, command: 'ls -a ~' })).stdout.split('\n');
+    expect(home).toContain('slash');
+    for (const name of ['dir', 'newdir', 'updir']) expect(home).not.toContain(name);
+    expect((await ok(s.client, 'read_file', { sandbox_id: shared, path: 'slash/f.txt' })).content).toBe('kept\n');
+
+    for (const path of ['slash/', '/home/user/slash/', '~/slash/']) {
+      const listed = await ok(s.client, 'list_files', { sandbox_id: shared, path });
+      expect(
+        listed.entries.map((e: { name: string }) => e.name),
+        path,
+      ).toEqual(['f.txt']);
+    }
   });
 
   it('reads `~` and `~/…` as the home in file paths, run_command and start_task working directories', async () => {

@@ -1,7 +1,8 @@
 // The input fields run_command, run_code and start_task share, written once: the command, its
-// working directory and the exec timeout; and the sandbox path every file tool takes, with the
-// path rule told the model in the same words. The exec timeout's maximum is the task's, because a
-// call promoted by background_after goes on as a task with the call's timeout.
+// working directory and the exec timeout; and the sandbox paths the file tools take (a file's, a
+// directory's), with the path rule told the model in the same words. The exec timeout's maximum
+// is the task's, because a call promoted by background_after goes on as a task with the call's
+// timeout.
 import * as z from 'zod';
 import { LIMITS } from '../../../shared/limits.js';
 import { resolveSandboxPath, SANDBOX_HOME } from '../../providers/provider.js';
@@ -25,9 +26,18 @@ export const CommandSchema = noNulByte(z.string().min(1).max(LIMITS.commandMaxCh
 /** The path rule (provider.ts resolveSandboxPath), as a field description tells it. */
 export const PATH_RULE_TEXT = `~ and relative paths resolve against the sandbox home (${SANDBOX_HOME}); . and .. are normalised away (/tmp/a/../b is /tmp/b, ~/x/.. is the home).`;
 
-/** A file path in a sandbox, as every file tool takes it. */
-export const PathSchema = noNulByte(z.string().min(1).max(PATH_MAX_CHARS)).describe(
-  `Path of the file or directory in the sandbox: ${PATH_RULE_TEXT}`,
+/**
+ * The path of a file in a sandbox, as read_file, write_file, upload_file and download_file take
+ * it. A trailing / names a directory (POSIX refuses `echo x > dir/`), and the path rule would drop
+ * it and write a file named `dir`: refused with the other input checks, naming the field.
+ */
+export const FilePathSchema = noNulByte(z.string().min(1).max(PATH_MAX_CHARS))
+  .refine((s) => !s.endsWith('/'), { params: { names_directory: true } })
+  .describe(`Path of the file in the sandbox (not ending in /, which names a directory): ${PATH_RULE_TEXT}`);
+
+/** The path of a directory in a sandbox, as list_files takes it (a trailing / is welcome). */
+export const DirectoryPathSchema = noNulByte(z.string().min(1).max(PATH_MAX_CHARS)).describe(
+  `Path of the directory in the sandbox: ${PATH_RULE_TEXT}`,
 );
 
 /** An optional working directory, resolved by the sandbox path rule. */

@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto';
 import * as z from 'zod';
 import { ProviderError } from '../../providers/provider-error.js';
-import { PathSchema } from './command-fields.js';
+import { DirectoryPathSchema, FilePathSchema } from './command-fields.js';
 import { DefaultSandboxIdSchema, defineTool, intIn, renewIfOwned, resolveSandbox, type ExtraContent } from './tool.js';
 
 const MIB = 1024 * 1024;
@@ -21,7 +21,7 @@ const readFile = defineTool({
   title: 'Read text file',
   description:
     'Read a text file as UTF-8 (at most 1 MiB; `truncated` is set beyond, use download_file to page). Binary files are refused: use download_file.',
-  input: z.strictObject({ path: PathSchema, sandbox_id: DefaultSandboxIdSchema }),
+  input: z.strictObject({ path: FilePathSchema, sandbox_id: DefaultSandboxIdSchema }),
   output: z.strictObject({ path: z.string(), content: z.string(), size: z.number().int(), truncated: z.boolean() }),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
   async run(args, ctx) {
@@ -43,7 +43,7 @@ const writeFile = defineTool({
   title: 'Write text file',
   description: 'Write UTF-8 text to a file, replacing it and creating parent directories.',
   input: z.strictObject({
-    path: PathSchema,
+    path: FilePathSchema,
     content: z
       .string()
       .max(UPLOAD_CAP_BYTES)
@@ -77,7 +77,7 @@ const listFiles = defineTool({
   title: 'List files',
   description: 'List a directory (depth 1-5, default 1), at most 1000 entries (`truncated` set beyond).',
   input: z.strictObject({
-    path: PathSchema,
+    path: DirectoryPathSchema,
     sandbox_id: DefaultSandboxIdSchema,
     depth: intIn(1, 5).default(1).describe('How many levels to list: 1 (default) is the directory itself, up to 5.'),
   }),
@@ -103,7 +103,7 @@ const uploadFile = defineTool({
     "For larger files send chunks in order with append=true after the first. Returns the bytes written, the file's size after the write and the sha256 of this chunk " +
     '(as download_file does), so each chunk can be verified; compare size before retrying an append.',
   input: z.strictObject({
-    path: PathSchema,
+    path: FilePathSchema,
     data_base64: z
       .string()
       .max(Math.ceil(UPLOAD_CAP_BYTES / 3) * 4)
@@ -149,7 +149,7 @@ const downloadFile = defineTool({
     'Read bytes of a file as base64 (from offset, length 1 B-4 MiB, default 1 MiB), with the file size, eof and the sha256 of this chunk. ' +
     'A whole PNG, JPEG, GIF or WebP image of at most 1 MiB also comes back as an image content block.',
   input: z.strictObject({
-    path: PathSchema,
+    path: FilePathSchema,
     sandbox_id: DefaultSandboxIdSchema,
     offset: z
       .number()
