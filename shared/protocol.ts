@@ -459,7 +459,7 @@ export function describeIssue(error: z.core.$ZodError, input: unknown, shownName
         break;
       }
       if (params?.names_directory === true) {
-        what = "ends with /, which names a directory: give the file's path";
+        what = "names a directory (it ends in /, . or ..): give the file's path";
         break;
       }
       if (Array.isArray(params?.exactly_one_of)) {

@@ -294,12 +294,15 @@ describe('the tool surface', () => {
     expect((await toolError(s.client, 'read_file', { sandbox_id: shared, path: '/nonexistent/file' })).category).toBe('not_found');
   });
 
-  it('refuses a file path ending in / (it names a directory) naming `path`, writing nothing; list_files still takes one', async () => {
+  it('refuses a file path ending in /, . or .. (it names a directory) naming `path`, writing nothing; list_files still takes one', async () => {
     await ok(s.client, 'write_file', { sandbox_id: shared, path: 'slash/f.txt', content: 'kept\n' });
     const refused: [string, Record<string, unknown>][] = [
       ['write_file', { path: 'dir/', content: 'x' }],
       ['write_file', { path: '/home/user/newdir/', content: 'x' }],
       ['write_file', { path: '~/', content: 'x' }],
+      ['write_file', { path: 'dotdir/.', content: 'x' }],
+      ['write_file', { path: 'dotdir/x/..', content: 'x' }],
+      ['write_file', { path: '.', content: 'x' }],
       ['upload_file', { path: 'updir/', data_base64: 'eA==' }],
       ['upload_file', { path: 'updir/', data_base64: 'eA==', append: true }],
       ['read_file', { path: 'slash/f.txt/' }],
@@ -308,13 +311,14 @@ describe('the tool surface', () => {
     for (const [tool, args] of refused) {
       const e = await toolError(s.client, tool, { sandbox_id: shared, ...args });
       expect(e.category, `${tool} ${String(args.path)}`).toBe('invalid_argument');
-      expect(e.suggestion).toBe("field `path` ends with /, which names a directory: give the file's path");
-      expect(e.text).not.toContain(String(args.path));
+      expect(e.suggestion).toBe("field `path` names a directory (it ends in /, . or ..): give the file's path");
+      // Never echoed (`.` alone would be found in any text).
+      if (String(args.path).length > 1) expect(e.text).not.toContain(String(args.path));
     }
     // Nothing was written: before the check, `dir/` wrote a regular file named `dir`.
     const home = (await ok(s.client, 'run_command', { sandbox_id: shared, command: 'ls -a ~' })).stdout.split('\n');
     expect(home).toContain('slash');
-    for (const name of ['dir', 'newdir', 'updir']) expect(home).not.toContain(name);
+    for (const name of ['dir', 'newdir', 'updir', 'dotdir']) expect(home).not.toContain(name);
     expect((await ok(s.client, 'read_file', { sandbox_id: shared, path: 'slash/f.txt' })).content).toBe('kept\n');
 
     for (const path of ['slash/', '/home/user/slash/', '~/slash/']) {

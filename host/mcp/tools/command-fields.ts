@@ -28,12 +28,16 @@ export const PATH_RULE_TEXT = `~ and relative paths resolve against the sandbox 
 
 /**
  * The path of a file in a sandbox, as read_file, write_file, upload_file and download_file take
- * it. A trailing / names a directory (POSIX refuses `echo x > dir/`), and the path rule would drop
- * it and write a file named `dir`: refused with the other input checks, naming the field.
+ * it. A trailing /, or a last name . or .., names a directory (POSIX refuses `echo x > dir/`), and
+ * the path rule would normalise it away and write a file named `dir`: refused with the other input
+ * checks, naming the field.
  */
 export const FilePathSchema = noNulByte(z.string().min(1).max(PATH_MAX_CHARS))
-  .refine((s) => !s.endsWith('/'), { params: { names_directory: true } })
-  .describe(`Path of the file in the sandbox (not ending in /, which names a directory): ${PATH_RULE_TEXT}`);
+  .refine((s) => !NAMES_DIRECTORY.test(s), { params: { names_directory: true } })
+  .describe(`Path of the file in the sandbox (not ending in /, . or .., which name a directory): ${PATH_RULE_TEXT}`);
+
+/** A path whose spelling names a directory: a trailing /, or a last name . or .. */
+const NAMES_DIRECTORY = /(?:\/|(?:^|\/)\.\.?)$/;
 
 /** The path of a directory in a sandbox, as list_files takes it (a trailing / is welcome). */
 export const DirectoryPathSchema = noNulByte(z.string().min(1).max(PATH_MAX_CHARS)).describe(
