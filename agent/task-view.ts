@@ -1,8 +1,10 @@
 // What start, get and cancel return: the observed state plus one page of each log.
 import { closeSync, fstatSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { LIMITS } from '../shared/limits.js';
 import type { TaskState, TaskView } from '../shared/protocol.js';
 import type { TaskStatus } from '../shared/status.js';
+import { AgentFailure } from './errors.js';
 import { TASK_FILES } from './paths.js';
 import { hasNoSpaceLeft } from './no-space.js';
 import { isSameLiveProcess } from './proc.js';
@@ -143,6 +145,29 @@ export function logSizes(dir: string): [number, number] {
     }
   };
   return [size(TASK_FILES.stdout), size(TASK_FILES.stderr)];
+}
+
+/**
+ * Refuses (invalid_request) an offset past its log's current end. Logs only grow and every next
+ * offset is at most the log's size, so such an offset is a caller's mistake; reading from it
+ * would skip the bytes before it unseen once the log grows past it. Called before anything acts
+ * (a wait, a signal), so a refused request waits for nothing and changes nothing. An offset at
+ * the log cap stays valid: no log grows past the cap, so it reads nothing, ever (a view of the
+ * state alone, as the host asks for one).
+ */
+export function refuseOffsetsPastEnd(dir: string, page: PageOpts): void {
+  const [out, err] = logSizes(dir);
+  refusePastEnd('stdout', page.stdoutOffset, out);
+  refusePastEnd('stderr', page.stderrOffset, err);
+}
+
+function refusePastEnd(stream: 'stdout' | 'stderr', offset: number, size: number): void {
+  if (offset <= size || offset >= LIMITS.streamCapBytes) return;
+  // The size is ours to tell; the caller's offset is not repeated.
+  throw new AgentFailure(
+    'invalid_request',
+    `\`${stream}_offset\` is past the end of ${stream} (${size} bytes so far): pass a previous ${stream}_next_offset`,
+  );
 }
 
 /** Assembles the task view from an observation and a page of each log (logs read after the status). */

@@ -4,7 +4,7 @@
 import type { TaskView } from '../../shared/protocol.js';
 import type { TaskStatus } from '../../shared/status.js';
 import { hasLiveGroupMembers, isSameLiveProcess, readProcStat, signalGroup } from '../proc.js';
-import { buildView, observeTask, type ObservedTask, type PageOpts } from '../task-view.js';
+import { buildView, observeTask, refuseOffsetsPastEnd, type ObservedTask, type PageOpts } from '../task-view.js';
 import { sleep, type Timings } from '../timing.js';
 import { existingTaskDir } from './task-dir.js';
 
@@ -21,6 +21,8 @@ export interface CancelWatcher {
 /** Cancels a running task and returns the confirmed outcome, or `running`/`unknown` with an error saying why not. */
 export async function cancelTask(opts: CancelOpts, timings: Timings, watcher?: CancelWatcher): Promise<TaskView> {
   const dir = existingTaskDir(opts.taskId);
+  // Before any signal: a request refused for its offsets stops nothing.
+  refuseOffsetsPastEnd(dir, opts);
   const observed = observeTask(dir);
   if (observed.state === 'running') {
     watcher?.noteCancel(opts.taskId);

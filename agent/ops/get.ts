@@ -3,7 +3,7 @@
 import { LIMITS } from '../../shared/limits.js';
 import type { TaskView } from '../../shared/protocol.js';
 import { TASK_FILES } from '../paths.js';
-import { buildView, logSizes, observeTask, type ObservedTask, type PageOpts } from '../task-view.js';
+import { buildView, logSizes, observeTask, refuseOffsetsPastEnd, type ObservedTask, type PageOpts } from '../task-view.js';
 import type { Timings } from '../timing.js';
 import { existingTaskDir } from './task-dir.js';
 import { watchDirChanges } from '../dir-changes.js';
@@ -14,9 +14,14 @@ export interface GetOpts extends PageOpts {
   waitS: number;
 }
 
-/** Returns the task view; waits up to waitS for new output or a state change while the task runs. */
+/**
+ * Returns the task view; waits up to waitS for new output or a state change while the task runs.
+ * An offset past its log's end is refused at once (see refuseOffsetsPastEnd).
+ */
 export async function getTask(opts: GetOpts, timings: Timings): Promise<TaskView> {
   const dir = existingTaskDir(opts.taskId);
+  // Before the wait: a waiting get on an offset past the end would only wait to skip output.
+  refuseOffsetsPastEnd(dir, opts);
   let observed = observeTask(dir);
   if (opts.waitS > 0 && !isWorthReturning(dir, observed, opts)) {
     observed = await waitForChange(dir, opts, Date.now() + opts.waitS * 1000, timings.pollMs * 4);

@@ -9,6 +9,7 @@ import { PROTOCOL_VERSION, TASK_STATES, type TaskView } from '../../shared/proto
 import type { ServerDeps } from '../mcp/server-deps.js';
 import type { SandboxRef } from '../providers/sandbox-ref.js';
 import { completeCharacters } from '../util/utf8-pages.js';
+import { UsageError } from './args.js';
 
 /** Exit statuses of `logs` beyond the task's own exit code (documented in --help and the README). */
 export const LOGS_EXIT = {
@@ -158,6 +159,14 @@ async function readLogs(
   let offset = opts.from;
   let waitS = 0;
   try {
+    // The agent refuses an offset past the stream's end (it would skip output unseen), naming the
+    // protocol's field: asked here first, the refusal names --from.
+    if (opts.from > 0) {
+      const size = (await get(LIMITS.streamCapBytes, 0))[`${opts.stream}_size`];
+      if (opts.from > size) {
+        throw new UsageError(`--from is past the end of ${opts.stream} (${size} bytes so far): pass an offset logs --json printed`);
+      }
+    }
     // As get_task: the sandbox's own secrets join the masking before any output is shown.
     await deps.masker.learn(opts.sandbox.qualified, () => provider.getEnvironment(opts.sandbox.id));
     for (;;) {

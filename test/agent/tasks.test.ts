@@ -219,6 +219,47 @@ describe('pages', () => {
   });
 });
 
+describe('offsets past the end', () => {
+  it("refuses an offset past its log's end, naming the field and the size but not the offset, at once for a waiting get, stopping nothing for a cancel; at the end or the cap, an empty page", async () => {
+    const w = world();
+    const { task_id: id } = await start(w, 'printf hello; printf E >&2; sleep 300');
+    await waitFor(async () => {
+      const v = await callView(w, { protocol: 1, op: 'get', task_id: id });
+      return v.stdout_size === 5 && v.stderr_size === 1;
+    }, 'the output');
+    const pastEnd = async (request: Record<string, unknown>, stream: 'stdout' | 'stderr', size: number) => {
+      const res = await call(w, { protocol: 1, task_id: id, ...request });
+      expect(res).toMatchObject({
+        ok: false,
+        error: {
+          code: 'invalid_request',
+          message: `\`${stream}_offset\` is past the end of ${stream} (${size} bytes so far): pass a previous ${stream}_next_offset`,
+        },
+      });
+      expect(JSON.stringify(res)).not.toContain('4242');
+    };
+    await pastEnd({ op: 'get', stdout_offset: 4242 }, 'stdout', 5);
+    // A waiting get too: it is refused before its wait, never after one.
+    await pastEnd({ op: 'get', stderr_offset: 4242, wait_s: 30 }, 'stderr', 1);
+    await pastEnd({ op: 'cancel', stdout_offset: 0, stderr_offset: 4242, limit: 10 }, 'stderr', 1);
+    // At each log's end: an empty page, the same next offsets; the refused cancel stopped nothing.
+    expect(await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: 5, stderr_offset: 1 })).toMatchObject({
+      state: 'running',
+      stdout: '',
+      stderr: '',
+      stdout_next_offset: 5,
+      stderr_next_offset: 1,
+    });
+    // At the cap (no log grows past it): the state alone, as the host asks for it.
+    const cap = LIMITS.streamCapBytes;
+    expect(await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: cap, stderr_offset: cap })).toMatchObject({
+      stdout: '',
+      stdout_next_offset: cap,
+    });
+    await callView(w, { protocol: 1, op: 'cancel', task_id: id });
+  });
+});
+
 describe('exit codes and group cleanup', () => {
   it('reports a nonzero exit as failed with its exit code', async () => {
     const w = world();

@@ -134,6 +134,12 @@ describe('e2b through MCP (against the fake)', () => {
     expect(residentStarts(mark)).toEqual([]);
     expect(lifetimeCalls(e2b.fake, callsMark)).toEqual([]);
     expect(await ok(b.client, 'get_task', handle)).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'from-b\n' });
+    // The same agent decides offsets here: at the end an empty page, past it a refusal naming the field.
+    expect(await ok(b.client, 'get_task', { ...handle, stdout_offset: 7 })).toMatchObject({ stdout: '', stdout_next_offset: 7 });
+    expect(await toolError(b.client, 'get_task', { ...handle, stdout_offset: 8 })).toMatchObject({
+      category: 'invalid_argument',
+      suggestion: '`stdout_offset` is past the end of stdout (7 bytes so far): pass a previous stdout_next_offset',
+    });
     await ok(b.client, 'kill_sandbox', { sandbox_id: withTask.sandbox_id });
   });
 

@@ -112,6 +112,19 @@ describe('reconnectable tasks through MCP', () => {
       return ps.stdout.trim() === '2';
     }, 'both sleeps to run');
 
+    // An offset past a stream's end (nothing printed: 0 bytes) is refused, naming the field, at
+    // once for a waiting get; a cancel refused for it stops nothing.
+    const pastEnd = (stream: 'stdout' | 'stderr') => ({
+      category: 'invalid_argument',
+      code: 'invalid_request',
+      suggestion: `\`${stream}_offset\` is past the end of ${stream} (0 bytes so far): pass a previous ${stream}_next_offset`,
+    });
+    expect(await toolError(s.client, 'get_task', { ...handle, stdout_offset: 1000, wait: 30 })).toMatchObject(pastEnd('stdout'));
+    const refused = await toolError(s.client, 'cancel_task', { ...handle, stderr_offset: 1000 });
+    expect(refused).toMatchObject(pastEnd('stderr'));
+    expect(refused.text).not.toContain('1000');
+    expect((await ok(s.client, 'get_task', handle)).state).toBe('running');
+
     const cancelled = await ok(s.client, 'cancel_task', handle);
     expect(cancelled.state).toBe('cancelled');
     const ps = await ok(s.client, 'run_command', { command: "pgrep -f 'sleep 100[12]' || echo none" });
@@ -165,6 +178,13 @@ describe('reconnectable tasks through MCP', () => {
     expect(view.state).toBe('failed');
     expect(view.exit_code).toBe(3);
     expect(view.stderr).toBe('oops\n');
+    // Exactly at the end: an empty page, the next offset unchanged. One byte past it: refused.
+    const handle = { sandbox_id: sb.sandbox_id, task_id: task.task_id };
+    expect(await ok(s.client, 'get_task', { ...handle, stderr_offset: 5 })).toMatchObject({ stderr: '', stderr_next_offset: 5, stderr_size: 5 });
+    expect(await toolError(s.client, 'get_task', { ...handle, stderr_offset: 6 })).toMatchObject({
+      category: 'invalid_argument',
+      suggestion: '`stderr_offset` is past the end of stderr (5 bytes so far): pass a previous stderr_next_offset',
+    });
     await ok(s.client, 'kill_sandbox', {});
   });
 });
