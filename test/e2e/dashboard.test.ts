@@ -33,6 +33,9 @@ const TICKER =
   'echo "token is $MY_API_TOKEN"; i=0; while :; do i=$((i+1)); echo "tick $i"; ' +
   'if [ -f /tmp/go ]; then echo "MARKER after load"; rm -f /tmp/go; fi; sleep 0.2; done';
 
+/** More than the 1 MiB a log keeps, then a last line that only the stream's kept end can show. */
+const SPEW = 'head -c 1200000 /dev/zero | tr "\\0" a; echo THE-END';
+
 const stateDir = tempStateDir();
 const tokensDir = mkdtempSync(join(tmpdir(), 'sandbox-mcp-tokens-'));
 const tokensFile = join(tokensDir, 'tokens');
@@ -172,6 +175,41 @@ describe('the dashboard (sandbox-mcp http)', () => {
     await page.locator('#stdout').getByText('MARKER after load').waitFor();
     expect(await page.evaluate(() => (globalThis as any).mark)).toBe(42);
     await page.screenshot({ path: screenshotPath('dashboard') });
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
+  it('a stream over the 1 MiB cap shows its first MiB, a marked gap, and its real end', async () => {
+    const spew = await ok(mcp.alice, 'start_task', { sandbox_id: ids.a1, command: SPEW });
+    await expect
+      .poll(async () => (await ok(mcp.alice, 'get_task', { sandbox_id: ids.a1, task_id: spew.task_id, wait: 5 })).state, {
+        timeout: 30_000,
+      })
+      .toBe('succeeded');
+    const { context, page, errors } = await freshPage();
+    await signIn(page, TOKENS.alice);
+    await page.locator(`tr[data-sandbox="${ids.a1}"]`).click();
+    await page.locator(`#tasks tr[data-task="${spew.task_id}"]`).click();
+    await page.locator('#stdout').getByText('THE-END').waitFor({ timeout: 30_000 });
+    const gap = page.locator('#stdout .gap');
+    expect(await gap.textContent()).toContain('more than 1 MiB');
+    expect(await gap.textContent()).toContain('not kept (how many is not known)');
+    // The log's first MiB, the gap, then the end (the kept end is 32 KiB of it).
+    const [head, tail] = await page.locator('#stdout').evaluate((pre: any) => {
+      const gapEl = pre.querySelector('.gap');
+      const text = (nodes: any[]) => nodes.map((n) => n.textContent).join('');
+      const nodes = [...pre.childNodes];
+      return [text(nodes.slice(0, nodes.indexOf(gapEl))), text(nodes.slice(nodes.indexOf(gapEl) + 1))];
+    });
+    expect(head).toBe('a'.repeat(1024 * 1024));
+    expect(tail).toBe(`${'a'.repeat(32 * 1024 - 'THE-END\n'.length)}THE-END\n`);
+    const size = (await page.locator('#stdout-size').textContent())!;
+    expect(size).toContain("the stream's last 32 KiB are shown after the gap");
+    expect(size).not.toContain('the rest was not kept');
+    await page.screenshot({ path: screenshotPath('dashboard-tail-end') });
+    await gap.evaluate((el: any) => el.scrollIntoView({ block: 'center' }));
+    expect(await gap.isVisible()).toBe(true);
+    await page.screenshot({ path: screenshotPath('dashboard-tail-gap') });
     expect(errors).toEqual([]);
     await context.close();
   });

@@ -26,6 +26,9 @@ const TICKER =
   'echo "token is $MY_API_TOKEN"; i=0; while :; do i=$((i+1)); echo "tick $i"; echo "err $i" >&2; ' +
   'if [ -f /tmp/go ]; then echo "MARKER after load"; rm -f /tmp/go; fi; sleep 0.2; done';
 
+/** More than the 1 MiB a log keeps, then a last line that only the stream's kept end can show. */
+const SPEW = 'head -c 1200000 /dev/zero | tr "\\0" a; echo THE-END';
+
 const stateDir = tempStateDir();
 let server: HttpServer;
 let proxy: Server;
@@ -166,6 +169,39 @@ describe('the MCP App task view', () => {
     expect(stdout).not.toContain('\uFFFD');
     expect([...stdout.matchAll(/é/g)]).toHaveLength(40000);
     expect(await view.locator('#stdout-size').textContent()).toMatch(/of 1 MiB$/);
+  });
+
+  it('a stream over the 1 MiB cap shows its first MiB, a marked gap and its real end, followed or as one get_task page', async () => {
+    const { result, view } = await callWithView('start_task', { sandbox_id: sandboxId, command: SPEW });
+    // The view follows only while on screen: below the earlier views, it is not yet.
+    await view.owner().scrollIntoViewIfNeeded();
+    await view.locator('body[data-state=succeeded][data-following=false]').waitFor({ timeout: 30_000 });
+    const gap = view.locator('#stdout .gap');
+    expect(await gap.textContent()).toContain('more than 1 MiB');
+    expect(await gap.textContent()).toContain('not kept (how many is not known)');
+    const stdout = (await view.locator('#stdout').textContent())!;
+    expect(stdout.startsWith('a'.repeat(1024 * 1024) + (await gap.textContent())!)).toBe(true);
+    expect(stdout.endsWith('aaaTHE-END\n')).toBe(true);
+    const size = (await view.locator('#stdout-size').textContent())!;
+    expect(size).toContain("the stream's last 32 KiB are shown after the gap");
+    expect(size).not.toContain('the rest was not kept');
+    await gap.evaluate((el: any) => el.scrollIntoView({ block: 'center' }));
+    expect(await gap.isVisible()).toBe(true);
+    await page.screenshot({ path: screenshotPath('task-view-tail-gap') });
+
+    // get_task's page that reaches the end of the log carries the end too: shown without Follow.
+    const got = await callWithView('get_task', {
+      sandbox_id: sandboxId,
+      task_id: result.structuredContent.task_id,
+      stdout_offset: 1024 * 1024,
+      wait: 0,
+    });
+    expect(got.result.structuredContent.stdout_tail).toMatch(/THE-END\n$/);
+    await got.view.locator('#follow').waitFor();
+    expect(await got.view.locator('#stdout .gap').count()).toBe(1);
+    expect(await got.view.locator('#stdout').textContent()).toMatch(/not known\) ⋯a+THE-END\n$/);
+    expect(await got.view.locator('#stdout-size').textContent()).toContain('shown after the gap');
+    await page.screenshot({ path: screenshotPath('task-view-tail-get'), fullPage: true });
   });
 
   it('a get_task result is shown as it is until Follow; a finished run_command shows its result and follows nothing', async () => {

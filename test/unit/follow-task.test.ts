@@ -4,7 +4,7 @@
 // everything is shown, and the end only once the task ended and both streams were read.
 import { describe, expect, it } from 'vitest';
 import type { TaskView } from '../../shared/protocol.js';
-import { followTask, type PageAsk } from '../../host/util/follow-task.js';
+import { cutNote, followTask, type PageAsk } from '../../host/util/follow-task.js';
 
 const TASK = '0123456789abcdef0123456789abcdef';
 
@@ -12,17 +12,24 @@ const TASK = '0123456789abcdef0123456789abcdef';
 function source(limit: number) {
   const streams = { stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
   let state: TaskView['state'] = 'running';
+  /** A capped stream's kept end: sent, as the agent does, once the task ended and a page reaches the end of its log. */
+  const tails: Partial<Record<'stdout' | 'stderr', string>> = {};
   const asks: PageAsk[] = [];
   const page = (s: 'stdout' | 'stderr', offset: number) => streams[s].subarray(offset, offset + limit);
   return {
     streams,
+    tails,
     asks,
     setState: (next: TaskView['state']) => (state = next),
     async read(ask: PageAsk): Promise<TaskView> {
       asks.push(ask);
       const out = page('stdout', ask.stdout_offset);
       const err = page('stderr', ask.stderr_offset);
+      const tailOf = (s: 'stdout' | 'stderr', next: number) =>
+        tails[s] !== undefined && state !== 'running' && next >= streams[s].length ? { [`${s}_tail`]: tails[s] } : {};
       return {
+        ...tailOf('stdout', ask.stdout_offset + out.length),
+        ...tailOf('stderr', ask.stderr_offset + err.length),
         task_id: TASK,
         state,
         exit_code: state === 'running' ? null : 0,
@@ -34,8 +41,8 @@ function source(limit: number) {
         stderr_next_offset: ask.stderr_offset + err.length,
         stdout_size: streams.stdout.length,
         stderr_size: streams.stderr.length,
-        stdout_truncated: false,
-        stderr_truncated: false,
+        stdout_truncated: tails.stdout !== undefined,
+        stderr_truncated: tails.stderr !== undefined,
       };
     },
   };
@@ -61,6 +68,7 @@ describe('followTask', () => {
         return src.read(ask);
       },
       append: (s, text) => (shown[s] += text),
+      appendTail: () => expect.unreachable('no stream was capped'),
       onView: (v) => views.push(v),
       waitS: 25,
       isStopped: () => false,
@@ -93,6 +101,7 @@ describe('followTask', () => {
         return src.read(ask);
       },
       append: (s, text) => (shown[s] += text),
+      appendTail: () => expect.unreachable('no stream was capped'),
       onView: () => undefined,
       waitS: 25,
       isStopped: () => false,
@@ -100,6 +109,26 @@ describe('followTask', () => {
     expect(waited).toBe(1);
     expect(shown.stdout).toBe('xé');
     expect(last?.state).toBe('succeeded');
+  });
+
+  it("shows a capped stream's tail once, after all of its log, though every later page carries it again", async () => {
+    const src = source(4);
+    src.streams.stdout = Buffer.from('head');
+    src.streams.stderr = Buffer.from('0123456789ab');
+    src.tails.stdout = 'THE-END\n';
+    src.setState('succeeded');
+    const shown: string[] = [];
+    await followTask({
+      read: (ask) => src.read(ask),
+      append: (s, text) => void shown.push(`${s}:${text}`),
+      appendTail: (s, tail) => void shown.push(`${s} tail:${tail}`),
+      onView: () => undefined,
+      waitS: 25,
+      isStopped: () => false,
+    });
+    // Three reads (stderr needs them), each reaching stdout's end: one tail, right after the log.
+    expect(src.asks).toHaveLength(3);
+    expect(shown).toEqual(['stdout:head', 'stdout tail:THE-END\n', 'stderr:0123', 'stderr:4567', 'stderr:89ab']);
   });
 
   it('stops when told to, without another read', async () => {
@@ -112,11 +141,41 @@ describe('followTask', () => {
         return src.read(ask);
       },
       append: () => undefined,
+      appendTail: () => undefined,
       onView: () => undefined,
       waitS: 25,
       isStopped: () => isStopped,
     });
     expect(last).toBeNull();
     expect(src.asks).toHaveLength(1);
+  });
+});
+
+describe('cutNote', () => {
+  const capped = (state: TaskView['state'], nextOffset: number): TaskView => ({
+    task_id: TASK,
+    state,
+    exit_code: null,
+    started_at: 1,
+    finished_at: null,
+    stdout: '',
+    stderr: '',
+    stdout_next_offset: nextOffset,
+    stderr_next_offset: 0,
+    stdout_size: 1024 * 1024,
+    stderr_size: 0,
+    stdout_truncated: true,
+    stderr_truncated: false,
+  });
+
+  it('says where a capped stream was cut and whether its end is shown, and nothing of a stream that fits', () => {
+    expect(cutNote(capped('succeeded', 1024 * 1024), 'stderr', false)).toBe('');
+    expect(cutNote(capped('succeeded', 1024 * 1024), 'stdout', true)).toBe(
+      " — cut at the 1 MiB cap; the stream's last 32 KiB are shown after the gap",
+    );
+    expect(cutNote(capped('running', 1024 * 1024), 'stdout', false)).toContain('shown once the task has ended');
+    expect(cutNote(capped('succeeded', 65536), 'stdout', false)).toContain('come with the page that reaches the end of the log');
+    // Ended, the log read to its end, and no tail came: the supervisor could not keep one.
+    expect(cutNote(capped('succeeded', 1024 * 1024), 'stdout', false)).toBe(' — cut at the 1 MiB cap: the rest was not kept');
   });
 });

@@ -4,7 +4,7 @@
 // output are only ever inserted as text, never as HTML.
 import { LIMITS } from '../../../shared/limits.js';
 import type { TaskState, TaskSummary, TaskView } from '../../../shared/protocol.js';
-import { followTask, STREAMS, type PageAsk, type Stream } from '../../util/follow-task.js';
+import { cutNote, followTask, STREAMS, TAIL_GAP_TEXT, TAIL_GAP_TITLE, type PageAsk, type Stream } from '../../util/follow-task.js';
 import type { Overview, OverviewSandbox } from '../overview.js';
 
 const CSRF_KEY = 'sandbox-mcp-csrf';
@@ -272,16 +272,21 @@ function renderOutputState(v: TaskView): void {
   $('output-state').replaceChildren(stateText(v.state), v.exit_code === null ? '' : `  exit code ${v.exit_code}`);
   $('output-state').dataset.state = v.state;
   for (const s of STREAMS) {
-    const cut = v[`${s}_truncated`] ? ` — cut at the ${CAP_TEXT} cap: the rest was not kept` : '';
-    $(`${s}-size`).textContent = `${bytes(v[`${s}_size`])} of ${CAP_TEXT}${cut}`;
+    const note = cutNote(v, s, $(s).querySelector('.gap') !== null);
+    $(`${s}-size`).textContent = `${bytes(v[`${s}_size`])} of ${CAP_TEXT}${note}`;
   }
 }
 
-function append(stream: Stream, text: string): void {
+function append(stream: Stream, ...parts: (Node | string)[]): void {
   const pre = $(stream);
   const isAtEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-  pre.append(text);
+  pre.append(...parts);
   if (isAtEnd) pre.scrollTop = pre.scrollHeight;
+}
+
+/** A capped stream's end after its log, across the marked gap. */
+function appendTail(stream: Stream, tail: string): void {
+  append(stream, h('span', { class: 'gap', title: TAIL_GAP_TITLE }, TAIL_GAP_TEXT), tail);
 }
 
 /** One page of the task's output: get_task's own result, masked as it masks it. */
@@ -317,6 +322,7 @@ function selectTask(taskId: string | null): void {
   followTask({
     read: (ask) => readOutput(sandboxId, taskId, ask, ctl.signal),
     append,
+    appendTail,
     onView: renderOutputState,
     waitS: WAIT_S,
     isStopped: () => ctl.signal.aborted,

@@ -8,7 +8,7 @@ import { App, applyDocumentTheme, applyHostStyleVariables } from '@modelcontextp
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { LIMITS } from '../../../shared/limits.js';
 import type { TaskView } from '../../../shared/protocol.js';
-import { followTask, STREAMS, type PageAsk, type Stream } from '../../util/follow-task.js';
+import { cutNote, followTask, STREAMS, TAIL_GAP_TEXT, TAIL_GAP_TITLE, type PageAsk, type Stream } from '../../util/follow-task.js';
 
 /** A waiting get_task stays well under hosts' usual 60 s request timeout. */
 const WAIT_S = 25;
@@ -43,28 +43,32 @@ function showState(state: TaskView['state'] | 'finished', text: string): void {
   document.body.dataset.state = state; // for tests and host styling
 }
 
-function renderView(
-  v: Pick<
-    TaskView,
-    'state' | 'exit_code' | 'started_at' | 'finished_at' | 'stdout_size' | 'stderr_size' | 'stdout_truncated' | 'stderr_truncated'
-  >,
-): void {
+function renderView(v: TaskView): void {
   showState(v.state, STATE_TEXT[v.state]);
   $('exit').textContent = v.exit_code === null ? '–' : String(v.exit_code);
   const end = v.finished_at ?? Math.floor(Date.now() / 1000);
   $('duration').textContent = v.started_at === null ? '–' : `${Math.max(0, end - v.started_at)} s`;
   for (const s of STREAMS) {
-    const cut = v[`${s}_truncated`] ? ` — cut at the ${CAP_TEXT} cap: the rest was not kept` : '';
-    $(`${s}-size`).textContent = `${formatBytes(v[`${s}_size`])} of ${CAP_TEXT}${cut}`;
+    const note = cutNote(v, s, $(s).querySelector('.gap') !== null);
+    $(`${s}-size`).textContent = `${formatBytes(v[`${s}_size`])} of ${CAP_TEXT}${note}`;
   }
   $('cancel').hidden = v.state !== 'running' || !$('confirm').hidden;
 }
 
-function append(stream: Stream, text: string): void {
+function append(stream: Stream, ...parts: (Node | string)[]): void {
   const pre = $(stream);
   const isAtEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-  pre.append(text);
+  pre.append(...parts);
   if (isAtEnd) pre.scrollTop = pre.scrollHeight;
+}
+
+/** A capped stream's end after its log, across the marked gap (text only). */
+function appendTail(stream: Stream, tail: string): void {
+  const gap = document.createElement('span');
+  gap.className = 'gap';
+  gap.title = TAIL_GAP_TITLE;
+  gap.textContent = TAIL_GAP_TEXT;
+  append(stream, gap, tail);
 }
 
 function showError(message: string): void {
@@ -118,6 +122,7 @@ function follow(): void {
   following = followTask({
     read: readPage,
     append,
+    appendTail,
     onView: renderView,
     waitS: WAIT_S,
     isStopped: () => isTornDown,
@@ -163,14 +168,19 @@ app.ontoolresult = (result) => {
   handle = { sandbox_id: sc.sandbox_id, task_id: sc.task_id };
   $('task').textContent = `${sc.sandbox_id} · task ${sc.task_id}`;
   const view = sc as TaskView;
-  renderView(view);
   if (isGetTask) {
-    // One view per get_task call: show this page as it is; following is the reader's choice.
-    append('stdout', view.stdout);
-    append('stderr', view.stderr);
+    // One view per get_task call: show this page as it is (with a capped stream's end, where it
+    // reached the end of the log); following is the reader's choice.
+    for (const s of STREAMS) {
+      append(s, view[s]);
+      const tail = view[`${s}_tail`];
+      if (tail !== undefined) appendTail(s, tail);
+    }
+    renderView(view);
     $('follow').hidden = false;
     return;
   }
+  renderView(view);
   follow();
 };
 app.ontoolcancelled = () => showError('The call was cancelled.');
