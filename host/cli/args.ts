@@ -119,8 +119,11 @@ Watching agents (no running server needed; ids as the tools return them, e.g. lo
         Print a task's output. At the end its state goes to stderr. Exit status: the task's
         exit code once it ended (0 while it still runs, without --follow), 124 timed out,
         125 cancelled, 123 outcome unknown, 130 stopped following with Ctrl-C (never the task).
+        A stream over the 1 MiB cap: once the task has ended, its last 32 KiB follow its first
+        MiB, after a gap line on stderr.
         --json: JSON Lines, {"stream","offset","text"} per piece of output (offset: the byte
-        it starts at, for --from), then {"state","exit_code","next_offset"} (none after Ctrl-C).
+        it starts at, for --from), {"stream","tail"} for such a stream's last 32 KiB, then
+        {"state","exit_code","next_offset"} (none after Ctrl-C).
   sandbox-mcp shell <sandbox_id> [-- command...]
         An interactive terminal in the sandbox, as run_command's user and environment, on a
         fresh pseudo-terminal (yours is never handed in); exits with the shell's status. A

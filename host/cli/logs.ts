@@ -2,12 +2,15 @@
 // printing as it grows — by long-polling the agent's `get` (wait_s), never a busy loop — until the
 // task ends; then the final state goes to stderr and the exit status tells the outcome. Ctrl-C
 // ends the in-flight get (its exec), never the task. Output is masked as get_task masks it.
-// With --json the same reading prints JSON Lines: one object per piece of output, then the end.
+// A stream cut at the cap ends, once the task has ended, with its kept end (get's tail) after a
+// marked gap, as get_task and the dashboard show it.
+// With --json the same reading prints JSON Lines: one object per piece of output, the tail, then the end.
 import * as z from 'zod';
 import { LIMITS } from '../../shared/limits.js';
 import { PROTOCOL_VERSION, TASK_STATES, type TaskView } from '../../shared/protocol.js';
 import type { ServerDeps } from '../mcp/server-deps.js';
 import type { SandboxRef } from '../providers/sandbox-ref.js';
+import { CAP_TEXT, TAIL_GAP_TEXT, TAIL_TEXT } from '../util/follow-task.js';
 import { completeCharacters } from '../util/utf8-pages.js';
 import { UsageError } from './args.js';
 
@@ -41,6 +44,16 @@ export const LogsChunkSchema = z.strictObject({
 });
 export type LogsChunk = z.infer<typeof LogsChunkSchema>;
 
+/**
+ * The line of `logs --json` after the chunks of a stream cut at the cap, once the task has ended
+ * and its log was read to the end: the stream's kept end (masked), which follows an unknown gap.
+ */
+export const LogsTailSchema = z.strictObject({
+  stream: z.enum(['stdout', 'stderr']),
+  tail: z.string(),
+});
+export type LogsTail = z.infer<typeof LogsTailSchema>;
+
 /** The last line of `logs --json`: the task's state, its exit code, and the offset to resume from (--from). */
 export const LogsEndSchema = z.strictObject({
   state: z.enum(TASK_STATES),
@@ -49,8 +62,8 @@ export const LogsEndSchema = z.strictObject({
 });
 export type LogsEnd = z.infer<typeof LogsEndSchema>;
 
-/** Any line `logs --json` prints: chunks, then one end (none when following was stopped with Ctrl-C). */
-export const LogsLineSchema = z.union([LogsChunkSchema, LogsEndSchema]);
+/** Any line `logs --json` prints: chunks, at most one tail, then one end (none when following was stopped with Ctrl-C). */
+export const LogsLineSchema = z.union([LogsChunkSchema, LogsTailSchema, LogsEndSchema]);
 export type LogsLine = z.infer<typeof LogsLineSchema>;
 
 /** Where `logs` writes: stdout (waiting while it is full), and its own lines for people (stderr). */
@@ -63,8 +76,11 @@ export interface LogsIo {
   json: boolean;
 }
 
-/** How reading ended: the last view read and the offset after the last byte printed; null when stopped with Ctrl-C. */
-type ReadOutcome = { view: TaskView; nextOffset: number } | null;
+/**
+ * How reading ended: the last view read, the offset after the last byte printed and the stream's
+ * kept end (masked; null where there is none to print); null when stopped with Ctrl-C.
+ */
+type ReadOutcome = { view: TaskView; nextOffset: number; tail: string | null } | null;
 
 // A get's exec may take its wait plus this before it counts as broken.
 const CALL_SLACK_S = 30;
@@ -96,12 +112,12 @@ export function logsEnd(view: Pick<TaskView, 'state' | 'exit_code'>, nextOffset:
   return { state: view.state, exit_code: view.exit_code, next_offset: nextOffset };
 }
 
-/** The line that ends `logs` on stderr. */
-export function endLine(view: TaskView, stream: 'stdout' | 'stderr', follow: boolean): string {
+/** The line that ends `logs` on stderr; `isTailPrinted`: the stream's kept end was printed after the gap. */
+export function endLine(view: TaskView, stream: 'stdout' | 'stderr', follow: boolean, isTailPrinted: boolean): string {
   const id = `task ${view.task_id}`;
-  const truncationNote = view[`${stream}_truncated`]
-    ? ` (its ${stream} reached the ${LIMITS.streamCapBytes / 1024 / 1024} MiB cap: the rest was not kept)`
-    : '';
+  // No tail came: an older agent, or a supervisor that could not keep the stream's end.
+  const rest = isTailPrinted ? `the stream's last ${TAIL_TEXT} were printed after the gap` : 'the rest was not kept';
+  const truncationNote = view[`${stream}_truncated`] ? ` (its ${stream} reached the ${CAP_TEXT} cap: ${rest})` : '';
   switch (view.state) {
     case 'running':
       return `${id} is still running${follow ? '' : ' (--follow keeps printing until it ends)'}`;
@@ -124,8 +140,16 @@ export async function followLogs(deps: Pick<ServerDeps, 'providers' | 'agent' | 
     if (!io.json) io.note(`stopped following; task ${opts.taskId} keeps running`);
     return LOGS_EXIT.interrupted;
   }
+  if (outcome.tail !== null) {
+    if (io.json) await io.write(jsonLine({ stream: opts.stream, tail: outcome.tail }));
+    else {
+      // The marker on stderr: stdout stays the stream's own bytes.
+      io.note(TAIL_GAP_TEXT);
+      await io.write(outcome.tail);
+    }
+  }
   if (io.json) await io.write(jsonLine(logsEnd(outcome.view, outcome.nextOffset)));
-  else io.note(endLine(outcome.view, opts.stream, opts.follow));
+  else io.note(endLine(outcome.view, opts.stream, opts.follow, outcome.tail !== null));
   return exitStatusFor(outcome.view);
 }
 
@@ -148,10 +172,12 @@ async function readLogs(
         task_id: opts.taskId,
         [`${opts.stream}_offset`]: offset,
         // The other stream is asked from the cap, where it never has anything: it neither fills
-        // the page nor wakes the long poll.
+        // the page nor wakes the long poll (its tail, should it have one, is not printed).
         [`${other}_offset`]: LIMITS.streamCapBytes,
         limit: LIMITS.pageMaxBytes,
         wait_s: waitS,
+        // Comes only on a page that reaches the end of an ended task's capped log (protocol minor 6).
+        tail_bytes: LIMITS.streamTailBytes,
       },
       { timeoutS: waitS + CALL_SLACK_S, signal },
     );
@@ -181,7 +207,10 @@ async function readLogs(
         waitS = 0; // more is there already
         continue;
       }
-      if (view.state !== 'running' || !opts.follow) return { view, nextOffset: offset };
+      if (view.state !== 'running' || !opts.follow) {
+        const tail = view[`${opts.stream}_tail`];
+        return { view, nextOffset: offset, tail: tail === undefined ? null : deps.masker.mask(opts.sandbox.qualified, tail) };
+      }
       if (offset < size) {
         // Only part of a character is there: wait until the stream grows past it, then read again.
         await get(size, LIMITS.waitMaxS);

@@ -31,7 +31,7 @@ function taskRows(tasks: readonly TaskSummary[], nowMs: number): Cell[][] {
       { text: t.exit_code === null ? '-' : String(t.exit_code) },
       { text: formatRelative(started, nowMs) },
       { text: started !== null && ended !== null ? formatDuration(ended - started) : '-' },
-      // `+`: the stream reached the 1 MiB cap and the rest was dropped.
+      // `+`: the stream reached the 1 MiB cap: it was longer than its log, whose size this is.
       { text: formatBytes(t.stdout_size) + (t.stdout_truncated ? '+' : '') },
       { text: formatBytes(t.stderr_size) + (t.stderr_truncated ? '+' : '') },
     ];

@@ -73,8 +73,10 @@ export async function followTask(opts: FollowOpts): Promise<TaskView | null> {
   return null;
 }
 
-const CAP_TEXT = `${LIMITS.streamCapBytes / (1024 * 1024)} MiB`;
-const TAIL_TEXT = `${LIMITS.streamTailBytes / 1024} KiB`;
+/** The stream cap for people ("1 MiB"). */
+export const CAP_TEXT = `${LIMITS.streamCapBytes / (1024 * 1024)} MiB`;
+/** The most of a capped stream's end that is kept, for people ("32 KiB"). */
+export const TAIL_TEXT = `${LIMITS.streamTailBytes / 1024} KiB`;
 
 /**
  * The marker between a capped stream's log and its tail. Only "more than the cap" is known of the

@@ -1,7 +1,7 @@
 // The operator's commands through the BUILT bin against real local sandboxes (and ls/logs/kill
 // against the e2b fake): ls for people and for scripts, logs with --follow and its exit statuses,
-// Ctrl-C that stops following but never the task, cancel, kill, the errors, and --json of logs,
-// cancel and kill.
+// a capped stream's kept end after the gap, Ctrl-C that stops following but never the task,
+// cancel, kill, the errors, and --json of logs, cancel and kill.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,11 +9,13 @@ import { loadAgentBundle } from '../../host/providers/agent-bundle.js';
 import { AgentClient } from '../../host/tasks/agent-client.js';
 import { CancelResultSchema } from '../../host/cli/cancel.js';
 import { KillResultSchema } from '../../host/cli/kill.js';
-import { LogsChunkSchema, LogsEndSchema, type LogsChunk } from '../../host/cli/logs.js';
+import { LogsChunkSchema, LogsEndSchema, LogsLineSchema, type LogsChunk } from '../../host/cli/logs.js';
 import { ListingSchema } from '../../host/tasks/listing.js';
 import { isProviderError } from '../../host/providers/provider-error.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
+import { TAIL_GAP_TEXT } from '../../host/util/follow-task.js';
+import { LIMITS } from '../../shared/limits.js';
 import { PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
 import { connectStdio, ok, serverEnv } from '../support/built-server.js';
@@ -39,7 +41,8 @@ function cli(args: string[], extraEnv: Record<string, string> = {}): Promise<Cli
     execFile(
       process.execPath,
       [HOST_JS, ...args],
-      { env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir, ...extraEnv }) },
+      // Room for a whole capped stream (1 MiB) and its tail, as JSON too.
+      { env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir, ...extraEnv }), maxBuffer: 8 * 1024 * 1024 },
       (error, stdout, stderr) => resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
@@ -183,6 +186,51 @@ describe('sandbox-mcp logs', () => {
     const now = await cli(['logs', sandboxId, running]);
     expect(now.code).toBe(0);
     expect(now.stderr).toContain('is still running (--follow keeps printing until it ends)');
+  });
+
+  it("prints a capped stream's first MiB, then its kept end after the gap (on stderr), following or not, as JSON too", async () => {
+    // More than the cap: the log keeps the first MiB, the supervisor the last 32 KiB. The task
+    // waits for a file after its first byte, so --follow is reading before the stream passes the cap.
+    const taskId = await startTask(
+      "printf b; until [ -e go-capped ]; do sleep 0.1; done; head -c 1200000 /dev/zero | tr '\\0' a; echo THE-END",
+    );
+    const stream = 'b' + 'a'.repeat(1_200_000) + 'THE-END\n';
+    const head = stream.slice(0, LIMITS.streamCapBytes);
+    const tail = stream.slice(-LIMITS.streamTailBytes);
+    const stderr = [
+      `sandbox-mcp: ${TAIL_GAP_TEXT}`,
+      `sandbox-mcp: task ${taskId} succeeded, exit code 0 (its stdout reached the 1 MiB cap: the stream's last 32 KiB were printed after the gap)`,
+      '',
+    ].join('\n');
+
+    const followed = spawnCli(['logs', sandboxId, taskId, '--follow']);
+    await waitFor(() => followed.stdout() === 'b', "the first byte on the CLI's stdout");
+    await provider.writeFile(sandboxId, 'go-capped', Buffer.alloc(0));
+    expect(await followed.exited).toBe(0);
+    expect(followed.stdout() === head + tail).toBe(true); // not toBe: a 1 MiB diff helps no one
+    expect(followed.stderr()).toBe(stderr);
+
+    const plain = await cli(['logs', sandboxId, taskId]);
+    expect(plain.code).toBe(0);
+    expect(plain.stdout.length).toBe(head.length + tail.length);
+    expect(plain.stdout === head + tail).toBe(true);
+    expect(plain.stdout.endsWith('a'.repeat(100) + 'THE-END\n')).toBe(true);
+    expect(plain.stderr).toBe(stderr);
+    expect(plain.stderr).not.toContain('the rest was not kept');
+
+    // From the cap: the log has nothing more, so only the kept end.
+    expect(await cli(['logs', sandboxId, taskId, '--from', String(LIMITS.streamCapBytes)])).toEqual({ code: 0, stdout: tail, stderr });
+
+    const json = await cli(['logs', sandboxId, taskId, '--json']);
+    expect(json).toMatchObject({ code: 0, stderr: '' });
+    const lines = json.stdout
+      .slice(0, -1)
+      .split('\n')
+      .map((l) => LogsLineSchema.parse(JSON.parse(l)));
+    expect(lines.at(-1)).toEqual({ state: 'succeeded', exit_code: 0, next_offset: LIMITS.streamCapBytes });
+    expect(lines.at(-2)).toEqual({ stream: 'stdout', tail });
+    const chunks = lines.slice(0, -2).map((l) => LogsChunkSchema.parse(l));
+    expect(chunks.map((c) => c.text).join('') === head).toBe(true);
   });
 
   it("masks the secret values of the CLI's own environment, as get_task masks the server's", async () => {

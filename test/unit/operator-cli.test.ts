@@ -13,6 +13,7 @@ import {
   LogsChunkSchema,
   LogsEndSchema,
   LogsLineSchema,
+  LogsTailSchema,
   logsEnd,
 } from '../../host/cli/logs.js';
 import { renderListing } from '../../host/cli/ls.js';
@@ -160,11 +161,15 @@ describe('logs pages and outcomes', () => {
 
   it('ends with a line that names the state and the cap', () => {
     const view = { task_id: TASK, state: 'failed', exit_code: 3, stdout_truncated: true, stderr_truncated: false } as TaskView;
-    expect(endLine(view, 'stdout', true)).toBe(
+    expect(endLine(view, 'stdout', true, true)).toBe(
+      `task ${TASK} failed, exit code 3 (its stdout reached the 1 MiB cap: the stream's last 32 KiB were printed after the gap)`,
+    );
+    // No tail came (an older agent, or a supervisor that could not keep the end).
+    expect(endLine(view, 'stdout', true, false)).toBe(
       `task ${TASK} failed, exit code 3 (its stdout reached the 1 MiB cap: the rest was not kept)`,
     );
-    expect(endLine(view, 'stderr', true)).toBe(`task ${TASK} failed, exit code 3`);
-    expect(endLine({ ...view, state: 'running' }, 'stdout', false)).toContain('--follow');
+    expect(endLine(view, 'stderr', true, false)).toBe(`task ${TASK} failed, exit code 3`);
+    expect(endLine({ ...view, state: 'running' }, 'stdout', false, false)).toContain('--follow');
   });
 });
 
@@ -253,7 +258,7 @@ describe('ls rendering', () => {
 describe('the --json shapes of logs, kill and cancel', () => {
   const sandbox = 'local:aaaa';
 
-  it('logs: one line per chunk, then the end with the offset to resume from', () => {
+  it("logs: one line per chunk, a capped stream's kept end, then the end with the offset to resume from", () => {
     const chunk = { stream: 'stdout' as const, offset: 65535, text: 'a "quoted"\nline\u2028€' };
     const line = jsonLine(chunk);
     // JSON Lines: exactly one newline, at the end, whatever the text holds.
@@ -263,8 +268,12 @@ describe('the --json shapes of logs, kill and cancel', () => {
     expect(end).toEqual({ state: 'failed', exit_code: 3, next_offset: 90_000 });
     expect(LogsEndSchema.parse(JSON.parse(jsonLine(end)))).toEqual(end);
     expect(logsEnd({ state: 'running', exit_code: null }, 0)).toEqual({ state: 'running', exit_code: null, next_offset: 0 });
-    // A line is one shape or the other, never a mix.
+    const tail = { stream: 'stdout' as const, tail: '…THE-END\n' };
+    expect(LogsTailSchema.parse(JSON.parse(jsonLine(tail)))).toEqual(tail);
+    expect(LogsLineSchema.parse(tail)).toEqual(tail);
+    // A line is one shape or another, never a mix.
     expect(LogsLineSchema.safeParse({ ...chunk, state: 'failed' }).success).toBe(false);
+    expect(LogsLineSchema.safeParse({ ...chunk, tail: 'x' }).success).toBe(false);
   });
 
   it('kill: the sandbox and that it is gone; the line for people unchanged', () => {
