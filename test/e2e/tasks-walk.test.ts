@@ -180,7 +180,11 @@ describe('reconnectable tasks through MCP', () => {
     expect(view.stderr).toBe('oops\n');
     // Exactly at the end: an empty page, the next offset unchanged. One byte past it: refused.
     const handle = { sandbox_id: sb.sandbox_id, task_id: task.task_id };
-    expect(await ok(s.client, 'get_task', { ...handle, stderr_offset: 5 })).toMatchObject({ stderr: '', stderr_next_offset: 5, stderr_size: 5 });
+    expect(await ok(s.client, 'get_task', { ...handle, stderr_offset: 5 })).toMatchObject({
+      stderr: '',
+      stderr_next_offset: 5,
+      stderr_size: 5,
+    });
     expect(await toolError(s.client, 'get_task', { ...handle, stderr_offset: 6 })).toMatchObject({
       category: 'invalid_argument',
       suggestion: '`stderr_offset` is past the end of stderr (5 bytes so far): pass a previous stderr_next_offset',
