@@ -127,7 +127,9 @@ const viewDir = join(root, 'host/mcp/task-view');
 const viewJs = (await build({ ...browser, entryPoints: [join(viewDir, 'task-view.ts')] })).outputFiles[0].text;
 // Inline in <script>: a `</script` or `<!--` inside would end or confuse the element.
 if (/<\/script|<!--/i.test(viewJs)) throw new Error('the task view bundle cannot be inlined in a <script> element');
-const viewCss = readFileSync(join(viewDir, 'task-view.css'), 'utf8');
+// Both pages that show a task's output follow it with host/util/follow-task.ts, and style what it adds alike.
+const followCss = readFileSync(join(root, 'host/util/follow-task.css'), 'utf8');
+const viewCss = readFileSync(join(viewDir, 'task-view.css'), 'utf8') + followCss;
 if (/<\/style/i.test(viewCss)) throw new Error('the task view styles cannot be inlined in a <style> element');
 const viewHtml = readFileSync(join(viewDir, 'task-view.html'), 'utf8')
   .replace(/<style>\s*\/\*CSS\*\/\s*<\/style>/, () => `<style>${viewCss}</style>`)
@@ -140,5 +142,5 @@ writeOutput(join(dist, 'task-view.html'), Buffer.from(viewHtml));
 const pageDir = join(root, 'host/dashboard/page');
 const pageJs = (await build({ ...browser, entryPoints: [join(pageDir, 'page.ts')] })).outputFiles[0].contents;
 writeOutput(join(dist, 'dashboard', 'dashboard.js'), Buffer.from(pageJs));
-writeOutput(join(dist, 'dashboard', 'dashboard.css'), readFileSync(join(pageDir, 'dashboard.css')));
+writeOutput(join(dist, 'dashboard', 'dashboard.css'), Buffer.from(readFileSync(join(pageDir, 'dashboard.css'), 'utf8') + followCss));
 writeOutput(join(dist, 'dashboard', 'index.html'), readFileSync(join(pageDir, 'index.html')));
