@@ -4,7 +4,16 @@
 // output are only ever inserted as text, never as HTML.
 import { LIMITS } from '../../../shared/limits.js';
 import type { TaskState, TaskSummary, TaskView } from '../../../shared/protocol.js';
-import { cutNote, followTask, STREAMS, TAIL_GAP_TEXT, TAIL_GAP_TITLE, type PageAsk, type Stream } from '../../util/follow-task.js';
+import {
+  CAP_TEXT,
+  cutNote,
+  followTask,
+  STREAMS,
+  TAIL_GAP_TEXT,
+  TAIL_GAP_TITLE,
+  type PageAsk,
+  type Stream,
+} from '../../util/follow-task.js';
 import type { Overview, OverviewSandbox } from '../overview.js';
 
 const CSRF_KEY = 'sandbox-mcp-csrf';
@@ -55,7 +64,6 @@ function duration(ms: number | null): string {
 
 const isoMs = (iso: string | null): number | null => (iso === null ? null : Date.parse(iso));
 const unixMs = (s: number | null): number | null => (s === null ? null : s * 1000);
-const CAP_TEXT = bytes(LIMITS.streamCapBytes).replace('.0', '');
 
 // ---- API -----------------------------------------------------------------------------------
 /** The session ended (or never began): the page shows the sign-in form. */

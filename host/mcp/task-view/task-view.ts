@@ -8,7 +8,16 @@ import { App, applyDocumentTheme, applyHostStyleVariables } from '@modelcontextp
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { LIMITS } from '../../../shared/limits.js';
 import type { TaskView } from '../../../shared/protocol.js';
-import { cutNote, followTask, STREAMS, TAIL_GAP_TEXT, TAIL_GAP_TITLE, type PageAsk, type Stream } from '../../util/follow-task.js';
+import {
+  CAP_TEXT,
+  cutNote,
+  followTask,
+  STREAMS,
+  TAIL_GAP_TEXT,
+  TAIL_GAP_TITLE,
+  type PageAsk,
+  type Stream,
+} from '../../util/follow-task.js';
 
 /** A waiting get_task stays well under hosts' usual 60 s request timeout. */
 const WAIT_S = 25;
@@ -33,8 +42,6 @@ function formatBytes(n: number): string {
   if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
   return `${(n / 1024 / 1024).toFixed(2)} MiB`;
 }
-
-const CAP_TEXT = formatBytes(LIMITS.streamCapBytes).replace('.00', '');
 
 function showState(state: TaskView['state'] | 'finished', text: string): void {
   const el = $('state');
