@@ -9,8 +9,9 @@ const O_CLOEXEC = 0o2000000;
  * Closes every descriptor above stderr that was inherited without close-on-exec. Node opens its
  * own with O_CLOEXEC, so these can only come from whoever ran us; a detached supervisor (and its
  * command) must not keep a caller's pipe open, or the caller's exec waits for the task to end.
+ * `keep`: one the caller passed on purpose (a warm supervisor's shell socket).
  */
-export function closeInheritedFds(): void {
+export function closeInheritedFds(keep?: number): void {
   let fds: string[];
   try {
     fds = readdirSync('/proc/self/fd');
@@ -19,7 +20,7 @@ export function closeInheritedFds(): void {
   }
   for (const name of fds) {
     const fd = Number(name);
-    if (!Number.isSafeInteger(fd) || fd <= 2) continue;
+    if (!Number.isSafeInteger(fd) || fd <= 2 || fd === keep) continue;
     let info: string;
     try {
       info = readFileSync(`/proc/self/fdinfo/${fd}`, 'latin1');

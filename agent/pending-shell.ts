@@ -3,18 +3,20 @@
 // start-up: about 1.6 ms of a promotable `true`, the server's default run_command. A warm
 // supervisor told what the next command's start will probably look like (its cwd, environment
 // and bounds: those of the previous one) spawns that shell while nobody waits, exactly as it would
-// spawn the command, and leaves it reading its stdin. A task whose start matches is written to it;
-// the shell then reconnects its stdin to /dev/null and execs `bash -c COMMAND` as the cold way's
-// shell does, so the command cannot tell the difference. Any other task gets the cold spawn, and
-// the pending shell is killed. Until then it belongs to the warm supervisor: end of file on its
-// stdin (the supervisor retired or died) makes it exit having run nothing.
+// spawn the command, and leaves it reading its stdin: a socket whose other end the resident holds
+// (the warm supervisor's fd 3), and the supervisor tells the resident the shell's pid on it.
+// A task whose start matches is written to it by the resident itself, right after the hand-over
+// line, so the command starts while the supervisor is still reading that line and opening its
+// logs (its output waits in the pipes); the shell then reconnects its stdin to /dev/null and execs
+// `bash -c COMMAND` as the cold way's shell does, so the command cannot tell the difference. Any
+// other task gets the cold spawn, and the pending shell is killed. End of file on its stdin (the
+// resident let the supervisor go, or died) makes it exit having run nothing.
 import type { ChildProcess } from 'node:child_process';
 import { statSync } from 'node:fs';
 import type { JobBounds } from '../shared/job-bounds.js';
 import type { FifoPipe } from './drain-pipes.js';
 import { childProcess } from './node-modules.js';
 import { readProcStat } from './proc.js';
-import type { TaskRequestFile } from './task-request.js';
 
 /** What a command's start looks like, as far as its first process is concerned (the command aside). */
 export interface CommandShape {
@@ -25,12 +27,28 @@ export interface CommandShape {
   bounds?: JobBounds;
 }
 
-/** A shell started ahead for a command of `shape`, waiting for it on its stdin. */
+/** A shell started ahead for a command of `shape`, waiting for it on its stdin (the supervisor's side). */
 export interface PendingShell {
   child: ChildProcess;
-  /** The environment it was started with (task variables applied). */
-  env: NodeJS.ProcessEnv;
   shape: CommandShape;
+}
+
+/** What the resident knows of the shell its warm supervisor started ahead. */
+export interface ReadyShell {
+  pid: number;
+  /** The shape the supervisor was told to expect. */
+  shape: CommandShape;
+}
+
+/** The warm supervisor's message on the shell's stdin socket once the shell is started: `ready <pid>`. */
+export const READY_PREFIX = 'ready ';
+
+/** What the resident needs of a start to tell whether the shell started ahead can run it. */
+export interface CommandStartOf {
+  command: string;
+  cwd: string;
+  stdin?: boolean | undefined;
+  bounds?: JobBounds | undefined;
 }
 
 /** The shell that becomes the command's shell (bash, else sh), and the first process's (sh). */
@@ -61,15 +79,18 @@ const READ_COMMAND_THEN_EXEC =
   '_sandbox_i=$((_sandbox_i + 1)); done; exec 0</dev/null; exec "$@" "$_sandbox_c"';
 
 /**
- * Spawns the shell for a command of `shape`, its stdout and stderr the `outputs` pipes' write ends
- * (the caller keeps its own until the task comes); null when none could be started.
- * `prelude` is what the cold way runs first (the bounds, the OOM score), `env` the environment.
+ * Spawns the shell for a command of `shape`, its stdin `stdinFd` (the resident's socket; node
+ * closes the source descriptor in the child once it is stdin, so no other copy reaches it), its
+ * stdout and stderr the `outputs` pipes' write ends (the caller keeps its own until the task
+ * comes); null when none could be started. `prelude` is what the cold way runs first (the bounds,
+ * the OOM score), `env` the environment.
  */
 export function spawnPendingShell(
   shape: CommandShape,
   env: NodeJS.ProcessEnv,
   shells: Shells,
   prelude: string,
+  stdinFd: number,
   outputs: readonly FifoPipe[],
 ): PendingShell | null {
   if (SHELL_VARIABLES.some((name) => name in env)) return null;
@@ -78,32 +99,40 @@ export function spawnPendingShell(
       cwd: shape.cwd,
       env,
       detached: true, // setsid: the command leads its own session and process group
-      stdio: ['pipe', outputs[0]!.writeFd, outputs[1]!.writeFd],
+      stdio: [stdinFd, outputs[0]!.writeFd, outputs[1]!.writeFd],
     });
     if (child.pid === undefined) {
       child.on('error', () => {});
       return null;
     }
-    child.stdin!.on('error', () => {}); // it died: the check before the hand-over sees it
-    return { child, env, shape };
+    return { child, shape };
   } catch {
     return null;
   }
 }
 
 /**
- * The pending shell as the task's first process, the command written to it, when the task's start
- * looks as the shell was started for and the shell is still there; else null, the shell killed.
+ * The resident's side: true when the shell started ahead can run `start` (it looks as the shell
+ * was started for, and the shell is still there, waiting), so that the command is written to it.
+ * `env` is the one the supervisor gets with the task.
  */
-export function takePendingShell(pending: PendingShell, req: TaskRequestFile, env: NodeJS.ProcessEnv): ChildProcess | null {
-  const child = pending.child;
-  if (!isMatch(pending, req, env) || !isWaiting(child.pid!)) {
-    discardPendingShell(pending);
-    return null;
-  }
-  const lines = req.command.split('\n');
-  child.stdin!.end(`${lines.length}\n${lines.join('\n')}\n`);
-  return child;
+export function isShellFor(shell: ReadyShell, start: CommandStartOf, env: Record<string, string>): boolean {
+  return (
+    start.stdin !== true &&
+    !start.command.includes('\0') && // never an argument: the cold way fails to spawn it, as it should
+    Buffer.byteLength(start.command) <= MAX_PENDING_COMMAND_BYTES &&
+    start.cwd === shell.shape.cwd &&
+    isSameBounds(start.bounds, shell.shape.bounds) &&
+    isSameEnv(env, shell.shape.env) &&
+    isSameDirectory(start.cwd, shell.pid) &&
+    isWaiting(shell.pid)
+  );
+}
+
+/** What the resident writes to the shell: the command's line count, then its lines. */
+export function commandLines(command: string): string {
+  const lines = command.split('\n');
+  return `${lines.length}\n${lines.join('\n')}\n`;
 }
 
 /** Kills the pending shell's group (it leads one, and has started nothing). */
@@ -113,19 +142,6 @@ export function discardPendingShell(pending: PendingShell): void {
   } catch {
     // gone already
   }
-  pending.child.stdin?.destroy();
-}
-
-function isMatch(pending: PendingShell, req: TaskRequestFile, env: NodeJS.ProcessEnv): boolean {
-  return (
-    req.stdin !== true &&
-    !req.command.includes('\0') && // never an argument: the cold way fails to spawn it, as it should
-    Buffer.byteLength(req.command) <= MAX_PENDING_COMMAND_BYTES &&
-    req.cwd === pending.shape.cwd &&
-    isSameDirectory(req.cwd, pending.child.pid!) &&
-    isSameBounds(req.bounds, pending.shape.bounds) &&
-    isSameEnv(env, pending.env)
-  );
 }
 
 /** The shell's working directory is still the one at `cwd` (not a directory since removed and made again). */
@@ -144,12 +160,16 @@ function isSameBounds(a: JobBounds | undefined, b: JobBounds | undefined): boole
   return a.processes === b.processes && a.openFiles === b.openFiles && a.oomScoreAdj === b.oomScoreAdj;
 }
 
-function isSameEnv(a: NodeJS.ProcessEnv, b: NodeJS.ProcessEnv): boolean {
-  const names = Object.keys(a).filter((name) => a[name] !== undefined);
-  return names.length === Object.keys(b).filter((name) => b[name] !== undefined).length && names.every((name) => a[name] === b[name]);
+function isSameEnv(a: Record<string, string>, b: Record<string, string>): boolean {
+  const names = Object.keys(a);
+  return names.length === Object.keys(b).length && names.every((name) => a[name] === b[name]);
 }
 
-/** Alive and not yet reaped: still waiting for its command (it reads nothing else). */
+/**
+ * Alive and not yet reaped: still waiting for its command (it reads nothing else). Its supervisor
+ * reaps nothing while it waits for its task (a blocking read, no event loop): a dead shell shows as
+ * a zombie until then.
+ */
 function isWaiting(pid: number): boolean {
   const stat = readProcStat(pid);
   return stat !== null && stat.state !== 'Z' && stat.state !== 'X' && stat.state !== 'x';

@@ -18,7 +18,7 @@ import { cancelTask } from './ops/cancel.js';
 import { getTask } from './ops/get.js';
 import { removeTask } from './ops/remove.js';
 import { spawnSupervisor, startNewTask, startTask, type StartOpts } from './ops/start.js';
-import { ensureTasksDir, homeDir, TASK_FILES } from './paths.js';
+import { homeDir, taskDir, TASK_FILES } from './paths.js';
 import { refuseWithoutRoom } from './process-count.js';
 import { readTail } from './task-view.js';
 import { agentBaseEnv } from './task-env.js';
@@ -225,9 +225,9 @@ function isDirectory(path: string): boolean {
 
 /** An exec's answer from its ended task: each log's head and tail within `capBytes`, the exit status, whether it timed out. */
 function finishedResult(taskId: string, view: TaskView, capBytes: number): ExecFinished {
-  const dir = join(ensureTasksDir(), taskId);
-  const out = captureStream(dir, 'stdout', capBytes);
-  const err = captureStream(dir, 'stderr', capBytes);
+  const dir = taskDir(taskId);
+  const out = captureStream(dir, 'stdout', capBytes, view.stdout_truncated);
+  const err = captureStream(dir, 'stderr', capBytes, view.stderr_truncated);
   return {
     kind: 'finished',
     exit_code: view.exit_code,
@@ -243,13 +243,14 @@ function finishedResult(taskId: string, view: TaskView, capBytes: number): ExecF
 
 /**
  * A stream's bytes as an exec's head-and-tail capture keeps them: from its log, or, where the log
- * was capped and the supervisor kept the stream's end, the log's head and that end (at most
- * LIMITS.streamTailBytes of it) with the gap between them marked.
+ * was capped (`isCapped`, as its status says) and the supervisor kept the stream's end, the log's
+ * head and that end (at most LIMITS.streamTailBytes of it) with the gap between them marked.
  */
-function captureStream(dir: string, stream: 'stdout' | 'stderr', capBytes: number): Captured {
+function captureStream(dir: string, stream: 'stdout' | 'stderr', capBytes: number, isCapped: boolean): Captured {
   const log = join(dir, stream === 'stdout' ? TASK_FILES.stdout : TASK_FILES.stderr);
   const headCap = Math.ceil(capBytes / 2);
-  const tail = readTail(dir, stream, capBytes - headCap);
+  // Only a capped log has a kept end: no file to look for otherwise.
+  const tail = isCapped ? readTail(dir, stream, capBytes - headCap) : null;
   if (!tail) return captureLog(log, capBytes);
   // Capped, the log holds far more than any result's head.
   const head = readHead(log, headCap);

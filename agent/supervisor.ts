@@ -31,7 +31,7 @@ import { isNoSpaceError } from './no-space.js';
 import { childProcess } from './node-modules.js';
 import { TASK_FILES } from './paths.js';
 import { jobBoundsText, type JobBounds } from '../shared/job-bounds.js';
-import { discardPendingShell, takePendingShell, type PendingShell, type Shells } from './pending-shell.js';
+import { discardPendingShell, type PendingShell, type Shells } from './pending-shell.js';
 import { hasLiveGroupMembers, readProcStat, signalGroup } from './proc.js';
 import type { ProcStat } from '../shared/proc-stat.js';
 import { secretValuesFromEnv } from './secret-masker.js';
@@ -74,7 +74,7 @@ interface Supervision {
   readonly madeOutputs: FifoPipe[] | null;
   /** The status reserve made before the task came (a warm supervisor's path); null: made at start-up. */
   readonly madeReserve: string | null;
-  /** Taken (or killed) when the command starts. */
+  /** The shell the resident gave the command to (a warm supervisor's); taken when the command starts, killed if it never does. */
   pending: PendingShell | null;
   /** The command's process group (its leader's pid); 0 until spawned. */
   pgid: number;
@@ -104,8 +104,13 @@ export interface MadeAhead {
   reserve: string | null;
   /** The supervisor's own /proc stat (it is the same process before and after its task came); null: not read. */
   self: ProcStat | null;
-  /** The command's first process, started ahead for a start like the last one (see pending-shell.ts); null: none. */
+  /**
+   * The command's first process, started ahead for a start like the last one, to which the
+   * resident gave this task's command (see pending-shell.ts); null: none, the command is spawned.
+   */
   pending: PendingShell | null;
+  /** The task's request as the resident wrote it, carried in its hand-over; null: read from the task directory. */
+  request: TaskRequestFile | null;
 }
 
 /** How the group leader ended. */
@@ -177,7 +182,7 @@ export function finalState(reason: TerminationReason | null, exitCode: number | 
 // --- start-up ---------------------------------------------------------------------------------
 
 function beginSupervision(dir: string, env: NodeJS.ProcessEnv, made: MadeAhead | undefined): Supervision {
-  const req = readTaskRequest(dir);
+  const req = made?.request ?? readTaskRequest(dir);
   const self = made?.self ?? readProcStat(process.pid);
   let streamEnded: () => void = () => {};
   let openStreams = 2;
@@ -236,11 +241,12 @@ function openCommandStdio(sup: Supervision): CommandStdio {
 function spawnCommand(sup: Supervision, stdio: CommandStdio): ChildProcess | null {
   const pending = sup.pending;
   sup.pending = null;
-  const taken = pending ? takePendingShell(pending, sup.req, sup.env) : null;
-  if (taken) {
+  // Already given the command by the resident (it may have run and ended already: unreaped, since
+  // the event loop has not run since the hand-over).
+  if (pending) {
     closeOwnEnds(stdio);
-    taken.on('error', (err) => debug(`child error: ${String(err)}`));
-    return taken;
+    pending.child.on('error', (err) => debug(`child error: ${String(err)}`));
+    return pending.child;
   }
   const shells = commandShells();
   let child: ChildProcess;

@@ -9,14 +9,17 @@
 // its stdin, the resident stopped or died, makes it exit); after it, it is that task's supervisor
 // like any other, detached in its own session, and reads the command's output itself. A line
 // before it may say what the next command's start will look like (the last one's cwd,
-// environment and bounds): the command's first process is then started ahead (pending-shell.ts).
+// environment and bounds): the command's first process is then started ahead (pending-shell.ts),
+// reading its stdin from a socket whose other end the resident holds, and the resident, told
+// the shell is there, writes a matching task's command to it itself, right after the hand-over.
 import type { ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, openSync, readdirSync, readSync, renameSync, statSync } from 'node:fs';
+import type { Socket } from 'node:net';
+import { closeSync, existsSync, openSync, readdirSync, readSync, renameSync, statSync, writeSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { nodeRelaunch } from '../shared/agent-runtime.js';
 import { LIMITS } from '../shared/limits.js';
 import { CappedLog } from './capped-log.js';
-import { closeFifoPipes, createFifoPipesAhead, type FifoPipe } from './drain-pipes.js';
+import { closeFifoPipes, closeQuietly, createFifoPipesAhead, type FifoPipe } from './drain-pipes.js';
 import { closeInheritedFds } from './inherited-fds.js';
 import { childProcess, net } from './node-modules.js';
 import { ensureTasksDir, stateDir } from './paths.js';
@@ -27,12 +30,35 @@ import { writeReserveFile } from './status-reserve.js';
 import { commandEnv } from './task-env.js';
 import { commandPrelude, commandShells, type MadeAhead } from './supervisor.js';
 import { watchChild, type SupervisorLauncher, type SupervisorWatch } from './ops/start.js';
-import { discardPendingShell, spawnPendingShell, type CommandShape, type PendingShell } from './pending-shell.js';
+import {
+  commandLines,
+  discardPendingShell,
+  isShellFor,
+  READY_PREFIX,
+  spawnPendingShell,
+  type CommandShape,
+  type PendingShell,
+  type ReadyShell,
+} from './pending-shell.js';
+import type { TaskRequestFile } from './task-request.js';
 
-/** The hand-over line: the task directory (under this user's tasks folder) and the command's environment. */
+/**
+ * The warm supervisor's descriptor for the socket that becomes the shell's stdin: the resident
+ * spawns it with a fourth stdio entry, a socket pair whose other end the resident keeps.
+ */
+const SHELL_SOCKET_FD = 3;
+
+/**
+ * The hand-over line: the task directory (under this user's tasks folder), the command's
+ * environment, the task's request as written there (read from the directory when absent), and
+ * whether the resident gave the command to the shell started ahead (it writes the command there
+ * right after this line).
+ */
 interface Handover {
   dir: string;
   env: Record<string, string>;
+  request?: TaskRequestFile;
+  given?: boolean;
 }
 
 /**
@@ -41,8 +67,25 @@ interface Handover {
  */
 function isHandover(value: unknown): value is Handover {
   if (typeof value !== 'object' || value === null) return false;
-  const { dir, env } = value as Record<string, unknown>;
-  return typeof dir === 'string' && isEnv(env);
+  const { dir, env, request, given } = value as Record<string, unknown>;
+  return (
+    typeof dir === 'string' &&
+    isEnv(env) &&
+    (request === undefined || isRequest(request)) &&
+    (given === undefined || typeof given === 'boolean')
+  );
+}
+
+/** The request's fields a supervisor reads before any other (the rest are optional). */
+function isRequest(value: unknown): value is TaskRequestFile {
+  if (typeof value !== 'object' || value === null) return false;
+  const r = value as Record<string, unknown>;
+  return (
+    typeof r.task_id === 'string' &&
+    typeof r.command === 'string' &&
+    typeof r.cwd === 'string' &&
+    ['timeout_s', 'grace_ms', 'drain_ms', 'poll_ms'].every((name) => typeof r[name] === 'number')
+  );
 }
 
 /** The line before a hand-over: what the next command's start will probably look like. */
@@ -69,9 +112,21 @@ function isBounds(value: unknown): boolean {
   return isCount(processes) && isCount(openFiles) && (oomScoreAdj === null || Number.isSafeInteger(oomScoreAdj));
 }
 
+/** A supervisor the resident booted, and what it knows of the shell that supervisor started ahead. */
+interface Booted {
+  child: ChildProcess;
+  /** The resident's end of the shell's stdin. */
+  shellSocket: Socket;
+  /** Set once the supervisor says its shell is started (for the shape it was told to expect). */
+  shell: ReadyShell | null;
+}
+
+/** The longest `ready <pid>` line the resident reads; anything longer is not one. */
+const READY_LINE_MAX = 64;
+
 /** The resident's side: one booted supervisor at most, handed to the next start. */
 export class WarmSupervisor {
-  private ready: ChildProcess | null = null;
+  private ready: Booted | null = null;
   private retireTimer: NodeJS.Timeout | undefined;
   /** How the last command without stdin started: the next one probably starts so too. */
   private lastShape: CommandShape | null = null;
@@ -114,10 +169,13 @@ export class WarmSupervisor {
    * The caller boots the next (prepare) once its call is answered: a node start-up beside the task
    * would slow the very call it is meant to speed up.
    */
-  readonly launch: SupervisorLauncher = (dir, env, start) => {
-    if (!start.stdin) this.lastShape = { cwd: start.cwd, env: definedOnly(env), ...(start.bounds ? { bounds: start.bounds } : {}) };
+  readonly launch: SupervisorLauncher = (dir, env, request) => {
+    const given = definedOnly(env);
+    if (!request.stdin) this.lastShape = { cwd: request.cwd, env: given, ...(request.bounds ? { bounds: request.bounds } : {}) };
     const booted = this.take();
-    return booted ? handOver(booted, dir, env) : this.cold(dir, env, start);
+    if (!booted) return this.cold(dir, env, request);
+    const isGiven = booted.shell !== null && isShellFor(booted.shell, request, given);
+    return handOver(booted, { dir, env: given, request, given: isGiven });
   };
 
   /** Boots a supervisor unless one is there (and keeps it another idle period). */
@@ -135,50 +193,85 @@ export class WarmSupervisor {
       const node = nodeRelaunch(process.execPath, ['--no-lazy', resolve(process.argv[1]!), 'supervise', '--warm']);
       child = childProcess().spawn(node.file, node.args, {
         detached: true, // its own session from the start: a task's supervisor must outlive us
-        stdio: ['pipe', 'ignore', 'ignore'],
+        stdio: ['pipe', 'ignore', 'ignore', 'pipe'], // the last: SHELL_SOCKET_FD
         cwd: '/', // pins no directory until it has a task
       });
     } catch {
       return; // no room for a process now: the next start goes the cold way
     }
+    const booted: Booted = { child, shellSocket: child.stdio[SHELL_SOCKET_FD] as Socket, shell: null };
     child.on('error', () => this.drop(child));
     child.on('exit', () => this.drop(child));
     child.stdin!.on('error', () => {});
+    booted.shellSocket.on('error', () => {});
     // Read once it has booted: its command's first process is then started for this shape.
-    if (this.lastShape) child.stdin!.write(JSON.stringify({ expect: this.lastShape } satisfies Expectation) + '\n');
+    if (this.lastShape) {
+      child.stdin!.write(JSON.stringify({ expect: this.lastShape } satisfies Expectation) + '\n');
+      awaitReadyShell(booted, this.lastShape);
+    } else booted.shellSocket.destroy();
     child.unref();
     (child.stdin as unknown as { unref?: () => void }).unref?.();
-    this.ready = child;
+    booted.shellSocket.unref();
+    this.ready = booted;
   }
 
   /** Lets the booted supervisor go (end of file on its stdin: it exits). */
   retire(): void {
     clearTimeout(this.retireTimer);
-    const child = this.ready;
+    const booted = this.ready;
     this.ready = null;
-    child?.stdin?.destroy();
+    booted?.child.stdin?.destroy();
+    booted?.shellSocket.destroy();
   }
 
-  private take(): ChildProcess | null {
-    const child = this.ready;
+  private take(): Booted | null {
+    const booted = this.ready;
     this.ready = null;
-    if (!child || child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return null;
-    return child;
+    if (!booted) return null;
+    const { child } = booted;
+    if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) return booted;
+    booted.shellSocket.destroy();
+    return null;
   }
 
   private drop(child: ChildProcess): void {
-    if (this.ready === child) this.ready = null;
+    if (this.ready?.child === child) this.ready = null;
   }
 }
 
-/** Hands the task to a booted supervisor; the watch follows it as start's own spawn would. */
-function handOver(child: ChildProcess, dir: string, env: NodeJS.ProcessEnv): SupervisorWatch {
+/** Reads the booted supervisor's `ready <pid>` line (its shell started for `shape`), then nothing more. */
+function awaitReadyShell(booted: Booted, shape: CommandShape): void {
+  const socket = booted.shellSocket;
+  let text = '';
+  const onData = (chunk: Buffer): void => {
+    text += chunk.toString('latin1');
+    const nl = text.indexOf('\n');
+    if (nl < 0 && text.length <= READY_LINE_MAX) return;
+    socket.off('data', onData);
+    socket.pause();
+    const line = nl < 0 ? '' : text.slice(0, nl);
+    const pid = line.startsWith(READY_PREFIX) ? Number(line.slice(READY_PREFIX.length)) : NaN;
+    if (Number.isSafeInteger(pid) && pid > 0) booted.shell = { pid, shape };
+  };
+  socket.on('data', onData);
+}
+
+/**
+ * Hands the task to a booted supervisor, then gives the command to its shell if `line.given`;
+ * the watch follows the supervisor as start's own spawn would. Both writes are made at once, in
+ * this order: a resident killed between them leaves a supervisor with its task whose shell reads
+ * end of file, so that the task ends (exit 125) having run nothing, never a command without one.
+ */
+function handOver(booted: Booted, line: Handover): SupervisorWatch {
+  const { child, shellSocket } = booted;
   const watch = watchChild(child);
-  const line: Handover = { dir, env: definedOnly(env) };
   const stdin = child.stdin!;
   // Not delivered (it died before reading): start records the task as failed to start.
   stdin.on('error', (err: NodeJS.ErrnoException) => (watch.spawnError = err.code ?? 'error'));
   stdin.end(JSON.stringify(line) + '\n', () => stdin.destroy());
+  // A shell that died meanwhile never reads it: its supervisor records how it ended.
+  if (line.given) shellSocket.end(commandLines(line.request!.command), () => shellSocket.destroy());
+  else shellSocket.destroy();
   return watch;
 }
 
@@ -214,7 +307,7 @@ export async function awaitHandover(): Promise<WarmTask | null> {
   // What every supervisor does first, done while nobody waits: nothing of the resident's may reach
   // the command, and the modules a supervisor spawns and drains with are loaded now (and their
   // spawn, socket and timer code run once, by createFifoPipesAhead).
-  closeInheritedFds();
+  closeInheritedFds(SHELL_SOCKET_FD);
   childProcess();
   net();
   const state = stateDir();
@@ -231,8 +324,11 @@ export async function awaitHandover(): Promise<WarmTask | null> {
   const expectation = line === null ? null : parseJson(line);
   if (isExpectation(expectation)) {
     if (outputs) pending = startPendingShell(expectation.expect, outputs);
+    if (pending) tellShellReady(pending);
     line = stdin.next();
   }
+  // The shell holds its own copy; ours must not reach the command or any helper.
+  closeQuietly(SHELL_SOCKET_FD);
   const handover = line === null ? null : parseJson(line);
   if (!isHandover(handover) || dirname(handover.dir) !== tasks) {
     if (pending) discardPendingShell(pending);
@@ -240,7 +336,25 @@ export async function awaitHandover(): Promise<WarmTask | null> {
     if (hasReserve) removeFileQuietly(reserve);
     return null;
   }
-  return { dir: handover.dir, env: handover.env, made: { outputs, reserve: hasReserve ? reserve : null, self, pending } };
+  // Not given the command: it starts the cold way, and the shell goes.
+  if (pending && handover.given !== true) {
+    discardPendingShell(pending);
+    pending = null;
+  }
+  return {
+    dir: handover.dir,
+    env: handover.env,
+    made: { outputs, reserve: hasReserve ? reserve : null, self, pending, request: handover.request ?? null },
+  };
+}
+
+/** Tells the resident the shell is started and waiting (its pid, for the resident's checks before it gives it a command). */
+function tellShellReady(pending: PendingShell): void {
+  try {
+    writeSync(SHELL_SOCKET_FD, `${READY_PREFIX}${pending.child.pid!}\n`);
+  } catch {
+    // the resident never learns of it: its next task starts the cold way, and the shell goes then
+  }
 }
 
 /** The command's first process for a start of `shape`, spawned as the task's own would be. */
@@ -250,7 +364,7 @@ function startPendingShell(shape: CommandShape, outputs: FifoPipe[]): PendingShe
   } catch {
     return null;
   }
-  return spawnPendingShell(shape, commandEnv(shape.env), commandShells(), commandPrelude(shape.bounds), outputs);
+  return spawnPendingShell(shape, commandEnv(shape.env), commandShells(), commandPrelude(shape.bounds), SHELL_SOCKET_FD, outputs);
 }
 
 /**

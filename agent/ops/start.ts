@@ -15,7 +15,7 @@ import { writeFileAtomic, writeStatus } from '../status-file.js';
 import { readStatus } from '../status-read.js';
 import type { JobBounds } from '../../shared/job-bounds.js';
 import type { TaskRequestFile } from '../task-request.js';
-import { buildView, observeTask, type PageOpts } from '../task-view.js';
+import { buildView, observeTask, type ObservedTask, type PageOpts } from '../task-view.js';
 import type { Timings } from '../timing.js';
 import { watchDirChanges, type DirChanges } from '../dir-changes.js';
 import { childProcess } from '../node-modules.js';
@@ -48,7 +48,8 @@ export async function startTask(opts: StartOpts, timings: Timings, launch: Super
   const tasks = ensureTasksDir();
   const dir = join(tasks, opts.taskId);
   const claim = claimTaskDir(tasks, dir, opts.cwd);
-  if (claim) await launchClaimed(dir, opts, claim.cwd, timings, launch);
+  let ended: ObservedTask | null = null;
+  if (claim) ended = await launchClaimed(dir, opts, claim.cwd, timings, launch);
   else {
     // An existing task (or one a concurrent start just created) is reported, never started again.
     // A directory that is still young may belong to a start in progress: give it time to report.
@@ -59,7 +60,7 @@ export async function startTask(opts: StartOpts, timings: Timings, launch: Super
       changes.close();
     }
   }
-  return buildView(opts.taskId, dir, observeTask(dir), FIRST_PAGE);
+  return buildView(opts.taskId, dir, ended ?? observeTask(dir), FIRST_PAGE);
 }
 
 /**
@@ -76,18 +77,26 @@ export async function startNewTask(
   const dir = join(tasks, opts.taskId);
   const claim = claimTaskDir(tasks, dir, opts.cwd);
   if (!claim) return null;
-  await launchClaimed(dir, opts, claim.cwd, timings, launch);
-  return buildView(opts.taskId, dir, observeTask(dir), page);
+  const ended = await launchClaimed(dir, opts, claim.cwd, timings, launch);
+  return buildView(opts.taskId, dir, ended ?? observeTask(dir), page);
 }
 
-/** Writes the request into the claimed directory, launches its supervisor and waits for its first report. */
-async function launchClaimed(dir: string, opts: StartOpts, cwd: string, timings: Timings, launch: SupervisorLauncher): Promise<void> {
-  writeRequest(dir, opts, cwd, timings);
+/**
+ * Writes the request into the claimed directory, launches its supervisor and waits for its first
+ * report; the task's end if it was seen meanwhile (a final status does not change: it need not be read again).
+ */
+async function launchClaimed(
+  dir: string,
+  opts: StartOpts,
+  cwd: string,
+  timings: Timings,
+  launch: SupervisorLauncher,
+): Promise<ObservedTask | null> {
+  const request = writeRequest(dir, opts, cwd, timings);
   // Watched before the launch: the supervisor's first status may come at once.
   const changes = watchDirChanges(dir, TASK_FILES.status);
   try {
-    const start: CommandStart = { cwd, stdin: opts.stdin, ...(opts.bounds ? { bounds: opts.bounds } : {}) };
-    await awaitFirstReport(dir, opts.taskId, launch(dir, opts.env ?? process.env, start), timings, changes);
+    return await awaitFirstReport(dir, opts.taskId, launch(dir, opts.env ?? process.env, request), timings, changes);
   } finally {
     changes.close();
   }
@@ -148,16 +157,8 @@ export interface SupervisorWatch {
   spawnError: string | undefined;
 }
 
-/** How the task's command starts, as its request says (the command aside). */
-export interface CommandStart {
-  /** Absolute, and an existing directory when the request was written. */
-  cwd: string;
-  stdin: boolean;
-  bounds?: JobBounds;
-}
-
-/** Launches the supervisor of the task in `dir` (whose request is written, `start` from it), the command getting `env`. */
-export type SupervisorLauncher = (dir: string, env: NodeJS.ProcessEnv, start: CommandStart) => SupervisorWatch;
+/** Launches the supervisor of the task in `dir` (whose request is written: `request`), the command getting `env`. */
+export type SupervisorLauncher = (dir: string, env: NodeJS.ProcessEnv, request: TaskRequestFile) => SupervisorWatch;
 
 /** Spawns the detached supervisor of the task in `dir`, sharing nothing of ours. */
 export function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv): SupervisorWatch {
@@ -196,7 +197,7 @@ export function watchChild(child: ChildProcess): SupervisorWatch {
 /**
  * Waits for the supervisor's first status (recording the failure itself when the supervisor could
  * not be spawned), then briefly for a short command to finish, so start reports that rather than
- * `running`.
+ * `running`: the ended task as observed then, else null.
  */
 async function awaitFirstReport(
   dir: string,
@@ -204,7 +205,7 @@ async function awaitFirstReport(
   supervisor: SupervisorWatch,
   timings: Timings,
   changes: DirChanges,
-): Promise<void> {
+): Promise<ObservedTask | null> {
   const isReported = await waitForStatus(dir, timings.startReportMs, () => supervisor.hasExited, changes);
   if (!isReported && supervisor.spawnError !== undefined && readStatus(dir).kind === 'missing') {
     writeStatus(dir, {
@@ -214,13 +215,15 @@ async function awaitFirstReport(
       finished_at: Math.floor(Date.now() / 1000),
       error: { code: 'spawn_failed', message: `the task supervisor could not be started (${supervisor.spawnError})` },
     });
-    return;
+    return null;
   }
   const settleAtMs = Date.now() + timings.startSettleMs;
   while (Date.now() < settleAtMs && !supervisor.hasExited) {
-    if (TERMINAL_STATES.has(observeTask(dir).state)) return;
+    const observed = observeTask(dir);
+    if (TERMINAL_STATES.has(observed.state)) return observed;
     await changes.next(Math.min(START_POLL_MS, timings.pollMs, settleAtMs - Date.now()));
   }
+  return null;
 }
 
 /** Polls until the status file exists; false if `withinMs` passed or `isHopeless()` said to stop. */

@@ -405,6 +405,8 @@ describe('a supervisor booted ahead (warm)', () => {
       '\ttab $HOME "q" \'s\' é',
       'EOF',
       'echo "pid $$ in $(pwd)"; ulimit -u; ulimit -n; cat /proc/self/oom_score_adj; readlink /proc/self/fd/0; env | LC_ALL=C sort',
+      // No descriptor of the resident's reaches the command (the socket the process started ahead read it from included).
+      'printf "fds "; ls /proc/$$/fd | tr "\\n" " "; echo',
       'printf end',
     ].join('\n');
     // The first start of this shape goes the cold way; the supervisor booted after it starts one ahead.
@@ -424,6 +426,7 @@ describe('a supervisor booted ahead (warm)', () => {
     expect(coldOut).toContain('|\n  two  spaces \\ and \\\\ backslashes \\\n\n\ttab $HOME "q" \'s\' é\n');
     expect(coldOut).toContain(`\n500\n256\n${Math.max(500, ownOomScoreAdj())}\n/dev/null\n`);
     expect(coldOut.endsWith('end')).toBe(true);
+    expect(coldOut).toMatch(/\nfds 0 1 2 \n/);
     expect([cold.exit_code, warm.exit_code, text(warm.stderr_b64)]).toEqual([0, 0, '']);
     // A start of another shape (one more variable) gets a fresh process; the one started ahead is killed.
     const next = await waitFor(() => warmOf(r).find((pid) => pid !== booted), 'the next supervisor booted ahead');
@@ -455,6 +458,15 @@ describe('a supervisor booted ahead (warm)', () => {
     expect(readStatusJson(w, id).group).toMatchObject({ pgid: lastPending });
     ok(await r.request({ protocol: 1, op: 'cancel', task_id: id }));
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'cancelled', exit_code: 137, stdout: `ready ${lastPending}\n` });
+    // One that died while it waited (killed from inside the sandbox) is not given the next command: that starts the cold way.
+    const fourth = await waitFor(() => warmOf(r).find((pid) => ![booted, next, last].includes(pid)), 'one more supervisor booted');
+    const deadPending = await waitFor(() => pendingOf(fourth), 'its first process started ahead');
+    process.kill(deadPending, 'SIGKILL');
+    await waitFor(() => !isRunning(deadPending), 'the process started ahead killed');
+    const afterDeath = await promotable('echo "pid $$ $EXTRA"', envOf(w, { EXTRA: 'x' }));
+    expect(afterDeath.exit_code).toBe(0);
+    expect(text(afterDeath.stdout_b64)).toMatch(/^pid \d+ x\n$/);
+    expect(text(afterDeath.stdout_b64)).not.toContain(`pid ${deadPending} `);
   });
 
   it('a resident killed -9 after handing over a start loses nothing; one still waiting exits with no task', async () => {

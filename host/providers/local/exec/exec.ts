@@ -8,7 +8,8 @@ import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath
 import { LOCAL_DETAILS } from '../errors.js';
 import { CHDIR_SCRIPT, envPrelude, exportScript } from '../launch/environment.js';
 import { LimitWatch } from '../limits/limit-watch.js';
-import { isStillAlive, type SandboxRegistry } from '../sandbox/registry.js';
+import { isStillAlive, type LiveSandbox, type SandboxRegistry } from '../sandbox/registry.js';
+import type { ResidentChannel } from '../../resident-channel.js';
 import { invalid, isNonNegativeInt, validateEnvs } from '../validation.js';
 import type { CommandRunner } from './command-runner.js';
 import { execThroughResident } from './resident-exec.js';
@@ -36,7 +37,7 @@ export class SandboxExec {
     const channel = await this.residents.channel(sb);
     if (!channel?.hello.promotable || !channel.supports('exec')) return null;
     try {
-      return await this.run(sandboxId, command, opts, opts.promote);
+      return await this.run(sandboxId, command, opts, { promote: opts.promote, sb, channel });
     } catch (e) {
       // The resident went away before it got the command: nothing ran, the caller runs it as a task.
       if (e instanceof ProviderError && e.code === 'resident_unreachable') return null;
@@ -44,11 +45,12 @@ export class SandboxExec {
     }
   }
 
+  /** `promotable`: the promotion, with the sandbox and channel execPromotable looked up already (each lookup reads /proc and the deadline). */
   private async run(
     sandboxId: string,
     command: string,
     opts: ExecOpts,
-    promote?: PromotableExecOpts['promote'],
+    promotable?: { promote: PromotableExecOpts['promote']; sb: LiveSandbox; channel: ResidentChannel },
   ): Promise<PromotableOutcome> {
     if (typeof command !== 'string' || command.includes('\0')) throw invalid('command must be a string without NUL bytes.');
     if (typeof opts.timeoutS !== 'number' || !(opts.timeoutS > 0)) throw invalid('timeout must be a positive number of seconds.');
@@ -57,9 +59,10 @@ export class SandboxExec {
     const callEnvs = validateEnvs(opts.envs, 'envs');
     const cwd = opts.cwd !== undefined ? resolveSandboxPath(opts.cwd) : undefined;
     if (opts.signal?.aborted) throw cancelledBeforeStart();
-    const sb = await this.registry.require(sandboxId);
+    const sb = promotable?.sb ?? (await this.registry.require(sandboxId));
     const role = opts.role ?? 'command';
-    const channel = await this.residents.channel(sb);
+    const channel = promotable?.channel ?? (await this.residents.channel(sb));
+    const promote = promotable?.promote;
     if (channel?.supports('exec')) {
       const outcome = await execThroughResident(sb, channel, {
         command,
