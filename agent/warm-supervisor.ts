@@ -307,7 +307,8 @@ export async function awaitHandover(): Promise<WarmTask | null> {
   // What every supervisor does first, done while nobody waits: nothing of the resident's may reach
   // the command, and the modules a supervisor spawns and drains with are loaded now (and their
   // spawn, socket and timer code run once, by createFifoPipesAhead).
-  closeInheritedFds(SHELL_SOCKET_FD);
+  // No socket (a warm supervisor started by hand, say): no shell is started ahead.
+  const shellSocket = closeInheritedFds(SHELL_SOCKET_FD) ? SHELL_SOCKET_FD : null;
   childProcess();
   net();
   const state = stateDir();
@@ -323,12 +324,12 @@ export async function awaitHandover(): Promise<WarmTask | null> {
   let pending: PendingShell | null = null;
   const expectation = line === null ? null : parseJson(line);
   if (isExpectation(expectation)) {
-    if (outputs) pending = startPendingShell(expectation.expect, outputs);
-    if (pending) tellShellReady(pending);
+    if (outputs && shellSocket !== null) pending = startPendingShell(expectation.expect, shellSocket, outputs);
+    if (pending) tellShellReady(shellSocket!, pending);
     line = stdin.next();
   }
   // The shell holds its own copy; ours must not reach the command or any helper.
-  closeQuietly(SHELL_SOCKET_FD);
+  if (shellSocket !== null) closeQuietly(shellSocket);
   const handover = line === null ? null : parseJson(line);
   if (!isHandover(handover) || dirname(handover.dir) !== tasks) {
     if (pending) discardPendingShell(pending);
@@ -349,22 +350,22 @@ export async function awaitHandover(): Promise<WarmTask | null> {
 }
 
 /** Tells the resident the shell is started and waiting (its pid, for the resident's checks before it gives it a command). */
-function tellShellReady(pending: PendingShell): void {
+function tellShellReady(socketFd: number, pending: PendingShell): void {
   try {
-    writeSync(SHELL_SOCKET_FD, `${READY_PREFIX}${pending.child.pid!}\n`);
+    writeSync(socketFd, `${READY_PREFIX}${pending.child.pid!}\n`);
   } catch {
     // the resident never learns of it: its next task starts the cold way, and the shell goes then
   }
 }
 
 /** The command's first process for a start of `shape`, spawned as the task's own would be. */
-function startPendingShell(shape: CommandShape, outputs: FifoPipe[]): PendingShell | null {
+function startPendingShell(shape: CommandShape, socketFd: number, outputs: FifoPipe[]): PendingShell | null {
   try {
     if (!statSync(shape.cwd).isDirectory()) return null;
   } catch {
     return null;
   }
-  return spawnPendingShell(shape, commandEnv(shape.env), commandShells(), commandPrelude(shape.bounds), SHELL_SOCKET_FD, outputs);
+  return spawnPendingShell(shape, commandEnv(shape.env), commandShells(), commandPrelude(shape.bounds), socketFd, outputs);
 }
 
 /**

@@ -4,6 +4,7 @@
 // its own from the first byte, the only reader of its output. Tasks are read back with per-call agents
 // (`agent.cjs call`), a process of their own, as another server would.
 import { createHash } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -19,6 +20,7 @@ import {
   worldsPerTest,
   type AgentWorld,
 } from '../support/agent-world.js';
+import { AGENT_BUNDLE } from '../support/paths.js';
 import { requireBuild } from '../support/prerequisites.js';
 import { isRunning, ppidOf, runningWith } from '../support/processes.js';
 import { startResident, type Resident } from '../support/resident-world.js';
@@ -367,6 +369,20 @@ describe('a supervisor booted ahead (warm)', () => {
     expect(warmOf(r)).toEqual([]);
     expect(isRunning(r.process.pid!)).toBe(true);
     expect(readdirSync(join(w.stateDir, 'tasks')).sort()).toEqual([first.task_id, task.task_id].sort());
+  });
+
+  it("started without the resident's socket (by hand), starts no process ahead and exits cleanly at the end of its input", () => {
+    const w = world();
+    const shape = { cwd: '/tmp', env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } };
+    // fd 3 is then one of node's own: taking it for the socket closed it under libuv (an abort).
+    const run = spawnSync(process.execPath, [AGENT_BUNDLE, 'supervise', '--warm'], {
+      env: agentEnv(w),
+      input: JSON.stringify({ expect: shape }) + '\n',
+      stdio: ['pipe', 'ignore', 'pipe'],
+      timeout: 60_000,
+    });
+    expect([run.status, run.signal]).toEqual([0, null]);
+    expect(run.stderr.toString()).toBe('');
   });
 
   it('boots the next supervisor only once requests pause for its quiet period', async () => {
