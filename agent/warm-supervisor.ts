@@ -44,9 +44,12 @@ import type { TaskRequestFile } from './task-request.js';
 
 /**
  * The warm supervisor's descriptor for the socket that becomes the shell's stdin: the resident
- * spawns it with a fourth stdio entry, a socket pair whose other end the resident keeps.
+ * spawns it with a fourth stdio entry, a socket pair whose other end the resident keeps, and says
+ * so with SHELL_SOCKET_ARG (without it, fd 3 may be one of node's own: node marks inherited
+ * descriptors close-on-exec at start-up, so nothing in /proc tells them apart).
  */
 const SHELL_SOCKET_FD = 3;
+export const SHELL_SOCKET_ARG = '--shell-socket-fd-3';
 
 /**
  * The hand-over line: the task directory (under this user's tasks folder), the command's
@@ -190,7 +193,7 @@ export class WarmSupervisor {
     try {
       // --no-lazy: compiled while it waits, not function by function on the start's critical path
       // (a promotable exec of `true` 9.6 ms instead of 18.2, for 12 ms more boot and 1.4 MiB).
-      const node = nodeRelaunch(process.execPath, ['--no-lazy', resolve(process.argv[1]!), 'supervise', '--warm']);
+      const node = nodeRelaunch(process.execPath, ['--no-lazy', resolve(process.argv[1]!), 'supervise', '--warm', SHELL_SOCKET_ARG]);
       child = childProcess().spawn(node.file, node.args, {
         detached: true, // its own session from the start: a task's supervisor must outlive us
         stdio: ['pipe', 'ignore', 'ignore', 'pipe'], // the last: SHELL_SOCKET_FD
@@ -297,7 +300,7 @@ const RESERVE_NAME = /^\.warm-(\d+)\.reserve$/;
  * until the resident hands it a task. Null at end of file or on a line that is not a task of
  * this user's (the process then exits: it was never anyone's supervisor).
  */
-export async function awaitHandover(): Promise<WarmTask | null> {
+export async function awaitHandover(hasShellSocket: boolean): Promise<WarmTask | null> {
   let tasks: string;
   try {
     tasks = ensureTasksDir();
@@ -308,7 +311,8 @@ export async function awaitHandover(): Promise<WarmTask | null> {
   // the command, and the modules a supervisor spawns and drains with are loaded now (and their
   // spawn, socket and timer code run once, by createFifoPipesAhead).
   // No socket (a warm supervisor started by hand, say): no shell is started ahead.
-  const shellSocket = closeInheritedFds(SHELL_SOCKET_FD) ? SHELL_SOCKET_FD : null;
+  const shellSocket = hasShellSocket ? SHELL_SOCKET_FD : null;
+  closeInheritedFds(shellSocket ?? undefined);
   childProcess();
   net();
   const state = stateDir();
