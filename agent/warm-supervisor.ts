@@ -173,12 +173,12 @@ export class WarmSupervisor {
    * would slow the very call it is meant to speed up.
    */
   readonly launch: SupervisorLauncher = (dir, env, request) => {
-    const given = definedOnly(env);
-    if (!request.stdin) this.lastShape = { cwd: request.cwd, env: given, ...(request.bounds ? { bounds: request.bounds } : {}) };
+    const taskEnv = definedOnly(env);
+    if (!request.stdin) this.lastShape = { cwd: request.cwd, env: taskEnv, ...(request.bounds ? { bounds: request.bounds } : {}) };
     const booted = this.take();
     if (!booted) return this.cold(dir, env, request);
-    const isGiven = booted.shell !== null && isShellFor(booted.shell, request, given);
-    return handOver(booted, { dir, env: given, request, given: isGiven });
+    const isGiven = booted.shell !== null && isShellFor(booted.shell, request, taskEnv);
+    return handOver(booted, { dir, env: taskEnv, request, given: isGiven });
   };
 
   /** Boots a supervisor unless one is there (and keeps it another idle period). */
