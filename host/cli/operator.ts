@@ -166,5 +166,15 @@ export async function runOperatorCommand(
     return await dispatch(command, line, deps);
   } finally {
     await deps.close();
+    await flushStdout();
   }
+}
+
+/**
+ * Waits until stdout has passed on everything written to it: process.exit follows, and what a slow
+ * reader had not taken yet (a full pipe: `logs` of a capped stream into `… | less`) would be lost.
+ */
+function flushStdout(): Promise<void> {
+  if (process.stdout.writableLength === 0) return Promise.resolve();
+  return new Promise((resolve) => process.stdout.write('', () => resolve()));
 }
