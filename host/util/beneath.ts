@@ -140,6 +140,24 @@ export class BeneathDir {
     }
   }
 
+  /** The directory's entry names as the bytes they are (a name need not be UTF-8). */
+  rawNames(): Buffer[] {
+    try {
+      return readdirSync(`/proc/self/fd/${this.fd}`, { encoding: 'buffer' });
+    } catch (err) {
+      throw new BeneathError(codeOf(err, 'directory'), this.path, (err as NodeJS.ErrnoException).code);
+    }
+  }
+
+  /** The target of the symlink `name` as the bytes it is (never followed). */
+  readLinkRaw(name: string): Buffer {
+    try {
+      return readlinkSync(this.at(name), { encoding: 'buffer' });
+    } catch (err) {
+      throw new BeneathError(codeOf(err, 'file'), this.childPath(name), (err as NodeJS.ErrnoException).code);
+    }
+  }
+
   /** The entry's own status (a symlink is itself), or null when there is none. */
   lstat(name: string): Stats | null {
     try {

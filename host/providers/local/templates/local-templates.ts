@@ -8,13 +8,23 @@ import type { SandboxRegistry } from '../sandbox/registry.js';
 import { listSandboxIds, readSpec } from '../sandbox/state-dir.js';
 import type { SandboxSpec } from '../sandbox/spec.js';
 import type { LocalSettings } from '../settings.js';
-import { findExecutable } from '../system/preflight.js';
+import { LOCAL_DETAILS } from '../errors.js';
+import { helpersDir, isHelperArch, readHelper } from '../launch/perl-helpers.js';
+import { findExecutable, locateTool } from '../system/preflight.js';
+import type { CopyMetaHelper } from './copy-meta.js';
 import { buildNeedsRoot, checkBuildSpec, DEBIAN_VARIANT, mmdebstrapMissing, runMmdebstrap, type DebianBuildSpec } from './debian-build.js';
 import { classifySource, fillFromSource, layerOwnersHere } from './import-root.js';
 import { badTemplateName, templateNotFound } from './refusals.js';
-import { treeSizeBytes } from './file-tree.js';
 import { snapshotChainTooLong, snapshotNeedsTemplate } from './refusals.js';
-import { assertSnapshotFits, fillFromWritableLayer, MAX_TEMPLATE_LAYERS, snapshotSizeBytes, type WritableLayerView } from './snapshot.js';
+import {
+  assertSnapshotFits,
+  fillFromWritableLayer,
+  MAX_TEMPLATE_LAYERS,
+  snapshotGrewPastCap,
+  snapshotSizeBytes,
+  snapshotStorageBytes,
+  type WritableLayerView,
+} from './snapshot.js';
 import { isStorableTemplateName, listTemplates, readTemplate, type TemplateRecord } from './store.js';
 import { claimName, ensureTemplatesDir, makeLayer, publishTemplate, readLayer, removeTemplate, sweepStale } from './store-writer.js';
 
@@ -52,7 +62,7 @@ export interface BuildOpts {
 /** The templates of one templates directory, with the sandboxes of one state directory as their users. */
 export class LocalTemplates {
   constructor(
-    private readonly settings: Pick<LocalSettings, 'templatesDir' | 'sandboxes'>,
+    private readonly settings: Pick<LocalSettings, 'templatesDir' | 'sandboxes' | 'keeperScript' | 'toolOverrides'>,
     private readonly registry: Pick<SandboxRegistry, 'inspectAll'>,
   ) {}
 
@@ -154,15 +164,17 @@ export class LocalTemplates {
     const baseRecords = baseLayers.map((id) => readLayer(this.dir, id));
     if (baseRecords.some((r) => r === undefined)) throw new ProviderError('internal', { code: 'template_layer_missing' });
     if (baseLayers.length + 1 > MAX_TEMPLATE_LAYERS) throw snapshotChainTooLong();
+    const helper = this.copyMetaHelper();
     assertSnapshotFits(this.dir, snapshotSizeBytes(layer), capBytes);
     const owners = baseRecords[0]!.owners;
     let isFrozen = false;
     let layerBytes = 0;
     const record = await this.make(name, baseLayers, async (claim) => {
       const top = await makeLayer(this.dir, claim, owners, async (root) => {
-        isFrozen = (await fillFromWritableLayer(root, layer)).isFrozen;
-        // Files may have grown since the first look.
-        assertSnapshotFits(this.dir, treeSizeBytes(root), capBytes);
+        // Files may grow past the first look: the copy is charged as it goes, and stops past the cap.
+        const used = snapshotStorageBytes(this.dir);
+        const budget = { left: capBytes - used, overCap: () => snapshotGrewPastCap(used, capBytes) };
+        isFrozen = (await fillFromWritableLayer(root, layer, { helper, budget })).isFrozen;
       });
       layerBytes = top.size_bytes;
       return {
@@ -176,6 +188,21 @@ export class LocalTemplates {
       };
     });
     return { record, layerBytes, isFrozen };
+  }
+
+  /** How a snapshot's copy runs helpers/copy-meta.pl (extended attributes, whiteouts). */
+  private copyMetaHelper(): CopyMetaHelper {
+    if (!isHelperArch(process.arch))
+      throw new ProviderError('unsupported', { code: 'arch_unsupported', detail: LOCAL_DETAILS.archUnsupported });
+    const perl = locateTool('perl', this.settings.toolOverrides);
+    if (!perl) throw new ProviderError('unavailable', { code: 'perl_missing', detail: LOCAL_DETAILS.perlMissing });
+    let text: string;
+    try {
+      text = readHelper(helpersDir(this.settings.keeperScript), 'copy-meta');
+    } catch {
+      throw new ProviderError('unavailable', { code: 'host_bundle_missing', detail: LOCAL_DETAILS.hostBundleMissing });
+    }
+    return { perl, text, arch: process.arch };
   }
 
   /**
