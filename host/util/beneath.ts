@@ -108,10 +108,24 @@ export class BeneathDir {
     return new BeneathDir(fd, '', opts.sameDevice ? fstatSync(fd).dev : null);
   }
 
-  /** Runs `fn` with this directory, then closes it whatever happens. */
+  /** Runs `fn` with this directory, then closes it whatever happens (synchronous `fn` only: see useAsync). */
   use<T>(fn: (dir: BeneathDir) => T): T {
+    let result: T;
     try {
-      return fn(this);
+      result = fn(this);
+    } finally {
+      this.close();
+    }
+    // Closed at the first await, the descriptor number could be reused by anything: refuse loudly.
+    if (typeof (result as { then?: unknown } | null)?.then === 'function')
+      throw new TypeError('BeneathDir.use: fn returned a promise; use useAsync');
+    return result;
+  }
+
+  /** Runs the asynchronous `fn` with this directory, then closes it once `fn` has settled. */
+  async useAsync<T>(fn: (dir: BeneathDir) => Promise<T>): Promise<T> {
+    try {
+      return await fn(this);
     } finally {
       this.close();
     }

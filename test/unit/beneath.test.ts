@@ -80,6 +80,16 @@ describe('a walk beneath a root', () => {
     expect(codeOf(() => BeneathDir.openRoot(root).use((r) => r.openPath('out')))).toBe('not_found');
   });
 
+  it('refuses an asynchronous fn in use (its descriptor would be closed at the first await), and useAsync keeps it open', async () => {
+    const { root } = tree('async');
+    expect(() => BeneathDir.openRoot(root).use(async () => 1)).toThrow(/useAsync/);
+    const names = await BeneathDir.openRoot(root).useAsync(async (r) => {
+      await new Promise((res) => setTimeout(res, 5));
+      return r.names();
+    });
+    expect(names).toEqual(['d']);
+  });
+
   it('never reads outside while a process swaps the directory for a symlink (bounded: 400 walks)', async () => {
     const { root, outside } = tree('race');
     // The swapper: d moved away, a symlink to outside put in its place, then back, for at most 4000 rounds.
