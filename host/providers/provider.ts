@@ -81,6 +81,9 @@ export interface SandboxMetadata {
   disk_size_mb: number | null;
 }
 
+/** A principal's name as a tokens file, a sandbox's record and a template's may hold it (also safe as an E2B metadata value). */
+export const PRINCIPAL_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
 /** Options for create; omitted options keep the provider's defaults. */
 export interface CreateOpts {
   template?: string;

@@ -21,7 +21,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod';
-import { PRINCIPAL_NAME_PATTERN } from '../../../access/principal.js';
+import { PRINCIPAL_NAME_PATTERN } from '../../provider.js';
 import { BASE_TEMPLATE } from './base-template.js';
 
 /** Template names: lowercase letters, digits, `.`, `_` and `-`, starting with a letter or digit, at most 63 characters. */
