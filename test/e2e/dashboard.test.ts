@@ -17,6 +17,7 @@ import { hashToken } from '../../host/access/tokens-file.js';
 import { OverviewSchema } from '../../host/dashboard/overview.js';
 import { launchBrowser, requireChromium, screenshotPath } from '../support/browser.js';
 import { type HttpServer, ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
+import { HOSTILE_COMMAND, HOSTILE_OUTPUT } from '../support/hostile-text.js';
 import { HOST_JS } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
@@ -335,6 +336,44 @@ describe('the dashboard (sandbox-mcp http)', () => {
     const log = serverLog();
     for (const value of [...Object.values(TOKENS), session.cookie.split('=')[1]!, session.csrf, SECRET]) expect(log).not.toContain(value);
     expect(log).toMatch(/"msg":"dashboard sign-in","via":"token","principal":"alice"/);
+  });
+
+  it("a task's hostile output (an <img onerror>, a </script>) is shown as text: no element and no handler comes from it", async () => {
+    const task = await ok(mcp.alice, 'start_task', { sandbox_id: ids.a1, command: HOSTILE_COMMAND });
+    await expect.poll(async () => (await ok(mcp.alice, 'get_task', { sandbox_id: ids.a1, task_id: task.task_id })).state).toBe('succeeded');
+    const { context, page, errors } = await freshPage();
+    await signIn(page, TOKENS.alice);
+    await page.locator(`tr[data-sandbox="${ids.a1}"]`).click();
+    await page.locator(`#tasks tr[data-task="${task.task_id}"]`).click();
+    await expect.poll(() => page.locator('#output-state').getAttribute('data-state')).toBe('succeeded');
+    for (const stream of ['#stdout', '#stderr']) {
+      expect(await page.locator(stream).textContent()).toBe(HOSTILE_OUTPUT);
+      // Text nodes only: the gap marker is the one element a stream may hold, and it is not there.
+      expect(await page.locator(stream).evaluate((pre: any) => pre.children.length)).toBe(0);
+    }
+    expect(await page.evaluate(() => (globalThis as any).document.querySelectorAll('img, #injected').length)).toBe(0);
+    expect(await page.evaluate(() => (globalThis as any).__pwned)).toBeUndefined();
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
+  it('twenty failed sign-ins are refused (429 past the limit), and the right token still signs in', async () => {
+    const signInWith = (token: string) =>
+      fetch(new URL('/api/session', base), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', origin: new URL(base).origin },
+        body: JSON.stringify({ token }),
+      });
+    const statuses: number[] = [];
+    for (let i = 0; i < 20; i++) statuses.push((await signInWith(`wrong-token-${i}-0123456789abcdef`)).status);
+    // Ten failures a minute, server-wide: twenty in a row pass it (whatever minute they start in).
+    expect(statuses).toContain(429);
+    expect(statuses.every((s) => s === 401 || s === 429)).toBe(true);
+    const right = await signInWith(TOKENS.alice);
+    expect(right.status).toBe(200);
+    expect(((await right.json()) as { principal: { name: string } }).principal.name).toBe('alice');
+    // The limit still holds for the wrong ones.
+    expect((await signInWith('wrong-token-again-0123456789abcdef')).status).toBe(429);
   });
 });
 

@@ -22,7 +22,8 @@ const snapshotSandbox = defineTool({
   description:
     "Save a sandbox's current files (the session default when sandbox_id is omitted) as a new template `name`; the sandbox keeps running. " +
     "create_sandbox with the result's `template` starts a sandbox with those files. Processes and tasks are not carried over (the result's " +
-    'note says what is). Local: only a sandbox created from a template (not base); the server caps how much snapshot storage it keeps.',
+    'note says what is). Local: only a sandbox created from a template (not base); the server caps how much snapshot storage it keeps. ' +
+    "With a tokens file, a user's snapshot is theirs alone (local: `template` is USER/NAME; a shared template's name is refused), an admin's is shared.",
   input: z.strictObject({
     sandbox_id: DefaultSandboxIdSchema,
     name: z

@@ -15,7 +15,7 @@ import type { CopyMetaHelper } from './copy-meta.js';
 import { buildNeedsRoot, checkBuildSpec, DEBIAN_VARIANT, mmdebstrapMissing, runMmdebstrap, type DebianBuildSpec } from './debian-build.js';
 import { classifySource, fillFromSource, layerOwnersHere } from './import-root.js';
 import { badTemplateName, templateNotFound } from './refusals.js';
-import { snapshotChainTooLong, snapshotNeedsTemplate } from './refusals.js';
+import { sharedTemplateNameTaken, snapshotChainTooLong, snapshotNeedsTemplate } from './refusals.js';
 import {
   assertSnapshotFits,
   fillFromWritableLayer,
@@ -25,7 +25,8 @@ import {
   snapshotStorageBytes,
   type WritableLayerView,
 } from './snapshot.js';
-import { isStorableTemplateName, listTemplates, readTemplate, type TemplateRecord } from './store.js';
+import { isStorableTemplateName, isStorableTemplateRef, listTemplates, readTemplate, templateRef, type TemplateRecord } from './store.js';
+import { definedFields } from '../../../util/defined-fields.js';
 import { claimName, ensureTemplatesDir, makeLayer, publishTemplate, readLayer, removeTemplate, sweepStale } from './store-writer.js';
 
 /** A template and the live sandboxes (unqualified ids) running on it. */
@@ -74,19 +75,19 @@ export class LocalTemplates {
   /** Every template, by name, with the live sandboxes on each. */
   async list(): Promise<TemplateDetails[]> {
     const users = await this.usersByTemplate();
-    return listTemplates(this.dir).map((t) => ({ ...t, used_by: users.get(t.name) ?? [] }));
+    return listTemplates(this.dir).map((t) => ({ ...t, used_by: users.get(templateRef(t)) ?? [] }));
   }
 
-  /** One template; not_found when there is none of that name. */
+  /** One template (by reference: `<owner>/<name>` for a user's); not_found when there is none. */
   async inspect(name: string): Promise<TemplateDetails> {
-    const record = isStorableTemplateName(name) ? readTemplate(this.dir, name) : undefined;
+    const record = isStorableTemplateRef(name) ? readTemplate(this.dir, name) : undefined;
     if (!record) throw templateNotFound();
     return { ...record, used_by: (await this.usersByTemplate()).get(name) ?? [] };
   }
 
   /** Removes a template and the layers only it listed; conflict while a live sandbox runs on it. */
   async remove(name: string): Promise<void> {
-    if (!isStorableTemplateName(name)) throw templateNotFound();
+    if (!isStorableTemplateRef(name)) throw templateNotFound();
     ensureTemplatesDir(this.dir);
     sweepStale(this.dir);
     await removeTemplate(this.dir, name, async (n) => ((await this.usersByTemplate()).get(n) ?? []).length > 0);
@@ -148,16 +149,20 @@ export class LocalTemplates {
 
   /**
    * Saves the writable layer of a running template sandbox as template `name`, on top of the
-   * layers it runs on (snapshot.ts). Refused (unsupported) for a base sandbox, and
-   * (insufficient_resources) when snapshot storage would pass `capBytes`.
+   * layers it runs on (snapshot.ts): `owner`'s own (`<owner>/<name>`) when given, else shared.
+   * Refused (unsupported) for a base sandbox, (insufficient_resources) when snapshot storage
+   * would pass `capBytes`, and (conflict) for a user's name a shared template has: that user's
+   * plain name would otherwise stop meaning the shared one.
    */
   async snapshot(
     sandbox: { id: string; template: string | undefined; layerDirs: readonly string[] | undefined },
     layer: WritableLayerView | null,
     name: string,
     capBytes: number,
+    owner?: string,
   ): Promise<{ record: TemplateRecord; layerBytes: number; isFrozen: boolean }> {
     if (!isStorableTemplateName(name)) throw badTemplateName('name');
+    if (owner !== undefined && readTemplate(this.dir, name)) throw sharedTemplateNameTaken();
     if (sandbox.template === undefined || sandbox.layerDirs === undefined || layer === null) throw snapshotNeedsTemplate();
     // The layers it runs on (their ids), as its spec recorded them: a live sandbox's template cannot be removed.
     const baseLayers = sandbox.layerDirs.map((d) => basename(dirname(d)));
@@ -169,7 +174,7 @@ export class LocalTemplates {
     const owners = baseRecords[0]!.owners;
     let isFrozen = false;
     let layerBytes = 0;
-    const record = await this.make(name, baseLayers, async (claim) => {
+    const record = await this.make(templateRef({ name, owner }), baseLayers, async (claim) => {
       const top = await makeLayer(this.dir, claim, owners, async (root) => {
         // Files may grow past the first look: the copy is charged as it goes, and stops past the cap.
         const used = snapshotStorageBytes(this.dir);
@@ -180,6 +185,7 @@ export class LocalTemplates {
       return {
         format: 1,
         name,
+        ...definedFields({ owner }),
         source: { kind: 'snapshot', sandbox_id: sandbox.id, parent: sandbox.template! },
         created_at: top.created_at,
         size_bytes: top.size_bytes + baseRecords.reduce((sum, r) => sum + r!.size_bytes, 0),
@@ -206,7 +212,7 @@ export class LocalTemplates {
   }
 
   /**
-   * Makes template `name` on top of `baseLayers`: claims the name, lets `build` make its layer and
+   * Makes template `name` (a reference) on top of `baseLayers`: claims the name, lets `build` make its layer and
    * record, publishes the record. Nothing remains of a failure.
    */
   private async make(
