@@ -179,10 +179,10 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
       await check(sandboxId);
       return (await provider.execPromotable?.(sandboxId, command, opts)) ?? null;
     },
-    async snapshot(sandboxId, name) {
+    async snapshot(sandboxId, name, opts) {
       await check(sandboxId);
       if (!provider.snapshot) throw noSnapshots();
-      return provider.snapshot(sandboxId, name);
+      return provider.snapshot(sandboxId, name, opts);
     },
     // The registry owns the provider's lifetime, not a session.
     close: async () => undefined,

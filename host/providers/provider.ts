@@ -402,6 +402,16 @@ export interface SnapshotResult {
   note: string;
 }
 
+/** How a snapshot is taken. */
+export interface SnapshotOpts {
+  /**
+   * Keep apt's downloaded package lists and .deb archives (var/lib/apt/lists/*,
+   * var/cache/apt/archives/*.deb), which a local snapshot otherwise leaves out. E2B's snapshots keep
+   * every file either way.
+   */
+  keepAptCache?: boolean;
+}
+
 /** The error of a provider that cannot snapshot sandboxes. */
 export function noSnapshots(): ProviderError {
   return new ProviderError('unsupported', { code: 'no_snapshots', detail: 'This provider cannot snapshot sandboxes.' });
@@ -493,7 +503,7 @@ export interface Provider {
    * from; the sandbox keeps running. Optional: a provider without snapshots omits it (callers
    * answer noSnapshots()). Never extends the lifetime.
    */
-  snapshot?(sandboxId: string, name: string): Promise<SnapshotResult>;
+  snapshot?(sandboxId: string, name: string, opts?: SnapshotOpts): Promise<SnapshotResult>;
   /**
    * The templates create accepts (besides its default), read now: for create_sandbox's
    * description. Optional: a provider that cannot list them omits it.

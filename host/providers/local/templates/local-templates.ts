@@ -9,12 +9,27 @@ import { listSandboxIds, readSpec } from '../sandbox/state-dir.js';
 import type { SandboxSpec } from '../sandbox/spec.js';
 import type { LocalSettings } from '../settings.js';
 import { findExecutable } from '../system/preflight.js';
-import { buildNeedsRoot, checkBuildSpec, DEBIAN_VARIANT, mmdebstrapMissing, runMmdebstrap, type DebianBuildSpec } from './debian-build.js';
+import {
+  buildNeedsRoot,
+  checkBuildSpec,
+  DEBIAN_TEMPLATE_ENV,
+  DEBIAN_VARIANT,
+  mmdebstrapMissing,
+  runMmdebstrap,
+  type DebianBuildSpec,
+} from './debian-build.js';
 import { classifySource, fillFromSource, layerOwnersHere } from './import-root.js';
 import { badTemplateName, templateNotFound } from './refusals.js';
 import { treeSizeBytes } from './file-tree.js';
 import { snapshotChainTooLong, snapshotNeedsTemplate } from './refusals.js';
-import { assertSnapshotFits, fillFromWritableLayer, MAX_TEMPLATE_LAYERS, snapshotSizeBytes, type WritableLayerView } from './snapshot.js';
+import {
+  assertSnapshotFits,
+  fillFromWritableLayer,
+  MAX_TEMPLATE_LAYERS,
+  snapshotSizeBytes,
+  type SnapshotRules,
+  type WritableLayerView,
+} from './snapshot.js';
 import { isStorableTemplateName, listTemplates, readTemplate, type TemplateRecord } from './store.js';
 import { claimName, ensureTemplatesDir, makeLayer, publishTemplate, readLayer, removeTemplate, sweepStale } from './store-writer.js';
 
@@ -132,6 +147,7 @@ export class LocalTemplates {
         size_bytes: layer.size_bytes,
         layers: [layer.id],
         owners: 'native',
+        env: { ...DEBIAN_TEMPLATE_ENV },
       };
     });
   }
@@ -146,6 +162,7 @@ export class LocalTemplates {
     layer: WritableLayerView | null,
     name: string,
     capBytes: number,
+    rules: SnapshotRules = { keepAptCache: false },
   ): Promise<{ record: TemplateRecord; layerBytes: number; isFrozen: boolean }> {
     if (!isStorableTemplateName(name)) throw badTemplateName('name');
     if (sandbox.template === undefined || sandbox.layerDirs === undefined || layer === null) throw snapshotNeedsTemplate();
@@ -154,13 +171,15 @@ export class LocalTemplates {
     const baseRecords = baseLayers.map((id) => readLayer(this.dir, id));
     if (baseRecords.some((r) => r === undefined)) throw new ProviderError('internal', { code: 'template_layer_missing' });
     if (baseLayers.length + 1 > MAX_TEMPLATE_LAYERS) throw snapshotChainTooLong();
-    assertSnapshotFits(this.dir, snapshotSizeBytes(layer), capBytes);
+    assertSnapshotFits(this.dir, snapshotSizeBytes(layer, rules), capBytes);
+    // A snapshot runs its commands as its template did (a Debian build's DEBIAN_FRONTEND).
+    const env = readTemplate(this.dir, sandbox.template)?.env;
     const owners = baseRecords[0]!.owners;
     let isFrozen = false;
     let layerBytes = 0;
     const record = await this.make(name, baseLayers, async (claim) => {
       const top = await makeLayer(this.dir, claim, owners, async (root) => {
-        isFrozen = (await fillFromWritableLayer(root, layer)).isFrozen;
+        isFrozen = (await fillFromWritableLayer(root, layer, rules)).isFrozen;
         // Files may have grown since the first look.
         assertSnapshotFits(this.dir, treeSizeBytes(root), capBytes);
       });
@@ -173,6 +192,7 @@ export class LocalTemplates {
         size_bytes: top.size_bytes + baseRecords.reduce((sum, r) => sum + r!.size_bytes, 0),
         layers: [top.id, ...baseLayers],
         owners,
+        ...(env ? { env } : {}),
       };
     });
     return { record, layerBytes, isFrozen };

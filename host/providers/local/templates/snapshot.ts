@@ -3,7 +3,8 @@
 // /var/tmp) copied into a new layer, on top of the layers the sandbox runs on. The copy keeps
 // whiteouts (a deleted file stays deleted) and opaque marks; it leaves out what is not the
 // sandbox's own — the agent runtime's mount point, the agent's install and its task directories
-// (tasks are not carried over) — and the contents of /tmp and /var/tmp. On a root server the
+// (tasks are not carried over) — the contents of /tmp and /var/tmp, and unless asked apt's
+// downloaded package lists and archives. On a root server the
 // sandbox's ids are a block of host ids: owners are shifted back to the template's own.
 // A sandbox with a workspace: /workspace is its own overlay (the person's directory under an upper
 // on the sandbox's tmpfs), not part of the writable layer. The snapshot copies that overlay's merged
@@ -46,6 +47,20 @@ export const SNAPSHOT_LEFT_OUT = [
 /** Directories a snapshot keeps, empty. */
 export const SNAPSHOT_EMPTIED = ['tmp', 'var/tmp'] as const;
 
+/**
+ * apt's downloads, which a snapshot leaves out unless asked (`keep_apt_cache`): the package lists
+ * `apt-get update` fetched (the directory kept, empty: apt makes its `partial` again) and the
+ * archives' `.deb` files (the rest of the directory kept). A sandbox from it runs `apt-get update`
+ * before installing, as on a fresh Debian image.
+ */
+export const SNAPSHOT_APT_LISTS = 'var/lib/apt/lists';
+export const SNAPSHOT_APT_ARCHIVES = 'var/cache/apt/archives';
+
+/** How a snapshot is taken: `keepAptCache` keeps apt's lists and archives. */
+export interface SnapshotRules {
+  keepAptCache: boolean;
+}
+
 /** Most layers a template may stack; a snapshot of a template with as many is refused. */
 export const MAX_TEMPLATE_LAYERS = 32;
 
@@ -57,12 +72,15 @@ export const WORKSPACE_SNAPSHOT_NOTE =
 
 /**
  * What snapshot_sandbox's result says about a local snapshot; `isFrozen`: its processes were paused
- * for the copy; `hasWorkspace`: the sandbox had a workspace, kept as files.
+ * for the copy; `hasWorkspace`: the sandbox had a workspace, kept as files; `keptAptCache`: apt's
+ * downloads were kept (keep_apt_cache).
  */
-export function localSnapshotNote(isFrozen: boolean, hasWorkspace = false): string {
+export function localSnapshotNote(isFrozen: boolean, hasWorkspace = false, keptAptCache = false): string {
   return (
     'Files only: processes and tasks are not carried over (a sandbox created from it starts with these files and nothing running), ' +
-    'nor /tmp and /var/tmp. ' +
+    (keptAptCache
+      ? 'nor /tmp and /var/tmp. '
+      : "nor /tmp and /var/tmp, nor apt's downloaded package lists and .deb archives (run apt-get update before installing; keep_apt_cache keeps them). ") +
     (isFrozen
       ? 'Its processes were paused while the files were copied, so they are as one moment left them.'
       : 'It was copied while its processes ran: a file being written at that moment may be caught half-written.') +
@@ -70,14 +88,15 @@ export function localSnapshotNote(isFrozen: boolean, hasWorkspace = false): stri
   );
 }
 
-type Rule = 'leave' | 'empty';
+/** leave: not copied; empty: the directory alone; no-debs: the directory without its `.deb` files. */
+type Rule = 'leave' | 'empty' | 'no-debs';
 interface PathNode {
   rule?: Rule;
   children: Map<string, PathNode>;
 }
 
 /** The rules; `hasWorkspace`: the upper's /workspace is a mount point, its files come from the workspace. */
-function rulesTree(hasWorkspace: boolean): PathNode {
+function rulesTree(hasWorkspace: boolean, rules: SnapshotRules): PathNode {
   const root: PathNode = { children: new Map() };
   const add = (path: string, rule: Rule) => {
     let node = root;
@@ -91,6 +110,10 @@ function rulesTree(hasWorkspace: boolean): PathNode {
   for (const p of SNAPSHOT_LEFT_OUT) add(p, 'leave');
   for (const p of SNAPSHOT_EMPTIED) add(p, 'empty');
   if (hasWorkspace) add(SNAPSHOT_WORKSPACE_DIR, 'leave');
+  if (!rules.keepAptCache) {
+    add(SNAPSHOT_APT_LISTS, 'empty');
+    add(SNAPSHOT_APT_ARCHIVES, 'no-debs');
+  }
   return root;
 }
 
@@ -110,19 +133,34 @@ function mkdirLike(path: string, st: Stats): void {
   utimesSync(path, st.atime, st.mtime);
 }
 
+/** Whether `name` in a `no-debs` directory is left out: a regular file ending in .deb. */
+function isDeb(name: string, st: Stats): boolean {
+  return st.isFile() && name.endsWith('.deb');
+}
+
 /**
  * Bytes the snapshot of `layer` would take: everything in its upper but what it leaves out and the
  * contents of the directories it empties, and its workspace's files.
  */
-export function snapshotSizeBytes(layer: Pick<WritableLayerView, 'upperDir' | 'workspaceDir'>): number {
+export function snapshotSizeBytes(
+  layer: Pick<WritableLayerView, 'upperDir' | 'workspaceDir'>,
+  rules: SnapshotRules = { keepAptCache: false },
+): number {
   const { upperDir, workspaceDir } = layer;
   let total = treeSizeBytes(upperDir) + (workspaceDir !== undefined ? treeSizeBytes(workspaceDir) : 0);
   for (const p of SNAPSHOT_LEFT_OUT) {
     const st = lstatOrNull(join(upperDir, p));
     if (st?.isDirectory()) total -= st.size + treeSizeBytes(join(upperDir, p));
   }
-  for (const p of SNAPSHOT_EMPTIED) {
+  const emptied: string[] = [...SNAPSHOT_EMPTIED, ...(rules.keepAptCache ? [] : [SNAPSHOT_APT_LISTS])];
+  for (const p of emptied) {
     if (lstatOrNull(join(upperDir, p))?.isDirectory()) total -= treeSizeBytes(join(upperDir, p));
+  }
+  if (!rules.keepAptCache && lstatOrNull(join(upperDir, SNAPSHOT_APT_ARCHIVES))?.isDirectory()) {
+    for (const name of readdirSync(join(upperDir, SNAPSHOT_APT_ARCHIVES))) {
+      const st = lstatSync(join(upperDir, SNAPSHOT_APT_ARCHIVES, name));
+      if (isDeb(name, st)) total -= st.size;
+    }
   }
   return Math.max(0, total);
 }
@@ -145,10 +183,19 @@ async function copyWithRules(from: string, to: string, node: PathNode): Promise<
     }
     if (child.rule === 'leave') continue;
     mkdirLike(join(to, name), st);
-    if (child.rule !== 'empty') await copyWithRules(join(from, name), join(to, name), child);
+    if (child.rule === 'no-debs') await copyWithoutDebs(join(from, name), join(to, name));
+    else if (child.rule !== 'empty') await copyWithRules(join(from, name), join(to, name), child);
   }
   if (plain.length === 0) return;
   const done = await runProgram('cp', ['-a', '--reflink=auto', '-t', to, '--', ...plain], { cwd: from });
+  if (done.status !== 0) throw new ProviderError('internal', { code: 'snapshot_copy_failed' });
+}
+
+/** Copies the directory `from` into the existing `to` but for its `.deb` files (apt's archives). */
+async function copyWithoutDebs(from: string, to: string): Promise<void> {
+  const kept = readdirSync(from).filter((name) => !isDeb(name, lstatSync(join(from, name))));
+  if (kept.length === 0) return;
+  const done = await runProgram('cp', ['-a', '--reflink=auto', '-t', to, '--', ...kept], { cwd: from });
   if (done.status !== 0) throw new ProviderError('internal', { code: 'snapshot_copy_failed' });
 }
 
@@ -185,11 +232,15 @@ function shiftOwners(root: string, shift: number): void {
  * Fills `root` (which does not exist yet) with the snapshot of `layer`, the sandbox's processes
  * paused where they can be. Resolves whether they were.
  */
-export async function fillFromWritableLayer(root: string, layer: WritableLayerView): Promise<{ isFrozen: boolean }> {
+export async function fillFromWritableLayer(
+  root: string,
+  layer: WritableLayerView,
+  rules: SnapshotRules = { keepAptCache: false },
+): Promise<{ isFrozen: boolean }> {
   mkdirSync(root, { mode: 0o755 });
   const thaw = await layer.freeze();
   try {
-    await copyWithRules(layer.upperDir, root, rulesTree(layer.workspaceDir !== undefined));
+    await copyWithRules(layer.upperDir, root, rulesTree(layer.workspaceDir !== undefined, rules));
     if (layer.workspaceDir !== undefined) await copyWorkspace(layer.workspaceDir, join(root, SNAPSHOT_WORKSPACE_DIR));
   } finally {
     thaw?.();
