@@ -9,7 +9,6 @@ import type { ProviderRegistry } from '../providers/registry.js';
 import { qualify, type ProviderId } from '../providers/sandbox-ref.js';
 import { MetadataSchema, qualifyMetadata } from '../providers/sandbox-metadata.js';
 import { definedFields } from '../util/defined-fields.js';
-import type { SecretMasker } from '../mcp/mask.js';
 import type { AgentClient } from './agent-client.js';
 
 /** Why a sandbox's tasks are missing from a listing: the error category, its code, what to do. */
@@ -39,11 +38,17 @@ const LIST_CALL_TIMEOUT_S = 60;
 const PAGE = 100;
 const MAX_SANDBOXES = 1000;
 
+/** What listing needs of the server's secret masker (mcp/mask.ts's SecretMasker, a layer above). */
+export interface CommandMasker {
+  learn(sandbox: string, read: () => Promise<Record<string, string>>): Promise<void>;
+  mask(sandbox: string, text: string): string;
+}
+
 /** What listing needs: the providers (scoped to a principal, or not), the agent client, and the masker for commands. */
 export interface ListingDeps {
   providers: ProviderRegistry;
   agent: AgentClient;
-  masker: SecretMasker;
+  masker: CommandMasker;
 }
 
 async function listAllSandboxes(deps: ListingDeps, provider: ProviderId) {
