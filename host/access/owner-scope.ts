@@ -182,10 +182,10 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
       await check(sandboxId);
       return (await provider.execPromotable?.(sandboxId, command, opts)) ?? null;
     },
-    async snapshot(sandboxId, name) {
+    async snapshot(sandboxId, name, opts) {
       await check(sandboxId);
       if (!provider.snapshot) throw noSnapshots();
-      return provider.snapshot(sandboxId, name, templateUser);
+      return provider.snapshot(sandboxId, name, { ...opts, ...definedFields({ owner: templateUser }) });
     },
     // The registry owns the provider's lifetime, not a session.
     close: async () => undefined,

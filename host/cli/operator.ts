@@ -132,7 +132,7 @@ async function dispatch(command: OperatorCommand, line: CommandLine, deps: Serve
     case 'snapshot': {
       const name = line.args[1] ?? '';
       if (!isStorableTemplateName(name)) throw new UsageError(`NAME must be ${TEMPLATE_NAME_RULE}`);
-      const result = await snapshotSandbox(deps, sandboxArg(line, config), name);
+      const result = await snapshotSandbox(deps, sandboxArg(line, config), name, { keepAptCache: line.keepAptCache });
       out(line.json ? JSON.stringify(result) + '\n' : snapshotLines(result));
       return OPERATOR_EXIT.ok;
     }

@@ -410,6 +410,21 @@ export interface SnapshotResult {
   note: string;
 }
 
+/** How a snapshot is taken. */
+export interface SnapshotOpts {
+  /**
+   * Keep apt's downloaded package lists and .deb archives (var/lib/apt/lists/*,
+   * var/cache/apt/archives/*.deb), which a local snapshot otherwise leaves out. E2B's snapshots keep
+   * every file either way.
+   */
+  keepAptCache?: boolean;
+  /**
+   * The user whose own template it becomes, which only that user (and the operator and admins) may
+   * see and use; omitted: shared (the operator's and admins' snapshots).
+   */
+  owner?: string;
+}
+
 /** The error of a provider that cannot snapshot sandboxes. */
 export function noSnapshots(): ProviderError {
   return new ProviderError('unsupported', { code: 'no_snapshots', detail: 'This provider cannot snapshot sandboxes.' });
@@ -499,10 +514,10 @@ export interface Provider {
   /**
    * Saves the sandbox's current files as a new template named `name`, which create can start
    * from; the sandbox keeps running. Optional: a provider without snapshots omits it (callers
-   * answer noSnapshots()). Never extends the lifetime. `owner`: the user whose own template it
-   * becomes, which only that user (and the operator and admins) may see and use; omitted: shared.
+   * answer noSnapshots()). Never extends the lifetime. `opts.owner`: the user whose own template it
+   * becomes (SnapshotOpts).
    */
-  snapshot?(sandboxId: string, name: string, owner?: string): Promise<SnapshotResult>;
+  snapshot?(sandboxId: string, name: string, opts?: SnapshotOpts): Promise<SnapshotResult>;
   /**
    * The templates create accepts (besides its default), read now: for create_sandbox's
    * description. `user`: only those that user may use (CreateOpts.templateUser); omitted: every

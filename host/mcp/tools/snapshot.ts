@@ -30,6 +30,12 @@ const snapshotSandbox = defineTool({
       .string()
       .regex(TEMPLATE_NAME_PATTERN, "lowercase letters, digits, '.', '_' and '-', starting with a letter or digit, at most 63 characters")
       .describe("The new template's name."),
+    keep_apt_cache: z
+      .boolean()
+      .optional()
+      .describe(
+        "Local: keep apt's downloaded package lists and .deb archives (var/lib/apt/lists, var/cache/apt/archives), which a snapshot leaves out by default. E2B keeps every file either way.",
+      ),
   }),
   output: SnapshotResultSchema,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
@@ -37,7 +43,7 @@ const snapshotSandbox = defineTool({
     const ref = resolveSandbox(ctx, args.sandbox_id);
     const provider = ctx.deps.providers.get(ref.provider);
     if (!provider.snapshot) throw noSnapshots();
-    const made = await provider.snapshot(ref.id, args.name);
+    const made = await provider.snapshot(ref.id, args.name, { keepAptCache: args.keep_apt_cache === true });
     return {
       result: {
         sandbox_id: ref.qualified,

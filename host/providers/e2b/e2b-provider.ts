@@ -223,7 +223,7 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     },
 
     // A control-plane call: no connection, no lifetime change.
-    snapshot: (sandboxId, name, owner) => mapped(() => createSnapshot(sandboxId, name, sdkOpts(), owner)),
+    snapshot: (sandboxId, name, opts) => mapped(() => createSnapshot(sandboxId, name, sdkOpts(), opts?.owner)),
 
     async close() {
       residents.closeAll();

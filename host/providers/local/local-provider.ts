@@ -32,6 +32,7 @@ import type {
   ReadFileResult,
   SandboxMetadata,
   SandboxWorkspace,
+  SnapshotOpts,
   SnapshotResult,
   SandboxUsage,
   TerminalOpts,
@@ -278,7 +279,7 @@ export class LocalProvider implements Provider {
   }
 
   /** Saves a running template sandbox's files as template `name` (templates/snapshot.ts). */
-  async snapshot(sandboxId: string, name: string, owner?: string): Promise<SnapshotResult> {
+  async snapshot(sandboxId: string, name: string, opts: SnapshotOpts = {}): Promise<SnapshotResult> {
     return asProviderErrors(async () => {
       const sb = await this.registry.require(sandboxId);
       const root = sb.spec.root;
@@ -289,13 +290,14 @@ export class LocalProvider implements Provider {
         root ? liveWritableLayer(sb.dir) : null,
         name,
         this.maxSnapshotStorageBytes,
-        owner,
+        opts.owner,
+        { keepAptCache: opts.keepAptCache === true },
       );
       return {
         template: templateRef(record),
         sizeBytes: layerBytes,
         createdAt: record.created_at,
-        note: localSnapshotNote(isFrozen, sb.spec.workspace !== undefined),
+        note: localSnapshotNote(isFrozen, sb.spec.workspace !== undefined, opts.keepAptCache === true),
       };
     });
   }

@@ -21,7 +21,7 @@ import { buildSandboxSpec, type SandboxSpec, type SpecWorkspace, type TemplateRo
 import { recordWorkspaceOrigin, specWorkspace } from '../rootfs/workspace.js';
 import { HostViews } from '../rootfs/host-views.js';
 import { claimIdBlock, releaseIdBlock } from '../rootfs/id-blocks.js';
-import { resolveTemplateRoot, templateShell } from '../rootfs/template-root.js';
+import { resolveTemplateRoot, templateEnv, templateShell } from '../rootfs/template-root.js';
 import { layerOwnersHere } from '../templates/import-root.js';
 import { BASE_TEMPLATE } from '../templates/base-template.js';
 import { isStorableTemplateRef, listTemplates, mayUseTemplate, resolveTemplateRef, templateRef } from '../templates/store.js';
@@ -87,7 +87,8 @@ export class SandboxCreator {
     const timeoutS = opts.timeoutS ?? this.settings.defaultTimeoutS;
     assertLifetimeS(timeoutS);
     const limits = chooseSandboxLimits(this.settings.limits, { cpu: opts.cpu, memoryMb: opts.memoryMb });
-    const envs = validateEnvs(opts.envs, 'envs');
+    // The template's own variables (a Debian build's DEBIAN_FRONTEND) first: create's envs win.
+    const envs = { ...(root ? templateEnv(this.settings.templatesDir, template) : {}), ...validateEnvs(opts.envs, 'envs') };
     const allowOut = opts.network !== undefined ? canonicalAllowOut(opts.network) : undefined;
     this.tools ??= preflight(this.settings);
     const tools = this.tools;

@@ -32,8 +32,16 @@ import type { CopyMeta } from './copy-meta.js';
 
 const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = constants;
 
-/** What a snapshot does with a path: leave it out, or keep it as an empty directory. */
-export type CopyRule = 'leave' | 'empty';
+/**
+ * What a snapshot does with a path: leave it out, keep it as an empty directory, or keep the
+ * directory without its `.deb` files (apt's archives).
+ */
+export type CopyRule = 'leave' | 'empty' | 'no-debs';
+
+/** Whether `name`, a regular file, is left out of a directory of rule `rule`: a `.deb` in a no-debs one. */
+function isLeftOutFile(rule: CopyRule | undefined, name: string, st: Stats): boolean {
+  return rule === 'no-debs' && st.isFile() && name.endsWith('.deb');
+}
 
 /** Rules by path, one node per name. */
 export interface CopyRules {
@@ -133,7 +141,7 @@ class Copier {
     for (const raw of src.rawNames()) {
       const name = raw.toString('utf8');
       if (!Buffer.from(name, 'utf8').equals(raw)) throw this.nameRefused(src.path);
-      const entry = await this.copyEntry(src, name, join(to, name), rules?.children.get(name));
+      const entry = await this.copyEntry(src, name, join(to, name), rules?.children.get(name), rules?.rule);
       if (entry) made.push(entry);
       if (performance.now() - this.lastYield > YIELD_EVERY_MS) {
         await nextTurn();
@@ -143,10 +151,16 @@ class Copier {
     await this.finish(src, made);
   }
 
-  private async copyEntry(src: BeneathDir, name: string, dest: string, rules: CopyRules | undefined): Promise<Made | null> {
+  private async copyEntry(
+    src: BeneathDir,
+    name: string,
+    dest: string,
+    rules: CopyRules | undefined,
+    parentRule: CopyRule | undefined,
+  ): Promise<Made | null> {
     const st = src.lstat(name);
     // Removed since the listing: the copy is of the moment each entry is reached.
-    if (!st) return null;
+    if (!st || isLeftOutFile(parentRule, name, st)) return null;
     if (st.isDirectory()) {
       if (rules?.rule === 'leave') return null;
       const sub = openOrNull(() => src.openDir(name));
@@ -349,7 +363,7 @@ export function bytesBeneath(dir: BeneathDir, rules: CopyRules | undefined, seen
     } catch {
       continue;
     }
-    if (!st || child?.rule === 'leave') continue;
+    if (!st || child?.rule === 'leave' || isLeftOutFile(rules?.rule, name, st)) continue;
     if (st.isDirectory()) {
       total += st.size;
       if (child?.rule === 'empty') continue;

@@ -12,7 +12,15 @@ import { LOCAL_DETAILS } from '../errors.js';
 import { helpersDir, isHelperArch, readHelper } from '../launch/perl-helpers.js';
 import { findExecutable, locateTool } from '../system/preflight.js';
 import type { CopyMetaHelper } from './copy-meta.js';
-import { buildNeedsRoot, checkBuildSpec, DEBIAN_VARIANT, mmdebstrapMissing, runMmdebstrap, type DebianBuildSpec } from './debian-build.js';
+import {
+  buildNeedsRoot,
+  checkBuildSpec,
+  DEBIAN_TEMPLATE_ENV,
+  DEBIAN_VARIANT,
+  mmdebstrapMissing,
+  runMmdebstrap,
+  type DebianBuildSpec,
+} from './debian-build.js';
 import { classifySource, fillFromSource, layerOwnersHere } from './import-root.js';
 import { badTemplateName, templateNotFound } from './refusals.js';
 import { sharedTemplateNameTaken, snapshotChainTooLong, snapshotNeedsTemplate } from './refusals.js';
@@ -23,6 +31,7 @@ import {
   snapshotGrewPastCap,
   snapshotSizeBytes,
   snapshotStorageBytes,
+  type SnapshotRules,
   type WritableLayerView,
 } from './snapshot.js';
 import { isStorableTemplateName, isStorableTemplateRef, listTemplates, readTemplate, templateRef, type TemplateRecord } from './store.js';
@@ -143,6 +152,7 @@ export class LocalTemplates {
         size_bytes: layer.size_bytes,
         layers: [layer.id],
         owners: 'native',
+        env: { ...DEBIAN_TEMPLATE_ENV },
       };
     });
   }
@@ -160,6 +170,7 @@ export class LocalTemplates {
     name: string,
     capBytes: number,
     owner?: string,
+    rules: SnapshotRules = { keepAptCache: false },
   ): Promise<{ record: TemplateRecord; layerBytes: number; isFrozen: boolean }> {
     if (!isStorableTemplateName(name)) throw badTemplateName('name');
     if (owner !== undefined && readTemplate(this.dir, name)) throw sharedTemplateNameTaken();
@@ -170,7 +181,9 @@ export class LocalTemplates {
     if (baseRecords.some((r) => r === undefined)) throw new ProviderError('internal', { code: 'template_layer_missing' });
     if (baseLayers.length + 1 > MAX_TEMPLATE_LAYERS) throw snapshotChainTooLong();
     const helper = this.copyMetaHelper();
-    assertSnapshotFits(this.dir, snapshotSizeBytes(layer), capBytes);
+    assertSnapshotFits(this.dir, snapshotSizeBytes(layer, rules), capBytes);
+    // A snapshot runs its commands as its template did (a Debian build's DEBIAN_FRONTEND).
+    const env = readTemplate(this.dir, sandbox.template)?.env;
     const owners = baseRecords[0]!.owners;
     let isFrozen = false;
     let layerBytes = 0;
@@ -179,7 +192,7 @@ export class LocalTemplates {
         // Files may grow past the first look: the copy is charged as it goes, and stops past the cap.
         const used = snapshotStorageBytes(this.dir);
         const budget = { left: capBytes - used, overCap: () => snapshotGrewPastCap(used, capBytes) };
-        isFrozen = (await fillFromWritableLayer(root, layer, { helper, budget })).isFrozen;
+        isFrozen = (await fillFromWritableLayer(root, layer, { helper, budget, rules })).isFrozen;
       });
       layerBytes = top.size_bytes;
       return {
@@ -191,6 +204,7 @@ export class LocalTemplates {
         size_bytes: top.size_bytes + baseRecords.reduce((sum, r) => sum + r!.size_bytes, 0),
         layers: [top.id, ...baseLayers],
         owners,
+        ...(env ? { env } : {}),
       };
     });
     return { record, layerBytes, isFrozen };

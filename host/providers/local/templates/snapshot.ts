@@ -3,7 +3,8 @@
 // /var/tmp) copied into a new layer, on top of the layers the sandbox runs on. The copy keeps
 // whiteouts (a deleted file stays deleted) and opaque marks; it leaves out what is not the
 // sandbox's own — the agent runtime's mount point, the agent's install and its task directories
-// (tasks are not carried over) — and the contents of /tmp and /var/tmp. On a root server the
+// (tasks are not carried over) — the contents of /tmp and /var/tmp, and unless asked apt's
+// downloaded package lists and archives. On a root server the
 // sandbox's ids are a block of host ids: owners are shifted back to the template's own.
 // A sandbox with a workspace: /workspace is its own overlay (the person's directory under an upper
 // on the sandbox's tmpfs), not part of the writable layer. The snapshot copies that overlay's merged
@@ -50,6 +51,20 @@ export const SNAPSHOT_LEFT_OUT = [
 /** Directories a snapshot keeps, empty. */
 export const SNAPSHOT_EMPTIED = ['tmp', 'var/tmp'] as const;
 
+/**
+ * apt's downloads, which a snapshot leaves out unless asked (`keep_apt_cache`): the package lists
+ * `apt-get update` fetched (the directory kept, empty: apt makes its `partial` again) and the
+ * archives' `.deb` files (the rest of the directory kept). A sandbox from it runs `apt-get update`
+ * before installing, as on a fresh Debian image.
+ */
+export const SNAPSHOT_APT_LISTS = 'var/lib/apt/lists';
+export const SNAPSHOT_APT_ARCHIVES = 'var/cache/apt/archives';
+
+/** How a snapshot is taken: `keepAptCache` keeps apt's lists and archives. */
+export interface SnapshotRules {
+  keepAptCache: boolean;
+}
+
 /** Most layers a template may stack; a snapshot of a template with as many is refused. */
 export const MAX_TEMPLATE_LAYERS = 32;
 
@@ -61,12 +76,15 @@ export const WORKSPACE_SNAPSHOT_NOTE =
 
 /**
  * What snapshot_sandbox's result says about a local snapshot; `isFrozen`: its processes were paused
- * for the copy; `hasWorkspace`: the sandbox had a workspace, kept as files.
+ * for the copy; `hasWorkspace`: the sandbox had a workspace, kept as files; `keptAptCache`: apt's
+ * downloads were kept (keep_apt_cache).
  */
-export function localSnapshotNote(isFrozen: boolean, hasWorkspace = false): string {
+export function localSnapshotNote(isFrozen: boolean, hasWorkspace = false, keptAptCache = false): string {
   return (
     'Files only: processes and tasks are not carried over (a sandbox created from it starts with these files and nothing running), ' +
-    'nor /tmp and /var/tmp. ' +
+    (keptAptCache
+      ? 'nor /tmp and /var/tmp. '
+      : "nor /tmp and /var/tmp, nor apt's downloaded package lists and .deb archives (run apt-get update before installing; keep_apt_cache keeps them). ") +
     (isFrozen
       ? 'Its processes were paused while the files were copied, so they are as one moment left them.'
       : 'It was copied while its processes ran: a file being written at that moment may be caught half-written.') +
@@ -75,7 +93,7 @@ export function localSnapshotNote(isFrozen: boolean, hasWorkspace = false): stri
 }
 
 /** The rules; `hasWorkspace`: the upper's /workspace is a mount point, its files come from the workspace. */
-function rulesTree(hasWorkspace: boolean): CopyRules {
+function rulesTree(hasWorkspace: boolean, rules: SnapshotRules): CopyRules {
   const root: CopyRules = { children: new Map() };
   const add = (path: string, rule: CopyRule) => {
     let node = root;
@@ -89,6 +107,10 @@ function rulesTree(hasWorkspace: boolean): CopyRules {
   for (const p of SNAPSHOT_LEFT_OUT) add(p, 'leave');
   for (const p of SNAPSHOT_EMPTIED) add(p, 'empty');
   if (hasWorkspace) add(SNAPSHOT_WORKSPACE_DIR, 'leave');
+  if (!rules.keepAptCache) {
+    add(SNAPSHOT_APT_LISTS, 'empty');
+    add(SNAPSHOT_APT_ARCHIVES, 'no-debs');
+  }
   return root;
 }
 
@@ -120,10 +142,13 @@ async function copyTree(hostPath: string, to: string, rules: CopyRules | undefin
  * Bytes the snapshot of `layer` would take: everything in its upper but what it leaves out and the
  * contents of the directories it empties, and its workspace's files. Walked without following a link.
  */
-export function snapshotSizeBytes(layer: Pick<WritableLayerView, 'upperDir' | 'workspaceDir'>): number {
+export function snapshotSizeBytes(
+  layer: Pick<WritableLayerView, 'upperDir' | 'workspaceDir'>,
+  rules: SnapshotRules = { keepAptCache: false },
+): number {
   const { upperDir, workspaceDir } = layer;
   const seen = new Set<string>();
-  let total = openTree(upperDir).use((dir) => bytesBeneath(dir, rulesTree(workspaceDir !== undefined), seen));
+  let total = openTree(upperDir).use((dir) => bytesBeneath(dir, rulesTree(workspaceDir !== undefined, rules), seen));
   if (workspaceDir !== undefined) total += openTree(workspaceDir).use((dir) => bytesBeneath(dir, undefined, seen));
   return total;
 }
@@ -132,6 +157,7 @@ export function snapshotSizeBytes(layer: Pick<WritableLayerView, 'upperDir' | 'w
 export interface SnapshotCopyOpts {
   helper: CopyMetaHelper;
   budget: LayerCopy['budget'];
+  rules: SnapshotRules;
 }
 
 /**
@@ -150,7 +176,7 @@ export async function fillFromWritableLayer(
   const copy = { ownerShift: layer.ownerShift, budget: opts.budget, meta };
   const thaw = await layer.freeze();
   try {
-    await copyTree(layer.upperDir, root, rulesTree(layer.workspaceDir !== undefined), copy, '');
+    await copyTree(layer.upperDir, root, rulesTree(layer.workspaceDir !== undefined, opts.rules), copy, '');
     if (layer.workspaceDir !== undefined) {
       const to = join(root, SNAPSHOT_WORKSPACE_DIR);
       mkdirSync(to, { mode: 0o700 });

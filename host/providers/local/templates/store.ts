@@ -112,6 +112,11 @@ export const TemplateRecordSchema = z.object({
   /** Top first; at least one. */
   layers: z.array(z.string().regex(LAYER_ID_PATTERN)).min(1),
   owners: z.enum(LAYER_OWNERS),
+  /**
+   * Variables every command and task of a sandbox on it gets, beneath create_sandbox's `envs`:
+   * a Debian build's DEBIAN_FRONTEND, kept by its snapshots. Absent: none (older records too).
+   */
+  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).optional(),
 });
 export type TemplateRecord = z.infer<typeof TemplateRecordSchema>;
 
