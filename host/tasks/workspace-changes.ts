@@ -102,6 +102,7 @@ export async function computeWorkspaceChanges(
     opened.push(base);
     let trees: TreeReaders;
     let result: WorkspaceChangesResult;
+    let addedAtCreate: Set<string> | undefined;
     if (workspace.hostTrees !== undefined) {
       if (workspace.hostTrees === null) throw notRunning();
       const upper = openTree(workspace.hostTrees.upper, notRunning);
@@ -113,6 +114,7 @@ export async function computeWorkspaceChanges(
     } else {
       const downloaded = await downloadNominated(provider, agent, sandboxId, workspace, opts.timeoutS ?? 120);
       trees = { base, current: downloaded.current };
+      addedAtCreate = downloaded.addedPaths;
       result = reportChanges(trees, collectChangesAt(trees, downloaded.paths), reportOpts);
       // The agent listed only so many: the host cannot know what lies past them.
       if (downloaded.isTruncated) result = { ...result, changes_truncated: true, patch_truncated: opts.patch };
@@ -121,7 +123,11 @@ export async function computeWorkspaceChanges(
     const changed = hostChangedPaths(
       workspace.hostPath,
       workspace.origin,
-      result.changes.map((c) => ({ path: c.path, isDeletion: c.change === 'deleted' })),
+      result.changes.map((c) => ({
+        path: c.path,
+        isDeletion: c.change === 'deleted',
+        ...(workspace.isBaseFrozen && addedAtCreate ? { existedAtCreate: !addedAtCreate.has(c.path) } : {}),
+      })),
       names,
     );
     const report = { ...result, workspace, changes: result.changes.map((c) => ({ ...c, host_changed: changed.has(c.path) })) };

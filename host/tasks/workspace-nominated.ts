@@ -109,7 +109,7 @@ export async function downloadNominated(
   sandboxId: string,
   workspace: SandboxWorkspace,
   timeoutS: number,
-): Promise<{ current: TreeReader; paths: string[]; isTruncated: boolean }> {
+): Promise<{ current: TreeReader; paths: string[]; isTruncated: boolean; addedPaths: Set<string> }> {
   const nominated = await nominate(provider, agent, sandboxId, workspace, timeoutS);
   const changes = nominated.changes.filter((c) => isPlainPath(c.path));
   const isTruncated = nominated.isTruncated;
@@ -126,5 +126,8 @@ export async function downloadNominated(
       entries.set(c.path, { entry: { ...entry, size: Buffer.byteLength(c.link_target) }, linkTarget: c.link_target });
     } else entries.set(c.path, { entry });
   }
-  return { current: downloadedTree(entries), paths: changes.map((c) => c.path), isTruncated };
+  // Which paths were absent from the copy at create: the agent's word, used only for host_changed
+  // of a path the host lacks now (did the person delete it since?), as before.
+  const addedPaths = new Set(changes.filter((c) => c.change === 'added').map((c) => c.path));
+  return { current: downloadedTree(entries), paths: changes.map((c) => c.path), isTruncated, addedPaths };
 }
