@@ -65,6 +65,7 @@ export const OPTIONS = {
   json: { type: 'boolean', commands: ['doctor', 'ls', 'logs', 'kill', 'cancel', 'template', 'snapshot', 'diff', 'apply'] },
   worktree: { type: 'boolean', commands: ['apply'] },
   'keep-apt-cache': { type: 'boolean', commands: ['snapshot'] },
+  raw: { type: 'boolean', commands: ['diff'] },
   follow: { type: 'boolean', short: 'f', commands: ['logs'] },
   stderr: { type: 'boolean', commands: ['logs'] },
   from: { type: 'string', commands: ['logs'] },
@@ -144,10 +145,12 @@ Watching agents (no running server needed; ids as the tools return them, e.g. lo
   sandbox-mcp cancel <sandbox_id> <task_id> [--json]
         Cancel a task: TERM, then KILL, to its process group. Exit 1 if its end is not
         confirmed. --json: {"sandbox_id","task_id","state","exit_code","confirmed"}.
-  sandbox-mcp diff <sandbox_id> [--json]
+  sandbox-mcp diff <sandbox_id> [--raw] [--json]
         What a sandbox changed in its workspace (create_sandbox's workspace): a unified diff
         (coloured on a terminal), then the binary and large files it does not show and the
-        paths the host changed since create. --json: the changes and the patch as one object.
+        paths the host changed since create. Control characters in the files are shown
+        escaped (\\e, \\r, \\x7f); --raw, not on a terminal, prints them as they are (for
+        git apply). --json: the changes and the patch as one object.
   sandbox-mcp apply <sandbox_id> [--worktree] [--json]
         Take those changes onto the host. In a git repository: one commit on a new branch
         sandbox/<short id>, the working tree and index untouched (git merge takes it). With
@@ -213,6 +216,8 @@ Options:
                          committing to a branch
   --keep-apt-cache       snapshot: keep apt's downloaded package lists and .deb archives,
                          which a snapshot leaves out by default
+  --raw                  diff: control characters as they are, not escaped (ignored on a
+                         terminal)
   --follow, -f           logs: keep printing as the output grows, until the task ends
   --stderr               logs: the task's stderr instead of its stdout
   --from N               logs: start at byte N of the stream (default 0)
@@ -303,6 +308,8 @@ export interface CommandLine {
   worktree: boolean;
   /** snapshot: keep apt's downloaded lists and archives. */
   keepAptCache: boolean;
+  /** diff: control characters unescaped (only when stdout is not a terminal). */
+  raw: boolean;
   /** shell: the program after `--` (empty: the sandbox's shell). */
   program: string[];
   /** The limit flags given (by flag name; see LIMIT_OPTIONS). */
@@ -341,7 +348,7 @@ const ARITY: Record<CommandName, { min: number; max: number; usage: string }> = 
   kill: { min: 1, max: 1, usage: 'sandbox-mcp kill <sandbox_id> [--json]' },
   cancel: { min: 2, max: 2, usage: 'sandbox-mcp cancel <sandbox_id> <task_id> [--json]' },
   network: { min: 0, max: 1, usage: 'sandbox-mcp network [sandbox_id]' },
-  diff: { min: 1, max: 1, usage: 'sandbox-mcp diff <sandbox_id> [--json]' },
+  diff: { min: 1, max: 1, usage: 'sandbox-mcp diff <sandbox_id> [--raw] [--json]' },
   apply: { min: 1, max: 1, usage: 'sandbox-mcp apply <sandbox_id> [--worktree] [--json]' },
   template: { min: 0, max: 3, usage: 'sandbox-mcp template build|import|ls|inspect|rm ... (see sandbox-mcp --help)' },
   snapshot: { min: 2, max: 2, usage: 'sandbox-mcp snapshot <sandbox_id> NAME [--keep-apt-cache] [--json]' },
@@ -465,6 +472,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     fromByte: intOption(one('from'), 'from', 0, LIMITS.streamCapBytes, 0),
     worktree: given.has('worktree'),
     keepAptCache: given.has('keep-apt-cache'),
+    raw: given.has('raw'),
     program,
     limits: Object.fromEntries(LIMIT_OPTIONS.flatMap((o) => (given.has(o.flag) ? [[o.flag, one(o.flag)!]] : []))),
     ...definedFields({

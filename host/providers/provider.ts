@@ -139,6 +139,13 @@ export interface SandboxWorkspace {
   origin: WorkspaceOrigin;
   /** A host file holding the names each directory held at create (workspace-origin.ts WorkspaceNames), where they were recorded. */
   namesFile?: string;
+  /**
+   * Where the host reads the sandbox's trees itself (host paths; local): the overlay's upper and
+   * merged view, so the changes are computed on the host and the agent is never asked; null when
+   * the provider reads them itself but cannot now (the sandbox is not running). Absent (e2b): the
+   * agent nominates the changed paths and the host downloads and checks each.
+   */
+  hostTrees?: { upper: string; current: string } | null;
 }
 
 /** What the host directory was at create, as far as `apply` needs it. */

@@ -19,6 +19,7 @@ import {
   rmdirSync,
   symlinkSync,
   unlinkSync,
+  type Dirent,
   type Stats,
 } from 'node:fs';
 
@@ -172,6 +173,27 @@ export class BeneathDir {
     }
   }
 
+  /** The directory's entries with their types as readdir gives them (a symlink is a symlink; no `.` or `..`). */
+  entries(): Dirent[] {
+    try {
+      return readdirSync(`/proc/self/fd/${this.fd}`, { withFileTypes: true });
+    } catch (err) {
+      throw new BeneathError(codeOf(err, 'directory'), this.path, (err as NodeJS.ErrnoException).code);
+    }
+  }
+
+  /** The status of `relPath` below here (a symlink is itself; none on the way is followed), or null when it is not there or cannot be reached. */
+  lstatPath(relPath: string): Stats | null {
+    const names = entryNames(relPath);
+    if (names.length === 0) return this.lstatSelf();
+    try {
+      return this.openPath(names.slice(0, -1).join('/')).use((dir) => dir.lstat(names[names.length - 1]!));
+    } catch (err) {
+      if (err instanceof BeneathError) return null;
+      throw err;
+    }
+  }
+
   /** The entry's own status (a symlink is itself), or null when there is none. */
   lstat(name: string): Stats | null {
     try {
@@ -181,6 +203,11 @@ export class BeneathDir {
       if (code === 'not_found') return null;
       throw new BeneathError(code, this.childPath(name), (err as NodeJS.ErrnoException).code);
     }
+  }
+
+  /** This directory's own status (from its descriptor). */
+  lstatSelf(): Stats {
+    return fstatSync(this.fd);
   }
 
   /** Opens the subdirectory `name`; refuses a symlink, a non-directory, and (sameDevice) a mount point. */
