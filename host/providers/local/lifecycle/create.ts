@@ -24,7 +24,8 @@ import { claimIdBlock, releaseIdBlock } from '../rootfs/id-blocks.js';
 import { resolveTemplateRoot, templateShell } from '../rootfs/template-root.js';
 import { layerOwnersHere } from '../templates/import-root.js';
 import { BASE_TEMPLATE } from '../templates/base-template.js';
-import { isStorableTemplateName, listTemplates } from '../templates/store.js';
+import { imageEnvs } from '../templates/images/image-manifest.js';
+import { isStorableTemplateName, listTemplates, readTemplate } from '../templates/store.js';
 import {
   ensureSandboxesDir,
   listSandboxIds,
@@ -85,7 +86,9 @@ export class SandboxCreator {
     const timeoutS = opts.timeoutS ?? this.settings.defaultTimeoutS;
     assertLifetimeS(timeoutS);
     const limits = chooseSandboxLimits(this.settings.limits, { cpu: opts.cpu, memoryMb: opts.memoryMb });
-    const envs = validateEnvs(opts.envs, 'envs');
+    // An image's Env under the caller's own (its author's defaults: PATH, LANG, …).
+    const image = root ? readTemplate(this.settings.templatesDir, template)?.image : undefined;
+    const envs = validateEnvs({ ...imageEnvs(image?.config.env ?? []), ...opts.envs }, 'envs');
     const allowOut = opts.network !== undefined ? canonicalAllowOut(opts.network) : undefined;
     this.tools ??= preflight(this.settings);
     const tools = this.tools;
@@ -100,7 +103,18 @@ export class SandboxCreator {
     const identity = root ? null : this.newIdentity(sandboxes);
     try {
       const id = await this.claimDirectory(sandboxes, limits);
-      return await this.createWith(sandboxes, id, { template, root, identity, workspace }, timeoutS, envs, limits, allowOut, tools, opts);
+      const workingDir = image?.config.working_dir.startsWith('/') ? image.config.working_dir : undefined;
+      return await this.createWith(
+        sandboxes,
+        id,
+        { template, root, identity, workspace, workingDir },
+        timeoutS,
+        envs,
+        limits,
+        allowOut,
+        tools,
+        opts,
+      );
     } finally {
       if (identity) this.pendingUids.delete(identity.uid);
     }
@@ -190,7 +204,13 @@ export class SandboxCreator {
   private async createWith(
     sandboxes: string,
     id: string,
-    kind: { template: string; root: TemplateRoot | undefined; identity: Identity | null; workspace: SpecWorkspace | undefined },
+    kind: {
+      template: string;
+      root: TemplateRoot | undefined;
+      identity: Identity | null;
+      workspace: SpecWorkspace | undefined;
+      workingDir: string | undefined;
+    },
     timeoutS: number,
     envs: Record<string, string>,
     limits: SandboxLimits,
@@ -231,6 +251,7 @@ export class SandboxCreator {
             allowOut,
             owner: opts.owner,
             workspace: kind.workspace,
+            workingDir: kind.workingDir,
           }),
         },
       );
