@@ -3,11 +3,11 @@
 // manifest per platform, an index), pushed to a real registry with skopeo, or saved as docker
 // save writes them. And the registry: Debian's docker-registry (the CNCF distribution server)
 // on a free loopback port, with optional token auth served by a tiny issuer of ours.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, generateKeyPairSync, createSign } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
+import { connect, createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -17,9 +17,16 @@ export function digestOf(bytes: Buffer): string {
   return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
 }
 
-/** A directory packed as a layer tar (members without `./`, numeric owners), uncompressed. */
-export function packLayer(dir: string): Buffer {
-  return execFileSync('tar', ['-c', '-C', dir, '--numeric-owner', '--sort=name', '.'], { maxBuffer: 1 << 30 });
+/**
+ * A directory packed as a layer tar (numeric owners), uncompressed. `omit`: directories left out
+ * as members (their contents stay), so a member can reach under a link a lower layer made.
+ */
+export function packLayer(dir: string, omit: readonly string[] = []): Buffer {
+  const members = execFileSync('find', ['.', '-mindepth', '1'], { cwd: dir, encoding: 'utf8' })
+    .split('\n')
+    .filter((m) => m !== '' && !omit.includes(m.slice(2)))
+    .sort();
+  return execFileSync('tar', ['-c', '-C', dir, '--numeric-owner', '--no-recursion', ...members], { maxBuffer: 1 << 30 });
 }
 
 /** One image of a layout: its layers (uncompressed tars, bottom first), its config and platform. */
@@ -63,7 +70,11 @@ function writeImage(layout: string, image: FixtureImage): { mediaType: string; d
       layers,
     }),
   );
-  return { mediaType: 'application/vnd.oci.image.manifest.v1+json', ...writeBlob(layout, manifest), platform: { os: 'linux', architecture } };
+  return {
+    mediaType: 'application/vnd.oci.image.manifest.v1+json',
+    ...writeBlob(layout, manifest),
+    platform: { os: 'linux', architecture },
+  };
 }
 
 /** An OCI image layout directory holding `images`: one (a manifest) or several (an index of platforms, as `asIndex`). */
@@ -128,6 +139,14 @@ export function freePort(): Promise<number> {
   });
 }
 
+function isListening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => (socket.destroy(), resolve(true)));
+    socket.once('error', () => resolve(false));
+  });
+}
+
 /** A registry on the loopback, and its storage (blobs can be tampered with there). */
 export interface TestRegistry {
   host: string;
@@ -148,12 +167,17 @@ function base64url(data: Buffer | string): string {
  * A token issuer as the distribution spec has it: GET /token?service&scope, with Basic credentials
  * or anonymous. Anonymous callers get pull on everything but `private/*`; the login gets all.
  */
-async function startTokenIssuer(dir: string, login: { username: string; password: string }): Promise<{ server: Server; realm: string; certPath: string }> {
+async function startTokenIssuer(
+  dir: string,
+  login: { username: string; password: string },
+): Promise<{ server: Server; realm: string; certPath: string }> {
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   const keyPath = join(dir, 'issuer.key');
   writeFileSync(keyPath, privateKey.export({ type: 'pkcs8', format: 'pem' }));
   const certPath = join(dir, 'issuer.crt');
-  execFileSync('openssl', ['req', '-new', '-x509', '-key', keyPath, '-out', certPath, '-days', '2', '-subj', '/CN=test-issuer'], { stdio: 'ignore' });
+  execFileSync('openssl', ['req', '-new', '-x509', '-key', keyPath, '-out', certPath, '-days', '2', '-subj', '/CN=test-issuer'], {
+    stdio: 'ignore',
+  });
   const certDer = Buffer.from(readFileSync(certPath, 'utf8').replace(/-----[^-]+-----|\s/g, ''), 'base64');
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://x');
@@ -175,7 +199,16 @@ async function startTokenIssuer(dir: string, login: { username: string; password
     });
     const now = Math.floor(Date.now() / 1000);
     const header = { alg: 'RS256', typ: 'JWT', x5c: [certDer.toString('base64')] };
-    const claims = { iss: 'test-issuer', sub: user ?? '', aud: 'test-registry', exp: now + 600, nbf: now - 10, iat: now, jti: String(Math.random()), access };
+    const claims = {
+      iss: 'test-issuer',
+      sub: user ?? '',
+      aud: 'test-registry',
+      exp: now + 600,
+      nbf: now - 10,
+      iat: now,
+      jti: String(Math.random()),
+      access,
+    };
     const signing = `${base64url(JSON.stringify(header))}.${base64url(JSON.stringify(claims))}`;
     const signature = createSign('RSA-SHA256').update(signing).sign(privateKey);
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ token: `${signing}.${base64url(signature)}` }));
@@ -204,12 +237,7 @@ export async function startRegistry(opts: { tokenAuth?: boolean } = {}): Promise
   child.stderr!.on('data', (d: Buffer) => (log += d.toString()));
   const host = `127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
-    try {
-      const res = await fetch(`http://${host}/v2/`);
-      if (res.status === 200 || res.status === 401) break;
-    } catch {
-      // Not listening yet.
-    }
+    if (await isListening(port)) break;
     if (i > 100 || child.exitCode !== null) throw new Error(`docker-registry did not start: ${log.slice(-2000)}`);
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -226,12 +254,19 @@ export async function startRegistry(opts: { tokenAuth?: boolean } = {}): Promise
   };
 }
 
-/** Pushes an OCI layout to `registry` as `repo:tag` with skopeo (every platform of an index). */
-export function pushLayout(layout: string, registry: TestRegistry, repoTag: string): void {
+/** Pushes an OCI layout to `registry` as `repo:tag` with skopeo (every platform of an index); async, as a token issuer runs in this process. */
+export function pushLayout(layout: string, registry: TestRegistry, repoTag: string): Promise<void> {
   const creds = registry.login ? ['--dest-creds', `${registry.login.username}:${registry.login.password}`] : [];
-  execFileSync(
-    'skopeo',
-    ['--insecure-policy', 'copy', '--all', '--dest-tls-verify=false', ...creds, `oci:${layout}:latest`, `docker://${registry.host}/${repoTag}`],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
+  const args = [
+    '--insecure-policy',
+    'copy',
+    '--all',
+    '--dest-tls-verify=false',
+    ...creds,
+    `oci:${layout}:latest`,
+    `docker://${registry.host}/${repoTag}`,
+  ];
+  return new Promise((resolve, reject) =>
+    execFile('skopeo', args, (error, _stdout, stderr) => (error ? reject(new Error(`skopeo push failed: ${stderr}`)) : resolve())),
   );
 }

@@ -67,7 +67,7 @@ export function tarFiles(archive: string): ImageFiles {
   try {
     const pending: PendingMeta = { pax: new Map() };
     const block = Buffer.alloc(TAR_BLOCK);
-    for (let at = 0; ; ) {
+    for (let at = 0; ;) {
       if (readSync(fd, block, 0, TAR_BLOCK, at) < TAR_BLOCK) break;
       at += TAR_BLOCK;
       const header = decodeHeader(block, pending);
@@ -96,7 +96,11 @@ export function tarFiles(archive: string): ImageFiles {
   };
   const open = (path: string): Readable => {
     const m = find(path);
-    if (!m) throw new ProviderError('invalid_argument', { code: 'image_file_missing', detail: 'The image archive lacks a file its manifest names.' });
+    if (!m)
+      throw new ProviderError('invalid_argument', {
+        code: 'image_file_missing',
+        detail: 'The image archive lacks a file its manifest names.',
+      });
     // An empty range still needs a stream: end before start reads nothing.
     return createReadStream(archive, m.size === 0 ? { start: 1, end: 0 } : { start: m.offset, end: m.offset + m.size - 1 });
   };

@@ -56,7 +56,7 @@ async function* uncompressed(raw: Readable): AsyncGenerator<Buffer> {
   })();
   if (head[0] === 0x1f && head[1] === 0x8b) {
     const gunzip = zlib.createGunzip();
-    void pump(rest, gunzip);
+    pump(rest, gunzip).catch(() => undefined);
     yield* gunzip as AsyncIterable<Buffer>;
   } else if (head.readUInt32LE(0) === 0xfd2fb528) {
     yield* zstdDecompress(rest);
@@ -77,10 +77,11 @@ async function pump(from: AsyncIterable<Buffer>, to: NodeJS.WritableStream & { d
 
 /** zstd: Node's own where it has it (22.15+), else the `zstd` program. */
 async function* zstdDecompress(from: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
-  const create = (zlib as unknown as { createZstdDecompress?: () => NodeJS.ReadWriteStream & { destroy(e?: Error): void } }).createZstdDecompress;
+  const create = (zlib as unknown as { createZstdDecompress?: () => NodeJS.ReadWriteStream & { destroy(e?: Error): void } })
+    .createZstdDecompress;
   if (create) {
     const z = create();
-    void pump(from, z);
+    pump(from, z).catch(() => undefined);
     yield* z as AsyncIterable<Buffer>;
     return;
   }
@@ -93,9 +94,10 @@ async function* zstdDecompress(from: AsyncIterable<Buffer>): AsyncGenerator<Buff
   }
   const child = spawn(zstd, ['-dc'], { stdio: ['pipe', 'pipe', 'ignore'] });
   const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
-  void pump(from, child.stdin);
+  pump(from, child.stdin).catch(() => undefined);
   yield* child.stdout as AsyncIterable<Buffer>;
-  if ((await exited) !== 0) throw new ProviderError('invalid_argument', { code: 'layer_not_tar', detail: 'A zstd layer could not be decompressed.' });
+  if ((await exited) !== 0)
+    throw new ProviderError('invalid_argument', { code: 'layer_not_tar', detail: 'A zstd layer could not be decompressed.' });
 }
 
 /**

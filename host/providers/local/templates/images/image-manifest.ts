@@ -33,11 +33,15 @@ function refused(code: string, detail: string): ProviderError {
 
 /** Refusal of content that does not match its digest (naming the digest: it is not a secret, and says which blob). */
 export function digestMismatch(digest: string): ProviderError {
-  return refused('blob_digest_mismatch', `The image's blob ${digest} does not match its digest: it is damaged or was tampered with. Nothing was kept.`);
+  return refused(
+    'blob_digest_mismatch',
+    `The image's blob ${digest} does not match its digest: it is damaged or was tampered with. Nothing was kept.`,
+  );
 }
 
 function checkDigestSyntax(digest: unknown): string {
-  if (typeof digest !== 'string' || !DIGEST.test(digest)) throw refused('image_bad_digest', 'The image names a blob by a digest that is not sha256 or sha512.');
+  if (typeof digest !== 'string' || !DIGEST.test(digest))
+    throw refused('image_bad_digest', 'The image names a blob by a digest that is not sha256 or sha512.');
   return digest;
 }
 
@@ -135,7 +139,8 @@ export function resolveOciLayout(files: ImageFiles): ResolvedImage {
       `The image has no variant for this machine's platform (${want.os}/${want.architecture}); it has ${[...new Set(candidates.map((c) => `${c.os ?? '?'}/${c.arch ?? '?'}`))].join(', ')}.`,
     );
   }
-  if (distinct.length > 1) throw refused('image_ambiguous', 'The OCI layout holds several images for this platform: import a layout of one.');
+  if (distinct.length > 1)
+    throw refused('image_ambiguous', 'The OCI layout holds several images for this platform: import a layout of one.');
   const chosen = distinct[0]!;
   return {
     format: 'oci-layout',

@@ -115,7 +115,8 @@ export class LayerApplier {
         host = next;
       } else if (st.isSymbolicLink()) {
         const resolved = resolveInTree(this.root, next.slice(this.root.length));
-        if (resolved === null || !lstatSync(resolved).isDirectory()) throw badLayer('A layer writes under a link that leads to no directory.');
+        if (resolved === null || !lstatSync(resolved).isDirectory())
+          throw badLayer('A layer writes under a link that leads to no directory.');
         host = resolved;
       } else {
         replace(next);
@@ -141,7 +142,7 @@ export class LayerApplier {
     const fd = openSync(host, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
     try {
       for await (const chunk of body) {
-        for (let at = 0; at < chunk.length; ) at += writeSync(fd, chunk, at);
+        for (let at = 0; at < chunk.length;) at += writeSync(fd, chunk, at);
       }
       if (this.owners === 'native') fchownSync(fd, entry.uid, entry.gid);
       fchmodSync(fd, entry.mode & KEPT_MODE_BITS);

@@ -88,7 +88,14 @@ export function parseImageReference(reference: string, field: string): ImageRefe
   const canonical = digest !== undefined ? `${registry}/${repository}@${digest}` : `${registry}/${repository}:${tag}`;
   const host = registry.replace(/:[0-9]+$/, '');
   const isLoopback = host === 'localhost' || /^127\.\d+\.\d+\.\d+$/.test(host) || host === '[::1]';
-  return { registry, repository, canonical, isLoopback, ...(tag !== undefined ? { tag } : {}), ...(digest !== undefined ? { digest } : {}) };
+  return {
+    registry,
+    repository,
+    canonical,
+    isLoopback,
+    ...(tag !== undefined ? { tag } : {}),
+    ...(digest !== undefined ? { digest } : {}),
+  };
 }
 
 /** skopeo copy's argv for a pull of `ref` into the OCI layout `layout` with blobs in `blobsDir`. */
@@ -109,7 +116,7 @@ export function skopeoPullArgs(
     'copy',
     ...(ref.isLoopback || opts.isInsecure ? ['--src-tls-verify=false'] : []),
     ...(opts.authFile !== undefined ? ['--src-authfile', opts.authFile] : []),
-    '--dest-shared-blob-directory',
+    '--dest-shared-blob-dir',
     blobsDir,
     `docker://${ref.canonical}`,
     `oci:${layout}:image`,
@@ -200,7 +207,8 @@ export async function pullToLayout(ref: ImageReference, templatesDir: string, op
     const { status, stderr } = await runSkopeo(skopeo, args, opts);
     if (status !== 0) {
       for (const line of stderr.trim().split('\n').slice(-5)) if (line) opts.onOutput?.(line);
-      if (opts.signal?.aborted) throw new ProviderError('conflict', { code: 'pull_interrupted', detail: 'The pull was interrupted; nothing was kept.' });
+      if (opts.signal?.aborted)
+        throw new ProviderError('conflict', { code: 'pull_interrupted', detail: 'The pull was interrupted; nothing was kept.' });
       throw mapSkopeoFailure(stderr, ref);
     }
     return { layout, blobsDir, remove };

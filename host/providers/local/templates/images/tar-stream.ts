@@ -161,9 +161,7 @@ export interface PendingMeta {
 
 /** What one 512-byte header block is: the end, a meta header (its data to be read and given to `apply`) or a member. */
 export type HeaderBlock =
-  | { kind: 'end' }
-  | { kind: 'meta'; size: number; apply(data: Buffer): void }
-  | { kind: 'entry'; entry: TarEntry; dataBytes: number };
+  { kind: 'end' } | { kind: 'meta'; size: number; apply(data: Buffer): void } | { kind: 'entry'; entry: TarEntry; dataBytes: number };
 
 /** Decodes a header block, consuming `pending` for a member. */
 export function decodeHeader(block: Buffer, pending: PendingMeta): HeaderBlock {
