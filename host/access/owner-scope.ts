@@ -124,6 +124,10 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
       await check(sandboxId);
       return (await provider.getWorkspace?.(sandboxId)) ?? null;
     },
+    async imageWorkingDir(sandboxId) {
+      await check(sandboxId);
+      return (await provider.imageWorkingDir?.(sandboxId)) ?? null;
+    },
     async getEnvironment(sandboxId) {
       await check(sandboxId);
       return provider.getEnvironment(sandboxId);

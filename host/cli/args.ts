@@ -76,6 +76,9 @@ export const OPTIONS = {
   suite: { type: 'string', commands: ['template'] },
   'package-cache': { type: 'string', commands: ['template'] },
   mirror: { type: 'string', commands: ['template'] },
+  username: { type: 'string', commands: ['template'] },
+  'password-stdin': { type: 'boolean', commands: ['template'] },
+  insecure: { type: 'boolean', commands: ['template'] },
 } as const satisfies Record<string, OptionSpec>;
 type OptionName = keyof typeof OPTIONS;
 
@@ -166,8 +169,14 @@ Templates of local sandboxes (root filesystems create_sandbox's template names; 
         deb.debian.org): the apt variant plus LIST (comma-separated packages). Progress on a
         terminal; a failed or interrupted build leaves nothing behind.
   sandbox-mcp template import NAME FILE.tar|DIR
-        Make a template of a root filesystem: a tar archive (what docker export or podman
-        export writes, compressed or not) or a directory.
+        Make a template of a root filesystem (a tar archive as docker export or podman export
+        writes it, compressed or not, or a directory) or of an image: what docker save or
+        podman save writes, or an OCI image layout (a directory or a tar archive).
+  sandbox-mcp template pull NAME REFERENCE [--username U --password-stdin] [--insecure]
+        Fetch an image from a registry (python:3.12-slim, ghcr.io/o/i:tag, host:port/r@sha256:…)
+        for this machine's platform, with skopeo; credentials from ~/.docker/config.json or
+        --username with the password on stdin. Plain HTTP only to a loopback registry, or with
+        --insecure. Layers already fetched are not fetched again.
   sandbox-mcp template ls [--json]
         The templates: name, source, size, creation time and the live sandboxes on each.
   sandbox-mcp template inspect NAME
@@ -328,6 +337,11 @@ export interface CommandLine {
   packageCache?: string;
   /** template build: --mirror. */
   mirror?: string;
+  /** template pull: --username (the password comes on stdin, --password-stdin). */
+  username?: string;
+  passwordStdin: boolean;
+  /** template pull: plain HTTP or unverified TLS to a registry off the loopback. */
+  insecure: boolean;
 }
 
 /** Option names are printed only when they look like one (never arbitrary text from argv). */
@@ -473,6 +487,8 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     worktree: given.has('worktree'),
     keepAptCache: given.has('keep-apt-cache'),
     raw: given.has('raw'),
+    passwordStdin: given.has('password-stdin'),
+    insecure: given.has('insecure'),
     program,
     limits: Object.fromEntries(LIMIT_OPTIONS.flatMap((o) => (given.has(o.flag) ? [[o.flag, one(o.flag)!]] : []))),
     ...definedFields({
@@ -482,6 +498,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       suite: one('suite'),
       packageCache: one('package-cache'),
       mirror: one('mirror'),
+      username: one('username'),
     }),
   };
 }

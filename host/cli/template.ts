@@ -25,7 +25,7 @@ import { BuildProgress } from './build-progress.js';
 import { formatBytes, formatRelative, isColourWanted, renderTable } from './format.js';
 
 /** The template subcommands. */
-export const TEMPLATE_SUBCOMMANDS = ['build', 'import', 'ls', 'inspect', 'rm'] as const;
+export const TEMPLATE_SUBCOMMANDS = ['build', 'import', 'pull', 'ls', 'inspect', 'rm'] as const;
 type Subcommand = (typeof TEMPLATE_SUBCOMMANDS)[number];
 
 /** One template as `template ls --json` and `template inspect` print it: its record and the live sandboxes on it (qualified ids). */
@@ -46,6 +46,11 @@ const USAGE: Record<Subcommand, { args: number; usage: string; flags: readonly (
     flags: ['packages', 'suite', 'mirror', 'packageCache'],
   },
   import: { args: 2, usage: 'sandbox-mcp template import NAME FILE.tar|DIR', flags: [] },
+  pull: {
+    args: 2,
+    usage: 'sandbox-mcp template pull NAME REFERENCE [--username U --password-stdin] [--insecure]',
+    flags: ['username', 'passwordStdin', 'insecure'],
+  },
   ls: { args: 0, usage: 'sandbox-mcp template ls [--json]', flags: ['json'] },
   inspect: { args: 1, usage: 'sandbox-mcp template inspect NAME|OWNER/NAME', flags: [] },
   rm: { args: 1, usage: 'sandbox-mcp template rm NAME|OWNER/NAME', flags: [] },
@@ -57,6 +62,9 @@ const FLAG_NAMES: Partial<Record<keyof CommandLine, string>> = {
   packageCache: '--package-cache',
   mirror: '--mirror',
   json: '--json',
+  username: '--username',
+  passwordStdin: '--password-stdin',
+  insecure: '--insecure',
 };
 
 /** The subcommand and its arguments, checked: a UsageError names what is wrong. */
@@ -92,6 +100,8 @@ export function describeSource(source: TemplateSource): string {
       return `import of ${source.from}`;
     case 'snapshot':
       return `snapshot of ${source.parent}`;
+    case 'image':
+      return source.format === 'registry' ? `image ${source.from}` : `image ${source.from} (${source.format})`;
   }
 }
 
@@ -173,6 +183,8 @@ export async function runTemplateCommand(line: CommandLine, config: ServerConfig
       out(madeLine('imported', record));
       return 0;
     }
+    case 'pull':
+      return pull(templates, args[0]!, args[1]!, line, out);
     case 'build':
       return build(templates, args[0]!, line, out);
   }
@@ -211,6 +223,40 @@ async function build(
     }
     throw e;
   }
+}
+
+/** Reads the password from stdin (all of it, one trailing newline dropped). */
+async function readPassword(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+}
+
+async function pull(
+  templates: ReturnType<typeof createLocalTemplates>,
+  name: string,
+  reference: string,
+  line: CommandLine,
+  out: (text: string) => void,
+): Promise<number> {
+  if ((line.username !== undefined) !== line.passwordStdin) throw new UsageError('--username and --password-stdin go together');
+  const credentials = line.username !== undefined ? { username: line.username, password: await readPassword() } : undefined;
+  if (credentials && credentials.password === '') throw new UsageError('--password-stdin read an empty password');
+  const isTerminal = process.stderr.isTTY === true;
+  const started = Date.now();
+  const record = await interruptible((signal) =>
+    templates.pullImage(name, reference, {
+      nameField: 'NAME',
+      referenceField: 'REFERENCE',
+      isInsecure: line.insecure,
+      signal,
+      ...(credentials ? { credentials } : {}),
+      // On a terminal skopeo draws its progress bars there itself.
+      ...(isTerminal ? { progressFd: 2 } : { onOutput: (l: string) => void process.stderr.write(`  ${l}\n`) }),
+    }),
+  );
+  out(madeLine('pulled', record, Date.now() - started));
+  return 0;
 }
 
 function parsePackageListOrUsage(text: string | undefined): string[] {

@@ -461,6 +461,11 @@ export interface Provider {
    */
   getWorkspace?(sandboxId: string): Promise<SandboxWorkspace | null>;
   /**
+   * The working directory the sandbox's image names for commands without a cwd (an image
+   * template's WorkingDir), or null. Optional: a provider without image templates omits it.
+   */
+  imageWorkingDir?(sandboxId: string): Promise<string | null>;
+  /**
    * The environment every command in the sandbox starts with, as far as the provider can read it
    * from the sandbox's own record (so a server that did not create it can mask its secrets).
    */

@@ -54,6 +54,7 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Require
     exposePort: async (...a) => (await get()).exposePort(...a),
     describeNetwork: async (...a) => (await get()).describeNetwork(...a),
     getWorkspace: async (sandboxId) => (await (await get()).getWorkspace?.(sandboxId)) ?? null,
+    imageWorkingDir: async (sandboxId) => (await (await get()).imageWorkingDir?.(sandboxId)) ?? null,
     limitNotes: async (sandboxId) => (await (await get()).limitNotes?.(sandboxId)) ?? [],
     egressNotes: async (sandboxId, window) => (await (await get()).egressNotes?.(sandboxId, window)) ?? [],
     usage: async (sandboxId) => (await (await get()).usage?.(sandboxId)) ?? unmeasuredUsage(),

@@ -162,7 +162,7 @@ describe('template import, ls, inspect, rm', () => {
         ['template', 'ls', '--port', '1'],
       ].map((args) => cli(args, env)),
     );
-    expect(none!.stderr).toContain('template needs a subcommand: build, import, ls, inspect, rm');
+    expect(none!.stderr).toContain('template needs a subcommand: build, import, pull, ls, inspect, rm');
     expect(unknown!.stderr).toContain('template needs a subcommand');
     expect(arity!.stderr).toContain('usage: sandbox-mcp template import NAME FILE.tar|DIR');
     expect(otherFlag!.stderr).toContain('--packages applies only to: sandbox-mcp template build');

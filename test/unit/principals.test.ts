@@ -173,6 +173,7 @@ const PROVIDER_KEYS = Object.keys({
   exposePort: 0,
   describeNetwork: 0,
   getWorkspace: 0,
+  imageWorkingDir: 0,
   limitNotes: 0,
   egressNotes: 0,
   usage: 0,

@@ -35,13 +35,15 @@ export function workspaceSummary(config: Pick<ServerConfig, 'workspaceAllow'>): 
 }
 
 /**
- * The working directory a command without `cwd` runs in: the sandbox's workspace when it has one
- * (read from the provider once per process: it never changes), else undefined (the home).
+ * The working directory a command without `cwd` runs in: the sandbox's workspace when it has one,
+ * else its image's WorkingDir (read from the provider once per process: neither changes), else
+ * undefined (the home).
  */
 export async function defaultCwd(ctx: ToolContext, ref: SandboxRef): Promise<string | undefined> {
   return ctx.deps.workspaces.pathOf(ref.qualified, async () => {
     const provider = ctx.deps.providers.get(ref.provider);
-    return provider.getWorkspace ? ((await provider.getWorkspace(ref.id))?.path ?? null) : null;
+    const workspace = provider.getWorkspace ? ((await provider.getWorkspace(ref.id))?.path ?? null) : null;
+    return workspace ?? (provider.imageWorkingDir ? await provider.imageWorkingDir(ref.id) : null);
   });
 }
 

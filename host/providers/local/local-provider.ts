@@ -203,6 +203,10 @@ export class LocalProvider implements Provider {
     });
   }
 
+  async imageWorkingDir(sandboxId: string): Promise<string | null> {
+    return asProviderErrors(async () => (await this.registry.require(sandboxId)).spec.workingDir ?? null);
+  }
+
   async getEnvironment(sandboxId: string): Promise<Record<string, string>> {
     return asProviderErrors(() => this.lifecycle.getEnvironment(sandboxId));
   }

@@ -24,7 +24,7 @@ import { claimIdBlock, releaseIdBlock } from '../rootfs/id-blocks.js';
 import { resolveTemplateRoot, templateEnv, templateShell } from '../rootfs/template-root.js';
 import { layerOwnersHere } from '../templates/import-root.js';
 import { BASE_TEMPLATE } from '../templates/base-template.js';
-import { isStorableTemplateRef, listTemplates, mayUseTemplate, resolveTemplateRef, templateRef } from '../templates/store.js';
+import { isStorableTemplateRef, listTemplates, mayUseTemplate, readTemplate, resolveTemplateRef, templateRef } from '../templates/store.js';
 import {
   ensureSandboxesDir,
   listSandboxIds,
@@ -103,7 +103,19 @@ export class SandboxCreator {
     const identity = root ? null : this.newIdentity(sandboxes);
     try {
       const id = await this.claimDirectory(sandboxes, limits);
-      return await this.createWith(sandboxes, id, { template, root, identity, workspace }, timeoutS, envs, limits, allowOut, tools, opts);
+      const image = root ? readTemplate(this.settings.templatesDir, template)?.image : undefined;
+      const workingDir = image?.config.working_dir.startsWith('/') ? image.config.working_dir : undefined;
+      return await this.createWith(
+        sandboxes,
+        id,
+        { template, root, identity, workspace, workingDir },
+        timeoutS,
+        envs,
+        limits,
+        allowOut,
+        tools,
+        opts,
+      );
     } finally {
       if (identity) this.pendingUids.delete(identity.uid);
     }
@@ -203,7 +215,13 @@ export class SandboxCreator {
   private async createWith(
     sandboxes: string,
     id: string,
-    kind: { template: string; root: TemplateRoot | undefined; identity: Identity | null; workspace: SpecWorkspace | undefined },
+    kind: {
+      template: string;
+      root: TemplateRoot | undefined;
+      identity: Identity | null;
+      workspace: SpecWorkspace | undefined;
+      workingDir: string | undefined;
+    },
     timeoutS: number,
     envs: Record<string, string>,
     limits: SandboxLimits,
@@ -244,6 +262,7 @@ export class SandboxCreator {
             allowOut,
             owner: opts.owner,
             workspace: kind.workspace,
+            workingDir: kind.workingDir,
           }),
         },
       );

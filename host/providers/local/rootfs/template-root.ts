@@ -5,6 +5,7 @@ import { join, posix } from 'node:path';
 import { ProviderError } from '../../provider-error.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import type { TemplateRoot } from '../sandbox/spec.js';
+import { imageEnvs } from '../templates/images/image-manifest.js';
 import { layerOwnersHere } from '../templates/import-root.js';
 import { readTemplate, templateLowerDirs } from '../templates/store.js';
 
@@ -24,11 +25,13 @@ export function resolveTemplateRoot(templatesDir: string, name: string, isRoot: 
 }
 
 /**
- * The variables the template gives its sandboxes' commands (its record's `env`: a Debian build's
- * DEBIAN_FRONTEND), beneath create's own `envs`; none for an unknown template.
+ * The variables the template gives its sandboxes' commands, beneath create's own `envs`: an
+ * image's Env (its author's defaults: PATH, LANG, …), then its record's `env` (a Debian build's
+ * DEBIAN_FRONTEND); none for an unknown template.
  */
 export function templateEnv(templatesDir: string, name: string): Record<string, string> {
-  return { ...readTemplate(templatesDir, name)?.env };
+  const record = readTemplate(templatesDir, name);
+  return { ...imageEnvs(record?.image?.config.env ?? []), ...record?.env };
 }
 
 /**

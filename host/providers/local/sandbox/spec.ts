@@ -81,6 +81,8 @@ export interface SandboxSpec {
   residentIdleExitS?: number;
   /** Its workspace; absent: none. */
   workspace?: SpecWorkspace;
+  /** An image template's WorkingDir: where a command without cwd runs (a workspace wins); absent: the home. */
+  workingDir?: string;
 }
 
 /** The network mode a sandbox was created with (see SandboxSpec.network). */
@@ -112,6 +114,7 @@ export type SandboxSpecOpts = Pick<
   | 'runtimeDir'
   | 'baseEtcDir'
   | 'workspace'
+  | 'workingDir'
 > & {
   template: string;
   allowOut?: readonly string[];
@@ -153,6 +156,7 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
       allowOut: opts.allowOut?.length ? [...opts.allowOut] : undefined,
       owner: opts.owner,
       workspace: opts.workspace,
+      workingDir: opts.workingDir,
       residentIdleExitS: settings.residentIdleExitS,
     }),
     ...(settings.residentAgent === false ? { resident: false as const } : {}),

@@ -93,6 +93,14 @@ export async function fillFromSource(
           : 'The directory could not be copied (cp failed; its last lines are above): can this user read all of it?',
     });
   }
+  finishRoot(root, owners);
+}
+
+/**
+ * Checks that a filled root is one a sandbox can run commands in (a /bin/sh) and adds apt's
+ * setting to a flattened one. Throws invalid_argument (not_a_root).
+ */
+export function finishRoot(root: string, owners: LayerOwners): void {
   const shell = resolveInTree(root, '/bin/sh');
   if (!shell || !statSync(shell, { throwIfNoEntry: false })?.isFile()) {
     throw new ProviderError('invalid_argument', {

@@ -2,7 +2,9 @@
 // (refused while a live sandbox runs on one), import, build and snapshot. Each change goes through
 // the store's writers (store-writer.ts): a name claimed first, a layer made aside and renamed into
 // place, a record published exclusively; whatever fails leaves nothing behind.
+import { mkdirSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { definedFields } from '../../../util/defined-fields.js';
 import { ProviderError } from '../../provider-error.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
 import { listSandboxIds, readSpec } from '../sandbox/state-dir.js';
@@ -21,7 +23,9 @@ import {
   runMmdebstrap,
   type DebianBuildSpec,
 } from './debian-build.js';
-import { classifySource, fillFromSource, layerOwnersHere } from './import-root.js';
+import { applyImage, openImage, type ImageOnDisk } from './images/image-import.js';
+import { parseImageReference, pullToLayout, type PullOpts } from './images/registry-pull.js';
+import { classifySource, fillFromSource, finishRoot, layerOwnersHere } from './import-root.js';
 import { badTemplateName, templateNotFound } from './refusals.js';
 import { sharedTemplateNameTaken, snapshotChainTooLong, snapshotNeedsTemplate } from './refusals.js';
 import {
@@ -34,8 +38,15 @@ import {
   type SnapshotRules,
   type WritableLayerView,
 } from './snapshot.js';
-import { isStorableTemplateName, isStorableTemplateRef, listTemplates, readTemplate, templateRef, type TemplateRecord } from './store.js';
-import { definedFields } from '../../../util/defined-fields.js';
+import {
+  isStorableTemplateName,
+  isStorableTemplateRef,
+  listTemplates,
+  readTemplate,
+  templateRef,
+  type TemplateRecord,
+  type TemplateSource,
+} from './store.js';
 import { claimName, ensureTemplatesDir, makeLayer, publishTemplate, readLayer, removeTemplate, sweepStale } from './store-writer.js';
 
 /** A template and the live sandboxes (unqualified ids) running on it. */
@@ -107,6 +118,8 @@ export class LocalTemplates {
     if (!isStorableTemplateName(name)) throw badTemplateName(opts.nameField ?? 'name');
     const kind = classifySource(source, opts.sourceField ?? 'source', this.dir);
     const owners = layerOwnersHere();
+    const disk = openImage(source);
+    if (disk) return this.makeFromImage(name, disk, { kind: 'image', from: kind.from, format: disk.image.format }, undefined);
     return this.make(name, [], async (claim) => {
       const layer = await makeLayer(this.dir, claim, owners, (root) =>
         fillFromSource(root, source, kind, owners, opts.onOutput ?? (() => {})),
@@ -121,6 +134,54 @@ export class LocalTemplates {
         owners,
       };
     });
+  }
+
+  /**
+   * Makes template `name` of an image on disk: its layers applied into one layer of the store,
+   * its config kept in the record (its Env, WorkingDir and User hold for commands).
+   */
+  private async makeFromImage(
+    name: string,
+    disk: ImageOnDisk,
+    source: TemplateSource,
+    reference: string | undefined,
+  ): Promise<TemplateRecord> {
+    const owners = layerOwnersHere();
+    return this.make(name, [], async (claim) => {
+      const layer = await makeLayer(this.dir, claim, owners, async (root) => {
+        mkdirSync(root, { mode: 0o755 });
+        await applyImage(root, disk, owners);
+        finishRoot(root, owners);
+      });
+      return {
+        format: 1,
+        name,
+        source,
+        created_at: layer.created_at,
+        size_bytes: layer.size_bytes,
+        layers: [layer.id],
+        owners,
+        image: { ...definedFields({ reference }), ...disk.image.info },
+      };
+    });
+  }
+
+  /**
+   * Pulls `reference` from its registry (registry-pull.ts, with skopeo) into the store's shared
+   * blob cache and makes template `name` of it. Blobs already cached are not fetched again.
+   */
+  async pullImage(name: string, reference: string, opts: PullOpts = {}): Promise<TemplateRecord> {
+    if (!isStorableTemplateName(name)) throw badTemplateName(opts.nameField ?? 'name');
+    const ref = parseImageReference(reference, opts.referenceField ?? 'reference');
+    ensureTemplatesDir(this.dir);
+    const pulled = await pullToLayout(ref, this.dir, opts);
+    try {
+      const disk = openImage(pulled.layout, pulled.blobsDir);
+      if (!disk) throw new ProviderError('internal', { code: 'pull_layout_missing' });
+      return await this.makeFromImage(name, disk, { kind: 'image', from: ref.canonical, format: 'registry' }, ref.canonical);
+    } finally {
+      pulled.remove();
+    }
   }
 
   /**
@@ -205,6 +266,8 @@ export class LocalTemplates {
         layers: [top.id, ...baseLayers],
         owners,
         ...(env ? { env } : {}),
+        // An image's config holds for what is made of it.
+        ...definedFields({ image: readTemplate(this.dir, sandbox.template!)?.image }),
       };
     });
     return { record, layerBytes, isFrozen };

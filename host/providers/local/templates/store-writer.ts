@@ -56,7 +56,11 @@ function selfTag(): string {
   return `${self.pid}-${self.startTime}`;
 }
 
-/** A temp name for work of this process. */
+/** A temp name for work of this process (`.tmp-<pid>-<start>-<random>`): swept once the process is gone. */
+export function newTmpName(suffix = ''): string {
+  return tmpName(suffix);
+}
+
 function tmpName(suffix = ''): string {
   return `.tmp-${selfTag()}-${randomBytes(6).toString('hex')}${suffix}`;
 }
@@ -316,6 +320,9 @@ export function sweepStale(dir: string): void {
     if (name.startsWith('.gone-') || isStaleTmp(name)) removeTree(join(dir, LAYERS, name));
   }
   for (const name of safeReaddir(dir)) if (isStaleTmp(name)) rmSync(join(dir, name), { force: true });
+  // Pulls' layouts (their blobs are kept: a shared cache by digest).
+  for (const name of safeReaddir(join(dir, 'images')))
+    if (isStaleTmp(name)) rmSync(join(dir, 'images', name), { recursive: true, force: true });
   for (const name of safeReaddir(join(dir, CLAIMS))) {
     const path = join(dir, CLAIMS, name);
     if (name.startsWith('.')) {

@@ -89,12 +89,38 @@ export const LAYER_ID_PATTERN = /^[0-9a-f]{16}$/;
 export const LAYER_OWNERS = ['native', 'flattened'] as const;
 export type LayerOwners = (typeof LAYER_OWNERS)[number];
 
+/** What an image's config says about running it (the OCI config's `config`), as a template keeps it. */
+export const ImageRunConfigSchema = z.object({
+  env: z.array(z.string()),
+  working_dir: z.string(),
+  user: z.string(),
+  entrypoint: z.array(z.string()).nullable(),
+  cmd: z.array(z.string()).nullable(),
+});
+export type ImageRunConfig = z.infer<typeof ImageRunConfigSchema>;
+
+/** An image template's origin and config (TemplateRecord.image). */
+export const ImageInfoSchema = z.object({
+  /** The registry reference it was pulled by (absent for an import from disk). */
+  reference: z.string().optional(),
+  /** The manifest's digest (docker-archive: the config's, which names the image there). */
+  digest: z.string(),
+  /** `linux/amd64`… */
+  platform: z.string(),
+  config: ImageRunConfigSchema,
+  /** Its layers' digests, bottom first. */
+  layers: z.array(z.string()),
+});
+export type ImageInfo = z.infer<typeof ImageInfoSchema>;
+
 /** Where a template came from. */
 export const TemplateSourceSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('debian'), suite: z.string(), packages: z.array(z.string()), variant: z.string() }),
   /** `from` is the imported file's or directory's base name only: a full host path says more than it needs to. */
   z.object({ kind: z.literal('import'), from: z.string(), format: z.enum(['tar', 'directory']) }),
   z.object({ kind: z.literal('snapshot'), sandbox_id: z.string(), parent: z.string() }),
+  /** A container image: pulled from a registry (`from` is the reference) or imported from disk (`from` the base name). */
+  z.object({ kind: z.literal('image'), from: z.string(), format: z.enum(['registry', 'docker-archive', 'oci-layout']) }),
 ]);
 export type TemplateSource = z.infer<typeof TemplateSourceSchema>;
 
@@ -117,6 +143,8 @@ export const TemplateRecordSchema = z.object({
    * a Debian build's DEBIAN_FRONTEND, kept by its snapshots. Absent: none (older records too).
    */
   env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).optional(),
+  /** An image template's origin and config (its Env, WorkingDir and User hold for commands); absent for others. */
+  image: ImageInfoSchema.optional(),
 });
 export type TemplateRecord = z.infer<typeof TemplateRecordSchema>;
 

@@ -1,0 +1,276 @@
+// Container images as templates, through the BUILT bin: `template pull` from a real registry on the
+// loopback (Debian's docker-registry, plain HTTP),
+// and `template import` of an OCI layout (directory and tar) and a docker save archive, all of
+// images made here from a mini root. What lands in the store (whiteouts and opaque directories
+// applied, links kept as links and resolved inside the tree, hard links, set-id bits dropped, the
+// config kept), blobs shared by digest (the registry's own log shows what was fetched), the
+// platform chosen from an index, and refusals that name the reference and leave nothing: a
+// missing tag, an unknown platform, a refused login, a tampered blob.
+import { execFile, execFileSync } from 'node:child_process';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+  lstatSync,
+  readlinkSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { layerRoot, readTemplate, templatesDir } from '../../host/providers/local/templates/store.js';
+import { serverEnv } from '../support/built-server.js';
+import {
+  digestOf,
+  packLayer,
+  pushLayout,
+  startRegistry,
+  tarDirectory,
+  writeDockerArchive,
+  writeOciLayout,
+  type TestRegistry,
+} from '../support/image-fixtures.js';
+import { makeMiniRootDir } from '../support/mini-root.js';
+import { HOST_JS } from '../support/paths.js';
+import { requireBuild, requireCommands } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+
+interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(args: string[], env: Record<string, string>, input?: string): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = execFile(process.execPath, [HOST_JS, ...args], { env: serverEnv(env) }, (error, stdout, stderr) =>
+      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+    child.stdin!.end(input ?? '');
+  });
+}
+
+const stateDir = tempStateDir();
+const env = { SANDBOX_MCP_STATE_DIR: stateDir };
+const store = templatesDir(stateDir);
+const isRoot = process.geteuid?.() === 0;
+
+let base: Buffer;
+let top: Buffer;
+let other: Buffer;
+let layout: string;
+let registry: TestRegistry;
+
+/** A directory with `files` (relative path: content, or a function making it). */
+function tree(files: Record<string, string | ((path: string) => void)>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'layer-'));
+  for (const [rel, content] of Object.entries(files)) {
+    const path = join(dir, rel);
+    mkdirSync(join(path, '..'), { recursive: true });
+    if (typeof content === 'string') writeFileSync(path, content);
+    else content(path);
+  }
+  return dir;
+}
+
+const CONFIG = { Env: ['GREETING=hello from the image', 'PATH=/usr/local/bin:/usr/bin:/bin'], WorkingDir: '/srv/app', Cmd: ['sh'] };
+
+/** The digest of a layer as the fixtures store it (gzip, level 1). */
+function gzipped(tar: Buffer): string {
+  return digestOf(gzipSync(tar, { level: 1 }));
+}
+
+/** The store's layer of template `name`. */
+function rootOf(name: string): string {
+  const record = readTemplate(store, name);
+  expect(record).toBeDefined();
+  return layerRoot(store, record!.layers[0]!);
+}
+
+/** What a two-layer image made of `base` and `top` must look like once applied. */
+function expectApplied(root: string): void {
+  expect(existsSync(join(root, 'etc/doomed'))).toBe(false); // .wh.doomed
+  expect(readdirSync(join(root, 'opt/old')).sort()).toEqual(['new']); // opaque: lower's a, b gone
+  expect(readFileSync(join(root, 'etc/replaced'), 'utf8')).toBe('top\n');
+  // A member under an absolute link went inside the tree (the link's target in it), never the host's.
+  expect(readFileSync(join(root, 'etc/planted'), 'utf8')).toBe('inside\n');
+  expect(existsSync('/etc/planted')).toBe(false);
+  expect(lstatSync(join(root, 'hostetc')).isSymbolicLink()).toBe(true);
+  expect(readlinkSync(join(root, 'hostetc'))).toBe('/etc');
+  // Set-id dropped, the rest of the mode kept; a hard link is one inode.
+  expect(statSync(join(root, 'usr/bin/suid')).mode & 0o7777).toBe(0o755);
+  expect(statSync(join(root, 'usr/bin/linked')).ino).toBe(statSync(join(root, 'usr/bin/suid')).ino);
+  expect(existsSync(join(root, 'bin/sh'))).toBe(true);
+}
+
+beforeAll(async () => {
+  requireBuild();
+  requireCommands(['skopeo', 'docker-registry', 'openssl']);
+  const mini = makeMiniRootDir();
+  writeFileSync(join(mini, 'etc/doomed'), 'lower\n');
+  writeFileSync(join(mini, 'etc/replaced'), 'lower\n');
+  mkdirSync(join(mini, 'opt/old'), { recursive: true });
+  writeFileSync(join(mini, 'opt/old/a'), 'a');
+  writeFileSync(join(mini, 'opt/old/b'), 'b');
+  writeFileSync(join(mini, 'usr/bin/suid'), '#!/bin/sh\n', { mode: 0o755 });
+  execFileSync('chmod', ['4755', join(mini, 'usr/bin/suid')]);
+  execFileSync('ln', [join(mini, 'usr/bin/suid'), join(mini, 'usr/bin/linked')]);
+  symlinkSync('/etc', join(mini, 'hostetc'));
+  base = packLayer(mini);
+  top = packLayer(
+    tree({
+      'etc/.wh.doomed': '',
+      'etc/replaced': 'top\n',
+      'opt/old/.wh..wh..opq': '',
+      'opt/old/new': 'new\n',
+      'hostetc/planted': 'inside\n',
+      'srv/app/README': 'app\n',
+    }),
+    // No `hostetc` of its own: `hostetc/planted` goes through the lower layer's link.
+    ['hostetc'],
+  );
+  other = packLayer(tree({ 'srv/other': 'other\n' }));
+  layout = writeOciLayout([{ layers: [base, top], config: CONFIG }]);
+  registry = await startRegistry();
+  await pushLayout(layout, registry, 'app:1');
+}, 60_000);
+
+afterAll(async () => {
+  await registry?.stop();
+  await destroyStateDir(stateDir);
+});
+
+/** Blob GETs the registry served for `digest` so far (its access log). */
+function blobFetches(r: TestRegistry, digest: string): number {
+  return r
+    .log()
+    .split('\n')
+    .filter((l) => l.includes(`GET /v2/`) && l.includes(`/blobs/${digest}`) && !l.includes('HEAD')).length;
+}
+
+describe('template import of images on disk', () => {
+  it('applies an OCI layout directory: whiteouts, opaque directories, links in the tree, set-id dropped; the config kept', async () => {
+    const r = await cli(['template', 'import', 'fromlayout', layout], env);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^imported template fromlayout: image .+ \(oci-layout\)/);
+    expectApplied(rootOf('fromlayout'));
+    const record = readTemplate(store, 'fromlayout')!;
+    expect(record.source).toEqual({ kind: 'image', from: expect.any(String), format: 'oci-layout' });
+    expect(record.image?.config.env).toEqual(CONFIG.Env);
+    expect(record.image?.config.working_dir).toBe('/srv/app');
+    expect(record.image?.layers).toEqual([gzipped(base), gzipped(top)]);
+    expect(record.owners).toBe(isRoot ? 'native' : 'flattened');
+  });
+
+  it('takes the same layout as a tar archive, and what docker save writes', async () => {
+    const a = await cli(['template', 'import', 'fromlayouttar', tarDirectory(layout)], env);
+    expect(a.code).toBe(0);
+    expectApplied(rootOf('fromlayouttar'));
+    const saved = writeDockerArchive({ layers: [base, top], config: CONFIG });
+    const b = await cli(['template', 'import', 'fromsave', saved], env);
+    expect(b.stderr).toBe('');
+    expect(b.code).toBe(0);
+    expectApplied(rootOf('fromsave'));
+    expect(readTemplate(store, 'fromsave')!.source.kind).toBe('image');
+    expect(readTemplate(store, 'fromsave')!.image?.layers).toEqual([digestOf(base), digestOf(top)]);
+    const inspect = await cli(['template', 'inspect', 'fromsave'], env);
+    expect(JSON.parse(inspect.stdout).image.config.working_dir).toBe('/srv/app');
+  });
+
+  it('refuses a layout whose blob was tampered with, naming the digest, and keeps nothing', async () => {
+    const bad = writeOciLayout([{ layers: [base, top], config: CONFIG }]);
+    const blobs = join(bad, 'blobs/sha256');
+    // The largest blob is the base layer: flip a byte in its middle.
+    const victim = readdirSync(blobs).sort((x, y) => statSync(join(blobs, y)).size - statSync(join(blobs, x)).size)[0]!;
+    const bytes = readFileSync(join(blobs, victim));
+    bytes[bytes.length >> 1]! ^= 0xff;
+    writeFileSync(join(blobs, victim), bytes);
+    const layersBefore = readdirSync(join(store, 'layers')).sort();
+    const r = await cli(['template', 'import', 'tampered', bad], env);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`sha256:${victim}`);
+    expect(r.stderr).toMatch(/does not match its digest/);
+    expect(readTemplate(store, 'tampered')).toBeUndefined();
+    expect(readdirSync(join(store, 'layers')).sort()).toEqual(layersBefore);
+  });
+});
+
+describe('template pull from a registry on the loopback', () => {
+  it('pulls a two-layer image over plain HTTP to 127.0.0.1, applied as an import is, with reference and digest recorded', async () => {
+    const ref = `${registry.host}/app:1`;
+    const r = await cli(['template', 'pull', 'pulled', ref], env);
+    expect(r.stderr.split('\n').filter((l) => /level=(error|fatal)/.test(l))).toEqual([]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`^pulled template pulled: image ${ref.replace(/[.]/g, '\\.')}`));
+    expectApplied(rootOf('pulled'));
+    const record = readTemplate(store, 'pulled')!;
+    expect(record.image?.reference).toBe(ref);
+    expect(record.image?.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
+    const ls = await cli(['template', 'ls'], env);
+    expect(ls.stdout).toMatch(new RegExp(`pulled\\s+image ${ref.replace(/[.]/g, '\\.')}`));
+  });
+
+  it('fetches a shared base layer once: a second image on it, and the same image again, fetch only what is new', async () => {
+    const second = writeOciLayout([{ layers: [base, other], config: CONFIG }]);
+    await pushLayout(second, registry, 'app2:1');
+    const baseDigest = gzipped(base);
+    const before = blobFetches(registry, baseDigest);
+    const cached = readdirSync(join(store, 'images/blobs/sha256')).length;
+    expect((await cli(['template', 'pull', 'second', `${registry.host}/app2:1`], env)).code).toBe(0);
+    expect((await cli(['template', 'pull', 'again', `${registry.host}/app:1`], env)).code).toBe(0);
+    expect(readFileSync(join(rootOf('second'), 'srv/other'), 'utf8')).toBe('other\n');
+    // One new layer, one config, one manifest in the cache; no base layer fetched again.
+    expect(readdirSync(join(store, 'images/blobs/sha256')).length).toBe(cached + 3);
+    expect(blobFetches(registry, baseDigest) - before).toBe(0);
+  });
+
+  it('chooses this machine platform from an index, and refuses one without it, naming the reference', async () => {
+    const arch = process.arch === 'x64' ? 'amd64' : 'arm64';
+    const otherArch = arch === 'amd64' ? 'arm64' : 'amd64';
+    const mark = (text: string) => packLayer(tree({ 'etc/platform': text }));
+    const multi = writeOciLayout(
+      [
+        { layers: [base, mark(otherArch)], architecture: otherArch },
+        { layers: [base, mark(arch)], architecture: arch },
+      ],
+      { asIndex: true },
+    );
+    await pushLayout(multi, registry, 'multi:1');
+    expect((await cli(['template', 'pull', 'multi', `${registry.host}/multi:1`], env)).code).toBe(0);
+    expect(readFileSync(join(rootOf('multi'), 'etc/platform'), 'utf8')).toBe(arch);
+    const foreign = writeOciLayout([{ layers: [base], architecture: 's390x' }], { asIndex: true });
+    await pushLayout(foreign, registry, 'foreign:1');
+    const r = await cli(['template', 'pull', 'foreign', `${registry.host}/foreign:1`], env);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`${registry.host}/foreign:1`);
+    expect(r.stderr).toMatch(/no variant for this machine's platform/);
+  });
+
+  it('refuses a missing tag and a tampered blob, naming them, and keeps no template', async () => {
+    const missing = await cli(['template', 'pull', 'missing', `${registry.host}/app:nope`], env);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain(`not_found`);
+    expect(missing.stderr).toContain(`No image ${registry.host}/app:nope`);
+    // A layer of its own, corrupted in the registry's storage after the push.
+    const lone = packLayer(tree({ 'srv/lone': 'lone\n' }));
+    await pushLayout(writeOciLayout([{ layers: [base, lone] }]), registry, 'tamper:1');
+    const loneDigest = gzipped(lone);
+    const data = join(registry.storage, 'docker/registry/v2/blobs/sha256', loneDigest.slice(7, 9), loneDigest.slice(7), 'data');
+    const bytes = readFileSync(data);
+    bytes[bytes.length >> 1]! ^= 0xff;
+    writeFileSync(data, bytes);
+    const r = await cli(['template', 'pull', 'tampered', `${registry.host}/tamper:1`], env);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/does not match its digest/);
+    expect(r.stderr).toContain(loneDigest);
+    expect(readTemplate(store, 'tampered')).toBeUndefined();
+    expect(existsSync(join(store, 'images/blobs/sha256', loneDigest.slice(7)))).toBe(false);
+    expect(readdirSync(join(store, 'images')).filter((n) => n !== 'blobs')).toEqual([]);
+  });
+});
