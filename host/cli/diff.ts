@@ -7,7 +7,7 @@ import { WORKSPACE_LIMITS } from '../../shared/protocol.js';
 import type { ServerDeps } from '../mcp/server-deps.js';
 import type { SandboxRef } from '../providers/sandbox-ref.js';
 import { readWorkspaceChanges, type WorkspaceReport } from '../tasks/workspace-changes.js';
-import { formatBytes, paint } from './format.js';
+import { escapeControls, formatBytes, paint } from './format.js';
 
 /** What `diff` reads: every change the agent lists and the patch up to the protocol's largest. */
 export async function readDiff(deps: Pick<ServerDeps, 'providers' | 'agent' | 'masker'>, sandbox: SandboxRef): Promise<WorkspaceReport> {
@@ -24,23 +24,6 @@ export async function readDiff(deps: Pick<ServerDeps, 'providers' | 'agent' | 'm
     changes: report.changes.map((c) => ({ ...c, path: mask(c.path), link_target: c.link_target === null ? null : mask(c.link_target) })),
     patch: report.patch === null ? null : mask(report.patch),
   };
-}
-
-const NAMED_ESCAPES: Record<string, string> = { '\x1b': '\\e', '\r': '\\r', '\b': '\\b', '\f': '\\f', '\v': '\\v', '\x07': '\\a' };
-
-/**
- * `line` with every control character (C0 but tab, DEL, C1) shown as an escape (`\e`, `\r`,
- * `\x7f`, `\x9b`), as git shows such bytes in a name: nothing in a file moves the cursor, erases
- * or recolours on a terminal.
- */
-export function escapeControls(line: string): string {
-  // eslint-disable-next-line no-control-regex -- matching control characters is the point
-  return line.replace(/[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]/g, (c) => {
-    const named = NAMED_ESCAPES[c];
-    if (named) return named;
-    const code = c.charCodeAt(0);
-    return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
-  });
 }
 
 /** One line of a unified diff in the colour git gives it. */

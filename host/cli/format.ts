@@ -88,3 +88,83 @@ export function renderTable(rows: ReadonlyArray<ReadonlyArray<Cell | string>>, o
     return ((opts.indent ?? '') + parts.join('  ')).trimEnd();
   });
 }
+
+const NAMED_ESCAPES: Record<string, string> = { '\x1b': '\\e', '\r': '\\r', '\b': '\\b', '\f': '\\f', '\v': '\\v', '\x07': '\\a' };
+
+/**
+ * `line` with every control character (C0 but tab, DEL, C1) shown as an escape (`\e`, `\r`,
+ * `\x7f`, `\x9b`), as git shows such bytes in a name: nothing in a file moves the cursor, erases
+ * or recolours on a terminal.
+ */
+export function escapeControls(line: string): string {
+  // eslint-disable-next-line no-control-regex -- matching control characters is the point
+  return line.replace(/[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]/g, (c) => {
+    const named = NAMED_ESCAPES[c];
+    if (named) return named;
+    const code = c.charCodeAt(0);
+    return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}
+
+// An SGR sequence (colours, bold): what a program's coloured output holds, harmless on a terminal.
+// eslint-disable-next-line no-control-regex -- matching escape sequences is the point
+const SGR_SEQUENCE = /^\x1b\[[0-9;:]{0,32}m/;
+// The start of an escape sequence a chunk may have cut: held back for the next chunk.
+// eslint-disable-next-line no-control-regex -- matching escape sequences is the point
+const PARTIAL_SGR = /\x1b(\[[0-9;:]{0,32})?$/;
+
+/**
+ * Output a sandbox wrote, made safe for a terminal piece by piece (`sandbox-mcp logs` on a
+ * terminal): colour sequences pass, newlines, carriage returns and tabs pass, every other control character is
+ * shown escaped (escapeControls), so no output moves the cursor, erases lines, sets the title or
+ * writes the clipboard. A colour sequence cut between two pieces is held back until the next.
+ */
+export class TerminalText {
+  private held = '';
+
+  /** The safe form of `piece` (with what was held before it), holding back a cut sequence at its end. */
+  push(piece: string): string {
+    let text = this.held + piece;
+    const partial = PARTIAL_SGR.exec(text);
+    this.held = partial ? partial[0] : '';
+    if (partial) text = text.slice(0, partial.index);
+    return safeForTerminal(text);
+  }
+
+  /** What is still held back, made safe (at the end of the output). */
+  flush(): string {
+    const rest = this.held;
+    this.held = '';
+    return escapeControls(rest);
+  }
+}
+
+/** `text` with colour sequences, newlines, carriage returns and tabs kept and every other control character escaped. */
+export function safeForTerminal(text: string): string {
+  let out = '';
+  let rest = text;
+  for (;;) {
+    const esc = rest.indexOf('\x1b');
+    if (esc === -1) return out + escapeLines(rest);
+    out += escapeLines(rest.slice(0, esc));
+    const sgr = SGR_SEQUENCE.exec(rest.slice(esc));
+    if (sgr) {
+      out += sgr[0];
+      rest = rest.slice(esc + sgr[0].length);
+    } else {
+      out += '\\e';
+      rest = rest.slice(esc + 1);
+    }
+  }
+}
+
+/**
+ * escapeControls for text of many lines: its newlines kept, and carriage returns (a progress bar
+ * redrawing its line), which never leave the line they are on.
+ */
+function escapeLines(text: string): string {
+  return text
+    .split(/([\n\r])/)
+    .map((part) => (part === '\n' || part === '\r' ? part : escapeControls(part)))
+    .join('');
+}

@@ -14,7 +14,7 @@ import type { ServerDeps } from '../mcp/server-deps.js';
 import { applyLine, applyWorkspace } from './apply.js';
 import { cancelLine, cancelTask } from './cancel.js';
 import { readDiff, renderDiff } from './diff.js';
-import { isColourWanted } from './format.js';
+import { isColourWanted, TerminalText } from './format.js';
 import { killLine, killSandbox } from './kill.js';
 import { followLogs } from './logs.js';
 import { renderListing } from './ls.js';
@@ -87,7 +87,14 @@ async function dispatch(command: OperatorCommand, line: CommandLine, deps: Serve
       const onInterrupt = () => interrupt.abort();
       process.on('SIGINT', onInterrupt);
       try {
-        return await followLogs(deps, opts, { write: writeStdout, note, signal: interrupt.signal, json: line.json });
+        // On a terminal the sandbox's output is made safe (colours pass, other escapes are shown): format.ts.
+        const terminal = process.stdout.isTTY === true && !line.json ? new TerminalText() : null;
+        const write = terminal ? (text: string) => writeStdout(terminal.push(text)) : writeStdout;
+        try {
+          return await followLogs(deps, opts, { write, note, signal: interrupt.signal, json: line.json });
+        } finally {
+          if (terminal) await writeStdout(terminal.flush());
+        }
       } finally {
         process.off('SIGINT', onInterrupt);
       }

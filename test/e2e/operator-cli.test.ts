@@ -3,6 +3,7 @@
 // a capped stream's kept end after the gap, Ctrl-C that stops following but never the task,
 // cancel, kill, the errors, and --json of logs, cancel and kill.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn as spawnPty } from '@lydell/node-pty';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAgentBundle } from '../../host/providers/agent-bundle.js';
@@ -164,6 +165,26 @@ describe('sandbox-mcp logs', () => {
     expect(await run.exited).toBe(7);
     expect(run.stdout()).toBe(expected);
     expect(run.stderr()).toBe(`sandbox-mcp: task ${taskId} failed, exit code 7\n`);
+  });
+
+  it("on a terminal shows the task output's escapes as text (colours kept); into a pipe, its bytes as they are", async () => {
+    // The line above the output, which \e[1A\e[2K would erase if it reached the terminal as it is.
+    const taskId = await startTask("printf '\\033[31mred\\033[0m\\n\\033[1A\\033[2Kerased?\\033]0;title\\007\\n'");
+    await waitFor(async () => (await taskState(taskId)) === 'succeeded', 'the task to end');
+    const term = spawnPty(process.execPath, [HOST_JS, 'logs', sandboxId, taskId], {
+      cols: 100,
+      rows: 30,
+      env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir, TERM: 'xterm' }),
+    });
+    let shown = '';
+    term.onData((d) => (shown += d));
+    expect(await new Promise<number>((resolve) => term.onExit(({ exitCode }) => resolve(exitCode)))).toBe(0);
+    expect(shown).toContain('\x1b[31mred\x1b[0m');
+    expect(shown).toContain('\\e[1A\\e[2Kerased?\\e]0;title\\a');
+    expect(shown).not.toContain('\x1b[1A');
+    expect(shown).not.toContain('\x1b]0;');
+    const piped = await cli(['logs', sandboxId, taskId]);
+    expect(piped.stdout).toBe('\x1b[31mred\x1b[0m\n\x1b[1A\x1b[2Kerased?\x1b]0;title\x07\n');
   });
 
   it('prints from an offset, or the stderr stream; without --follow it ends at once', async () => {

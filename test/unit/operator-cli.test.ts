@@ -2,7 +2,16 @@
 // named, no value echoed), people's formatting (columns, times, sizes, colour rules), logs' page joining
 // and exit statuses, the ls rendering of a listing, and the --json shapes of logs, kill and cancel.
 import { describe, expect, it } from 'vitest';
-import { formatBytes, formatDuration, formatRelative, isColourWanted, paint, renderTable } from '../../host/cli/format.js';
+import {
+  formatBytes,
+  formatDuration,
+  formatRelative,
+  isColourWanted,
+  paint,
+  renderTable,
+  safeForTerminal,
+  TerminalText,
+} from '../../host/cli/format.js';
 import { cancelLine, CancelResultSchema, type CancelResult } from '../../host/cli/cancel.js';
 import { killLine, KillResultSchema } from '../../host/cli/kill.js';
 import {
@@ -127,6 +136,26 @@ describe('people formatting', () => {
     // Without the escape codes, the coloured table is the plain one.
     const strip = (s: string) => s.replace(new RegExp(String.fromCharCode(27) + '\\[\\d+m', 'g'), '');
     expect(coloured.map(strip)).toEqual(renderTable(rows, { colour: false, indent: '  ' }));
+  });
+});
+
+describe("a sandbox's output on a terminal", () => {
+  it('keeps colours, newlines, carriage returns and tabs; shows every other escape as text', () => {
+    const hostile = 'ok\n\x1b[1A\x1b[2Kgone\x1b]52;c;ZXZpbA==\x07\x1b]0;title\x07\x9b2J\x08\tend\r\n';
+    const shown = safeForTerminal('\x1b[31mred\x1b[0m ' + hostile);
+    expect(shown).toBe('\x1b[31mred\x1b[0m ok\n\\e[1A\\e[2Kgone\\e]52;c;ZXZpbA==\\a\\e]0;title\\a\\x9b2J\\b\tend\r\n');
+    // Nothing but the two colour sequences is left that a terminal would act on.
+    // eslint-disable-next-line no-control-regex -- the check is for control characters
+    expect(shown.replace(/\x1b\[[0-9;]*m/g, '')).not.toMatch(/[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]/);
+  });
+
+  it('holds back a colour sequence cut between two pieces, and escapes a cut one that never ends', () => {
+    const t = new TerminalText();
+    expect(t.push('a\x1b[3')).toBe('a');
+    expect(t.push('1mred\x1b')).toBe('\x1b[31mred');
+    expect(t.push('[2J')).toBe('\\e[2J');
+    expect(t.push('x\x1b[')).toBe('x');
+    expect(t.flush()).toBe('\\e[');
   });
 });
 
