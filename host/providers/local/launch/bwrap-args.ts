@@ -6,6 +6,7 @@
 // must be able to reach by path (bwrap resolves even a --bind-fd descriptor to its path, measured).
 import { AGENT_RUNTIME_DIR } from '../../../../shared/agent-runtime.js';
 import { SANDBOX_HOME, type NetworkMode } from '../../provider.js';
+import { AGENT_STATE_MOUNT } from '../limits/disk-shares.js';
 
 /** Device nodes bound into a base sandbox's private /dev (not `--dev`: it nests a user namespace there). */
 export const SANDBOX_DEVICES = ['/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom', '/dev/tty'] as const;
@@ -138,6 +139,15 @@ function boundHostPaths(opts: CommonOpts): string[] {
   return args;
 }
 
+/**
+ * The agent's state directory on a tmpfs of its own, sized (none without a size: an unsized tmpfs
+ * could take half of the machine's memory): the sandbox's files can fill its home or root, never
+ * the room the agent records output in. Private to the user (mode 0700), as the agent makes it.
+ */
+function agentStateMount(bytes: number | undefined): string[] {
+  return bytes === undefined ? [] : ['--perms', '0700', '--size', String(bytes), '--tmpfs', AGENT_STATE_MOUNT];
+}
+
 /** The bwrap arguments (without the program name) that start a base sandbox. */
 export function buildBwrapArgs(opts: BwrapArgsOpts): string[] {
   const args = namespaceArgs(opts, ['--unshare-user']);
@@ -160,6 +170,7 @@ export function buildBwrapArgs(opts: BwrapArgsOpts): string[] {
   );
   const size = (path: string): string[] => (opts.mountSizes?.[path] !== undefined ? ['--size', String(opts.mountSizes[path])] : []);
   args.push('--perms', '0700', ...size(SANDBOX_HOME), '--tmpfs', SANDBOX_HOME);
+  args.push(...agentStateMount(opts.mountSizes?.[AGENT_STATE_MOUNT]));
   for (const path of SCRATCH_PATHS) args.push('--perms', '1777', ...size(path), '--tmpfs', path);
   args.push('--dir', '/run', '--symlink', '../run', '/var/run');
   // After the writable mounts, which would otherwise cover a bound path below them (one in /tmp, say).
@@ -186,6 +197,8 @@ export interface TemplateBwrapArgsOpts extends CommonOpts {
   usernsFd?: number;
   /** Size in bytes of /dev/shm (the writable root itself is sized by the launch helper). */
   shmBytes?: number;
+  /** Size in bytes of the agent's state mount (none: the state stays in the root). */
+  agentStateBytes?: number;
 }
 
 /**
@@ -209,6 +222,7 @@ export function buildTemplateBwrapArgs(opts: TemplateBwrapArgsOpts): string[] {
     '--perms', '1777', '--dir', '/tmp',
     '--perms', '1777', '--dir', '/var/tmp',
   );
+  args.push(...agentStateMount(opts.agentStateBytes));
   if (opts.runtimeDir !== undefined || opts.workspace !== undefined) {
     // On a read-only tmpfs of its own: a mount point cannot be renamed away by the sandbox.
     const mountPoint = AGENT_RUNTIME_DIR.slice(0, AGENT_RUNTIME_DIR.lastIndexOf('/'));

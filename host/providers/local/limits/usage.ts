@@ -4,7 +4,7 @@
 // person looks (the dashboard).
 import { readdirSync, readFileSync, statfsSync } from 'node:fs';
 import { join } from 'node:path';
-import { diskSharesEighths } from './disk-shares.js';
+import { sandboxOwnMounts } from './disk-shares.js';
 
 // A mount with less than this free is full: ENOSPC for any write of some size.
 const FULL_BELOW_BYTES = 1024 * 1024;
@@ -59,7 +59,7 @@ export function taskCount(cgroupDirs: readonly string[], pid1: number): number |
 /** The writable mounts with (almost) no space left, seen through pid 1's root (`isTemplate`: a writable root; `hasWorkspace`: a workspace). */
 export function fullMounts(pid1: number, isTemplate = false, hasWorkspace = false): string[] {
   const full: string[] = [];
-  for (const path of Object.keys(diskSharesEighths(isTemplate, hasWorkspace))) {
+  for (const path of sandboxOwnMounts(isTemplate, hasWorkspace)) {
     try {
       const st = statfsSync(join(`/proc/${pid1}/root`, path));
       if (st.bavail * st.bsize < FULL_BELOW_BYTES) full.push(path);
@@ -94,7 +94,7 @@ export function memoryBytes(cgroupDirs: readonly string[]): number | null {
  */
 export function diskBytes(pid1: number, isTemplate = false, hasWorkspace = false): number | null {
   let used: number | null = null;
-  for (const path of Object.keys(diskSharesEighths(isTemplate, hasWorkspace))) {
+  for (const path of sandboxOwnMounts(isTemplate, hasWorkspace)) {
     try {
       const st = statfsSync(join(`/proc/${pid1}/root`, path));
       used = (used ?? 0) + (st.blocks - st.bfree) * st.bsize;
