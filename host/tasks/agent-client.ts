@@ -196,11 +196,19 @@ export class AgentClient {
       pending = (async () => {
         await provider.writeFile(sandboxId, tmp, this.bundle.bytes);
         // rename(2) is atomic: another server never runs a half-written agent.
-        await provider.exec(sandboxId, `[ -f ${file} ] || mv -f "$HOME/${tmp}" ${file}; rm -f "$HOME/${tmp}"`, {
-          timeoutS: 60,
-          role: 'service',
-          isResidentStartSkipped,
-        });
+        const moved = await provider.exec(
+          sandboxId,
+          `command -v mv >/dev/null 2>&1 && command -v rm >/dev/null 2>&1 || exit 127; [ -f ${file} ] || mv -f "$HOME/${tmp}" ${file}; rm -f "$HOME/${tmp}"`,
+          { timeoutS: 60, role: 'service', isResidentStartSkipped },
+        );
+        // Without mv or rm (a root with only a shell) the agent cannot be put in place: say which program is missing.
+        if (moved.exitCode === 127) {
+          throw new ProviderError('unsupported', {
+            code: 'tool_missing',
+            detail:
+              "This sandbox's root has no `mv` or `rm` (on its PATH), which installing the task agent needs: use a template with coreutils.",
+          });
+        }
         this.installs.set(key, (this.installs.get(key) ?? 0) + 1);
       })();
       this.pendingInstalls.set(key, pending);

@@ -39,14 +39,30 @@ export const TERMINAL_LINKS_BYTES = 64 * 1024;
 export const SANDBOX_HOSTNAME = 'sandbox';
 
 /**
+ * What pid 1 waits on in a root without `sleep` (a root with only a shell): builtins alone, never a
+ * loop that forks as fast as it can. A shell that stops itself holds a pipe's write end; another
+ * reads from it, and so blocks, until someone continues or kills the first. Pid 1 waits for the
+ * pair (reaping orphans meanwhile), so each round starts only after something inside ended one.
+ * The argvs (quoted as the script gives them) let stop_processes leave them alone.
+ */
+export const PID1_STOPPED_SHELLS: readonly (readonly string[])[] = [
+  ['/bin/sh', '-c', 'kill -STOP $$'],
+  ['/bin/sh', '-c', 'read x'],
+];
+const PID1_STOPPED_WAITER = [`/bin/sh -c 'kill -STOP $$'`, '|', `/bin/sh -c 'read x'`];
+
+/**
  * Pid 1 of every sandbox: announce readiness on fd 4, drop every descriptor it was started with,
- * then loop forever. Being pid 1 itself (bwrap --as-pid-1) makes it immune to signals sent from
+ * then loop forever (on `sleep`, or on PID1_STOPPED_SHELLS where there is none or it cannot run). Being pid 1 itself (bwrap --as-pid-1) makes it immune to signals sent from
  * inside the sandbox (`kill -9 -1`, `pkill sleep`); the loop's `wait` reaps reparented orphans.
  * Only single-digit descriptors, which every POSIX shell can name (a template may have only dash
  * or busybox); bwrap closes the ones it read mounts from itself.
  */
 export const PID1_SCRIPT =
-  'printf ready >&4; exec 3>&- 4>&- 5<&- 6<&- 7<&- 8<&- 9<&- </dev/null >/dev/null 2>&1; while :; do sleep 86400 & wait $!; done';
+  'printf ready >&4; exec 3>&- 4>&- 5<&- 6<&- 7<&- 8<&- 9<&- </dev/null >/dev/null 2>&1; ' +
+  'w=sleep; command -v sleep >/dev/null 2>&1 || w=stop; ' +
+  `while :; do if [ $w = sleep ]; then sleep 86400 & wait $!; else ${PID1_STOPPED_WAITER.join(' ')}; fi; ` +
+  'case $? in 126|127) w=stop ;; esac; done';
 
 /** Where a sandbox sees its workspace: the person's directory, writable, copy-on-write. */
 export const WORKSPACE_PATH = '/workspace';
