@@ -78,6 +78,20 @@ describe('a full disk loses no output', () => {
       stderr_truncated: false,
     });
     expect(done.error).toBeUndefined();
+    // Where output truly cannot be kept (the agent's own mount is full: here the sandbox filled it,
+    // leaving 128 KiB), the result says so, naming the filesystem and what it has left.
+    const state = '/home/user/.local/state/sandbox-agent';
+    await ok(s.client, 'run_command', {
+      sandbox_id: id,
+      command: `avail=$(df -k --output=avail ${state} | tail -n 1); head -c $(( (avail - 128) * 1024 )) /dev/zero > ${state}/fill`,
+    });
+    const lost = await ok(s.client, 'run_command', { sandbox_id: id, command: `head -c 300000 /dev/zero | tr '\\0' a` });
+    expect(lost).toMatchObject({ exit_code: 0, stdout_truncated: true });
+    // The stream ends with why it is short (after its head and tail where what was kept exceeds the result's cap too).
+    expect(lost.stdout).toMatch(
+      /\[\.\.\. output lost: the filesystem of \/home\/user\/\.local\/state\/sandbox-agent\/tasks\/[0-9a-f]{32} \(\d+ KiB free\) filled up while the task ran[^\]]*\.\.\.\]\n$/,
+    );
+    expect((lost.stdout as string).replace(/[^a]/g, '').length).toBeLessThan(300_000);
     await ok(s.client, 'kill_sandbox', { sandbox_id: id });
   });
 
