@@ -8,7 +8,7 @@ import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
-const DISK_MB = 32;
+const DISK_MB = 64;
 const LINES = 20_000;
 const FILL_AT = 5_000;
 const stateDir = tempStateDir();
