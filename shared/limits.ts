@@ -13,6 +13,8 @@ export const LIMITS = {
   pageMaxBytes: 65536,
   /** Longest accepted command text, in characters. */
   commandMaxChars: 65536,
+  /** A task's command as `list` reports it: at most this many characters (then `command_truncated`). */
+  listCommandMaxChars: 2048,
   /** Task timeout bounds and default, in seconds. */
   taskTimeoutMaxS: 3600,
   taskTimeoutDefaultS: 300,

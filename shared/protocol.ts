@@ -293,15 +293,23 @@ export const TaskViewSchema = z.strictObject({
 });
 export type TaskView = z.infer<typeof TaskViewSchema>;
 
-/** One task as `list` reports it: the task view without output pages. */
-export const TaskSummarySchema = z.omit(TaskViewSchema, {
-  stdout: true,
-  stderr: true,
-  stdout_next_offset: true,
-  stderr_next_offset: true,
-  stdout_tail: true,
-  stderr_tail: true,
-});
+/**
+ * One task as `list` reports it: the task view without output pages, and the task's command (its
+ * first LIMITS.listCommandMaxChars characters; `command_truncated` when it had more). The command
+ * is unmasked here: the host masks it as it masks output. Absent from older agents, and where the
+ * task's request cannot be read.
+ */
+export const TaskSummarySchema = z.extend(
+  z.omit(TaskViewSchema, {
+    stdout: true,
+    stderr: true,
+    stdout_next_offset: true,
+    stderr_next_offset: true,
+    stdout_tail: true,
+    stderr_tail: true,
+  }),
+  { command: z.optional(z.string()), command_truncated: z.optional(z.boolean()) },
+);
 export type TaskSummary = z.infer<typeof TaskSummarySchema>;
 
 /** What `list` returns: at most LIMITS.maxTasks tasks, newest first; `truncated` if more exist. */

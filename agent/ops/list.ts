@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { LIMITS } from '../../shared/limits.js';
 import { TASK_ID_PATTERN, type ListResult, type TaskSummary } from '../../shared/protocol.js';
 import { TASK_FILES, tasksDir } from '../paths.js';
+import { readTaskRequest } from '../task-request.js';
 import { logSizes, observeTask } from '../task-view.js';
 
 /** The tasks in the state directory (none if it does not exist yet), newest first, at most LIMITS.maxTasks. */
@@ -36,6 +37,7 @@ function summarize(taskId: string, dir: string): { summary: TaskSummary; sortKey
     stderr_truncated: s?.stderr_truncated ?? false,
   };
   if (observed.error) summary.error = observed.error;
+  Object.assign(summary, commandOf(dir));
   return { summary, sortKey: createdAtMs(dir) };
 }
 
@@ -49,4 +51,17 @@ function createdAtMs(dir: string): number {
     }
   }
   return 0;
+}
+
+/** The task's command as its request holds it, cut to LIMITS.listCommandMaxChars; nothing when unreadable. */
+function commandOf(dir: string): Pick<TaskSummary, 'command' | 'command_truncated'> {
+  let command: unknown;
+  try {
+    command = readTaskRequest(dir).command;
+  } catch {
+    return {};
+  }
+  if (typeof command !== 'string') return {};
+  const isTruncated = command.length > LIMITS.listCommandMaxChars;
+  return { command: isTruncated ? command.slice(0, LIMITS.listCommandMaxChars) : command, command_truncated: isTruncated };
 }

@@ -5,9 +5,8 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { WorkspaceChangesResult } from '../../shared/protocol.js';
-import { WORKSPACE_LIMITS } from '../../shared/protocol.js';
-import { collectChanges, type WorkspaceTrees } from '../../shared/workspace/changes.js';
-import { describeChanges } from '../../shared/workspace/patch.js';
+import { collectChangesFrom, treeReaders, type WorkspaceTrees } from '../../shared/workspace/changes.js';
+import { reportChanges } from '../../shared/workspace/report.js';
 import { AgentFailure } from '../errors.js';
 import { homeDir } from '../paths.js';
 
@@ -44,20 +43,6 @@ export function workspaceChanges(opts: WorkspaceChangesOpts): WorkspaceChangesRe
   for (const dir of [trees.base, trees.current, ...(trees.upper !== undefined ? [trees.upper] : [])]) {
     if (!isDirectory(dir)) throw new AgentFailure('not_found', 'the workspace, or the copy it is compared with, is not there');
   }
-  const all = collectChanges(trees);
-  const counts = { added: 0, modified: 0, deleted: 0, mode_changed: 0 };
-  for (const c of all) counts[c.change]++;
-  const listed = all.slice(0, opts.maxEntries);
-  const described = describeChanges(trees, listed, opts.patch, {
-    maxFileBytes: WORKSPACE_LIMITS.maxFileBytes,
-    maxPatchBytes: opts.maxPatchBytes,
-  });
-  return {
-    changes: described.changes,
-    changes_truncated: all.length > listed.length,
-    counts,
-    patch: opts.patch ? described.patch : null,
-    // Changes past the listed ones are missing from the patch too.
-    patch_truncated: opts.patch && (described.truncated || all.length > listed.length),
-  };
+  const readers = treeReaders(trees);
+  return reportChanges(readers, collectChangesFrom(readers), opts);
 }

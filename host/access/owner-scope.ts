@@ -1,6 +1,7 @@
 // Ownership enforced where no tool can forget it: a session's tools reach providers only through
 // its registry, and for a named principal that registry is this wrapper. create records the
-// principal as owner; list asks the provider for the principal's own sandboxes only (filtered
+// principal as owner; a user's template calls (create's template, snapshot, the listed names)
+// carry their name, so they see and make only their own and the shared ones; list asks the provider for the principal's own sandboxes only (filtered
 // before offset/limit); every other call first checks the sandbox's owner. A sandbox the
 // principal may not see is reported exactly as one that does not exist (one fixed not_found,
 // never permission_denied), so an id reveals nothing. Owners never change, so each is read from
@@ -69,6 +70,8 @@ export function scopeProviders(registry: ProviderRegistry, principal: Principal,
 function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCache): Required<Provider> {
   const key = (sandboxId: string) => `${provider.id}:${sandboxId}`;
   const isAdmin = seesEverything(principal);
+  // Whose templates this principal's calls name and make: a user's own; none (shared, all) for an admin.
+  const templateUser = isAdmin ? undefined : ownerRecordedBy(principal);
 
   async function ownerOf(sandboxId: string): Promise<string | null> {
     const cached = owners.get(key(sandboxId));
@@ -91,11 +94,11 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
   return {
     id: provider.id,
     agentNode: provider.agentNode ?? 'node',
-    // Templates are the server's, not a principal's: every principal may see and use them.
-    templateNames: () => provider.templateNames?.() ?? [],
-    async create(opts) {
+    // A user sees and uses the shared templates and their own; an admin every one, and makes shared ones.
+    templateNames: () => provider.templateNames?.(templateUser) ?? [],
+    async create({ templateUser: _asked, ...opts }) {
       const owner = ownerRecordedBy(principal) ?? null;
-      const meta = await provider.create({ ...opts, ...definedFields({ owner: owner ?? undefined }) });
+      const meta = await provider.create({ ...opts, ...definedFields({ owner: owner ?? undefined, templateUser }) });
       owners.set(key(meta.sandbox_id), owner);
       return meta;
     },
@@ -179,10 +182,10 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
       await check(sandboxId);
       return (await provider.execPromotable?.(sandboxId, command, opts)) ?? null;
     },
-    async snapshot(sandboxId, name) {
+    async snapshot(sandboxId, name, opts) {
       await check(sandboxId);
       if (!provider.snapshot) throw noSnapshots();
-      return provider.snapshot(sandboxId, name);
+      return provider.snapshot(sandboxId, name, { ...opts, ...definedFields({ owner: templateUser }) });
     },
     // The registry owns the provider's lifetime, not a session.
     close: async () => undefined,

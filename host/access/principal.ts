@@ -15,8 +15,8 @@ export type Principal = { kind: 'operator' } | { kind: 'named'; name: string; ro
 /** The single-user caller: stdio, or HTTP with one plain token. */
 export const OPERATOR: Principal = { kind: 'operator' };
 
-/** A principal's name as a tokens file and a sandbox's record may hold it (also safe as an E2B metadata value). */
-export const PRINCIPAL_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+// A principal's name pattern lives with the provider contract: providers record owners too.
+export { PRINCIPAL_NAME_PATTERN } from '../providers/provider.js';
 
 /** The owner recorded on a sandbox `p` creates: its name, or none for the operator. */
 export function ownerRecordedBy(p: Principal): string | undefined {

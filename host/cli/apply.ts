@@ -5,30 +5,20 @@
 // directory itself, all or nothing: any path the host changed since create is refused, by name,
 // before anything is written.
 //
-// What the sandbox reports is not trusted for where it writes: every path is checked (relative,
-// no `.`/`..`/`.git` part), the host directory comes from the provider's own record, no host
-// symlink is followed, and set-id bits are dropped.
-import {
-  chownSync,
-  chmodSync,
-  lchownSync,
-  lstatSync,
-  mkdirSync,
-  renameSync,
-  rmdirSync,
-  rmSync,
-  statSync,
-  symlinkSync,
-  unlinkSync,
-  writeFileSync,
-} from 'node:fs';
+// Nothing the sandbox says is trusted: the changes are the host's own (tasks/workspace-changes.ts),
+// the content written is what the host read itself, every path is checked (relative, no
+// `.`/`..`/`.git` part), the host directory comes from the provider's own record, and every path
+// touched — written, deleted, re-moded — is walked name by name from the directory's descriptor
+// (util/beneath.ts): no host symlink is followed, a symlink the sandbox made is written as a
+// symlink and never entered, and set-id bits are dropped.
+import { fchmodSync, fchownSync, closeSync, lchownSync, writeSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { dirname, join } from 'node:path';
 import * as z from 'zod';
 import { WORKSPACE_LIMITS } from '../../shared/protocol.js';
 import type { SandboxRef } from '../providers/sandbox-ref.js';
 import type { ServerDeps } from '../mcp/server-deps.js';
-import { readWorkspaceChanges, type ReportedChange } from '../tasks/workspace-changes.js';
+import { computeWorkspaceChanges, type ReportedChange } from '../tasks/workspace-changes.js';
+import { BeneathDir, BeneathError } from '../util/beneath.js';
 import { isSafeRelativePath, readNewContent, refused, type NewContent } from './apply-content.js';
 import { commitToBranch } from './apply-git.js';
 
@@ -47,17 +37,24 @@ export const ApplyResultSchema = z.strictObject({
 });
 export type ApplyResult = z.infer<typeof ApplyResultSchema>;
 
-/** Reads the changes and checks the paths; refuses a set it cannot take whole. */
+/** Reads the changes (the host's own) and the new content; refuses a set it cannot take whole. */
 async function readChanges(deps: Pick<ServerDeps, 'providers' | 'agent'>, sandbox: SandboxRef) {
   const provider = deps.providers.get(sandbox.provider);
-  const report = await readWorkspaceChanges(provider, deps.agent, sandbox.id, { patch: false, maxEntries: WORKSPACE_LIMITS.maxEntries });
-  if (report.changes_truncated) {
-    throw refused(`more than ${WORKSPACE_LIMITS.maxEntries} changes: apply takes a workspace's changes whole, and cannot list these`);
+  const computed = await computeWorkspaceChanges(provider, deps.agent, sandbox.id, {
+    patch: false,
+    maxEntries: WORKSPACE_LIMITS.maxEntries,
+  });
+  try {
+    const { report } = computed;
+    if (report.changes_truncated) {
+      throw refused(`more than ${WORKSPACE_LIMITS.maxEntries} changes: apply takes a workspace's changes whole, and cannot list these`);
+    }
+    const unsafe = report.changes.filter((c) => !isSafeRelativePath(c.path));
+    if (unsafe.length > 0) throw refused(`the sandbox has ${unsafe.length} path(s) that are not plain relative paths; nothing was applied`);
+    return { report, content: readNewContent(computed.trees.current, report.changes) };
+  } finally {
+    computed.close();
   }
-  const unsafe = report.changes.filter((c) => !isSafeRelativePath(c.path));
-  if (unsafe.length > 0)
-    throw refused(`the sandbox reported ${unsafe.length} path(s) that are not plain relative paths; nothing was applied`);
-  return { provider, report };
 }
 
 /** Applies the sandbox's workspace changes (see the module comment); throws a ProviderError (conflict, code apply_refused, for a refusal). */
@@ -66,11 +63,10 @@ export async function applyWorkspace(
   sandbox: SandboxRef,
   opts: { isWorktree: boolean },
 ): Promise<ApplyResult> {
-  const { provider, report } = await readChanges(deps, sandbox);
+  const { report, content } = await readChanges(deps, sandbox);
   const { workspace } = report;
   const git = workspace.origin.git;
   if (git && !opts.isWorktree) {
-    const content = await readNewContent(provider, sandbox.id, workspace, report.changes);
     const branch = `sandbox/${sandbox.id.slice(0, 12)}`;
     const made = await commitToBranch({ git, branch, sandbox, changes: report.changes, content });
     return {
@@ -92,7 +88,6 @@ export async function applyWorkspace(
         names.map((n) => `  ${n}`).join('\n'),
     );
   }
-  const content = await readNewContent(provider, sandbox.id, workspace, report.changes);
   const done = writeIntoDirectory(workspace.hostPath, report.changes, content);
   return {
     sandbox_id: sandbox.qualified,
@@ -105,106 +100,159 @@ export async function applyWorkspace(
   };
 }
 
-/** The kind of what is at `path` (no symlink followed), or null. */
-function lstatKind(path: string): 'file' | 'symlink' | 'directory' | 'other' | null {
-  try {
-    const st = lstatSync(path);
-    return st.isSymbolicLink() ? 'symlink' : st.isDirectory() ? 'directory' : st.isFile() ? 'file' : 'other';
-  } catch {
-    return null;
-  }
+type Kind = 'file' | 'symlink' | 'directory' | 'other';
+
+/** The kind of what is at `rel` below `root`, walked without following a symlink; null when it is not there (or not reachable without one). */
+function kindAt(root: BeneathDir, rel: string): Kind | null {
+  const st = root.lstatPath(rel);
+  if (!st) return null;
+  return st.isSymbolicLink() ? 'symlink' : st.isDirectory() ? 'directory' : st.isFile() ? 'file' : 'other';
+}
+
+function parentOf(rel: string): string {
+  const at = rel.lastIndexOf('/');
+  return at < 0 ? '' : rel.slice(0, at);
+}
+
+function nameOf(rel: string): string {
+  return rel.slice(rel.lastIndexOf('/') + 1);
+}
+
+/** Each directory above `rel`, nearest first ('' not included). */
+function ancestors(rel: string): string[] {
+  const out: string[] = [];
+  for (let dir = parentOf(rel); dir !== ''; dir = parentOf(dir)) out.push(dir);
+  return out;
 }
 
 /**
- * Writes the changes into `root`: deletions first (deepest first), then directories, then files and
- * symlinks (each written beside its place and renamed over it). Checks everything before the first
- * write: every parent on the way must be a directory (never a symlink) or be made by this apply.
+ * Writes the changes into `hostPath`: deletions first (deepest first), then directories, then
+ * files and symlinks (each written beside its place and renamed over it). Checks everything before
+ * the first write: every directory on the way to anything deleted or written must be a directory
+ * (never a symlink, host's or sandbox's), or be made (or emptied and replaced) by this apply.
  */
 export function writeIntoDirectory(
-  root: string,
+  hostPath: string,
+  changes: readonly ReportedChange[],
+  content: readonly NewContent[],
+): { written: number; deleted: number } {
+  let root: BeneathDir;
+  try {
+    root = BeneathDir.openRoot(hostPath);
+  } catch {
+    throw refused('the workspace directory is no longer a directory on the host; nothing was applied');
+  }
+  return root.use((dir) => writeBelow(dir, changes, content));
+}
+
+function writeBelow(
+  root: BeneathDir,
   changes: readonly ReportedChange[],
   content: readonly NewContent[],
 ): { written: number; deleted: number } {
   const deletions = changes.filter((c) => c.change === 'deleted').sort((a, b) => b.path.length - a.path.length);
   const deletedPaths = new Set(deletions.map((c) => c.path));
   const newDirs = new Set(changes.filter((c) => c.change === 'added' && c.kind === 'directory').map((c) => c.path));
-  // Plan: the parents of everything written must be directories, or become ones here.
-  for (const item of [...content.map((c) => c.change.path), ...newDirs]) {
-    for (let dir = dirname(item); dir !== '.'; dir = dirname(dir)) {
-      const kind = lstatKind(join(root, dir));
-      // Missing (made below), a directory, or what the sandbox replaced by one (deleted below).
-      if (kind === null || kind === 'directory' || deletedPaths.has(dir)) continue;
+  // Plan: what lies on the way must be a directory, or become one here (missing: made below).
+  for (const item of [...content.map((c) => c.change.path), ...newDirs, ...deletedPaths]) {
+    for (const dir of ancestors(item)) {
+      const kind = kindAt(root, dir);
+      if (kind === null || kind === 'directory') continue;
+      // What the sandbox replaced by a directory is deleted first — unless it is only on the way to a deletion.
+      if (deletedPaths.has(dir) && !deletedPaths.has(item)) continue;
       throw refused(`${dir} is a ${kind} on the host, where the sandbox has a directory; nothing was applied`);
     }
   }
   const owner = ownerToGive(root);
   let deleted = 0;
   for (const c of deletions) {
-    const path = join(root, c.path);
-    const kind = lstatKind(path);
-    if (kind === null) continue;
-    if (kind === 'directory') {
-      // Only an emptied directory goes: what the host added there since stays.
+    let parent: BeneathDir;
+    try {
+      parent = root.openPath(parentOf(c.path));
+    } catch (e) {
+      // Its directory is gone (deleted above, or by the host): nothing left to delete.
+      if (e instanceof BeneathError && e.code === 'not_found') continue;
+      throw refused(`${c.path} cannot be deleted: something on its way is not a directory; applying stopped part way`);
+    }
+    parent.use((dir) => {
+      const st = dir.lstat(nameOf(c.path));
+      if (!st) return;
       try {
-        rmdirSync(path);
+        // A directory only when emptied: what the host added there since stays. A symlink goes itself.
+        dir.remove(nameOf(c.path));
         deleted++;
       } catch {
         // Not empty.
       }
-    } else {
-      unlinkSync(path);
-      deleted++;
-    }
+    });
   }
-  for (const dir of [...newDirs].sort()) makeDirectory(root, dir, owner);
+  for (const rel of [...newDirs].sort()) makeDirectory(root, rel, owner).close();
   let written = 0;
   for (const c of content) {
-    const path = join(root, c.change.path);
-    let parent = dirname(c.change.path);
-    if (parent !== '.') makeDirectory(root, parent, owner);
-    else parent = '';
-    const temporary = join(root, parent, `.sandbox-mcp-apply-${randomBytes(6).toString('hex')}`);
-    if (c.change.kind === 'symlink') symlinkSync(c.data.toString('utf8'), temporary);
-    else {
-      writeFileSync(temporary, c.data, { mode: c.mode, flag: 'wx' });
-      chmodSync(temporary, c.mode);
-    }
-    try {
-      if (owner) chownLink(temporary, owner);
-      // A directory in the way (a type change) was deleted above; anything else is replaced atomically.
-      if (lstatKind(path) === 'directory') rmdirSync(path);
-      renameSync(temporary, path);
-    } catch (e) {
-      rmSync(temporary, { force: true });
-      throw e;
-    }
+    const parentRel = parentOf(c.change.path);
+    const name = nameOf(c.change.path);
+    makeDirectory(root, parentRel, owner).use((dir) => {
+      const temporary = `.sandbox-mcp-apply-${randomBytes(6).toString('hex')}`;
+      try {
+        if (c.change.kind === 'symlink') {
+          dir.makeSymlink(c.data.toString('utf8'), temporary);
+          if (owner) lchownSync(dir.at(temporary), owner.uid, owner.gid);
+        } else {
+          const fd = dir.createFile(temporary, c.mode);
+          try {
+            for (let at = 0; at < c.data.length;) at += writeSync(fd, c.data, at);
+            fchmodSync(fd, c.mode);
+            if (owner) fchownSync(fd, owner.uid, owner.gid);
+          } finally {
+            closeSync(fd);
+          }
+        }
+        // A directory in the way (a type change) was emptied above; anything else is replaced atomically.
+        if (dir.lstat(name)?.isDirectory()) dir.remove(name);
+        dir.rename(temporary, name);
+      } catch (e) {
+        try {
+          dir.remove(temporary);
+        } catch {
+          // Never made.
+        }
+        throw e;
+      }
+    });
     written++;
   }
   return { written, deleted };
 }
 
 /** As root in someone else's directory: the owner new files get (theirs, not root's). */
-function ownerToGive(root: string): { uid: number; gid: number } | null {
+function ownerToGive(root: BeneathDir): { uid: number; gid: number } | null {
   if (process.getuid?.() !== 0) return null;
-  const st = statSync(root);
+  const st = root.lstatSelf();
   return st.uid === 0 ? null : { uid: st.uid, gid: st.gid };
 }
 
-function chownLink(path: string, owner: { uid: number; gid: number }): void {
-  lchownSync(path, owner.uid, owner.gid);
-}
-
-/** Makes `rel` (and its parents) below `root` as directories, never through a symlink. */
-function makeDirectory(root: string, rel: string, owner: { uid: number; gid: number } | null): void {
-  let path = root;
-  for (const part of rel.split('/')) {
-    path = join(path, part);
-    const kind = lstatKind(path);
-    if (kind === 'directory') continue;
-    if (kind !== null) throw refused(`${rel} cannot be made: a ${kind} is in the way; applying stopped part way`);
-    mkdirSync(path, { mode: 0o755 });
-    if (owner) chownSync(path, owner.uid, owner.gid);
+/** Opens `rel` below `root`, making what is missing as directories, never through a symlink. */
+function makeDirectory(root: BeneathDir, rel: string, owner: { uid: number; gid: number } | null): BeneathDir {
+  let dir = root.reopen();
+  try {
+    for (const name of rel === '' ? [] : rel.split('/')) {
+      const st = dir.lstat(name);
+      if (!st) {
+        dir.makeDir(name, 0o755);
+        if (owner) lchownSync(dir.at(name), owner.uid, owner.gid);
+      } else if (!st.isDirectory()) {
+        const kind = st.isSymbolicLink() ? 'symlink' : st.isFile() ? 'file' : 'special file';
+        throw refused(`${rel} cannot be made: a ${kind} is in the way; applying stopped part way`);
+      }
+      const next = dir.openDir(name);
+      dir.close();
+      dir = next;
+    }
+  } catch (e) {
+    dir.close();
+    throw e;
   }
+  return dir;
 }
 
 /** The line `apply` prints for people. */

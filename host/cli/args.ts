@@ -64,6 +64,8 @@ export const OPTIONS = {
   'tokens-file': { type: 'string', commands: ['http'] },
   json: { type: 'boolean', commands: ['doctor', 'ls', 'logs', 'kill', 'cancel', 'template', 'snapshot', 'diff', 'apply'] },
   worktree: { type: 'boolean', commands: ['apply'] },
+  'keep-apt-cache': { type: 'boolean', commands: ['snapshot'] },
+  raw: { type: 'boolean', commands: ['diff'] },
   follow: { type: 'boolean', short: 'f', commands: ['logs'] },
   stderr: { type: 'boolean', commands: ['logs'] },
   from: { type: 'string', commands: ['logs'] },
@@ -77,7 +79,7 @@ export const OPTIONS = {
 } as const satisfies Record<string, OptionSpec>;
 type OptionName = keyof typeof OPTIONS;
 
-/** `sandbox-mcp --help`: every command, flag and environment variable (the README's table matches it). */
+/** `sandbox-mcp --help`: every command, flag and environment variable (docs/configuration.md's table matches it). */
 export const HELP = `sandbox-mcp ${HOST_VERSION} — an MCP server for sandboxes with reconnectable background tasks
 
 Usage:
@@ -129,10 +131,11 @@ Watching agents (no running server needed; ids as the tools return them, e.g. lo
         fresh pseudo-terminal (yours is never handed in); exits with the shell's status. A
         command after -- runs instead of the shell (local sandboxes only: E2B's terminal runs
         only its shell). Needs node-pty (@lydell/node-pty).
-  sandbox-mcp snapshot <sandbox_id> NAME [--json]
+  sandbox-mcp snapshot <sandbox_id> NAME [--keep-apt-cache] [--json]
         Save the files of a running local sandbox made from a template as a new template NAME
         (as the snapshot_sandbox tool does); it keeps running. Processes and tasks are not
-        carried over. --json: the new template's name, size and time.
+        carried over, nor apt's downloaded lists and .deb archives unless --keep-apt-cache.
+        --json: the new template's name, size and time.
   sandbox-mcp dashboard [--port N] [--provider local|e2b]
         The dashboard alone, for stdio users: served on 127.0.0.1 (a free port unless --port),
         signed in with a one-time link printed to stderr (it works once, for 10 minutes; press
@@ -142,10 +145,12 @@ Watching agents (no running server needed; ids as the tools return them, e.g. lo
   sandbox-mcp cancel <sandbox_id> <task_id> [--json]
         Cancel a task: TERM, then KILL, to its process group. Exit 1 if its end is not
         confirmed. --json: {"sandbox_id","task_id","state","exit_code","confirmed"}.
-  sandbox-mcp diff <sandbox_id> [--json]
+  sandbox-mcp diff <sandbox_id> [--raw] [--json]
         What a sandbox changed in its workspace (create_sandbox's workspace): a unified diff
         (coloured on a terminal), then the binary and large files it does not show and the
-        paths the host changed since create. --json: the changes and the patch as one object.
+        paths the host changed since create. Control characters in the files are shown
+        escaped (\\e, \\r, \\x7f); --raw, not on a terminal, prints them as they are (for
+        git apply). --json: the changes and the patch as one object.
   sandbox-mcp apply <sandbox_id> [--worktree] [--json]
         Take those changes onto the host. In a git repository: one commit on a new branch
         sandbox/<short id>, the working tree and index untouched (git merge takes it). With
@@ -154,7 +159,7 @@ Watching agents (no running server needed; ids as the tools return them, e.g. lo
   Errors print the tools' category and suggestion and exit 1; a bad command line exits 2.
   With --json too: errors stay on stderr, stdout carries only the JSON.
 
-Templates of local sandboxes (root filesystems create_sandbox's template names; README "Templates"):
+Templates of local sandboxes (root filesystems create_sandbox's template names; docs/templates.md):
   sandbox-mcp template build NAME [--packages LIST] [--suite S] [--mirror URL]
                                [--package-cache DIR]
         Build a Debian root filesystem with mmdebstrap (needs root; fetches from
@@ -209,6 +214,10 @@ Options:
                          JSON Lines (see logs)
   --worktree             apply: write into a git repository's working tree instead of
                          committing to a branch
+  --keep-apt-cache       snapshot: keep apt's downloaded package lists and .deb archives,
+                         which a snapshot leaves out by default
+  --raw                  diff: control characters as they are, not escaped (ignored on a
+                         terminal)
   --follow, -f           logs: keep printing as the output grows, until the task ends
   --stderr               logs: the task's stderr instead of its stdout
   --from N               logs: start at byte N of the stream (default 0)
@@ -220,14 +229,14 @@ Options:
   --sandbox-ro-bind PATH  show host PATH read-only, at the same place, in every local sandbox
                          (repeatable; env SANDBOX_MCP_SANDBOX_RO_BIND, colon-separated); a
                          sandbox sees none of the host's files but its system directories
-                         otherwise (README "What a sandbox sees")
+                         otherwise (docs/providers.md, "What a sandbox sees")
   --packages LIST        template build: Debian packages to add (comma-separated)
   --suite S              template build: the Debian suite (default stable)
   --mirror URL           template build: one Debian mirror, main only (default deb.debian.org,
                          with a stable suite's updates and security)
   --package-cache DIR    template build: keep the downloaded packages in DIR and reuse them
 
-Resource limits of local sandboxes (each also a variable; a flag wins; README "Resource limits"):
+Resource limits of local sandboxes (each also a variable; a flag wins; docs/limits.md):
 ${limitOptionsHelp()}
 
 Environment (a flag wins over its variable):
@@ -297,6 +306,10 @@ export interface CommandLine {
   fromByte: number;
   /** apply: into the working tree, not onto a branch. */
   worktree: boolean;
+  /** snapshot: keep apt's downloaded lists and archives. */
+  keepAptCache: boolean;
+  /** diff: control characters unescaped (only when stdout is not a terminal). */
+  raw: boolean;
   /** shell: the program after `--` (empty: the sandbox's shell). */
   program: string[];
   /** The limit flags given (by flag name; see LIMIT_OPTIONS). */
@@ -335,10 +348,10 @@ const ARITY: Record<CommandName, { min: number; max: number; usage: string }> = 
   kill: { min: 1, max: 1, usage: 'sandbox-mcp kill <sandbox_id> [--json]' },
   cancel: { min: 2, max: 2, usage: 'sandbox-mcp cancel <sandbox_id> <task_id> [--json]' },
   network: { min: 0, max: 1, usage: 'sandbox-mcp network [sandbox_id]' },
-  diff: { min: 1, max: 1, usage: 'sandbox-mcp diff <sandbox_id> [--json]' },
+  diff: { min: 1, max: 1, usage: 'sandbox-mcp diff <sandbox_id> [--raw] [--json]' },
   apply: { min: 1, max: 1, usage: 'sandbox-mcp apply <sandbox_id> [--worktree] [--json]' },
   template: { min: 0, max: 3, usage: 'sandbox-mcp template build|import|ls|inspect|rm ... (see sandbox-mcp --help)' },
-  snapshot: { min: 2, max: 2, usage: 'sandbox-mcp snapshot <sandbox_id> NAME [--json]' },
+  snapshot: { min: 2, max: 2, usage: 'sandbox-mcp snapshot <sandbox_id> NAME [--keep-apt-cache] [--json]' },
   dashboard: { min: 0, max: 0, usage: 'sandbox-mcp dashboard [--port N]' },
 };
 
@@ -458,6 +471,8 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     stderr: given.has('stderr'),
     fromByte: intOption(one('from'), 'from', 0, LIMITS.streamCapBytes, 0),
     worktree: given.has('worktree'),
+    keepAptCache: given.has('keep-apt-cache'),
+    raw: given.has('raw'),
     program,
     limits: Object.fromEntries(LIMIT_OPTIONS.flatMap((o) => (given.has(o.flag) ? [[o.flag, one(o.flag)!]] : []))),
     ...definedFields({

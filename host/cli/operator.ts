@@ -120,7 +120,11 @@ async function dispatch(command: OperatorCommand, line: CommandLine, deps: Serve
         await writeStdout(
           JSON.stringify({ sandbox_id: sandbox.qualified, host_path: workspace.hostPath, path: workspace.path, ...rest }) + '\n',
         );
-      } else await writeStdout(renderDiff(sandbox, report, isColourWanted(process.stdout, process.env)));
+      } else {
+        // Unescaped only where no terminal interprets it.
+        const raw = line.raw && !process.stdout.isTTY;
+        await writeStdout(renderDiff(sandbox, report, isColourWanted(process.stdout, process.env), raw));
+      }
       return OPERATOR_EXIT.ok;
     }
     case 'apply': {
@@ -132,7 +136,7 @@ async function dispatch(command: OperatorCommand, line: CommandLine, deps: Serve
     case 'snapshot': {
       const name = line.args[1] ?? '';
       if (!isStorableTemplateName(name)) throw new UsageError(`NAME must be ${TEMPLATE_NAME_RULE}`);
-      const result = await snapshotSandbox(deps, sandboxArg(line, config), name);
+      const result = await snapshotSandbox(deps, sandboxArg(line, config), name, { keepAptCache: line.keepAptCache });
       out(line.json ? JSON.stringify(result) + '\n' : snapshotLines(result));
       return OPERATOR_EXIT.ok;
     }

@@ -2,7 +2,7 @@
 // line — a running sandbox's files saved as a new template, the sandbox left running.
 import type { ServerDeps } from '../mcp/server-deps.js';
 import { SnapshotResultSchema } from '../mcp/tools/snapshot.js';
-import { noSnapshots } from '../providers/provider.js';
+import { noSnapshots, type SnapshotOpts } from '../providers/provider.js';
 import type { SandboxRef } from '../providers/sandbox-ref.js';
 import { formatBytes } from './format.js';
 import type * as z from 'zod';
@@ -12,10 +12,15 @@ export { SnapshotResultSchema };
 export type SnapshotOutput = z.infer<typeof SnapshotResultSchema>;
 
 /** Takes the snapshot. Throws the provider's error (not_found, unsupported, insufficient_resources…). */
-export async function snapshotSandbox(deps: Pick<ServerDeps, 'providers'>, sandbox: SandboxRef, name: string): Promise<SnapshotOutput> {
+export async function snapshotSandbox(
+  deps: Pick<ServerDeps, 'providers'>,
+  sandbox: SandboxRef,
+  name: string,
+  opts: SnapshotOpts = {},
+): Promise<SnapshotOutput> {
   const provider = deps.providers.get(sandbox.provider);
   if (!provider.snapshot) throw noSnapshots();
-  const made = await provider.snapshot(sandbox.id, name);
+  const made = await provider.snapshot(sandbox.id, name, opts);
   return {
     sandbox_id: sandbox.qualified,
     template: made.template,

@@ -11,6 +11,8 @@ import { DEFAULT_DEBIAN_SUITE, parsePackageList } from '../providers/local/templ
 import { TEMPLATE_NAME_RULE } from '../providers/local/templates/refusals.js';
 import {
   isStorableTemplateName,
+  isStorableTemplateRef,
+  templateRef,
   TemplateRecordSchema,
   type TemplateRecord,
   type TemplateSource,
@@ -45,8 +47,8 @@ const USAGE: Record<Subcommand, { args: number; usage: string; flags: readonly (
   },
   import: { args: 2, usage: 'sandbox-mcp template import NAME FILE.tar|DIR', flags: [] },
   ls: { args: 0, usage: 'sandbox-mcp template ls [--json]', flags: ['json'] },
-  inspect: { args: 1, usage: 'sandbox-mcp template inspect NAME', flags: [] },
-  rm: { args: 1, usage: 'sandbox-mcp template rm NAME', flags: [] },
+  inspect: { args: 1, usage: 'sandbox-mcp template inspect NAME|OWNER/NAME', flags: [] },
+  rm: { args: 1, usage: 'sandbox-mcp template rm NAME|OWNER/NAME', flags: [] },
 };
 
 const FLAG_NAMES: Partial<Record<keyof CommandLine, string>> = {
@@ -75,7 +77,9 @@ function parseSubcommand(line: CommandLine): { sub: Subcommand; args: string[] }
       );
     }
   }
-  if (sub !== 'ls' && !isStorableTemplateName(args[0]!)) throw new UsageError(`NAME must be ${TEMPLATE_NAME_RULE}`);
+  // inspect and rm also take a user's template by its reference, OWNER/NAME.
+  const isName = sub === 'inspect' || sub === 'rm' ? isStorableTemplateRef : isStorableTemplateName;
+  if (sub !== 'ls' && !isName(args[0]!)) throw new UsageError(`NAME must be ${TEMPLATE_NAME_RULE}`);
   return { sub: sub as Subcommand, args };
 }
 
@@ -95,19 +99,22 @@ function entry(details: TemplateDetails): TemplateEntry {
   return { ...details, used_by: details.used_by.map((id) => qualify('local', id).qualified) };
 }
 
-/** `template ls` for people: one row per template. */
+/** `template ls` for people: one row per template; an OWNER column once a user has one (a tokens file's snapshot_sandbox). */
 export function renderTemplates(entries: readonly TemplateEntry[], nowMs: number, colour: boolean): string {
   if (entries.length === 0) return 'no templates (sandbox-mcp template build or template import makes one)\n';
+  const hasOwners = entries.some((t) => t.owner !== undefined);
   const rows = [
     [
       { text: 'NAME', colour: 'bold' as const },
+      ...(hasOwners ? [{ text: 'OWNER', colour: 'bold' as const }] : []),
       { text: 'SOURCE', colour: 'bold' as const },
       { text: 'SIZE', colour: 'bold' as const },
       { text: 'CREATED', colour: 'bold' as const },
       { text: 'SANDBOXES', colour: 'bold' as const },
     ],
     ...entries.map((t) => [
-      t.name,
+      templateRef(t),
+      ...(hasOwners ? [t.owner ?? 'shared'] : []),
       describeSource(t.source),
       formatBytes(t.size_bytes),
       formatRelative(Date.parse(t.created_at), nowMs),
@@ -119,7 +126,7 @@ export function renderTemplates(entries: readonly TemplateEntry[], nowMs: number
 
 function madeLine(verb: string, record: TemplateRecord, elapsedMs?: number): string {
   const took = elapsedMs === undefined ? '' : ` in ${Math.round(elapsedMs / 1000)} s`;
-  return `${verb} template ${record.name}: ${describeSource(record.source)}, ${formatBytes(record.size_bytes)}${took}\n`;
+  return `${verb} template ${templateRef(record)}: ${describeSource(record.source)}, ${formatBytes(record.size_bytes)}${took}\n`;
 }
 
 /** Calls `run` with a signal that Ctrl-C (or TERM, HUP) aborts, for as long as it runs. */

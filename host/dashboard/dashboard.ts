@@ -70,9 +70,6 @@ export function createDashboard(deps: ServerDeps, opts: DashboardOpts): Dashboar
   const api = new DashboardApi(deps, sendJson);
 
   async function signIn(req: IncomingMessage, res: ServerResponse, site: DashboardSite): Promise<void> {
-    if (limiter.isBlocked()) {
-      return sendJson(res, 429, { error: { category: 'rate_limited', suggestion: 'Too many failed sign-ins: wait a minute.' } });
-    }
     const body = await readJsonBody(req);
     let principal: Principal | undefined;
     let via: 'token' | 'one-time code' | undefined;
@@ -82,6 +79,10 @@ export function createDashboard(deps: ServerDeps, opts: DashboardOpts): Dashboar
     } else if (typeof body?.code === 'string' && opts.oneTimeCode?.redeem(body.code)) {
       principal = OPERATOR;
       via = 'one-time code';
+    }
+    // Failures are limited, never the right credentials: else anyone who can reach the port keeps the operator out.
+    if (!principal && limiter.isBlocked()) {
+      return sendJson(res, 429, { error: { category: 'rate_limited', suggestion: 'Too many failed sign-ins: wait a minute.' } });
     }
     if (!principal) {
       limiter.fail();

@@ -72,7 +72,7 @@ async function withExtras(providers: ProviderRegistry, principal: Principal, lis
 
 /** The overview for `principal`, whose scoped registry `deps.providers` is. */
 export async function collectOverview(
-  deps: Pick<ServerDeps, 'providers' | 'agent' | 'config'>,
+  deps: Pick<ServerDeps, 'providers' | 'agent' | 'config' | 'masker'>,
   principal: Principal,
   nowMs: () => number = Date.now,
 ): Promise<Overview> {

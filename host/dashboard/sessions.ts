@@ -123,7 +123,11 @@ export class OneTimeCode {
   }
 }
 
-/** Counts failed sign-ins per minute, server-wide: tokens are unguessable, but a flood of guesses need not reach the log. */
+/**
+ * Counts failed sign-ins per minute, server-wide: tokens are unguessable, but a flood of guesses need
+ * not reach the log. Past the maximum a wrong attempt is answered 429 unlogged; right credentials
+ * are checked first and always sign in.
+ */
 export class SignInLimiter {
   private windowStartMs = Number.NEGATIVE_INFINITY;
   private failures = 0;

@@ -81,6 +81,9 @@ export interface SandboxMetadata {
   disk_size_mb: number | null;
 }
 
+/** A principal's name as a tokens file, a sandbox's record and a template's may hold it (also safe as an E2B metadata value). */
+export const PRINCIPAL_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
 /** Options for create; omitted options keep the provider's defaults. */
 export interface CreateOpts {
   template?: string;
@@ -94,6 +97,11 @@ export interface CreateOpts {
    * as long as it lives — never part of its metadata. Omitted: no owner is recorded.
    */
   owner?: string;
+  /**
+   * The user whose templates `template` may name (their own, then the shared ones); omitted: the
+   * operator or an admin, who may name every template (docs/principals.md).
+   */
+  templateUser?: string;
   /**
    * The sandbox's egress (entries already checked against the server's permitted set); absent
    * keeps the provider's default. A provider that cannot enforce it exactly throws unsupported.
@@ -131,6 +139,13 @@ export interface SandboxWorkspace {
   origin: WorkspaceOrigin;
   /** A host file holding the names each directory held at create (workspace-origin.ts WorkspaceNames), where they were recorded. */
   namesFile?: string;
+  /**
+   * Where the host reads the sandbox's trees itself (host paths; local): the overlay's upper and
+   * merged view, so the changes are computed on the host and the agent is never asked; null when
+   * the provider reads them itself but cannot now (the sandbox is not running). Absent (e2b): the
+   * agent nominates the changed paths and the host downloads and checks each.
+   */
+  hostTrees?: { upper: string; current: string } | null;
 }
 
 /** What the host directory was at create, as far as `apply` needs it. */
@@ -404,6 +419,21 @@ export interface SnapshotResult {
   note: string;
 }
 
+/** How a snapshot is taken. */
+export interface SnapshotOpts {
+  /**
+   * Keep apt's downloaded package lists and .deb archives (var/lib/apt/lists/*,
+   * var/cache/apt/archives/*.deb), which a local snapshot otherwise leaves out. E2B's snapshots keep
+   * every file either way.
+   */
+  keepAptCache?: boolean;
+  /**
+   * The user whose own template it becomes, which only that user (and the operator and admins) may
+   * see and use; omitted: shared (the operator's and admins' snapshots).
+   */
+  owner?: string;
+}
+
 /** The error of a provider that cannot snapshot sandboxes. */
 export function noSnapshots(): ProviderError {
   return new ProviderError('unsupported', { code: 'no_snapshots', detail: 'This provider cannot snapshot sandboxes.' });
@@ -493,14 +523,16 @@ export interface Provider {
   /**
    * Saves the sandbox's current files as a new template named `name`, which create can start
    * from; the sandbox keeps running. Optional: a provider without snapshots omits it (callers
-   * answer noSnapshots()). Never extends the lifetime.
+   * answer noSnapshots()). Never extends the lifetime. `opts.owner`: the user whose own template it
+   * becomes (SnapshotOpts).
    */
-  snapshot?(sandboxId: string, name: string): Promise<SnapshotResult>;
+  snapshot?(sandboxId: string, name: string, opts?: SnapshotOpts): Promise<SnapshotResult>;
   /**
    * The templates create accepts (besides its default), read now: for create_sandbox's
-   * description. Optional: a provider that cannot list them omits it.
+   * description. `user`: only those that user may use (CreateOpts.templateUser); omitted: every
+   * one. Optional: a provider that cannot list them omits it.
    */
-  templateNames?(): string[];
+  templateNames?(user?: string): string[];
   /** Releases clients and timers held by this instance (not the sandboxes). */
   close(): Promise<void>;
 }

@@ -69,10 +69,10 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Require
     },
     agentChannel: async (sandboxId, opts) => (await (await get()).agentChannel?.(sandboxId, opts)) ?? null,
     execPromotable: async (sandboxId, command, opts) => (await (await get()).execPromotable?.(sandboxId, command, opts)) ?? null,
-    snapshot: async (sandboxId, name) => {
+    snapshot: async (sandboxId, name, opts) => {
       const provider = await get();
       if (!provider.snapshot) throw noSnapshots();
-      return provider.snapshot(sandboxId, name);
+      return provider.snapshot(sandboxId, name, opts);
     },
     close: async () => {
       if (loading) await (await loading).close();

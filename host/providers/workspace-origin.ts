@@ -11,9 +11,10 @@
 //   - the git repository the directory lies in and the commit HEAD named, for `apply`'s branch.
 // The content at create is not kept: a host file changed since is flagged, never diffed against.
 import { execFile } from 'node:child_process';
-import { chmodSync, lstatSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
+import { BeneathDir, BeneathError } from '../util/beneath.js';
 import type { WorkspaceGit, WorkspaceOrigin } from './provider.js';
 
 /** The most names the walk at create records; past them, what it did not reach falls back to ctimes. */
@@ -45,8 +46,22 @@ export function ctimeNow(dir: string): bigint {
   }
 }
 
-/** The names below `root`, directory by directory (`.git` and what it holds left out, as in the changes). */
+/**
+ * The names below `root`, directory by directory (`.git` and what it holds left out, as in the
+ * changes). Walked from directory descriptors: a directory swapped for a symlink meanwhile is not
+ * entered (it counts as unreadable), so nothing outside `root` is listed.
+ */
 export function recordNames(root: string, maxNames = MAX_RECORDED_NAMES): WorkspaceNames {
+  let top: BeneathDir;
+  try {
+    top = BeneathDir.openRoot(root);
+  } catch {
+    return { dirs: {}, isComplete: false };
+  }
+  return top.use((dir) => recordNamesBelow(dir, maxNames));
+}
+
+function recordNamesBelow(top: BeneathDir, maxNames: number): WorkspaceNames {
   const dirs: Record<string, string[]> = {};
   const stack = [''];
   let count = 0;
@@ -55,7 +70,7 @@ export function recordNames(root: string, maxNames = MAX_RECORDED_NAMES): Worksp
     const rel = stack.pop()!;
     let entries;
     try {
-      entries = readdirSync(join(root, rel), { withFileTypes: true });
+      entries = top.openPath(rel).use((dir) => dir.entries());
     } catch {
       isComplete = false;
       continue;
@@ -115,11 +130,15 @@ export function isNotBefore(ctimeNs: bigint, sinceNs: bigint): boolean {
   return ctimeNs >= sinceNs;
 }
 
-function ctimeOf(path: string): bigint | null {
+/** The ctime of `rel` below the open root (never through a symlink), or null when it is not there. */
+function ctimeOf(root: BeneathDir, rel: string): bigint | null {
   try {
-    return lstatSync(path, { bigint: true }).ctimeNs;
-  } catch {
-    return null;
+    const names = rel === '' ? [] : rel.split('/');
+    if (names.length === 0) return lstatSync(`/proc/self/fd/${root.fd}`, { bigint: true }).ctimeNs;
+    return root.openPath(names.slice(0, -1).join('/')).use((dir) => lstatSync(dir.at(names[names.length - 1]!), { bigint: true }).ctimeNs);
+  } catch (err) {
+    if (err instanceof BeneathError || (err as NodeJS.ErrnoException).code !== undefined) return null;
+    throw err;
   }
 }
 
@@ -137,8 +156,9 @@ export interface ChangedPath {
 /**
  * The paths of `changes` whose host file changed since create: present now with a ctime not before
  * it; or missing now but there at create (the host deleted it; no conflict with a deletion); or
- * missing, with nothing known of create, in a directory that changed since. Never follows a
- * symlink (lstat).
+ * missing, with nothing known of create, in a directory that changed since. Every path is
+ * walked from the directory's descriptor, never through a symlink: a path below a host symlink is
+ * not there.
  */
 export function hostChangedPaths(
   hostPath: string,
@@ -146,10 +166,21 @@ export function hostChangedPaths(
   changes: readonly ChangedPath[],
   names?: WorkspaceNames,
 ): Set<string> {
+  let root: BeneathDir;
+  try {
+    root = BeneathDir.openRoot(hostPath);
+  } catch {
+    // The directory itself is gone or replaced: every path changed on the host.
+    return new Set(changes.map((c) => c.path));
+  }
+  return root.use((dir) => changedBelow(dir, origin, changes, names));
+}
+
+function changedBelow(root: BeneathDir, origin: WorkspaceOrigin, changes: readonly ChangedPath[], names?: WorkspaceNames): Set<string> {
   const since = BigInt(origin.sinceNs);
   const changed = new Set<string>();
   for (const c of changes) {
-    const ctime = ctimeOf(join(hostPath, c.path));
+    const ctime = ctimeOf(root, c.path);
     if (ctime !== null) {
       if (isNotBefore(ctime, since)) changed.add(c.path);
       continue;
@@ -163,7 +194,7 @@ export function hostChangedPaths(
     }
     // Nothing known of create: the nearest directory that exists now decides.
     for (let dir = parent; ; dir = dirname(dir) === '.' ? '' : dirname(dir)) {
-      const dirCtime = ctimeOf(join(hostPath, dir));
+      const dirCtime = ctimeOf(root, dir);
       if (dirCtime !== null) {
         if (isNotBefore(dirCtime, since)) changed.add(c.path);
         break;

@@ -6,7 +6,7 @@ import * as z from 'zod';
 import { PROTOCOL_VERSION, TaskSummarySchema, agentSupportsOp, type TaskSummary } from '../../shared/protocol.js';
 import { isProviderError, ProviderError } from '../providers/provider-error.js';
 import type { ProviderRegistry } from '../providers/registry.js';
-import type { ProviderId } from '../providers/sandbox-ref.js';
+import { qualify, type ProviderId } from '../providers/sandbox-ref.js';
 import { MetadataSchema, qualifyMetadata } from '../providers/sandbox-metadata.js';
 import { definedFields } from '../util/defined-fields.js';
 import type { AgentClient } from './agent-client.js';
@@ -38,10 +38,17 @@ const LIST_CALL_TIMEOUT_S = 60;
 const PAGE = 100;
 const MAX_SANDBOXES = 1000;
 
-/** What listing needs: the providers (scoped to a principal, or not) and the agent client. */
+/** What listing needs of the server's secret masker (mcp/mask.ts's SecretMasker, a layer above). */
+export interface CommandMasker {
+  learn(sandbox: string, read: () => Promise<Record<string, string>>): Promise<void>;
+  mask(sandbox: string, text: string): string;
+}
+
+/** What listing needs: the providers (scoped to a principal, or not), the agent client, and the masker for commands. */
 export interface ListingDeps {
   providers: ProviderRegistry;
   agent: AgentClient;
+  masker: CommandMasker;
 }
 
 async function listAllSandboxes(deps: ListingDeps, provider: ProviderId) {
@@ -64,7 +71,7 @@ async function tasksOf(
   const p = deps.providers.get(provider);
   try {
     const r = await deps.agent.call(p, sandboxId, { protocol: PROTOCOL_VERSION, op: 'list' }, { timeoutS: LIST_CALL_TIMEOUT_S });
-    return { tasks: r.tasks, isTruncated: r.truncated, error: null };
+    return { tasks: await maskedCommands(deps, provider, sandboxId, r.tasks), isTruncated: r.truncated, error: null };
   } catch (e) {
     let err = isProviderError(e) ? e : new ProviderError('internal');
     // An agent that does not know `list` refuses it as an invalid request; its hello says why.
@@ -83,7 +90,17 @@ async function tasksOf(
   }
 }
 
-/** Runs `fn` on every item, at most `size` at a time; results in the items' order. */
+/**
+ * The tasks with their commands masked as get_task masks output: the server's secrets and the
+ * sandbox's own (its record read once per process). A command may hold a secret typed out.
+ */
+async function maskedCommands(deps: ListingDeps, provider: ProviderId, sandboxId: string, tasks: TaskSummary[]): Promise<TaskSummary[]> {
+  if (!tasks.some((t) => t.command !== undefined)) return tasks;
+  const { qualified } = qualify(provider, sandboxId);
+  await deps.masker.learn(qualified, () => deps.providers.get(provider).getEnvironment(sandboxId));
+  return tasks.map((t) => (t.command === undefined ? t : { ...t, command: deps.masker.mask(qualified, t.command) }));
+}
+
 /** The host directory of the sandbox's workspace; null when it has none, or it cannot be read (the listing goes on). */
 async function workspaceOf(deps: ListingDeps, provider: ProviderId, sandboxId: string): Promise<string | null> {
   const p = deps.providers.get(provider);
@@ -94,6 +111,7 @@ async function workspaceOf(deps: ListingDeps, provider: ProviderId, sandboxId: s
   }
 }
 
+/** Runs `fn` on every item, at most `size` at a time; results in the items' order. */
 export async function inBatches<T, R>(items: readonly T[], size: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array<R>(items.length);
   let next = 0;

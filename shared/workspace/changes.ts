@@ -8,10 +8,11 @@
 //   - without, a walk of both trees (an e2b sandbox's copy), trusting equal size, mtime and mode
 //     as unchanged, as git's index does.
 // Content is compared byte for byte where it may differ. `.git` (a repository's own files) is never
-// part of the changes. Runs where the trees are (the agent, inside the sandbox) with node:fs only.
-import { closeSync, lstatSync, openSync, readdirSync, readlinkSync, readSync, type Stats } from 'node:fs';
+// part of the changes. Reads the trees through TreeReaders (tree-reader.ts): plain paths inside
+// the sandbox, no-follow descriptors on the host.
 import { join } from 'node:path';
 import { EXCLUDED_NAMES, type WorkspaceChangeKind, type WorkspaceEntryKind } from './contract.js';
+import { pathTreeReader, readFull, type TreeEntry, type TreeReader, type TreeReaders } from './tree-reader.js';
 
 /** One changed path. */
 export interface WorkspaceChange {
@@ -38,51 +39,6 @@ export interface WorkspaceTrees {
   upper?: string;
 }
 
-type Kind = WorkspaceEntryKind | 'other';
-
-interface Node {
-  kind: Kind;
-  /** Permission bits. */
-  mode: number;
-  size: number;
-  mtimeMs: number;
-}
-
-function lstatNode(path: string): Node | null {
-  let st: Stats;
-  try {
-    st = lstatSync(path);
-  } catch {
-    return null;
-  }
-  return { kind: kindOf(st), mode: st.mode & 0o7777, size: st.size, mtimeMs: st.mtimeMs };
-}
-
-function kindOf(st: Stats): Kind {
-  if (st.isFile()) return 'file';
-  if (st.isSymbolicLink()) return 'symlink';
-  if (st.isDirectory()) return 'directory';
-  return 'other';
-}
-
-/** A whiteout: overlayfs marks a deleted lower path with a 0/0 character device in the upper. */
-function isWhiteout(path: string): boolean {
-  try {
-    const st = lstatSync(path);
-    return st.isCharacterDevice() && st.rdev === 0;
-  } catch {
-    return false;
-  }
-}
-
-function names(dir: string): string[] {
-  try {
-    return readdirSync(dir);
-  } catch {
-    return [];
-  }
-}
-
 /** Four octal digits. */
 export function formatMode(mode: number): string {
   return (mode & 0o7777).toString(8).padStart(4, '0');
@@ -91,69 +47,39 @@ export function formatMode(mode: number): string {
 const CHUNK_BYTES = 64 * 1024;
 
 /** True when both files hold the same bytes (read in chunks; an unreadable file differs). */
-function sameContent(pathA: string, pathB: string): boolean {
-  let fdA: number | undefined;
-  let fdB: number | undefined;
+function sameContent(a: TreeReader, b: TreeReader, rel: string): boolean {
+  const fileA = a.open(rel);
+  const fileB = fileA ? b.open(rel) : null;
   try {
-    fdA = openSync(pathA, 'r');
-    fdB = openSync(pathB, 'r');
+    if (!fileA || !fileB) return false;
     const bufA = Buffer.alloc(CHUNK_BYTES);
     const bufB = Buffer.alloc(CHUNK_BYTES);
     for (;;) {
-      const nA = readFull(fdA, bufA);
-      const nB = readFull(fdB, bufB);
+      const nA = readFull(fileA, bufA);
+      const nB = readFull(fileB, bufB);
       if (nA !== nB || !bufA.subarray(0, nA).equals(bufB.subarray(0, nB))) return false;
       if (nA < CHUNK_BYTES) return true;
     }
   } catch {
     return false;
   } finally {
-    if (fdA !== undefined) closeSync(fdA);
-    if (fdB !== undefined) closeSync(fdB);
+    fileA?.close();
+    fileB?.close();
   }
 }
 
-function readFull(fd: number, buf: Buffer): number {
-  let n = 0;
-  while (n < buf.length) {
-    const got = readSync(fd, buf, n, buf.length - n, null);
-    if (got === 0) break;
-    n += got;
-  }
-  return n;
-}
-
-function readLink(path: string): string | null {
-  try {
-    return readlinkSync(path);
-  } catch {
-    return null;
-  }
-}
-
-function sameLink(pathA: string, pathB: string): boolean {
-  try {
-    return readlinkSync(pathA) === readlinkSync(pathB);
-  } catch {
-    return false;
-  }
+function sameLink(a: TreeReader, b: TreeReader, rel: string): boolean {
+  const target = a.readLink(rel);
+  return target !== null && target === b.readLink(rel);
 }
 
 /** Collects the changes of one comparison; see collectChanges. */
 class Comparison {
   readonly changes: WorkspaceChange[] = [];
 
-  constructor(private readonly trees: WorkspaceTrees) {}
+  constructor(private readonly trees: TreeReaders) {}
 
-  private base(rel: string): string {
-    return join(this.trees.base, rel);
-  }
-
-  private current(rel: string): string {
-    return join(this.trees.current, rel);
-  }
-
-  private record(path: string, change: WorkspaceChangeKind, node: Node, before: Node | null, after: Node | null): void {
+  private record(path: string, change: WorkspaceChangeKind, node: TreeEntry, before: TreeEntry | null, after: TreeEntry | null): void {
     if (node.kind === 'other') return;
     this.changes.push({
       path,
@@ -162,30 +88,30 @@ class Comparison {
       mode_before: before ? formatMode(before.mode) : null,
       mode_after: after ? formatMode(after.mode) : null,
       size: node.kind === 'directory' ? null : node.size,
-      link_target: node.kind === 'symlink' && after ? readLink(this.current(path)) : null,
+      link_target: node.kind === 'symlink' && after ? this.trees.current.readLink(path) : null,
     });
   }
 
   /** `rel` and, for a directory, everything below it, as added from `current`. */
-  private added(rel: string, node: Node): void {
+  private added(rel: string, node: TreeEntry): void {
     this.record(rel, 'added', node, null, node);
     if (node.kind !== 'directory') return;
-    for (const name of names(this.current(rel))) {
+    for (const name of this.trees.current.names(rel)) {
       if (EXCLUDED_NAMES.includes(name)) continue;
       const child = join(rel, name);
-      const n = lstatNode(this.current(child));
+      const n = this.trees.current.lstat(child);
       if (n) this.added(child, n);
     }
   }
 
   /** `rel` and, for a directory, everything below it, as deleted from `base`. */
-  private deleted(rel: string, node: Node): void {
+  private deleted(rel: string, node: TreeEntry): void {
     this.record(rel, 'deleted', node, node, null);
     if (node.kind !== 'directory') return;
-    for (const name of names(this.base(rel))) {
+    for (const name of this.trees.base.names(rel)) {
       if (EXCLUDED_NAMES.includes(name)) continue;
       const child = join(rel, name);
-      const n = lstatNode(this.base(child));
+      const n = this.trees.base.lstat(child);
       if (n) this.deleted(child, n);
     }
   }
@@ -196,8 +122,8 @@ class Comparison {
    * Returns true when both sides are directories (the caller decides whether to look inside).
    */
   compare(rel: string, mayTrustStat: boolean): boolean {
-    const before = lstatNode(this.base(rel));
-    const after = lstatNode(this.current(rel));
+    const before = this.trees.base.lstat(rel);
+    const after = this.trees.current.lstat(rel);
     if (!before && !after) return false;
     if (!before) {
       this.added(rel, after!);
@@ -218,8 +144,8 @@ class Comparison {
     if (mayTrustStat && isStatEqual) return false;
     const isSame =
       before.kind === 'symlink'
-        ? sameLink(this.base(rel), this.current(rel))
-        : before.size === after.size && sameContent(this.base(rel), this.current(rel));
+        ? sameLink(this.trees.base, this.trees.current, rel)
+        : before.size === after.size && sameContent(this.trees.base, this.trees.current, rel);
     if (!isSame) this.record(rel, 'modified', after, before, after);
     else if (before.kind === 'file' && before.mode !== after.mode) this.record(rel, 'mode_changed', after, before, after);
     return false;
@@ -227,31 +153,31 @@ class Comparison {
 
   /** Names `base` has in directory `rel` that `current` no longer has: deleted, whatever the upper says about how. */
   deletionsIn(rel: string): void {
-    const now = new Set(names(this.current(rel)));
-    for (const name of names(this.base(rel))) {
+    const now = new Set(this.trees.current.names(rel));
+    for (const name of this.trees.base.names(rel)) {
       if (EXCLUDED_NAMES.includes(name) || now.has(name)) continue;
       const child = join(rel, name);
-      const n = lstatNode(this.base(child));
+      const n = this.trees.base.lstat(child);
       if (n) this.deleted(child, n);
     }
   }
 }
 
 /** The paths the upper directory holds below `rel` (a directory on both sides), compared; recursing where it holds directories. */
-function walkUpper(cmp: Comparison, upper: string, rel: string): void {
+function walkUpper(cmp: Comparison, upper: TreeReader, rel: string): void {
   cmp.deletionsIn(rel);
-  for (const name of names(join(upper, rel))) {
+  for (const name of upper.names(rel)) {
     if (EXCLUDED_NAMES.includes(name)) continue;
     const child = join(rel, name);
     // A whiteout's deletion was found by deletionsIn; a directory's own entry may be new or old.
-    if (isWhiteout(join(upper, child))) continue;
+    if (upper.lstat(child)?.isWhiteout) continue;
     if (cmp.compare(child, false)) walkUpper(cmp, upper, child);
   }
 }
 
 /** Every path of either tree below `rel` (a directory on both sides), compared. */
-function walkBoth(cmp: Comparison, trees: WorkspaceTrees, rel: string): void {
-  const all = new Set([...names(join(trees.base, rel)), ...names(join(trees.current, rel))]);
+function walkBoth(cmp: Comparison, trees: TreeReaders, rel: string): void {
+  const all = new Set([...trees.base.names(rel), ...trees.current.names(rel)]);
   for (const name of all) {
     if (EXCLUDED_NAMES.includes(name)) continue;
     const child = join(rel, name);
@@ -270,8 +196,39 @@ function byPath(a: WorkspaceChange, b: WorkspaceChange): number {
  * Types other than files, symlinks and directories (fifos, sockets, devices) are not reported.
  */
 export function collectChanges(trees: WorkspaceTrees): WorkspaceChange[] {
+  return collectChangesFrom(treeReaders(trees));
+}
+
+/** The readers of trees named by path (inside the sandbox). */
+export function treeReaders(trees: WorkspaceTrees): TreeReaders {
+  const readers: TreeReaders = { base: pathTreeReader(trees.base), current: pathTreeReader(trees.current) };
+  if (trees.upper !== undefined) readers.upper = pathTreeReader(trees.upper);
+  return readers;
+}
+
+/** collectChanges over trees read by `trees`' readers (the host's no-follow ones, say). */
+export function collectChangesFrom(trees: TreeReaders): WorkspaceChange[] {
   const cmp = new Comparison(trees);
-  if (trees.upper !== undefined) walkUpper(cmp, trees.upper, '');
+  if (trees.upper) walkUpper(cmp, trees.upper, '');
   else walkBoth(cmp, trees, '');
   return cmp.changes.sort(byPath);
+}
+
+/**
+ * The changes at `paths` alone (each compared by content, a directory's own entry only unless
+ * added or deleted whole), sorted, each path and kind of change once: the host checking the paths
+ * an e2b sandbox's agent nominates against what it read itself.
+ */
+export function collectChangesAt(trees: TreeReaders, paths: Iterable<string>): WorkspaceChange[] {
+  const cmp = new Comparison(trees);
+  for (const path of new Set(paths)) cmp.compare(path, false);
+  const seen = new Set<string>();
+  return cmp.changes
+    .filter((c) => {
+      const key = `${c.change}\0${c.path}`;
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    })
+    .sort(byPath);
 }

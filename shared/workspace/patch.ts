@@ -2,11 +2,10 @@
 // and mode lines), so `git apply` and `patch -p1` take it. Text only: a binary file (a NUL byte,
 // or bytes that are not UTF-8), one too large to diff, or one that cannot be read is listed by the
 // changes, never inlined. The patch is capped; the files past the cap are left out whole.
-import { closeSync, openSync, readlinkSync, readSync } from 'node:fs';
-import { join } from 'node:path';
-import type { WorkspaceChange, WorkspaceTrees } from './changes.js';
+import type { WorkspaceChange } from './changes.js';
 import type { DiffState } from './contract.js';
 import { splitLines, unifiedHunks } from './line-diff.js';
+import { readUpTo, type TreeReader, type TreeReaders } from './tree-reader.js';
 
 /** A change as reported: which of its content the patch shows. `none`: a directory. */
 export type DescribedChange = WorkspaceChange & { diff: DiffState };
@@ -31,39 +30,22 @@ type Content = { text: string } | { problem: Exclude<DiffState, 'inline' | 'none
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** A file's text, or why it has none worth diffing. */
-function readText(path: string, maxBytes: number): Content {
-  let fd: number | undefined;
+function readText(reader: TreeReader, rel: string, maxBytes: number): Content {
+  const bytes = readUpTo(reader, rel, maxBytes);
+  if (bytes === null) return { problem: 'unreadable' };
+  if (bytes.length > maxBytes) return { problem: 'too_large' };
+  // git's own test: a NUL in the first 8000 bytes makes a file binary.
+  if (bytes.subarray(0, 8000).includes(0)) return { problem: 'binary' };
   try {
-    fd = openSync(path, 'r');
-    const buf = Buffer.alloc(maxBytes + 1);
-    let n = 0;
-    while (n < buf.length) {
-      const got = readSync(fd, buf, n, buf.length - n, null);
-      if (got === 0) break;
-      n += got;
-    }
-    if (n > maxBytes) return { problem: 'too_large' };
-    const bytes = buf.subarray(0, n);
-    // git's own test: a NUL in the first 8000 bytes makes a file binary.
-    if (bytes.subarray(0, 8000).includes(0)) return { problem: 'binary' };
-    try {
-      return { text: utf8.decode(bytes) };
-    } catch {
-      return { problem: 'binary' };
-    }
+    return { text: utf8.decode(bytes) };
   } catch {
-    return { problem: 'unreadable' };
-  } finally {
-    if (fd !== undefined) closeSync(fd);
+    return { problem: 'binary' };
   }
 }
 
-function readLinkText(path: string): Content {
-  try {
-    return { text: readlinkSync(path) };
-  } catch {
-    return { problem: 'unreadable' };
-  }
+function readLinkText(reader: TreeReader, rel: string): Content {
+  const target = reader.readLink(rel);
+  return target === null ? { problem: 'unreadable' } : { text: target };
 }
 
 /** git's file mode of a change's side: 100644, 100755 (any execute bit) or 120000. */
@@ -101,15 +83,15 @@ export function quotePath(prefix: string, path: string): string {
 }
 
 /** The content of one side of a change, or null for the side where it does not exist. */
-function sideContent(trees: WorkspaceTrees, change: WorkspaceChange, side: 'base' | 'current', maxBytes: number): Content | null {
+function sideContent(trees: TreeReaders, change: WorkspaceChange, side: 'base' | 'current', maxBytes: number): Content | null {
   const exists = side === 'base' ? change.mode_before !== null : change.mode_after !== null;
   if (!exists) return null;
-  const path = join(side === 'base' ? trees.base : trees.current, change.path);
-  return change.kind === 'symlink' ? readLinkText(path) : readText(path, maxBytes);
+  const reader = side === 'base' ? trees.base : trees.current;
+  return change.kind === 'symlink' ? readLinkText(reader, change.path) : readText(reader, change.path, maxBytes);
 }
 
 /** One file's section of the patch, or why it has none. */
-function section(trees: WorkspaceTrees, change: WorkspaceChange, opts: PatchOpts): { diff: DiffState; text: string } {
+function section(trees: TreeReaders, change: WorkspaceChange, opts: PatchOpts): { diff: DiffState; text: string } {
   if (change.kind === 'directory') return { diff: 'none', text: '' };
   const a = quotePath('a/', change.path);
   const b = quotePath('b/', change.path);
@@ -138,7 +120,7 @@ function section(trees: WorkspaceTrees, change: WorkspaceChange, opts: PatchOpts
  * their unified diff: sections in the changes' order until the next would cross maxPatchBytes.
  */
 export function describeChanges(
-  trees: WorkspaceTrees,
+  trees: TreeReaders,
   changes: readonly WorkspaceChange[],
   withPatch: boolean,
   opts: PatchOpts,

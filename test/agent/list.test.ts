@@ -3,6 +3,7 @@ import { execFile } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { LIMITS } from '../../shared/limits.js';
 import { encodeRequest, ListResultSchema, type ListResult } from '../../shared/protocol.js';
 import {
   agentEnv,
@@ -60,14 +61,32 @@ describe('list', () => {
     expect(r).toMatchObject({ state: 'running', exit_code: null, finished_at: null });
     expect(r!.started_at).toEqual(expect.any(Number));
     expect(o).toMatchObject({ state: 'unknown', exit_code: null, error: { code: 'supervisor_missing' } });
+    // Each names its command, as start was given it.
+    expect(tasks.map((t) => [t.command, t.command_truncated])).toEqual([
+      [fixture('forever.sh'), false],
+      [fixture('forever.sh'), false],
+      [fixture('exit-n.sh', '4'), false],
+      ['echo hello', false],
+    ]);
     // The same verdicts get gives, field for field.
     for (const t of tasks) {
       const view = await callView(w, { protocol: 1, op: 'get', task_id: t.task_id });
       const { stdout: _o, stderr: _e, stdout_next_offset: _on, stderr_next_offset: _en, ...summary } = view;
-      expect(t).toEqual(summary);
+      const { command: _c, command_truncated: _ct, ...listed } = t;
+      expect(listed).toEqual(summary);
     }
     await callView(w, { protocol: 1, op: 'cancel', task_id: running.task_id });
     await callView(w, { protocol: 1, op: 'cancel', task_id: orphaned.task_id });
+  });
+
+  it('cuts a long command to its first 2048 characters, saying so', async () => {
+    const w = world();
+    const command = `: ${'x'.repeat(3000)}; echo done`;
+    const long = await start(w, command);
+    await waitTerminal(w, long.task_id);
+    const [t] = (await list(w)).tasks;
+    expect(t).toMatchObject({ task_id: long.task_id, command: command.slice(0, LIMITS.listCommandMaxChars), command_truncated: true });
+    expect(t!.command).toHaveLength(2048);
   });
 
   it('reports a directory without a status as unknown, and skips entries that are not tasks', async () => {

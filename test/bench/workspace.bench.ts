@@ -1,7 +1,7 @@
 // Benchmarks of local workspaces (`npm run bench`): create+kill with a 10 000-file, 200 MiB
 // workspace against create+kill without one, interleaved in one run (target: at most 1.2x), and
-// workspace_changes (the agent through the overlay's upper, the host's host_changed check) on
-// 100 changed files of that tree, with and without the patch.
+// workspace_changes (the host reading the overlay's upper and merged view itself, and its
+// host_changed check) on 100 changed files of that tree, with and without the patch.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

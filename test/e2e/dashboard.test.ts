@@ -6,7 +6,7 @@
 // Screenshots of the main views go to test-artifacts/screenshots/ (git-ignored).
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -17,6 +17,7 @@ import { hashToken } from '../../host/access/tokens-file.js';
 import { OverviewSchema } from '../../host/dashboard/overview.js';
 import { launchBrowser, requireChromium, screenshotPath } from '../support/browser.js';
 import { type HttpServer, ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
+import { HOSTILE_COMMAND, HOSTILE_OUTPUT } from '../support/hostile-text.js';
 import { HOST_JS } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
@@ -30,6 +31,7 @@ const TOKENS = {
 const SECRET = 'S3cretForTheDashboardXYZ';
 /** Prints a line five times a second; once /tmp/go appears, one marker line (the fixture's readiness is its first ticks). */
 const TICKER =
+  `: the literal ${SECRET} is masked in the command too; ` +
   'echo "token is $MY_API_TOKEN"; i=0; while :; do i=$((i+1)); echo "tick $i"; ' +
   'if [ -f /tmp/go ]; then echo "MARKER after load"; rm -f /tmp/go; fi; sleep 0.2; done';
 
@@ -39,6 +41,8 @@ const SPEW = 'head -c 1200000 /dev/zero | tr "\\0" a; echo THE-END';
 const stateDir = tempStateDir();
 const tokensDir = mkdtempSync(join(tmpdir(), 'sandbox-mcp-tokens-'));
 const tokensFile = join(tokensDir, 'tokens');
+/** A host directory alice's second sandbox has as its workspace. */
+const workspaceDir = join(tokensDir, 'project');
 let server: HttpServer;
 let base: string;
 let browser: Browser;
@@ -55,7 +59,13 @@ beforeAll(async () => {
     `alice user ${hashToken(TOKENS.alice)}\nbob user ${hashToken(TOKENS.bob)}\nroot admin ${hashToken(TOKENS.root)}\n`,
     { mode: 0o600 },
   );
-  server = await startHttp({ SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_TOKENS_FILE: tokensFile });
+  mkdirSync(workspaceDir);
+  writeFileSync(join(workspaceDir, 'README.md'), '# A project\n');
+  server = await startHttp({
+    SANDBOX_MCP_STATE_DIR: stateDir,
+    SANDBOX_MCP_TOKENS_FILE: tokensFile,
+    SANDBOX_MCP_WORKSPACE_ALLOW: workspaceDir,
+  });
   let log = '';
   server.process.stderr!.on('data', (d: Buffer) => (log += d.toString()));
   serverLog = () => log;
@@ -63,7 +73,7 @@ beforeAll(async () => {
   mcp.alice = (await server.connect({ authorization: `Bearer ${TOKENS.alice}` })).client;
   mcp.bob = (await server.connect({ authorization: `Bearer ${TOKENS.bob}` })).client;
   ids.a1 = (await ok(mcp.alice, 'create_sandbox', { timeout: 900, envs: { MY_API_TOKEN: SECRET } })).sandbox_id;
-  ids.a2 = (await ok(mcp.alice, 'create_sandbox', { timeout: 900 })).sandbox_id;
+  ids.a2 = (await ok(mcp.alice, 'create_sandbox', { timeout: 900, workspace: workspaceDir })).sandbox_id;
   ids.b1 = (await ok(mcp.bob, 'create_sandbox', { timeout: 900 })).sandbox_id;
   ids.ticker = (await ok(mcp.alice, 'start_task', { sandbox_id: ids.a1, command: TICKER, timeout: 900 })).task_id;
   ids.sleeper = (await ok(mcp.alice, 'start_task', { sandbox_id: ids.a2, command: 'echo ready; sleep 900', timeout: 900 })).task_id;
@@ -164,7 +174,22 @@ describe('the dashboard (sandbox-mcp http)', () => {
     await page.locator(`tr[data-sandbox="${ids.a1}"]`).click();
     const task = page.locator(`#tasks tr[data-task="${ids.ticker}"]`);
     await expect.poll(() => task.getAttribute('data-state')).toBe('running');
+    // Each task names its command, cut to the column (the whole text on hover), masked as its output is.
+    const masked = TICKER.replace(SECRET, '[MASKED]');
+    const commandCell = task.locator('td[data-label="Command"] .cut');
+    expect(await commandCell.textContent()).toBe(masked);
+    expect(await commandCell.getAttribute('title')).toBe(masked);
+    expect(await commandCell.evaluate((el: any) => el.scrollWidth > el.clientWidth)).toBe(true);
+    // The sandboxes table names each one's workspace and template ('–': none).
+    const a2 = page.locator(`tr[data-sandbox="${ids.a2}"]`);
+    const workspaceCell = a2.locator('td[data-label="Workspace"] .cut');
+    expect(await workspaceCell.textContent()).toBe('project');
+    expect(await workspaceCell.getAttribute('title')).toBe(workspaceDir);
+    expect(await a2.locator('td[data-label="Template"]').textContent()).toBe('base');
+    expect(await page.locator(`tr[data-sandbox="${ids.a1}"] td[data-label="Workspace"]`).textContent()).toBe('–');
     await task.click();
+    // Selected, the task's whole command stands above its output.
+    expect(await page.locator('#output-command').textContent()).toBe(masked);
     await page.locator('#stdout').getByText('tick 3', { exact: false }).waitFor();
     const stdout = (await page.locator('#stdout').textContent())!;
     expect(stdout).toContain('token is [MASKED]');
@@ -284,6 +309,12 @@ describe('the dashboard (sandbox-mcp http)', () => {
     expect(listed.sandboxes.map((s) => s.sandbox_id)).not.toContain(ids.b1);
     expect(a1.usage!.disk_bytes!.used).toBeGreaterThan(0);
     expect(a1.tasks!.map((t) => t.task_id)).toContain(ids.ticker);
+    // The listing carries each task's command, masked: the secret typed into it never leaves the server.
+    expect(a1.tasks!.find((t) => t.task_id === ids.ticker)).toMatchObject({
+      command: TICKER.replace(SECRET, '[MASKED]'),
+      command_truncated: false,
+    });
+    expect(JSON.stringify(listed)).not.toContain(SECRET);
     expect(a1.owner).toBeUndefined();
     // A foreign Origin, with a valid session: refused before anything runs.
     const foreign = { cookie: session.cookie, 'x-sandbox-mcp-csrf': session.csrf, origin: 'http://evil.example' };
@@ -335,6 +366,44 @@ describe('the dashboard (sandbox-mcp http)', () => {
     const log = serverLog();
     for (const value of [...Object.values(TOKENS), session.cookie.split('=')[1]!, session.csrf, SECRET]) expect(log).not.toContain(value);
     expect(log).toMatch(/"msg":"dashboard sign-in","via":"token","principal":"alice"/);
+  });
+
+  it("a task's hostile output (an <img onerror>, a </script>) is shown as text: no element and no handler comes from it", async () => {
+    const task = await ok(mcp.alice, 'start_task', { sandbox_id: ids.a1, command: HOSTILE_COMMAND });
+    await expect.poll(async () => (await ok(mcp.alice, 'get_task', { sandbox_id: ids.a1, task_id: task.task_id })).state).toBe('succeeded');
+    const { context, page, errors } = await freshPage();
+    await signIn(page, TOKENS.alice);
+    await page.locator(`tr[data-sandbox="${ids.a1}"]`).click();
+    await page.locator(`#tasks tr[data-task="${task.task_id}"]`).click();
+    await expect.poll(() => page.locator('#output-state').getAttribute('data-state')).toBe('succeeded');
+    for (const stream of ['#stdout', '#stderr']) {
+      expect(await page.locator(stream).textContent()).toBe(HOSTILE_OUTPUT);
+      // Text nodes only: the gap marker is the one element a stream may hold, and it is not there.
+      expect(await page.locator(stream).evaluate((pre: any) => pre.children.length)).toBe(0);
+    }
+    expect(await page.evaluate(() => (globalThis as any).document.querySelectorAll('img, #injected').length)).toBe(0);
+    expect(await page.evaluate(() => (globalThis as any).__pwned)).toBeUndefined();
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
+  it('twenty failed sign-ins are refused (429 past the limit), and the right token still signs in', async () => {
+    const signInWith = (token: string) =>
+      fetch(new URL('/api/session', base), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', origin: new URL(base).origin },
+        body: JSON.stringify({ token }),
+      });
+    const statuses: number[] = [];
+    for (let i = 0; i < 20; i++) statuses.push((await signInWith(`wrong-token-${i}-0123456789abcdef`)).status);
+    // Ten failures a minute, server-wide: twenty in a row pass it (whatever minute they start in).
+    expect(statuses).toContain(429);
+    expect(statuses.every((s) => s === 401 || s === 429)).toBe(true);
+    const right = await signInWith(TOKENS.alice);
+    expect(right.status).toBe(200);
+    expect(((await right.json()) as { principal: { name: string } }).principal.name).toBe('alice');
+    // The limit still holds for the wrong ones.
+    expect((await signInWith('wrong-token-again-0123456789abcdef')).status).toBe(429);
   });
 });
 

@@ -180,8 +180,9 @@ describe("the README's client set-up", () => {
   const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
   const blocks = (lang: string) => [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]!);
 
-  it('names the tarball `npm pack` writes', () => {
-    expect(readme).toContain(`npm install -g ./${tarball}`);
+  it('names the tarball `npm pack` writes (docs/install.md, where the README sends the reader)', () => {
+    expect(readme).toContain('(docs/install.md)');
+    expect(readFileSync(join(REPO, 'docs', 'install.md'), 'utf8')).toContain(`npm install -g ./${tarball}`);
   });
 
   it('never names an unpublished npx package', () => {

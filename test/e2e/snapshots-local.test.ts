@@ -8,11 +8,13 @@
 // sandbox with a workspace keeps it: /workspace as it saw it, as plain files of the new template,
 // the person's directory untouched, its bytes counted against the cap.
 import { execFile, execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import {
   chownSync,
   copyFileSync,
   cpSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   realpathSync,
@@ -279,6 +281,67 @@ describe('snapshot_sandbox of a sandbox with a workspace', () => {
     await ok(s.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
     expect(treeHash(project)).toBe(hostBefore);
   });
+});
+
+describe('snapshot_sandbox of files the server may not copy', () => {
+  const isRoot = isRootOrSkipping('a host file of another owner, and a root-only host directory');
+  const top = realpathSync(mkdtempSync(join(tmpdir(), 'sandbox-mcp-snap-host-')));
+  afterAll(() => rmSync(top, { recursive: true, force: true }));
+
+  it.runIf(isRoot)("refuses, naming it, a workspace file the sandbox may not read (another owner's, mode 0600)", async () => {
+    const project = join(top, 'project');
+    writeProject(project);
+    writeFileSync(join(project, 'private.txt'), 'private\n', { mode: 0o600 });
+    chownSync(join(project, 'private.txt'), 4242, 4242);
+    const s = await connectStdio({ ...env, SANDBOX_MCP_WORKSPACE_ALLOW: top });
+    open.push(s);
+    const sb = await ok(s.client, 'create_sandbox', { template: 'mini', workspace: project });
+    const refused = await toolError(s.client, 'snapshot_sandbox', { sandbox_id: sb.sandbox_id, name: 'ws-private' });
+    expect(refused).toMatchObject({ category: 'permission_denied', code: 'snapshot_file_unreadable' });
+    expect(refused.suggestion).toMatch(/^The snapshot could not read "\/workspace\/private\.txt": permission denied/);
+    expect(readTemplate(store, 'ws-private')).toBeUndefined();
+    expect(leftovers()).toEqual([]);
+    await ok(s.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
+  });
+
+  it.runIf(isRoot)(
+    'never copies a host file through a directory the sandbox swaps for a symlink while snapshots run',
+    async () => {
+      // The host's secret: root's file of mode 0600 in a directory of mode 0700, which the sandbox cannot see.
+      const secretDir = join(top, 'secret');
+      mkdirSync(secretDir, { mode: 0o700 });
+      const marker = `host-marker-${randomBytes(12).toString('hex')}`;
+      writeFileSync(join(secretDir, 'secret'), `${marker}\n`, { mode: 0o600 });
+      const s = await server();
+      const sb = await ok(s.client, 'create_sandbox', { template: 'mini' });
+      // ~/.local/state (the sandbox's own: renaming it needs no copy-up) and a symlink to the host directory
+      // trade places in a loop, in the background, as fast as mv runs. The real one holds a file of the
+      // same name, so a copy that listed either and then entered the link would copy the host's.
+      const swap =
+        'cd ~/.local && ln -s ' +
+        secretDir +
+        ' stateL && ' +
+        '(while :; do mv state stateX; mv stateL state; mv state stateL; mv stateX state; done) </dev/null >/dev/null 2>&1 &';
+      const started = await run(s, sb.sandbox_id, `mkdir -p ~/.local/state && echo decoy > ~/.local/state/secret && ${swap}`);
+      expect(started.exit_code, started.stderr).toBe(0);
+      const failures: string[] = [];
+      let made = 0;
+      for (let i = 0; i < 30; i++) {
+        const r = await s.client.callTool({ name: 'snapshot_sandbox', arguments: { sandbox_id: sb.sandbox_id, name: `race-${i}` } });
+        if (!r.isError) made++;
+        else failures.push((JSON.parse((r.content as { text: string }[])[0]!.text) as { error: { code?: string } }).error.code ?? 'none');
+      }
+      await ok(s.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
+      // Nowhere in the state directory (the template store with every layer made) is the host's file.
+      const grep = 'grep -rlF -D skip -e "$1" "$2"; [ $? -le 1 ]';
+      const found = execFileSync('sh', ['-c', grep, 'sh', marker, stateDir], { encoding: 'utf8' }).trim();
+      expect(found).toBe('');
+      // A try the swap caught is refused as such, never as an internal failure; the others are made.
+      expect(failures.filter((code) => code !== 'snapshot_changed_while_copying')).toEqual([]);
+      expect(made + failures.length).toBe(30);
+    },
+    60_000,
+  );
 });
 
 describe('snapshot_sandbox on a server that is not root', () => {

@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { APP_MIME_TYPE, TASK_VIEW_TOOLS, TASK_VIEW_URI } from '../../host/mcp/apps.js';
 import { launchBrowser, requireChromium, screenshotPath } from '../support/browser.js';
 import { type HttpServer, ok, startHttp } from '../support/built-server.js';
+import { HOSTILE_COMMAND, HOSTILE_OUTPUT } from '../support/hostile-text.js';
 import { FIXTURES } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
@@ -169,6 +170,21 @@ describe('the MCP App task view', () => {
     expect(stdout).not.toContain('\uFFFD');
     expect([...stdout.matchAll(/é/g)]).toHaveLength(40000);
     expect(await view.locator('#stdout-size').textContent()).toMatch(/of 1 MiB$/);
+  });
+
+  it("a task's hostile output and command (an <img onerror>, a </script>) are shown as text: no element and no handler comes from them", async () => {
+    const { view } = await callWithView('start_task', { sandbox_id: sandboxId, command: HOSTILE_COMMAND });
+    await view.owner().scrollIntoViewIfNeeded();
+    await view.locator('body[data-state=succeeded][data-following=false]').waitFor({ timeout: 15_000 });
+    expect(await view.locator('#stdout').textContent()).toBe(HOSTILE_OUTPUT);
+    expect(await view.locator('#stderr').textContent()).toBe(HOSTILE_OUTPUT);
+    expect(await view.locator('#command').textContent()).toBe(HOSTILE_COMMAND);
+    const found = await view.locator('body').evaluate((body: any) => ({
+      elements: body.ownerDocument.querySelectorAll('img, #injected').length,
+      children: ['stdout', 'stderr', 'command'].map((id) => body.ownerDocument.getElementById(id).children.length),
+      pwned: body.ownerDocument.defaultView.__pwned,
+    }));
+    expect(found).toEqual({ elements: 0, children: [0, 0, 0], pwned: undefined });
   });
 
   it('a stream over the 1 MiB cap shows its first MiB, a marked gap and its real end, followed or as one get_task page', async () => {

@@ -127,7 +127,11 @@ describe.runIf(isRoot)('a Debian template built with mmdebstrap', () => {
 
       const store = templatesDir(stateDir);
       const record = readTemplate(store, 'debian')!;
-      expect(record).toMatchObject({ source: { kind: 'debian', suite: 'stable', packages: ['figlet'], variant: 'apt' }, owners: 'native' });
+      expect(record).toMatchObject({
+        source: { kind: 'debian', suite: 'stable', packages: ['figlet'], variant: 'apt' },
+        owners: 'native',
+        env: { DEBIAN_FRONTEND: 'noninteractive' },
+      });
       const layer = layerRoot(store, record.layers[0]!);
       for (const f of ['usr/bin/apt-get', 'var/lib/dpkg/info/figlet.list']) expect(existsSync(join(layer, f)), f).toBe(true);
       // The host's resolver settings and name were not copied in; no package was left in the tree.
@@ -139,15 +143,41 @@ describe.runIf(isRoot)('a Debian template built with mmdebstrap', () => {
       const allow = [...ALLOW_LIST_PRESETS['@debian']!, ...(isNonPublicAddress(address, 4) ? [`${address}:80`] : [])];
       server = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir }, ['--network-allow', ['@debian', ...allow.slice(2)].join(',')]);
       const sb = await ok(server.client, 'create_sandbox', { template: 'debian', timeout: 900, network: { allow_out: allow } });
+      // The template gives its commands DEBIAN_FRONTEND=noninteractive: apt-get needs no prefix and debconf prints no noise.
       const apt = await runLong(
         server.client,
         sb.sandbox_id,
-        "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q hello && hello && dpkg-query -W -f='${Status}\\n' hello",
+        'echo "frontend=$DEBIAN_FRONTEND"; apt-get update -q && apt-get install -y -q hello && hello && dpkg-query -W -f=\'${Status}\\n\' hello',
       );
       expect(apt.exit_code, `${apt.stdout.slice(-2000)}\n${apt.stderr.slice(-2000)}`).toBe(0);
+      expect(apt.stdout).toContain('frontend=noninteractive\n');
       expect(apt.stdout).toContain('Hello, world!\ninstall ok installed\n');
+      expect(apt.stdout + apt.stderr).not.toContain('debconf: unable to initialize frontend');
       // It went into the sandbox's writable layer: the template is unchanged.
       expect(existsSync(join(layer, 'usr/bin/hello'))).toBe(false);
+
+      // A snapshot leaves apt's downloaded lists and .deb archives out unless asked; both keep the template's DEBIAN_FRONTEND.
+      const downloaded = (root: string) => [
+        ...readdirSync(join(root, 'var/lib/apt/lists')).filter((n) => n.endsWith('_Packages') || n.endsWith('Release')),
+        ...readdirSync(join(root, 'var/cache/apt/archives')).filter((n) => n.endsWith('.deb')),
+      ];
+      expect(
+        await server.client.callTool({
+          name: 'snapshot_sandbox',
+          arguments: { sandbox_id: sb.sandbox_id, name: 'x', keep_apt_cache: 'yes' },
+        }),
+      ).toMatchObject({ isError: true, content: [{ text: expect.stringContaining('keep_apt_cache') }] });
+      await ok(server.client, 'snapshot_sandbox', { sandbox_id: sb.sandbox_id, name: 'lean' });
+      await ok(server.client, 'snapshot_sandbox', { sandbox_id: sb.sandbox_id, name: 'cached', keep_apt_cache: true });
+      const lean = readTemplate(store, 'lean')!;
+      const cached = readTemplate(store, 'cached')!;
+      expect(downloaded(layerRoot(store, lean.layers[0]!))).toEqual([]);
+      expect(downloaded(layerRoot(store, cached.layers[0]!)).some((n) => n.startsWith('hello_'))).toBe(true);
+      expect(existsSync(join(layerRoot(store, lean.layers[0]!), 'usr/bin/hello'))).toBe(true);
+      expect([lean.env, cached.env]).toEqual([{ DEBIAN_FRONTEND: 'noninteractive' }, { DEBIAN_FRONTEND: 'noninteractive' }]);
+      const fromLean = await ok(server.client, 'create_sandbox', { template: 'lean', timeout: 120 });
+      const seen = await ok(server.client, 'run_command', { sandbox_id: fromLean.sandbox_id, command: 'echo "$DEBIAN_FRONTEND"; hello' });
+      expect(seen.stdout).toBe('noninteractive\nHello, world!\n');
     },
     BUILD_TIMEOUT_MS + 300_000,
   );

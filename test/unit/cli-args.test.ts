@@ -203,7 +203,10 @@ describe('parseCommandLine', () => {
     expect(usageError(['ls', '--template-dir', '/t'])).toBe(
       '--template-dir applies only to: sandbox-mcp, sandbox-mcp http, sandbox-mcp doctor, sandbox-mcp template, sandbox-mcp snapshot',
     );
-    expect(usageError(['snapshot', 'local:abc'])).toBe('usage: sandbox-mcp snapshot <sandbox_id> NAME [--json]');
+    expect(usageError(['snapshot', 'local:abc'])).toBe('usage: sandbox-mcp snapshot <sandbox_id> NAME [--keep-apt-cache] [--json]');
+    expect(parseCommandLine(['snapshot', 'local:abc', 'snap', '--keep-apt-cache'])).toMatchObject({ keepAptCache: true });
+    expect(parseCommandLine(['snapshot', 'local:abc', 'snap'])).toMatchObject({ keepAptCache: false });
+    expect(usageError(['template', 'ls', '--keep-apt-cache'])).toBe('--keep-apt-cache applies only to: sandbox-mcp snapshot');
     expect(usageError(['template', 'import', 'a', 'b', 'c'])).toContain('usage: sandbox-mcp template');
   });
 
@@ -287,10 +290,10 @@ describe('parseCommandLine', () => {
   });
 });
 
-describe("the README's configuration table", () => {
+describe('the configuration table (docs/configuration.md)', () => {
   it('lists exactly the flags and environment variables --help lists', () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    const section = readme.split('\n## Configuration\n')[1]!.split('\n## ')[0]!;
+    const page = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
+    const section = page.split('\n## Flags and environment variables\n')[1]!.split('\n## ')[0]!;
     const table = section
       .split('\n')
       .filter((l) => l.startsWith('|'))

@@ -16,6 +16,8 @@ import { localProviderOpts } from '../../host/config/local-options.js';
 import { resolveSettings } from '../../host/providers/local/settings.js';
 import { EATMYDATA_HOOKS, mmdebstrapArgs, parsePackageList, checkBuildSpec } from '../../host/providers/local/templates/debian-build.js';
 import { resolveInTree, removeTree, treeSizeBytes } from '../../host/providers/local/templates/file-tree.js';
+import { readHelper } from '../../host/providers/local/launch/perl-helpers.js';
+import { fillFromWritableLayer, snapshotSizeBytes } from '../../host/providers/local/templates/snapshot.js';
 import { layerRoot, readTemplate, type TemplateRecord } from '../../host/providers/local/templates/store.js';
 import {
   claimName,
@@ -291,5 +293,63 @@ describe('template build', () => {
     expect(describeSource({ kind: 'debian', suite: 'sid', packages: [], variant: 'apt' })).toBe('debian sid');
     expect(describeSource({ kind: 'import', from: 'root.tar', format: 'tar' })).toBe('import of root.tar');
     expect(describeSource({ kind: 'snapshot', sandbox_id: 'abc', parent: 'py' })).toBe('snapshot of py');
+  });
+});
+
+describe('a snapshot of a writable layer', () => {
+  /** An upper directory as apt leaves it after `apt-get update && apt-get install`: lists, archives, a program. */
+  function aptUpper(): string {
+    const upper = mkdtempSync(join(tmpdir(), 'tpl-upper-'));
+    mkdirSync(join(upper, 'var/lib/apt/lists/partial'), { recursive: true });
+    writeFileSync(join(upper, 'var/lib/apt/lists/deb.debian.org_debian_dists_stable_main_binary-amd64_Packages'), 'x'.repeat(5000));
+    mkdirSync(join(upper, 'var/cache/apt/archives/partial'), { recursive: true });
+    writeFileSync(join(upper, 'var/cache/apt/archives/hello_2.10-3_amd64.deb'), 'y'.repeat(3000));
+    writeFileSync(join(upper, 'var/cache/apt/archives/lock'), '');
+    mkdirSync(join(upper, 'usr/bin'), { recursive: true });
+    writeFileSync(join(upper, 'usr/bin/hello'), 'z'.repeat(100));
+    return upper;
+  }
+  const view = (upperDir: string) => ({ upperDir, ownerShift: 0, freeze: async () => null });
+  // The copy's helper from the source tree (helpers/copy-meta.pl), with no cap.
+  const copyOpts = (keepAptCache: boolean) => ({
+    helper: {
+      perl: 'perl',
+      text: readHelper(join(import.meta.dirname, '../../host/providers/local/helpers'), 'copy-meta'),
+      arch: process.arch as 'x64',
+    },
+    budget: { left: Number.MAX_SAFE_INTEGER, overCap: () => new Error('over the cap') as never },
+    rules: { keepAptCache },
+  });
+  const files = (root: string) => execFileSync('find', ['.', '-mindepth', '1'], { cwd: root, encoding: 'utf8' }).trim().split('\n').sort();
+
+  it("leaves apt's downloaded lists and .deb archives out, keeping their directories and what else is there; counts the same", async () => {
+    const upper = aptUpper();
+    const root = join(mkdtempSync(join(tmpdir(), 'tpl-snap-')), 'root');
+    await fillFromWritableLayer(root, view(upper), copyOpts(false));
+    expect(files(root)).toEqual(
+      [
+        './usr',
+        './usr/bin',
+        './usr/bin/hello',
+        './var',
+        './var/cache',
+        './var/cache/apt',
+        './var/cache/apt/archives',
+        './var/cache/apt/archives/lock',
+        './var/cache/apt/archives/partial',
+        './var/lib',
+        './var/lib/apt',
+        './var/lib/apt/lists',
+      ].sort(),
+    );
+    expect(snapshotSizeBytes(view(upper))).toBe(treeSizeBytes(root));
+  });
+
+  it('keeps them when asked (keep_apt_cache)', async () => {
+    const upper = aptUpper();
+    const root = join(mkdtempSync(join(tmpdir(), 'tpl-snap-')), 'root');
+    await fillFromWritableLayer(root, view(upper), copyOpts(true));
+    expect(files(root)).toEqual(files(upper));
+    expect(snapshotSizeBytes(view(upper), { keepAptCache: true })).toBe(treeSizeBytes(root));
   });
 });

@@ -22,7 +22,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { collectChanges, type WorkspaceChange } from '../../shared/workspace/changes.js';
+import { collectChanges, treeReaders, type WorkspaceChange } from '../../shared/workspace/changes.js';
 import { diffLines, splitLines, unifiedHunks, type DiffRun } from '../../shared/workspace/line-diff.js';
 import { describeChanges, quotePath } from '../../shared/workspace/patch.js';
 
@@ -246,7 +246,7 @@ describe('the changes between two copies (walking both trees)', () => {
       changes: described,
       patch,
       truncated,
-    } = describeChanges({ base, current }, changes, true, {
+    } = describeChanges(treeReaders({ base, current }), changes, true, {
       maxFileBytes: 1 << 20,
       maxPatchBytes: 1 << 20,
     });
@@ -275,13 +275,13 @@ describe('the changes between two copies (walking both trees)', () => {
 
   it('cuts the patch before the first section that would cross the cap, and says so', () => {
     const changes = collectChanges({ base, current });
-    const whole = describeChanges({ base, current }, changes, true, { maxFileBytes: 1 << 20, maxPatchBytes: 1 << 20 }).patch;
-    const cut = describeChanges({ base, current }, changes, true, { maxFileBytes: 1 << 20, maxPatchBytes: 400 });
+    const whole = describeChanges(treeReaders({ base, current }), changes, true, { maxFileBytes: 1 << 20, maxPatchBytes: 1 << 20 }).patch;
+    const cut = describeChanges(treeReaders({ base, current }), changes, true, { maxFileBytes: 1 << 20, maxPatchBytes: 400 });
     expect(cut.truncated).toBe(true);
     expect(Buffer.byteLength(cut.patch)).toBeLessThanOrEqual(400);
     expect(whole.startsWith(cut.patch)).toBe(true);
     expect(cut.patch.endsWith('\n')).toBe(true);
-    const small = describeChanges({ base, current }, changes, true, { maxFileBytes: 10, maxPatchBytes: 1 << 20 });
+    const small = describeChanges(treeReaders({ base, current }), changes, true, { maxFileBytes: 10, maxPatchBytes: 1 << 20 });
     expect(small.changes.find((c) => c.path === 'README.md')?.diff).toBe('too_large');
     expect(small.patch).not.toContain('diff --git a/README.md');
   });

@@ -182,6 +182,18 @@ function portsCell(s: OverviewSandbox): HTMLElement {
   return td;
 }
 
+/** A cell whose text is cut to the column's width with an ellipsis; the whole text on hover. */
+function cutCell(label: string, text: string | null, title = text ?? ''): HTMLElement {
+  if (text === null || text === '') return h('td', { label }, '–');
+  return h('td', { label }, h('span', { class: 'cut', title }, text));
+}
+
+/** A task's command as the listing carries it (masked; its first 2048 characters where it was longer). */
+function commandText(t: TaskSummary): string | null {
+  if (t.command === undefined) return null;
+  return t.command_truncated ? `${t.command}…` : t.command;
+}
+
 function renderSandboxes(nowMs: number): void {
   const rows = listing.map((s) => {
     const started = isoMs(s.started_at);
@@ -194,6 +206,8 @@ function renderSandboxes(nowMs: number): void {
       h('td', { class: 'id', label: 'Sandbox' }, s.sandbox_id),
       h('td', { label: 'Owner' }, s.owner === undefined ? '' : (s.owner ?? 'operator')),
       h('td', { label: 'Template' }, s.template ?? '–'),
+      // The directory's own name; its whole host path on hover.
+      cutCell('Workspace', s.workspace === null ? null : s.workspace.replace(/\/+$/, '').split('/').pop() || '/', s.workspace ?? ''),
       h('td', { class: 'num', label: 'Age' }, duration(started === null ? null : nowMs - started)),
       h('td', { class: `num left${leftMs !== null && leftMs < 60_000 ? ' low' : ''}`, label: 'Time left' }, duration(leftMs)),
       usageCell('Memory', s.usage?.memory_bytes ?? null, bytes),
@@ -247,6 +261,7 @@ function renderTasks(nowMs: number): void {
       'tr',
       {},
       h('td', { class: 'id', label: 'Task', title: t.task_id }, `${t.task_id.slice(0, 8)}…`),
+      cutCell('Command', commandText(t)),
       h('td', { label: 'State' }, stateText(t.state)),
       h('td', { class: 'num', label: 'Exit' }, t.exit_code === null ? '–' : String(t.exit_code)),
       h('td', { class: 'num', label: 'Started' }, started === null ? '–' : `${duration(nowMs - started)} ago`),
@@ -322,6 +337,10 @@ function selectTask(taskId: string | null): void {
   $('output-state').textContent = taskId ? 'loading…' : 'Choose a task.';
   delete $('output-state').dataset.state;
   $('output-of').textContent = taskId ?? '';
+  const task = listing.find((s) => s.sandbox_id === selectedSandbox)?.tasks?.find((t) => t.task_id === taskId);
+  const command = task ? commandText(task) : null;
+  $('output-command').textContent = command ?? '';
+  $('output-command').hidden = command === null;
   renderTasks(Date.now());
   const sandboxId = selectedSandbox;
   if (!taskId || !sandboxId) return;

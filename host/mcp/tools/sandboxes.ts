@@ -40,7 +40,8 @@ export function templatesSummary(deps: Pick<ServerDeps, 'providers'>): string {
   return (
     "Templates: a local sandbox's `template` is base (the host's system directories, read-only; the default)" +
     (names.length > 0
-      ? ` or one of this server's: ${shown} — a root of its own, writable for that sandbox alone (apt-get, pip, edits under /usr) within its disk budget.`
+      ? ` or one of this server's: ${shown} — a root of its own, writable for that sandbox alone (apt-get, pip, edits under /usr) within its disk budget` +
+        ' (OWNER/NAME is a snapshot a token holder made: theirs alone).'
       : '; this server has no other (sandbox-mcp template build|import makes them).') +
     " An e2b sandbox's is an E2B template name."
   );

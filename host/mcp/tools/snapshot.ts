@@ -22,13 +22,20 @@ const snapshotSandbox = defineTool({
   description:
     "Save a sandbox's current files (the session default when sandbox_id is omitted) as a new template `name`; the sandbox keeps running. " +
     "create_sandbox with the result's `template` starts a sandbox with those files. Processes and tasks are not carried over (the result's " +
-    'note says what is). Local: only a sandbox created from a template (not base); the server caps how much snapshot storage it keeps.',
+    'note says what is). Local: only a sandbox created from a template (not base); the server caps how much snapshot storage it keeps. ' +
+    "With a tokens file, a user's snapshot is theirs alone (local: `template` is USER/NAME; a shared template's name is refused), an admin's is shared.",
   input: z.strictObject({
     sandbox_id: DefaultSandboxIdSchema,
     name: z
       .string()
       .regex(TEMPLATE_NAME_PATTERN, "lowercase letters, digits, '.', '_' and '-', starting with a letter or digit, at most 63 characters")
       .describe("The new template's name."),
+    keep_apt_cache: z
+      .boolean()
+      .optional()
+      .describe(
+        "Local: keep apt's downloaded package lists and .deb archives (var/lib/apt/lists, var/cache/apt/archives), which a snapshot leaves out by default. E2B keeps every file either way.",
+      ),
   }),
   output: SnapshotResultSchema,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
@@ -36,7 +43,7 @@ const snapshotSandbox = defineTool({
     const ref = resolveSandbox(ctx, args.sandbox_id);
     const provider = ctx.deps.providers.get(ref.provider);
     if (!provider.snapshot) throw noSnapshots();
-    const made = await provider.snapshot(ref.id, args.name);
+    const made = await provider.snapshot(ref.id, args.name, { keepAptCache: args.keep_apt_cache === true });
     return {
       result: {
         sandbox_id: ref.qualified,

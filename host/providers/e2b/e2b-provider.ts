@@ -28,7 +28,7 @@ import * as files from './files.js';
 import { createLifecycle } from './lifecycle.js';
 import { describeNetwork, exposedPort, RESERVED_PORTS } from './network.js';
 import { sdkOptsFrom, type E2bConnectionConfig } from './sdk-opts.js';
-import { createSnapshot } from './snapshots.js';
+import { createSnapshot, e2bTemplateNotFound, mayUseE2bTemplate } from './snapshots.js';
 import { openTerminal } from './terminal.js';
 import { readUsage } from './usage.js';
 
@@ -137,6 +137,7 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     id: 'e2b',
 
     async create(o) {
+      if (o.template !== undefined && !mayUseE2bTemplate(o.template, o.templateUser)) throw e2bTemplateNotFound();
       const { sandbox, metadata } = await mapped(() => lifecycle.create(o));
       connections.remember(sandbox);
       return metadata;
@@ -222,7 +223,7 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     },
 
     // A control-plane call: no connection, no lifetime change.
-    snapshot: (sandboxId, name) => mapped(() => createSnapshot(sandboxId, name, sdkOpts())),
+    snapshot: (sandboxId, name, opts) => mapped(() => createSnapshot(sandboxId, name, sdkOpts(), opts?.owner)),
 
     async close() {
       residents.closeAll();

@@ -32,6 +32,7 @@ import type {
   ReadFileResult,
   SandboxMetadata,
   SandboxWorkspace,
+  SnapshotOpts,
   SnapshotResult,
   SandboxUsage,
   TerminalOpts,
@@ -64,6 +65,7 @@ import { sweepDeadSandboxes } from './sandbox/sweep.js';
 import { resolveSettings, type LocalProviderOpts } from './settings.js';
 import { LocalTemplates } from './templates/local-templates.js';
 import { localSnapshotNote } from './templates/snapshot.js';
+import { templateRef } from './templates/store.js';
 import { liveWritableLayer } from './rootfs/writable-layer.js';
 import { specTemplate } from './sandbox/spec.js';
 
@@ -129,10 +131,10 @@ export class LocalProvider implements Provider {
    */
   readonly agentNode = `$([ -x ${agentRuntimeArgv()[0]} ] && echo '${agentRuntimeArgv().join(' ')}' || echo node)`;
 
-  /** The stored templates this server can run, read now. */
-  templateNames(): string[] {
+  /** The stored templates this server can run (those `user` may use), read now. */
+  templateNames(user?: string): string[] {
     try {
-      return this.creator.templateNames();
+      return this.creator.templateNames(user);
     } catch {
       return [];
     }
@@ -277,7 +279,7 @@ export class LocalProvider implements Provider {
   }
 
   /** Saves a running template sandbox's files as template `name` (templates/snapshot.ts). */
-  async snapshot(sandboxId: string, name: string): Promise<SnapshotResult> {
+  async snapshot(sandboxId: string, name: string, opts: SnapshotOpts = {}): Promise<SnapshotResult> {
     return asProviderErrors(async () => {
       const sb = await this.registry.require(sandboxId);
       const root = sb.spec.root;
@@ -288,12 +290,14 @@ export class LocalProvider implements Provider {
         root ? liveWritableLayer(sb.dir) : null,
         name,
         this.maxSnapshotStorageBytes,
+        opts.owner,
+        { keepAptCache: opts.keepAptCache === true },
       );
       return {
-        template: record.name,
+        template: templateRef(record),
         sizeBytes: layerBytes,
         createdAt: record.created_at,
-        note: localSnapshotNote(isFrozen, sb.spec.workspace !== undefined),
+        note: localSnapshotNote(isFrozen, sb.spec.workspace !== undefined, opts.keepAptCache === true),
       };
     });
   }

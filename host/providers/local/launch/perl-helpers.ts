@@ -1,8 +1,9 @@
 // The local provider's perl helpers (helpers/*.pl, copied to dist/helpers/ by the build): the launch of
 // a template sandbox's writable root (mount-root), the entry into a template sandbox that drops
-// capabilities before anything of the sandbox's runs (enter), and the per-sandbox limit on user
-// namespaces (userns-off). perl because these need system calls node has no binding for (setns,
-// open_tree, mount_setattr…) and perl-base is on every Debian-like system; raw system call numbers
+// capabilities before anything of the sandbox's runs (enter), the per-sandbox limit on user
+// namespaces (userns-off), and a snapshot's extended attributes and special files (copy-meta). perl
+// because these need system calls node has no binding for (setns, open_tree, mount_setattr,
+// flistxattr, mknodat…) and perl-base is on every Debian-like system; raw system call numbers
 // because perl's syscall() is all it has without modules (loading any costs as much as the script).
 // Run as `perl -e <text> -- <args>`: the host reads the text, so a helper runs whichever uid runs it
 // (a template sandbox's commands enter as a uid that cannot read a checkout under /root).
@@ -10,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 /** The helpers, by file name without `.pl`. */
-export type PerlHelper = 'mount-root' | 'enter' | 'userns-off';
+export type PerlHelper = 'mount-root' | 'enter' | 'userns-off' | 'copy-meta';
 
 /** The system calls the helpers make, by name, for each architecture they were written for. */
 export const SYSCALL_NUMBERS = {
@@ -18,6 +19,10 @@ export const SYSCALL_NUMBERS = {
     close: 3,
     dup3: 292,
     fcntl: 72,
+    fgetxattr: 193,
+    flistxattr: 196,
+    lsetxattr: 189,
+    mknodat: 259,
     mount: 165,
     move_mount: 429,
     mount_setattr: 442,
@@ -34,6 +39,10 @@ export const SYSCALL_NUMBERS = {
     close: 57,
     dup3: 24,
     fcntl: 25,
+    fgetxattr: 10,
+    flistxattr: 13,
+    lsetxattr: 6,
+    mknodat: 33,
     mount: 40,
     move_mount: 429,
     mount_setattr: 442,

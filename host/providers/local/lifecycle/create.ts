@@ -21,10 +21,10 @@ import { buildSandboxSpec, type SandboxSpec, type SpecWorkspace, type TemplateRo
 import { recordWorkspaceOrigin, specWorkspace } from '../rootfs/workspace.js';
 import { HostViews } from '../rootfs/host-views.js';
 import { claimIdBlock, releaseIdBlock } from '../rootfs/id-blocks.js';
-import { resolveTemplateRoot, templateShell } from '../rootfs/template-root.js';
+import { resolveTemplateRoot, templateEnv, templateShell } from '../rootfs/template-root.js';
 import { layerOwnersHere } from '../templates/import-root.js';
 import { BASE_TEMPLATE } from '../templates/base-template.js';
-import { isStorableTemplateName, listTemplates } from '../templates/store.js';
+import { isStorableTemplateRef, listTemplates, mayUseTemplate, resolveTemplateRef, templateRef } from '../templates/store.js';
 import {
   ensureSandboxesDir,
   listSandboxIds,
@@ -79,13 +79,16 @@ export class SandboxCreator {
 
   /** Creates a running sandbox and returns its metadata; throws (not yet mapped) on any failure. */
   async create(opts: CreateOpts): Promise<SandboxMetadata> {
-    const template = opts.template ?? BASE_TEMPLATE;
+    // The spec records the template's reference: a user's plain name may mean their own one.
+    const template =
+      (opts.template ?? BASE_TEMPLATE) === BASE_TEMPLATE ? BASE_TEMPLATE : this.templateRefFor(opts.template!, opts.templateUser);
     const root = template === BASE_TEMPLATE ? undefined : this.templateRoot(template);
     if (opts.region !== undefined && opts.region !== 'local') throw invalid(LOCAL_DETAILS.regionOnlyLocal);
     const timeoutS = opts.timeoutS ?? this.settings.defaultTimeoutS;
     assertLifetimeS(timeoutS);
     const limits = chooseSandboxLimits(this.settings.limits, { cpu: opts.cpu, memoryMb: opts.memoryMb });
-    const envs = validateEnvs(opts.envs, 'envs');
+    // The template's own variables (a Debian build's DEBIAN_FRONTEND) first: create's envs win.
+    const envs = { ...(root ? templateEnv(this.settings.templatesDir, template) : {}), ...validateEnvs(opts.envs, 'envs') };
     const allowOut = opts.network !== undefined ? canonicalAllowOut(opts.network) : undefined;
     this.tools ??= preflight(this.settings);
     const tools = this.tools;
@@ -106,16 +109,26 @@ export class SandboxCreator {
     }
   }
 
-  /** The stored templates this server can run (for create_sandbox's description); none when the store cannot be read. */
-  templateNames(): string[] {
+  /**
+   * The stored templates this server can run (for create_sandbox's description), by reference:
+   * those `user` may use, or every one (the operator, admins); none when the store cannot be read.
+   */
+  templateNames(user?: string): string[] {
     return listTemplates(this.settings.templatesDir)
-      .filter((t) => t.owners === layerOwnersHere())
-      .map((t) => t.name);
+      .filter((t) => t.owners === layerOwnersHere() && mayUseTemplate(t, user))
+      .map((t) => templateRef(t));
   }
 
-  /** The root of a sandbox on stored template `name` (throws not_found naming `template` for an unknown one). */
+  /** The reference of the template `requested` means to `user` (store.ts); not_found, the same as a missing one, for another user's. */
+  private templateRefFor(requested: string, user: string | undefined): string {
+    const ref = typeof requested === 'string' ? resolveTemplateRef(this.settings.templatesDir, requested, user) : undefined;
+    if (ref === undefined) throw new ProviderError('not_found', { code: 'template_not_found', detail: LOCAL_DETAILS.templateNotFound });
+    return ref;
+  }
+
+  /** The root of a sandbox on stored template `name` (a reference; throws not_found naming `template` for an unknown one). */
   private templateRoot(name: string): TemplateRoot {
-    if (typeof name !== 'string' || !isStorableTemplateName(name)) {
+    if (typeof name !== 'string' || !isStorableTemplateRef(name)) {
       throw new ProviderError('not_found', { code: 'template_not_found', detail: LOCAL_DETAILS.templateNotFound });
     }
     return resolveTemplateRoot(this.settings.templatesDir, name, this.settings.isRoot);

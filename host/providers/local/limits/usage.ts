@@ -2,8 +2,9 @@
 // usage and OOM kills, its process count, and how full its writable mounts are. Cheap (a few
 // small files and statfs calls): the provider asks when a command failed, a task tool asks, or a
 // person looks (the dashboard).
-import { readdirSync, readFileSync, statfsSync } from 'node:fs';
+import { readdirSync, readFileSync, statfsSync, type StatsFs } from 'node:fs';
 import { join } from 'node:path';
+import { BeneathDir } from '../../../util/beneath.js';
 import { sandboxOwnMounts } from './disk-shares.js';
 
 // A mount with less than this free is full: ENOSPC for any write of some size.
@@ -56,12 +57,23 @@ export function taskCount(cgroupDirs: readonly string[], pid1: number): number |
   }
 }
 
+/**
+ * statfs of `path` in the sandbox of `pid1`, walked from its root one name at a time without
+ * following a symlink (util/beneath.ts): an absolute link met through /proc/<pid>/root would
+ * resolve on the host. Throws when the path cannot be walked (gone, or not a directory).
+ */
+function statfsInSandbox(pid1: number, path: string): StatsFs {
+  return BeneathDir.openRoot(`/proc/${pid1}/root/.`).use((root) =>
+    root.openPath(path.replace(/^\/+/, '')).use((dir) => statfsSync(`/proc/self/fd/${dir.fd}`)),
+  );
+}
+
 /** The writable mounts with (almost) no space left, seen through pid 1's root (`isTemplate`: a writable root; `hasWorkspace`: a workspace). */
 export function fullMounts(pid1: number, isTemplate = false, hasWorkspace = false): string[] {
   const full: string[] = [];
   for (const path of sandboxOwnMounts(isTemplate, hasWorkspace)) {
     try {
-      const st = statfsSync(join(`/proc/${pid1}/root`, path));
+      const st = statfsInSandbox(pid1, path);
       if (st.bavail * st.bsize < FULL_BELOW_BYTES) full.push(path);
     } catch {
       // Gone with the sandbox.
@@ -96,7 +108,7 @@ export function diskBytes(pid1: number, isTemplate = false, hasWorkspace = false
   let used: number | null = null;
   for (const path of sandboxOwnMounts(isTemplate, hasWorkspace)) {
     try {
-      const st = statfsSync(join(`/proc/${pid1}/root`, path));
+      const st = statfsInSandbox(pid1, path);
       used = (used ?? 0) + (st.blocks - st.bfree) * st.bsize;
     } catch {
       // Gone with the sandbox.

@@ -24,6 +24,14 @@ export function resolveTemplateRoot(templatesDir: string, name: string, isRoot: 
 }
 
 /**
+ * The variables the template gives its sandboxes' commands (its record's `env`: a Debian build's
+ * DEBIAN_FRONTEND), beneath create's own `envs`; none for an unknown template.
+ */
+export function templateEnv(templatesDir: string, name: string): Record<string, string> {
+  return { ...readTemplate(templatesDir, name)?.env };
+}
+
+/**
  * Whether `path` (absolute, inside the root) exists in the union of `layers` (top first), following
  * symlinks inside the root (a merged-/usr root's /bin is `usr/bin`). Whiteouts are not looked at:
  * an upper layer that deleted a file the lower one has is taken to have it (a shell it removed is rare).

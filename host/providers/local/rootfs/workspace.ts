@@ -11,7 +11,9 @@ import { captureOrigin, recordNames } from '../../workspace-origin.js';
 import { isWithin } from '../../workspace-policy.js';
 import { WORKSPACE_BASE_VIEW, WORKSPACE_PATH, WORKSPACE_UPPER_VIEW } from '../launch/bwrap-args.js';
 import type { SpecWorkspace } from '../sandbox/spec.js';
-import { WORKSPACE_NAMES_FILE, WORKSPACE_ORIGIN_FILE, writePrivateFile } from '../sandbox/state-dir.js';
+import { readKeeperRecord, WORKSPACE_NAMES_FILE, WORKSPACE_ORIGIN_FILE, writePrivateFile } from '../sandbox/state-dir.js';
+import { isAlive } from '../system/proc.js';
+import { WRITABLE_ROOT_DIR } from './writable-layer.js';
 
 function realOrSelf(path: string): string {
   try {
@@ -83,7 +85,21 @@ export function localWorkspace(dir: string, ws: SpecWorkspace): SandboxWorkspace
     isBaseFrozen: false,
     origin,
     namesFile: join(dir, WORKSPACE_NAMES_FILE),
+    hostTrees: liveWorkspaceTrees(dir),
   };
+}
+
+/**
+ * The workspace overlay's upper and merged view of the running sandbox in state directory `dir`,
+ * as the host reaches them: on the tmpfs the launch helper mounted at `<dir>/rw` in its private
+ * mount namespace (helpers/mount-root.pl's ws/upper and ws/merged), whose last host-side member is
+ * bwrap's outer process; null when the sandbox is not running.
+ */
+export function liveWorkspaceTrees(dir: string): { upper: string; current: string } | null {
+  const keeper = readKeeperRecord(dir);
+  if (!keeper || !isAlive(keeper.bwrap)) return null;
+  const ws = join(`/proc/${keeper.bwrap.pid}/root`, dir, WRITABLE_ROOT_DIR, 'ws');
+  return { upper: join(ws, 'upper'), current: join(ws, 'merged') };
 }
 
 /**

@@ -10,7 +10,7 @@ import { helpersDir, isHelperArch, type PerlHelper } from '../launch/perl-helper
 import type { LocalSettings } from '../settings.js';
 
 /** The helpers a build ships in dist/helpers/. */
-const HELPERS: readonly PerlHelper[] = ['mount-root', 'enter', 'userns-off'];
+const HELPERS: readonly PerlHelper[] = ['mount-root', 'enter', 'userns-off', 'copy-meta'];
 
 function isExecutable(path: string): boolean {
   try {

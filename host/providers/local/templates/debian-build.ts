@@ -20,6 +20,12 @@ import { ProviderError } from '../../provider-error.js';
 export const DEFAULT_DEBIAN_SUITE = 'stable';
 export const DEBIAN_VARIANT = 'apt';
 
+/**
+ * What every command in a sandbox on a built template gets (its record's `env`): apt, dpkg and
+ * debconf ask nothing and print no "unable to initialize frontend" noise, there being no terminal.
+ */
+export const DEBIAN_TEMPLATE_ENV: Readonly<Record<string, string>> = { DEBIAN_FRONTEND: 'noninteractive' };
+
 /** mmdebstrap's hooks that run dpkg under eatmydata (no fsync per file: about half the build time here). */
 export const EATMYDATA_HOOKS = '/usr/share/mmdebstrap/hooks/eatmydata';
 

@@ -8,14 +8,34 @@ import type { SandboxRegistry } from '../sandbox/registry.js';
 import { listSandboxIds, readSpec } from '../sandbox/state-dir.js';
 import type { SandboxSpec } from '../sandbox/spec.js';
 import type { LocalSettings } from '../settings.js';
-import { findExecutable } from '../system/preflight.js';
-import { buildNeedsRoot, checkBuildSpec, DEBIAN_VARIANT, mmdebstrapMissing, runMmdebstrap, type DebianBuildSpec } from './debian-build.js';
+import { LOCAL_DETAILS } from '../errors.js';
+import { helpersDir, isHelperArch, readHelper } from '../launch/perl-helpers.js';
+import { findExecutable, locateTool } from '../system/preflight.js';
+import type { CopyMetaHelper } from './copy-meta.js';
+import {
+  buildNeedsRoot,
+  checkBuildSpec,
+  DEBIAN_TEMPLATE_ENV,
+  DEBIAN_VARIANT,
+  mmdebstrapMissing,
+  runMmdebstrap,
+  type DebianBuildSpec,
+} from './debian-build.js';
 import { classifySource, fillFromSource, layerOwnersHere } from './import-root.js';
 import { badTemplateName, templateNotFound } from './refusals.js';
-import { treeSizeBytes } from './file-tree.js';
-import { snapshotChainTooLong, snapshotNeedsTemplate } from './refusals.js';
-import { assertSnapshotFits, fillFromWritableLayer, MAX_TEMPLATE_LAYERS, snapshotSizeBytes, type WritableLayerView } from './snapshot.js';
-import { isStorableTemplateName, listTemplates, readTemplate, type TemplateRecord } from './store.js';
+import { sharedTemplateNameTaken, snapshotChainTooLong, snapshotNeedsTemplate } from './refusals.js';
+import {
+  assertSnapshotFits,
+  fillFromWritableLayer,
+  MAX_TEMPLATE_LAYERS,
+  snapshotGrewPastCap,
+  snapshotSizeBytes,
+  snapshotStorageBytes,
+  type SnapshotRules,
+  type WritableLayerView,
+} from './snapshot.js';
+import { isStorableTemplateName, isStorableTemplateRef, listTemplates, readTemplate, templateRef, type TemplateRecord } from './store.js';
+import { definedFields } from '../../../util/defined-fields.js';
 import { claimName, ensureTemplatesDir, makeLayer, publishTemplate, readLayer, removeTemplate, sweepStale } from './store-writer.js';
 
 /** A template and the live sandboxes (unqualified ids) running on it. */
@@ -52,7 +72,7 @@ export interface BuildOpts {
 /** The templates of one templates directory, with the sandboxes of one state directory as their users. */
 export class LocalTemplates {
   constructor(
-    private readonly settings: Pick<LocalSettings, 'templatesDir' | 'sandboxes'>,
+    private readonly settings: Pick<LocalSettings, 'templatesDir' | 'sandboxes' | 'keeperScript' | 'toolOverrides'>,
     private readonly registry: Pick<SandboxRegistry, 'inspectAll'>,
   ) {}
 
@@ -64,19 +84,19 @@ export class LocalTemplates {
   /** Every template, by name, with the live sandboxes on each. */
   async list(): Promise<TemplateDetails[]> {
     const users = await this.usersByTemplate();
-    return listTemplates(this.dir).map((t) => ({ ...t, used_by: users.get(t.name) ?? [] }));
+    return listTemplates(this.dir).map((t) => ({ ...t, used_by: users.get(templateRef(t)) ?? [] }));
   }
 
-  /** One template; not_found when there is none of that name. */
+  /** One template (by reference: `<owner>/<name>` for a user's); not_found when there is none. */
   async inspect(name: string): Promise<TemplateDetails> {
-    const record = isStorableTemplateName(name) ? readTemplate(this.dir, name) : undefined;
+    const record = isStorableTemplateRef(name) ? readTemplate(this.dir, name) : undefined;
     if (!record) throw templateNotFound();
     return { ...record, used_by: (await this.usersByTemplate()).get(name) ?? [] };
   }
 
   /** Removes a template and the layers only it listed; conflict while a live sandbox runs on it. */
   async remove(name: string): Promise<void> {
-    if (!isStorableTemplateName(name)) throw templateNotFound();
+    if (!isStorableTemplateRef(name)) throw templateNotFound();
     ensureTemplatesDir(this.dir);
     sweepStale(this.dir);
     await removeTemplate(this.dir, name, async (n) => ((await this.usersByTemplate()).get(n) ?? []).length > 0);
@@ -132,54 +152,81 @@ export class LocalTemplates {
         size_bytes: layer.size_bytes,
         layers: [layer.id],
         owners: 'native',
+        env: { ...DEBIAN_TEMPLATE_ENV },
       };
     });
   }
 
   /**
    * Saves the writable layer of a running template sandbox as template `name`, on top of the
-   * layers it runs on (snapshot.ts). Refused (unsupported) for a base sandbox, and
-   * (insufficient_resources) when snapshot storage would pass `capBytes`.
+   * layers it runs on (snapshot.ts): `owner`'s own (`<owner>/<name>`) when given, else shared.
+   * Refused (unsupported) for a base sandbox, (insufficient_resources) when snapshot storage
+   * would pass `capBytes`, and (conflict) for a user's name a shared template has: that user's
+   * plain name would otherwise stop meaning the shared one.
    */
   async snapshot(
     sandbox: { id: string; template: string | undefined; layerDirs: readonly string[] | undefined },
     layer: WritableLayerView | null,
     name: string,
     capBytes: number,
+    owner?: string,
+    rules: SnapshotRules = { keepAptCache: false },
   ): Promise<{ record: TemplateRecord; layerBytes: number; isFrozen: boolean }> {
     if (!isStorableTemplateName(name)) throw badTemplateName('name');
+    if (owner !== undefined && readTemplate(this.dir, name)) throw sharedTemplateNameTaken();
     if (sandbox.template === undefined || sandbox.layerDirs === undefined || layer === null) throw snapshotNeedsTemplate();
     // The layers it runs on (their ids), as its spec recorded them: a live sandbox's template cannot be removed.
     const baseLayers = sandbox.layerDirs.map((d) => basename(dirname(d)));
     const baseRecords = baseLayers.map((id) => readLayer(this.dir, id));
     if (baseRecords.some((r) => r === undefined)) throw new ProviderError('internal', { code: 'template_layer_missing' });
     if (baseLayers.length + 1 > MAX_TEMPLATE_LAYERS) throw snapshotChainTooLong();
-    assertSnapshotFits(this.dir, snapshotSizeBytes(layer), capBytes);
+    const helper = this.copyMetaHelper();
+    assertSnapshotFits(this.dir, snapshotSizeBytes(layer, rules), capBytes);
+    // A snapshot runs its commands as its template did (a Debian build's DEBIAN_FRONTEND).
+    const env = readTemplate(this.dir, sandbox.template)?.env;
     const owners = baseRecords[0]!.owners;
     let isFrozen = false;
     let layerBytes = 0;
-    const record = await this.make(name, baseLayers, async (claim) => {
+    const record = await this.make(templateRef({ name, owner }), baseLayers, async (claim) => {
       const top = await makeLayer(this.dir, claim, owners, async (root) => {
-        isFrozen = (await fillFromWritableLayer(root, layer)).isFrozen;
-        // Files may have grown since the first look.
-        assertSnapshotFits(this.dir, treeSizeBytes(root), capBytes);
+        // Files may grow past the first look: the copy is charged as it goes, and stops past the cap.
+        const used = snapshotStorageBytes(this.dir);
+        const budget = { left: capBytes - used, overCap: () => snapshotGrewPastCap(used, capBytes) };
+        isFrozen = (await fillFromWritableLayer(root, layer, { helper, budget, rules })).isFrozen;
       });
       layerBytes = top.size_bytes;
       return {
         format: 1,
         name,
+        ...definedFields({ owner }),
         source: { kind: 'snapshot', sandbox_id: sandbox.id, parent: sandbox.template! },
         created_at: top.created_at,
         size_bytes: top.size_bytes + baseRecords.reduce((sum, r) => sum + r!.size_bytes, 0),
         layers: [top.id, ...baseLayers],
         owners,
+        ...(env ? { env } : {}),
       };
     });
     return { record, layerBytes, isFrozen };
   }
 
+  /** How a snapshot's copy runs helpers/copy-meta.pl (extended attributes, whiteouts). */
+  private copyMetaHelper(): CopyMetaHelper {
+    if (!isHelperArch(process.arch))
+      throw new ProviderError('unsupported', { code: 'arch_unsupported', detail: LOCAL_DETAILS.archUnsupported });
+    const perl = locateTool('perl', this.settings.toolOverrides);
+    if (!perl) throw new ProviderError('unavailable', { code: 'perl_missing', detail: LOCAL_DETAILS.perlMissing });
+    let text: string;
+    try {
+      text = readHelper(helpersDir(this.settings.keeperScript), 'copy-meta');
+    } catch {
+      throw new ProviderError('unavailable', { code: 'host_bundle_missing', detail: LOCAL_DETAILS.hostBundleMissing });
+    }
+    return { perl, text, arch: process.arch };
+  }
+
   /**
-   * Makes template `name` on top of `baseLayers`: claims the name, lets `build` make its layer and
+   * Makes template `name` (a reference) on top of `baseLayers`: claims the name, lets `build` make its layer and
    * record, publishes the record. Nothing remains of a failure.
    */
   private async make(

@@ -18,6 +18,13 @@ export function templateExists(): ProviderError {
   });
 }
 
+export function sharedTemplateNameTaken(): ProviderError {
+  return new ProviderError('conflict', {
+    code: 'shared_template_name',
+    detail: "A shared template has that name (create_sandbox's description lists them): choose another name for yours.",
+  });
+}
+
 export function templateBeingMade(): ProviderError {
   return new ProviderError('conflict', {
     code: 'template_in_progress',

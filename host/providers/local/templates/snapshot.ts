@@ -3,18 +3,23 @@
 // /var/tmp) copied into a new layer, on top of the layers the sandbox runs on. The copy keeps
 // whiteouts (a deleted file stays deleted) and opaque marks; it leaves out what is not the
 // sandbox's own — the agent runtime's mount point, the agent's install and its task directories
-// (tasks are not carried over) — and the contents of /tmp and /var/tmp. On a root server the
+// (tasks are not carried over) — the contents of /tmp and /var/tmp, and unless asked apt's
+// downloaded package lists and archives. On a root server the
 // sandbox's ids are a block of host ids: owners are shifted back to the template's own.
 // A sandbox with a workspace: /workspace is its own overlay (the person's directory under an upper
 // on the sandbox's tmpfs), not part of the writable layer. The snapshot copies that overlay's merged
 // view — what the sandbox saw at /workspace — into the layer's `workspace` as plain files (the
 // sandbox's deletions simply absent), so a sandbox created from it has them, and no workspace.
+// The copy never follows the sandbox's symlinks (layer-copy.ts): a directory swapped for a link to a
+// host path while it runs makes the snapshot refuse (snapshot_changed_while_copying), never read the host.
 // Snapshot storage (the layers snapshots added) is capped: a snapshot that would pass the cap is
-// refused before anything is copied, and again after, should the files have grown meanwhile.
-import { chmodSync, lchownSync, lstatSync, mkdirSync, readdirSync, utimesSync, type Stats } from 'node:fs';
+// refused before anything is copied, and stopped while copying should its files grow past it meanwhile.
+import { chmodSync, fstatSync, lchownSync, mkdirSync, utimesSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
+import { BeneathDir } from '../../../util/beneath.js';
 import { ProviderError } from '../../provider-error.js';
-import { runProgram, treeSizeBytes } from './file-tree.js';
+import { CopyMeta, type CopyMetaHelper } from './copy-meta.js';
+import { bytesBeneath, copyBeneath, type CopyRule, type CopyRules, type LayerCopy } from './layer-copy.js';
 import { readLayer } from './store-writer.js';
 import { listTemplates } from './store.js';
 
@@ -46,6 +51,20 @@ export const SNAPSHOT_LEFT_OUT = [
 /** Directories a snapshot keeps, empty. */
 export const SNAPSHOT_EMPTIED = ['tmp', 'var/tmp'] as const;
 
+/**
+ * apt's downloads, which a snapshot leaves out unless asked (`keep_apt_cache`): the package lists
+ * `apt-get update` fetched (the directory kept, empty: apt makes its `partial` again) and the
+ * archives' `.deb` files (the rest of the directory kept). A sandbox from it runs `apt-get update`
+ * before installing, as on a fresh Debian image.
+ */
+export const SNAPSHOT_APT_LISTS = 'var/lib/apt/lists';
+export const SNAPSHOT_APT_ARCHIVES = 'var/cache/apt/archives';
+
+/** How a snapshot is taken: `keepAptCache` keeps apt's lists and archives. */
+export interface SnapshotRules {
+  keepAptCache: boolean;
+}
+
 /** Most layers a template may stack; a snapshot of a template with as many is refused. */
 export const MAX_TEMPLATE_LAYERS = 32;
 
@@ -57,12 +76,15 @@ export const WORKSPACE_SNAPSHOT_NOTE =
 
 /**
  * What snapshot_sandbox's result says about a local snapshot; `isFrozen`: its processes were paused
- * for the copy; `hasWorkspace`: the sandbox had a workspace, kept as files.
+ * for the copy; `hasWorkspace`: the sandbox had a workspace, kept as files; `keptAptCache`: apt's
+ * downloads were kept (keep_apt_cache).
  */
-export function localSnapshotNote(isFrozen: boolean, hasWorkspace = false): string {
+export function localSnapshotNote(isFrozen: boolean, hasWorkspace = false, keptAptCache = false): string {
   return (
     'Files only: processes and tasks are not carried over (a sandbox created from it starts with these files and nothing running), ' +
-    'nor /tmp and /var/tmp. ' +
+    (keptAptCache
+      ? 'nor /tmp and /var/tmp. '
+      : "nor /tmp and /var/tmp, nor apt's downloaded package lists and .deb archives (run apt-get update before installing; keep_apt_cache keeps them). ") +
     (isFrozen
       ? 'Its processes were paused while the files were copied, so they are as one moment left them.'
       : 'It was copied while its processes ran: a file being written at that moment may be caught half-written.') +
@@ -70,16 +92,10 @@ export function localSnapshotNote(isFrozen: boolean, hasWorkspace = false): stri
   );
 }
 
-type Rule = 'leave' | 'empty';
-interface PathNode {
-  rule?: Rule;
-  children: Map<string, PathNode>;
-}
-
 /** The rules; `hasWorkspace`: the upper's /workspace is a mount point, its files come from the workspace. */
-function rulesTree(hasWorkspace: boolean): PathNode {
-  const root: PathNode = { children: new Map() };
-  const add = (path: string, rule: Rule) => {
+function rulesTree(hasWorkspace: boolean, rules: SnapshotRules): CopyRules {
+  const root: CopyRules = { children: new Map() };
+  const add = (path: string, rule: CopyRule) => {
     let node = root;
     for (const part of path.split('/')) {
       let next = node.children.get(part);
@@ -91,110 +107,90 @@ function rulesTree(hasWorkspace: boolean): PathNode {
   for (const p of SNAPSHOT_LEFT_OUT) add(p, 'leave');
   for (const p of SNAPSHOT_EMPTIED) add(p, 'empty');
   if (hasWorkspace) add(SNAPSHOT_WORKSPACE_DIR, 'leave');
+  if (!rules.keepAptCache) {
+    add(SNAPSHOT_APT_LISTS, 'empty');
+    add(SNAPSHOT_APT_ARCHIVES, 'no-debs');
+  }
   return root;
 }
 
-function lstatOrNull(path: string): Stats | null {
+/** Opens the root of a tree the sandbox controls, never leaving its file system; a ProviderError when it is gone. */
+function openTree(hostPath: string): BeneathDir {
   try {
-    return lstatSync(path);
+    return BeneathDir.openRoot(hostPath, { sameDevice: true });
   } catch {
-    return null;
+    throw new ProviderError('conflict', {
+      code: 'snapshot_sandbox_gone',
+      detail: 'The sandbox stopped while its snapshot was taken; nothing was kept.',
+    });
   }
 }
 
-/** A directory made with another's mode, owner and times (its extended attributes are not copied). */
-function mkdirLike(path: string, st: Stats): void {
-  mkdirSync(path);
-  lchownSync(path, st.uid, st.gid);
-  chmodSync(path, st.mode & 0o7777);
-  utimesSync(path, st.atime, st.mtime);
+/** Copies the tree the sandbox controls at `hostPath` into `to` (layer-copy.ts); resolves its top's status. */
+async function copyTree(hostPath: string, to: string, rules: CopyRules | undefined, copy: LayerCopy, shownAt: string): Promise<Stats> {
+  const dir = openTree(hostPath);
+  // Held open until the copy is done (not `use`, which would close it at the copy's first await).
+  try {
+    await copyBeneath(dir, to, rules, copy, shownAt);
+    return fstatSync(dir.fd);
+  } finally {
+    dir.close();
+  }
 }
 
 /**
  * Bytes the snapshot of `layer` would take: everything in its upper but what it leaves out and the
- * contents of the directories it empties, and its workspace's files.
+ * contents of the directories it empties, and its workspace's files. Walked without following a link.
  */
-export function snapshotSizeBytes(layer: Pick<WritableLayerView, 'upperDir' | 'workspaceDir'>): number {
+export function snapshotSizeBytes(
+  layer: Pick<WritableLayerView, 'upperDir' | 'workspaceDir'>,
+  rules: SnapshotRules = { keepAptCache: false },
+): number {
   const { upperDir, workspaceDir } = layer;
-  let total = treeSizeBytes(upperDir) + (workspaceDir !== undefined ? treeSizeBytes(workspaceDir) : 0);
-  for (const p of SNAPSHOT_LEFT_OUT) {
-    const st = lstatOrNull(join(upperDir, p));
-    if (st?.isDirectory()) total -= st.size + treeSizeBytes(join(upperDir, p));
-  }
-  for (const p of SNAPSHOT_EMPTIED) {
-    if (lstatOrNull(join(upperDir, p))?.isDirectory()) total -= treeSizeBytes(join(upperDir, p));
-  }
-  return Math.max(0, total);
+  const seen = new Set<string>();
+  let total = openTree(upperDir).use((dir) => bytesBeneath(dir, rulesTree(workspaceDir !== undefined, rules), seen));
+  if (workspaceDir !== undefined) total += openTree(workspaceDir).use((dir) => bytesBeneath(dir, undefined, seen));
+  return total;
 }
 
-/**
- * Copies `from` into the existing directory `to` but for the paths the rules name: entries under
- * no rule go to one `cp -a` per directory (whiteouts, xattrs, hard links kept); a directory on
- * the way to a rule's path is made alike and walked; a left-out path is skipped; an emptied one
- * is made alike, empty. An entry that is not a directory (a whiteout: the sandbox deleted it) is
- * copied as it is, whatever the rule.
- */
-async function copyWithRules(from: string, to: string, node: PathNode): Promise<void> {
-  const plain: string[] = [];
-  for (const name of readdirSync(from)) {
-    const child = node.children.get(name);
-    const st = lstatSync(join(from, name));
-    if (!child || !st.isDirectory()) {
-      if (child?.rule !== 'leave') plain.push(name);
-      continue;
-    }
-    if (child.rule === 'leave') continue;
-    mkdirLike(join(to, name), st);
-    if (child.rule !== 'empty') await copyWithRules(join(from, name), join(to, name), child);
-  }
-  if (plain.length === 0) return;
-  const done = await runProgram('cp', ['-a', '--reflink=auto', '-t', to, '--', ...plain], { cwd: from });
-  if (done.status !== 0) throw new ProviderError('internal', { code: 'snapshot_copy_failed' });
-}
-
-/**
- * Copies the workspace's merged view `from` (its overlay: the person's files, the sandbox's writes
- * over them, its deletions absent) into `to` as plain files, `to` made like its top.
- */
-async function copyWorkspace(from: string, to: string): Promise<void> {
-  mkdirLike(to, lstatSync(from));
-  const done = await runProgram('cp', ['-a', '--one-file-system', '--reflink=auto', '--', `${from}/.`, to]);
-  if (done.status !== 0) throw new ProviderError('internal', { code: 'snapshot_copy_failed' });
-}
-
-/** Gives every file owned by an id of the sandbox's block the template's own id back (root servers). */
-function shiftOwners(root: string, shift: number): void {
-  const inBlock = (id: number) => id >= shift && id < shift + 65_536;
-  const stack = [root];
-  while (stack.length > 0) {
-    const dir = stack.pop()!;
-    for (const name of readdirSync(dir)) {
-      const path = join(dir, name);
-      const st = lstatSync(path);
-      if (inBlock(st.uid) || inBlock(st.gid)) {
-        lchownSync(path, inBlock(st.uid) ? st.uid - shift : st.uid, inBlock(st.gid) ? st.gid - shift : st.gid);
-        // chown clears set-user-ID and set-group-ID: give them back.
-        if (!st.isSymbolicLink() && (st.mode & 0o6000) !== 0) chmodSync(path, st.mode & 0o7777);
-      }
-      if (st.isDirectory()) stack.push(path);
-    }
-  }
+/** What the copy needs beyond the layer: the helper for attributes and special files, the bytes it may take. */
+export interface SnapshotCopyOpts {
+  helper: CopyMetaHelper;
+  budget: LayerCopy['budget'];
+  rules: SnapshotRules;
 }
 
 /**
  * Fills `root` (which does not exist yet) with the snapshot of `layer`, the sandbox's processes
- * paused where they can be. Resolves whether they were.
+ * paused where they can be: its upper as the rules say, then its workspace's merged view as plain
+ * files at /workspace (layer-copy.ts: never following the sandbox's links, charged as copied).
+ * Resolves whether the processes were paused.
  */
-export async function fillFromWritableLayer(root: string, layer: WritableLayerView): Promise<{ isFrozen: boolean }> {
+export async function fillFromWritableLayer(
+  root: string,
+  layer: WritableLayerView,
+  opts: SnapshotCopyOpts,
+): Promise<{ isFrozen: boolean }> {
   mkdirSync(root, { mode: 0o755 });
+  const meta = new CopyMeta(opts.helper);
+  const copy = { ownerShift: layer.ownerShift, budget: opts.budget, meta };
   const thaw = await layer.freeze();
   try {
-    await copyWithRules(layer.upperDir, root, rulesTree(layer.workspaceDir !== undefined));
-    if (layer.workspaceDir !== undefined) await copyWorkspace(layer.workspaceDir, join(root, SNAPSHOT_WORKSPACE_DIR));
+    await copyTree(layer.upperDir, root, rulesTree(layer.workspaceDir !== undefined, opts.rules), copy, '');
+    if (layer.workspaceDir !== undefined) {
+      const to = join(root, SNAPSHOT_WORKSPACE_DIR);
+      mkdirSync(to, { mode: 0o700 });
+      const top = await copyTree(layer.workspaceDir, to, undefined, copy, `/${SNAPSHOT_WORKSPACE_DIR}`);
+      // Made like the sandbox's /workspace (owner shifted as its files are), once its files are in.
+      const shift = (id: number) => (id >= layer.ownerShift && id < layer.ownerShift + 65_536 ? id - layer.ownerShift : id);
+      if (process.geteuid?.() === 0) lchownSync(to, shift(top.uid), shift(top.gid));
+      chmodSync(to, top.mode & 0o7777);
+      utimesSync(to, top.atime, top.mtime);
+    }
   } finally {
     thaw?.();
+    meta.close();
   }
-  if (layer.ownerShift !== 0) shiftOwners(root, layer.ownerShift);
   return { isFrozen: thaw !== null };
 }
 
@@ -218,5 +214,15 @@ export function assertSnapshotFits(dir: string, moreBytes: number, capBytes: num
     detail:
       `Snapshot storage is full: this snapshot needs ${mib(moreBytes)} and snapshots already hold ${mib(used)} of the ${mib(capBytes)} ` +
       'this server keeps (--max-snapshot-storage). Remove snapshots (sandbox-mcp template rm) or raise the cap; the sandbox is unchanged.',
+  });
+}
+
+/** The refusal of a snapshot whose files grew past the cap while copied (snapshots held `used` before it). */
+export function snapshotGrewPastCap(used: number, capBytes: number): ProviderError {
+  return new ProviderError('insufficient_resources', {
+    code: 'snapshot_storage_full',
+    detail:
+      `Snapshot storage is full: this snapshot grew past the ${mib(Math.max(0, capBytes - used))} left of the ${mib(capBytes)} ` +
+      'this server keeps (--max-snapshot-storage) while its files were copied; nothing was kept. Remove snapshots (sandbox-mcp template rm) or raise the cap.',
   });
 }

@@ -32,11 +32,13 @@ import { identify, isAlive, type ProcIdentity } from '../system/proc.js';
 import { removeTree, treeSizeBytes } from './file-tree.js';
 import { templateBeingMade, templateExists, templateInUse, templateNotFound, templatesDirNotPrivate } from './refusals.js';
 import {
-  isStorableTemplateName,
+  isStorableTemplateRef,
   LAYER_ID_PATTERN,
   LayerRecordSchema,
   listTemplates,
   readTemplate,
+  templateFileStem,
+  templateRef,
   type LayerOwners,
   type LayerRecord,
   type TemplateRecord,
@@ -101,7 +103,7 @@ function writeDurably(path: string, text: string, flag: 'w' | 'wx' = 'w'): void 
   }
 }
 
-/** A claimed name: the template being made under it, until it is published or given up. */
+/** A claimed name (a template's reference): the template being made under it, until it is published or given up. */
 export interface NameClaim {
   readonly name: string;
   /** Adds a layer the template will list (before the layer is renamed into place). */
@@ -130,10 +132,10 @@ function readClaim(path: string): ClaimFile | null {
  * process; a claim of a dead one is taken over.
  */
 export function claimName(dir: string, name: string, baseLayers: readonly string[]): NameClaim {
-  if (!isStorableTemplateName(name)) throw new ProviderError('invalid_argument');
+  if (!isStorableTemplateRef(name)) throw new ProviderError('invalid_argument');
   const self = identify(process.pid);
   if (!self) throw new ProviderError('internal');
-  const path = join(dir, CLAIMS, name);
+  const path = join(dir, CLAIMS, templateFileStem(name));
   const claim: ClaimFile = { owner: self, layers: [...baseLayers] };
   for (let attempt = 0; ; attempt++) {
     try {
@@ -234,7 +236,7 @@ export function publishTemplate(dir: string, claim: NameClaim, record: TemplateR
   const tmp = join(dir, tmpName('.json'));
   try {
     writeDurably(tmp, JSON.stringify(record, null, 2) + '\n');
-    linkSync(tmp, join(dir, `${record.name}.json`));
+    linkSync(tmp, join(dir, `${templateFileStem(templateRef(record))}.json`));
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw templateExists();
     throw e;
@@ -252,7 +254,7 @@ export function publishTemplate(dir: string, claim: NameClaim, record: TemplateR
 export async function removeTemplate(dir: string, name: string, isInUse: (name: string) => Promise<boolean>): Promise<void> {
   if (!readTemplate(dir, name)) throw templateNotFound();
   if (await isInUse(name)) throw templateInUse();
-  const path = join(dir, `${name}.json`);
+  const path = join(dir, `${templateFileStem(name)}.json`);
   const away = join(dir, tmpName('.json'));
   try {
     renameSync(path, away);

@@ -2,7 +2,8 @@
 // makes templates (build, import, snapshot, remove) and the code that runs sandboxes on them.
 //
 //   <templates dir>/                 0700, the server's user's alone (layers hold setuid files)
-//     <name>.json                    the template's record (TemplateRecordSchema), written atomically
+//     <name>.json                    a shared template's record (TemplateRecordSchema), written atomically
+//     <owner>@<name>.json            the record of a template a user made (snapshot_sandbox): theirs alone
 //     layers/<layer id>/layer.json   the layer's record (LayerRecordSchema)
 //     layers/<layer id>/root/        the layer's files; never changed once its record exists
 //     layers/.tmp-*/                 layers being made; removed by whoever finds them stale
@@ -12,9 +13,15 @@
 // layers of the template the sandbox ran on, which several templates may then share. A layer is
 // removed with the last template that lists it. `base` is not stored: it is the host's own system
 // directories.
+//
+// Templates belong to a principal: one made by the operator or an admin (the CLI, an admin's
+// snapshot_sandbox) is shared; one made by a `user` records that user as `owner` and is named by
+// its reference `<owner>/<name>`, so alice's `py-dev` and bob's are two templates, and neither is
+// the shared `py-dev` (docs/principals.md says who may see and use which).
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod';
+import { PRINCIPAL_NAME_PATTERN } from '../../provider.js';
 import { BASE_TEMPLATE } from './base-template.js';
 
 /** Template names: lowercase letters, digits, `.`, `_` and `-`, starting with a letter or digit, at most 63 characters. */
@@ -23,6 +30,51 @@ export const TEMPLATE_NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 /** True for a name a stored template may have (any valid name but `base`). */
 export function isStorableTemplateName(name: string): boolean {
   return TEMPLATE_NAME_PATTERN.test(name) && name !== BASE_TEMPLATE && !name.endsWith('.json');
+}
+
+/** A template's reference: its name for a shared one, `<owner>/<name>` for a user's own. */
+export function templateRef(record: Pick<TemplateRecord, 'name' | 'owner'>): string {
+  return record.owner === undefined ? record.name : `${record.owner}/${record.name}`;
+}
+
+/** The name and owner a reference names, or undefined when it is no stored template's reference. */
+export function parseTemplateRef(ref: string): { name: string; owner?: string } | undefined {
+  const slash = ref.indexOf('/');
+  if (slash < 0) return isStorableTemplateName(ref) ? { name: ref } : undefined;
+  const owner = ref.slice(0, slash);
+  const name = ref.slice(slash + 1);
+  return PRINCIPAL_NAME_PATTERN.test(owner) && isStorableTemplateName(name) ? { name, owner } : undefined;
+}
+
+/** True for a reference a stored template may have. */
+export function isStorableTemplateRef(ref: string): boolean {
+  return parseTemplateRef(ref) !== undefined;
+}
+
+/** The base name of the files of template `ref` (its record, its claim): `@` is in neither a name nor an owner. */
+export function templateFileStem(ref: string): string {
+  return ref.replace('/', '@');
+}
+
+/**
+ * The template `requested` means to `user` (undefined: the operator or an admin), or undefined
+ * when it names none they may use. A user's plain name is their own template of that name when
+ * they have one, else the shared one; `<owner>/<name>` is for its owner (and the operator and
+ * admins) only. A plain name never means another user's template, to anyone.
+ */
+export function resolveTemplateRef(dir: string, requested: string, user: string | undefined): string | undefined {
+  const parsed = parseTemplateRef(requested);
+  if (!parsed) return undefined;
+  if (parsed.owner !== undefined) return user === undefined || parsed.owner === user ? requested : undefined;
+  if (user !== undefined && readTemplate(dir, templateRef({ name: parsed.name, owner: user }))) {
+    return templateRef({ name: parsed.name, owner: user });
+  }
+  return requested;
+}
+
+/** True when `user` (undefined: the operator or an admin) may see and use `record`. */
+export function mayUseTemplate(record: Pick<TemplateRecord, 'owner'>, user: string | undefined): boolean {
+  return user === undefined || record.owner === undefined || record.owner === user;
 }
 
 /** Layer ids: 16 lowercase hex characters. */
@@ -50,6 +102,8 @@ export type TemplateSource = z.infer<typeof TemplateSourceSchema>;
 export const TemplateRecordSchema = z.object({
   format: z.literal(1),
   name: z.string().regex(TEMPLATE_NAME_PATTERN),
+  /** The user whose template it is (made by their snapshot_sandbox); absent: shared. */
+  owner: z.string().regex(PRINCIPAL_NAME_PATTERN).optional(),
   source: TemplateSourceSchema,
   /** ISO 8601. */
   created_at: z.string(),
@@ -58,6 +112,11 @@ export const TemplateRecordSchema = z.object({
   /** Top first; at least one. */
   layers: z.array(z.string().regex(LAYER_ID_PATTERN)).min(1),
   owners: z.enum(LAYER_OWNERS),
+  /**
+   * Variables every command and task of a sandbox on it gets, beneath create_sandbox's `envs`:
+   * a Debian build's DEBIAN_FRONTEND, kept by its snapshots. Absent: none (older records too).
+   */
+  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).optional(),
 });
 export type TemplateRecord = z.infer<typeof TemplateRecordSchema>;
 
@@ -81,12 +140,13 @@ export function layerRoot(dir: string, id: string): string {
   return join(dir, 'layers', id, 'root');
 }
 
-/** The record of template `name`, or undefined when there is none (or it cannot be read as one). */
-export function readTemplate(dir: string, name: string): TemplateRecord | undefined {
-  if (!isStorableTemplateName(name)) return undefined;
+/** The record of template `ref`, or undefined when there is none (or it cannot be read as one). */
+export function readTemplate(dir: string, ref: string): TemplateRecord | undefined {
+  const parsed = parseTemplateRef(ref);
+  if (!parsed) return undefined;
   let text: string;
   try {
-    text = readFileSync(join(dir, `${name}.json`), 'utf8');
+    text = readFileSync(join(dir, `${templateFileStem(ref)}.json`), 'utf8');
   } catch {
     return undefined;
   }
@@ -96,11 +156,11 @@ export function readTemplate(dir: string, name: string): TemplateRecord | undefi
   } catch {
     return undefined;
   }
-  const parsed = TemplateRecordSchema.safeParse(json);
-  return parsed.success && parsed.data.name === name ? parsed.data : undefined;
+  const record = TemplateRecordSchema.safeParse(json);
+  return record.success && record.data.name === parsed.name && record.data.owner === parsed.owner ? record.data : undefined;
 }
 
-/** Every stored template, by name. */
+/** Every stored template, by reference. */
 export function listTemplates(dir: string): TemplateRecord[] {
   let names: string[];
   try {
@@ -110,9 +170,9 @@ export function listTemplates(dir: string): TemplateRecord[] {
   }
   return names
     .filter((f) => f.endsWith('.json'))
-    .map((f) => readTemplate(dir, f.slice(0, -'.json'.length)))
+    .map((f) => readTemplate(dir, f.slice(0, -'.json'.length).replace('@', '/')))
     .filter((t): t is TemplateRecord => t !== undefined)
-    .sort((a, b) => a.name.localeCompare(b.name));
+    .sort((a, b) => templateRef(a).localeCompare(templateRef(b)));
 }
 
 /** The layers' file trees of a template, top first: an overlay's lowerdir list. */
