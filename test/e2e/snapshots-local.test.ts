@@ -334,7 +334,7 @@ describe('snapshot_sandbox of files the server may not copy', () => {
       await ok(s.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
       // Nowhere in the state directory (the template store with every layer made) is the host's file.
       const grep = 'grep -rlF -D skip -e "$1" "$2"; [ $? -le 1 ]';
-      const found = execFileSync('sh', ['-c', grep, 'sh', marker, stateDir], { encoding: 'utf8' }).trim();
+      const found = execFileSync('sh', ['-c', grep, 'sh', marker, env.SANDBOX_MCP_STATE_DIR], { encoding: 'utf8' }).trim();
       expect(found).toBe('');
       // A try the swap caught is refused as such, never as an internal failure; the others are made.
       expect(failures.filter((code) => code !== 'snapshot_changed_while_copying')).toEqual([]);
