@@ -33,3 +33,16 @@ export function stateDirFull(): AgentFailure {
     'the filesystem holding the agent state directory is full (no space or no inodes left): remove files you no longer need (run_command with rm), then retry',
   );
 }
+
+/**
+ * Where `path` is and how much room its filesystem has left, for a message: "the filesystem of
+ * PATH (N KiB free)"; without the figure when statfs fails.
+ */
+export function fullFilesystemText(path: string): string {
+  try {
+    const fs = statfsSync(path);
+    return `the filesystem of ${path} (${Math.floor((fs.bavail * fs.bsize) / 1024)} KiB free)`;
+  } catch {
+    return `the filesystem of ${path}`;
+  }
+}

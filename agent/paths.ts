@@ -2,6 +2,7 @@
 import { mkdirSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import { userInfo } from 'node:os';
+import { AGENT_STATE_FROM_HOME } from '../shared/agent-state.js';
 import { AgentFailure } from './errors.js';
 import { isNoSpaceError, stateDirFull } from './no-space.js';
 
@@ -27,7 +28,7 @@ export function stateDir(env: NodeJS.ProcessEnv = process.env): string {
       'no state directory: HOME is unset and this user has no home directory; set HOME or SANDBOX_AGENT_STATE_DIR',
     );
   }
-  return join(home, '.local', 'state', 'sandbox-agent');
+  return join(home, AGENT_STATE_FROM_HOME);
 }
 
 /** The folder holding one directory per task. */

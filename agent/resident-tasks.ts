@@ -238,7 +238,13 @@ function finishedResult(taskId: string, view: TaskView, capBytes: number): ExecF
     stderr_truncated: err.isTruncated || view.stderr_truncated,
     stdout_head_bytes: out.splitAt,
     stderr_head_bytes: err.splitAt,
+    ...(isOutputLost(view) ? { output_lost: view.error!.message } : {}),
   };
+}
+
+/** True when the task's logs end early because they could not be written (its error says where and why). */
+function isOutputLost(view: TaskView): boolean {
+  return view.error?.code === 'state_dir_full' || view.error?.code === 'log_write_failed';
 }
 
 /**

@@ -27,7 +27,7 @@ import {
 } from './drain-pipes.js';
 import { debug } from './errors.js';
 import { closeInheritedFds } from './inherited-fds.js';
-import { isNoSpaceError } from './no-space.js';
+import { fullFilesystemText, isNoSpaceError } from './no-space.js';
 import { childProcess } from './node-modules.js';
 import { TASK_FILES } from './paths.js';
 import { jobBoundsText, type JobBounds } from '../shared/job-bounds.js';
@@ -490,7 +490,7 @@ function finish(sup: Supervision, error?: TaskError): never {
   }
   status.state = finalState(status.reason, status.exit_code);
   status.finished_at = nowS();
-  const cause = error ?? logWriteError(sup.logs);
+  const cause = error ?? logWriteError(sup.logs, sup.dir);
   if (cause) status.error = cause;
   try {
     writeFinalStatus(sup.dir, status);
@@ -521,14 +521,14 @@ function writeTail(dir: string, name: string, log: CappedLog): void {
 }
 
 /** Why a log ended early, if a write failed: the outcome stands, the logs are short. */
-export function logWriteError(logs: readonly CappedLog[] | null): TaskError | undefined {
+export function logWriteError(logs: readonly CappedLog[] | null, dir?: string): TaskError | undefined {
   const code = logs?.map((l) => l.writeError).find((c) => c !== null);
   if (!code) return undefined;
   if (code === 'ENOSPC' || code === 'EDQUOT') {
+    const where = dir === undefined ? "the state directory's filesystem" : fullFilesystemText(dir);
     return {
       code: 'state_dir_full',
-      message:
-        "the state directory's filesystem filled up while the task ran: its logs end early (marked truncated); the outcome is the command's own",
+      message: `${where} filled up while the task ran: its output after that was lost (the logs end early, marked truncated); the outcome is the command's own`,
     };
   }
   return {

@@ -380,6 +380,8 @@ export const ExecFinishedSchema = z.strictObject({
   /** How many leading bytes of each stream's kept bytes are its first ones (the rest are its last). */
   stdout_head_bytes: nonNegInt(),
   stderr_head_bytes: nonNegInt(),
+  /** Why output was lost (a full state directory: the logs end early); absent when none was. */
+  output_lost: z.optional(z.string()),
 });
 /** What a promoted `exec` returns: the view of the task it became (as `start` answers). */
 export const ExecPromotedSchema = z.strictObject({ kind: z.literal('promoted'), task: TaskViewSchema });

@@ -277,6 +277,8 @@ export interface ExecResult {
    * What the egress proxy refused meanwhile is egressNotes' to say.
    */
   notes?: string[];
+  /** Why part of the output was lost (where it was recorded filled up): the truncation is that, not the cap. */
+  outputLost?: string;
 }
 
 /** One measured amount and the limit it counts against (null: no limit holds, or none is known). */

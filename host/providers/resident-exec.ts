@@ -81,5 +81,6 @@ function execResult(r: ExecFinished): ExecResult {
     stdoutHeadBytes: r.stdout_head_bytes,
     stderrHeadBytes: r.stderr_head_bytes,
     timedOut: r.timed_out,
+    ...(r.output_lost !== undefined ? { outputLost: r.output_lost } : {}),
   };
 }

@@ -77,6 +77,11 @@ const RETRIED_WHEN_LOST: ReadonlySet<OpName> = new Set(['hello', 'get', 'list', 
 export type AgentResult<Op extends OpName> = ReturnType<(typeof RESULT_SCHEMAS)[Op]['parse']>;
 
 /** Sends protocol requests to the agent inside a sandbox through a provider's exec. */
+/** node -e text (no single quote): writes stdin beside argv[1] under a temporary name and renames it there. */
+const INSTALL_WITH_NODE =
+  'const fs = require("fs"); const f = process.argv[1]; const t = f + "." + process.pid; ' +
+  'fs.mkdirSync(require("path").dirname(f), { recursive: true }); fs.writeFileSync(t, fs.readFileSync(0)); fs.renameSync(t, f);';
+
 export class AgentClient {
   // One install per sandbox at a time (concurrent calls into a fresh sandbox share it), and a
   // count of completed installs so a call that raced one does not install again.
@@ -191,16 +196,10 @@ export class AgentClient {
   private install(provider: Provider, sandboxId: string, key: string, isResidentStartSkipped = false): Promise<void> {
     let pending = this.pendingInstalls.get(key);
     if (!pending) {
-      const file = `"$HOME/${AGENT_INSTALL_DIR}/${this.bundle.fileName}"`;
-      const tmp = `${AGENT_INSTALL_DIR}/.${this.bundle.fileName}.${randomBytes(6).toString('hex')}`;
       pending = (async () => {
-        await provider.writeFile(sandboxId, tmp, this.bundle.bytes);
-        // rename(2) is atomic: another server never runs a half-written agent.
-        await provider.exec(sandboxId, `[ -f ${file} ] || mv -f "$HOME/${tmp}" ${file}; rm -f "$HOME/${tmp}"`, {
-          timeoutS: 60,
-          role: 'service',
-          isResidentStartSkipped,
-        });
+        if (!(await this.installWithTools(provider, sandboxId, isResidentStartSkipped))) {
+          await this.installWithNode(provider, sandboxId, isResidentStartSkipped);
+        }
         this.installs.set(key, (this.installs.get(key) ?? 0) + 1);
       })();
       this.pendingInstalls.set(key, pending);
@@ -208,6 +207,48 @@ export class AgentClient {
       pending.then(settled, settled);
     }
     return pending;
+  }
+
+  /**
+   * The usual install: the file tools write a temporary file, mv renames it into place (atomic:
+   * another server never runs a half-written agent). False when the root lacks a program for it.
+   */
+  private async installWithTools(provider: Provider, sandboxId: string, isResidentStartSkipped: boolean): Promise<boolean> {
+    const file = `"$HOME/${AGENT_INSTALL_DIR}/${this.bundle.fileName}"`;
+    const tmp = `${AGENT_INSTALL_DIR}/.${this.bundle.fileName}.${randomBytes(6).toString('hex')}`;
+    try {
+      await provider.writeFile(sandboxId, tmp, this.bundle.bytes);
+    } catch (e) {
+      if (isProviderError(e) && e.code === 'tool_missing') return false;
+      throw e;
+    }
+    const moved = await provider.exec(
+      sandboxId,
+      `command -v mv >/dev/null 2>&1 && command -v rm >/dev/null 2>&1 || exit 127; [ -f ${file} ] || mv -f "$HOME/${tmp}" ${file}; rm -f "$HOME/${tmp}"`,
+      { timeoutS: 60, role: 'service', isResidentStartSkipped },
+    );
+    return moved.exitCode !== 127;
+  }
+
+  /**
+   * A root without those programs (only a shell): the agent's own node (the provider's agentNode,
+   * the runtime a local sandbox has bound in) writes the bundle from stdin and renames it into place.
+   */
+  private async installWithNode(provider: Provider, sandboxId: string, isResidentStartSkipped: boolean): Promise<void> {
+    const file = `"$HOME/${AGENT_INSTALL_DIR}/${this.bundle.fileName}"`;
+    const r = await provider.exec(sandboxId, `exec ${provider.agentNode} -e '${INSTALL_WITH_NODE}' ${file}`, {
+      timeoutS: 60,
+      role: 'service',
+      stdin: this.bundle.bytes,
+      isResidentStartSkipped,
+    });
+    if (r.exitCode !== 0) {
+      throw new ProviderError('unsupported', {
+        code: 'tool_missing',
+        detail:
+          "The task agent cannot be installed: this sandbox's root has neither the programs it is installed with (stat, cat, mv: coreutils) nor node. Use a template that has them.",
+      });
+    }
   }
 
   /** Sends one request and returns its validated result, or throws the agent's error as a ProviderError. */

@@ -288,8 +288,16 @@ describe('exit codes and group cleanup', () => {
 describe('long-polling get', () => {
   it('returns as soon as new output appears', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'sleep 1; echo hi; sleep 300');
-    const view = await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 20 });
+    // After `hi` the task waits for a file the test makes only once the get has answered; without it
+    // (a get that sat out its wait) the task gives up after 20 s and ends with `late`: a get that
+    // waited to its end (30 s) would show that, not the running task and `hi` alone.
+    const go = join(w.stateDir, 'go');
+    const command =
+      `sleep 1; echo hi; i=0; while [ ! -e '${go}' ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; ` +
+      `[ -e '${go}' ] || { echo late; exit 7; }; sleep 300`;
+    const { task_id: id } = await start(w, command);
+    const view = await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 30 });
+    writeFileSync(go, '');
     expect(view).toMatchObject({ state: 'running', stdout: 'hi\n', stdout_next_offset: 3 });
     await callView(w, { protocol: 1, op: 'cancel', task_id: id });
   });

@@ -24,7 +24,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { TemplateListingSchema } from '../../host/cli/template.js';
 import { SnapshotResultSchema } from '../../host/cli/snapshot.js';
 import { localSnapshotNote } from '../../host/providers/local/templates/snapshot.js';
@@ -37,9 +37,11 @@ import { makeMiniRootTar } from '../support/mini-root.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { treeHash, writeProject } from '../support/workspace-trees.js';
 
-const stateDir = tempStateDir();
-const env = { SANDBOX_MCP_STATE_DIR: stateDir };
-const store = templatesDir(stateDir);
+// Each test gets a state directory of its own, with `mini` imported (see beforeEach): none depends
+// on the templates or snapshots another test made, removed or left behind.
+let env: { SANDBOX_MCP_STATE_DIR: string };
+let store: string;
+const stateDirs: string[] = [];
 let tarball: string;
 const open: StdioServer[] = [];
 
@@ -70,16 +72,23 @@ function leftovers(): string[] {
   ];
 }
 
-beforeAll(async () => {
+beforeAll(() => {
   requireSandboxes();
   tarball = makeMiniRootTar();
+});
+
+beforeEach(async () => {
+  const stateDir = tempStateDir();
+  stateDirs.push(stateDir);
+  env = { SANDBOX_MCP_STATE_DIR: stateDir };
+  store = templatesDir(stateDir);
   const r = await cli(['template', 'import', 'mini', tarball]);
   if (r.code !== 0) throw new Error(`import failed: ${r.stderr}`);
 });
 
 afterAll(async () => {
   await Promise.allSettled(open.map((s) => s.close()));
-  await destroyStateDir(stateDir);
+  for (const dir of stateDirs) await destroyStateDir(dir);
   rmSync(tarball, { force: true });
 });
 
@@ -157,8 +166,6 @@ describe('snapshot_sandbox on the local provider', () => {
     for (const id of [copy.sandbox_id, again.sandbox_id]) await ok(s.client, 'kill_sandbox', { sandbox_id: id });
     expect((await cli(['template', 'rm', 'snap1'])).code).toBe(0);
     expect(readdirSync(join(store, 'layers'))).toEqual([]);
-    // Put the template back for the tests that follow.
-    expect((await cli(['template', 'import', 'mini', tarball])).code).toBe(0);
   });
 
   it('is refused for a base sandbox, for a name taken, and past the snapshot storage cap — keeping nothing', async () => {
@@ -327,7 +334,7 @@ describe('snapshot_sandbox of files the server may not copy', () => {
       await ok(s.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
       // Nowhere in the state directory (the template store with every layer made) is the host's file.
       const grep = 'grep -rlF -D skip -e "$1" "$2"; [ $? -le 1 ]';
-      const found = execFileSync('sh', ['-c', grep, 'sh', marker, stateDir], { encoding: 'utf8' }).trim();
+      const found = execFileSync('sh', ['-c', grep, 'sh', marker, env.SANDBOX_MCP_STATE_DIR], { encoding: 'utf8' }).trim();
       expect(found).toBe('');
       // A try the swap caught is refused as such, never as an internal failure; the others are made.
       expect(failures.filter((code) => code !== 'snapshot_changed_while_copying')).toEqual([]);
@@ -344,12 +351,22 @@ describe('snapshot_sandbox on a server that is not root', () => {
   const nobodyEnv = { SANDBOX_MCP_STATE_DIR: nobodyState };
   let readableTar: string;
 
-  beforeAll(() => {
+  // The template both tests run on, imported by the server's user (neither test changes it).
+  beforeAll(async () => {
     if (!isRoot) return;
     chownSync(nobodyState, NOBODY.uid, NOBODY.gid);
     readableTar = join(nobodyState, 'mini.tar');
     copyFileSync(tarball, readableTar);
     chownSync(readableTar, NOBODY.uid, NOBODY.gid);
+    const imported = await new Promise<number>((resolve) =>
+      execFile(
+        process.execPath,
+        [hostJsReadableBy(NOBODY), 'template', 'import', 'mini', readableTar],
+        { env: serverEnv(nobodyEnv), ...NOBODY, cwd: '/' },
+        (e) => resolve(e ? 1 : 0),
+      ),
+    );
+    if (imported !== 0) throw new Error('the import as nobody failed');
   });
   // Its workspaces: beside its state directory, not in it (a workspace may not hold or lie in the server's own).
   const allowed = mkdtempSync(join(tmpdir(), 'sandbox-mcp-snap-nobody-ws-'));
@@ -359,15 +376,6 @@ describe('snapshot_sandbox on a server that is not root', () => {
   });
 
   it.runIf(isRoot)("keeps deletions (whiteouts made without privileges) and the files, all the server user's", async () => {
-    const imported = await new Promise<number>((resolve) =>
-      execFile(
-        process.execPath,
-        [hostJsReadableBy(NOBODY), 'template', 'import', 'mini', readableTar],
-        { env: serverEnv(nobodyEnv), ...NOBODY, cwd: '/' },
-        (e) => resolve(e ? 1 : 0),
-      ),
-    );
-    expect(imported).toBe(0);
     const s = await connectStdio(nobodyEnv, [], NOBODY);
     open.push(s);
     const sb = await ok(s.client, 'create_sandbox', { template: 'mini' });
@@ -383,7 +391,7 @@ describe('snapshot_sandbox on a server that is not root', () => {
     expect(statSync(join(layerRoot(store, record.layers[0]!), 'home/user/p/f')).uid).toBe(NOBODY.uid);
   });
 
-  it.runIf(isRoot)("keeps a workspace's files as the sandbox saw them (on the template imported above)", async () => {
+  it.runIf(isRoot)("keeps a workspace's files as the sandbox saw them", async () => {
     const project = join(allowed, 'project');
     writeProject(project);
     execFileSync('chown', ['-R', `${NOBODY.uid}:${NOBODY.gid}`, allowed]);

@@ -27,6 +27,7 @@ import { HOST_JS } from '../support/paths.js';
 import { git, makeRepo, SANDBOX_EDITS, SANDBOX_EDITS_CHANGES, treeHash, writeProject } from '../support/workspace-trees.js';
 
 const e2b = fakeE2bServers();
+const SECRET = 'ws-e2b-secret-8d2b6c1f';
 const top = realpathSync(mkdtempSync(join(tmpdir(), 'ws-e2b-')));
 const allowed = join(top, 'allowed');
 const repo = join(allowed, 'repo');
@@ -53,7 +54,10 @@ describe('an e2b workspace (against the fake)', () => {
   it('is copied in, worked on by default, leaves the host untouched, and its changes become a branch', async () => {
     const head = makeRepo(repo);
     const s = await server();
-    const created = await s.client.callTool({ name: 'create_sandbox', arguments: { workspace: repo, timeout: 600 } });
+    const created = await s.client.callTool({
+      name: 'create_sandbox',
+      arguments: { workspace: repo, timeout: 600, envs: { SERVICE_TOKEN: SECRET } },
+    });
     expect(created.isError).toBeFalsy();
     const id = (created.structuredContent as { sandbox_id: string }).sandbox_id;
     expect(text(created)).toContain('/home/user/workspace');
@@ -127,6 +131,16 @@ describe('an e2b workspace (against the fake)', () => {
     const again = await cli(['apply', id]);
     expect(again.code).toBe(1);
     expect(again.stderr).toContain(`the branch ${branch} already exists`);
+
+    // The patch and the person's diff are masked like command output: a create-time secret the
+    // sandbox wrote into a file shows as [MASKED].
+    expect((await ok(s.client, 'run_command', { command: 'echo "token=$SERVICE_TOKEN" > src/secret.txt' })).exit_code).toBe(0);
+    const withSecret = await ok(s.client, 'workspace_changes', { patch: true });
+    expect(withSecret.patch).toContain('+token=[MASKED]');
+    expect(withSecret.patch).not.toContain(SECRET);
+    const maskedDiff = await cli(['diff', id]);
+    expect(maskedDiff.stdout).toContain('+token=');
+    expect(maskedDiff.stdout).not.toContain(SECRET);
     await ok(s.client, 'kill_sandbox', { sandbox_id: id });
   });
 

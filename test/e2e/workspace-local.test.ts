@@ -197,7 +197,11 @@ describe('a local workspace (server as root)', () => {
     const outside = join(top, 'outside');
     mkdirSync(outside);
     const before = (await ok(s.client, 'list_sandboxes', {})).sandboxes.length;
-    for (const path of [outside, join(allowed, '..', 'outside'), join(allowed, '..', 'state')]) {
+    // Inside the allowed directory by its letters, outside once resolved: a symlink, and `..` kept
+    // in the text (path.join would normalise it away before the server ever saw it).
+    const link = join(allowed, 'link-to-outside');
+    symlinkSync(outside, link);
+    for (const path of [outside, link, `${allowed}/../outside`, `${allowed}/../state`]) {
       const e = await toolError(s.client, 'create_sandbox', { workspace: path });
       expect([e.category, e.code]).toEqual(['permission_denied', 'workspace_not_allowed']);
       expect(e.text).toContain('workspace');

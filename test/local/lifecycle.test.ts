@@ -336,6 +336,31 @@ describe('local sandbox lifecycle', () => {
     },
   );
 
+  it.runIf(canFreezeProcesses())(
+    'kill resolves only once pid 1 is gone, not when the keeper is: a pid 1 slow to take its SIGKILL (held by a freezer) (cgroup v1 freezer)',
+    async () => {
+      const bare = createLocalProvider({ stateDir: local.stateDir, keeperScript: KEEPER_SCRIPT, residentAgent: false });
+      try {
+        const { sandbox_id: id } = await bare.create({ timeoutS: 60 });
+        local.created.push(id);
+        const rec = keeperOf(id);
+        // Frozen, pid 1 stays alive after its SIGKILL until thawed, as a pid 1 not yet scheduled does for a moment.
+        const thaw = await freezeProcesses([rec.pid1.pid]);
+        let isPid1AliveAtResolve: Promise<boolean>;
+        try {
+          isPid1AliveAtResolve = bare.kill(id).then(() => isAlive(rec.pid1));
+          // The keeper ends (it waits for bwrap, not pid 1) and its directory goes; only then is pid 1 thawed.
+          await waitFor(() => !isAlive(rec.keeper) && !existsSync(sandboxDir(id)), 'the keeper to end');
+        } finally {
+          await thaw();
+        }
+        expect(await isPid1AliveAtResolve).toBe(false);
+      } finally {
+        await bare.close();
+      }
+    },
+  );
+
   it('an ending mark counts while its writer runs: one left by a kill that died leaves the sandbox usable', async () => {
     const { sandbox_id: id } = await create();
     const writer = spawn('sleep', ['300'], { stdio: 'ignore' });

@@ -92,7 +92,12 @@ describe('buildBwrapArgs', () => {
   it('sizes each writable tmpfs it is given a size for (the flag right before its --tmpfs)', () => {
     const sizes = writableMountSizes(64);
     const a = buildBwrapArgs({ ...base, mountSizes: sizes });
-    expect(pairIndex(a, '--perms', '0700', '--size', String(32 * 1024 * 1024), '--tmpfs', '/home/user')).toBeGreaterThan(0);
+    const home = pairIndex(a, '--perms', '0700', '--size', String(28 * 1024 * 1024), '--tmpfs', '/home/user');
+    expect(home).toBeGreaterThan(0);
+    // The agent's state: a mount of its own inside the home (after it), which the home's files cannot fill.
+    expect(
+      pairIndex(a, '--perms', '0700', '--size', String(4 * 1024 * 1024), '--tmpfs', '/home/user/.local/state/sandbox-agent'),
+    ).toBeGreaterThan(home);
     expect(pairIndex(a, '--perms', '1777', '--size', String(16 * 1024 * 1024), '--tmpfs', '/tmp')).toBeGreaterThan(0);
     for (const p of ['/var/tmp', '/dev/shm'])
       expect(pairIndex(a, '--perms', '1777', '--size', String(8 * 1024 * 1024), '--tmpfs', p)).toBeGreaterThan(0);
@@ -101,7 +106,7 @@ describe('buildBwrapArgs', () => {
     expect(pairIndex(a, '--perms', '0755', '--size', String(64 * 1024), '--tmpfs', '/dev/pts')).toBeGreaterThan(
       pairIndex(a, '--tmpfs', '/dev'),
     );
-    expect(a.filter((x) => x === '--size')).toHaveLength(5);
+    expect(a.filter((x) => x === '--size')).toHaveLength(6);
     expect(args).not.toContain('--size');
   });
 
@@ -146,6 +151,14 @@ describe('buildTemplateBwrapArgs', () => {
       pairIndex(a, '--dev', '/dev'),
     );
     expect(pairIndex(a, '--remount-ro', '/dev')).toBeGreaterThan(pairIndex(a, '--tmpfs', '/dev/shm'));
+  });
+
+  it("gives the agent's state a sized mount of its own in the root, where the root's files cannot fill it", () => {
+    const a = buildTemplateBwrapArgs({ ...template, agentStateBytes: 4 * 1024 * 1024 });
+    const state = pairIndex(a, '--perms', '0700', '--size', String(4 * 1024 * 1024), '--tmpfs', '/home/user/.local/state/sandbox-agent');
+    expect(state).toBeGreaterThan(pairIndex(a, '--bind-fd', '7', '/'));
+    expect(state).toBeGreaterThan(pairIndex(a, '--dir', '/home/user'));
+    expect(buildTemplateBwrapArgs(template)).not.toContain('/home/user/.local/state/sandbox-agent');
   });
 
   it("puts the agent's runtime on a read-only tmpfs of its own (a mount point cannot be renamed away)", () => {

@@ -11,7 +11,7 @@ import { isProviderError } from '../../host/providers/provider-error.js';
 import { HELP, parseCommandLine } from '../../host/cli/args.js';
 import { LIMIT_OPTIONS, limitOptionsHelp } from '../../host/config/limit-options.js';
 import { SCRATCH_PATHS } from '../../host/providers/local/launch/bwrap-args.js';
-import { DISK_SHARES_EIGHTHS, writableMountSizes } from '../../host/providers/local/limits/disk-shares.js';
+import { AGENT_STATE_MOUNT, DISK_SHARES_SIXTEENTHS, writableMountSizes } from '../../host/providers/local/limits/disk-shares.js';
 import { describeLayers } from '../../host/providers/local/limits/layers.js';
 import { exceedsCeiling } from '../../host/providers/local/limits/memory-ceiling.js';
 import { entryPrelude, preludeFor, REFUSED_EXIT, REFUSED_MESSAGE } from '../../host/providers/local/limits/entry-prelude.js';
@@ -119,7 +119,16 @@ describe('limit settings', () => {
   });
 
   it('the shares cover exactly the writable mounts and sum to the budget', () => {
-    expect(Object.keys(DISK_SHARES_EIGHTHS).sort()).toEqual([SANDBOX_HOME, ...SCRATCH_PATHS].sort());
+    expect(Object.keys(DISK_SHARES_SIXTEENTHS).sort()).toEqual([SANDBOX_HOME, AGENT_STATE_MOUNT, ...SCRATCH_PATHS].sort());
+    for (const [isTemplate, hasWorkspace] of [
+      [false, true],
+      [true, false],
+      [true, true],
+    ] as const) {
+      const sizes = writableMountSizes(64, isTemplate, hasWorkspace);
+      expect(sizes[AGENT_STATE_MOUNT]).toBe(4 * 1024 * 1024);
+      expect(Object.values(sizes).reduce((a, b) => a + b, 0)).toBe(64 * 1024 * 1024);
+    }
     for (const mb of [16, 64, 2048, 2049]) {
       const sizes = writableMountSizes(mb);
       expect(Object.values(sizes).reduce((a, b) => a + b, 0)).toBe(mb * 1024 * 1024);

@@ -75,10 +75,22 @@ export function renderCapped(ctx: ToolContext, ref: SandboxRef, pieces: readonly
   return masked.join(OMITTED_MARKER);
 }
 
-/** Decodes one captured stream, marking where the provider dropped its middle, and masks secrets. */
-function renderStream(data: Buffer, isTruncated: boolean, headBytes: number, ref: SandboxRef, ctx: ToolContext): string {
+/** The line that ends a stream whose output was lost, never cut to fit: it says why (where, how much room is left). */
+function lostMarker(why: string): string {
+  return `\n[... output lost: ${why} ...]\n`;
+}
+
+/**
+ * Decodes one captured stream, marking where the provider dropped its middle (or, `lost`, that
+ * what followed could not be kept), and masks secrets.
+ */
+function renderStream(data: Buffer, isTruncated: boolean, headBytes: number, ref: SandboxRef, ctx: ToolContext, lost?: string): string {
   if (!isTruncated) return renderCapped(ctx, ref, [data.toString('utf8')]);
-  return renderCapped(ctx, ref, [data.subarray(0, headBytes).toString('utf8'), data.subarray(headBytes).toString('utf8')]);
+  const head = data.subarray(0, headBytes).toString('utf8');
+  const tail = data.subarray(headBytes).toString('utf8');
+  if (lost === undefined) return renderCapped(ctx, ref, [head, tail]);
+  // Kept whole up to the loss, or its head and tail where it was longer than the result's cap too.
+  return renderCapped(ctx, ref, headBytes < data.length ? [head, tail + lostMarker(lost)] : [head + lostMarker(lost)]);
 }
 
 /** What starts a line of the server's own in a command's stderr (a note on a limit the command met, or on its network). */
@@ -98,8 +110,8 @@ export function withNotes(stderr: string, notes: readonly string[] | undefined, 
 export function toResult(r: ExecResult, ref: SandboxRef, ctx: ToolContext): ExecToolResult {
   return {
     exit_code: r.exitCode,
-    stdout: renderStream(r.stdout, r.stdoutTruncated, r.stdoutHeadBytes, ref, ctx),
-    stderr: withNotes(renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ref, ctx), r.notes, ref, ctx),
+    stdout: renderStream(r.stdout, r.stdoutTruncated, r.stdoutHeadBytes, ref, ctx, r.outputLost),
+    stderr: withNotes(renderStream(r.stderr, r.stderrTruncated, r.stderrHeadBytes, ref, ctx, r.outputLost), r.notes, ref, ctx),
     stdout_truncated: r.stdoutTruncated,
     stderr_truncated: r.stderrTruncated,
     timed_out: r.timedOut,

@@ -78,7 +78,8 @@ export async function writeFile(sandbox: Sandbox, absPath: string, data: Buffer,
   const tmp = `${APPEND_TMP_PREFIX}${randomBytes(8).toString('hex')}`;
   await sandbox.files.write(tmp, toArrayBuffer(data), { useOctetStream: true });
   const target = shellPathExpr(absPath);
-  const script = `t=${target.expr}; mkdir -p -- "$(dirname -- "$t")" && cat -- "$SRC" >> "$t"; rc=$?; rm -f -- "$SRC"; [ "$rc" -eq 0 ] && stat -c %s -- "$t"`;
+  // The parent by parameter expansion, not dirname (builtins only: absPath is absolute and normalised).
+  const script = `t=${target.expr}; d=\${t%/*}; mkdir -p -- "\${d:-/}" && cat -- "$SRC" >> "$t"; rc=$?; rm -f -- "$SRC"; [ "$rc" -eq 0 ] && stat -c %s -- "$t"`;
   const out = await runHelperScript(sandbox, script, { ...target.env, SRC: tmp });
   const size = Number.parseInt(out.trim(), 10);
   if (!Number.isFinite(size)) throw new ProviderError('internal', { code: 'AppendFailed' });

@@ -11,6 +11,7 @@ import { nodeScriptArgs } from '../../../../shared/agent-runtime.js';
 import { listPids } from '../../../../shared/proc-pids.js';
 import { parseProcStat } from '../../../../shared/proc-stat.js';
 import { isAlive, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
+import { PID1_STOPPED_SHELLS } from '../launch/bwrap-args.js';
 
 /** One process of a sandbox, as the host sees it (host pids). */
 export interface SandboxProcess {
@@ -31,8 +32,8 @@ export interface StopOpts {
   killRounds?: number;
 }
 
-// pid 1's shell loop waits on this (bwrap-args.ts PID1_SCRIPT): it would only start another.
-const PID1_SLEEP = ['sleep', '86400'];
+// pid 1's shell loop waits on one of these (bwrap-args.ts PID1_SCRIPT): it would only start another.
+const PID1_WAITERS: readonly (readonly string[])[] = [['sleep', '86400'], ...PID1_STOPPED_SHELLS];
 
 function readProcess(pid: number): SandboxProcess | null {
   try {
@@ -108,7 +109,7 @@ export function leftovers(procs: readonly SandboxProcess[], pid1Pid: number): Sa
     (p) =>
       agentRole(p) === null &&
       !taskGroups.has(p.pgid) &&
-      !(p.ppid === pid1Pid && p.argv.length === PID1_SLEEP.length && p.argv.every((a, i) => a === PID1_SLEEP[i])),
+      !(p.ppid === pid1Pid && PID1_WAITERS.some((w) => p.argv.length === w.length && p.argv.every((a, i) => a === w[i]))),
   );
 }
 

@@ -82,7 +82,7 @@ export class SandboxFiles {
       ...definedFields({ stdin: opts.stdin }),
     });
     if (r.timedOut) throw new ProviderError('timeout');
-    const err = fileStatusError(r.exitCode);
+    const err = fileStatusError(r.exitCode, r.meta);
     if (err) {
       if (!isStillAlive(sb)) throw sandboxGone();
       throw err;

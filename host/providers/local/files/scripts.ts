@@ -14,13 +14,32 @@ export const FILE_STATUS = {
   permission: 83,
   notDirectory: 84,
   noSpace: 85,
+  toolMissing: 86,
 } as const;
+
+/**
+ * The programs the scripts use beyond the shell's builtins (a template's root may lack any of them).
+ * Each script checks its own first: one missing is a clear error naming it, at once.
+ */
+const SCRIPT_TOOLS = ['stat', 'cat', 'head', 'tail', 'find'] as const;
+
+/** Exits toolMissing, naming the first of `tools` the root lacks on fd 3, before the script does anything. */
+function requireTools(tools: readonly (typeof SCRIPT_TOOLS)[number][]): string {
+  return `for t in ${tools.join(' ')}; do command -v "$t" >/dev/null 2>&1 || { printf 'missing:%s' "$t" >&3; exit ${FILE_STATUS.toolMissing}; }; done`;
+}
+
+/**
+ * Sets r to the parent of the path $1 with builtins alone (no dirname, which a root may lack):
+ * trailing slashes go, then the last name. Each round of its loop shortens the path: bounded.
+ */
+const PARENT_FUNCTION = `parent() { r=$1; while [ "$r" != / ] && [ "\${r%/}" != "$r" ]; do r=\${r%/}; done; case $r in */*) r=\${r%/*}; [ -n "$r" ] || r=/ ;; *) r=. ;; esac; }`;
 
 // Arguments: path, offset (bytes), length (bytes or empty for "to the end").
 // Only regular files are read (a FIFO would block until someone writes to it). As in
 // WRITE_SCRIPT, what is opened is checked again; a read-write open never blocks on a FIFO a
 // process inside swapped in, a read-only one (the fallback for files we may not write) could.
 export const READ_SCRIPT = `
+${requireTools(['stat', 'tail', 'head'])}
 p=$1
 [ -e "$p" ] || exit ${FILE_STATUS.notFound}
 [ -d "$p" ] && exit ${FILE_STATUS.isDirectory}
@@ -45,12 +64,14 @@ if [ -n "$3" ]; then tail -c +$(($2 + 1)) <&5 | head -c "$3"; else tail -c +$(($
 // data then goes through /proc/self/fd/5, i.e. into the very file checked. A file the sandbox
 // user may write but not read cannot be opened so; it is opened for appending (after the same checks).
 export const WRITE_SCRIPT = `
+${requireTools(['stat', 'cat'])}
+${PARENT_FUNCTION}
 p=$1
-d=$(dirname -- "$p")
+parent "$p"; d=$r
 if [ ! -d "$d" ]; then
   if ! mkdir -p -- "$d" 2>/dev/null; then
     e=$d
-    while [ ! -e "$e" ] && [ ! -L "$e" ]; do e=$(dirname -- "$e"); done
+    while [ ! -e "$e" ] && [ ! -L "$e" ] && [ "$e" != / ] && [ "$e" != . ]; do parent "$e"; e=$r; done
     [ -d "$e" ] && exit ${FILE_STATUS.permission}
     exit ${FILE_STATUS.notDirectory}
   fi
@@ -79,6 +100,7 @@ stat -L -c %s /proc/self/fd/5 >&3
 // Arguments: path, depth, max entries. Breadth first (one find per level), so a capped listing
 // keeps the shallow entries. Records: type TAB size TAB mtime TAB path NUL.
 export const LIST_SCRIPT = `
+${requireTools(['find', 'head'])}
 p=$1
 [ -e "$p" ] || exit ${FILE_STATUS.notFound}
 [ -d "$p" ] || exit ${FILE_STATUS.notDirectory}
@@ -91,9 +113,11 @@ done | head -z -n "$3"
 exit 0
 `;
 
-/** Maps a file script's exit status to the ProviderError it means (null for success). */
-export function fileStatusError(exitCode: number | null): ProviderError | null {
+/** Maps a file script's exit status (and, for a missing tool, what it wrote on fd 3) to the ProviderError it means (null for success). */
+export function fileStatusError(exitCode: number | null, meta: Buffer = Buffer.alloc(0)): ProviderError | null {
   switch (exitCode) {
+    case FILE_STATUS.toolMissing:
+      return toolMissing(meta);
     case 0:
       return null;
     case FILE_STATUS.notFound:
@@ -119,6 +143,16 @@ export function fileStatusError(exitCode: number | null): ProviderError | null {
     default:
       return new ProviderError('internal');
   }
+}
+
+/** The missing tool's error, naming it only when it is one the scripts use (the text comes from inside the sandbox). */
+function toolMissing(meta: Buffer): ProviderError {
+  const name = meta.toString('utf8').replace(/^missing:/, '');
+  const tool = (SCRIPT_TOOLS as readonly string[]).includes(name) ? `\`${name}\`` : 'a program';
+  return new ProviderError('unsupported', {
+    code: 'tool_missing',
+    detail: `This sandbox's root has no ${tool} (on its PATH), which file operations need: use a template that has it (coreutils, findutils), or read and write files with run_command.`,
+  });
 }
 
 const TYPES: Record<string, FileEntry['type']> = { f: 'file', d: 'directory', l: 'symlink' };

@@ -14,6 +14,7 @@ import {
 } from '../launch/command-lines.js';
 import { groupFile, passwdFile } from '../launch/passwd.js';
 import { helpersDir, isHelperArch, readHelper } from '../launch/perl-helpers.js';
+import { AGENT_STATE_MOUNT } from '../limits/disk-shares.js';
 import { hostSystemDirs } from '../rootfs/base-view.js';
 import { WORKSPACE_MERGED_DIR, WRITABLE_ROOT_DIR } from '../rootfs/writable-layer.js';
 import { specNetwork, type SandboxSpec } from '../sandbox/spec.js';
@@ -108,7 +109,11 @@ export function prepareLaunch(spec: SandboxSpec, dir: string, mountSizes?: Reado
   const args = buildTemplateBwrapArgs({
     ...common,
     rootFd: ROOT_FD,
-    ...definedFields({ usernsFd: isIdRange ? USERNS_FD : undefined, shmBytes: mountSizes?.['/dev/shm'] }),
+    ...definedFields({
+      usernsFd: isIdRange ? USERNS_FD : undefined,
+      shmBytes: mountSizes?.['/dev/shm'],
+      agentStateBytes: mountSizes?.[AGENT_STATE_MOUNT],
+    }),
   });
   const command = buildTemplateLaunchCommand(
     args,

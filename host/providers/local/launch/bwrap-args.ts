@@ -6,6 +6,7 @@
 // must be able to reach by path (bwrap resolves even a --bind-fd descriptor to its path, measured).
 import { AGENT_RUNTIME_DIR } from '../../../../shared/agent-runtime.js';
 import { SANDBOX_HOME, type NetworkMode } from '../../provider.js';
+import { AGENT_STATE_MOUNT } from '../limits/disk-shares.js';
 
 /** Device nodes bound into a base sandbox's private /dev (not `--dev`: it nests a user namespace there). */
 export const SANDBOX_DEVICES = ['/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom', '/dev/tty'] as const;
@@ -38,14 +39,30 @@ export const TERMINAL_LINKS_BYTES = 64 * 1024;
 export const SANDBOX_HOSTNAME = 'sandbox';
 
 /**
+ * What pid 1 waits on in a root without `sleep` (a root with only a shell): builtins alone, never a
+ * loop that forks as fast as it can. A shell that stops itself holds a pipe's write end; another
+ * reads from it, and so blocks, until someone continues or kills the first. Pid 1 waits for the
+ * pair (reaping orphans meanwhile), so each round starts only after something inside ended one.
+ * The argvs (quoted as the script gives them) let stop_processes leave them alone.
+ */
+export const PID1_STOPPED_SHELLS: readonly (readonly string[])[] = [
+  ['/bin/sh', '-c', 'kill -STOP $$'],
+  ['/bin/sh', '-c', 'read x'],
+];
+const PID1_STOPPED_WAITER = [`/bin/sh -c 'kill -STOP $$'`, '|', `/bin/sh -c 'read x'`];
+
+/**
  * Pid 1 of every sandbox: announce readiness on fd 4, drop every descriptor it was started with,
- * then loop forever. Being pid 1 itself (bwrap --as-pid-1) makes it immune to signals sent from
+ * then loop forever (on `sleep`, or on PID1_STOPPED_SHELLS where there is none or it cannot run). Being pid 1 itself (bwrap --as-pid-1) makes it immune to signals sent from
  * inside the sandbox (`kill -9 -1`, `pkill sleep`); the loop's `wait` reaps reparented orphans.
  * Only single-digit descriptors, which every POSIX shell can name (a template may have only dash
  * or busybox); bwrap closes the ones it read mounts from itself.
  */
 export const PID1_SCRIPT =
-  'printf ready >&4; exec 3>&- 4>&- 5<&- 6<&- 7<&- 8<&- 9<&- </dev/null >/dev/null 2>&1; while :; do sleep 86400 & wait $!; done';
+  'printf ready >&4; exec 3>&- 4>&- 5<&- 6<&- 7<&- 8<&- 9<&- </dev/null >/dev/null 2>&1; ' +
+  'w=sleep; command -v sleep >/dev/null 2>&1 || w=stop; ' +
+  `while :; do if [ $w = sleep ]; then sleep 86400 & wait $!; else ${PID1_STOPPED_WAITER.join(' ')}; fi; ` +
+  'case $? in 126|127) w=stop ;; esac; done';
 
 /** Where a sandbox sees its workspace: the person's directory, writable, copy-on-write. */
 export const WORKSPACE_PATH = '/workspace';
@@ -138,6 +155,15 @@ function boundHostPaths(opts: CommonOpts): string[] {
   return args;
 }
 
+/**
+ * The agent's state directory on a tmpfs of its own, sized (none without a size: an unsized tmpfs
+ * could take half of the machine's memory): the sandbox's files can fill its home or root, never
+ * the room the agent records output in. Private to the user (mode 0700), as the agent makes it.
+ */
+function agentStateMount(bytes: number | undefined): string[] {
+  return bytes === undefined ? [] : ['--perms', '0700', '--size', String(bytes), '--tmpfs', AGENT_STATE_MOUNT];
+}
+
 /** The bwrap arguments (without the program name) that start a base sandbox. */
 export function buildBwrapArgs(opts: BwrapArgsOpts): string[] {
   const args = namespaceArgs(opts, ['--unshare-user']);
@@ -160,6 +186,7 @@ export function buildBwrapArgs(opts: BwrapArgsOpts): string[] {
   );
   const size = (path: string): string[] => (opts.mountSizes?.[path] !== undefined ? ['--size', String(opts.mountSizes[path])] : []);
   args.push('--perms', '0700', ...size(SANDBOX_HOME), '--tmpfs', SANDBOX_HOME);
+  args.push(...agentStateMount(opts.mountSizes?.[AGENT_STATE_MOUNT]));
   for (const path of SCRATCH_PATHS) args.push('--perms', '1777', ...size(path), '--tmpfs', path);
   args.push('--dir', '/run', '--symlink', '../run', '/var/run');
   // After the writable mounts, which would otherwise cover a bound path below them (one in /tmp, say).
@@ -186,6 +213,8 @@ export interface TemplateBwrapArgsOpts extends CommonOpts {
   usernsFd?: number;
   /** Size in bytes of /dev/shm (the writable root itself is sized by the launch helper). */
   shmBytes?: number;
+  /** Size in bytes of the agent's state mount (none: the state stays in the root). */
+  agentStateBytes?: number;
 }
 
 /**
@@ -209,6 +238,7 @@ export function buildTemplateBwrapArgs(opts: TemplateBwrapArgsOpts): string[] {
     '--perms', '1777', '--dir', '/tmp',
     '--perms', '1777', '--dir', '/var/tmp',
   );
+  args.push(...agentStateMount(opts.agentStateBytes));
   if (opts.runtimeDir !== undefined || opts.workspace !== undefined) {
     // On a read-only tmpfs of its own: a mount point cannot be renamed away by the sandbox.
     const mountPoint = AGENT_RUNTIME_DIR.slice(0, AGENT_RUNTIME_DIR.lastIndexOf('/'));

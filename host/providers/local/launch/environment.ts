@@ -18,12 +18,18 @@ const ENV_VAR = '__sandbox_mcp_env';
  * join): their dynamic loader would obey LD_PRELOAD, LD_DEBUG_OUTPUT and the like outside the
  * sandbox. A pipe also keeps values out of command lines, which every host user can read.
  * fd 4 is a socket (node's pipes are), which /dev/fd cannot reopen: bash reads it with its
- * `read` builtin (no extra process), other shells with cat. `set --` inside the eval'd text
+ * `read` builtin (no extra process), other shells with theirs, a line at a time (a root may have no
+ * cat; the loop ends at the pipe's end). `set --` inside the eval'd text
  * clears the positional parameters before the command runs.
  */
 export function envPrelude(shell: string, entry = ''): string {
-  const read = shell.endsWith('bash') ? `IFS= read -r -d '' -u ${ENV_FD} ${ENV_VAR}` : `${ENV_VAR}=$(cat <&${ENV_FD})`;
+  const read = shell.endsWith('bash') ? `IFS= read -r -d '' -u ${ENV_FD} ${ENV_VAR}` : readLinesBuiltin();
   return `${entry}${read}; exec ${ENV_FD}<&-; [ -n "$${ENV_VAR}" ] || exit 125; eval "$${ENV_VAR}"; unset ${ENV_VAR}; eval "set --; $1"`;
+}
+
+/** POSIX shell text reading fd 4 to its end into ENV_VAR with builtins alone (exportScript's text ends with a newline). */
+function readLinesBuiltin(): string {
+  return `${ENV_VAR}=; while IFS= read -r __sandbox_mcp_line <&${ENV_FD}; do ${ENV_VAR}="$${ENV_VAR}$__sandbox_mcp_line\n"; done; unset __sandbox_mcp_line`;
 }
 
 /** Shell text exporting `env` (names already validated as identifiers), for envPrelude to source. */

@@ -13,6 +13,20 @@ import { identify, isAlive, signalIfAlive, type ProcIdentity } from '../system/p
 import { assertLifetimeS, invalid, isNonNegativeInt } from '../validation.js';
 import { sandboxMetadata } from './metadata.js';
 
+/**
+ * Waits (at most `waitMs`) until the sandbox's keeper, pid 1 and bwrap are seen gone. Each has had
+ * its SIGKILL (from the keeper, or forceCleanup), but a kill is delivered when the process next
+ * runs: the keeper waits for bwrap's exit, not pid 1's (bwrap's child), before it removes the
+ * directory and exits, so pid 1 may still read as alive for a moment after, longer on a loaded
+ * machine (CI saw it once on Node 24), or until thawed where a freezer holds it. Another SIGKILL
+ * (identity-checked) covers a keeper that died before sending its own.
+ */
+async function awaitSandboxGone(procs: readonly (ProcIdentity | undefined)[], waitMs: number): Promise<void> {
+  for (const p of procs) signalIfAlive(p, 'SIGKILL');
+  const giveUpAtMs = Date.now() + waitMs;
+  while (procs.some((p) => isAlive(p)) && Date.now() < giveUpAtMs) await sleep(2);
+}
+
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
@@ -95,6 +109,7 @@ export class SandboxLifecycle {
     while (isAlive(keeper) && Date.now() < giveUpAtMs) await sleep(2);
     // The keeper normally removed everything; finish the job if it died or hung midway.
     if (isAlive(keeper) || existsSync(sb.dir)) await this.registry.forceCleanup(sandboxId, sb.keeper);
+    await awaitSandboxGone([keeper, sb.keeper.pid1, sb.keeper.bwrap], this.settings.killWaitMs);
     this.registry.forget(sandboxId);
     // Commands of ours still waiting on the dead sandbox (e.g. a stopped nsenter) end now.
     this.runner.killCommands(sandboxId);

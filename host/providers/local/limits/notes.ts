@@ -2,7 +2,7 @@
 // numbers only (never from a command's output), for errors and for the notes results carry.
 import { ProviderError } from '../../provider-error.js';
 import type { ExecRole } from '../../provider.js';
-import { diskSharesEighths } from './disk-shares.js';
+import { AGENT_STATE_MOUNT, diskSharesSixteenths } from './disk-shares.js';
 import { cleanupLimitFor, processLimitFor } from './process-tiers.js';
 
 /** insufficient_resources for a create beyond the server's maximum of live sandboxes. */
@@ -69,8 +69,8 @@ export function memoryLimitNote(memoryMb: number, kills: number, totalMemoryMb: 
 
 /** The note for writable mounts that are full. */
 export function diskFullNote(paths: readonly string[], diskMb: number, isTemplate = false, hasWorkspace = false): string {
-  const shares = Object.entries(diskSharesEighths(isTemplate, hasWorkspace))
-    .map(([path, eighths]) => `${path} ${(diskMb * eighths) / 8} MB`)
+  const shares = Object.entries(diskSharesSixteenths(isTemplate, hasWorkspace))
+    .map(([path, sixteenths]) => `${path === AGENT_STATE_MOUNT ? "the server's task logs" : path} ${(diskMb * sixteenths) / 16} MB`)
     .join(', ');
   return `The sandbox's disk is full at ${paths.join(', ')}: writes fail with ENOSPC until files are removed (its ${diskMb} MB budget is split: ${shares}).`;
 }

@@ -5,7 +5,7 @@
 import { readdirSync, readFileSync, statfsSync, type StatsFs } from 'node:fs';
 import { join } from 'node:path';
 import { BeneathDir } from '../../../util/beneath.js';
-import { diskSharesEighths } from './disk-shares.js';
+import { sandboxOwnMounts } from './disk-shares.js';
 
 // A mount with less than this free is full: ENOSPC for any write of some size.
 const FULL_BELOW_BYTES = 1024 * 1024;
@@ -71,7 +71,7 @@ function statfsInSandbox(pid1: number, path: string): StatsFs {
 /** The writable mounts with (almost) no space left, seen through pid 1's root (`isTemplate`: a writable root; `hasWorkspace`: a workspace). */
 export function fullMounts(pid1: number, isTemplate = false, hasWorkspace = false): string[] {
   const full: string[] = [];
-  for (const path of Object.keys(diskSharesEighths(isTemplate, hasWorkspace))) {
+  for (const path of sandboxOwnMounts(isTemplate, hasWorkspace)) {
     try {
       const st = statfsInSandbox(pid1, path);
       if (st.bavail * st.bsize < FULL_BELOW_BYTES) full.push(path);
@@ -106,7 +106,7 @@ export function memoryBytes(cgroupDirs: readonly string[]): number | null {
  */
 export function diskBytes(pid1: number, isTemplate = false, hasWorkspace = false): number | null {
   let used: number | null = null;
-  for (const path of Object.keys(diskSharesEighths(isTemplate, hasWorkspace))) {
+  for (const path of sandboxOwnMounts(isTemplate, hasWorkspace)) {
     try {
       const st = statfsInSandbox(pid1, path);
       used = (used ?? 0) + (st.blocks - st.bfree) * st.bsize;

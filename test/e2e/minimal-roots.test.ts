@@ -1,0 +1,49 @@
+// A root with nothing but a shell (issue 37), through the built server: commands and tasks run
+// (the agent brings its own runtime; pid 1 and the command prelude use builtins), and a file tool
+// that needs a program the root lacks fails at once, naming it — never a helper looping until the
+// timeout. The template is sh and the libraries it links (test/support/test-template.ts).
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectStdio, ok, toolError, type StdioServer } from '../support/built-server.js';
+import { requireSandboxes } from '../support/prerequisites.js';
+import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { hostProgram, writeTestTemplate } from '../support/test-template.js';
+import { waitFor } from '../support/wait.js';
+
+const stateDir = tempStateDir();
+let s: StdioServer;
+
+beforeAll(async () => {
+  requireSandboxes();
+  const templates = join(stateDir, 'templates');
+  mkdirSync(templates, { mode: 0o700 });
+  const isRoot = process.getuid?.() === 0;
+  writeTestTemplate(templates, 'shell-only', { programs: [hostProgram('sh')], owners: isRoot ? 'native' : 'flattened' });
+  s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
+});
+
+afterAll(async () => {
+  await s?.close();
+  await destroyStateDir(stateDir);
+});
+
+describe('a sandbox on a root with only a shell', () => {
+  it('runs commands and tasks, and a file tool needing a missing program says which', async () => {
+    const { sandbox_id } = await ok(s.client, 'create_sandbox', { template: 'shell-only', timeout: 300 });
+    expect(await ok(s.client, 'run_command', { sandbox_id, command: 'echo "hi $HOME"; command -v cat || echo no-cat' })).toMatchObject({
+      exit_code: 0,
+      stdout: 'hi /home/user\nno-cat\n',
+    });
+    const task = await ok(s.client, 'start_task', { sandbox_id, command: 'echo task-out; exit 3' });
+    const done = await waitFor(async () => {
+      const v = await ok(s.client, 'get_task', { sandbox_id, task_id: task.task_id, wait: 10 });
+      return v.state === 'running' ? undefined : v;
+    }, 'the task to end');
+    expect(done).toMatchObject({ state: 'failed', exit_code: 3, stdout: 'task-out\n' });
+    const e = await toolError(s.client, 'write_file', { sandbox_id, path: 'notes/a.txt', content: 'x' });
+    expect([e.category, e.code]).toEqual(['unsupported', 'tool_missing']);
+    expect(e.text).toMatch(/has no `stat`/);
+    await ok(s.client, 'kill_sandbox', { sandbox_id });
+  });
+});
