@@ -401,7 +401,7 @@ export async function awaitHandover(hasShellSocket: boolean): Promise<WarmTask |
   const state = stateDir();
   removeOrphanedReserves(state);
   // Made beside the tasks folder, never in it (a listing would see them); the FIFOs' names go once open.
-  const outputs = await createFifoPipesAheadIntoLog(state);
+  const outputs = await outputPipesAhead(state);
   const reserve = reservePathOf(state, process.pid);
   const hasReserve = writeReserveFile(reserve);
   const self = readProcStat(process.pid);
@@ -485,8 +485,22 @@ function rehearseHandover(tasks: string, reserve: string | null): void {
   }
 }
 
-/** The output FIFOs, made ahead, their rehearsal's byte going through a log as a command's would (into /dev/null). */
-async function createFifoPipesAheadIntoLog(state: string): Promise<FifoPipe[] | null> {
+/**
+ * Output pipes made ahead for this supervisor's next tasks, two each, their names already gone
+ * (only open descriptors, close-on-exec: no command inherits them). A reused supervisor would
+ * otherwise spawn mkfifo for every task: one spawn now makes the pipes of TASKS_PER_MKFIFO.
+ */
+let stashedPipes: FifoPipe[] = [];
+const TASKS_PER_MKFIFO = 8;
+
+/** The next task's stdout and stderr pipes; null: none could be made. */
+async function outputPipesAhead(state: string): Promise<FifoPipe[] | null> {
+  if (stashedPipes.length < 2) stashedPipes = (await createFifoPipesAheadIntoLog(state, 2 * TASKS_PER_MKFIFO)) ?? [];
+  return stashedPipes.length >= 2 ? stashedPipes.splice(0, 2) : null;
+}
+
+/** `count` output FIFOs, made ahead, their rehearsal's byte going through a log as a command's would (into /dev/null). */
+async function createFifoPipesAheadIntoLog(state: string, count: number): Promise<FifoPipe[] | null> {
   let fd: number | null = null;
   try {
     fd = openSync('/dev/null', 'w');
@@ -495,7 +509,7 @@ async function createFifoPipesAheadIntoLog(state: string): Promise<FifoPipe[] | 
   }
   const log = fd === null ? null : new CappedLog(fd, LIMITS.streamCapBytes, []);
   try {
-    return await createFifoPipesAhead(state, 2, (bytes, n) => {
+    return await createFifoPipesAhead(state, count, (bytes, n) => {
       log?.push(bytes, n);
       return true;
     });
