@@ -24,6 +24,7 @@ import { closeInheritedFds } from './inherited-fds.js';
 import { childProcess, net } from './node-modules.js';
 import { ensureTasksDir, stateDir } from './paths.js';
 import { readProcStat } from './proc.js';
+import type { ProcStat } from '../shared/proc-stat.js';
 import { removeFileQuietly } from './remove-file.js';
 import { secretValuesFromEnv } from './secret-masker.js';
 import { writeReserveFile } from './status-reserve.js';
@@ -395,16 +396,19 @@ export async function awaitHandover(hasShellSocket: boolean): Promise<WarmTask |
   // spawn, socket and timer code run once, by createFifoPipesAhead).
   // No socket (a warm supervisor started by hand, say): no shell is started ahead.
   const shellSocket = hasShellSocket ? SHELL_SOCKET_FD : null;
-  closeInheritedFds(shellSocket ?? undefined);
+  // Once: what a reused supervisor opened since is node's own (close-on-exec).
+  if (selfStat === undefined) closeInheritedFds(shellSocket ?? undefined);
   childProcess();
   net();
   const state = stateDir();
-  removeOrphanedReserves(state);
+  if (selfStat === undefined) removeOrphanedReserves(state);
   // Made beside the tasks folder, never in it (a listing would see them); the FIFOs' names go once open.
   const outputs = await outputPipesAhead(state);
   const reserve = reservePathOf(state, process.pid);
   const hasReserve = writeReserveFile(reserve);
-  const self = readProcStat(process.pid);
+  // The same process from task to task: its /proc stat (its start time) is read once.
+  selfStat ??= readProcStat(process.pid);
+  const self = selfStat;
   rehearseHandover(tasks, hasReserve ? reserve : null);
   const stdin = new LineReader(0);
   let line = stdin.next();
@@ -447,6 +451,9 @@ export function tellFree(): boolean {
     return false;
   }
 }
+
+/** This supervisor's own /proc stat, read before its first task; undefined until then. */
+let selfStat: ProcStat | null | undefined;
 
 /** Tells the resident the shell is started and waiting (its pid, for the resident's checks before it gives it a command). */
 function tellShellReady(socketFd: number, pending: PendingShell): void {
