@@ -3,7 +3,7 @@
 //   node agent.cjs selftest                checks this sandbox, prints a JSON report
 //   node agent.cjs serve [--idle-exit-s N] the resident agent: request frames on stdin (serve.ts)
 //   node agent.cjs supervise <task dir>    internal: the detached per-task supervisor
-//   node agent.cjs supervise --warm [--shell-socket-fd-3]   internal: one booted ahead by the resident (warm-supervisor.ts)
+//   node agent.cjs supervise --warm [--shell-socket-fd-3]   internal: one the resident hands tasks to, one after another (warm-supervisor.ts)
 // Node's child_process and net modules are loaded only by the modes that spawn (start,
 // selftest, supervise, serve): they cost several milliseconds, and `get` must start as fast as node.
 import './zod-jitless.js';
@@ -12,7 +12,7 @@ import { handleCall } from './call.js';
 import { runSelftest } from './selftest.js';
 import { runResident } from './serve.js';
 import { runSupervisor } from './supervisor.js';
-import { awaitHandover, SHELL_SOCKET_ARG } from './warm-supervisor.js';
+import { awaitHandover, SHELL_SOCKET_ARG, tellFree } from './warm-supervisor.js';
 
 const [mode, arg] = process.argv.slice(2);
 
@@ -40,10 +40,18 @@ async function main(): Promise<number> {
     case 'supervise': {
       keepInspectorClosed();
       if (arg === '--warm') {
-        const task = await awaitHandover(process.argv.includes(SHELL_SOCKET_ARG));
-        if (!task) return 0; // retired, or its resident is gone: it was nobody's supervisor
-        process.chdir(task.dir);
-        await runSupervisor(task.dir, task.env, task.made);
+        // Only the first task may come with a shell started ahead: the socket for it is inherited once.
+        let hasShellSocket = process.argv.includes(SHELL_SOCKET_ARG);
+        for (;;) {
+          const task = await awaitHandover(hasShellSocket);
+          if (!task) return 0; // retired, or its resident is gone: it is nobody's supervisor now
+          hasShellSocket = false;
+          process.chdir(task.dir);
+          if (!(await runSupervisor(task.dir, task.env, task.made, true))) return 0;
+          // Out of the task's directory (remove waits for that), then free for the next (or gone with the resident).
+          process.chdir('/');
+          if (!tellFree()) return 0;
+        }
       } else await runSupervisor(arg ?? '');
       return new Promise<number>(() => {}); // the supervisor exits by itself
     }

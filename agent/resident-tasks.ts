@@ -79,7 +79,11 @@ export class ResidentTasks implements ResidentServices {
     return startTask(opts, ctx.timings, this.warm.launch);
   }
 
-  /** Boots the supervisor for the next start once this call is answered and requests pause (see WarmSupervisor.launch). */
+  /**
+   * After a start, whose supervisor stays with its task while it runs: boots one for the next once
+   * this call is answered and requests pause. A promotable exec boots none ahead: its supervisor
+   * is free again once the command ends (WarmSupervisor), and one is booted when none is.
+   */
   private bootNextAfter(ctx: RequestContext): void {
     if (ctx.afterAnswer) ctx.afterAnswer(() => this.warm.prepareWhenQuiet());
     else this.warm.prepare();
@@ -113,7 +117,6 @@ export class ResidentTasks implements ResidentServices {
     if (this.waiting.has(taskId)) throw existingTaskId();
     const waiting: Waiting = { isKept: false };
     this.waiting.set(taskId, waiting);
-    this.bootNextAfter(ctx);
     try {
       let started: TaskView | null;
       try {

@@ -39,6 +39,7 @@ import { writeFileAtomic, writeStatus } from './status-file.js';
 import { placeStatusReserve, writeFinalStatus } from './status-reserve.js';
 import { openStdinPipe, STDIN_EOF_SIGNAL, type StdinPipe } from './stdin-pipe.js';
 import { commandEnv } from './task-env.js';
+import { isAsked } from './cancel-mark.js';
 import { readTaskRequest, type TaskRequestFile } from './task-request.js';
 import { sleep } from './timing.js';
 
@@ -129,32 +130,49 @@ interface CommandStdio {
 const nowS = () => Math.floor(Date.now() / 1000);
 
 /**
- * Runs one task to completion and exits the process; never returns normally. `env` is the one the
- * command asked for (a warm supervisor gets it with its task); `made`, what a warm supervisor made
- * while it waited.
+ * Runs one task to completion. A supervisor the resident may reuse (`isReusable`: a warm one)
+ * returns true once the task's final status is written and nothing of it is left in this process
+ * (the resident may hand it another task); every other end exits the process, as does every
+ * supervisor that is not reusable. A signal meant for an earlier task is told apart by the marks
+ * a cancel and an eof leave (cancel-mark.ts).
  */
-export async function runSupervisor(dir: string, env: NodeJS.ProcessEnv = process.env, made?: MadeAhead): Promise<void> {
+export async function runSupervisor(
+  dir: string,
+  env: NodeJS.ProcessEnv = process.env,
+  made?: MadeAhead,
+  isReusable = false,
+): Promise<boolean> {
   // Whoever started us may have leaked descriptors (selftest's caller, say); the command must not
   // hold them. (A warm supervisor closed them before its task came.)
   if (made === undefined) closeInheritedFds();
   const sup = beginSupervision(dir, env, made);
-  listenForRequests(sup);
-  process.on('uncaughtException', (err) => failSupervision(sup, err));
+  current = sup;
+  listenForRequests();
   try {
     await supervise(sup);
   } catch (err) {
     failSupervision(sup, err as Error);
   }
+  current = null;
+  tasksServed++;
+  if (isReusable) return true;
+  process.exit(0);
 }
 
-/** The task's life, start-up to final status. */
+/** The task this process supervises now (a reused supervisor has had others before). */
+let current: Supervision | null = null;
+/** Tasks this process has supervised to their end. */
+let tasksServed = 0;
+let isListening = false;
+
+/** The task's life, start-up to final status (written when this returns). */
 async function supervise(sup: Supervision): Promise<void> {
   // Start-up runs without yielding up to recordRunning: a signal is handled only after that.
   if (!placeStatusReserve(sup.madeReserve, sup.dir)) finish(sup, withReason(sup, 'supervisor_error', STATE_DIR_FULL_AT_START));
   openLogs(sup);
   const stdio = openCommandStdio(sup);
   const child = spawnCommand(sup, stdio);
-  if (!child) return; // the spawn failure is recorded when the child reports it
+  if (!child) return new Promise<void>(() => {}); // the spawn failure is recorded (and the process ends) when the child reports it
   recordRunning(sup, child);
   drainOutput(sup, stdio, child);
   armTimeout(sup);
@@ -162,7 +180,7 @@ async function supervise(sup: Supervision): Promise<void> {
   // A run_command's `cmd &` outlives it (reap_group false), unless a timeout or cancel stopped it.
   if (sup.req.reap_group !== false || sup.status.reason !== 'exit') await stopRemainingGroup(sup);
   await drainRest(sup);
-  finish(sup);
+  recordOutcome(sup);
 }
 
 /** The terminal state for a termination reason; the first reason recorded wins. */
@@ -211,11 +229,31 @@ function beginSupervision(dir: string, env: NodeJS.ProcessEnv, made: MadeAhead |
   };
 }
 
-/** `cancel` asks by SIGTERM (the others cover a supervisor stopped by hand); `input` with eof by SIGUSR2. */
-function listenForRequests(sup: Supervision): void {
-  for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(sig, () => requestStop(sup, 'cancel'));
+/**
+ * `cancel` asks by SIGTERM (the others cover a supervisor stopped by hand); `input` with eof by
+ * SIGUSR2. Installed once per process, for whichever task is current. A supervisor that has ended
+ * a task before may get a signal meant for that one (sent just before it ended): it acts on the
+ * current task only when a cancel or an eof asked for it (cancel-mark.ts) — a signal is no task id.
+ */
+function listenForRequests(): void {
+  if (isListening) return;
+  isListening = true;
+  const onStop = (): void => {
+    const sup = current;
+    if (!sup) return;
+    if (tasksServed > 0 && !isAsked(sup.dir, 'cancel')) return debug('a stop signal for an earlier task: ignored');
+    requestStop(sup, 'cancel');
+  };
+  for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(sig, onStop);
   // Installed before the FIFO exists, so no `input` can find a supervisor that would die of the signal.
-  process.on(STDIN_EOF_SIGNAL, () => sup.stdin?.close());
+  process.on(STDIN_EOF_SIGNAL, () => {
+    const sup = current;
+    if (sup && (tasksServed === 0 || isAsked(sup.dir, 'eof'))) sup.stdin?.close();
+  });
+  process.on('uncaughtException', (err) => {
+    if (current) failSupervision(current, err);
+    else process.exit(1);
+  });
 }
 
 function openLogs(sup: Supervision): void {
@@ -473,6 +511,12 @@ function writeProgress(sup: Supervision): boolean {
 
 /** Records the final status and exits. A failure while finishing exits at once: there is nowhere better to record it. */
 function finish(sup: Supervision, error?: TaskError): never {
+  recordOutcome(sup, error);
+  process.exit(0);
+}
+
+/** Records the final status (and closes what the task held); a failure while doing so exits at once. */
+function recordOutcome(sup: Supervision, error?: TaskError): void {
   if (sup.isFinal) process.exit(1);
   sup.isFinal = true;
   clearTimeout(sup.timeoutTimer);
@@ -503,7 +547,6 @@ function finish(sup: Supervision, error?: TaskError): never {
   sup.stdin?.remove();
   for (const fd of sup.logFds) closeQuietly(fd);
   debug(`final state ${status.state}`);
-  process.exit(0);
 }
 
 /**

@@ -37,8 +37,8 @@ export const DEFAULT_TIMINGS: Timings = {
   startSettleMs: 100,
   inputWaitMs: 1000,
   // Long enough to carry an agent's burst of commands, short enough that an idle sandbox soon
-  // holds only its keeper and resident (issue 21's memory bound).
-  warmIdleMs: 10_000,
+  // holds only its keeper and resident within 5 s of its last call (issue 36: 20 MiB PSS).
+  warmIdleMs: 3_000,
   // Longer than the gap between calls back to back (a few ms), short against an agent's pause.
   warmQuietMs: 20,
 };

@@ -24,12 +24,13 @@ import { closeInheritedFds } from './inherited-fds.js';
 import { childProcess, net } from './node-modules.js';
 import { ensureTasksDir, stateDir } from './paths.js';
 import { readProcStat } from './proc.js';
+import type { ProcStat } from '../shared/proc-stat.js';
 import { removeFileQuietly } from './remove-file.js';
 import { secretValuesFromEnv } from './secret-masker.js';
 import { writeReserveFile } from './status-reserve.js';
 import { commandEnv } from './task-env.js';
 import { commandPrelude, commandShells, type MadeAhead } from './supervisor.js';
-import { watchChild, type SupervisorLauncher, type SupervisorWatch } from './ops/start.js';
+import type { SupervisorLauncher, SupervisorWatch } from './ops/start.js';
 import {
   commandLines,
   discardPendingShell,
@@ -118,39 +119,51 @@ function isBounds(value: unknown): boolean {
 /** A supervisor the resident booted, and what it knows of the shell that supervisor started ahead. */
 interface Booted {
   child: ChildProcess;
-  /** The resident's end of the shell's stdin. */
-  shellSocket: Socket;
+  /** The resident's end of the shell's stdin; null once used (only a supervisor's first task can have one). */
+  shellSocket: Socket | null;
   /** Set once the supervisor says its shell is started (for the shape it was told to expect). */
   shell: ReadyShell | null;
+  /** The task it supervises now; null while it waits for one. */
+  task: SupervisorWatch | null;
+  /** Retires it once it has waited for a task this long. */
+  retireTimer: NodeJS.Timeout | undefined;
 }
 
 /** The longest `ready <pid>` line the resident reads; anything longer is not one. */
 const READY_LINE_MAX = 64;
+/** What a reusable supervisor writes on its stdout once its task has ended and it is out of the task's directory. */
+const FREE_LINE = 'free';
+/** At most this many supervisors wait for a task; one more that comes free is retired. */
+const MAX_WAITING = 4;
 
-/** The resident's side: one booted supervisor at most, handed to the next start. */
+/**
+ * The resident's side: the supervisors waiting for a task, handed the next start or promotable
+ * exec one by one. A supervisor whose task ends comes back (it says `free`) and waits for the
+ * next, so a run of calls starts no node process: the pool grows to the number of tasks run at
+ * once, and each supervisor is retired after it has waited idleMs.
+ */
 export class WarmSupervisor {
-  private ready: Booted | null = null;
-  private retireTimer: NodeJS.Timeout | undefined;
+  /** Supervisors waiting for a task, the one waiting longest first (each is used in turn, none ages out under load). */
+  private readonly waiting: Booted[] = [];
   /** How the last command without stdin started: the next one probably starts so too. */
   private lastShape: CommandShape | null = null;
   /** Set while a boot waits for the resident's requests to pause (prepareWhenQuiet). */
   private quietTimer: NodeJS.Timeout | undefined;
 
   constructor(
-    /** The launcher used when no booted supervisor is there (the cold way: spawned with its directory). */
+    /** The launcher used when no supervisor can be booted (the cold way: spawned with its directory). */
     private readonly cold: SupervisorLauncher,
-    /** How long a booted supervisor waits for a start before it is retired. */
+    /** How long a supervisor waits for a task before it is retired. */
     private readonly idleMs: number,
     /** How long no request may arrive before a wanted boot begins (0: at once). */
     private readonly quietMs: number,
   ) {}
 
   /**
-   * Boots the next supervisor once no request has arrived for the quiet period. A node start-up
-   * (about 100 ms of CPU on Node 20) right after an answer slowed the calls that followed it back
-   * to back on 2 cores: a plain run_command 10-11 ms instead of 7-8. Deferring it costs a burst
-   * nothing: a call arriving while a boot is still under way waits for that boot to finish,
-   * which is about what the cold way's start takes.
+   * Boots a supervisor ahead (unless one waits) once no request has arrived for the quiet period:
+   * after a start, whose supervisor stays with its task for as long as the task runs. A node
+   * start-up (about 100 ms of CPU on Node 20) right after an answer slowed the calls that followed
+   * it back to back on 2 cores. A call that finds none waiting boots one for itself.
    */
   prepareWhenQuiet(): void {
     if (this.quietMs === 0) return this.prepare();
@@ -168,83 +181,154 @@ export class WarmSupervisor {
   }
 
   /**
-   * Launches the supervisor of the task in `dir`: the booted one if there is one, else a cold one.
-   * The caller boots the next (prepare) once its call is answered: a node start-up beside the task
-   * would slow the very call it is meant to speed up.
+   * Launches the supervisor of the task in `dir`: one that waits for a task if there is one, else
+   * one booted for it (the cold way only when none can be booted).
    */
   readonly launch: SupervisorLauncher = (dir, env, request) => {
     const taskEnv = definedOnly(env);
     if (!request.stdin) this.lastShape = { cwd: request.cwd, env: taskEnv, ...(request.bounds ? { bounds: request.bounds } : {}) };
-    const booted = this.take();
+    // Booted for this task: no shell ahead (it would not be ready in time), and no eager compile on the call's path.
+    const booted = this.take() ?? this.boot(false);
     if (!booted) return this.cold(dir, env, request);
     const isGiven = booted.shell !== null && isShellFor(booted.shell, request, taskEnv);
     return handOver(booted, { dir, env: taskEnv, request, given: isGiven });
   };
 
-  /** Boots a supervisor unless one is there (and keeps it another idle period). */
+  /** Boots a supervisor unless one waits. */
   prepare(): void {
+    if (this.waiting.some(isAlive)) return;
+    const booted = this.boot(true);
+    if (booted) this.wait(booted);
+  }
+
+  /** Lets every waiting supervisor go (end of file on its stdin: it exits). */
+  retire(): void {
+    for (const booted of this.waiting.splice(0)) retireBooted(booted);
+  }
+
+  /**
+   * Spawns a supervisor (`ahead`: booted before any task, compiled eagerly and, for a start like
+   * the last, with the command's first process started); null when none can be spawned now.
+   */
+  private boot(ahead: boolean): Booted | null {
     // A debug run keeps one log per task from the supervisor's first line: only a cold start has one.
-    if (process.env.AGENT_DEBUG) return;
-    clearTimeout(this.retireTimer);
-    this.retireTimer = setTimeout(() => this.retire(), this.idleMs);
-    this.retireTimer.unref();
-    if (this.ready) return;
+    if (process.env.AGENT_DEBUG) return null;
     let child: ChildProcess;
     try {
       // --no-lazy: compiled while it waits, not function by function on the start's critical path
       // (a promotable exec of `true` 9.6 ms instead of 18.2, for 12 ms more boot and 1.4 MiB).
-      const node = nodeRelaunch(process.execPath, ['--no-lazy', resolve(process.argv[1]!), 'supervise', '--warm', SHELL_SOCKET_ARG]);
+      const flags = ahead ? ['--no-lazy'] : [];
+      const node = nodeRelaunch(process.execPath, [...flags, resolve(process.argv[1]!), 'supervise', '--warm', SHELL_SOCKET_ARG]);
       child = childProcess().spawn(node.file, node.args, {
         detached: true, // its own session from the start: a task's supervisor must outlive us
-        stdio: ['pipe', 'ignore', 'ignore', 'pipe'], // the last: SHELL_SOCKET_FD
+        stdio: ['pipe', 'pipe', 'ignore', 'pipe'], // stdout: its `free` lines; the last: SHELL_SOCKET_FD
         cwd: '/', // pins no directory until it has a task
       });
     } catch {
-      return; // no room for a process now: the next start goes the cold way
+      return null; // no room for a process now: the task goes the cold way
     }
-    const booted: Booted = { child, shellSocket: child.stdio[SHELL_SOCKET_FD] as Socket, shell: null };
-    child.on('error', () => this.drop(child));
-    child.on('exit', () => this.drop(child));
-    child.stdin!.on('error', () => {});
-    booted.shellSocket.on('error', () => {});
+    const booted: Booted = { child, shellSocket: child.stdio[SHELL_SOCKET_FD] as Socket, shell: null, task: null, retireTimer: undefined };
+    child.on('error', () => this.drop(booted));
+    child.on('exit', () => this.drop(booted));
+    child.stdin!.on('error', (err: NodeJS.ErrnoException) => {
+      // Not delivered (it died before reading): start records the task as failed to start.
+      if (booted.task) booted.task.spawnError = err.code ?? 'error';
+    });
+    booted.shellSocket!.on('error', () => {});
+    child.stdout!.on(
+      'data',
+      lineSplitterOf((line) => (line === FREE_LINE ? this.onFree(booted) : retireBooted(booted))),
+    );
     // Read once it has booted: its command's first process is then started for this shape.
-    if (this.lastShape) {
+    if (ahead && this.lastShape) {
       child.stdin!.write(JSON.stringify({ expect: this.lastShape } satisfies Expectation) + '\n');
       awaitReadyShell(booted, this.lastShape);
-    } else booted.shellSocket.destroy();
+    } else dropShellSocket(booted);
     child.unref();
-    (child.stdin as unknown as { unref?: () => void }).unref?.();
-    booted.shellSocket.unref();
-    this.ready = booted;
+    for (const stream of [child.stdin, child.stdout, booted.shellSocket]) (stream as unknown as { unref?: () => void } | null)?.unref?.();
+    return booted;
   }
 
-  /** Lets the booted supervisor go (end of file on its stdin: it exits). */
-  retire(): void {
-    clearTimeout(this.retireTimer);
-    const booted = this.ready;
-    this.ready = null;
-    booted?.child.stdin?.destroy();
-    booted?.shellSocket.destroy();
+  /** Puts `booted` among those waiting, retired after idleMs unless taken. */
+  private wait(booted: Booted): void {
+    this.waiting.push(booted);
+    clearTimeout(booted.retireTimer);
+    booted.retireTimer = setTimeout(() => {
+      const i = this.waiting.indexOf(booted);
+      if (i >= 0) this.waiting.splice(i, 1);
+      retireBooted(booted);
+    }, this.idleMs);
+    booted.retireTimer.unref();
   }
 
   private take(): Booted | null {
-    const booted = this.ready;
-    this.ready = null;
-    if (!booted) return null;
-    const { child } = booted;
-    if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) return booted;
-    booted.shellSocket.destroy();
-    return null;
+    for (;;) {
+      const booted = this.waiting.shift();
+      if (!booted) return null;
+      clearTimeout(booted.retireTimer);
+      if (isAlive(booted)) return booted;
+      dropShellSocket(booted);
+    }
   }
 
-  private drop(child: ChildProcess): void {
-    if (this.ready?.child === child) this.ready = null;
+  /** Its task ended: it waits for the next (or goes, when enough wait). */
+  private onFree(booted: Booted): void {
+    const task = booted.task;
+    if (!task) return retireBooted(booted); // free without a task: not our protocol
+    booted.task = null;
+    task.hasExited = true;
+    if (this.waiting.length >= MAX_WAITING) retireBooted(booted);
+    else this.wait(booted);
   }
+
+  private drop(booted: Booted): void {
+    if (booted.task) booted.task.hasExited = true;
+    booted.task = null;
+    const i = this.waiting.indexOf(booted);
+    if (i >= 0) this.waiting.splice(i, 1);
+    clearTimeout(booted.retireTimer);
+    dropShellSocket(booted);
+  }
+}
+
+function isAlive(booted: Booted): boolean {
+  const { child } = booted;
+  return child.exitCode === null && child.signalCode === null && child.pid !== undefined && child.stdin?.writable === true;
+}
+
+/** Lets a supervisor go: end of file on its stdin (it exits once it reads it, or once its task ends). */
+function retireBooted(booted: Booted): void {
+  clearTimeout(booted.retireTimer);
+  dropShellSocket(booted);
+  booted.child.stdin?.end();
+}
+
+function dropShellSocket(booted: Booted): void {
+  booted.shellSocket?.destroy();
+  booted.shellSocket = null;
+  booted.shell = null;
+}
+
+/** Calls `onLine` with each line of a supervisor's stdout (short lines only: anything else is one line cut off). */
+function lineSplitterOf(onLine: (line: string) => void): (chunk: Buffer) => void {
+  let text = '';
+  return (chunk) => {
+    text += chunk.toString('latin1');
+    for (let nl = text.indexOf('\n'); nl >= 0; nl = text.indexOf('\n')) {
+      onLine(text.slice(0, nl));
+      text = text.slice(nl + 1);
+    }
+    if (text.length > READY_LINE_MAX) {
+      text = '';
+      onLine('');
+    }
+  };
 }
 
 /** Reads the booted supervisor's `ready <pid>` line (its shell started for `shape`), then nothing more. */
 function awaitReadyShell(booted: Booted, shape: CommandShape): void {
   const socket = booted.shellSocket;
+  if (!socket) return;
   let text = '';
   const onData = (chunk: Buffer): void => {
     text += chunk.toString('latin1');
@@ -266,15 +350,15 @@ function awaitReadyShell(booted: Booted, shape: CommandShape): void {
  * end of file, so that the task ends (exit 125) having run nothing, never a command without one.
  */
 function handOver(booted: Booted, line: Handover): SupervisorWatch {
-  const { child, shellSocket } = booted;
-  const watch = watchChild(child);
-  const stdin = child.stdin!;
-  // Not delivered (it died before reading): start records the task as failed to start.
-  stdin.on('error', (err: NodeJS.ErrnoException) => (watch.spawnError = err.code ?? 'error'));
-  stdin.end(JSON.stringify(line) + '\n', () => stdin.destroy());
+  const watch: SupervisorWatch = { hasExited: false, spawnError: undefined };
+  booted.task = watch;
+  booted.child.stdin!.write(JSON.stringify(line) + '\n');
   // A shell that died meanwhile never reads it: its supervisor records how it ended.
-  if (line.given) shellSocket.end(commandLines(line.request!.command), () => shellSocket.destroy());
-  else shellSocket.destroy();
+  const socket = booted.shellSocket;
+  booted.shellSocket = null;
+  booted.shell = null;
+  if (line.given && socket) socket.end(commandLines(line.request!.command), () => socket.destroy());
+  else socket?.destroy();
   return watch;
 }
 
@@ -312,16 +396,19 @@ export async function awaitHandover(hasShellSocket: boolean): Promise<WarmTask |
   // spawn, socket and timer code run once, by createFifoPipesAhead).
   // No socket (a warm supervisor started by hand, say): no shell is started ahead.
   const shellSocket = hasShellSocket ? SHELL_SOCKET_FD : null;
-  closeInheritedFds(shellSocket ?? undefined);
+  // Once: what a reused supervisor opened since is node's own (close-on-exec).
+  if (selfStat === undefined) closeInheritedFds(shellSocket ?? undefined);
   childProcess();
   net();
   const state = stateDir();
-  removeOrphanedReserves(state);
+  if (selfStat === undefined) removeOrphanedReserves(state);
   // Made beside the tasks folder, never in it (a listing would see them); the FIFOs' names go once open.
-  const outputs = await createFifoPipesAheadIntoLog(state);
+  const outputs = await outputPipesAhead(state);
   const reserve = reservePathOf(state, process.pid);
   const hasReserve = writeReserveFile(reserve);
-  const self = readProcStat(process.pid);
+  // The same process from task to task: its /proc stat (its start time) is read once.
+  selfStat ??= readProcStat(process.pid);
+  const self = selfStat;
   rehearseHandover(tasks, hasReserve ? reserve : null);
   const stdin = new LineReader(0);
   let line = stdin.next();
@@ -352,6 +439,21 @@ export async function awaitHandover(hasShellSocket: boolean): Promise<WarmTask |
     made: { outputs, reserve: hasReserve ? reserve : null, self, pending, request: handover.request ?? null },
   };
 }
+
+/**
+ * Tells the resident this supervisor's task has ended and it waits for another; false when the
+ * resident is gone (or never listened): the supervisor then exits.
+ */
+export function tellFree(): boolean {
+  try {
+    return writeSync(1, FREE_LINE + '\n') === FREE_LINE.length + 1;
+  } catch {
+    return false;
+  }
+}
+
+/** This supervisor's own /proc stat, read before its first task; undefined until then. */
+let selfStat: ProcStat | null | undefined;
 
 /** Tells the resident the shell is started and waiting (its pid, for the resident's checks before it gives it a command). */
 function tellShellReady(socketFd: number, pending: PendingShell): void {
@@ -390,8 +492,22 @@ function rehearseHandover(tasks: string, reserve: string | null): void {
   }
 }
 
-/** The output FIFOs, made ahead, their rehearsal's byte going through a log as a command's would (into /dev/null). */
-async function createFifoPipesAheadIntoLog(state: string): Promise<FifoPipe[] | null> {
+/**
+ * Output pipes made ahead for this supervisor's next tasks, two each, their names already gone
+ * (only open descriptors, close-on-exec: no command inherits them). A reused supervisor would
+ * otherwise spawn mkfifo for every task: one spawn now makes the pipes of TASKS_PER_MKFIFO.
+ */
+let stashedPipes: FifoPipe[] = [];
+const TASKS_PER_MKFIFO = 8;
+
+/** The next task's stdout and stderr pipes; null: none could be made. */
+async function outputPipesAhead(state: string): Promise<FifoPipe[] | null> {
+  if (stashedPipes.length < 2) stashedPipes = (await createFifoPipesAheadIntoLog(state, 2 * TASKS_PER_MKFIFO)) ?? [];
+  return stashedPipes.length >= 2 ? stashedPipes.splice(0, 2) : null;
+}
+
+/** `count` output FIFOs, made ahead, their rehearsal's byte going through a log as a command's would (into /dev/null). */
+async function createFifoPipesAheadIntoLog(state: string, count: number): Promise<FifoPipe[] | null> {
   let fd: number | null = null;
   try {
     fd = openSync('/dev/null', 'w');
@@ -400,7 +516,7 @@ async function createFifoPipesAheadIntoLog(state: string): Promise<FifoPipe[] | 
   }
   const log = fd === null ? null : new CappedLog(fd, LIMITS.streamCapBytes, []);
   try {
-    return await createFifoPipesAhead(state, 2, (bytes, n) => {
+    return await createFifoPipesAhead(state, count, (bytes, n) => {
       log?.push(bytes, n);
       return true;
     });

@@ -7,6 +7,7 @@ import { hasLiveGroupMembers, isSameLiveProcess, readProcStat, signalGroup } fro
 import { buildView, observeTask, refuseOffsetsPastEnd, type ObservedTask, type PageOpts } from '../task-view.js';
 import { sleep, type Timings } from '../timing.js';
 import { existingTaskDir } from './task-dir.js';
+import { markAsked } from '../cancel-mark.js';
 
 /** A validated cancel request. */
 export interface CancelOpts extends PageOpts {
@@ -40,6 +41,8 @@ async function stopViaSupervisor(dir: string, status: TaskStatus, timings: Timin
   const sup = status.supervisor!;
   // Re-verified right before signalling: the supervisor may have finished meanwhile.
   if (isSameLiveProcess(sup.pid, sup.start_time)) {
+    // Before the signal: a reused supervisor acts on it only for the task marked (cancel-mark.ts).
+    markAsked(dir, 'cancel');
     try {
       process.kill(sup.pid, 'SIGTERM');
     } catch {

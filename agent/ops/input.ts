@@ -8,6 +8,7 @@ import type { InputResult } from '../../shared/protocol.js';
 import type { TaskStatus } from '../../shared/status.js';
 import { AgentFailure } from '../errors.js';
 import { isSameLiveProcess } from '../proc.js';
+import { markAsked } from '../cancel-mark.js';
 import { isStdinClosed, isStdinFifoGone, openStdinForInput, STDIN_EOF_SIGNAL, writeWithin, type StdinOpenFailure } from '../stdin-pipe.js';
 import { readTaskRequest } from '../task-request.js';
 import { observeTask } from '../task-view.js';
@@ -67,6 +68,8 @@ async function closeViaSupervisor(dir: string, status: TaskStatus, timings: Timi
   const sup = status.supervisor;
   // Verified by pid and start time right before signalling, as cancel does.
   if (!sup || !isSameLiveProcess(sup.pid, sup.start_time)) return isStdinFifoGone(dir);
+  // Before the signal: a reused supervisor acts on it only for the task marked (cancel-mark.ts).
+  markAsked(dir, 'eof');
   try {
     process.kill(sup.pid, STDIN_EOF_SIGNAL);
   } catch {

@@ -1,7 +1,7 @@
 // remove: delete a finished task's directory, freeing its slot of LIMITS.maxTasks. The host
 // removes tasks it ran for a call that finished in time (their ids were never handed out); a
 // running or unknown task is never removed, since only its directory lets anyone cancel it.
-import { renameSync, rmSync } from 'node:fs';
+import { readlinkSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { TERMINAL_STATES, type RemoveResult } from '../../shared/protocol.js';
 import { AgentFailure } from '../errors.js';
@@ -23,7 +23,7 @@ export async function removeTask(taskId: string, timings: Timings): Promise<Remo
         : 'the task is unknown (its processes may still run): it cannot be removed; destroying the sandbox removes it',
     );
   }
-  await awaitSupervisorExit(observed.status?.supervisor ?? null, timings);
+  await awaitSupervisorExit(dir, observed.status?.supervisor ?? null, timings);
   // A rename first: from here on the task is gone for every reader, even if deleting takes a while.
   const doomed = join(dirname(dir), `.removed-${taskId}-${crypto().randomBytes(4).toString('hex')}`);
   try {
@@ -37,11 +37,22 @@ export async function removeTask(taskId: string, timings: Timings): Promise<Remo
 }
 
 /**
- * The supervisor writes the final status and then tidies its stdin FIFO and exits: give it a
- * moment (bounded) so its last unlinks do not race the deletion.
+ * The supervisor writes the final status and then tidies its stdin FIFO and exits, or, reused
+ * (warm-supervisor.ts), leaves the task's directory for `/`: give it a moment (bounded) so its
+ * last unlinks do not race the deletion.
  */
-async function awaitSupervisorExit(supervisor: { pid: number; start_time: number } | null, timings: Timings): Promise<void> {
+async function awaitSupervisorExit(dir: string, supervisor: { pid: number; start_time: number } | null, timings: Timings): Promise<void> {
   if (!supervisor) return;
   const giveUpAtMs = Date.now() + timings.inputWaitMs;
-  while (isSameLiveProcess(supervisor.pid, supervisor.start_time) && Date.now() < giveUpAtMs) await sleep(Math.min(10, timings.pollMs));
+  const isInTask = (): boolean => isSameLiveProcess(supervisor.pid, supervisor.start_time) && cwdOf(supervisor.pid) === dir;
+  while (isInTask() && Date.now() < giveUpAtMs) await sleep(Math.min(10, timings.pollMs));
+}
+
+/** A process's working directory; null when it cannot be read (gone, or another user's). */
+function cwdOf(pid: number): string | null {
+  try {
+    return readlinkSync(`/proc/${pid}/cwd`);
+  } catch {
+    return null;
+  }
 }

@@ -311,22 +311,38 @@ describe('what a command leaves running in its group', () => {
   });
 });
 
-describe('a supervisor booted ahead (warm)', () => {
-  /** The resident's booted supervisors waiting for a task: its children running `supervise --warm`. */
+describe('supervisors the resident reuses (warm)', () => {
+  /** The resident's supervisors that take tasks from it: its children running `supervise --warm`. */
   const warmOf = (r: Resident): number[] =>
     runningWith((argv) => argv.includes('supervise') && argv.includes('--warm')).filter((pid) => ppidOf(pid) === r.process.pid);
+  /** A supervisor back from its task (out of the task's directory): it waits for the next. */
+  const isWaiting = (pid: number): boolean => {
+    try {
+      return readlinkSync(`/proc/${pid}/cwd`) === '/';
+    } catch {
+      return false;
+    }
+  };
+  /** Keeps a supervisor busy: a start of `sleep 600` of the given shape (cancelled by the caller). */
+  const holdOne = async (r: Resident, w: AgentWorld, extra: Record<string, unknown> = {}): Promise<string> => {
+    const id = newTaskId();
+    ok(await r.request({ protocol: 1, op: 'start', task_id: id, command: 'sleep 600', ...extra }));
+    return id;
+  };
 
-  it("takes the next start and promotable exec with the call's environment and cwd, masks its secrets, and is retired when starts stop", async () => {
+  it("supervises the next start and promotable exec once its task ends, with the call's environment and cwd, masks its secrets, and is retired when calls stop", async () => {
     const w = world();
     const secret = `tok-${newTaskId()}`;
-    const r = await startResident(w, { SANDBOX_AGENT_WARM_IDLE_MS: '3000' });
-    // No start yet: nothing booted ahead.
+    // No boot ahead within this test: only reuse can give a task a supervisor that is already there.
+    const r = await startResident(w, { SANDBOX_AGENT_WARM_IDLE_MS: '3000', SANDBOX_AGENT_WARM_QUIET_MS: '600000' });
     expect(warmOf(r)).toEqual([]);
     const first = TaskViewSchema.parse(
       ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'true', env: envOf(w) })),
     );
     expect(first.state).toBe('succeeded');
-    const booted = await waitFor(() => (warmOf(r).length === 1 ? warmOf(r)[0] : undefined), 'a supervisor booted ahead');
+    const booted = await waitFor(() => (warmOf(r).length === 1 ? warmOf(r)[0] : undefined), "the first start's supervisor");
+    expect(readStatusJson(w, first.task_id).supervisor).toMatchObject({ pid: booted });
+    await waitFor(() => isWaiting(booted!), 'it waits for the next task');
     const task = TaskViewSchema.parse(
       ok(
         await r.request({
@@ -339,13 +355,13 @@ describe('a supervisor booted ahead (warm)', () => {
         }),
       ),
     );
-    // The booted one is this task's supervisor: recorded, and no longer waiting.
+    // The same process supervises the second task: recorded as its supervisor, no other started.
     expect(readStatusJson(w, task.task_id).supervisor).toMatchObject({ pid: booted });
     expect(await waitTerminal(w, task.task_id)).toMatchObject({ state: 'failed', exit_code: 4, stdout: 'call /tmp\n' });
     expect(logs(w, task.task_id)[1]!.toString()).toBe('key [MASKED]\n');
-    // A promotable exec ending in time is handed one too: the usual result, no task left.
-    const next = await waitFor(() => (warmOf(r).length === 1 && warmOf(r)[0] !== booted ? warmOf(r)[0] : undefined), 'the next one');
-    const id = newTaskId();
+    expect(warmOf(r)).toEqual([booted]);
+    // A promotable exec ending in time is handed to it too: the usual result, no task left.
+    await waitFor(() => isWaiting(booted!), 'it waits again');
     const res = ExecResultSchema.parse(
       ok(
         await r.request({
@@ -355,20 +371,38 @@ describe('a supervisor booted ahead (warm)', () => {
           env: envOf(w),
           timeout_ms: 30_000,
           max_output_bytes: 65_536,
-          promote: { task_id: id, after_ms: 30_000 },
+          promote: { task_id: newTaskId(), after_ms: 30_000 },
         }),
       ),
     );
     expect(res).toMatchObject({ kind: 'finished', exit_code: 0 });
-    // The command's parent (the shell execs it) is its supervisor: the one booted ahead.
-    expect(text((res as ExecFinished).stdout_b64)).toBe(`promoted-in-time ${next}\n`);
-    // Without further starts the one booted after that is retired; the resident goes on.
-    // (The exec's own supervisor, `next`, may still be finishing: it carries the same argv.)
-    const last = await waitFor(() => warmOf(r).find((pid) => pid !== next), 'a supervisor booted after the exec');
-    await waitFor(() => !isRunning(last), 'the idle supervisor retired', 20_000);
+    // The command's parent (the shell execs it) is its supervisor: the same one, a third time.
+    expect(text((res as ExecFinished).stdout_b64)).toBe(`promoted-in-time ${booted}\n`);
+    // Without further calls it is retired; the resident goes on.
+    await waitFor(() => !isRunning(booted!), 'the idle supervisor retired', 20_000);
     expect(warmOf(r)).toEqual([]);
     expect(isRunning(r.process.pid!)).toBe(true);
+    await waitFor(() => readdirSync(join(w.stateDir, 'tasks')).length === 2, "the exec's task removed");
     expect(readdirSync(join(w.stateDir, 'tasks')).sort()).toEqual([first.task_id, task.task_id].sort());
+  });
+
+  it('a reused supervisor ignores a stop signal meant for its earlier task, and a cancel of its current one stops it', async () => {
+    const w = world();
+    const r = await startResident(w, { SANDBOX_AGENT_WARM_QUIET_MS: '600000', SANDBOX_AGENT_WARM_IDLE_MS: '60000' });
+    const first = newTaskId();
+    ok(await r.request({ protocol: 1, op: 'start', task_id: first, command: 'true', env: envOf(w) }));
+    const sup = await waitFor(() => warmOf(r)[0], "the first start's supervisor");
+    await waitFor(() => isWaiting(sup!), 'it waits for the next task');
+    const id = await holdOne(r, w, { env: envOf(w) });
+    await waitFor(() => readStatusOrNull(w, id)?.group, 'the second command to run');
+    expect(readStatusJson(w, id).supervisor).toMatchObject({ pid: sup });
+    // A SIGTERM as a cancel of the first task would have sent it, arriving late: the second task goes on.
+    process.kill(sup!, 'SIGTERM');
+    await new Promise((done) => setTimeout(done, 300));
+    expect(readStatusJson(w, id).state).toBe('running');
+    // A cancel of the second marks it first: it stops.
+    ok(await r.request({ protocol: 1, op: 'cancel', task_id: id }));
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'cancelled' });
   });
 
   it("started without the resident's socket (by hand), starts no process ahead and exits cleanly at the end of its input", () => {
@@ -385,33 +419,52 @@ describe('a supervisor booted ahead (warm)', () => {
     expect(run.stderr.toString()).toBe('');
   });
 
-  it('boots the next supervisor only once requests pause for its quiet period', async () => {
+  it('after a start whose supervisor stays with its task, boots one ahead only once requests pause for its quiet period', async () => {
     const w = world();
     const r = await startResident(w, { SANDBOX_AGENT_WARM_QUIET_MS: '3000' });
-    const first = TaskViewSchema.parse(
-      ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'true', env: envOf(w) })),
-    );
-    expect(first.state).toBe('succeeded');
+    const holder = await holdOne(r, w, { env: envOf(w) });
+    const busy = await waitFor(() => readStatusJson(w, holder).supervisor?.pid, "the start's supervisor");
+    const others = () => warmOf(r).filter((pid) => pid !== busy);
     // Requests 200 ms apart for 1.6 s, far longer than a boot takes: each one puts the boot off again.
     for (let i = 0; i < 8; i++) {
       ok(await r.request({ protocol: 1, op: 'list' }));
-      expect(warmOf(r)).toEqual([]);
+      expect(others()).toEqual([]);
       await new Promise((done) => setTimeout(done, 200));
     }
-    expect(warmOf(r)).toEqual([]);
+    expect(others()).toEqual([]);
     // Then quiet: it boots.
-    await waitFor(() => warmOf(r)[0], 'a supervisor booted once requests paused');
+    await waitFor(() => others()[0], 'a supervisor booted once requests paused');
+    ok(await r.request({ protocol: 1, op: 'cancel', task_id: holder }));
   });
 
   it("starts the command's first process ahead for a start like the last: the command runs in it as it would in a fresh one, and any other start kills it", async () => {
     const w = world();
-    const r = await startResident(w, { SANDBOX_AGENT_WARM_IDLE_MS: '60000' });
+    const r = await startResident(w, { SANDBOX_AGENT_WARM_IDLE_MS: '60000', SANDBOX_AGENT_WARM_QUIET_MS: '0' });
     /** The first process a booted supervisor started ahead: its child running the task shell (`sh -c … sandbox-task`). */
     const pendingOf = (supervisor: number): number | undefined =>
       runningWith((argv) => argv.includes('sandbox-task')).find((pid) => ppidOf(pid) === supervisor);
     const bounds = { processes: 500, open_files: 256, refuse_at: 100_000, oom_score_adj: 500 };
     const promotable = (command: string, env: Record<string, string>, cwd = '/tmp') =>
       exec(r, w, command, { cwd, env, bounds, promote: { task_id: newTaskId(), after_ms: 30_000 } });
+    const holders: string[] = [];
+    /** A start of this shape that keeps every waiting supervisor busy: one is then booted ahead with the shape's first process started. */
+    const bootAhead = async (env: Record<string, string>, known: number[]): Promise<{ sup: number; pending: number }> => {
+      for (;;) {
+        const id = await holdOne(r, w, { env, cwd: '/tmp', bounds, stdin: false });
+        holders.push(id);
+        const sup = readStatusJson(w, id).supervisor?.pid;
+        known.push(sup!);
+        // Booted ahead once none waits: one still waiting (back from its task) takes the next hold instead.
+        const fresh = await waitFor(
+          () => warmOf(r).find((pid) => !known.includes(pid)) ?? (warmOf(r).some(isWaiting) ? -1 : undefined),
+          'a supervisor booted ahead, or one waiting',
+        );
+        if (fresh === -1) continue;
+        const pending = await waitFor(() => pendingOf(fresh!), 'its first process started ahead', 20_000).catch(() => undefined);
+        known.push(fresh!);
+        if (pending !== undefined) return { sup: fresh!, pending };
+      }
+    };
     // Backslashes, quotes, blank and indented lines, a last line without a newline, and bytes past ASCII.
     const script = [
       'printf \'%s|\' "$0" "$#"; echo',
@@ -426,10 +479,10 @@ describe('a supervisor booted ahead (warm)', () => {
       'cd /proc/$$/fd && echo "fds" *',
       'printf end',
     ].join('\n');
-    // The first start of this shape goes the cold way; the supervisor booted after it starts one ahead.
+    // The first exec boots a supervisor for itself: no process ahead.
     const cold = await promotable(script, envOf(w));
-    const booted = await waitFor(() => warmOf(r)[0], 'a supervisor booted ahead');
-    const pending = await waitFor(() => pendingOf(booted), 'its first process started ahead');
+    const known: number[] = [...warmOf(r)];
+    const { pending } = await bootAhead(envOf(w), known);
     const warm = await promotable(script, envOf(w));
     const coldOut = text(cold.stdout_b64);
     const warmOut = text(warm.stdout_b64);
@@ -446,15 +499,13 @@ describe('a supervisor booted ahead (warm)', () => {
     expect(coldOut).toMatch(/\nfds 0 1 2 3\n/);
     expect([cold.exit_code, warm.exit_code, text(warm.stderr_b64)]).toEqual([0, 0, '']);
     // A start of another shape (one more variable) gets a fresh process; the one started ahead is killed.
-    const next = await waitFor(() => warmOf(r).find((pid) => pid !== booted), 'the next supervisor booted ahead');
-    const nextPending = await waitFor(() => pendingOf(next), 'its first process started ahead');
+    const next = await bootAhead(envOf(w), known);
     const other = await promotable('echo "pid $$ $EXTRA"', envOf(w, { EXTRA: 'x' }));
     expect(text(other.stdout_b64)).toMatch(/^pid \d+ x\n$/);
-    expect(text(other.stdout_b64)).not.toContain(`pid ${nextPending} `);
-    await waitFor(() => !isRunning(nextPending), 'the process started ahead killed');
+    expect(text(other.stdout_b64)).not.toContain(`pid ${next.pending} `);
+    await waitFor(() => !isRunning(next.pending), 'the process started ahead killed');
     // A command that ignores TERM, started in the process started ahead, is cancelled as any other: KILL after the grace.
-    const last = await waitFor(() => warmOf(r).find((pid) => pid !== booted && pid !== next), 'a supervisor booted for that shape');
-    const lastPending = await waitFor(() => pendingOf(last), 'its first process started ahead');
+    const last = await bootAhead(envOf(w, { EXTRA: 'x' }), known);
     const id = newTaskId();
     const started = TaskViewSchema.parse(
       ok(
@@ -472,27 +523,32 @@ describe('a supervisor booted ahead (warm)', () => {
     );
     expect(started.state).toBe('running');
     await waitFor(() => readStatusOrNull(w, id)?.group, 'the command to run');
-    expect(readStatusJson(w, id).group).toMatchObject({ pgid: lastPending });
+    expect(readStatusJson(w, id).group).toMatchObject({ pgid: last.pending });
     ok(await r.request({ protocol: 1, op: 'cancel', task_id: id }));
-    expect(await waitTerminal(w, id)).toMatchObject({ state: 'cancelled', exit_code: 137, stdout: `ready ${lastPending}\n` });
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'cancelled', exit_code: 137, stdout: `ready ${last.pending}\n` });
     // One that died while it waited (killed from inside the sandbox) is not given the next command: that starts the cold way.
-    const fourth = await waitFor(() => warmOf(r).find((pid) => ![booted, next, last].includes(pid)), 'one more supervisor booted');
-    const deadPending = await waitFor(() => pendingOf(fourth), 'its first process started ahead');
-    process.kill(deadPending, 'SIGKILL');
-    await waitFor(() => !isRunning(deadPending), 'the process started ahead killed');
+    const fourth = await bootAhead(envOf(w, { EXTRA: 'x' }), known);
+    process.kill(fourth.pending, 'SIGKILL');
+    await waitFor(() => !isRunning(fourth.pending), 'the process started ahead killed');
     const afterDeath = await promotable('echo "pid $$ $EXTRA"', envOf(w, { EXTRA: 'x' }));
     expect(afterDeath.exit_code).toBe(0);
     expect(text(afterDeath.stdout_b64)).toMatch(/^pid \d+ x\n$/);
-    expect(text(afterDeath.stdout_b64)).not.toContain(`pid ${deadPending} `);
+    expect(text(afterDeath.stdout_b64)).not.toContain(`pid ${fourth.pending} `);
+    for (const holder of holders) ok(await r.request({ protocol: 1, op: 'cancel', task_id: holder }));
   });
 
   it('a resident killed -9 after handing over a start loses nothing; one still waiting exits with no task', async () => {
     const w = world();
-    // Never retired for idleness here: only its resident's end can end the waiting one.
-    const r = await startResident(w, { SANDBOX_AGENT_START_SETTLE_MS: '120000', SANDBOX_AGENT_WARM_IDLE_MS: '600000' });
+    // Never retired for idleness here, nor booted ahead: only its resident's end can end the waiting one.
+    const r = await startResident(w, {
+      SANDBOX_AGENT_START_SETTLE_MS: '120000',
+      SANDBOX_AGENT_WARM_IDLE_MS: '600000',
+      SANDBOX_AGENT_WARM_QUIET_MS: '600000',
+    });
     const first = newTaskId();
     ok(await r.request({ protocol: 1, op: 'start', task_id: first, command: 'true', env: envOf(w) }));
-    const booted = await waitFor(() => warmOf(r)[0], 'a supervisor booted ahead');
+    const booted = await waitFor(() => warmOf(r)[0], "the first start's supervisor");
+    await waitFor(() => isWaiting(booted!), 'it waits for the next task');
     const id = newTaskId();
     const answer = r.request({
       protocol: 1,
@@ -508,22 +564,25 @@ describe('a supervisor booted ahead (warm)', () => {
       'output',
     );
     expect(readStatusJson(w, id).supervisor).toMatchObject({ pid: booted });
-    // The next one boots once a call is answered: a promotable exec meanwhile (its task then removed).
+    // A promotable exec meanwhile boots a supervisor for itself, which then waits (its task removed).
     const done = await exec(r, w, 'true', { promote: { task_id: newTaskId(), after_ms: 30_000 } });
     expect(done.exit_code).toBe(0);
-    const waiting = await waitFor(() => warmOf(r).find((pid) => pid !== booted), 'the next supervisor booted ahead');
+    const waiting = await waitFor(() => warmOf(r).find((pid) => pid !== booted), "the exec's supervisor");
+    await waitFor(() => isWaiting(waiting!), 'it waits for the next task');
     const tasks = () => readdirSync(join(w.stateDir, 'tasks')).sort();
     await waitFor(() => tasks().length === 2, "the exec's task removed");
     expect(tasks()).toEqual([first, id].sort());
     r.process.kill('SIGKILL');
     await expect(answer).rejects.toThrow(/exited/);
     // The one nobody handed a task sees its resident gone and exits, making no task.
-    await waitFor(() => !isRunning(waiting), 'the waiting supervisor exits');
+    await waitFor(() => !isRunning(waiting!), 'the waiting supervisor exits');
     expect(await waitTerminal(w, id, 120_000)).toMatchObject({ state: 'failed', exit_code: 5 });
     const [out, err] = logs(w, id);
     expect(sha(out!)).toBe(sha(expectedBurst(60_000, 'o')));
     expect(sha(err!)).toBe(sha(expectedBurst(60_000, 'e')));
     expect(tasks()).toEqual([first, id].sort());
+    // Its task over, the supervisor of the burst finds its resident gone and exits too.
+    await waitFor(() => !isRunning(booted!), "the burst's supervisor exits");
   });
 });
 

@@ -195,6 +195,48 @@ describe('e2b through MCP (against the fake)', () => {
     await ok(s.client, 'kill_sandbox', {});
   });
 
+  it('serves calls at once through its resident: a fast call during a slow one answers first, both under supervisors it reuses, none run as an envd command of its own', async () => {
+    const s = await server();
+    const sb = await ok(s.client, 'create_sandbox', {});
+    const id = rawId(sb.sandbox_id);
+    /** The sandbox's supervisors: the fake runs sandbox processes on this machine, marked with the sandbox's id. */
+    const supervisors = () =>
+      runningWith((argv) => argv.includes('supervise')).filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(`FAKE_E2B_SANDBOX_ID=${id}`);
+        } catch {
+          return false;
+        }
+      });
+    // The command's parent is its supervisor (the task's shell execs it).
+    const slowAndFast = async (): Promise<number[]> => {
+      const order: string[] = [];
+      const mark = e2b.fake.envdCalls.length;
+      const slow = ok(s.client, 'run_command', { command: 'sleep 2; echo "slow $PPID"' }).then((r) => (order.push('slow'), r));
+      await waitFor(
+        () => e2b.fake.envdCalls.slice(mark).some((c) => c.path === '/process.Process/SendInput' && (c.inputBytes ?? 0) > 0),
+        'the slow call to reach the resident',
+      );
+      const fast = await ok(s.client, 'run_command', { command: 'echo "fast $PPID"' });
+      order.push('fast');
+      const slowResult = await slow;
+      expect(order).toEqual(['fast', 'slow']);
+      expect(fast.stdout).toMatch(/^fast \d+\n$/);
+      expect(slowResult.stdout).toMatch(/^slow \d+\n$/);
+      // Every call a line to the resident: no envd command started for either (no per-call fallback).
+      expect(e2b.fake.envdCalls.slice(mark).filter((c) => c.path === '/process.Process/Start')).toEqual([]);
+      return [fast.stdout, slowResult.stdout].map((out: string) => Number(out.split(' ')[1]));
+    };
+    expect((await ok(s.client, 'run_command', { command: 'echo first' })).stdout).toBe('first\n');
+    // The first time, the fast call boots a second supervisor; from then on both come back after their calls.
+    const first = await slowAndFast();
+    const pool = await waitFor(() => (supervisors().length === 2 ? supervisors() : null), 'two supervisors waiting');
+    expect(pool.sort()).toEqual([...new Set(first)].sort());
+    const again = await slowAndFast();
+    for (const pid of again) expect(pool).toContain(pid);
+    await ok(s.client, 'kill_sandbox', {});
+  });
+
   it('run_command timeout kills the whole process group', async () => {
     const s = await server();
     await ok(s.client, 'create_sandbox', {});

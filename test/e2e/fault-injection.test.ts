@@ -6,13 +6,13 @@
 // death loses nothing at all (the call in flight still answers with its command's true outcome).
 // Once the sandbox is killed, none of its processes and no state directory remain.
 // Random choices come from one seed (FAULT_SEED, default below), printed with any failure.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAlive as isProcAlive, type ProcIdentity } from '../../host/providers/local/system/proc.js';
 import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
 import { requireSandboxes } from '../support/prerequisites.js';
-import { isRunning, pidNamespace, runningIn, runningWith } from '../support/processes.js';
+import { cmdline, isRunning, pidNamespace, runningIn, runningWith } from '../support/processes.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
@@ -104,14 +104,24 @@ function sandboxProcesses(sandboxId: string): {
 }
 
 /**
- * Kills the task's supervisor (found from the host by its argv, `… agent.cjs supervise <task dir>`,
- * node's own arguments before it: the agent runtime's loader names node and its libraries first).
+ * Kills the task's supervisor, found from the host: by its argv, `… agent.cjs supervise <task dir>`
+ * (node's own arguments before it: the agent runtime's loader names node and its libraries first),
+ * or, a supervisor the resident hands tasks to (`supervise --warm`), by its working directory,
+ * the task's while it supervises it.
  */
 function killSupervisor(taskId: string): boolean {
+  const taskDirEnd = `/tasks/${taskId}`;
+  const cwdOf = (pid: number): string => {
+    try {
+      return readlinkSync(`/proc/${pid}/cwd`);
+    } catch {
+      return '';
+    }
+  };
   const pids = runningWith((argv) => {
     const i = argv.indexOf('supervise');
-    return i >= 2 && argv[i - 1]!.endsWith('.cjs') && argv.at(-1)?.endsWith(`/tasks/${taskId}`) === true;
-  });
+    return i >= 2 && argv[i - 1]!.endsWith('.cjs');
+  }).filter((pid) => cmdline(pid).at(-1)?.endsWith(taskDirEnd) === true || cwdOf(pid).endsWith(taskDirEnd));
   for (const pid of pids) process.kill(pid, 'SIGKILL');
   return pids.length > 0;
 }

@@ -223,6 +223,56 @@ describe('the resident agent (local)', () => {
     await ok(b.client, 'kill_sandbox', { sandbox_id: sandbox });
   });
 
+  it('serves two clients calling one sandbox at once: every result right, no node started and no call falling back; a resident killed -9 amid their calls loses no task or byte, and the calls after it succeed', async () => {
+    const a = await server();
+    const b = await server();
+    const sandbox = await sandboxWithNodeShim(a);
+    await waitFor(() => residentOf(sandbox)?.resident, 'the resident to run');
+    const run = (s: StdioServer, command: string) => ok(s.client, 'run_command', { sandbox_id: sandbox, command });
+    // Two calls that overlap: each boots the supervisor it needs, and both come back to the resident for the next.
+    await Promise.all([a, b].map((s) => run(s, 'sleep 0.5')));
+    // Ten plain run_commands from each client at once: a shell each (and an mkfifo per 8 tasks of a
+    // supervisor). A node start — a supervisor booted per call, a per-call agent — is a process and
+    // its threads, several pids each.
+    const CALLS = 10;
+    const started = await processesStartedBy(a, sandbox, async () => {
+      await Promise.all(
+        [a, b].map(async (s, k) => {
+          for (let i = 0; i < CALLS; i++) expect((await run(s, `echo ${k}-${i}`)).stdout).toBe(`${k}-${i}\n`);
+        }),
+      );
+    });
+    expect(started).toBeLessThanOrEqual(2 * CALLS + 4);
+    // None fell back to a per-call agent (the shim saw no node run at all).
+    expect(
+      (await ok(a.client, 'run_command', { sandbox_id: sandbox, command: `cat ${SHIM_LOG} 2>/dev/null; true`, background_after: 0 }))
+        .stdout,
+    ).toBe('');
+
+    // Commands with output, from both clients, and the resident killed -9 while they run.
+    const resident = residentOf(sandbox)!.resident!;
+    const command = (tag: string) => `for i in $(seq 1 300); do echo ${tag}-$i; done; sleep 1.5; echo ${tag}-end`;
+    const expected = (tag: string) => Array.from({ length: 300 }, (_, i) => `${tag}-${i + 1}\n`).join('') + `${tag}-end\n`;
+    const tags = ['a0', 'b0', 'a1', 'b1'];
+    const calls = tags.map((tag, k) => run(k % 2 ? b : a, command(tag)));
+    await new Promise((r) => setTimeout(r, 700));
+    process.kill(resident.pid, 'SIGKILL');
+    const results = await Promise.all(calls);
+    for (const [k, result] of results.entries()) {
+      const tag = tags[k]!;
+      if (result.backgrounded) {
+        const handle = { sandbox_id: sandbox, task_id: result.task_id as string };
+        await waitFor(async () => (await ok(a.client, 'get_task', { ...handle, wait: 5 })).state === 'succeeded', `${tag} to end`);
+        expect((await ok(a.client, 'get_task', handle)).stdout).toBe(expected(tag));
+      } else expect(result).toMatchObject({ exit_code: 0, stdout: expected(tag) });
+    }
+    // The keeper started another resident; calls from both clients go on.
+    expect(residentOf(sandbox)?.resident).not.toEqual(resident);
+    expect((await run(a, 'echo after-a')).stdout).toBe('after-a\n');
+    expect((await run(b, 'echo after-b')).stdout).toBe('after-b\n');
+    await ok(a.client, 'kill_sandbox', { sandbox_id: sandbox });
+  });
+
   it('stops the resident after its quiet period (not a failure) and starts it again for the next call, from a connected server or a new one; a waiting call keeps it', async () => {
     const QUIET = { SANDBOX_MCP_RESIDENT_IDLE_EXIT_S: '3' };
     const a = await server(QUIET);

@@ -1,0 +1,329 @@
+// Issue 36: what each call costs in CPU, how the server holds up under concurrent use, whether a
+// fast call waits for another in flight, and what an idle sandbox holds, each printed beside its
+// target. Printed, not asserted: a measurement.
+//
+// CPU is accounted by process, not host-wide (the machine is shared): the server's own
+// utime+stime from /proc/<pid>/stat plus, for each sandbox, every process under its keeper with
+// the CPU of the children they reaped (cutime+cstime), the idle rate measured just before
+// subtracted. Processes and threads started per call are counted in the sandbox's pid namespace
+// (its ns_last_pid, read through nsenter, whose own pid is taken off).
+//
+// SANDBOX_MCP_BENCH_BASELINE=<a built checkout of another revision> measures that revision's CPU per
+// call beside this one's, interleaved tool by tool, and its concurrent load after this one's.
+// CONCURRENCY_SESSIONS (16), CONCURRENCY_CALLS (30), CONCURRENCY_ROUNDS (3), IDLE_SANDBOXES (8).
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { bench, describe } from 'vitest';
+import { readKeeperRecord, RESIDENT_FILE } from '../../host/providers/local/sandbox/state-dir.js';
+import type { ResidentRecord } from '../../host/providers/local/keeper/resident.js';
+import { median } from '../support/measure.js';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const HOST = join(ROOT, 'dist/host.js');
+if (!existsSync(HOST)) execFileSync(process.execPath, [join(ROOT, 'build/build.mjs')]);
+const baselineDir = process.env.SANDBOX_MCP_BENCH_BASELINE;
+const SESSIONS = Number(process.env.CONCURRENCY_SESSIONS ?? 16);
+const CALLS = Number(process.env.CONCURRENCY_CALLS ?? 30);
+const ROUNDS = Number(process.env.CONCURRENCY_ROUNDS ?? 3);
+const IDLE_SANDBOXES = Number(process.env.IDLE_SANDBOXES ?? 8);
+/** Calls per tool for CPU per call, this far apart (the issue measured 20 calls 300 ms apart). */
+const CPU_CALLS = 30;
+const CPU_GAP_MS = 300;
+const TICK_MS = 10; // USER_HZ 100
+const out = (line: string) => process.stderr.write(`[concurrency] ${line}\n`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+const baseEnv = (stateDir: string) => ({
+  PATH: process.env.PATH ?? '/usr/bin:/bin',
+  HOME: process.env.HOME ?? '/root',
+  SANDBOX_MCP_STATE_DIR: stateDir,
+});
+
+type Call = (name: string, args: Record<string, unknown>) => Promise<Record<string, any>>;
+function caller(client: Client): Call {
+  return async (name, args) => {
+    const r = await client.callTool({ name, arguments: args });
+    if (r.isError) throw new Error(`${name} failed: ${JSON.stringify(r.content)}`);
+    return r.structuredContent as Record<string, any>;
+  };
+}
+
+// --- /proc accounting ---------------------------------------------------------------------------
+
+interface Stat {
+  ppid: number;
+  ticks: number;
+}
+function statOf(pid: number): Stat | null {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    return { ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]) };
+  } catch {
+    return null;
+  }
+}
+function processTable(): Map<number, number[]> {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const st = statOf(Number(name));
+    if (st) children.set(st.ppid, [...(children.get(st.ppid) ?? []), Number(name)]);
+  }
+  return children;
+}
+/** CPU (ms) of `roots` and every process under them, with what they reaped. */
+function treeCpuMs(roots: number[]): number {
+  const children = processTable();
+  const seen = new Set<number>();
+  let ticks = 0;
+  const walk = (pid: number): void => {
+    if (seen.has(pid)) return;
+    seen.add(pid);
+    ticks += statOf(pid)?.ticks ?? 0;
+    for (const c of children.get(pid) ?? []) walk(c);
+  };
+  for (const r of roots) walk(r);
+  return ticks * TICK_MS;
+}
+const ownCpuMs = (pid: number) => {
+  const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) * TICK_MS;
+};
+function pssKiB(pid: number): number {
+  try {
+    return Number(/^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1] ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
+// --- one server over stdio, one sandbox ---------------------------------------------------------
+
+interface Subject {
+  label: string;
+  call: Call;
+  serverPid: number;
+  sandboxId: string;
+  keeperPid: number;
+  pid1: number;
+  taskId: string;
+  stateDir: string;
+  close(): Promise<void>;
+}
+
+async function subject(label: string, hostJs: string): Promise<Subject> {
+  const stateDir = mkdtempSync(join(tmpdir(), 'concurrency-bench-'));
+  const transport = new StdioClientTransport({ command: process.execPath, args: [hostJs], env: baseEnv(stateDir), stderr: 'ignore' });
+  const client = new Client({ name: 'concurrency-bench', version: '1' });
+  await client.connect(transport);
+  const call = caller(client);
+  const sandboxId = String((await call('create_sandbox', { timeout: 900 })).sandbox_id);
+  const dir = join(stateDir, 'local', sandboxId.replace(/^local:/, ''));
+  const keeper = readKeeperRecord(dir)!;
+  await call('write_file', { sandbox_id: sandboxId, path: 'f.txt', content: 'x' });
+  const taskId = String((await call('start_task', { sandbox_id: sandboxId, command: 'true' })).task_id);
+  return {
+    label,
+    call,
+    serverPid: transport.pid!,
+    sandboxId,
+    keeperPid: keeper.keeper.pid,
+    pid1: keeper.pid1.pid,
+    taskId,
+    stateDir,
+    async close() {
+      await call('kill_sandbox', { sandbox_id: sandboxId }).catch(() => {});
+      await client.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The last pid handed out in the sandbox's pid namespace (nsenter's child, cat, takes one). */
+const lastPid = (s: Subject) =>
+  Number(execFileSync('nsenter', ['-t', String(s.pid1), '-p', '-m', 'cat', '/proc/sys/kernel/ns_last_pid']).toString());
+
+const TOOLS: Record<string, (s: Subject) => Record<string, unknown> & { tool: string }> = {
+  'run_command true (default background_after)': (s) => ({ tool: 'run_command', sandbox_id: s.sandboxId, command: 'true' }),
+  'run_command true, background_after 0': (s) => ({ tool: 'run_command', sandbox_id: s.sandboxId, command: 'true', background_after: 0 }),
+  'run_code bash true': (s) => ({ tool: 'run_code', sandbox_id: s.sandboxId, language: 'bash', code: 'true' }),
+  get_task: (s) => ({ tool: 'get_task', sandbox_id: s.sandboxId, task_id: s.taskId }),
+  read_file: (s) => ({ tool: 'read_file', sandbox_id: s.sandboxId, path: 'f.txt' }),
+  write_file: (s) => ({ tool: 'write_file', sandbox_id: s.sandboxId, path: 'f.txt', content: 'y' }),
+  list_files: (s) => ({ tool: 'list_files', sandbox_id: s.sandboxId, path: '.' }),
+};
+const callTool = (s: Subject, name: string) => {
+  const { tool, ...args } = TOOLS[name]!(s);
+  return s.call(tool, args);
+};
+
+/** CPU (host and sandbox) and pids per call of `name` on `s`. */
+async function cpuPerCall(s: Subject, name: string): Promise<{ cpuMs: number; pids: number }> {
+  for (let i = 0; i < 3; i++) {
+    await callTool(s, name);
+    await sleep(CPU_GAP_MS);
+  }
+  const roots = [s.serverPid, s.keeperPid];
+  // Ticks are 10 ms: the idle rate over 3 s, so that its error spread over the calls stays small.
+  const idle0 = treeCpuMs(roots);
+  await sleep(3000);
+  const idleRate = (treeCpuMs(roots) - idle0) / 3000;
+  const c0 = treeCpuMs(roots);
+  const p0 = lastPid(s);
+  const t0 = performance.now();
+  for (let i = 0; i < CPU_CALLS; i++) {
+    await callTool(s, name);
+    await sleep(CPU_GAP_MS);
+  }
+  const elapsed = performance.now() - t0;
+  const cpuMs = (treeCpuMs(roots) - c0 - idleRate * elapsed) / CPU_CALLS;
+  return { cpuMs, pids: (lastPid(s) - p0 - 1) / CPU_CALLS };
+}
+
+const subjects = [await subject('this build', HOST)];
+if (baselineDir) subjects.push(await subject('baseline', join(baselineDir, 'dist/host.js')));
+out(`CPU per call (host and sandbox; ${CPU_CALLS} calls ${CPU_GAP_MS} ms apart; target <= 10 ms and no node process), load ${loadavg()}:`);
+for (const name of Object.keys(TOOLS)) {
+  const cells: string[] = [];
+  for (const s of subjects) {
+    const r = await cpuPerCall(s, name);
+    cells.push(`${s.label} ${r.cpuMs.toFixed(1)} ms, ${r.pids.toFixed(1)} pids`);
+  }
+  out(`  ${name}: ${cells.join(' | ')}`);
+}
+
+// --- head of line: a fast call while another is in flight on the same sandbox -------------------
+
+const headOfLine = async (s: Subject): Promise<string> => {
+  const fast = () => callTool(s, 'run_command true (default background_after)');
+  const timed = async (fn: () => Promise<unknown>) => {
+    const t = performance.now();
+    await fn();
+    return performance.now() - t;
+  };
+  const idle: number[] = [];
+  const duringSlow: number[] = [];
+  const afterStart: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    await sleep(200);
+    idle.push(await timed(fast));
+    await sleep(200);
+    const slow = s.call('run_command', { sandbox_id: s.sandboxId, command: 'sleep 1' });
+    await sleep(100);
+    duringSlow.push(await timed(fast));
+    await slow;
+    await sleep(200);
+    await s.call('start_task', { sandbox_id: s.sandboxId, command: 'sleep 2' });
+    afterStart.push(await timed(fast));
+  }
+  const m = median(idle);
+  return `idle ${m.toFixed(1)} ms; during a run_command sleep 1 ${median(duringSlow).toFixed(1)} ms (${(median(duringSlow) / m).toFixed(2)}x); right after a start_task ${median(afterStart).toFixed(1)} ms (${(median(afterStart) / m).toFixed(2)}x) (target <= 2x)`;
+};
+for (const s of subjects) out(`run_command true, medians of 10, ${s.label}: ${await headOfLine(s)}, load ${loadavg()}`);
+for (const s of subjects) await s.close();
+
+// --- concurrent load over HTTP -------------------------------------------------------------------
+
+async function concurrentLoad(label: string, hostJs: string): Promise<void> {
+  const stateDir = mkdtempSync(join(tmpdir(), 'concurrency-http-'));
+  const token = `bench-${Date.now()}`;
+  const server = spawn(process.execPath, [hostJs, 'http', '--port', '0'], {
+    env: { ...baseEnv(stateDir), SANDBOX_MCP_TOKEN: token },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const url = await new Promise<URL>((done) => {
+    let text = '';
+    server.stderr!.on('data', (d: Buffer) => {
+      text += d.toString();
+      const m = /listening on (http:\/\/\S+)/.exec(text);
+      if (m) done(new URL(m[1]!));
+    });
+  });
+  const rssMiB = () => Math.round(Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))?.[1]) / 1024);
+  const sessions = await Promise.all(
+    Array.from({ length: SESSIONS }, async () => {
+      const client = new Client({ name: 'concurrency-http', version: '1' });
+      await client.connect(new StreamableHTTPClientTransport(url, { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      const call = caller(client);
+      return { call, id: String((await call('create_sandbox', { timeout: 900 })).sandbox_id) };
+    }),
+  );
+  const run = async (s: (typeof sessions)[number]) => {
+    const r = await s.call('run_command', { sandbox_id: s.id, command: 'true' });
+    if (r.exit_code !== 0) throw new Error('run_command true failed');
+  };
+  for (const s of sessions) for (let i = 0; i < 2; i++) await run(s);
+  for (let round = 0; round < ROUNDS; round++) {
+    const latencies: number[] = [];
+    let errors = 0;
+    const cpu0 = ownCpuMs(server.pid!);
+    const t0 = performance.now();
+    await Promise.all(
+      sessions.map(async (s) => {
+        for (let i = 0; i < CALLS; i++) {
+          const t = performance.now();
+          await run(s).catch(() => errors++);
+          latencies.push(performance.now() - t);
+        }
+      }),
+    );
+    const elapsed = performance.now() - t0;
+    latencies.sort((a, b) => a - b);
+    out(
+      `${label}: ${SESSIONS} HTTP sessions x ${CALLS} run_command true, round ${round + 1}: ${((latencies.length / elapsed) * 1000).toFixed(1)} calls/s (target >= 300), p50 ${latencies[latencies.length >> 1]!.toFixed(0)} ms, p95 ${latencies[Math.floor(latencies.length * 0.95)]!.toFixed(0)} ms (target <= 150), errors ${errors}, server CPU ${((ownCpuMs(server.pid!) - cpu0) / latencies.length).toFixed(2)} ms/call, server RSS ${rssMiB()} MiB, load ${loadavg()}`,
+    );
+  }
+  await Promise.all(sessions.map((s) => s.call('kill_sandbox', { sandbox_id: s.id }).catch(() => {})));
+  server.kill('SIGTERM');
+  await new Promise((r) => server.once('exit', r));
+  rmSync(stateDir, { recursive: true, force: true });
+}
+await concurrentLoad('this build', HOST);
+if (baselineDir) await concurrentLoad('baseline', join(baselineDir, 'dist/host.js'));
+
+// --- idle memory 5 s after the last call ---------------------------------------------------------
+
+{
+  const stateDir = mkdtempSync(join(tmpdir(), 'concurrency-idle-'));
+  const client = new Client({ name: 'concurrency-idle', version: '1' });
+  await client.connect(new StdioClientTransport({ command: process.execPath, args: [HOST], env: baseEnv(stateDir), stderr: 'ignore' }));
+  const call = caller(client);
+  const ids: string[] = [];
+  for (let i = 0; i < IDLE_SANDBOXES; i++) ids.push(String((await call('create_sandbox', { timeout: 900 })).sandbox_id));
+  const dirOf = (id: string) => join(stateDir, 'local', id.replace(/^local:/, ''));
+  const residentOf = (id: string) => (JSON.parse(readFileSync(join(dirOf(id), RESIDENT_FILE), 'utf8')) as ResidentRecord).resident;
+  for (const id of ids) {
+    await call('run_command', { sandbox_id: id, command: 'true' });
+    await call('start_task', { sandbox_id: id, command: 'true' });
+  }
+  await sleep(5000);
+  const table = processTable();
+  const under = (pid: number): number[] => [pid, ...(table.get(pid) ?? []).flatMap(under)];
+  // Everything under each keeper but the sandbox's own init (bwrap's tree): keeper, nsenter, resident, supervisors.
+  const perSandbox = ids.map((id) => {
+    const keeper = readKeeperRecord(dirOf(id))!;
+    const bwrapTree = new Set(under(statOf(keeper.pid1.pid)!.ppid));
+    return under(keeper.keeper.pid)
+      .filter((p) => !bwrapTree.has(p))
+      .reduce((sum, p) => sum + pssKiB(p), 0);
+  });
+  const running = ids.filter((id) => residentOf(id)).length;
+  out(
+    `idle PSS per sandbox 5 s after its last call (${IDLE_SANDBOXES} sandboxes; keeper, resident and anything warm): ${(perSandbox.reduce((a, b) => a + b, 0) / ids.length / 1024).toFixed(1)} MiB (target <= 20), residents running ${running}, node ${process.version}`,
+  );
+  for (const id of ids) await call('kill_sandbox', { sandbox_id: id });
+  await client.close();
+  rmSync(stateDir, { recursive: true, force: true });
+}
+
+describe('concurrency and CPU per call', () => {
+  bench('printed above', () => {}, { iterations: 1 });
+});
