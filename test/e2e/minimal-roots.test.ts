@@ -1,17 +1,20 @@
 // A root with nothing but a shell (issue 37), through the built server: commands and tasks run
 // (the agent brings its own runtime; pid 1 and the command prelude use builtins), and a file tool
 // that needs a program the root lacks fails at once, naming it — never a helper looping until the
-// timeout. The template is sh and the libraries it links (test/support/test-template.ts).
-import { mkdirSync } from 'node:fs';
+// timeout. One template is sh and the libraries it links (test/support/test-template.ts); the
+// other a static shell alone (busybox-static as /bin/sh: no loader, no libc, nothing else).
+import { existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectStdio, ok, toolError, type StdioServer } from '../support/built-server.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { layerRoot } from '../../host/providers/local/templates/store.js';
 import { hostProgram, writeTestTemplate } from '../support/test-template.js';
 import { waitFor } from '../support/wait.js';
 
 const stateDir = tempStateDir();
+const STATIC_SHELL = '/bin/busybox';
 let s: StdioServer;
 
 beforeAll(async () => {
@@ -20,6 +23,14 @@ beforeAll(async () => {
   mkdirSync(templates, { mode: 0o700 });
   const isRoot = process.getuid?.() === 0;
   writeTestTemplate(templates, 'shell-only', { programs: [hostProgram('sh')], owners: isRoot ? 'native' : 'flattened' });
+  // Debian's busybox-static (.ci/run installs it): statically linked, so its root has no loader or libc.
+  if (!existsSync(STATIC_SHELL)) throw new Error(`${STATIC_SHELL} is missing: apt-get install busybox-static`);
+  const staticRoot = layerRoot(
+    templates,
+    writeTestTemplate(templates, 'static-shell', { programs: [STATIC_SHELL], owners: isRoot ? 'native' : 'flattened' }).layers[0]!,
+  );
+  rmSync(join(staticRoot, 'usr/bin/sh'));
+  symlinkSync('busybox', join(staticRoot, 'usr/bin/sh'));
   s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
 });
 
@@ -44,6 +55,29 @@ describe('a sandbox on a root with only a shell', () => {
     const e = await toolError(s.client, 'write_file', { sandbox_id, path: 'notes/a.txt', content: 'x' });
     expect([e.category, e.code]).toEqual(['unsupported', 'tool_missing']);
     expect(e.text).toMatch(/has no `stat`/);
+    await ok(s.client, 'kill_sandbox', { sandbox_id });
+  });
+});
+
+describe('a sandbox on a root with only a static shell', () => {
+  it('runs commands and tasks with no loader or libc in the root, and writes a file', async () => {
+    const { sandbox_id } = await ok(s.client, 'create_sandbox', { template: 'static-shell', timeout: 300 });
+    const probe = await ok(s.client, 'run_command', {
+      sandbox_id,
+      command: 'echo "hi $HOME"; ls /usr/lib /lib64 2>&1 | head -3; readlink /bin/sh',
+    });
+    expect(probe).toMatchObject({ exit_code: 0 });
+    expect(probe.stdout).toMatch(/^hi \/home\/user\n/);
+    expect(probe.stdout).toMatch(/busybox\n$/);
+    expect(probe.stdout).not.toMatch(/libc\.so|ld-linux/);
+    const task = await ok(s.client, 'start_task', { sandbox_id, command: 'echo task-out; exit 4' });
+    const done = await waitFor(async () => {
+      const v = await ok(s.client, 'get_task', { sandbox_id, task_id: task.task_id, wait: 10 });
+      return v.state === 'running' ? undefined : v;
+    }, 'the task to end');
+    expect(done).toMatchObject({ state: 'failed', exit_code: 4, stdout: 'task-out\n' });
+    await ok(s.client, 'write_file', { sandbox_id, path: 'notes/a.txt', content: 'kept\n' });
+    expect(await ok(s.client, 'read_file', { sandbox_id, path: 'notes/a.txt' })).toMatchObject({ content: 'kept\n' });
     await ok(s.client, 'kill_sandbox', { sandbox_id });
   });
 });
