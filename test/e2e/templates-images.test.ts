@@ -5,7 +5,9 @@
 // applied, links kept as links and resolved inside the tree, hard links, set-id bits dropped, the
 // config kept), blobs shared by digest (the registry's own log shows what was fetched), the
 // platform chosen from an index, and refusals that name the reference and leave nothing: a
-// missing tag, an unknown platform, a refused login, a tampered blob.
+// missing tag, an unknown platform, a refused login, a tampered blob. And a sandbox on an image
+// template (no node in it) through the built server: the image's Env and WorkingDir for commands,
+// tasks and a sandbox from its snapshot.
 import { execFile, execFileSync } from 'node:child_process';
 import {
   existsSync,
@@ -24,7 +26,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { layerRoot, readTemplate, templatesDir } from '../../host/providers/local/templates/store.js';
-import { serverEnv } from '../support/built-server.js';
+import { ok, serverEnv, startHttp } from '../support/built-server.js';
 import {
   digestOf,
   packLayer,
@@ -37,8 +39,9 @@ import {
 } from '../support/image-fixtures.js';
 import { makeMiniRootDir } from '../support/mini-root.js';
 import { HOST_JS } from '../support/paths.js';
-import { requireBuild, requireCommands } from '../support/prerequisites.js';
+import { requireBuild, requireCommands, requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 interface CliResult {
   code: number | null;
@@ -273,4 +276,49 @@ describe('template pull from a registry on the loopback', () => {
     expect(existsSync(join(store, 'images/blobs/sha256', loneDigest.slice(7)))).toBe(false);
     expect(readdirSync(join(store, 'images')).filter((n) => n !== 'blobs')).toEqual([]);
   });
+});
+
+describe('sandboxes on an image template, through the built server and a real MCP client', () => {
+  // An image with no node: the mini root, a program in a directory only the image's PATH names, and /app.
+  const APP_CONFIG = { Env: ['FOO=from-image', 'PATH=/opt/tools/bin:/usr/bin:/bin'], WorkingDir: '/app' };
+
+  it('Env and WorkingDir hold for commands and tasks, the resident runs on the server node, and a snapshot keeps them', async () => {
+    requireSandboxes();
+    const app = packLayer(
+      tree({
+        'app/README': 'app\n',
+        'opt/tools/bin/greet': (path) => writeFileSync(path, '#!/bin/sh\necho "greet $FOO"\n', { mode: 0o755 }),
+      }),
+    );
+    expect((await cli(['template', 'import', 'appimage', writeOciLayout([{ layers: [base, app], config: APP_CONFIG }])], env)).code).toBe(
+      0,
+    );
+    const server = await startHttp(env);
+    const { client } = await server.connect();
+    try {
+      const sb = await ok(client, 'create_sandbox', { template: 'appimage' });
+      const id = sb.sandbox_id as string;
+      const run = await ok(client, 'run_command', { sandbox_id: id, command: 'echo "$FOO"; pwd; greet; command -v node || echo no node' });
+      expect(run).toMatchObject({ exit_code: 0, stdout: 'from-image\n/app\ngreet from-image\nno node\n' });
+
+      const task = await ok(client, 'start_task', { sandbox_id: id, command: 'echo "$FOO"; pwd; cat README' });
+      let view = task;
+      await waitFor(async () => {
+        view = await ok(client, 'get_task', { sandbox_id: id, task_id: task.task_id, wait: 5 });
+        return view.state !== 'running';
+      }, 'the task to finish');
+      expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'from-image\n/app\napp\n' });
+
+      await ok(client, 'write_file', { sandbox_id: id, path: '/app/note', content: 'written\n' });
+      await ok(client, 'snapshot_sandbox', { sandbox_id: id, name: 'appsnap' });
+      await ok(client, 'kill_sandbox', { sandbox_id: id });
+      const fromSnap = await ok(client, 'create_sandbox', { template: 'appsnap' });
+      const again = await ok(client, 'run_command', { sandbox_id: fromSnap.sandbox_id, command: 'echo "$FOO"; pwd; cat note; greet' });
+      expect(again).toMatchObject({ exit_code: 0, stdout: 'from-image\n/app\nwritten\ngreet from-image\n' });
+      await ok(client, 'kill_sandbox', { sandbox_id: fromSnap.sandbox_id });
+    } finally {
+      await client.close();
+      await server.stop();
+    }
+  }, 60_000);
 });
