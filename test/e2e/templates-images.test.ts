@@ -1,5 +1,5 @@
 // Container images as templates, through the BUILT bin: `template pull` from a real registry on the
-// loopback (Debian's docker-registry, plain HTTP),
+// loopback (Debian's docker-registry, plain HTTP; and one behind token auth with an issuer of ours),
 // and `template import` of an OCI layout (directory and tar) and a docker save archive, all of
 // images made here from a mini root. What lands in the store (whiteouts and opaque directories
 // applied, links kept as links and resolved inside the tree, hard links, set-id bits dropped, the
@@ -275,6 +275,66 @@ describe('template pull from a registry on the loopback', () => {
     expect(readTemplate(store, 'tampered')).toBeUndefined();
     expect(existsSync(join(store, 'images/blobs/sha256', loneDigest.slice(7)))).toBe(false);
     expect(readdirSync(join(store, 'images')).filter((n) => n !== 'blobs')).toEqual([]);
+  });
+});
+
+describe('template pull behind token auth (a registry with an issuer of ours: JWTs signed by a cert in its rootcertbundle)', () => {
+  let secured: TestRegistry;
+  let login: { username: string; password: string };
+  const layoutOnce = () => writeOciLayout([{ layers: [base], config: CONFIG }]);
+
+  beforeAll(async () => {
+    secured = await startRegistry({ tokenAuth: true });
+    login = secured.login!;
+    const image = layoutOnce();
+    await pushLayout(image, secured, 'private/app:1');
+    await pushLayout(image, secured, 'public/app:1');
+  }, 60_000);
+
+  afterAll(async () => {
+    await secured?.stop();
+  });
+
+  it('pulls a public image anonymously through the bearer-token challenge', async () => {
+    const r = await cli(['template', 'pull', 'anon', `${secured.host}/public/app:1`], env);
+    expect(r.code).toBe(0);
+    expect(existsSync(join(rootOf('anon'), 'bin/sh'))).toBe(true);
+  });
+
+  it('pulls a private image with --username and --password-stdin; a wrong password, or none, is refused naming the reference', async () => {
+    const ref = `${secured.host}/private/app:1`;
+    const wrong = await cli(
+      ['template', 'pull', 'wrong', ref, '--username', login.username, '--password-stdin'],
+      env,
+      'not the password\n',
+    );
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain('permission_denied');
+    expect(wrong.stderr).toContain(`The registry refused access to ${ref}`);
+    expect(wrong.stderr).not.toContain('not the password');
+    const anonymous = await cli(['template', 'pull', 'anonymous', ref], env);
+    expect(anonymous.code).toBe(1);
+    expect(anonymous.stderr).toContain(`The registry refused access to ${ref}`);
+    for (const name of ['wrong', 'anonymous']) expect(readTemplate(store, name)).toBeUndefined();
+    const right = await cli(
+      ['template', 'pull', 'private', ref, '--username', login.username, '--password-stdin'],
+      env,
+      `${login.password}\n`,
+    );
+    expect(right.stderr.split('\n').filter((l) => /level=(error|fatal)/.test(l))).toEqual([]);
+    expect(right.code).toBe(0);
+    expect(readTemplate(store, 'private')!.image?.reference).toBe(ref);
+    expect(existsSync(join(rootOf('private'), 'bin/sh'))).toBe(true);
+  });
+
+  it('takes the credentials from ~/.docker/config.json', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'docker-home-'));
+    mkdirSync(join(home, '.docker'));
+    const auth = Buffer.from(`${login.username}:${login.password}`).toString('base64');
+    writeFileSync(join(home, '.docker/config.json'), JSON.stringify({ auths: { [secured.host]: { auth } } }), { mode: 0o600 });
+    const r = await cli(['template', 'pull', 'fromconfig', `${secured.host}/private/app:1`], { ...env, HOME: home });
+    expect(r.code).toBe(0);
+    expect(existsSync(join(rootOf('fromconfig'), 'bin/sh'))).toBe(true);
   });
 });
 
