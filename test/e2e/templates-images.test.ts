@@ -167,6 +167,7 @@ describe('template import of images on disk', () => {
     expect(record.source).toEqual({ kind: 'image', from: expect.any(String), format: 'oci-layout' });
     expect(record.image?.config.env).toEqual(CONFIG.Env);
     expect(record.image?.config.working_dir).toBe('/srv/app');
+    expect(record.image?.user_ids).toEqual({ uid: 0, gid: 0 });
     expect(record.image?.layers).toEqual([gzipped(base), gzipped(top)]);
     expect(record.owners).toBe(isRoot ? 'native' : 'flattened');
   });
@@ -340,7 +341,7 @@ describe('template pull behind token auth (a registry with an issuer of ours: JW
 
 describe('sandboxes on an image template, through the built server and a real MCP client', () => {
   // An image with no node: the mini root, a program in a directory only the image's PATH names, and /app.
-  const APP_CONFIG = { Env: ['FOO=from-image', 'PATH=/opt/tools/bin:/usr/bin:/bin'], WorkingDir: '/app' };
+  const APP_CONFIG = { Env: ['FOO=from-image', 'PATH=/opt/tools/bin:/usr/bin:/bin'], WorkingDir: '/app', User: 'user' };
 
   it('Env and WorkingDir hold for commands and tasks, the resident runs on the server node, and a snapshot keeps them', async () => {
     requireSandboxes();
@@ -353,6 +354,8 @@ describe('sandboxes on an image template, through the built server and a real MC
     expect((await cli(['template', 'import', 'appimage', writeOciLayout([{ layers: [base, app], config: APP_CONFIG }])], env)).code).toBe(
       0,
     );
+    // `User` resolved in the image's own /etc/passwd (the mini root's `user`), recorded (not yet applied).
+    expect(readTemplate(store, 'appimage')!.image?.user_ids).toEqual({ uid: 1000, gid: 1000 });
     const server = await startHttp(env);
     const { client } = await server.connect();
     try {
