@@ -343,7 +343,7 @@ describe('sandboxes on an image template, through the built server and a real MC
   // An image with no node: the mini root, a program in a directory only the image's PATH names, and /app.
   const APP_CONFIG = { Env: ['FOO=from-image', 'PATH=/opt/tools/bin:/usr/bin:/bin'], WorkingDir: '/app', User: 'user' };
 
-  it('Env and WorkingDir hold for commands and tasks, the resident runs on the server node, and a snapshot keeps them', async () => {
+  it('Env and WorkingDir hold for commands and tasks (no node in the image), and in a sandbox from its snapshot, with a workspace and a writable root', async () => {
     requireSandboxes();
     const app = packLayer(
       tree({
@@ -356,7 +356,8 @@ describe('sandboxes on an image template, through the built server and a real MC
     );
     // `User` resolved in the image's own /etc/passwd (the mini root's `user`), recorded (not yet applied).
     expect(readTemplate(store, 'appimage')!.image?.user_ids).toEqual({ uid: 1000, gid: 1000 });
-    const server = await startHttp(env);
+    const workspace = tree({ 'hello.txt': 'hi\n' });
+    const server = await startHttp({ ...env, SANDBOX_MCP_WORKSPACE_ALLOW: workspace });
     const { client } = await server.connect();
     try {
       const sb = await ok(client, 'create_sandbox', { template: 'appimage' });
@@ -375,9 +376,16 @@ describe('sandboxes on an image template, through the built server and a real MC
       await ok(client, 'write_file', { sandbox_id: id, path: '/app/note', content: 'written\n' });
       await ok(client, 'snapshot_sandbox', { sandbox_id: id, name: 'appsnap' });
       await ok(client, 'kill_sandbox', { sandbox_id: id });
-      const fromSnap = await ok(client, 'create_sandbox', { template: 'appsnap' });
-      const again = await ok(client, 'run_command', { sandbox_id: fromSnap.sandbox_id, command: 'echo "$FOO"; pwd; cat note; greet' });
-      expect(again).toMatchObject({ exit_code: 0, stdout: 'from-image\n/app\nwritten\ngreet from-image\n' });
+      // From the snapshot, with a workspace (the default cwd now) and its root writable.
+      const fromSnap = await ok(client, 'create_sandbox', { template: 'appsnap', workspace });
+      const again = await ok(client, 'run_command', {
+        sandbox_id: fromSnap.sandbox_id,
+        command: 'echo "$FOO"; pwd; cat /app/note hello.txt; greet; echo edit > /usr/bin/edited && cat /usr/bin/edited; echo new > new.txt',
+      });
+      expect(again).toMatchObject({ exit_code: 0, stdout: 'from-image\n/workspace\nwritten\nhi\ngreet from-image\nedit\n' });
+      const changes = await ok(client, 'workspace_changes', { sandbox_id: fromSnap.sandbox_id });
+      expect((changes.changes as { change: string; path: string }[]).map((c) => `${c.change} ${c.path}`)).toEqual(['added new.txt']);
+      expect(readdirSync(workspace)).toEqual(['hello.txt']);
       await ok(client, 'kill_sandbox', { sandbox_id: fromSnap.sandbox_id });
     } finally {
       await client.close();
