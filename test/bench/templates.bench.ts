@@ -3,20 +3,28 @@
 //   at most 1.2x); the template is a root imported from a tarball of host programs (as the tests'),
 // - snapshot_sandbox of a sandbox holding 104 MiB of new files (100 x 1 MiB of random bytes and
 //   1000 small files: 19-design.md's measure; target at most 2 s),
+// - container images (when skopeo and docker-registry are installed; else said and skipped): the pull
+//   of a two-layer image from a registry on the loopback (time, bytes the registry served), a second
+//   image on the same base and the same image again (only what is new is fetched), and create+kill
+//   on the image's template against `base`, interleaved,
 // - the mmdebstrap build of the tests' template (apt's variant, one mirror, the tests' package
 //   cache: warm after a first run), reported.
 // As root (templates run with an id block of their own); NODE_EXTRA_CA_CERTS unset.
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { bench, describe } from 'vitest';
 import { createLocalProvider, createLocalTemplates, type LocalProvider } from '../../host/providers/local/local-provider.js';
 import { liveWritableLayer } from '../../host/providers/local/rootfs/writable-layer.js';
 import { readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import { signalIfAlive } from '../../host/providers/local/system/proc.js';
 import { KEEPER_SCRIPT } from '../support/paths.js';
-import { makeMiniRootTar } from '../support/mini-root.js';
+import { makeMiniRootDir, makeMiniRootTar } from '../support/mini-root.js';
+import { packLayer, pushLayout, startRegistry, writeOciLayout, type TestRegistry } from '../support/image-fixtures.js';
+import { findExecutable } from '../../host/providers/local/system/preflight.js';
+import { templatesDir } from '../../host/providers/local/templates/store.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { tempStateDir } from '../support/state-dir.js';
 import { median, timed } from '../support/measure.js';
@@ -100,6 +108,78 @@ report(
     `(runs ${snapshotMs.map((x) => x.toFixed(0)).join(', ')}); a bare cp -a of the same layer ${median(bareCopyMs).toFixed(0)} ms, ` +
     `ratio ${(median(snapshotMs) / median(bareCopyMs)).toFixed(2)}x (3 runs each, interleaved; target <= 2000 ms)`,
 );
+
+// Container images: pulls from a registry on the loopback, then sandboxes on the image's template.
+/** Bytes of blobs and manifests the registry served (200s of GETs in its access log) after `from` characters of it. */
+function servedBytes(registry: TestRegistry, from: number): number {
+  let bytes = 0;
+  for (const m of registry
+    .log()
+    .slice(from)
+    .matchAll(/"GET \/v2\/\S+\/(?:blobs|manifests)\/\S+ HTTP\/[\d.]+" 200 (\d+)/g))
+    bytes += Number(m[1]);
+  return bytes;
+}
+
+async function benchImages(): Promise<void> {
+  const missing = ['skopeo', 'docker-registry'].filter((p) => findExecutable(p) === null);
+  if (missing.length > 0) {
+    report(`container images: skipped (${missing.join(' and ')} not installed)`);
+    return;
+  }
+  const registry = await startRegistry();
+  try {
+    // A two-layer image (the tests' mini root, then 4 MiB of an application), and a second on the same base.
+    const base = packLayer(makeMiniRootDir());
+    const layerOf = (name: string) => {
+      const dir = mkdtempSync(join(stateDir, 'layer-'));
+      mkdirSync(join(dir, 'app'));
+      writeFileSync(join(dir, 'app', name), randomBytes(4 << 20));
+      return packLayer(dir);
+    };
+    const config = { Env: ['FOO=from-image'], WorkingDir: '/app' };
+    await pushLayout(writeOciLayout([{ layers: [base, layerOf('one')], config }]), registry, 'app:1');
+    await pushLayout(writeOciLayout([{ layers: [base, layerOf('two')], config }]), registry, 'app2:1');
+    const blobs = join(templatesDir(stateDir), 'images', 'blobs');
+    const pull = async (name: string, repoTag: string): Promise<{ ms: number; bytes: number }> => {
+      const mark = registry.log().length;
+      const ms = await timed(() => templates.pullImage(name, `${registry.host}/${repoTag}`));
+      return { ms, bytes: servedBytes(registry, mark) };
+    };
+    // Cold: the shared blob cache emptied before each of 3 pulls.
+    const cold: { ms: number; bytes: number }[] = [];
+    for (let i = 0; i < 3; i++) {
+      rmSync(blobs, { recursive: true, force: true });
+      cold.push(await pull(`image-cold-${i}`, 'app:1'));
+      await templates.remove(`image-cold-${i}`);
+    }
+    const second = await pull('image-second', 'app2:1');
+    const again = await pull('image-again', 'app:1');
+    const mib = (b: number) => `${(b / 1024 / 1024).toFixed(2)} MiB (${b} bytes)`;
+    report(
+      `pull of a two-layer image (${mib(base.length)} base + 4 MiB layer, uncompressed; cold cache): median ${median(cold.map((c) => c.ms)).toFixed(0)} ms ` +
+        `(runs ${cold.map((c) => c.ms.toFixed(0)).join(', ')}), ${mib(cold[0]!.bytes)} served by the registry`,
+    );
+    report(
+      `a second image on the same base: ${second.ms.toFixed(0)} ms, ${mib(second.bytes)} served (its new layer, config and manifest); ` +
+        `the same image again: ${again.ms.toFixed(0)} ms, ${mib(again.bytes)} served`,
+    );
+    await createKill('image-again');
+    const onImage: number[] = [];
+    const onBaseToo: number[] = [];
+    for (let i = 0; i < 9; i++) {
+      const order = i % 2 === 0 ? [undefined, 'image-again'] : ['image-again', undefined];
+      for (const template of order) (template ? onImage : onBaseToo).push(await timed(() => createKill(template)));
+    }
+    report(
+      `create+kill on an image template vs base: median ${median(onImage).toFixed(1)} vs ${median(onBaseToo).toFixed(1)} ms, ` +
+        `ratio ${(median(onImage) / median(onBaseToo)).toFixed(2)}x (9 runs each, interleaved)`,
+    );
+  } finally {
+    await registry.stop();
+  }
+}
+await benchImages();
 
 // The tests' Debian template, built as the slow test builds it.
 const cache = join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'sandbox-mcp-tests', 'debian-packages');

@@ -46,19 +46,25 @@ function withoutBubblewrap(
   return withoutProgram('bwrap', args, env);
 }
 
-/** The same, for any program (`bwrap`, `perl`). */
+/** The same, for any programs (`bwrap`, `perl`, `skopeo`). */
 function withoutProgram(
-  program: string,
+  programs: string | readonly string[],
   args: string[],
   env: Record<string, string> = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const empty = join(scratch, `not-${program}`);
+  const names = typeof programs === 'string' ? [programs] : programs;
+  const empty = join(scratch, `not-${names.join('-')}`);
   writeFileSync(empty, '');
   chmodSync(empty, 0o644);
   const dirs = '$(echo "$PATH" | tr : " ") /usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /bin';
-  const script =
-    `for d in ${dirs}; do if [ -e "$d/${program}" ]; then mount --bind "$0" "$d/${program}" || exit 98; fi; done; ` +
-    `for d in ${dirs}; do if [ -x "$d/${program}" ]; then exit 99; fi; done; exec "$@"`;
+  const script = names
+    .map(
+      (program) =>
+        `for d in ${dirs}; do if [ -e "$d/${program}" ]; then mount --bind "$0" "$d/${program}" || exit 98; fi; done; ` +
+        `for d in ${dirs}; do if [ -x "$d/${program}" ]; then exit 99; fi; done; `,
+    )
+    .join('')
+    .concat('exec "$@"');
   // Root makes the mount namespace itself; anyone else (where bwrap works) in a user namespace.
   const unshare = process.getuid?.() === 0 ? ['-m'] : ['-r', '-m'];
   const { SANDBOX_MCP_BWRAP: _unset, ...rest } = serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir, ...env });
@@ -156,15 +162,22 @@ describe('sandbox-mcp doctor', () => {
     const hasMemoryCgroup = /memory/.test(byName.get('cgroups')!.message.split(';')[1] ?? '') && byName.get('cgroups')!.status === 'ok';
     expect(limits.status).toBe(hasMemoryCgroup ? 'ok' : 'warn');
     expect(byName.get('E2B_API_KEY')).toMatchObject({ status: 'ok', message: expect.stringContaining('set') });
+    expect(byName.get('skopeo')).toMatchObject({ status: 'ok', message: expect.stringMatching(/^skopeo at \/\S+ \(template pull\)$/) });
     expect(stdout).not.toContain(E2B_KEY);
   });
 
-  it('fails naming perl and how to install it where perl is missing (every sandbox needs its helpers), and tries no sandbox', async () => {
-    const { code, stdout } = await withoutProgram('perl', ['doctor', '--json']);
+  it('fails naming perl and how to install it where perl is missing (every sandbox needs its helpers), and tries no sandbox; a missing skopeo fails nothing', async () => {
+    const { code, stdout } = await withoutProgram(['perl', 'skopeo'], ['doctor', '--json']);
     const report = JSON.parse(stdout) as Report;
     const perl = report.checks.find((c) => c.name === 'perl');
     expect(perl).toMatchObject({ status: 'fail', fix: expect.stringMatching(/^perl is not installed: .*apt-get install perl-base/) });
     expect(report.checks.find((c) => c.name === 'sandbox')?.message).toMatch(/^not tried/);
+    expect(report.checks.find((c) => c.name === 'skopeo')).toEqual({
+      name: 'skopeo',
+      status: 'ok',
+      message: 'not installed (only template pull needs it: apt-get install skopeo)',
+    });
+    expect(report.checks.filter((c) => c.status === 'fail').map((c) => c.name)).toEqual(['perl', 'sandbox']);
     expect(code).toBe(1);
   });
 

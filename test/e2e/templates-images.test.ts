@@ -1,11 +1,13 @@
 // Container images as templates, through the BUILT bin: `template pull` from a real registry on the
-// loopback (Debian's docker-registry, plain HTTP),
+// loopback (Debian's docker-registry, plain HTTP; and one behind token auth with an issuer of ours),
 // and `template import` of an OCI layout (directory and tar) and a docker save archive, all of
 // images made here from a mini root. What lands in the store (whiteouts and opaque directories
 // applied, links kept as links and resolved inside the tree, hard links, set-id bits dropped, the
 // config kept), blobs shared by digest (the registry's own log shows what was fetched), the
 // platform chosen from an index, and refusals that name the reference and leave nothing: a
-// missing tag, an unknown platform, a refused login, a tampered blob.
+// missing tag, an unknown platform, a refused login, a tampered blob. And a sandbox on an image
+// template (no node in it) through the built server: the image's Env and WorkingDir for commands,
+// tasks and a sandbox from its snapshot.
 import { execFile, execFileSync } from 'node:child_process';
 import {
   existsSync,
@@ -24,7 +26,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { layerRoot, readTemplate, templatesDir } from '../../host/providers/local/templates/store.js';
-import { serverEnv } from '../support/built-server.js';
+import { ok, serverEnv, startHttp } from '../support/built-server.js';
 import {
   digestOf,
   packLayer,
@@ -37,8 +39,9 @@ import {
 } from '../support/image-fixtures.js';
 import { makeMiniRootDir } from '../support/mini-root.js';
 import { HOST_JS } from '../support/paths.js';
-import { requireBuild, requireCommands } from '../support/prerequisites.js';
+import { requireBuild, requireCommands, requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 interface CliResult {
   code: number | null;
@@ -164,6 +167,7 @@ describe('template import of images on disk', () => {
     expect(record.source).toEqual({ kind: 'image', from: expect.any(String), format: 'oci-layout' });
     expect(record.image?.config.env).toEqual(CONFIG.Env);
     expect(record.image?.config.working_dir).toBe('/srv/app');
+    expect(record.image?.user_ids).toEqual({ uid: 0, gid: 0 });
     expect(record.image?.layers).toEqual([gzipped(base), gzipped(top)]);
     expect(record.owners).toBe(isRoot ? 'native' : 'flattened');
   });
@@ -273,4 +277,119 @@ describe('template pull from a registry on the loopback', () => {
     expect(existsSync(join(store, 'images/blobs/sha256', loneDigest.slice(7)))).toBe(false);
     expect(readdirSync(join(store, 'images')).filter((n) => n !== 'blobs')).toEqual([]);
   });
+});
+
+describe('template pull behind token auth (a registry with an issuer of ours: JWTs signed by a cert in its rootcertbundle)', () => {
+  let secured: TestRegistry;
+  let login: { username: string; password: string };
+  const layoutOnce = () => writeOciLayout([{ layers: [base], config: CONFIG }]);
+
+  beforeAll(async () => {
+    secured = await startRegistry({ tokenAuth: true });
+    login = secured.login!;
+    const image = layoutOnce();
+    await pushLayout(image, secured, 'private/app:1');
+    await pushLayout(image, secured, 'public/app:1');
+  }, 60_000);
+
+  afterAll(async () => {
+    await secured?.stop();
+  });
+
+  it('pulls a public image anonymously through the bearer-token challenge', async () => {
+    const r = await cli(['template', 'pull', 'anon', `${secured.host}/public/app:1`], env);
+    expect(r.code).toBe(0);
+    expect(existsSync(join(rootOf('anon'), 'bin/sh'))).toBe(true);
+  });
+
+  it('pulls a private image with --username and --password-stdin; a wrong password, or none, is refused naming the reference', async () => {
+    const ref = `${secured.host}/private/app:1`;
+    const wrong = await cli(
+      ['template', 'pull', 'wrong', ref, '--username', login.username, '--password-stdin'],
+      env,
+      'not the password\n',
+    );
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain('permission_denied');
+    expect(wrong.stderr).toContain(`The registry refused access to ${ref}`);
+    expect(wrong.stderr).not.toContain('not the password');
+    const anonymous = await cli(['template', 'pull', 'anonymous', ref], env);
+    expect(anonymous.code).toBe(1);
+    expect(anonymous.stderr).toContain(`The registry refused access to ${ref}`);
+    for (const name of ['wrong', 'anonymous']) expect(readTemplate(store, name)).toBeUndefined();
+    const right = await cli(
+      ['template', 'pull', 'private', ref, '--username', login.username, '--password-stdin'],
+      env,
+      `${login.password}\n`,
+    );
+    expect(right.stderr.split('\n').filter((l) => /level=(error|fatal)/.test(l))).toEqual([]);
+    expect(right.code).toBe(0);
+    expect(readTemplate(store, 'private')!.image?.reference).toBe(ref);
+    expect(existsSync(join(rootOf('private'), 'bin/sh'))).toBe(true);
+  });
+
+  it('takes the credentials from ~/.docker/config.json', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'docker-home-'));
+    mkdirSync(join(home, '.docker'));
+    const auth = Buffer.from(`${login.username}:${login.password}`).toString('base64');
+    writeFileSync(join(home, '.docker/config.json'), JSON.stringify({ auths: { [secured.host]: { auth } } }), { mode: 0o600 });
+    const r = await cli(['template', 'pull', 'fromconfig', `${secured.host}/private/app:1`], { ...env, HOME: home });
+    expect(r.code).toBe(0);
+    expect(existsSync(join(rootOf('fromconfig'), 'bin/sh'))).toBe(true);
+  });
+});
+
+describe('sandboxes on an image template, through the built server and a real MCP client', () => {
+  // An image with no node: the mini root, a program in a directory only the image's PATH names, and /app.
+  const APP_CONFIG = { Env: ['FOO=from-image', 'PATH=/opt/tools/bin:/usr/bin:/bin'], WorkingDir: '/app', User: 'user' };
+
+  it('Env and WorkingDir hold for commands and tasks (no node in the image), and in a sandbox from its snapshot, with a workspace and a writable root', async () => {
+    requireSandboxes();
+    const app = packLayer(
+      tree({
+        'app/README': 'app\n',
+        'opt/tools/bin/greet': (path) => writeFileSync(path, '#!/bin/sh\necho "greet $FOO"\n', { mode: 0o755 }),
+      }),
+    );
+    expect((await cli(['template', 'import', 'appimage', writeOciLayout([{ layers: [base, app], config: APP_CONFIG }])], env)).code).toBe(
+      0,
+    );
+    // `User` resolved in the image's own /etc/passwd (the mini root's `user`), recorded (not yet applied).
+    expect(readTemplate(store, 'appimage')!.image?.user_ids).toEqual({ uid: 1000, gid: 1000 });
+    const workspace = tree({ 'hello.txt': 'hi\n' });
+    const server = await startHttp({ ...env, SANDBOX_MCP_WORKSPACE_ALLOW: workspace });
+    const { client } = await server.connect();
+    try {
+      const sb = await ok(client, 'create_sandbox', { template: 'appimage' });
+      const id = sb.sandbox_id as string;
+      const run = await ok(client, 'run_command', { sandbox_id: id, command: 'echo "$FOO"; pwd; greet; command -v node || echo no node' });
+      expect(run).toMatchObject({ exit_code: 0, stdout: 'from-image\n/app\ngreet from-image\nno node\n' });
+
+      const task = await ok(client, 'start_task', { sandbox_id: id, command: 'echo "$FOO"; pwd; cat README' });
+      let view = task;
+      await waitFor(async () => {
+        view = await ok(client, 'get_task', { sandbox_id: id, task_id: task.task_id, wait: 5 });
+        return view.state !== 'running';
+      }, 'the task to finish');
+      expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'from-image\n/app\napp\n' });
+
+      await ok(client, 'write_file', { sandbox_id: id, path: '/app/note', content: 'written\n' });
+      await ok(client, 'snapshot_sandbox', { sandbox_id: id, name: 'appsnap' });
+      await ok(client, 'kill_sandbox', { sandbox_id: id });
+      // From the snapshot, with a workspace (the default cwd now) and its root writable.
+      const fromSnap = await ok(client, 'create_sandbox', { template: 'appsnap', workspace });
+      const again = await ok(client, 'run_command', {
+        sandbox_id: fromSnap.sandbox_id,
+        command: 'echo "$FOO"; pwd; cat /app/note hello.txt; greet; echo edit > /usr/bin/edited && cat /usr/bin/edited; echo new > new.txt',
+      });
+      expect(again).toMatchObject({ exit_code: 0, stdout: 'from-image\n/workspace\nwritten\nhi\ngreet from-image\nedit\n' });
+      const changes = await ok(client, 'workspace_changes', { sandbox_id: fromSnap.sandbox_id });
+      expect((changes.changes as { change: string; path: string }[]).map((c) => `${c.change} ${c.path}`)).toEqual(['added new.txt']);
+      expect(readdirSync(workspace)).toEqual(['hello.txt']);
+      await ok(client, 'kill_sandbox', { sandbox_id: fromSnap.sandbox_id });
+    } finally {
+      await client.close();
+      await server.stop();
+    }
+  }, 60_000);
 });

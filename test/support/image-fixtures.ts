@@ -153,7 +153,7 @@ export interface TestRegistry {
   storage: string;
   /** Token auth: the user and password the issuer accepts for repositories under `private/`. */
   login?: { username: string; password: string };
-  /** Bytes of blobs the registry served, counted by its log (for benchmarks). */
+  /** Stops the registry (and its issuer). */
   stop(): Promise<void>;
   /** The registry's log so far. */
   log(): string;

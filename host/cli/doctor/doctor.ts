@@ -8,6 +8,7 @@ import type { ServerConfig } from '../../config/config.js';
 import { localProviderOpts } from '../../config/local-options.js';
 import { LOCAL_DETAILS } from '../../providers/local/errors.js';
 import { createLocalProvider, defaultKeeperScript } from '../../providers/local/local-provider.js';
+import { findExecutable } from '../../providers/local/system/preflight.js';
 import { helpersDir } from '../../providers/local/launch/perl-helpers.js';
 import { hasSysResource } from '../../providers/local/limits/layers.js';
 import { resolveLimitSettings } from '../../providers/local/limits/settings.js';
@@ -53,6 +54,13 @@ function checkE2bKey(config: ServerConfig): Check {
   return ok('E2B_API_KEY', 'not set (only the e2b provider needs it)');
 }
 
+/** Whether skopeo is here: only `template pull` needs it (import and sandboxes do not), so its absence fails nothing. */
+function checkSkopeo(): Check {
+  const skopeo = findExecutable('skopeo');
+  if (skopeo) return ok('skopeo', `skopeo at ${skopeo} (template pull)`);
+  return ok('skopeo', 'not installed (only template pull needs it: apt-get install skopeo)');
+}
+
 /** Runs every check in order; a sandbox is tried only when nothing before it failed. */
 export async function collectChecks(config: ServerConfig): Promise<Check[]> {
   const checks: Check[] = [checkNodeVersion()];
@@ -94,7 +102,7 @@ export async function collectChecks(config: ServerConfig): Promise<Check[]> {
       }
     }
   }
-  checks.push(checkNetwork(config), checkE2bKey(config));
+  checks.push(checkNetwork(config), checkSkopeo(), checkE2bKey(config));
   return checks;
 }
 

@@ -24,6 +24,7 @@ import {
   type DebianBuildSpec,
 } from './debian-build.js';
 import { applyImage, openImage, type ImageOnDisk } from './images/image-import.js';
+import { resolveImageUser, type ImageUserIds } from './images/image-user.js';
 import { parseImageReference, pullToLayout, type PullOpts } from './images/registry-pull.js';
 import { classifySource, fillFromSource, finishRoot, layerOwnersHere } from './import-root.js';
 import { badTemplateName, templateNotFound } from './refusals.js';
@@ -148,9 +149,11 @@ export class LocalTemplates {
   ): Promise<TemplateRecord> {
     const owners = layerOwnersHere();
     return this.make(name, [], async (claim) => {
+      let userIds: ImageUserIds | null = null;
       const layer = await makeLayer(this.dir, claim, owners, async (root) => {
         mkdirSync(root, { mode: 0o755 });
         await applyImage(root, disk, owners);
+        userIds = resolveImageUser(root, disk.image.info.config.user);
         finishRoot(root, owners);
       });
       return {
@@ -161,7 +164,7 @@ export class LocalTemplates {
         size_bytes: layer.size_bytes,
         layers: [layer.id],
         owners,
-        image: { ...definedFields({ reference }), ...disk.image.info },
+        image: { ...definedFields({ reference }), ...disk.image.info, user_ids: userIds },
       };
     });
   }

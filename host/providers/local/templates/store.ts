@@ -108,6 +108,11 @@ export const ImageInfoSchema = z.object({
   /** `linux/amd64`… */
   platform: z.string(),
   config: ImageRunConfigSchema,
+  /**
+   * The ids `config.user` names in the image's own /etc/passwd and /etc/group (root for none),
+   * read at pull or import; null when it names no user the root has. Recorded, not yet applied.
+   */
+  user_ids: z.object({ uid: z.number().int(), gid: z.number().int() }).nullable().optional(),
   /** Its layers' digests, bottom first. */
   layers: z.array(z.string()),
 });
