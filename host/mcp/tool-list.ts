@@ -54,7 +54,7 @@ export function withListNotes(tools: readonly ListedTool[], deps: ServerDeps): L
 }
 
 // A schema's JSON Schema, made once per process: every session (each HTTP session has a server of
-// its own) lists the same tools, and making them took about 27 ms of CPU a session.
+// its own) lists the same tools, and making them was about a third of the server's CPU for a session.
 const JSON_SCHEMAS = {
   input: new WeakMap<z.ZodType, Record<string, unknown>>(),
   output: new WeakMap<z.ZodType, Record<string, unknown>>(),
