@@ -179,9 +179,16 @@ describe('the resident agent (local)', () => {
       }
     });
     expect(codeRuns).toBeLessThanOrEqual(3 * CODE_RUNS + 2);
-    // A program too long for a variable is written first, as before, and is gone afterwards too.
-    const long = `# ${'x'.repeat(70 * 1024)}\necho long`;
-    expect((await ok(s.client, 'run_code', { sandbox_id: sandbox, language: 'bash', code: long })).stdout).toBe('long\n');
+    // A program at the variable's bound runs; one past it (or with a NUL) is written first, as
+    // before; each is gone afterwards too.
+    for (const [body, end] of [
+      ['', 32 * 1024 - 'SANDBOX_MCP_RUN_CODE=\0'.length],
+      ['', 64 * 1024 - 10],
+      ['\0', 100],
+    ] as const) {
+      const code = `echo long\n#${body}`.padEnd(end, 'x');
+      expect((await ok(s.client, 'run_code', { sandbox_id: sandbox, language: 'bash', code })).stdout).toBe('long\n');
+    }
     const left = { sandbox_id: sandbox, command: 'ls /tmp | grep -c sandbox-mcp-code; true', background_after: 0 };
     expect((await ok(s.client, 'run_command', left)).stdout).toBe('0\n');
 

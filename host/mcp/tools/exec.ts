@@ -6,7 +6,7 @@
 // path: one provider exec, no task.
 import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
-import { LIMITS } from '../../../shared/limits.js';
+import { envsBytes, LIMITS } from '../../../shared/limits.js';
 import { BACKGROUND_AFTER_MAX_S, BACKGROUND_AFTER_MIN_S, secretValuesOf } from '../../config/config.js';
 import { noStopProcesses, type ExecOpts } from '../../providers/provider.js';
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
@@ -140,19 +140,22 @@ const INTERPRETERS = { python: ['python3', 'py'], javascript: ['node', 'js'], ba
  * The variable that carries run_code's program to the command's own shell, which writes the
  * temporary file itself (a builtin printf) and unsets it before the interpreter starts: one
  * command, where writing the file first was a file operation of its own (on the local provider an
- * nsenter and a shell script, about 13 ms of CPU). A variable holds no NUL and at most 128 KiB
- * (the kernel's MAX_ARG_STRLEN for one string): other code is written by writeFile, as before.
+ * nsenter and a shell script, about 13 ms of CPU). A variable holds no NUL, and a command's
+ * variables are bounded (LIMITS.envsMaxBytes, under the kernel's 128 KiB a string): code up to half
+ * that goes this way, leaving room for the name's task prefix and a provider's own variables; other
+ * code is written by writeFile, as before.
  */
 const CODE_VAR = 'SANDBOX_MCP_RUN_CODE';
-const CODE_IN_VAR_MAX_BYTES = 64 * 1024;
+const CODE_IN_VAR_MAX_BYTES = LIMITS.envsMaxBytes / 2;
 
 /** How run_code's file gets written: by its command from CODE_VAR, or before it with writeFile. */
 function codeDelivery(
   code: string,
   path: string,
 ): { writer: 'command'; prefix: string; envs: Record<string, string> } | { writer: 'file' } {
-  if (code.includes('\0') || Buffer.byteLength(code, 'utf8') > CODE_IN_VAR_MAX_BYTES) return { writer: 'file' };
-  return { writer: 'command', prefix: `printf '%s' "$${CODE_VAR}" > ${path} && unset ${CODE_VAR} && `, envs: { [CODE_VAR]: code } };
+  const envs = { [CODE_VAR]: code };
+  if (code.includes('\0') || envsBytes(envs) > CODE_IN_VAR_MAX_BYTES) return { writer: 'file' };
+  return { writer: 'command', prefix: `printf '%s' "$${CODE_VAR}" > ${path} && unset ${CODE_VAR} && `, envs };
 }
 
 const runCode = defineTool({
