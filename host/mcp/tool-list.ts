@@ -53,7 +53,17 @@ export function withListNotes(tools: readonly ListedTool[], deps: ServerDeps): L
   });
 }
 
+// A schema's JSON Schema, made once per process: every session (each HTTP session has a server of
+// its own) lists the same tools, and making them was about a third of the server's CPU for a session.
+const JSON_SCHEMAS = {
+  input: new WeakMap<z.ZodType, Record<string, unknown>>(),
+  output: new WeakMap<z.ZodType, Record<string, unknown>>(),
+};
+
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
+  const made = JSON_SCHEMAS[io].get(schema);
+  if (made) return made;
   const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io }) as Record<string, unknown>;
+  JSON_SCHEMAS[io].set(schema, rest);
   return rest;
 }

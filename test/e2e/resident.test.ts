@@ -161,6 +161,36 @@ describe('the resident agent (local)', () => {
     // No process for any agent call: only the second probe's own shell.
     expect(await agentOnlyCalls(s, sandbox, true)).toBeLessThanOrEqual(2);
     expect(residentOf(sandbox)).toMatchObject({ restarts: 0 });
+    // run_code is one command: its shell writes the file (no file operation entering with nsenter
+    // and a shell script), the interpreter runs it without the variable that carried it, and the
+    // file is gone. Each run takes three pids (the shell, bash and the trap's rm; the second probe one
+    // more), where the file operation first took four more.
+    const CODE_RUNS = 4;
+    const codeRuns = await processesStartedBy(s, sandbox, async () => {
+      for (let i = 0; i < CODE_RUNS; i++) {
+        const code = `echo "$((6 * 7)) \${SANDBOX_MCP_RUN_CODE-unset}"`;
+        const r = await ok(s.client, 'run_code', {
+          sandbox_id: sandbox,
+          language: 'bash',
+          code,
+          ...(i % 2 ? { background_after: 0 } : {}),
+        });
+        expect(r).toMatchObject({ exit_code: 0, stdout: '42 unset\n' });
+      }
+    });
+    expect(codeRuns).toBeLessThanOrEqual(3 * CODE_RUNS + 2);
+    // A program at the variable's bound runs; one past it (or with a NUL) is written first, as
+    // before; each is gone afterwards too.
+    for (const [body, end] of [
+      ['', 32 * 1024 - 'SANDBOX_MCP_RUN_CODE=\0'.length],
+      ['', 64 * 1024 - 10],
+      ['\0', 100],
+    ] as const) {
+      const code = `echo long\n#${body}`.padEnd(end, 'x');
+      expect((await ok(s.client, 'run_code', { sandbox_id: sandbox, language: 'bash', code })).stdout).toBe('long\n');
+    }
+    const left = { sandbox_id: sandbox, command: 'ls /tmp | grep -c sandbox-mcp-code; true', background_after: 0 };
+    expect((await ok(s.client, 'run_command', left)).stdout).toBe('0\n');
 
     // The same calls on a sandbox without a resident (as older servers made them): node runs for each.
     const without = await server({ SANDBOX_MCP_RESIDENT_AGENT: '0' });

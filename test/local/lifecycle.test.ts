@@ -140,6 +140,13 @@ describe('local sandbox lifecycle', () => {
       const r = await second.exec(meta.sandbox_id, 'echo $FROM_CREATE', { timeoutS: 10 });
       expect(r.stdout.toString()).toBe('persisted\n');
       expect(await second.getInfo(meta.sandbox_id)).toEqual(meta);
+      // A deadline another instance sets is what this one reports at once, each time: it keeps the
+      // deadline it read while the file stays the same one, and reads it again once it changed.
+      for (const timeoutS of [700, 650]) {
+        await provider.setTimeout(meta.sandbox_id, timeoutS);
+        const endAt = Date.parse((await second.getInfo(meta.sandbox_id)).end_at!);
+        expect(Math.abs(endAt - (Date.now() + timeoutS * 1000))).toBeLessThan(10_000);
+      }
     } finally {
       await second.close();
     }

@@ -16,6 +16,7 @@ import {
   dirAgeMs,
   listSandboxIds,
   readCgroupsList,
+  deadlineStamp,
   readCreator,
   readDeadline,
   readEndingMark,
@@ -67,9 +68,20 @@ export function isMarkedEnding(dir: string): boolean {
   return !existsSync(dir);
 }
 
-/** The sandboxes of one state directory, with their records cached while they stay verifiably live. */
+/** A sandbox's records as cached, with the deadline last read and the stamp of the file it was read from. */
+interface CachedRecords {
+  spec: SandboxSpec;
+  keeper: KeeperRecord;
+  deadline?: { stamp: string; endAtMs: number | null };
+}
+
+/**
+ * The sandboxes of one state directory, with their records cached while they stay verifiably live.
+ * Liveness is checked against /proc on every look; the deadline is read again only when its file
+ * changed (deadlineStamp): any server, or the dashboard, may have set it since.
+ */
 export class SandboxRegistry {
-  private readonly cache = new Map<string, { spec: SandboxSpec; keeper: KeeperRecord }>();
+  private readonly cache = new Map<string, CachedRecords>();
   private isStateTrusted = false;
 
   constructor(private readonly settings: Pick<LocalSettings, 'stateDir' | 'sandboxes' | 'startTimeoutMs'>) {}
@@ -117,7 +129,7 @@ export class SandboxRegistry {
     }
     const keeperAlive = isAlive(cached.keeper.keeper);
     const pid1Alive = keeperAlive && isAlive(cached.keeper.pid1);
-    const endAtMs = pid1Alive ? readDeadline(dir) : null;
+    const endAtMs = pid1Alive ? this.deadlineOf(dir, cached) : null;
     if (keeperAlive && pid1Alive && endAtMs !== null && Date.now() < endAtMs + OVERDUE_MS) {
       this.cache.set(id, cached);
       return { id, dir, spec: cached.spec, keeper: cached.keeper, endAtMs };
@@ -130,6 +142,17 @@ export class SandboxRegistry {
       signalIfAlive(cached.keeper.keeper, 'SIGCONT');
     }
     return null;
+  }
+
+  /** The deadline in `dir`, read again only when its file is not the one `cached` read it from. */
+  private deadlineOf(dir: string, cached: CachedRecords): number | null {
+    const stamp = deadlineStamp(dir);
+    if (stamp === null) return readDeadline(dir);
+    if (cached.deadline?.stamp !== stamp) {
+      // Stamped before the read: a write between the two leaves an older stamp, read again next time.
+      cached.deadline = { stamp, endAtMs: readDeadline(dir) };
+    }
+    return cached.deadline.endAtMs;
   }
 
   /**
@@ -151,7 +174,7 @@ export class SandboxRegistry {
    * The records of a sandbox directory, or what its lack of them means: `starting` while a
    * create may still be filling it in, `abandoned` once none can.
    */
-  private readRecords(dir: string): { spec: SandboxSpec; keeper: KeeperRecord } | 'starting' | 'abandoned' {
+  private readRecords(dir: string): CachedRecords | 'starting' | 'abandoned' {
     const spec = readSpec(dir);
     const keeper = spec ? readKeeperRecord(dir) : null;
     if (spec && keeper) return { spec, keeper };

@@ -187,6 +187,20 @@ export function readDeadline(dir: string): number | null {
   }
 }
 
+/**
+ * What identifies one version of the deadline file (inode, change time, size), or null when it
+ * cannot be seen: writeDeadline replaces the file, so a changed deadline always changes this. One
+ * stat, where reading it again is an open, a read and a close (sandbox/registry.ts caches by it).
+ */
+export function deadlineStamp(dir: string): string | null {
+  try {
+    const st = statSync(join(dir, DEADLINE_FILE), { bigint: true });
+    return `${st.ino}:${st.ctimeNs}:${st.mtimeNs}:${st.size}`;
+  } catch {
+    return null;
+  }
+}
+
 /** Atomically replaces the deadline the keeper enforces. */
 export function writeDeadline(dir: string, endAtMs: number): void {
   writePrivateFile(join(dir, DEADLINE_FILE), `${Math.round(endAtMs)}\n`);
