@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
-import { identify, isAlive } from '../../host/providers/local/system/proc.js';
+import { identify, isAlive, netNamespace, processesInNetNamespace } from '../../host/providers/local/system/proc.js';
 import { isMarkedEnding } from '../../host/providers/local/sandbox/registry.js';
 import { readEndingMark, readSpec, writeEndingMark } from '../../host/providers/local/sandbox/state-dir.js';
 import type { Provider } from '../../host/providers/provider.js';
@@ -238,6 +238,28 @@ describe('local sandbox lifecycle', () => {
     );
     await provider.kill(id);
     expect(await running).toMatchObject({ category: 'not_found' });
+  });
+
+  it("kill returns only once no process is left in the sandbox's network namespace (one that entered it from outside included)", async () => {
+    const { sandbox_id: id } = await create();
+    const pid1 = keeperOf(id).pid1.pid;
+    const netNs = netNamespace(pid1)!;
+    expect(netNs).not.toBe(netNamespace('self'));
+    // A process that joined only the sandbox's network, as an nsenter's host-side half or the
+    // keeper's netns helper does: the sandbox's pid namespace dying never reaches it.
+    const asRoot = process.getuid?.() === 0;
+    const enterer = spawn(
+      'nsenter',
+      ['-t', String(pid1), ...(asRoot ? [] : ['--preserve-credentials', '-U']), '-n', '--', 'sleep', '300'],
+      {
+        stdio: 'ignore',
+      },
+    );
+    const exited = new Promise((resolve) => enterer.once('exit', (_code, signal) => resolve(signal)));
+    await waitFor(() => processesInNetNamespace(netNs).includes(enterer.pid!), 'the sleep to be in the namespace');
+    await provider.kill(id);
+    expect(processesInNetNamespace(netNs)).toEqual([]);
+    expect(await exited).toBe('SIGKILL');
   });
 
   it('kill also ends a command whose shell stopped itself (its nsenter stops too)', async () => {

@@ -9,7 +9,7 @@ import type { CommandRunner } from '../exec/command-runner.js';
 import { sandboxGone, type SandboxRegistry } from '../sandbox/registry.js';
 import { writeDeadline, writeEndingMark } from '../sandbox/state-dir.js';
 import type { LocalSettings } from '../settings.js';
-import { identify, isAlive, signalIfAlive, type ProcIdentity } from '../system/proc.js';
+import { identify, isAlive, netNamespace, processesInNetNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
 import { assertLifetimeS, invalid, isNonNegativeInt } from '../validation.js';
 import { sandboxMetadata } from './metadata.js';
 
@@ -25,6 +25,41 @@ async function awaitSandboxGone(procs: readonly (ProcIdentity | undefined)[], wa
   for (const p of procs) signalIfAlive(p, 'SIGKILL');
   const giveUpAtMs = Date.now() + waitMs;
   while (procs.some((p) => isAlive(p)) && Date.now() < giveUpAtMs) await sleep(2);
+}
+
+/**
+ * The sandbox's own network namespace, read while its pid 1 lives; null when pid 1 is gone or the
+ * sandbox shares this server's network (then no process of it can be told apart by namespace).
+ */
+function ownNetNamespace(pid1: ProcIdentity | undefined): string | null {
+  const ns = pid1 ? netNamespace(pid1.pid) : null;
+  if (ns === null || !isAlive(pid1) || ns === netNamespace('self')) return null;
+  return ns;
+}
+
+/**
+ * Waits (at most `waitMs`) until no process is left in the sandbox's network namespace `ns`, killing
+ * what is: with pid 1 gone, only processes that entered from outside remain there — an nsenter's
+ * host-side half (SIGKILLed by the keeper, but exiting when it next runs), the keeper's netns
+ * helper, a command of this server still entering. Each would keep the namespace (and its loopback
+ * ports) alive after kill returned.
+ */
+async function awaitNetNamespaceEmpty(ns: string, waitMs: number): Promise<void> {
+  const giveUpAtMs = Date.now() + waitMs;
+  for (;;) {
+    const left = processesInNetNamespace(ns);
+    if (left.length === 0 || Date.now() >= giveUpAtMs) return;
+    for (const pid of left) {
+      for (const sig of ['SIGKILL', 'SIGCONT'] as const) {
+        try {
+          process.kill(pid, sig);
+        } catch {
+          // Gone already.
+        }
+      }
+    }
+    await sleep(2);
+  }
 }
 
 function sleep(ms: number): Promise<void> {
@@ -93,6 +128,7 @@ export class SandboxLifecycle {
   async kill(sandboxId: string): Promise<void> {
     const sb = await this.registry.require(sandboxId);
     const keeper = sb.keeper.keeper;
+    const netNs = ownNetNamespace(sb.keeper.pid1);
     // A kill that fails midway leaves nothing that counts: the mark counts while this process
     // runs, and kill ends with the directory gone (the keeper's removal or forceCleanup's).
     if (this.self) {
@@ -113,5 +149,6 @@ export class SandboxLifecycle {
     this.registry.forget(sandboxId);
     // Commands of ours still waiting on the dead sandbox (e.g. a stopped nsenter) end now.
     this.runner.killCommands(sandboxId);
+    if (netNs !== null) await awaitNetNamespaceEmpty(netNs, this.settings.killWaitMs);
   }
 }

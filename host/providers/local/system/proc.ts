@@ -88,3 +88,17 @@ export function killNamespaceEnterers(ns: string, exceptPids: readonly number[] 
   }
   return count;
 }
+
+/** The network namespace a process lives in (e.g. `net:[4026532185]`), or null (gone, or a zombie). */
+export function netNamespace(pid: number | 'self'): string | null {
+  try {
+    return readlinkSync(`/proc/${pid}/ns/net`);
+  } catch {
+    return null;
+  }
+}
+
+/** The pids of the live processes in network namespace `ns` (a zombie is in none), this one excepted. */
+export function processesInNetNamespace(ns: string): number[] {
+  return (listPids() ?? []).filter((pid) => pid !== process.pid && netNamespace(pid) === ns);
+}
