@@ -38,7 +38,7 @@ const INSPECTOR = /Debugger listening|inspector/i;
  * 30 s, so the keeper missed its deadline; no server sends that, and nothing inside a sandbox can
  * signal its keeper.
  */
-function storm(pid: number): { stop(): Promise<number> } {
+function storm(pid: number): { sent(): number; stop(): Promise<number> } {
   const startTime = startTimeOf(pid);
   let isStopped = false;
   let sent = 0;
@@ -55,6 +55,7 @@ function storm(pid: number): { stop(): Promise<number> } {
     }
   })();
   return {
+    sent: () => sent,
     async stop() {
       isStopped = true;
       await done;
@@ -105,6 +106,8 @@ describe('SIGUSR1 never opens an inspector', () => {
     const storms = [...pids, s.transport.pid!].map(storm);
     for (let i = 0; i < 5; i++) await ok(s.client, 'set_sandbox_timeout', { sandbox_id: killed, timeout: 300 });
     expect((await ok(s.client, 'run_command', { sandbox_id: killed, command: 'echo alive' })).stdout).toBe('alive\n');
+    // Many signals before the kill, whatever the calls above took (they got faster; 94 once in CI).
+    await waitFor(() => storms.every((st) => st.sent() > 100), 'a hundred signals to each');
     await ok(s.client, 'kill_sandbox', { sandbox_id: killed });
     await waitFor(() => pids.every((pid) => !isRunning(pid)), 'both keepers to end (kill_sandbox, the deadline)');
     const sent = await Promise.all(storms.map((st) => st.stop()));
