@@ -170,7 +170,7 @@ describe('shell into a local sandbox', () => {
 
   it('puts the person terminal in raw mode and restores it on every way out', async () => {
     const wrapper = (id: string) =>
-      openTerminal('/bin/sh', ['-c', '"$0" "$1" shell "$2"; echo "CLI_EXIT=$?"; stty -a', process.execPath, HOST_JS, id]);
+      openTerminal('/bin/sh', ['-c', '"$0" "$1" shell "$2"; echo "CLI_EXIT=$?"; stty -a; echo STTY_DONE', process.execPath, HOST_JS, id]);
     const cooked = (out: string) => {
       const flags = out.slice(out.indexOf('CLI_EXIT='));
       return /(^|\s)icanon(\s|;|$)/m.test(flags) && /(^|\s)echo(\s|;|$)/m.test(flags);
@@ -186,6 +186,8 @@ describe('shell into a local sandbox', () => {
     expect(await ask(a, 'AFTER', 'interrupted')).toBe('interrupted');
     a.type('exit 3\r');
     await a.exited;
+    // The pty may report the exit before the last of its output: stty's lines end with the marker.
+    await a.expect(/STTY_DONE/);
     expect(a.output()).toMatch(/CLI_EXIT=3\r*\n/);
     expect(cooked(a.output())).toBe(true);
 
@@ -195,6 +197,7 @@ describe('shell into a local sandbox', () => {
     await ask(b, 'READY', 'yes');
     await provider.kill(doomed);
     await b.exited;
+    await b.expect(/STTY_DONE/);
     expect(b.output()).toMatch(/CLI_EXIT=(\d+)/);
     expect(b.output()).not.toMatch(/CLI_EXIT=0\r*\n/);
     expect(cooked(b.output())).toBe(true);
