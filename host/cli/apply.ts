@@ -18,7 +18,7 @@ import { WORKSPACE_LIMITS } from '../../shared/protocol.js';
 import type { SandboxRef } from '../providers/sandbox-ref.js';
 import type { ServerDeps } from '../mcp/server-deps.js';
 import { computeWorkspaceChanges, type ReportedChange } from '../tasks/workspace-changes.js';
-import { BeneathDir, BeneathError } from '../util/beneath.js';
+import { BeneathDir, BeneathError, entryNames } from '../util/beneath.js';
 import { isSafeRelativePath, readNewContent, refused, type NewContent } from './apply-content.js';
 import { commitToBranch } from './apply-git.js';
 
@@ -235,7 +235,7 @@ function ownerToGive(root: BeneathDir): { uid: number; gid: number } | null {
 function makeDirectory(root: BeneathDir, rel: string, owner: { uid: number; gid: number } | null): BeneathDir {
   let dir = root.reopen();
   try {
-    for (const name of rel === '' ? [] : rel.split('/')) {
+    for (const name of entryNames(rel)) {
       const st = dir.lstat(name);
       if (!st) {
         dir.makeDir(name, 0o755);

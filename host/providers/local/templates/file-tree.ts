@@ -35,17 +35,21 @@ export function treeSizeBytes(root: string): number {
       if (st.isDirectory()) {
         total += st.size;
         if (st.dev === rootDev) stack.push(path);
-      } else if (st.nlink > 1) {
-        const key = `${st.dev}:${st.ino}`;
-        if (seen.has(key)) continue;
-        seen.add(key);
-        total += st.size;
       } else {
-        total += st.size;
+        total += bytesOnce(st, seen);
       }
     }
   }
   return total;
+}
+
+/** The bytes an entry that is not a directory adds to a tree's size: its inode's once (`seen` holds the hard-linked ones counted). */
+export function bytesOnce(st: Stats, seen: Set<string>): number {
+  if (st.nlink <= 1) return st.size;
+  const key = `${st.dev}:${st.ino}`;
+  if (seen.has(key)) return 0;
+  seen.add(key);
+  return st.size;
 }
 
 /** Most symlinks followed resolving one path, as the kernel's own bound (ELOOP past it). */

@@ -29,6 +29,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { BeneathError, type BeneathDir } from '../../../util/beneath.js';
 import { ProviderError } from '../../provider-error.js';
 import type { CopyMeta } from './copy-meta.js';
+import { bytesOnce } from './file-tree.js';
 
 const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = constants;
 
@@ -374,13 +375,8 @@ export function bytesBeneath(dir: BeneathDir, rules: CopyRules | undefined, seen
         continue;
       }
       total += sub.use((d) => bytesBeneath(d, child, seen));
-    } else if (st.nlink > 1 && !st.isSymbolicLink()) {
-      const key = `${st.dev}:${st.ino}`;
-      if (seen.has(key)) continue;
-      seen.add(key);
-      total += st.size;
     } else {
-      total += st.size;
+      total += st.isSymbolicLink() ? st.size : bytesOnce(st, seen);
     }
   }
   return total;
