@@ -128,14 +128,11 @@ function openTree(hostPath: string): BeneathDir {
 
 /** Copies the tree the sandbox controls at `hostPath` into `to` (layer-copy.ts); resolves its top's status. */
 async function copyTree(hostPath: string, to: string, rules: CopyRules | undefined, copy: LayerCopy, shownAt: string): Promise<Stats> {
-  const dir = openTree(hostPath);
-  // Held open until the copy is done (not `use`, which would close it at the copy's first await).
-  try {
+  // Held open until the copy is done.
+  return openTree(hostPath).useAsync(async (dir) => {
     await copyBeneath(dir, to, rules, copy, shownAt);
     return fstatSync(dir.fd);
-  } finally {
-    dir.close();
-  }
+  });
 }
 
 /**
