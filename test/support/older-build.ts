@@ -1,9 +1,12 @@
 // A build of an earlier revision of this repository (a server, keeper and agent from before a
 // change), made from git history the way the benchmarks' SANDBOX_MCP_BENCH_BASELINE is: `git
 // archive` of the revision beside links to this checkout's node_modules, then its own build. Kept
-// in the temp directory by revision, so a second test file reuses it. Needs the repository's git
-// history (a prerequisite: a failure with its fix, never a skip).
+// in the temp directory by revision and checkout (its links lead into this checkout: one made by
+// another checkout, since removed, would have dangling ones), under a prefix of its own so
+// readable-build.ts's sweeper of its copies never takes it; a second test file reuses it. Needs the
+// repository's git history (a prerequisite: a failure with its fix, never a skip).
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,7 +20,8 @@ export const BEFORE_RESIDENT = '8f4fff6';
 
 /** The dist/ directory of a build of `revision` (built on first use). */
 export function olderBuild(revision: string = BEFORE_RESIDENT): string {
-  const root = join(tmpdir(), `sandbox-mcp-build-${revision}`);
+  const checkout = createHash('sha256').update(REPO).digest('hex').slice(0, 12);
+  const root = join(tmpdir(), `sandbox-mcp-older-${revision}-${checkout}`);
   const dist = join(root, 'dist');
   if (existsSync(join(dist, 'host.js')) && existsSync(join(dist, 'keeper.js'))) return dist;
   let archive: Buffer;
