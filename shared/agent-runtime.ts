@@ -51,3 +51,12 @@ export function nodeScriptArgs(argv: readonly string[]): string[] {
  * command's, whose node would fill the agent's cache folder with its own scripts.
  */
 export const AGENT_COMPILE_CACHE_VAR = 'NODE_COMPILE_CACHE';
+
+/**
+ * `node -e` text (no single quote) installing the agent with node alone, for a root without the
+ * programs a shell would use (mkdir, cat, mv): writes stdin beside argv[1] under a temporary name
+ * and renames it there (another process never runs a half-written agent).
+ */
+export const AGENT_INSTALL_WITH_NODE =
+  'const fs = require("fs"); const f = process.argv[1]; const t = f + "." + process.pid; ' +
+  'fs.mkdirSync(require("path").dirname(f), { recursive: true }); fs.writeFileSync(t, fs.readFileSync(0)); fs.renameSync(t, f);';

@@ -20,6 +20,7 @@ import type { AgentChannel, Provider } from '../providers/provider.js';
 import { RESIDENT_UNREACHABLE } from '../providers/resident-channel.js';
 import { AGENT_INSTALL_DIR, type AgentBundle } from '../providers/agent-bundle.js';
 import { definedFields } from '../util/defined-fields.js';
+import { AGENT_INSTALL_WITH_NODE } from '../../shared/agent-runtime.js';
 
 // A shell exit status no node or agent uses: "this agent build is not installed here".
 const EXIT_AGENT_MISSING = 197;
@@ -77,11 +78,6 @@ const RETRIED_WHEN_LOST: ReadonlySet<OpName> = new Set(['hello', 'get', 'list', 
 export type AgentResult<Op extends OpName> = ReturnType<(typeof RESULT_SCHEMAS)[Op]['parse']>;
 
 /** Sends protocol requests to the agent inside a sandbox through a provider's exec. */
-/** node -e text (no single quote): writes stdin beside argv[1] under a temporary name and renames it there. */
-const INSTALL_WITH_NODE =
-  'const fs = require("fs"); const f = process.argv[1]; const t = f + "." + process.pid; ' +
-  'fs.mkdirSync(require("path").dirname(f), { recursive: true }); fs.writeFileSync(t, fs.readFileSync(0)); fs.renameSync(t, f);';
-
 export class AgentClient {
   // One install per sandbox at a time (concurrent calls into a fresh sandbox share it), and a
   // count of completed installs so a call that raced one does not install again.
@@ -236,7 +232,7 @@ export class AgentClient {
    */
   private async installWithNode(provider: Provider, sandboxId: string, isResidentStartSkipped: boolean): Promise<void> {
     const file = `"$HOME/${AGENT_INSTALL_DIR}/${this.bundle.fileName}"`;
-    const r = await provider.exec(sandboxId, `exec ${provider.agentNode} -e '${INSTALL_WITH_NODE}' ${file}`, {
+    const r = await provider.exec(sandboxId, `exec ${provider.agentNode} -e '${AGENT_INSTALL_WITH_NODE}' ${file}`, {
       timeoutS: 60,
       role: 'service',
       stdin: this.bundle.bytes,

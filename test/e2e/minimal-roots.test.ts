@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectStdio, ok, toolError, type StdioServer } from '../support/built-server.js';
 import { requireSandboxes } from '../support/prerequisites.js';
-import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { destroyStateDir, residentRecordOf, tempStateDir } from '../support/state-dir.js';
 import { layerRoot } from '../../host/providers/local/templates/store.js';
 import { hostProgram, writeTestTemplate } from '../support/test-template.js';
 import { waitFor } from '../support/wait.js';
@@ -42,6 +42,9 @@ afterAll(async () => {
 describe('a sandbox on a root with only a shell', () => {
   it('runs commands and tasks, and a file tool needing a missing program says which', async () => {
     const { sandbox_id } = await ok(s.client, 'create_sandbox', { template: 'shell-only', timeout: 300 });
+    // Its resident agent runs on the agent runtime (the server's node, bound in), installed by that
+    // node where the root has no mkdir, cat or mv.
+    await waitFor(() => residentRecordOf(stateDir, sandbox_id)?.resident, 'the resident to run');
     expect(await ok(s.client, 'run_command', { sandbox_id, command: 'echo "hi $HOME"; command -v cat || echo no-cat' })).toMatchObject({
       exit_code: 0,
       stdout: 'hi /home/user\nno-cat\n',
@@ -62,6 +65,7 @@ describe('a sandbox on a root with only a shell', () => {
 describe('a sandbox on a root with only a static shell', () => {
   it('runs commands and tasks with no loader or libc in the root, and writes a file', async () => {
     const { sandbox_id } = await ok(s.client, 'create_sandbox', { template: 'static-shell', timeout: 300 });
+    await waitFor(() => residentRecordOf(stateDir, sandbox_id)?.resident, 'the resident to run');
     const probe = await ok(s.client, 'run_command', {
       sandbox_id,
       command: 'echo "hi $HOME"; ls /usr/lib /lib64 2>&1 | head -3; readlink /bin/sh',

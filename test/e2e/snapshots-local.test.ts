@@ -322,7 +322,13 @@ describe('snapshot_sandbox of files the server may not copy', () => {
         secretDir +
         ' stateL && ' +
         '(while :; do mv state stateX; mv stateL state; mv state stateL; mv stateX state; done) </dev/null >/dev/null 2>&1 &';
-      const started = await run(s, sb.sandbox_id, `mkdir -p ~/.local/state && echo decoy > ~/.local/state/secret && ${swap}`);
+      // A plain exec (background_after 0): a promotable one keeps its task in the agent's state
+      // folder, ~/.local/state/sandbox-agent, which the loop moves away under it.
+      const started = await ok(s.client, 'run_command', {
+        sandbox_id: sb.sandbox_id,
+        command: `mkdir -p ~/.local/state && echo decoy > ~/.local/state/secret && ${swap}`,
+        background_after: 0,
+      });
       expect(started.exit_code, started.stderr).toBe(0);
       const failures: string[] = [];
       let made = 0;

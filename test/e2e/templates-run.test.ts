@@ -2,7 +2,8 @@
 // root and as an unprivileged user (nobody): create_sandbox lists this server's templates (read at
 // every tools/list) and runs on one; run_command, run_code, the file tools and tasks work there, as
 // root inside, on a template made in the test from host programs, python (with Debian's pip) and their
-// libraries — and no node; a system-wide pip install there is that sandbox's alone.
+// libraries — and no node — through the sandbox's resident agent; a system-wide pip install there
+// is that sandbox's alone.
 import { chownSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -11,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ok, startHttp, toolError, type HttpServer } from '../support/built-server.js';
 import { isRootOrSkipping, requireSandboxes } from '../support/prerequisites.js';
 import { BASIC_PROGRAMS, hostProgram, writeTestTemplate } from '../support/test-template.js';
+import { residentRecordOf } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
 const NOBODY = { uid: 65534, gid: 65534 };
@@ -109,6 +111,20 @@ describe.skipIf(!asRoot).each(users)('sandboxes on a template, server running as
       return view.state !== 'running';
     }, 'the task to finish');
     expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'line 1\nline 2\nline 3\nsetting=1\n' });
+
+    // The sandbox has a resident agent, on the agent runtime (the root has no node): agent calls are
+    // messages to it. Counted in the sandbox's pid namespace, which hands out pids in order: five
+    // get_task and a cancel start nothing (a per-call agent starts a shell and node, and node's
+    // threads, for each), once the supervisor the resident boots after a start is waiting.
+    await waitFor(() => residentRecordOf(stateDir, id)?.resident, 'the resident to run');
+    const probe = async (command: string) =>
+      (await ok(client, 'run_command', { sandbox_id: id, command, background_after: 0 })).stdout as string;
+    await waitFor(async () => /\.warm-\d+\.reserve/.test(await probe('ls -a ~/.local/state/sandbox-agent')), 'a supervisor booted ahead');
+    const before = Number(await probe('echo $$'));
+    for (let i = 0; i < 5; i++) await ok(client, 'get_task', { sandbox_id: id, task_id: task.task_id });
+    await ok(client, 'cancel_task', { sandbox_id: id, task_id: task.task_id });
+    expect(Number(await probe('echo $$')) - before).toBeLessThanOrEqual(2);
+    expect(residentRecordOf(stateDir, id)).toMatchObject({ restarts: 0 });
     await ok(client, 'kill_sandbox', { sandbox_id: id });
   });
 

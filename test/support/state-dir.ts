@@ -1,8 +1,10 @@
 // A private state directory per test file for local sandboxes, and its complete removal.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { ResidentRecord } from '../../host/providers/local/keeper/resident.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
+import { RESIDENT_FILE } from '../../host/providers/local/sandbox/state-dir.js';
 
 /** A fresh private state directory (0700, this user's). */
 export function tempStateDir(): string {
@@ -19,5 +21,14 @@ export async function destroyStateDir(stateDir: string): Promise<void> {
   } finally {
     await provider.close();
     rmSync(stateDir, { recursive: true, force: true });
+  }
+}
+
+/** The resident.json a local sandbox's keeper wrote in `stateDir` (by MCP or provider id); null before it wrote one. */
+export function residentRecordOf(stateDir: string, sandboxId: string): ResidentRecord | null {
+  try {
+    return JSON.parse(readFileSync(join(stateDir, 'local', sandboxId.replace(/^local:/, ''), RESIDENT_FILE), 'utf8')) as ResidentRecord;
+  } catch {
+    return null;
   }
 }

@@ -7,9 +7,9 @@ import { ProviderError } from '../../provider-error.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { cancelledBeforeStart, SANDBOX_HOME, type ExecRole } from '../../provider.js';
 import { hostResourcesError, LOCAL_DETAILS } from '../errors.js';
-import { buildEnterCommand, TEMPLATE_COMMAND_CAPS, type Command, type TemplateEntry } from '../launch/command-lines.js';
+import { buildEnterCommand, type Command, type TemplateEntry } from '../launch/command-lines.js';
 import { proxyEnvironment, sandboxPathFor } from '../launch/environment.js';
-import { helpersDir, isHelperArch, readHelper } from '../launch/perl-helpers.js';
+import { templateEntryOf } from '../launch/template-entry.js';
 import { preludeFor, REFUSED_EXIT, REFUSED_MESSAGE } from '../limits/entry-prelude.js';
 import { processLimitReached } from '../limits/notes.js';
 import { isStillAlive, sandboxGone, type LiveSandbox } from '../sandbox/registry.js';
@@ -67,11 +67,7 @@ export class CommandRunner {
 
   /** How commands enter `spec`'s sandbox when it runs on a template (helpers/enter.pl); undefined for a base sandbox. */
   templateEntry(spec: SandboxSpec): TemplateEntry | undefined {
-    if (!spec.root) return undefined;
-    if (!isHelperArch(process.arch))
-      throw new ProviderError('unsupported', { code: 'arch_unsupported', detail: LOCAL_DETAILS.archUnsupported });
-    const text = readHelper(helpersDir(this.settings.keeperScript), 'enter');
-    return { helper: { text, arch: process.arch }, keepCaps: TEMPLATE_COMMAND_CAPS[spec.root.mode] };
+    return templateEntryOf(spec, this.settings.keeperScript);
   }
 
   /**

@@ -317,9 +317,9 @@ function recordKeeper(keeper: KeeperState): KeeperReport {
  * call as a process of its own, as for a sandbox of an older keeper.
  */
 async function openResident(keeper: KeeperState): Promise<KeeperReport> {
-  // A template sandbox (a root of its own) keeps per-call agents for now: its commands enter the
-  // way root-run made them (not yet checked through the resident: e.g. its user-namespace rules).
-  if (keeper.spec.resident === false || keeper.spec.root !== undefined) return READY;
+  // A template sandbox has one too: it runs on the agent runtime (the server's node, bound in), so a
+  // root with no node, or nothing but a shell, has a resident like any other.
+  if (keeper.spec.resident === false) return READY;
   try {
     keeper.resident = await openResidentRelay({
       dir: keeper.dir,

@@ -19,8 +19,9 @@ import type { Readable, Writable } from 'node:stream';
 import { lineSplitter } from '../../../../shared/frame-lines.js';
 import { SANDBOX_HOME } from '../../provider.js';
 import { buildEnterCommand } from '../launch/command-lines.js';
+import { templateEntryOf } from '../launch/template-entry.js';
 import { envPrelude, exportScript, nodeBinDirsOf, sandboxPath, sandboxPathFor } from '../launch/environment.js';
-import { AGENT_COMPILE_CACHE_VAR, agentRuntimeArgv } from '../../../../shared/agent-runtime.js';
+import { AGENT_COMPILE_CACHE_VAR, AGENT_INSTALL_WITH_NODE, agentRuntimeArgv } from '../../../../shared/agent-runtime.js';
 import { preludeFor } from '../limits/entry-prelude.js';
 import { specNetwork, type SandboxSpec } from '../sandbox/spec.js';
 import { AGENT_SOCKET, RESIDENT_FILE, writePrivateFile } from '../sandbox/state-dir.js';
@@ -215,10 +216,16 @@ class ResidentKeeper {
     }
     const procsFiles = cgroups.map((d) => join(d, 'cgroup.procs'));
     const shell = spec.shell;
+    const node = residentNode(spec, nodePath).map(quote).join(' ');
+    // Installed with the root's mkdir, cat and mv where it has them, else by node itself (a
+    // template's root may hold nothing but a shell).
     const inner =
       `__f="$HOME/.sandbox-mcp/agent/${fileName}"; ` +
-      `[ -f "$__f" ] || { mkdir -p "\${__f%/*}" && cat <&${BUNDLE_FD} > "$__f.$$" && mv -f "$__f.$$" "$__f"; } || exit 126; ` +
-      `exec ${BUNDLE_FD}<&-; exec ${residentNode(spec, nodePath).map(quote).join(' ')} "$__f" serve`;
+      `if [ ! -f "$__f" ]; then ` +
+      `if command -v mkdir && command -v cat && command -v mv; then ` +
+      `mkdir -p "\${__f%/*}" && cat <&${BUNDLE_FD} > "$__f.$$" && mv -f "$__f.$$" "$__f"; ` +
+      `else ${node} -e '${AGENT_INSTALL_WITH_NODE}' "$__f" <&${BUNDLE_FD}; fi >/dev/null 2>&1 || exit 126; fi; ` +
+      `exec ${BUNDLE_FD}<&-; exec ${node} "$__f" serve`;
     const argv = [
       shell,
       '-c',
@@ -226,17 +233,18 @@ class ResidentKeeper {
       shell,
       inner,
     ];
-    const cmd = buildEnterCommand(
-      this.opts.pid1.pid,
-      argv,
-      spec.identity,
-      spec.tools,
-      joinsByDescriptor ? [] : procsFiles,
-      specNetwork(spec),
-    );
     const passFds: number[] = [];
     let child: ChildProcess;
     try {
+      const cmd = buildEnterCommand(
+        this.opts.pid1.pid,
+        argv,
+        spec.identity,
+        spec.tools,
+        joinsByDescriptor ? [] : procsFiles,
+        specNetwork(spec),
+        templateEntryOf(spec, keeperScript),
+      );
       if (joinsByDescriptor) for (const f of procsFiles) passFds.push(openSync(f, 'w'));
       child = spawn(cmd.file, cmd.args, {
         cwd: dir,
@@ -302,8 +310,9 @@ function residentEnv(spec: SandboxSpec, nodePath: string): Record<string, string
     HOME: SANDBOX_HOME,
     PATH: sandboxPathFor({ isTemplate: spec.root !== undefined, hasRuntime: spec.runtimeDir !== undefined }, nodeBinDirsOf(nodePath)),
     LANG: 'C.UTF-8',
-    USER: 'user',
-    LOGNAME: 'user',
+    // As every command's login environment: root in a template sandbox (whose files are root's).
+    USER: spec.root ? 'root' : 'user',
+    LOGNAME: spec.root ? 'root' : 'user',
     SHELL: spec.shell,
     // One malloc arena and one libuv worker: fewer threads count against the sandbox's process limit.
     MALLOC_ARENA_MAX: '2',
