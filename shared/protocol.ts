@@ -224,7 +224,8 @@ export const WorkspaceChangesRequestSchema = z.strictObject({
 // --- File operations (minor 7, resident only) ---------------------------------------------------
 // What the local provider's file scripts (host/providers/local/files/scripts.ts) do, run in the
 // resident with node's fs: the same checks in the same order, the same outcomes. Data travels as
-// base64 in the frame, at most FILE_CHUNK_MAX_BYTES a request; the host asks again for more.
+// base64 in the frame, at most FILE_CHUNK_MAX_BYTES a request (the local provider sends less and
+// moves larger data through its scripts: host/providers/local/files/resident-files.ts).
 
 /** The file operations (minor 7). */
 export const FILE_OP_NAMES = ['read_file', 'write_file', 'list_files'] as const;

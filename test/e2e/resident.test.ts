@@ -125,9 +125,10 @@ async function agentOnlyCalls(s: StdioServer, sandbox: string, hasResident: bool
 const FILE_ROUNDS = 3;
 
 /**
- * Every file tool, FILE_ROUNDS times over: a text file written, read back and listed, then 2.5 MiB
- * of every byte value uploaded in two appends (each larger than one resident frame's chunk) and
- * downloaded back in pages — 5 calls a round, 6 more at the end.
+ * Every file tool, FILE_ROUNDS times over: a text file written, read back, listed and appended to,
+ * then 256 KiB of every byte value uploaded in two appends and downloaded back in pages (what
+ * the resident moves itself: files/resident-files.ts RESIDENT_DATA_BYTES) — 5 calls a round, 6
+ * more at the end.
  */
 async function fileCalls(s: StdioServer, sandbox: string): Promise<void> {
   const at = { sandbox_id: sandbox };
@@ -145,7 +146,7 @@ async function fileCalls(s: StdioServer, sandbox: string): Promise<void> {
       size: 8,
     });
   }
-  const bytes = Buffer.alloc(2.5 * 1024 * 1024, 0);
+  const bytes = Buffer.alloc(256 * 1024, 0);
   for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 7 + (i >> 12)) & 255;
   const half = bytes.length / 2;
   for (const [offset, append] of [
@@ -157,7 +158,7 @@ async function fileCalls(s: StdioServer, sandbox: string): Promise<void> {
   }
   const pages: Buffer[] = [];
   for (let offset = 0; offset < bytes.length;) {
-    const page = await ok(s.client, 'download_file', { ...at, path: 'files/blob', offset, length: 2 * 1024 * 1024 });
+    const page = await ok(s.client, 'download_file', { ...at, path: 'files/blob', offset, length: 100_000 });
     expect(page).toMatchObject({ size: bytes.length, offset });
     pages.push(Buffer.from(page.data_base64 as string, 'base64'));
     offset += page.bytes as number;

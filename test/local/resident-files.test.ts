@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ResidentRecord } from '../../host/providers/local/keeper/resident.js';
+import { RESIDENT_DATA_BYTES } from '../../host/providers/local/files/resident-files.js';
 import { RESIDENT_FILE } from '../../host/providers/local/sandbox/state-dir.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
@@ -167,7 +168,13 @@ describe('file operations through the resident, against the scripts', () => {
     for (const [path, text, append] of writes) await write(path, text, append);
     await sh('chmod 600 d/wonly');
     for (const path of ['d/new', 'd/x/y/z', 'd/appended', 'd/wonly', 'd/a', 'd/missing-target', 'd/empty']) await read(path);
-    // Bytes of every value, more than one of the resident's chunks, replaced and appended.
+    // Bytes of every value: as much as the resident moves itself, and more (the script moves it, or
+    // reads on), replaced and appended.
+    const most = Buffer.alloc(RESIDENT_DATA_BYTES, 0xa5);
+    await write('d/most', most);
+    await read('d/most');
+    await write('d/most', 'x', true);
+    await read('d/most', { offset: 1 });
     const bytes = Buffer.alloc(2 * MIB + 5);
     for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 31 + (i >> 10)) & 255;
     await write('d/big', bytes);

@@ -42,10 +42,18 @@ export class SandboxFiles {
     const sb = await this.registry.require(sandboxId);
     const through = await this.residentFiles(sb, 'read_file');
     const viaResident = through && (await through.read(abs, offset, opts.length ?? READ_CAP_BYTES));
-    if (viaResident && viaResident !== FALLBACK) return viaResident;
-    const length = opts.length === undefined ? '' : String(opts.length);
-    const r = await this.runScript(sb, READ_SCRIPT, [abs, String(offset), length], {
-      maxOutputBytes: opts.length ?? READ_CAP_BYTES,
+    if (viaResident && viaResident !== FALLBACK) {
+      if (!viaResident.rest) return { data: viaResident.data, size: viaResident.size };
+      // A large file: the script reads on from there (the size stays the one first seen).
+      const more = await this.readByScript(sb, abs, viaResident.rest.offset, viaResident.rest.length);
+      return { data: Buffer.concat([viaResident.data, more.data]), size: viaResident.size };
+    }
+    return this.readByScript(sb, abs, offset, opts.length);
+  }
+
+  private async readByScript(sb: LiveSandbox, abs: string, offset: number, length: number | undefined): Promise<ReadFileResult> {
+    const r = await this.runScript(sb, READ_SCRIPT, [abs, String(offset), length === undefined ? '' : String(length)], {
+      maxOutputBytes: length ?? READ_CAP_BYTES,
     });
     const size = Number(r.meta.toString().trim());
     if (!Number.isSafeInteger(size)) throw new ProviderError('internal');
@@ -58,13 +66,9 @@ export class SandboxFiles {
     const abs = resolveSandboxPath(path);
     const sb = await this.registry.require(sandboxId);
     const through = await this.residentFiles(sb, 'write_file');
-    let rest = { data, append: opts.append === true };
-    if (through) {
-      const written = await through.write(abs, data, rest.append);
-      if ('size' in written) return written;
-      rest = written.fallback;
-    }
-    const r = await this.runScript(sb, WRITE_SCRIPT, [abs, rest.append ? 'a' : 'w'], { stdin: rest.data, maxOutputBytes: 0 });
+    const written = through && (await through.write(abs, data, opts.append === true));
+    if (written && written !== FALLBACK) return written;
+    const r = await this.runScript(sb, WRITE_SCRIPT, [abs, opts.append ? 'a' : 'w'], { stdin: data, maxOutputBytes: 0 });
     const size = Number(r.meta.toString().trim());
     if (!Number.isSafeInteger(size)) throw new ProviderError('internal');
     return { size };

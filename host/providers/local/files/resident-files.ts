@@ -1,14 +1,13 @@
 // read_file, write_file and list_files through the sandbox's resident agent (agent/ops/files.ts):
 // the file scripts' work (scripts.ts) done by a process already in the sandbox, as its user, with
-// no process started. Data travels in frames, at most FILE_CHUNK_MAX_BYTES each way per request: a
-// larger read or write is several requests, each bounded, in order. Outcomes map to the very
+// no process started. Data travels in frames as base64, at most RESIDENT_DATA_BYTES a call: a
+// larger write is the script's, a larger read the script's from there on. Outcomes map to the very
 // errors the scripts' exit statuses do (fileStatusError). Where the resident cannot do it, the
 // answer is 'fallback' and the caller runs the script: the resident never got the request (its
-// outcome is nothing), or lost it where doing it again is harmless (a read, a listing, a whole
-// write that replaces), or the listing is too large for a frame. An append the resident lost is
+// outcome is nothing), or lost it where doing it again is harmless (a read, a listing, a write
+// that replaces), or the listing is too large for a frame. An append the resident lost is
 // agent_lost: it may have happened.
 import {
-  FILE_CHUNK_MAX_BYTES,
   ListFilesResultSchema,
   PROTOCOL_VERSION,
   ReadFileResultSchema,
@@ -25,6 +24,13 @@ import { FILE_STATUS, fileStatusError, parseListing } from './scripts.js';
 
 /** The caller runs the file script instead (see the module comment). */
 export const FALLBACK = 'fallback';
+
+/**
+ * The most file data one call moves through the resident; beyond, the script moves it (a read: the
+ * rest of it). Through frames each MiB costs some 12 ms of CPU more than through a script's pipe
+ * (base64, JSON and the relay on the way; docs/performance.md), which costs 8-10 ms a call.
+ */
+export const RESIDENT_DATA_BYTES = 256 * 1024;
 
 /** The file scripts' exit status for each of the resident's outcomes. */
 const STATUS_OF: Record<FileFailure, number> = {
@@ -44,54 +50,42 @@ export class ResidentFiles {
     private readonly deadlineMs: number,
   ) {}
 
-  /** At most `limit` bytes from `offset`, with the size the file had when first opened. */
-  async read(path: string, offset: number, limit: number): Promise<{ data: Buffer; size: number } | typeof FALLBACK> {
-    const chunks: Buffer[] = [];
-    let got = 0;
-    let size: number | undefined;
-    for (;;) {
-      const want = Math.min(FILE_CHUNK_MAX_BYTES, limit - got);
-      const answer = await this.ask({ protocol: PROTOCOL_VERSION, op: 'read_file', path, offset: offset + got, length: want });
-      if (answer === 'unreachable' || answer === 'lost') return FALLBACK;
-      const r = this.parse(ReadFileResultSchema, answer);
-      if (r === FALLBACK) return FALLBACK;
-      if (r.status !== 'ok') throw this.failure(r.status);
-      const data = Buffer.from(r.data_b64, 'base64');
-      if (data.length > want) throw outsideProtocol();
-      size ??= r.size;
-      chunks.push(data);
-      got += data.length;
-      // Fewer bytes than asked: the end of the file.
-      if (data.length < want || got >= limit) return { data: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks), size };
-    }
+  /**
+   * At most `limit` bytes from `offset`, with the size the file had when opened: the resident reads
+   * the first RESIDENT_DATA_BYTES; `rest` is set when the caller is to read on from there (the file
+   * has more, and more is wanted).
+   */
+  async read(
+    path: string,
+    offset: number,
+    limit: number,
+  ): Promise<{ data: Buffer; size: number; rest?: { offset: number; length: number } } | typeof FALLBACK> {
+    const want = Math.min(RESIDENT_DATA_BYTES, limit);
+    const answer = await this.ask({ protocol: PROTOCOL_VERSION, op: 'read_file', path, offset, length: want });
+    if (answer === 'unreachable' || answer === 'lost') return FALLBACK;
+    const r = this.parse(ReadFileResultSchema, answer);
+    if (r === FALLBACK) return FALLBACK;
+    if (r.status !== 'ok') throw this.failure(r.status);
+    const data = Buffer.from(r.data_b64, 'base64');
+    if (data.length > want) throw outsideProtocol();
+    // Fewer bytes than asked: the end of the file.
+    if (data.length < want || want === limit) return { data, size: r.size };
+    return { data, size: r.size, rest: { offset: offset + want, length: limit - want } };
   }
 
   /**
-   * Writes (or appends) `data`; the file's size after. Past the first chunk the rest is appended.
-   * A fallback says what the script still has to write, and how.
+   * Writes (or appends) `data`, at most RESIDENT_DATA_BYTES; the file's size after, or FALLBACK
+   * for the script to write it all (never sent, or a replacing write lost: doing it again is harmless).
    */
-  async write(path: string, data: Buffer, append: boolean): Promise<{ size: number } | { fallback: { data: Buffer; append: boolean } }> {
-    let done = 0;
-    for (;;) {
-      const chunk = data.subarray(done, done + FILE_CHUNK_MAX_BYTES);
-      const chunkAppends = append || done > 0;
-      const answer = await this.ask({
-        protocol: PROTOCOL_VERSION,
-        op: 'write_file',
-        path,
-        append: chunkAppends,
-        data_b64: chunk.toString('base64'),
-      });
-      if (answer === 'lost' && append) throw channelFailure(new ResidentLost('lost'));
-      // Never sent: the script writes the rest the same way. Lost, replacing: the script writes it all again.
-      if (answer === 'unreachable') return { fallback: { data: data.subarray(done), append: chunkAppends } };
-      if (answer === 'lost') return { fallback: { data, append: false } };
-      const r = this.parse(WriteFileResultSchema, answer);
-      if (r === FALLBACK) return { fallback: { data: data.subarray(done), append: chunkAppends } };
-      if (r.status !== 'ok') throw this.failure(r.status);
-      done += chunk.length;
-      if (done >= data.length) return { size: r.size };
-    }
+  async write(path: string, data: Buffer, append: boolean): Promise<{ size: number } | typeof FALLBACK> {
+    if (data.length > RESIDENT_DATA_BYTES) return FALLBACK;
+    const answer = await this.ask({ protocol: PROTOCOL_VERSION, op: 'write_file', path, append, data_b64: data.toString('base64') });
+    if (answer === 'lost' && append) throw channelFailure(new ResidentLost('lost'));
+    if (answer === 'unreachable' || answer === 'lost') return FALLBACK;
+    const r = this.parse(WriteFileResultSchema, answer);
+    if (r === FALLBACK) return FALLBACK;
+    if (r.status !== 'ok') throw this.failure(r.status);
+    return { size: r.size };
   }
 
   /** At most `maxEntries` entries, `depth` levels deep, as parseListing has them. */
