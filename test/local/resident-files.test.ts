@@ -166,6 +166,18 @@ describe('file operations through the resident, against the scripts', () => {
       ['d/empty', '', false],
     ];
     for (const [path, text, append] of writes) await write(path, text, append);
+    // Made by the sandbox user (each sandbox's own uid, as its commands run), with the same modes
+    // (the resident's umask is the scripts').
+    const owners = await same(async (p, id) =>
+      (
+        await p.exec(id, 'u=$(id -u):$(id -g); stat -c "%n %u:%g %a" d/new d/x d/x/y d/x/y/z d/appended d/empty | sed "s/ $u / user /"', {
+          timeoutS: 10,
+        })
+      ).stdout.toString(),
+    );
+    expect(owners).toEqual({
+      value: 'd/new user 644\nd/x user 755\nd/x/y user 755\nd/x/y/z user 644\nd/appended user 644\nd/empty user 644\n',
+    });
     await sh('chmod 600 d/wonly');
     for (const path of ['d/new', 'd/x/y/z', 'd/appended', 'd/wonly', 'd/a', 'd/missing-target', 'd/empty']) await read(path);
     // Bytes of every value: as much as the resident moves itself, and more (the script moves it, or
