@@ -51,6 +51,7 @@ export class SandboxFiles {
     return this.readByScript(sb, abs, offset, opts.length);
   }
 
+  /** READ_SCRIPT's bytes from `offset` (to the end, capped, or `length`) and the size it saw. */
   private async readByScript(sb: LiveSandbox, abs: string, offset: number, length: number | undefined): Promise<ReadFileResult> {
     const r = await this.runScript(sb, READ_SCRIPT, [abs, String(offset), length === undefined ? '' : String(length)], {
       maxOutputBytes: length ?? READ_CAP_BYTES,
