@@ -174,11 +174,12 @@ export function writeFileOp(p: string, data: Buffer, append: boolean): Promise<F
     try {
       if (!fstatSync(opened).isFile()) fail('not_regular');
       // As the script's `cat > /proc/self/fd/5` (or `>>`): the very file checked, opened again to
-      // write, truncated unless appending.
+      // write, truncated unless appending. Non-blocking here too: a lease a process inside took
+      // meanwhile fails the open (EWOULDBLOCK) instead of holding the resident until it is broken.
       const self = `/proc/self/fd/${opened}`;
       let out: number | undefined;
       try {
-        out = openSync(self, O_WRONLY | O_CREAT | O_NOCTTY | (append ? O_APPEND : O_TRUNC), 0o666);
+        out = openSync(self, O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | (append ? O_APPEND : O_TRUNC), 0o666);
         for (let done = 0; done < data.length;) done += writeSync(out, data, done, data.length - done);
       } catch {
         fail(may(self, W_OK) ? 'no_space' : 'permission');
