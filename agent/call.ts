@@ -5,6 +5,7 @@ import { LIMITS } from '../shared/limits.js';
 import {
   decodeRequest,
   describeIssue,
+  FILE_OP_NAMES,
   OP_NAMES,
   PROTOCOL_MINOR,
   PROTOCOL_VERSION,
@@ -18,6 +19,7 @@ import type { AbortReason } from '../shared/resident.js';
 import { AgentFailure, debug } from './errors.js';
 import { readInputData } from './input-data.js';
 import { cancelTask, type CancelWatcher } from './ops/cancel.js';
+import { listFilesOp, readFileOp, writeFileOp } from './ops/files.js';
 import { getTask } from './ops/get.js';
 import { sendInput } from './ops/input.js';
 import { listTasks } from './ops/list.js';
@@ -70,9 +72,9 @@ export async function handleCall(arg: string | undefined): Promise<AgentResponse
   return handleRequest(input, { timings: readTimings(process.env) });
 }
 
-/** The ops this agent answers in `ctx`: the resident runs exec, and leaves selftest to `agent.cjs call`. */
+/** The ops this agent answers in `ctx`: the resident runs exec and the file ops, and leaves selftest to `agent.cjs call`. */
 export function opsServed(ctx: RequestContext): string[] {
-  return ctx.resident ? [...OP_NAMES.filter((op) => op !== 'selftest'), 'exec'] : [...OP_NAMES];
+  return ctx.resident ? [...OP_NAMES.filter((op) => op !== 'selftest'), 'exec', ...FILE_OP_NAMES] : [...OP_NAMES];
 }
 
 /** What `hello` answers in `ctx`. */
@@ -171,6 +173,17 @@ export async function handleRequest(input: unknown, ctx: RequestContext): Promis
       }
       case 'selftest':
         return { protocol: PROTOCOL_VERSION, ok: true, result: await runSelftest() };
+      // The file operations (minor 7, ops/files.ts).
+      case 'read_file':
+        return { protocol: PROTOCOL_VERSION, ok: true, result: await readFileOp(req.path, req.offset, req.length) };
+      case 'write_file':
+        return {
+          protocol: PROTOCOL_VERSION,
+          ok: true,
+          result: await writeFileOp(req.path, Buffer.from(req.data_b64, 'base64'), req.append),
+        };
+      case 'list_files':
+        return { protocol: PROTOCOL_VERSION, ok: true, result: await listFilesOp(req.path, req.depth, req.max_entries) };
     }
   } catch (err) {
     if (err instanceof AgentFailure) return fail(err.code, err.message);

@@ -14,19 +14,21 @@ export const PROTOCOL_VERSION = 1;
  * (TASK_ENV_PREFIX); 3 added `data_on_stdin` on `input`; 4 added `workspace_changes`; 5 added the
  * resident agent (`serve`, shared/resident.ts) with its `exec` op, `env`, `inherit_env` and
  * `bounds` on `start`, and the errors `process_limit` and `cwd_not_found`; 6 added the tails of
- * capped streams (`tail_bytes` on `get`, `stdout_tail` and `stderr_tail` in its view). Requests
- * carry only the major; `hello` reports the minor.
+ * capped streams (`tail_bytes` on `get`, `stdout_tail` and `stderr_tail` in its view); 7 added the
+ * resident's file operations (`read_file`, `write_file`, `list_files`). Requests carry only the
+ * major; `hello` reports the minor.
  */
-export const PROTOCOL_MINOR = 6;
+export const PROTOCOL_MINOR = 7;
 
 /** The operations of `agent.cjs call`, in the order the protocol documentation lists them. */
 export const OP_NAMES = ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'workspace_changes', 'selftest'] as const;
 
 /**
  * The operations only the resident agent serves (minor 5): `exec` runs a command and waits for it,
- * which needs a process that outlives the request's own.
+ * which needs a process that outlives the request's own; the file operations (minor 7,
+ * FILE_OP_NAMES) carry their data in the frame, which no command line holds.
  */
-export const RESIDENT_ONLY_OP_NAMES = ['exec'] as const;
+export const RESIDENT_ONLY_OP_NAMES = ['exec', 'read_file', 'write_file', 'list_files'] as const;
 export type OpName = (typeof OP_NAMES)[number] | (typeof RESIDENT_ONLY_OP_NAMES)[number];
 
 /** The operations of minor version 0: what an agent whose `hello` reports no `ops` understands. */
@@ -219,6 +221,81 @@ export const WorkspaceChangesRequestSchema = z.strictObject({
   max_patch_bytes: z._default(int(0, WORKSPACE_LIMITS.maxPatchBytes), WORKSPACE_LIMITS.defaultPatchBytes),
 });
 
+// --- File operations (minor 7, resident only) ---------------------------------------------------
+// What the local provider's file scripts (host/providers/local/files/scripts.ts) do, run in the
+// resident with node's fs: the same checks in the same order, the same outcomes. Data travels as
+// base64 in the frame, at most FILE_CHUNK_MAX_BYTES a request (the local provider sends less and
+// moves larger data through its scripts: host/providers/local/files/resident-files.ts).
+
+/** The file operations (minor 7). */
+export const FILE_OP_NAMES = ['read_file', 'write_file', 'list_files'] as const;
+
+/** The most bytes of file data one read_file answer or write_file request carries (its base64 fits a frame). */
+export const FILE_CHUNK_MAX_BYTES = 1024 * 1024;
+
+/** The most bytes of a list_files listing one answer carries; a longer one is answered `too_large`. */
+export const FILE_LISTING_MAX_BYTES = 2 * 1024 * 1024;
+
+/** A path in the sandbox's view: absolute, without NUL (the host resolved it). */
+const FilePathSchema = z.string().check(
+  z.minLength(1),
+  z.maxLength(64 * 1024),
+  z.refine((p) => p.startsWith('/') && !p.includes('\0')),
+);
+
+/** Reads at most `length` bytes of a regular file from `offset`, with the file's size. */
+export const ReadFileRequestSchema = z.strictObject({
+  protocol: anyInt(),
+  op: z.literal('read_file'),
+  path: FilePathSchema,
+  offset: int(0, Number.MAX_SAFE_INTEGER),
+  length: int(0, FILE_CHUNK_MAX_BYTES),
+});
+
+/** Writes (or with `append` appends) the bytes of `data_b64` to a regular file, creating its parent directories. */
+export const WriteFileRequestSchema = z.strictObject({
+  protocol: anyInt(),
+  op: z.literal('write_file'),
+  path: FilePathSchema,
+  append: z.boolean(),
+  data_b64: z.string().check(z.maxLength(Math.ceil(FILE_CHUNK_MAX_BYTES / 3) * 4)),
+});
+
+/** Lists a directory breadth first, `depth` levels, at most `max_entries` entries. */
+export const ListFilesRequestSchema = z.strictObject({
+  protocol: anyInt(),
+  op: z.literal('list_files'),
+  path: FilePathSchema,
+  depth: int(1, 64),
+  max_entries: int(1, 1_000_000),
+});
+
+/** Why a file operation did nothing (or, for a write, stopped): the file scripts' exit statuses. */
+export const FILE_FAILURES = ['not_found', 'is_directory', 'not_regular', 'permission', 'not_directory', 'no_space'] as const;
+export type FileFailure = (typeof FILE_FAILURES)[number];
+const FileFailureSchema = z.strictObject({ status: z.enum(FILE_FAILURES) });
+
+export const ReadFileResultSchema = z.union([
+  z.strictObject({ status: z.literal('ok'), size: nonNegInt(), data_b64: z.string() }),
+  FileFailureSchema,
+]);
+export type FileReadAnswer = z.infer<typeof ReadFileResultSchema>;
+export const WriteFileResultSchema = z.union([z.strictObject({ status: z.literal('ok'), size: nonNegInt() }), FileFailureSchema]);
+export type FileWriteAnswer = z.infer<typeof WriteFileResultSchema>;
+/**
+ * A listing: records `type TAB size TAB mtime TAB path NUL`, as find's
+ * `-printf '%y\t%s\t%T@\t%p\0'` prints them, in base64 (paths are bytes). `too_large`: it
+ * would pass FILE_LISTING_MAX_BYTES.
+ */
+export const ListFilesResultSchema = z.union([
+  z.strictObject({ status: z.literal('ok'), listing_b64: z.string() }),
+  z.strictObject({ status: z.literal('too_large') }),
+  FileFailureSchema,
+]);
+export type FileListAnswer = z.infer<typeof ListFilesResultSchema>;
+
+// --- end of the file operations --------------------------------------------------------------------
+
 /** Any valid request; `op` selects the shape. */
 export const RequestSchema = z.discriminatedUnion('op', [
   HelloRequestSchema,
@@ -231,6 +308,9 @@ export const RequestSchema = z.discriminatedUnion('op', [
   WorkspaceChangesRequestSchema,
   SelftestRequestSchema,
   ExecRequestSchema,
+  ReadFileRequestSchema,
+  WriteFileRequestSchema,
+  ListFilesRequestSchema,
 ]);
 export type AgentRequest = z.infer<typeof RequestSchema>;
 /** A request as a caller writes it: defaults may be omitted. */
@@ -417,6 +497,9 @@ export const RESULT_SCHEMAS = {
   workspace_changes: WorkspaceChangesResultSchema,
   selftest: SelftestResultSchema,
   exec: ExecResultSchema,
+  read_file: ReadFileResultSchema,
+  write_file: WriteFileResultSchema,
+  list_files: ListFilesResultSchema,
 } as const satisfies Record<OpName, z.ZodMiniType>;
 
 /** Encodes a request for the command line: base64url of its JSON. */

@@ -121,6 +121,52 @@ async function agentOnlyCalls(s: StdioServer, sandbox: string, hasResident: bool
   });
 }
 
+/** Rounds of fileCalls. */
+const FILE_ROUNDS = 3;
+
+/**
+ * Every file tool, FILE_ROUNDS times over: a text file written, read back, listed and appended to,
+ * then 256 KiB of every byte value uploaded in two appends and downloaded back in pages (what
+ * the resident moves itself: files/resident-files.ts RESIDENT_DATA_BYTES) — 5 calls a round, 6
+ * more at the end.
+ */
+async function fileCalls(s: StdioServer, sandbox: string): Promise<void> {
+  const at = { sandbox_id: sandbox };
+  for (let i = 0; i < FILE_ROUNDS; i++) {
+    const path = `files/n${i}.txt`;
+    expect(await ok(s.client, 'write_file', { ...at, path, content: `line ${i}\n` })).toMatchObject({ bytes_written: 7 });
+    expect(await ok(s.client, 'read_file', { ...at, path })).toMatchObject({ content: `line ${i}\n`, size: 7, truncated: false });
+    expect((await ok(s.client, 'list_files', { ...at, path: 'files' })).entries).toHaveLength(i + 1);
+    expect((await ok(s.client, 'list_files', { ...at, path: '~', depth: 2 })).entries).toContainEqual(
+      expect.objectContaining({ path: `/home/user/${path}`, type: 'file', size: 7 }),
+    );
+    expect(
+      await ok(s.client, 'upload_file', { ...at, path, data_base64: Buffer.from('+').toString('base64'), append: true }),
+    ).toMatchObject({
+      size: 8,
+    });
+  }
+  const bytes = Buffer.alloc(256 * 1024, 0);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 7 + (i >> 12)) & 255;
+  const half = bytes.length / 2;
+  for (const [offset, append] of [
+    [0, false],
+    [half, true],
+  ] as const) {
+    const data_base64 = bytes.subarray(offset, offset + half).toString('base64');
+    expect(await ok(s.client, 'upload_file', { ...at, path: 'files/blob', data_base64, append })).toMatchObject({ size: offset + half });
+  }
+  const pages: Buffer[] = [];
+  for (let offset = 0; offset < bytes.length;) {
+    const page = await ok(s.client, 'download_file', { ...at, path: 'files/blob', offset, length: 100_000 });
+    expect(page).toMatchObject({ size: bytes.length, offset });
+    pages.push(Buffer.from(page.data_base64 as string, 'base64'));
+    offset += page.bytes as number;
+  }
+  expect(Buffer.concat(pages).equals(bytes)).toBe(true);
+  await ok(s.client, 'run_command', { ...at, command: 'rm -r files', background_after: 0 });
+}
+
 /**
  * Writes to the sandbox's cgroup.procs files while `calls` ran. A cgroup join is such a write
  * (cgroup v1: the entering shell writes its pid; v2: the join script), and every write(2) raises
@@ -161,6 +207,9 @@ describe('the resident agent (local)', () => {
     // No process for any agent call: only the second probe's own shell.
     expect(await agentOnlyCalls(s, sandbox, true)).toBeLessThanOrEqual(2);
     expect(residentOf(sandbox)).toMatchObject({ restarts: 0 });
+    // Nor for any file call (the resident's read_file, write_file and list_files): only the probe's
+    // own shell and the cleanup's (its shell and rm), where each entered with nsenter and a script.
+    expect(await processesStartedBy(s, sandbox, () => fileCalls(s, sandbox))).toBeLessThanOrEqual(4);
     // run_code is one command: its shell writes the file (no file operation entering with nsenter
     // and a shell script), the interpreter runs it without the variable that carried it, and the
     // file is gone. Each run takes three pids (the shell, bash and the trap's rm; the second probe one
@@ -199,6 +248,8 @@ describe('the resident agent (local)', () => {
     await everyAgentCall(without, plain);
     // A shell and node for each of the six agent calls.
     expect(await agentOnlyCalls(without, plain, false)).toBeGreaterThanOrEqual(12);
+    // A shell and its tools (stat, cat, head, tail, find) for each file call.
+    expect(await processesStartedBy(without, plain, () => fileCalls(without, plain))).toBeGreaterThanOrEqual(2 * 5 * FILE_ROUNDS);
     for (const [srv, id] of [
       [s, sandbox],
       [without, plain],

@@ -2,7 +2,7 @@
 // directory, the sandboxes a test file made (destroyed after it), and where their records live.
 import { join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
-import { createLocalProvider } from '../../host/providers/local/local-provider.js';
+import { createLocalProvider, type LocalProviderOpts } from '../../host/providers/local/local-provider.js';
 import { readKeeperRecord, type KeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { KEEPER_SCRIPT } from './paths.js';
@@ -31,8 +31,9 @@ export interface LocalSandboxes {
 /**
  * Registers beforeAll/afterAll for a file's local sandboxes: bubblewrap and the build are
  * required (a failure, never a skip), and every sandbox left is destroyed with the state directory.
+ * `opts` go to the provider (its state directory and keeper are the file's).
  */
-export function localSandboxes(): LocalSandboxes {
+export function localSandboxes(opts: Omit<LocalProviderOpts, 'stateDir' | 'keeperScript'> = {}): LocalSandboxes {
   const stateDir = tempStateDir();
   const sandboxes: LocalSandboxes = {
     stateDir,
@@ -52,7 +53,7 @@ export function localSandboxes(): LocalSandboxes {
   };
   beforeAll(() => {
     requireSandboxes();
-    sandboxes.provider = createLocalProvider({ stateDir, keeperScript: KEEPER_SCRIPT });
+    sandboxes.provider = createLocalProvider({ ...opts, stateDir, keeperScript: KEEPER_SCRIPT });
   });
   afterAll(async () => {
     for (const id of sandboxes.created) await sandboxes.provider?.kill(id).catch(() => {});

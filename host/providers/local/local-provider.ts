@@ -115,7 +115,7 @@ export class LocalProvider implements Provider {
     this.creator = new SandboxCreator(settings, this.registry);
     this.lifecycle = new SandboxLifecycle(settings, this.registry, runner);
     this.commands = new SandboxExec(this.registry, runner, this.residents);
-    this.files = new SandboxFiles(settings, this.registry, runner);
+    this.files = new SandboxFiles(settings, this.registry, runner, this.residents);
     this.ports = new SandboxPorts(this.registry);
     this.failures = new FailureReporter(settings.sandboxes, settings.onEgressFailure);
     this.terminals = new SandboxTerminals(settings, this.registry, runner);

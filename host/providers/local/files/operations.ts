@@ -1,5 +1,7 @@
-// readFile, writeFile and listFiles: each runs one of the in-sandbox scripts of scripts.ts as the
-// sandbox user, bounded in time and output, and maps the script's exit status.
+// readFile, writeFile and listFiles: through the sandbox's resident agent where it has one that
+// serves them (resident-files.ts: no process started), else — a sandbox of an older server, a
+// resident not answering — by one of the in-sandbox scripts of scripts.ts, run as the sandbox user,
+// bounded in time and output, its exit status mapped. Both give the same results and errors.
 import { ProviderError } from '../../provider-error.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import {
@@ -12,9 +14,11 @@ import {
 } from '../../provider.js';
 import type { CaptureResult } from '../exec/capture.js';
 import type { CommandRunner } from '../exec/command-runner.js';
-import { isStillAlive, sandboxGone, type SandboxRegistry } from '../sandbox/registry.js';
+import type { ResidentLinks } from '../exec/resident-link.js';
+import { isStillAlive, sandboxGone, type LiveSandbox, type SandboxRegistry } from '../sandbox/registry.js';
 import type { LocalSettings } from '../settings.js';
 import { invalid, isNonNegativeInt } from '../validation.js';
+import { FALLBACK, ResidentFiles } from './resident-files.js';
 import { fileStatusError, LIST_SCRIPT, parseListing, READ_SCRIPT, WRITE_SCRIPT } from './scripts.js';
 
 const READ_CAP_BYTES = 1024 * 1024 * 1024;
@@ -26,6 +30,7 @@ export class SandboxFiles {
     private readonly settings: Pick<LocalSettings, 'fileOpTimeoutMs'>,
     private readonly registry: SandboxRegistry,
     private readonly runner: CommandRunner,
+    private readonly residents: ResidentLinks | null = null,
   ) {}
 
   /** Bytes of a regular file from `offset` (to the end or `length`), with the file's size. */
@@ -34,9 +39,22 @@ export class SandboxFiles {
     if (!isNonNegativeInt(offset)) throw invalid('offset must be an integer of at least 0.');
     if (opts.length !== undefined && !isNonNegativeInt(opts.length)) throw invalid('length must be an integer of at least 0.');
     const abs = resolveSandboxPath(path);
-    const length = opts.length === undefined ? '' : String(opts.length);
-    const r = await this.runScript(sandboxId, READ_SCRIPT, [abs, String(offset), length], {
-      maxOutputBytes: opts.length ?? READ_CAP_BYTES,
+    const sb = await this.registry.require(sandboxId);
+    const through = await this.residentFiles(sb, 'read_file');
+    const viaResident = through && (await through.read(abs, offset, opts.length ?? READ_CAP_BYTES));
+    if (viaResident && viaResident !== FALLBACK) {
+      if (!viaResident.rest) return { data: viaResident.data, size: viaResident.size };
+      // A large file: the script reads on from there (the size stays the one first seen).
+      const more = await this.readByScript(sb, abs, viaResident.rest.offset, viaResident.rest.length);
+      return { data: Buffer.concat([viaResident.data, more.data]), size: viaResident.size };
+    }
+    return this.readByScript(sb, abs, offset, opts.length);
+  }
+
+  /** READ_SCRIPT's bytes from `offset` (to the end, capped, or `length`) and the size it saw. */
+  private async readByScript(sb: LiveSandbox, abs: string, offset: number, length: number | undefined): Promise<ReadFileResult> {
+    const r = await this.runScript(sb, READ_SCRIPT, [abs, String(offset), length === undefined ? '' : String(length)], {
+      maxOutputBytes: length ?? READ_CAP_BYTES,
     });
     const size = Number(r.meta.toString().trim());
     if (!Number.isSafeInteger(size)) throw new ProviderError('internal');
@@ -47,7 +65,11 @@ export class SandboxFiles {
   async writeFile(sandboxId: string, path: string, data: Buffer, opts: WriteFileOpts = {}): Promise<{ size: number }> {
     if (!Buffer.isBuffer(data)) throw invalid('data must be bytes.');
     const abs = resolveSandboxPath(path);
-    const r = await this.runScript(sandboxId, WRITE_SCRIPT, [abs, opts.append ? 'a' : 'w'], { stdin: data, maxOutputBytes: 0 });
+    const sb = await this.registry.require(sandboxId);
+    const through = await this.residentFiles(sb, 'write_file');
+    const written = through && (await through.write(abs, data, opts.append === true));
+    if (written && written !== FALLBACK) return written;
+    const r = await this.runScript(sb, WRITE_SCRIPT, [abs, opts.append ? 'a' : 'w'], { stdin: data, maxOutputBytes: 0 });
     const size = Number(r.meta.toString().trim());
     if (!Number.isSafeInteger(size)) throw new ProviderError('internal');
     return { size };
@@ -58,20 +80,29 @@ export class SandboxFiles {
     if (!Number.isSafeInteger(opts.depth) || opts.depth < 1) throw invalid('depth must be an integer of at least 1.');
     if (!Number.isSafeInteger(opts.maxEntries) || opts.maxEntries < 1) throw invalid('maxEntries must be an integer of at least 1.');
     const abs = resolveSandboxPath(path);
-    const r = await this.runScript(sandboxId, LIST_SCRIPT, [abs, String(opts.depth), String(opts.maxEntries)], {
+    const sb = await this.registry.require(sandboxId);
+    const through = await this.residentFiles(sb, 'list_files');
+    const viaResident = through && (await through.list(abs, opts.depth, opts.maxEntries));
+    if (viaResident && viaResident !== FALLBACK) return viaResident;
+    const r = await this.runScript(sb, LIST_SCRIPT, [abs, String(opts.depth), String(opts.maxEntries)], {
       maxOutputBytes: LIST_OUTPUT_CAP_BYTES,
     });
     return parseListing(r.stdout).slice(0, opts.maxEntries);
   }
 
+  /** The sandbox's resident's file operations, when it has a resident serving `op`; null otherwise. */
+  private async residentFiles(sb: LiveSandbox, op: 'read_file' | 'write_file' | 'list_files'): Promise<ResidentFiles | null> {
+    const channel = await this.residents?.channel(sb);
+    return channel?.supports(op) ? new ResidentFiles(sb, channel, Date.now() + this.settings.fileOpTimeoutMs) : null;
+  }
+
   /** Runs one of the file scripts as the sandbox user and maps its status. */
   private async runScript(
-    sandboxId: string,
+    sb: LiveSandbox,
     script: string,
     args: string[],
     opts: { stdin?: Buffer; maxOutputBytes: number },
   ): Promise<CaptureResult> {
-    const sb = await this.registry.require(sandboxId);
     // The server's own helper: it may use the processes kept for the server (limits/process-tiers.ts).
     const r = await this.runner.run(sb, (prelude) => ['/bin/sh', '-c', prelude + script, 'sh', ...args], {
       role: 'service',
