@@ -1,12 +1,12 @@
-// A root with nothing but a shell (issue 37), through the built server: commands and tasks run
-// (the agent brings its own runtime; pid 1 and the command prelude use builtins), and a file tool
-// that needs a program the root lacks fails at once, naming it — never a helper looping until the
-// timeout. One template is sh and the libraries it links (test/support/test-template.ts); the
+// A root with nothing but a shell (issue 37), through the built server: commands, tasks and the
+// file tools work (the agent brings its own runtime, and with it the resident's file operations;
+// pid 1 and the command prelude use builtins). Without a resident, a file tool needing a program
+// the root lacks fails at once, naming it: local/templates. One template is sh and the libraries it links (test/support/test-template.ts); the
 // other a static shell alone (busybox-static as /bin/sh: no loader, no libc, nothing else).
 import { existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectStdio, ok, toolError, type StdioServer } from '../support/built-server.js';
+import { connectStdio, ok, type StdioServer } from '../support/built-server.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, residentRecordOf, tempStateDir } from '../support/state-dir.js';
 import { layerRoot } from '../../host/providers/local/templates/store.js';
@@ -40,7 +40,7 @@ afterAll(async () => {
 });
 
 describe('a sandbox on a root with only a shell', () => {
-  it('runs commands and tasks, and a file tool needing a missing program says which', async () => {
+  it("runs commands, tasks and the file tools (the resident's own: no stat, find or cat)", async () => {
     const { sandbox_id } = await ok(s.client, 'create_sandbox', { template: 'shell-only', timeout: 300 });
     // Its resident agent runs on the agent runtime (the server's node, bound in), installed by that
     // node where the root has no mkdir, cat or mv.
@@ -55,9 +55,12 @@ describe('a sandbox on a root with only a shell', () => {
       return v.state === 'running' ? undefined : v;
     }, 'the task to end');
     expect(done).toMatchObject({ state: 'failed', exit_code: 3, stdout: 'task-out\n' });
-    const e = await toolError(s.client, 'write_file', { sandbox_id, path: 'notes/a.txt', content: 'x' });
-    expect([e.category, e.code]).toEqual(['unsupported', 'tool_missing']);
-    expect(e.text).toMatch(/has no `stat`/);
+    // The file tools are the resident's own operations: no stat, find or cat needed (without a
+    // resident, the scripts name the program the root lacks: local/templates).
+    await ok(s.client, 'write_file', { sandbox_id, path: 'notes/a.txt', content: 'x' });
+    expect(await ok(s.client, 'read_file', { sandbox_id, path: 'notes/a.txt' })).toMatchObject({ content: 'x' });
+    const listed = (await ok(s.client, 'list_files', { sandbox_id, path: 'notes' })).entries as { name: string }[];
+    expect(listed.map((entry) => entry.name)).toEqual(['a.txt']);
     await ok(s.client, 'kill_sandbox', { sandbox_id });
   });
 });

@@ -249,7 +249,14 @@ describe('sandboxes on roots with only a shell, or coreutils without dirname (is
     writeTestTemplate(templatesDir, 'shell-only', { programs: [hostProgram('sh')], owners });
     writeTestTemplate(templatesDir, 'no-dirname', { programs: BASIC_PROGRAMS.filter((p) => !p.endsWith('/dirname')), owners });
     // A file operation that loops is cut off long before the default two minutes (and fails the test as a timeout).
-    provider = createLocalProvider({ stateDir, keeperScript: KEEPER_SCRIPT, limits: { diskMb: DISK_MB }, fileOpTimeoutMs: 15_000 });
+    // No resident: these are the scripts' paths (a resident's own file operations need no program: e2e/minimal-roots).
+    provider = createLocalProvider({
+      stateDir,
+      keeperScript: KEEPER_SCRIPT,
+      limits: { diskMb: DISK_MB },
+      fileOpTimeoutMs: 15_000,
+      residentAgent: false,
+    });
     const ids = await Promise.all(
       ['shell-only', 'no-dirname'].map(async (template) => (await provider.create({ template, timeoutS: 300 })).sandbox_id),
     );
