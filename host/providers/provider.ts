@@ -322,6 +322,11 @@ export interface ReadFileResult {
 
 export interface WriteFileOpts {
   append?: boolean;
+  /**
+   * Written by the server for itself (the agent's install, into the sandbox's own home): as the
+   * sandbox's own user even where the file tools act as an image's user (local: docs/templates.md).
+   */
+  isServerWrite?: boolean;
 }
 
 export interface FileEntry {

@@ -8,6 +8,7 @@
 // missing tag, an unknown platform, a refused login, a tampered blob. And a sandbox on an image
 // template (no node in it) through the built server: the image's Env and WorkingDir for commands,
 // tasks and a sandbox from its snapshot.
+import { spawn as spawnPty } from '@lydell/node-pty';
 import { execFile, execFileSync } from 'node:child_process';
 import {
   existsSync,
@@ -26,7 +27,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { layerRoot, readTemplate, templatesDir } from '../../host/providers/local/templates/store.js';
-import { ok, serverEnv, startHttp } from '../support/built-server.js';
+import { ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
 import {
   digestOf,
   packLayer,
@@ -341,7 +342,7 @@ describe('template pull behind token auth (a registry with an issuer of ours: JW
 
 describe('sandboxes on an image template, through the built server and a real MCP client', () => {
   // An image with no node: the mini root, a program in a directory only the image's PATH names, and /app.
-  const APP_CONFIG = { Env: ['FOO=from-image', 'PATH=/opt/tools/bin:/usr/bin:/bin'], WorkingDir: '/app', User: 'user' };
+  const APP_CONFIG = { Env: ['FOO=from-image', 'PATH=/opt/tools/bin:/usr/bin:/bin'], WorkingDir: '/app' };
 
   it('Env and WorkingDir hold for commands and tasks (no node in the image), and in a sandbox from its snapshot, with a workspace and a writable root', async () => {
     requireSandboxes();
@@ -354,16 +355,19 @@ describe('sandboxes on an image template, through the built server and a real MC
     expect((await cli(['template', 'import', 'appimage', writeOciLayout([{ layers: [base, app], config: APP_CONFIG }])], env)).code).toBe(
       0,
     );
-    // `User` resolved in the image's own /etc/passwd (the mini root's `user`), recorded (not yet applied).
-    expect(readTemplate(store, 'appimage')!.image?.user_ids).toEqual({ uid: 1000, gid: 1000 });
+    // No `User`: root, as on any template.
+    expect(readTemplate(store, 'appimage')!.image?.user_ids).toEqual({ uid: 0, gid: 0 });
     const workspace = tree({ 'hello.txt': 'hi\n' });
     const server = await startHttp({ ...env, SANDBOX_MCP_WORKSPACE_ALLOW: workspace });
     const { client } = await server.connect();
     try {
       const sb = await ok(client, 'create_sandbox', { template: 'appimage' });
       const id = sb.sandbox_id as string;
-      const run = await ok(client, 'run_command', { sandbox_id: id, command: 'echo "$FOO"; pwd; greet; command -v node || echo no node' });
-      expect(run).toMatchObject({ exit_code: 0, stdout: 'from-image\n/app\ngreet from-image\nno node\n' });
+      const run = await ok(client, 'run_command', {
+        sandbox_id: id,
+        command: 'echo "$FOO"; pwd; greet; command -v node || echo no node; id -u',
+      });
+      expect(run).toMatchObject({ exit_code: 0, stdout: 'from-image\n/app\ngreet from-image\nno node\n0\n' });
 
       const task = await ok(client, 'start_task', { sandbox_id: id, command: 'echo "$FOO"; pwd; cat README' });
       let view = task;
@@ -392,4 +396,94 @@ describe('sandboxes on an image template, through the built server and a real MC
       await server.stop();
     }
   }, 60_000);
+
+  // An image whose User is `app` (uid 1000, gid 1001 in its own passwd and group; home /home/app, its own), with a file it may not write.
+  const USER_CONFIG = { Env: ['PATH=/usr/bin:/bin'], User: 'app' };
+
+  it.skipIf(!isRoot)(
+    "runs commands, tasks, run_code and the shell as the image's User (ids, HOME, USER), and write_file as it; root's read-only files stay unwritable",
+    async () => {
+      requireSandboxes();
+      const mini = makeMiniRootDir();
+      writeFileSync(join(mini, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1001:app:/home/app:/bin/sh\n');
+      writeFileSync(join(mini, 'etc/group'), 'root:x:0:\napp:x:1001:\n');
+      mkdirSync(join(mini, 'home/app'), { recursive: true });
+      execFileSync('chown', ['1000:1001', join(mini, 'home/app')]);
+      writeFileSync(join(mini, 'etc/app.conf'), 'root only\n', { mode: 0o644 });
+      expect(
+        (await cli(['template', 'import', 'userimage', writeOciLayout([{ layers: [packLayer(mini)], config: USER_CONFIG }])], env)).code,
+      ).toBe(0);
+      expect(readTemplate(store, 'userimage')!.image?.user_ids).toEqual({
+        uid: 1000,
+        gid: 1001,
+        name: 'app',
+        home: '/home/app',
+        home_is_dir: true,
+      });
+      const server = await startHttp(env);
+      const { client } = await server.connect();
+      try {
+        const id = (await ok(client, 'create_sandbox', { template: 'userimage' })).sandbox_id as string;
+        const WHO = 'id -u; id -g; id -G; echo "$HOME $USER $LOGNAME"; pwd';
+        const who = '1000\n1001\n1001\n/home/app app app\n/home/app\n';
+        expect(await ok(client, 'run_command', { sandbox_id: id, command: WHO })).toMatchObject({ exit_code: 0, stdout: who });
+        // The drop is real: a file of root's the image made read-only stays so, and root's home is closed.
+        const denied = await ok(client, 'run_command', {
+          sandbox_id: id,
+          command: 'echo x >> /etc/app.conf; ls /home/user; cat /etc/app.conf',
+        });
+        expect(denied.exit_code).toBe(0);
+        expect(denied.stdout).toBe('root only\n');
+        expect(denied.stderr).toMatch(/app\.conf: Permission denied[\s\S]*\/home\/user.*Permission denied/);
+
+        const task = await ok(client, 'start_task', { sandbox_id: id, command: WHO });
+        let view = task;
+        await waitFor(async () => {
+          view = await ok(client, 'get_task', { sandbox_id: id, task_id: task.task_id, wait: 5 });
+          return view.state !== 'running';
+        }, 'the task to finish');
+        expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: who });
+        // A call that goes on as a task (background_after) runs as the user too.
+        const promoted = await ok(client, 'run_command', { sandbox_id: id, command: `sleep 1.5; ${WHO}`, background_after: 1 });
+        expect(promoted.backgrounded).toBe(true);
+        await waitFor(async () => {
+          view = await ok(client, 'get_task', { sandbox_id: id, task_id: promoted.task_id, wait: 5 });
+          return view.state !== 'running';
+        }, 'the promoted call to finish');
+        expect(view).toMatchObject({ state: 'succeeded', stdout: who });
+
+        expect(await ok(client, 'run_code', { sandbox_id: id, language: 'bash', code: WHO })).toMatchObject({ exit_code: 0, stdout: who });
+
+        // write_file writes as the user: its file is the user's; a file of root's is refused, and read as the user sees it.
+        await ok(client, 'write_file', { sandbox_id: id, path: '/home/app/notes/a.txt', content: 'mine\n' });
+        const owner = await ok(client, 'run_command', {
+          sandbox_id: id,
+          command: 'stat -c %u:%g notes notes/a.txt; echo more >> notes/a.txt',
+        });
+        expect(owner).toMatchObject({ exit_code: 0, stdout: '1000:1001\n1000:1001\n' });
+        expect((await toolError(client, 'write_file', { sandbox_id: id, path: '/etc/app.conf', content: 'x' })).category).toBe(
+          'permission_denied',
+        );
+        expect(await ok(client, 'read_file', { sandbox_id: id, path: '/etc/app.conf' })).toMatchObject({ content: 'root only\n' });
+        expect((await toolError(client, 'list_files', { sandbox_id: id, path: '/home/user' })).category).toBe('permission_denied');
+
+        // The shell (a real pty, through the entry helper): the same ids and place.
+        const term = spawnPty(process.execPath, [HOST_JS, 'shell', id, '--', 'sh', '-c', `${WHO}; echo END`], {
+          cols: 100,
+          rows: 30,
+          env: serverEnv({ ...env, TERM: 'xterm' }),
+        });
+        let shown = '';
+        term.onData((d) => (shown += d));
+        const code = await new Promise<number>((resolve) => term.onExit(({ exitCode }) => resolve(exitCode)));
+        expect(code).toBe(0);
+        expect(shown.replaceAll('\r', '')).toContain(`${who}END\n`);
+        await ok(client, 'kill_sandbox', { sandbox_id: id });
+      } finally {
+        await client.close();
+        await server.stop();
+      }
+    },
+    90_000,
+  );
 });

@@ -47,7 +47,11 @@ export class SandboxFiles {
   async writeFile(sandboxId: string, path: string, data: Buffer, opts: WriteFileOpts = {}): Promise<{ size: number }> {
     if (!Buffer.isBuffer(data)) throw invalid('data must be bytes.');
     const abs = resolveSandboxPath(path);
-    const r = await this.runScript(sandboxId, WRITE_SCRIPT, [abs, opts.append ? 'a' : 'w'], { stdin: data, maxOutputBytes: 0 });
+    const r = await this.runScript(sandboxId, WRITE_SCRIPT, [abs, opts.append ? 'a' : 'w'], {
+      stdin: data,
+      maxOutputBytes: 0,
+      asServer: opts.isServerWrite === true,
+    });
     const size = Number(r.meta.toString().trim());
     if (!Number.isSafeInteger(size)) throw new ProviderError('internal');
     return { size };
@@ -69,12 +73,14 @@ export class SandboxFiles {
     sandboxId: string,
     script: string,
     args: string[],
-    opts: { stdin?: Buffer; maxOutputBytes: number },
+    opts: { stdin?: Buffer; maxOutputBytes: number; asServer?: boolean },
   ): Promise<CaptureResult> {
     const sb = await this.registry.require(sandboxId);
     // The server's own helper: it may use the processes kept for the server (limits/process-tiers.ts).
     const r = await this.runner.run(sb, (prelude) => ['/bin/sh', '-c', prelude + script, 'sh', ...args], {
       role: 'service',
+      // As the image's user, if the sandbox has one: what it writes is that user's (docs/templates.md).
+      asFiles: opts.asServer !== true,
       env: { ...this.runner.baseEnv(sb.spec), LC_ALL: 'C.UTF-8' },
       timeoutMs: this.settings.fileOpTimeoutMs,
       maxOutputBytes: opts.maxOutputBytes,

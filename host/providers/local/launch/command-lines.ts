@@ -128,6 +128,8 @@ export function buildTemplateLaunchCommand(bwrapArgs: string[], launch: Template
 export interface TemplateEntry {
   helper: HelperScript;
   keepCaps: string;
+  /** The ids (inside the sandbox) the command runs as: the image's user; absent: root inside. */
+  runAs?: { uid: number; gid: number };
 }
 
 /**
@@ -154,6 +156,7 @@ export function buildEnterCommand(
         String(pid1),
         network === 'host' ? '0' : '1',
         template.keepCaps,
+        template.runAs ? `${template.runAs.uid}:${template.runAs.gid}` : '-',
         '--',
         ...argv,
       ])

@@ -112,7 +112,16 @@ export const ImageInfoSchema = z.object({
    * The ids `config.user` names in the image's own /etc/passwd and /etc/group (root for none),
    * read at pull or import; null when it names no user the root has. Recorded, not yet applied.
    */
-  user_ids: z.object({ uid: z.number().int(), gid: z.number().int() }).nullable().optional(),
+  user_ids: z
+    .object({
+      uid: z.number().int(),
+      gid: z.number().int(),
+      name: z.string().optional(),
+      home: z.string().optional(),
+      home_is_dir: z.boolean().optional(),
+    })
+    .nullable()
+    .optional(),
   /** Its layers' digests, bottom first. */
   layers: z.array(z.string()),
 });
