@@ -420,9 +420,33 @@ describe('sandboxes on an image template, through the built server and a real MC
         home: '/home/app',
         home_is_dir: true,
       });
-      const server = await startHttp(env);
+      expect(JSON.parse((await cli(['template', 'inspect', 'userimage'], env)).stdout).user_note).toBeUndefined();
+      // A User the root does not have: kept as null, and said so (its commands run as root).
+      const nosuch = await cli(['template', 'import', 'nosuchuser', writeOciLayout([{ layers: [base], config: { User: 'nosuch' } }])], env);
+      expect(nosuch.stdout).toMatch(/^note: The image's User names no user .*root inside\.$/m);
+      expect(JSON.parse((await cli(['template', 'inspect', 'nosuchuser'], env)).stdout)).toMatchObject({
+        image: { user_ids: null },
+        user_note: expect.stringMatching(/names no user/),
+      });
+      const workspace = tree({ 'hello.txt': 'hi\n' });
+      const server = await startHttp({ ...env, SANDBOX_MCP_WORKSPACE_ALLOW: workspace });
       const { client } = await server.connect();
       try {
+        // With a workspace (the default cwd then), its files are the user's: it edits them and adds its own.
+        const ws = (await ok(client, 'create_sandbox', { template: 'userimage', workspace })).sandbox_id as string;
+        const inWs = await ok(client, 'run_command', {
+          sandbox_id: ws,
+          command: 'id -u; pwd; stat -c %u:%g . hello.txt; echo more >> hello.txt && echo new > new.txt && cat hello.txt',
+        });
+        expect(inWs).toMatchObject({ exit_code: 0, stdout: '1000\n/workspace\n1000:1001\n1000:1001\nhi\nmore\n' });
+        const wsChanges = await ok(client, 'workspace_changes', { sandbox_id: ws });
+        expect((wsChanges.changes as { change: string; path: string }[]).map((c) => `${c.change} ${c.path}`).sort()).toEqual([
+          'added new.txt',
+          'modified hello.txt',
+        ]);
+        expect(readFileSync(join(workspace, 'hello.txt'), 'utf8')).toBe('hi\n');
+        await ok(client, 'kill_sandbox', { sandbox_id: ws });
+
         const id = (await ok(client, 'create_sandbox', { template: 'userimage' })).sandbox_id as string;
         const WHO = 'id -u; id -g; id -G; echo "$HOME $USER $LOGNAME"; pwd';
         const who = '1000\n1001\n1001\n/home/app app app\n/home/app\n';

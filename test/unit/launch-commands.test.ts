@@ -157,6 +157,24 @@ describe('launch and enter commands', () => {
       '--', '/s/rw', '/c/mnt', String(3 * 1024 * 1024), 'drop', `${root.uid}:4242`,
       '--workspace', '/home/alice/app', '1000', '100', '--', '/usr/bin/bwrap', '--x',
     ]);
+    // An image's user (idrange): the workspace shown as its ids inside, after the directory and its owner.
+    const asUser = buildTemplateLaunchCommand(
+      ['--x'],
+      { ...launch, mode: 'idrange', layers: ['/l'], workspace: { ...workspace, inside: { uid: 1000, gid: 1001 } } },
+      root,
+      tools,
+    );
+    expect(asUser.args.slice(9)).toEqual([
+      '--workspace',
+      '/home/alice/app',
+      '1000',
+      '100',
+      '--workspace-as',
+      '1000:1001',
+      '--',
+      '/usr/bin/bwrap',
+      '--x',
+    ]);
     const keep = buildTemplateLaunchCommand(['--x'], { ...launch, mode: 'keep', workspace }, user, tools);
     expect(keep.args.slice(2, 11)).toEqual([
       '--',
