@@ -11,6 +11,7 @@
 import { spawn as spawnPty } from '@lydell/node-pty';
 import { execFile, execFileSync } from 'node:child_process';
 import {
+  chownSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -40,6 +41,7 @@ import {
 } from '../support/image-fixtures.js';
 import { makeMiniRootDir } from '../support/mini-root.js';
 import { HOST_JS } from '../support/paths.js';
+import { hostJsReadableBy } from '../support/readable-build.js';
 import { requireBuild, requireCommands, requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
@@ -50,9 +52,10 @@ interface CliResult {
   stderr: string;
 }
 
-function cli(args: string[], env: Record<string, string>, input?: string): Promise<CliResult> {
+function cli(args: string[], env: Record<string, string>, input?: string, as?: { uid: number; gid: number }): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = execFile(process.execPath, [HOST_JS, ...args], { env: serverEnv(env) }, (error, stdout, stderr) =>
+    const hostJs = as ? hostJsReadableBy(as) : HOST_JS;
+    const child = execFile(process.execPath, [hostJs, ...args], { env: serverEnv(env), ...(as ?? {}) }, (error, stdout, stderr) =>
       resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
     child.stdin!.end(input ?? '');
@@ -63,6 +66,7 @@ const stateDir = tempStateDir();
 const env = { SANDBOX_MCP_STATE_DIR: stateDir };
 const store = templatesDir(stateDir);
 const isRoot = process.geteuid?.() === 0;
+const NOBODY = { uid: 65534, gid: 65534 };
 
 let base: Buffer;
 let top: Buffer;
@@ -509,5 +513,46 @@ describe('sandboxes on an image template, through the built server and a real MC
       }
     },
     90_000,
+  );
+
+  it.skipIf(!isRoot)(
+    "on a server that is not root (nobody) the image's User cannot exist: import says so, inspect too, and commands run as root inside",
+    async () => {
+      requireSandboxes();
+      const nobodyState = mkdtempSync(join(tmpdir(), 'sandbox-mcp-image-user-nobody-'));
+      chownSync(nobodyState, NOBODY.uid, NOBODY.gid);
+      const nobodyEnv = { SANDBOX_MCP_STATE_DIR: nobodyState };
+      const mini = makeMiniRootDir();
+      writeFileSync(join(mini, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1001:app:/home/app:/bin/sh\n');
+      writeFileSync(join(mini, 'etc/group'), 'root:x:0:\napp:x:1001:\n');
+      const layout = writeOciLayout([{ layers: [packLayer(mini)], config: { Env: ['PATH=/usr/bin:/bin'], User: 'app' } }]);
+      execFileSync('chmod', ['-R', 'a+rX', layout]);
+      try {
+        const imported = await cli(['template', 'import', 'userimage', layout], nobodyEnv, undefined, NOBODY);
+        expect(imported.code).toBe(0);
+        expect(imported.stdout).toMatch(
+          /^note: The image's User \(uid 1000\) cannot exist in a sandbox of a server that is not root.*root inside\.$/m,
+        );
+        const inspected = JSON.parse((await cli(['template', 'inspect', 'userimage'], nobodyEnv, undefined, NOBODY)).stdout);
+        expect(inspected).toMatchObject({ owners: 'flattened', image: { user_ids: { uid: 1000, gid: 1001 } } });
+        expect(inspected.user_note).toMatch(/server that is not root/);
+        const server = await startHttp(nobodyEnv, [], NOBODY);
+        const { client } = await server.connect();
+        try {
+          const id = (await ok(client, 'create_sandbox', { template: 'userimage' })).sandbox_id as string;
+          expect(await ok(client, 'run_command', { sandbox_id: id, command: 'id -u; echo "$HOME"' })).toMatchObject({
+            exit_code: 0,
+            stdout: '0\n/home/user\n',
+          });
+          await ok(client, 'kill_sandbox', { sandbox_id: id });
+        } finally {
+          await client.close();
+          await server.stop();
+        }
+      } finally {
+        await destroyStateDir(nobodyState);
+      }
+    },
+    60_000,
   );
 });
