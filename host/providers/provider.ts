@@ -469,7 +469,8 @@ export interface Provider {
   getWorkspace?(sandboxId: string): Promise<SandboxWorkspace | null>;
   /**
    * The working directory the sandbox's image names for commands without a cwd (an image
-   * template's WorkingDir), or null. Optional: a provider without image templates omits it.
+   * template's WorkingDir; else, where the image's user runs them, its home or `/`), or null.
+   * Optional: a provider without image templates omits it.
    */
   imageWorkingDir?(sandboxId: string): Promise<string | null>;
   /**
