@@ -494,6 +494,12 @@ describe('sandboxes on an image template, through the built server and a real MC
         );
         expect(await ok(client, 'read_file', { sandbox_id: id, path: '/etc/app.conf' })).toMatchObject({ content: 'root only\n' });
         expect((await toolError(client, 'list_files', { sandbox_id: id, path: '/home/user' })).category).toBe('permission_denied');
+        // A relative path resolves against /home/user, root's: the refusal says so, and where to write instead.
+        const relative = await toolError(client, 'write_file', { sandbox_id: id, path: 'main.py', content: 'x' });
+        expect(relative).toMatchObject({
+          category: 'permission_denied',
+          suggestion: expect.stringMatching(/uid 1000.*\/home\/user.*\/home\/app/),
+        });
 
         // The shell (a real pty, through the entry helper): the same ids and place.
         const term = spawnPty(process.execPath, [HOST_JS, 'shell', id, '--', 'sh', '-c', `${WHO}; echo END`], {

@@ -13,6 +13,7 @@ import {
 import type { CaptureResult } from '../exec/capture.js';
 import type { CommandRunner } from '../exec/command-runner.js';
 import { isStillAlive, sandboxGone, type SandboxRegistry } from '../sandbox/registry.js';
+import type { SpecUser } from '../sandbox/spec.js';
 import type { LocalSettings } from '../settings.js';
 import { invalid, isNonNegativeInt } from '../validation.js';
 import { fileStatusError, LIST_SCRIPT, parseListing, READ_SCRIPT, WRITE_SCRIPT } from './scripts.js';
@@ -91,8 +92,20 @@ export class SandboxFiles {
     const err = fileStatusError(r.exitCode, r.meta);
     if (err) {
       if (!isStillAlive(sb)) throw sandboxGone();
+      const user = opts.asServer === true ? undefined : sb.spec.user;
+      if (user && err.category === 'permission_denied') throw imageUserDenied(user);
       throw err;
     }
     return r;
   }
+}
+
+/** A file tool refused as the image's user (docs/templates.md): says whose rights these are, and where relative paths go. */
+function imageUserDenied(user: SpecUser): ProviderError {
+  return new ProviderError('permission_denied', {
+    code: 'EACCES',
+    detail:
+      `The image's user (uid ${user.uid}), whom the file tools act as here, may not access this path. ` +
+      `Relative paths resolve against /home/user, which is root's: give an absolute path (its home ${user.home}, the workspace, /tmp).`,
+  });
 }
