@@ -110,7 +110,8 @@ export const ImageInfoSchema = z.object({
   config: ImageRunConfigSchema,
   /**
    * The ids `config.user` names in the image's own /etc/passwd and /etc/group (root for none),
-   * read at pull or import; null when it names no user the root has. Recorded, not yet applied.
+   * read at pull or import, with its name and home (images/image-user.ts); null when it names no
+   * user the root has. Its sandboxes run as it on a root server (imageUserPlan).
    */
   user_ids: z
     .object({
