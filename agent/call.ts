@@ -25,6 +25,7 @@ import { sendInput } from './ops/input.js';
 import { listTasks } from './ops/list.js';
 import { removeTask } from './ops/remove.js';
 import { startTask } from './ops/start.js';
+import { takeRunAs } from './run-as.js';
 import { commandEnv } from './task-env.js';
 import { workspaceChanges } from './ops/workspace-changes.js';
 import { stateDir } from './paths.js';
@@ -118,8 +119,10 @@ export async function handleRequest(input: unknown, ctx: RequestContext): Promis
       case 'start': {
         if (ctx.resident) return { protocol: PROTOCOL_VERSION, ok: true, result: await ctx.resident.start(req, ctx) };
         const opts = { taskId: req.task_id, command: req.command, timeoutS: req.timeout_s, stdin: req.stdin };
+        // First: the variable leaves this process's environment, which the supervisor and command inherit.
+        const runAs = takeRunAs();
         const env = req.env !== undefined ? { env: req.inherit_env ? { ...commandEnv(process.env), ...req.env } : req.env } : {};
-        const result = await startTask({ ...opts, ...env, ...(req.cwd === undefined ? {} : { cwd: req.cwd }) }, timings);
+        const result = await startTask({ ...opts, ...env, ...runAs, ...(req.cwd === undefined ? {} : { cwd: req.cwd }) }, timings);
         return { protocol: PROTOCOL_VERSION, ok: true, result };
       }
       case 'exec':

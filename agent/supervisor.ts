@@ -32,6 +32,7 @@ import { childProcess } from './node-modules.js';
 import { TASK_FILES } from './paths.js';
 import { jobBoundsText, type JobBounds } from '../shared/job-bounds.js';
 import { discardPendingShell, type PendingShell, type Shells } from './pending-shell.js';
+import { spawnIds } from './run-as.js';
 import { hasLiveGroupMembers, readProcStat, signalGroup } from './proc.js';
 import type { ProcStat } from '../shared/proc-stat.js';
 import { secretValuesFromEnv } from './secret-masker.js';
@@ -296,6 +297,7 @@ function spawnCommand(sup: Supervision, stdio: CommandStdio): ChildProcess | nul
         cwd: sup.req.cwd,
         env: sup.env,
         detached: true, // setsid: the command leads its own session and process group
+        ...spawnIds(sup.req.run_as),
         stdio: [
           stdio.stdin ? stdio.stdin.readFd : 'ignore',
           stdio.outputs ? stdio.outputs[0]!.writeFd : 'pipe',

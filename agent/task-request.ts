@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JobBounds } from '../shared/job-bounds.js';
+import type { RunAs } from './run-as.js';
 import { TASK_FILES } from './paths.js';
 
 /** The task request as written by `start`; fields marked optional are absent from older agents' files. */
@@ -25,6 +26,8 @@ export interface TaskRequestFile {
    * A timeout or cancel stops the whole group either way.
    */
   reap_group?: boolean;
+  /** The ids the command runs as (run-as.ts; an image's user); absent: the supervisor's. */
+  run_as?: RunAs;
 }
 
 /** Reads the task's request file; throws if it is missing or not JSON. */

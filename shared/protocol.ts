@@ -15,10 +15,10 @@ export const PROTOCOL_VERSION = 1;
  * resident agent (`serve`, shared/resident.ts) with its `exec` op, `env`, `inherit_env` and
  * `bounds` on `start`, and the errors `process_limit` and `cwd_not_found`; 6 added the tails of
  * capped streams (`tail_bytes` on `get`, `stdout_tail` and `stderr_tail` in its view); 7 added the
- * resident's file operations (`read_file`, `write_file`, `list_files`). Requests carry only the
- * major; `hello` reports the minor.
+ * resident's file operations (`read_file`, `write_file`, `list_files`); 8 added RUN_AS_ENV.
+ * Requests carry only the major; `hello` reports the minor.
  */
-export const PROTOCOL_MINOR = 7;
+export const PROTOCOL_MINOR = 8;
 
 /** The operations of `agent.cjs call`, in the order the protocol documentation lists them. */
 export const OP_NAMES = ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'workspace_changes', 'selftest'] as const;
@@ -41,6 +41,13 @@ export const MINOR_0_OP_NAMES: readonly OpName[] = ['hello', 'start', 'get', 'ca
  * itself runs (PATH, HOME, NODE_OPTIONS). Secret-named NAMEs are masked in the logs. (minor 2)
  */
 export const TASK_ENV_PREFIX = 'SANDBOX_TASK_ENV_';
+
+/**
+ * `UID:GID`: a per-call agent's `start` run with this variable starts the task's command as those
+ * ids (an image's user; minor 8). The agent and the task's supervisor stay root of the sandbox
+ * (they own the task directories); the variable reaches neither the supervisor nor the command.
+ */
+export const RUN_AS_ENV = 'SANDBOX_MCP_RUN_AS';
 
 /** Task states; `unknown` is never success, only "we cannot confirm". */
 export const TASK_STATES = ['running', 'succeeded', 'failed', 'cancelled', 'timed_out', 'unknown'] as const;

@@ -7,6 +7,7 @@ import { isAbsolute, join, resolve } from 'node:path';
 import { nodeRelaunch } from '../../shared/agent-runtime.js';
 import { LIMITS } from '../../shared/limits.js';
 import { TERMINAL_STATES, type TaskView } from '../../shared/protocol.js';
+import type { RunAs } from '../run-as.js';
 import { initialStatus } from '../../shared/status.js';
 import { AgentFailure } from '../errors.js';
 import { isNoSpaceError, stateDirFull } from '../no-space.js';
@@ -36,6 +37,8 @@ export interface StartOpts {
   bounds?: JobBounds;
   /** false: a command's leftovers in its group outlive it (a promotable exec, as a plain one); default true. */
   reapsGroup?: boolean;
+  /** The ids the command runs as (run-as.ts); absent: the supervisor's. */
+  runAs?: RunAs;
 }
 
 const START_POLL_MS = 10;
@@ -139,6 +142,7 @@ function writeRequest(dir: string, opts: StartOpts, cwd: string, timings: Timing
     stdin: opts.stdin,
     ...(opts.bounds ? { bounds: opts.bounds } : {}),
     ...(opts.reapsGroup === false ? { reap_group: false } : {}),
+    ...(opts.runAs ? { run_as: opts.runAs } : {}),
   };
   try {
     writeFileAtomic(join(dir, TASK_FILES.request), JSON.stringify(request) + '\n');

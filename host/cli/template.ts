@@ -8,6 +8,7 @@ import { localProviderOpts } from '../config/local-options.js';
 import type { ServerConfig } from '../config/config.js';
 import { createLocalTemplates, type TemplateDetails } from '../providers/local/local-provider.js';
 import { DEFAULT_DEBIAN_SUITE, parsePackageList } from '../providers/local/templates/debian-build.js';
+import { imageUserPlan } from '../providers/local/templates/images/image-user.js';
 import { TEMPLATE_NAME_RULE } from '../providers/local/templates/refusals.js';
 import {
   isStorableTemplateName,
@@ -29,7 +30,11 @@ export const TEMPLATE_SUBCOMMANDS = ['build', 'import', 'pull', 'ls', 'inspect',
 type Subcommand = (typeof TEMPLATE_SUBCOMMANDS)[number];
 
 /** One template as `template ls --json` and `template inspect` print it: its record and the live sandboxes on it (qualified ids). */
-export const TemplateEntrySchema = TemplateRecordSchema.extend({ used_by: z.array(z.string()) });
+export const TemplateEntrySchema = TemplateRecordSchema.extend({
+  used_by: z.array(z.string()),
+  /** Why the image's `User` is not honoured here (its sandboxes' commands run as root inside); absent when it is, or there is none. */
+  user_note: z.string().optional(),
+});
 export type TemplateEntry = z.infer<typeof TemplateEntrySchema>;
 
 /** What `template ls --json` prints. */
@@ -106,7 +111,23 @@ export function describeSource(source: TemplateSource): string {
 }
 
 function entry(details: TemplateDetails): TemplateEntry {
-  return { ...details, used_by: details.used_by.map((id) => qualify('local', id).qualified) };
+  return {
+    ...details,
+    used_by: details.used_by.map((id) => qualify('local', id).qualified),
+    ...definedFields({ user_note: userNote(details) }),
+  };
+}
+
+/** Why `record`'s image `User` is not honoured in its sandboxes (templates/images/image-user.ts imageUserPlan); undefined when it is. */
+function userNote(record: TemplateRecord): string | undefined {
+  const plan = imageUserPlan(record.image, record.owners);
+  return plan && 'note' in plan ? plan.note : undefined;
+}
+
+/** The made line, and on a line of its own the note on the image's `User` when it is not honoured. */
+function madeLines(verb: string, record: TemplateRecord, elapsedMs?: number): string {
+  const note = userNote(record);
+  return madeLine(verb, record, elapsedMs) + (note ? `note: ${note}\n` : '');
 }
 
 /** `template ls` for people: one row per template; an OWNER column once a user has one (a tokens file's snapshot_sandbox). */
@@ -180,7 +201,7 @@ export async function runTemplateCommand(line: CommandLine, config: ServerConfig
         sourceField: 'FILE.tar|DIR',
         onOutput: (l) => void process.stderr.write(`  ${l}\n`),
       });
-      out(madeLine('imported', record));
+      out(madeLines('imported', record));
       return 0;
     }
     case 'pull':
@@ -257,7 +278,7 @@ async function pull(
       ...(isTerminal ? { progressFd: 2 } : { onOutput: (l: string) => void process.stderr.write(`  ${l}\n`) }),
     }),
   );
-  out(madeLine('pulled', record, Date.now() - started));
+  out(madeLines('pulled', record, Date.now() - started));
   return 0;
 }
 

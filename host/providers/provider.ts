@@ -322,6 +322,11 @@ export interface ReadFileResult {
 
 export interface WriteFileOpts {
   append?: boolean;
+  /**
+   * Written by the server for itself (the agent's install, into the sandbox's own home): as the
+   * sandbox's own user even where the file tools act as an image's user (local: docs/templates.md).
+   */
+  isServerWrite?: boolean;
 }
 
 export interface FileEntry {
@@ -464,7 +469,8 @@ export interface Provider {
   getWorkspace?(sandboxId: string): Promise<SandboxWorkspace | null>;
   /**
    * The working directory the sandbox's image names for commands without a cwd (an image
-   * template's WorkingDir), or null. Optional: a provider without image templates omits it.
+   * template's WorkingDir; else, where the image's user runs them, its home or `/`), or null.
+   * Optional: a provider without image templates omits it.
    */
   imageWorkingDir?(sandboxId: string): Promise<string | null>;
   /**

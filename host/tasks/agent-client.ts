@@ -213,7 +213,7 @@ export class AgentClient {
     const file = `"$HOME/${AGENT_INSTALL_DIR}/${this.bundle.fileName}"`;
     const tmp = `${AGENT_INSTALL_DIR}/.${this.bundle.fileName}.${randomBytes(6).toString('hex')}`;
     try {
-      await provider.writeFile(sandboxId, tmp, this.bundle.bytes);
+      await provider.writeFile(sandboxId, tmp, this.bundle.bytes, { isServerWrite: true });
     } catch (e) {
       if (isProviderError(e) && e.code === 'tool_missing') return false;
       throw e;

@@ -41,7 +41,7 @@ describe('bundle', () => {
     expect(hello).toEqual({
       agent_version: pkg.version,
       protocol: 1,
-      protocol_minor: 7,
+      protocol_minor: 8,
       ops: ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'workspace_changes', 'selftest'],
       state_dir: world.stateDir,
       max_tasks: 128,

@@ -8,8 +8,10 @@
 // missing tag, an unknown platform, a refused login, a tampered blob. And a sandbox on an image
 // template (no node in it) through the built server: the image's Env and WorkingDir for commands,
 // tasks and a sandbox from its snapshot.
+import { spawn as spawnPty } from '@lydell/node-pty';
 import { execFile, execFileSync } from 'node:child_process';
 import {
+  chownSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -26,7 +28,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { layerRoot, readTemplate, templatesDir } from '../../host/providers/local/templates/store.js';
-import { ok, serverEnv, startHttp } from '../support/built-server.js';
+import { ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
 import {
   digestOf,
   packLayer,
@@ -39,6 +41,7 @@ import {
 } from '../support/image-fixtures.js';
 import { makeMiniRootDir } from '../support/mini-root.js';
 import { HOST_JS } from '../support/paths.js';
+import { hostJsReadableBy } from '../support/readable-build.js';
 import { requireBuild, requireCommands, requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
@@ -49,9 +52,10 @@ interface CliResult {
   stderr: string;
 }
 
-function cli(args: string[], env: Record<string, string>, input?: string): Promise<CliResult> {
+function cli(args: string[], env: Record<string, string>, input?: string, as?: { uid: number; gid: number }): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = execFile(process.execPath, [HOST_JS, ...args], { env: serverEnv(env) }, (error, stdout, stderr) =>
+    const hostJs = as ? hostJsReadableBy(as) : HOST_JS;
+    const child = execFile(process.execPath, [hostJs, ...args], { env: serverEnv(env), ...(as ?? {}) }, (error, stdout, stderr) =>
       resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
     child.stdin!.end(input ?? '');
@@ -62,6 +66,7 @@ const stateDir = tempStateDir();
 const env = { SANDBOX_MCP_STATE_DIR: stateDir };
 const store = templatesDir(stateDir);
 const isRoot = process.geteuid?.() === 0;
+const NOBODY = { uid: 65534, gid: 65534 };
 
 let base: Buffer;
 let top: Buffer;
@@ -341,7 +346,7 @@ describe('template pull behind token auth (a registry with an issuer of ours: JW
 
 describe('sandboxes on an image template, through the built server and a real MCP client', () => {
   // An image with no node: the mini root, a program in a directory only the image's PATH names, and /app.
-  const APP_CONFIG = { Env: ['FOO=from-image', 'PATH=/opt/tools/bin:/usr/bin:/bin'], WorkingDir: '/app', User: 'user' };
+  const APP_CONFIG = { Env: ['FOO=from-image', 'PATH=/opt/tools/bin:/usr/bin:/bin'], WorkingDir: '/app' };
 
   it('Env and WorkingDir hold for commands and tasks (no node in the image), and in a sandbox from its snapshot, with a workspace and a writable root', async () => {
     requireSandboxes();
@@ -354,16 +359,19 @@ describe('sandboxes on an image template, through the built server and a real MC
     expect((await cli(['template', 'import', 'appimage', writeOciLayout([{ layers: [base, app], config: APP_CONFIG }])], env)).code).toBe(
       0,
     );
-    // `User` resolved in the image's own /etc/passwd (the mini root's `user`), recorded (not yet applied).
-    expect(readTemplate(store, 'appimage')!.image?.user_ids).toEqual({ uid: 1000, gid: 1000 });
+    // No `User`: root, as on any template.
+    expect(readTemplate(store, 'appimage')!.image?.user_ids).toEqual({ uid: 0, gid: 0 });
     const workspace = tree({ 'hello.txt': 'hi\n' });
     const server = await startHttp({ ...env, SANDBOX_MCP_WORKSPACE_ALLOW: workspace });
     const { client } = await server.connect();
     try {
       const sb = await ok(client, 'create_sandbox', { template: 'appimage' });
       const id = sb.sandbox_id as string;
-      const run = await ok(client, 'run_command', { sandbox_id: id, command: 'echo "$FOO"; pwd; greet; command -v node || echo no node' });
-      expect(run).toMatchObject({ exit_code: 0, stdout: 'from-image\n/app\ngreet from-image\nno node\n' });
+      const run = await ok(client, 'run_command', {
+        sandbox_id: id,
+        command: 'echo "$FOO"; pwd; greet; command -v node || echo no node; id -u',
+      });
+      expect(run).toMatchObject({ exit_code: 0, stdout: 'from-image\n/app\ngreet from-image\nno node\n0\n' });
 
       const task = await ok(client, 'start_task', { sandbox_id: id, command: 'echo "$FOO"; pwd; cat README' });
       let view = task;
@@ -392,4 +400,175 @@ describe('sandboxes on an image template, through the built server and a real MC
       await server.stop();
     }
   }, 60_000);
+
+  // An image whose User is `app` (uid 1000, gid 1001 in its own passwd and group; home /home/app, its own), with a file it may not write.
+  const USER_CONFIG = { Env: ['PATH=/usr/bin:/bin'], User: 'app' };
+
+  it.skipIf(!isRoot)(
+    "runs commands, tasks, run_code and the shell as the image's User (ids, HOME, USER), and write_file as it; root's read-only files stay unwritable",
+    async () => {
+      requireSandboxes();
+      const mini = makeMiniRootDir();
+      writeFileSync(join(mini, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1001:app:/home/app:/bin/sh\n');
+      writeFileSync(join(mini, 'etc/group'), 'root:x:0:\napp:x:1001:\n');
+      mkdirSync(join(mini, 'home/app'), { recursive: true });
+      execFileSync('chown', ['1000:1001', join(mini, 'home/app')]);
+      writeFileSync(join(mini, 'etc/app.conf'), 'root only\n', { mode: 0o644 });
+      expect(
+        (await cli(['template', 'import', 'userimage', writeOciLayout([{ layers: [packLayer(mini)], config: USER_CONFIG }])], env)).code,
+      ).toBe(0);
+      expect(readTemplate(store, 'userimage')!.image?.user_ids).toEqual({
+        uid: 1000,
+        gid: 1001,
+        name: 'app',
+        home: '/home/app',
+        home_is_dir: true,
+      });
+      expect(JSON.parse((await cli(['template', 'inspect', 'userimage'], env)).stdout).user_note).toBeUndefined();
+      // A User the root does not have: kept as null, and said so (its commands run as root).
+      const nosuch = await cli(['template', 'import', 'nosuchuser', writeOciLayout([{ layers: [base], config: { User: 'nosuch' } }])], env);
+      expect(nosuch.stdout).toMatch(/^note: The image's User names no user .*root inside\.$/m);
+      expect(JSON.parse((await cli(['template', 'inspect', 'nosuchuser'], env)).stdout)).toMatchObject({
+        image: { user_ids: null },
+        user_note: expect.stringMatching(/names no user/),
+      });
+      const workspace = tree({ 'hello.txt': 'hi\n' });
+      const server = await startHttp({ ...env, SANDBOX_MCP_WORKSPACE_ALLOW: workspace });
+      const { client } = await server.connect();
+      try {
+        // With a workspace (the default cwd then), its files are the user's: it edits them and adds its own.
+        const ws = (await ok(client, 'create_sandbox', { template: 'userimage', workspace })).sandbox_id as string;
+        const inWs = await ok(client, 'run_command', {
+          sandbox_id: ws,
+          command: 'id -u; pwd; stat -c %u:%g . hello.txt; echo more >> hello.txt && echo new > new.txt && cat hello.txt',
+        });
+        expect(inWs).toMatchObject({ exit_code: 0, stdout: '1000\n/workspace\n1000:1001\n1000:1001\nhi\nmore\n' });
+        const wsChanges = await ok(client, 'workspace_changes', { sandbox_id: ws });
+        expect((wsChanges.changes as { change: string; path: string }[]).map((c) => `${c.change} ${c.path}`).sort()).toEqual([
+          'added new.txt',
+          'modified hello.txt',
+        ]);
+        expect(readFileSync(join(workspace, 'hello.txt'), 'utf8')).toBe('hi\n');
+        await ok(client, 'kill_sandbox', { sandbox_id: ws });
+
+        const id = (await ok(client, 'create_sandbox', { template: 'userimage' })).sandbox_id as string;
+        const WHO = 'id -u; id -g; id -G; echo "$HOME $USER $LOGNAME"; pwd';
+        const who = '1000\n1001\n1001\n/home/app app app\n/home/app\n';
+        expect(await ok(client, 'run_command', { sandbox_id: id, command: WHO })).toMatchObject({ exit_code: 0, stdout: who });
+        // The drop is real: a file of root's the image made read-only stays so, and root's home is closed.
+        const denied = await ok(client, 'run_command', {
+          sandbox_id: id,
+          command: 'echo x >> /etc/app.conf; ls /home/user; cat /etc/app.conf',
+        });
+        expect(denied.exit_code).toBe(0);
+        expect(denied.stdout).toBe('root only\n');
+        expect(denied.stderr).toMatch(/app\.conf: Permission denied[\s\S]*\/home\/user.*Permission denied/);
+
+        const task = await ok(client, 'start_task', { sandbox_id: id, command: WHO });
+        let view = task;
+        await waitFor(async () => {
+          view = await ok(client, 'get_task', { sandbox_id: id, task_id: task.task_id, wait: 5 });
+          return view.state !== 'running';
+        }, 'the task to finish');
+        expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: who });
+        // A call with background_after runs as a task here (per-call agents), as the user too; it may
+        // still end within the wait on a loaded machine (then its answer is the result itself).
+        const promoted = await ok(client, 'run_command', { sandbox_id: id, command: `sleep 3; ${WHO}`, background_after: 1 });
+        if (promoted.backgrounded) {
+          await waitFor(async () => {
+            view = await ok(client, 'get_task', { sandbox_id: id, task_id: promoted.task_id, wait: 5 });
+            return view.state !== 'running';
+          }, 'the promoted call to finish');
+          expect(view).toMatchObject({ state: 'succeeded', stdout: who });
+        } else expect(promoted).toMatchObject({ exit_code: 0, stdout: who });
+
+        expect(await ok(client, 'run_code', { sandbox_id: id, language: 'bash', code: WHO })).toMatchObject({ exit_code: 0, stdout: who });
+
+        // write_file writes as the user: its file is the user's; a file of root's is refused, and read as the user sees it.
+        await ok(client, 'write_file', { sandbox_id: id, path: '/home/app/notes/a.txt', content: 'mine\n' });
+        const owner = await ok(client, 'run_command', {
+          sandbox_id: id,
+          command: 'stat -c %u:%g notes notes/a.txt; echo more >> notes/a.txt',
+        });
+        expect(owner).toMatchObject({ exit_code: 0, stdout: '1000:1001\n1000:1001\n' });
+        expect((await toolError(client, 'write_file', { sandbox_id: id, path: '/etc/app.conf', content: 'x' })).category).toBe(
+          'permission_denied',
+        );
+        expect(await ok(client, 'read_file', { sandbox_id: id, path: '/etc/app.conf' })).toMatchObject({ content: 'root only\n' });
+        expect((await toolError(client, 'list_files', { sandbox_id: id, path: '/home/user' })).category).toBe('permission_denied');
+        // A relative path resolves against /home/user, root's: the refusal says so, and where to write instead.
+        const relative = await toolError(client, 'write_file', { sandbox_id: id, path: 'main.py', content: 'x' });
+        expect(relative).toMatchObject({
+          category: 'permission_denied',
+          suggestion: expect.stringMatching(/uid 1000.*\/home\/user.*\/home\/app/),
+        });
+
+        // The shell (a real pty, through the entry helper): the same ids and place.
+        const term = spawnPty(process.execPath, [HOST_JS, 'shell', id, '--', 'sh', '-c', `${WHO}; echo END`], {
+          cols: 100,
+          rows: 30,
+          env: serverEnv({ ...env, TERM: 'xterm' }),
+        });
+        let shown = '';
+        term.onData((d) => (shown += d));
+        const code = await new Promise<number>((resolve) => term.onExit(({ exitCode }) => resolve(exitCode)));
+        expect(code).toBe(0);
+        expect(shown.replaceAll('\r', '')).toContain(`${who}END\n`);
+        // A snapshot keeps its parent's image: its sandboxes run as the same user, with what it wrote.
+        await ok(client, 'snapshot_sandbox', { sandbox_id: id, name: 'usersnap' });
+        await ok(client, 'kill_sandbox', { sandbox_id: id });
+        const fromSnap = (await ok(client, 'create_sandbox', { template: 'usersnap' })).sandbox_id as string;
+        expect(await ok(client, 'run_command', { sandbox_id: fromSnap, command: 'id -u; pwd; cat notes/a.txt' })).toMatchObject({
+          exit_code: 0,
+          stdout: '1000\n/home/app\nmine\nmore\n',
+        });
+        await ok(client, 'kill_sandbox', { sandbox_id: fromSnap });
+      } finally {
+        await client.close();
+        await server.stop();
+      }
+    },
+    90_000,
+  );
+
+  it.skipIf(!isRoot)(
+    "on a server that is not root (nobody) the image's User cannot exist: import says so, inspect too, and commands run as root inside",
+    async () => {
+      requireSandboxes();
+      const nobodyState = mkdtempSync(join(tmpdir(), 'sandbox-mcp-image-user-nobody-'));
+      chownSync(nobodyState, NOBODY.uid, NOBODY.gid);
+      const nobodyEnv = { SANDBOX_MCP_STATE_DIR: nobodyState };
+      const mini = makeMiniRootDir();
+      writeFileSync(join(mini, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1001:app:/home/app:/bin/sh\n');
+      writeFileSync(join(mini, 'etc/group'), 'root:x:0:\napp:x:1001:\n');
+      const layout = writeOciLayout([{ layers: [packLayer(mini)], config: { Env: ['PATH=/usr/bin:/bin'], User: 'app' } }]);
+      execFileSync('chmod', ['-R', 'a+rX', layout]);
+      try {
+        const imported = await cli(['template', 'import', 'userimage', layout], nobodyEnv, undefined, NOBODY);
+        expect(imported.code).toBe(0);
+        expect(imported.stdout).toMatch(
+          /^note: The image's User \(uid 1000\) cannot exist in a sandbox of a server that is not root.*root inside\.$/m,
+        );
+        const inspected = JSON.parse((await cli(['template', 'inspect', 'userimage'], nobodyEnv, undefined, NOBODY)).stdout);
+        expect(inspected).toMatchObject({ owners: 'flattened', image: { user_ids: { uid: 1000, gid: 1001 } } });
+        expect(inspected.user_note).toMatch(/server that is not root/);
+        const server = await startHttp(nobodyEnv, [], NOBODY);
+        const { client } = await server.connect();
+        try {
+          const id = (await ok(client, 'create_sandbox', { template: 'userimage' })).sandbox_id as string;
+          expect(await ok(client, 'run_command', { sandbox_id: id, command: 'id -u; echo "$HOME"' })).toMatchObject({
+            exit_code: 0,
+            stdout: '0\n/home/user\n',
+          });
+          await ok(client, 'kill_sandbox', { sandbox_id: id });
+        } finally {
+          await client.close();
+          await server.stop();
+        }
+      } finally {
+        await destroyStateDir(nobodyState);
+      }
+    },
+    60_000,
+  );
 });

@@ -157,6 +157,24 @@ describe('launch and enter commands', () => {
       '--', '/s/rw', '/c/mnt', String(3 * 1024 * 1024), 'drop', `${root.uid}:4242`,
       '--workspace', '/home/alice/app', '1000', '100', '--', '/usr/bin/bwrap', '--x',
     ]);
+    // An image's user (idrange): the workspace shown as its ids inside, after the directory and its owner.
+    const asUser = buildTemplateLaunchCommand(
+      ['--x'],
+      { ...launch, mode: 'idrange', layers: ['/l'], workspace: { ...workspace, inside: { uid: 1000, gid: 1001 } } },
+      root,
+      tools,
+    );
+    expect(asUser.args.slice(9)).toEqual([
+      '--workspace',
+      '/home/alice/app',
+      '1000',
+      '100',
+      '--workspace-as',
+      '1000:1001',
+      '--',
+      '/usr/bin/bwrap',
+      '--x',
+    ]);
     const keep = buildTemplateLaunchCommand(['--x'], { ...launch, mode: 'keep', workspace }, user, tools);
     expect(keep.args.slice(2, 11)).toEqual([
       '--',
@@ -176,8 +194,12 @@ describe('launch and enter commands', () => {
     const template = { helper: { text: 'E', arch: 'x64' as const }, keepCaps: TEMPLATE_COMMAND_CAPS.idrange };
     const cmd = buildEnterCommand(4242, ['/bin/sh', '-c', 'true'], block, tools, [], 'isolated', template);
     expect(cmd.file).toBe('/usr/bin/perl');
-    expect(cmd.args.slice(2)).toEqual(['--', '4242', '1', 'a00405fb', '--', '/bin/sh', '-c', 'true']);
+    expect(cmd.args.slice(2)).toEqual(['--', '4242', '1', 'a00405fb', '-', '--', '/bin/sh', '-c', 'true']);
     expect([cmd.uid, cmd.gid]).toEqual([0x71000000, 0x71000000]);
+    // An image's user: the helper's child switches to its ids inside (the host-side process stays the block's first id).
+    const asUser = buildEnterCommand(4242, ['true'], block, tools, [], 'isolated', { ...template, runAs: { uid: 1000, gid: 1001 } });
+    expect(asUser.args.slice(2, 8)).toEqual(['--', '4242', '1', 'a00405fb', '1000:1001', '--']);
+    expect([asUser.uid, asUser.gid]).toEqual([0x71000000, 0x71000000]);
     expect(buildEnterCommand(4242, ['true'], block, tools, [], 'host', template).args.slice(3, 5)).toEqual(['4242', '0']);
     // CAP_SYS_ADMIN (21), CAP_SYS_RESOURCE (24), CAP_NET_ADMIN (12), CAP_SYS_PTRACE (19) and CAP_MKNOD (27) stay out.
     for (const cap of [21, 24, 12, 19, 27]) expect(BigInt('0x' + TEMPLATE_COMMAND_CAPS.idrange) & (1n << BigInt(cap))).toBe(0n);

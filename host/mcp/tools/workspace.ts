@@ -36,8 +36,8 @@ export function workspaceSummary(config: Pick<ServerConfig, 'workspaceAllow'>): 
 
 /**
  * The working directory a command without `cwd` runs in: the sandbox's workspace when it has one,
- * else its image's WorkingDir (read from the provider once per process: neither changes), else
- * undefined (the home).
+ * else its image's WorkingDir, or its image's user's home or `/` (read from the provider once per
+ * process: neither changes), else undefined (the home).
  */
 export async function defaultCwd(ctx: ToolContext, ref: SandboxRef): Promise<string | undefined> {
   return ctx.deps.workspaces.pathOf(ref.qualified, async () => {

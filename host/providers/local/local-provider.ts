@@ -204,7 +204,11 @@ export class LocalProvider implements Provider {
   }
 
   async imageWorkingDir(sandboxId: string): Promise<string | null> {
-    return asProviderErrors(async () => (await this.registry.require(sandboxId)).spec.workingDir ?? null);
+    return asProviderErrors(async () => {
+      const { spec } = await this.registry.require(sandboxId);
+      // The image's user: its home (or `/`), never root's (0700), where the image names no directory.
+      return spec.workingDir ?? (spec.user ? CommandRunner.defaultUserCwd(spec.user) : null);
+    });
   }
 
   async getEnvironment(sandboxId: string): Promise<Record<string, string>> {
@@ -252,6 +256,8 @@ export class LocalProvider implements Provider {
   async agentChannel(sandboxId: string): Promise<AgentChannel | null> {
     return asProviderErrors(async () => {
       const sb = await this.registry.require(sandboxId);
+      // The image's user: a per-call agent starts its tasks as it (CommandRunner.commandEnv's RUN_AS_ENV).
+      if (sb.spec.user) return null;
       const channel = await this.residents.channel(sb);
       if (!channel) return null;
       const agent = asAgentChannel(channel, (request, callEnvs) => ({

@@ -3,6 +3,7 @@
 // kill can end them.
 import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
+import { RUN_AS_ENV, TASK_ENV_PREFIX } from '../../../../shared/protocol.js';
 import { ProviderError } from '../../provider-error.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { cancelledBeforeStart, SANDBOX_HOME, type ExecRole } from '../../provider.js';
@@ -13,14 +14,16 @@ import { templateEntryOf } from '../launch/template-entry.js';
 import { preludeFor, REFUSED_EXIT, REFUSED_MESSAGE } from '../limits/entry-prelude.js';
 import { processLimitReached } from '../limits/notes.js';
 import { isStillAlive, sandboxGone, type LiveSandbox } from '../sandbox/registry.js';
-import { specNetwork, type SandboxSpec } from '../sandbox/spec.js';
+import { specNetwork, type SandboxSpec, type SpecUser } from '../sandbox/spec.js';
 import type { LocalSettings } from '../settings.js';
 import { CancelledError, captureCommand, killProcessGroup, SpawnFailedError, type CaptureResult } from './capture.js';
 
 /** How one command runs inside a sandbox (see CaptureOpts). */
 export interface SandboxRunOpts {
-  /** Whose processes these are: decides the entry's process limit and OOM score (limits/). */
+  /** Whose processes these are: decides the entry's process limit and OOM score (limits/), and whose ids they run as (commandUser). */
   role: ExecRole;
+  /** A file tool's script (role `service`'s limits), run as the image's user like a command (commandUser). */
+  asFiles?: boolean;
   env: Record<string, string>;
   envScript?: string;
   timeoutMs: number;
@@ -65,18 +68,55 @@ export class CommandRunner {
     return { HOME: SANDBOX_HOME, PATH: this.pathOf(spec), LANG: 'C.UTF-8', USER: user, LOGNAME: user, SHELL: spec.shell };
   }
 
-  /** How commands enter `spec`'s sandbox when it runs on a template (helpers/enter.pl); undefined for a base sandbox. */
-  templateEntry(spec: SandboxSpec): TemplateEntry | undefined {
-    return templateEntryOf(spec, this.settings.keeperScript);
+  /**
+   * How commands enter `spec`'s sandbox when it runs on a template (helpers/enter.pl); undefined
+   * for a base sandbox. `user`: the image's user (commandUser) they run as; absent: root inside.
+   */
+  templateEntry(spec: SandboxSpec, user?: SpecUser): TemplateEntry | undefined {
+    const entry = templateEntryOf(spec, this.settings.keeperScript);
+    return entry && user ? { ...entry, runAs: { uid: user.uid, gid: user.gid } } : entry;
+  }
+
+  /**
+   * The image's user (sandbox/spec.ts SpecUser) whose ids a process of `role` in `spec`'s sandbox
+   * is entered as: a person's or an agent's commands and shells (`command`), and the file tools
+   * (`files`). The agent (`task`: a per-call agent's start, whose supervisor starts the command as
+   * the user, see commandEnv; `service`: its other calls and install) stays root inside, which owns
+   * its files and task directories. Undefined: root inside (or a base sandbox's own user).
+   */
+  commandUser(spec: SandboxSpec, role: ExecRole | 'files'): SpecUser | undefined {
+    return role === 'command' || role === 'files' ? spec.user : undefined;
   }
 
   /**
    * The environment of a person's or an agent's command in `sb`: the login environment, the
    * sandbox's proxy variables (with an allow-list) and its own variables, then the call's. The one
-   * place it is built, so run_command and the operator's shell cannot drift apart.
+   * place it is built, so run_command and the operator's shell cannot drift apart. With an image's
+   * user, a `command` gets its HOME, USER and LOGNAME; a `task` start (a per-call agent, root
+   * inside, whose own HOME holds it) gets them as task variables for its command alone, and
+   * RUN_AS_ENV, the ids its supervisor starts the command as.
    */
-  commandEnv(sb: LiveSandbox, callEnvs: Readonly<Record<string, string>> = {}): Record<string, string> {
-    return { ...this.baseEnv(sb.spec), ...proxyEnvironment(sb.spec.allowOut), ...sb.spec.envs, ...callEnvs };
+  commandEnv(sb: LiveSandbox, callEnvs: Readonly<Record<string, string>> = {}, role: ExecRole = 'command'): Record<string, string> {
+    const base = this.baseEnv(sb.spec);
+    const user = role === 'service' ? undefined : sb.spec.user;
+    // A user passwd does not list has no name: USER and LOGNAME are empty, never root's.
+    const login: Record<string, string> = user ? { HOME: user.home, USER: user.name ?? '', LOGNAME: user.name ?? '' } : {};
+    if (user && role === 'command') Object.assign(base, login);
+    const env: Record<string, string> = { ...base, ...proxyEnvironment(sb.spec.allowOut), ...sb.spec.envs };
+    // Only the server sets it: a sandbox's variables never choose whom a task runs as.
+    delete env[RUN_AS_ENV];
+    if (!user || role === 'command') return { ...env, ...callEnvs };
+    // A task: its command's login variables (a HOME of the sandbox's own variables stays), as task variables.
+    const forTask: Record<string, string> = {};
+    for (const name of ['HOME', 'USER', 'LOGNAME']) {
+      if (name !== 'HOME' || sb.spec.envs.HOME === undefined) forTask[TASK_ENV_PREFIX + name] = login[name]!;
+    }
+    return { ...env, ...forTask, ...callEnvs, [RUN_AS_ENV]: `${user.uid}:${user.gid}` };
+  }
+
+  /** Where a command of the image's user runs when neither the call nor the image names a directory: its home, if the image has it, else `/`. */
+  static defaultUserCwd(user: SpecUser): string {
+    return user.homeIsDir ? user.home : '/';
   }
 
   /** Ends the process groups of every command this instance still runs in `sandboxId`. */
@@ -92,6 +132,7 @@ export class CommandRunner {
    */
   async run(sb: LiveSandbox, buildArgv: (prelude: string) => string[], opts: SandboxRunOpts): Promise<CaptureResult> {
     const procsFiles = sb.keeper.cgroups.map((d) => join(d, 'cgroup.procs'));
+    const user = this.commandUser(sb.spec, opts.asFiles ? 'files' : opts.role);
     const joinsInside = sb.keeper.cgroupJoin === 'descriptor';
     const argv = buildArgv(preludeFor(sb.spec.limits, opts.role, joinsInside ? procsFiles.length : 0));
     const cmd: Command = buildEnterCommand(
@@ -101,7 +142,7 @@ export class CommandRunner {
       sb.spec.tools,
       joinsInside ? [] : procsFiles,
       specNetwork(sb.spec),
-      this.templateEntry(sb.spec),
+      this.templateEntry(sb.spec, user),
     );
     let groups = this.running.get(sb.id);
     if (!groups) this.running.set(sb.id, (groups = new Set()));

@@ -11,7 +11,7 @@ import { LimitWatch } from '../limits/limit-watch.js';
 import { isStillAlive, type LiveSandbox, type SandboxRegistry } from '../sandbox/registry.js';
 import type { ResidentChannel } from '../../resident-channel.js';
 import { invalid, isNonNegativeInt, validateEnvs } from '../validation.js';
-import type { CommandRunner } from './command-runner.js';
+import { CommandRunner } from './command-runner.js';
 import { execThroughResident } from './resident-exec.js';
 import type { ResidentLinks } from './resident-link.js';
 import type { PromotableExecOpts, PromotableOutcome } from '../../provider.js';
@@ -57,17 +57,21 @@ export class SandboxExec {
     const maxOutputBytes = opts.maxOutputBytes ?? DEFAULT_EXEC_OUTPUT_CAP_BYTES;
     if (!isNonNegativeInt(maxOutputBytes)) throw invalid('maxOutputBytes must be an integer of at least 0.');
     const callEnvs = validateEnvs(opts.envs, 'envs');
-    const cwd = opts.cwd !== undefined ? resolveSandboxPath(opts.cwd) : undefined;
+    const callCwd = opts.cwd !== undefined ? resolveSandboxPath(opts.cwd) : undefined;
     if (opts.signal?.aborted) throw cancelledBeforeStart();
     const sb = promotable?.sb ?? (await this.registry.require(sandboxId));
     const role = opts.role ?? 'command';
+    // The image's user: its commands run as its ids, and where no cwd is named, not in root's home (0700).
+    const user = this.runner.commandUser(sb.spec, role);
+    const cwd = callCwd ?? (user ? (sb.spec.workingDir ?? CommandRunner.defaultUserCwd(user)) : undefined);
     const channel = promotable?.channel ?? (await this.residents.channel(sb));
     const promote = promotable?.promote;
-    if (channel?.supports('exec')) {
+    // The image's user: the entry helper drops to its ids (a resident runs its commands as root).
+    if (channel?.supports('exec') && !user) {
       const outcome = await execThroughResident(sb, channel, {
         command,
         cwd,
-        env: this.runner.commandEnv(sb, callEnvs),
+        env: this.runner.commandEnv(sb, callEnvs, role),
         timeoutS: opts.timeoutS,
         maxOutputBytes,
         stdin: opts.stdin,
@@ -87,7 +91,7 @@ export class SandboxExec {
       role,
       // Only this fixed environment exists outside the sandbox; the caller's is sourced inside.
       env: { PATH: this.runner.pathOf(sb.spec) },
-      envScript: exportScript(this.runner.commandEnv(sb, callEnvs)),
+      envScript: exportScript(this.runner.commandEnv(sb, callEnvs, role)),
       timeoutMs: opts.timeoutS * 1000,
       maxOutputBytes,
       keepTail: true,

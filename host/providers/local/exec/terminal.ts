@@ -15,7 +15,7 @@ import type { SandboxRegistry } from '../sandbox/registry.js';
 import { specNetwork } from '../sandbox/spec.js';
 import type { LocalSettings } from '../settings.js';
 import { invalid } from '../validation.js';
-import type { CommandRunner } from './command-runner.js';
+import { CommandRunner } from './command-runner.js';
 
 type NodePty = typeof import('@lydell/node-pty');
 
@@ -48,6 +48,11 @@ export async function loadNodePty(): Promise<NodePty> {
   }
 }
 
+/** `text` as one word of shell, quoted. */
+function singleQuoted(text: string): string {
+  return `'${text.replaceAll("'", "'\\''")}'`;
+}
+
 function checkSize(n: unknown, what: string): number {
   if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > 10_000) throw invalid(`${what} must be an integer 1-10000.`);
   return n;
@@ -68,7 +73,11 @@ export class SandboxTerminals {
     if (opts.command?.some((a) => typeof a !== 'string' || a.includes('\0'))) throw invalid('command must be strings without NUL bytes.');
     const pty = await loadNodePty();
     const sb = await this.registry.require(sandboxId);
-    const envScript = exportScript(this.runner.commandEnv(sb, { TERM: opts.term ?? 'xterm-256color' }));
+    const user = this.runner.commandUser(sb.spec, 'command');
+    // The image's user starts where its commands do (its WorkingDir, home or `/`), not in root's home (0700).
+    const envScript =
+      exportScript(this.runner.commandEnv(sb, { TERM: opts.term ?? 'xterm-256color' })) +
+      (user ? `cd -- ${singleQuoted(sb.spec.workingDir ?? CommandRunner.defaultUserCwd(user))} 2>/dev/null || cd /\n` : '');
     if (Buffer.byteLength(envScript) > TERMINAL_ENV_MAX_BYTES) {
       throw new ProviderError('unsupported', {
         code: 'environment_too_large',
@@ -88,7 +97,7 @@ export class SandboxTerminals {
       // A person's shell is the caller's own work: the commands' share of the process limit.
       // It joins the cgroups from the host (a pty spawner passes no descriptors), so none here.
       entry: preludeFor(sb.spec.limits, 'command', 0),
-      ...definedFields({ template: this.runner.templateEntry(sb.spec) }),
+      ...definedFields({ template: this.runner.templateEntry(sb.spec, user) }),
     });
     let term: IPty;
     try {

@@ -16,6 +16,7 @@ import type { CaptureResult } from '../exec/capture.js';
 import type { CommandRunner } from '../exec/command-runner.js';
 import type { ResidentLinks } from '../exec/resident-link.js';
 import { isStillAlive, sandboxGone, type LiveSandbox, type SandboxRegistry } from '../sandbox/registry.js';
+import type { SpecUser } from '../sandbox/spec.js';
 import type { LocalSettings } from '../settings.js';
 import { invalid, isNonNegativeInt } from '../validation.js';
 import { FALLBACK, ResidentFiles } from './resident-files.js';
@@ -66,10 +67,11 @@ export class SandboxFiles {
     if (!Buffer.isBuffer(data)) throw invalid('data must be bytes.');
     const abs = resolveSandboxPath(path);
     const sb = await this.registry.require(sandboxId);
-    const through = await this.residentFiles(sb, 'write_file');
+    const asServer = opts.isServerWrite === true;
+    const through = await this.residentFiles(sb, 'write_file', asServer);
     const written = through && (await through.write(abs, data, opts.append === true));
     if (written && written !== FALLBACK) return written;
-    const r = await this.runScript(sb, WRITE_SCRIPT, [abs, opts.append ? 'a' : 'w'], { stdin: data, maxOutputBytes: 0 });
+    const r = await this.runScript(sb, WRITE_SCRIPT, [abs, opts.append ? 'a' : 'w'], { stdin: data, maxOutputBytes: 0, asServer });
     const size = Number(r.meta.toString().trim());
     if (!Number.isSafeInteger(size)) throw new ProviderError('internal');
     return { size };
@@ -90,8 +92,16 @@ export class SandboxFiles {
     return parseListing(r.stdout).slice(0, opts.maxEntries);
   }
 
-  /** The sandbox's resident's file operations, when it has a resident serving `op`; null otherwise. */
-  private async residentFiles(sb: LiveSandbox, op: 'read_file' | 'write_file' | 'list_files'): Promise<ResidentFiles | null> {
+  /**
+   * The sandbox's resident's file operations, when it has a resident serving `op`; null otherwise,
+   * and where the tools act as an image's user (the resident is root inside): the scripts, entered as it.
+   */
+  private async residentFiles(
+    sb: LiveSandbox,
+    op: 'read_file' | 'write_file' | 'list_files',
+    asServer = false,
+  ): Promise<ResidentFiles | null> {
+    if (sb.spec.user && !asServer) return null;
     const channel = await this.residents?.channel(sb);
     return channel?.supports(op) ? new ResidentFiles(sb, channel, Date.now() + this.settings.fileOpTimeoutMs) : null;
   }
@@ -101,11 +111,13 @@ export class SandboxFiles {
     sb: LiveSandbox,
     script: string,
     args: string[],
-    opts: { stdin?: Buffer; maxOutputBytes: number },
+    opts: { stdin?: Buffer; maxOutputBytes: number; asServer?: boolean },
   ): Promise<CaptureResult> {
     // The server's own helper: it may use the processes kept for the server (limits/process-tiers.ts).
     const r = await this.runner.run(sb, (prelude) => ['/bin/sh', '-c', prelude + script, 'sh', ...args], {
       role: 'service',
+      // As the image's user, if the sandbox has one: what it writes is that user's (docs/templates.md).
+      asFiles: opts.asServer !== true,
       env: { ...this.runner.baseEnv(sb.spec), LC_ALL: 'C.UTF-8' },
       timeoutMs: this.settings.fileOpTimeoutMs,
       maxOutputBytes: opts.maxOutputBytes,
@@ -116,8 +128,20 @@ export class SandboxFiles {
     const err = fileStatusError(r.exitCode, r.meta);
     if (err) {
       if (!isStillAlive(sb)) throw sandboxGone();
+      const user = opts.asServer === true ? undefined : sb.spec.user;
+      if (user && err.category === 'permission_denied') throw imageUserDenied(user);
       throw err;
     }
     return r;
   }
+}
+
+/** A file tool refused as the image's user (docs/templates.md): says whose rights these are, and where relative paths go. */
+function imageUserDenied(user: SpecUser): ProviderError {
+  return new ProviderError('permission_denied', {
+    code: 'EACCES',
+    detail:
+      `The image's user (uid ${user.uid}), whom the file tools act as here, may not access this path. ` +
+      `Relative paths resolve against /home/user, which is root's: give an absolute path (its home ${user.home}, the workspace, /tmp).`,
+  });
 }

@@ -6,17 +6,20 @@
 # loaded before it joins anything. Run as the host uid that owns the sandbox's user namespace; the host
 # prepends `my %SYS = (…);`, the raw system call numbers of this machine (launch/perl-helpers.ts).
 #
-#   PID1 NET KEEP -- CMD...
+#   PID1 NET KEEP IDS -- CMD...
 #
 #   PID1  host pid of the sandbox's pid 1 (verified by the caller)
 #   NET   1: join its network namespace too; 0: it shares the host's (entering that is refused)
 #   KEEP  the bounding set commands keep, as a hex mask (0: none, and uid 0 gains nothing at exec)
+#   IDS   UID:GID inside the sandbox that CMD runs as (an image's user: no supplementary groups, and
+#         setuid to it clears every capability), or `-`: uid 0 inside
 # Inherited descriptors (the environment pipe, cgroup.procs descriptors) pass through to CMD; perl's
 # own are close-on-exec. Ends the way CMD ended (its exit status, or the same signal), as nsenter does.
 # No `use strict`/`use warnings` and no modules: loading them costs about as much as the rest (measured).
 
-my ($pid1, $net, $keep, $sep, @cmd) = @ARGV;
-die "usage: PID1 0|1 KEEPMASK -- CMD...\n" unless defined $sep && $sep eq '--' && @cmd && $pid1 =~ /^\d+$/ && $keep =~ /^[0-9a-f]+$/;
+my ($pid1, $net, $keep, $ids, $sep, @cmd) = @ARGV;
+die "usage: PID1 0|1 KEEPMASK UID:GID|- -- CMD...\n"
+  unless defined $sep && $sep eq '--' && @cmd && $pid1 =~ /^\d+$/ && $keep =~ /^[0-9a-f]+$/ && $ids =~ /^(-|\d+:\d+)$/;
 $keep = hex($keep);
 my %CLONE = (user => 0x10000000, ipc => 0x08000000, uts => 0x04000000, net => 0x40000000, pid => 0x20000000, mnt => 0x00020000);
 my ($PR_CAPBSET_DROP, $PR_SET_NO_NEW_PRIVS, $PR_SET_SECUREBITS) = (24, 38, 28);
@@ -45,7 +48,16 @@ if ($keep == 0) {   # SECBIT_NOROOT | SECBIT_NOROOT_LOCKED
 
 # The pid namespace applies to children: fork, exec there, and end the way the child ended.
 my $child = fork() // die "sandbox-mcp: fork: $!\n";
-if ($child == 0) { exec { $cmd[0] } @cmd; print STDERR "sandbox-mcp: cannot run $cmd[0]: $!\n"; exit 127; }
+if ($child == 0) {
+  # The image's user, in the child only: this process stays root inside, so the command cannot signal it.
+  if ($ids ne '-') {
+    my ($uid, $gid) = map { $_ + 0 } split(/:/, $ids);
+    syscall($SYS{setgroups}, 0, 0) == 0 or do { print STDERR "sandbox-mcp: setgroups: $!\n"; exit 126; };
+    syscall($SYS{setresgid}, $gid, $gid, $gid) == 0 or do { print STDERR "sandbox-mcp: setresgid: $!\n"; exit 126; };
+    syscall($SYS{setresuid}, $uid, $uid, $uid) == 0 or do { print STDERR "sandbox-mcp: setresuid: $!\n"; exit 126; };
+  }
+  exec { $cmd[0] } @cmd; print STDERR "sandbox-mcp: cannot run $cmd[0]: $!\n"; exit 127;
+}
 $SIG{$_} = 'IGNORE' for qw(INT QUIT TERM HUP);
 waitpid($child, 0);
 my $status = $?;

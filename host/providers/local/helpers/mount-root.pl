@@ -28,17 +28,28 @@
 #          tmpfs: the sandbox's writes stay there. Its lower (ws/lower, read-only) is DIR, idmapped as
 #          root (drop, idrange) so that files of OWNER_UID/OWNER_GID look like UID's, the sandbox user's.
 #          bwrap binds ws/merged, ws/lower and ws/upper (under MNT when given, else RW).
+#   --workspace-as IN_UID:IN_GID
+#          idrange only: the workspace's files are shown as these ids inside (an image's user: host
+#          UID + IN_UID) instead of root's; the upper's top directory is theirs too.
 # On success fd 7 is the merged root (bwrap --bind-fd 7 /; templates only) and bwrap is exec'd in our
 # place, so it stays the keeper's child. No `use strict`/`use warnings` and no modules: loading them
 # costs about as much as the rest of this script (measured).
 
 my ($rw, $mnt, $bytes, $mode, $uid, @rest) = @ARGV;
 my ($sep) = grep { $rest[$_] eq '--' } 0 .. $#rest;
-my $usage = "usage: RW MNT BYTES idrange|userns|drop|keep UID[:GID] [LAYER...] [--workspace DIR UID GID] -- CMD...\n";
+my $usage = "usage: RW MNT BYTES idrange|userns|drop|keep UID[:GID] [LAYER...] [--workspace DIR UID GID [--workspace-as UID:GID]] -- CMD...\n";
 die $usage unless defined $sep && $sep < $#rest && $mode =~ /^(idrange|userns|drop|keep)$/ && $bytes =~ /^\d+$/ && $uid =~ /^\d+(:\d+)?$/;
 my @layers = @rest[0 .. $sep - 1];
 my @cmd = @rest[$sep + 1 .. $#rest];
 my ($ws, $ws_uid, $ws_gid);
+my ($ws_in_uid, $ws_in_gid) = (0, 0);
+my ($wsa) = grep { $layers[$_] eq '--workspace-as' } 0 .. $#layers;
+if (defined $wsa) {
+  my $ids = $layers[$wsa + 1] // '';
+  die $usage unless $mode eq 'idrange' && $ids =~ /^(\d{1,5}):(\d{1,5})$/ && $1 < 65536 && $2 < 65536;
+  ($ws_in_uid, $ws_in_gid) = (0 + $1, 0 + $2);
+  splice(@layers, $wsa, 2);
+}
 my ($wsi) = grep { $layers[$_] eq '--workspace' } 0 .. $#layers;
 if (defined $wsi) {
   ($ws, $ws_uid, $ws_gid) = @layers[$wsi + 1 .. $wsi + 3];
@@ -147,9 +158,10 @@ if ($has_root) {
 if (defined $ws) {
   my @st = stat($ws) or die "sandbox-mcp: workspace: $!\n";
   mkdir($_, 0755) or die "sandbox-mcp: mkdir $_: $!\n" for qw(ws ws/upper ws/work ws/lower ws/merged);
-  my $ws_ns = $is_root ? user_namespace(0, "$ws_uid $uid 1\n", "$ws_gid $gid 1\n") : undef;
+  my ($as_uid, $as_gid) = ($uid + $ws_in_uid, $gid + $ws_in_gid);
+  my $ws_ns = $is_root ? user_namespace(0, "$ws_uid $as_uid 1\n", "$ws_gid $as_gid 1\n") : undef;
   clone_tree($ws, 'ws/lower', $ws_ns);
-  if ($is_root) { chown($uid, $gid, 'ws/upper') or die "sandbox-mcp: chown: $!\n"; }
+  if ($is_root) { chown($as_uid, $as_gid, 'ws/upper') or die "sandbox-mcp: chown: $!\n"; }
   chmod($st[2] & 07777, 'ws/upper') or die "sandbox-mcp: chmod: $!\n";
   my $ws_merged = 'ws/merged';
   my $ws_opts = 'lowerdir=ws/lower,upperdir=ws/upper,workdir=ws/work' . $xattr;

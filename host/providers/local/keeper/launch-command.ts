@@ -143,13 +143,15 @@ function helperLaunch(
   }
   const mountPoint = spec.root ? spec.root.mountPoint : spec.workspace?.mountPoint;
   const ws = spec.workspace;
+  // An image's user works in its workspace: its files are shown as that user's (a root server's block maps it).
+  const inside = mode === 'idrange' && spec.user ? { inside: { uid: spec.user.uid, gid: spec.user.gid } } : {};
   return {
     helper: { text, arch: process.arch },
     rwDir,
     rootBytes: bytes,
     mode,
     layers,
-    ...definedFields({ mountPoint, workspace: ws ? { dir: ws.hostPath, uid: ws.uid, gid: ws.gid } : undefined }),
+    ...definedFields({ mountPoint, workspace: ws ? { dir: ws.hostPath, uid: ws.uid, gid: ws.gid, ...inside } : undefined }),
   };
 }
 

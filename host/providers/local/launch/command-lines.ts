@@ -102,8 +102,11 @@ export interface TemplateLaunch {
   mode: HelperMode;
   /** The template's layer directories, top first; none for `drop` and `keep`. */
   layers: readonly string[];
-  /** The workspace: the person's directory and its owner (shown as the sandbox user's as root). */
-  workspace?: { dir: string; uid: number; gid: number };
+  /**
+   * The workspace: the person's directory and its owner (shown as the sandbox user's as root);
+   * `inside`: idrange only, the ids inside it is shown as instead of root's (an image's user).
+   */
+  workspace?: { dir: string; uid: number; gid: number; inside?: { uid: number; gid: number } };
 }
 
 /**
@@ -114,6 +117,8 @@ export function buildTemplateLaunchCommand(bwrapArgs: string[], launch: Template
   // drop: the sandbox's own uid and group (a configured group may differ); idrange: its block's first id.
   const uid = launch.mode === 'drop' ? `${id.uid}:${id.gid}` : String(launch.mode === 'idrange' ? id.uid : 0);
   const ws = launch.workspace ? ['--workspace', launch.workspace.dir, String(launch.workspace.uid), String(launch.workspace.gid)] : [];
+  const inside = launch.workspace?.inside;
+  if (inside) ws.push('--workspace-as', `${inside.uid}:${inside.gid}`);
   // prettier-ignore
   return perlCommand(tools.perl ?? 'perl', launch.helper.text, launch.helper.arch, [
     launch.rwDir, launch.mountPoint ?? '-', String(Math.floor(launch.rootBytes)), launch.mode, uid, ...launch.layers, ...ws,
@@ -128,6 +133,8 @@ export function buildTemplateLaunchCommand(bwrapArgs: string[], launch: Template
 export interface TemplateEntry {
   helper: HelperScript;
   keepCaps: string;
+  /** The ids (inside the sandbox) the command runs as: the image's user; absent: root inside. */
+  runAs?: { uid: number; gid: number };
 }
 
 /**
@@ -154,6 +161,7 @@ export function buildEnterCommand(
         String(pid1),
         network === 'host' ? '0' : '1',
         template.keepCaps,
+        template.runAs ? `${template.runAs.uid}:${template.runAs.gid}` : '-',
         '--',
         ...argv,
       ])

@@ -17,13 +17,14 @@ import { chooseSandboxLimits, type SandboxLimits } from '../limits/sandbox-limit
 import { newSandboxId, newSandboxUid } from '../sandbox/ids.js';
 import { withCreateLock } from '../sandbox/create-lock.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
-import { buildSandboxSpec, type SandboxSpec, type SpecWorkspace, type TemplateRoot } from '../sandbox/spec.js';
+import { buildSandboxSpec, type SandboxSpec, type SpecUser, type SpecWorkspace, type TemplateRoot } from '../sandbox/spec.js';
 import { recordWorkspaceOrigin, specWorkspace } from '../rootfs/workspace.js';
 import { HostViews } from '../rootfs/host-views.js';
 import { claimIdBlock, releaseIdBlock } from '../rootfs/id-blocks.js';
 import { resolveTemplateRoot, templateEnv, templateShell } from '../rootfs/template-root.js';
 import { layerOwnersHere } from '../templates/import-root.js';
 import { BASE_TEMPLATE } from '../templates/base-template.js';
+import { imageUserPlan, type ImageUserIds } from '../templates/images/image-user.js';
 import { isStorableTemplateRef, listTemplates, mayUseTemplate, readTemplate, resolveTemplateRef, templateRef } from '../templates/store.js';
 import {
   ensureSandboxesDir,
@@ -103,12 +104,16 @@ export class SandboxCreator {
     const identity = root ? null : this.newIdentity(sandboxes);
     try {
       const id = await this.claimDirectory(sandboxes, limits);
-      const image = root ? readTemplate(this.settings.templatesDir, template)?.image : undefined;
+      const record = root ? readTemplate(this.settings.templatesDir, template) : undefined;
+      const image = record?.image;
       const workingDir = image?.config.working_dir.startsWith('/') ? image.config.working_dir : undefined;
+      // The image's user: only where the sandbox maps a block of ids (a root server's `idrange` root).
+      const plan = imageUserPlan(image, root?.mode === 'idrange' && record ? record.owners : 'flattened');
+      const user = plan && 'user' in plan ? specUser(plan.user, image!.config.env) : undefined;
       return await this.createWith(
         sandboxes,
         id,
-        { template, root, identity, workspace, workingDir },
+        { template, root, identity, workspace, workingDir, user },
         timeoutS,
         envs,
         limits,
@@ -221,6 +226,7 @@ export class SandboxCreator {
       identity: Identity | null;
       workspace: SpecWorkspace | undefined;
       workingDir: string | undefined;
+      user: SpecUser | undefined;
     },
     timeoutS: number,
     envs: Record<string, string>,
@@ -263,6 +269,7 @@ export class SandboxCreator {
             owner: opts.owner,
             workspace: kind.workspace,
             workingDir: kind.workingDir,
+            user: kind.user,
           }),
         },
       );
@@ -298,4 +305,16 @@ export class SandboxCreator {
     this.registry.remember(id, spec, keeper);
     return sandboxMetadata(spec, keeper, readDeadline(dir) ?? createdAtMs + timeoutS * 1000);
   }
+}
+
+/**
+ * The spec's record of an image's user: HOME the image's Env names (absolute), else its passwd
+ * entry's (`/` for a user passwd lacks, and in records from before homes were kept).
+ */
+function specUser(ids: ImageUserIds, imageEnv: readonly string[]): SpecUser {
+  const envHome = imageEnv.findLast((e) => e.startsWith('HOME=/'))?.slice('HOME='.length);
+  const home = envHome ?? ids.home ?? '/';
+  // Where a command without cwd runs: that home, if the image has it as a directory (else `/`).
+  const homeIsDir = home === '/' || (home === ids.home && ids.home_is_dir === true);
+  return { uid: ids.uid, gid: ids.gid, ...definedFields({ name: ids.name }), home, homeIsDir };
 }

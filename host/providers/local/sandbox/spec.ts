@@ -83,6 +83,20 @@ export interface SandboxSpec {
   workspace?: SpecWorkspace;
   /** An image template's WorkingDir: where a command without cwd runs (a workspace wins); absent: the home. */
   workingDir?: string;
+  /** An image template's user, whose ids its commands run as (templates/images/image-user.ts imageUserPlan); absent: root inside. */
+  user?: SpecUser;
+}
+
+/** The image's user a template sandbox's commands run as: ids inside its namespace, and its passwd entry's name and home. */
+export interface SpecUser {
+  uid: number;
+  gid: number;
+  /** USER and LOGNAME; absent: a number the image's passwd does not list (they are left unset). */
+  name?: string;
+  /** HOME, unless the image's Env sets one. */
+  home: string;
+  /** True when `home` was a real directory of the image: then where a command without cwd runs (else `/`). */
+  homeIsDir: boolean;
 }
 
 /** The network mode a sandbox was created with (see SandboxSpec.network). */
@@ -115,6 +129,7 @@ export type SandboxSpecOpts = Pick<
   | 'baseEtcDir'
   | 'workspace'
   | 'workingDir'
+  | 'user'
 > & {
   template: string;
   allowOut?: readonly string[];
@@ -157,6 +172,7 @@ export function buildSandboxSpec(settings: SpecSettings, opts: SandboxSpecOpts):
       owner: opts.owner,
       workspace: opts.workspace,
       workingDir: opts.workingDir,
+      user: opts.user,
       residentIdleExitS: settings.residentIdleExitS,
     }),
     ...(settings.residentAgent === false ? { resident: false as const } : {}),

@@ -110,9 +110,19 @@ export const ImageInfoSchema = z.object({
   config: ImageRunConfigSchema,
   /**
    * The ids `config.user` names in the image's own /etc/passwd and /etc/group (root for none),
-   * read at pull or import; null when it names no user the root has. Recorded, not yet applied.
+   * read at pull or import, with its name and home (images/image-user.ts); null when it names no
+   * user the root has. Its sandboxes run as it on a root server (imageUserPlan).
    */
-  user_ids: z.object({ uid: z.number().int(), gid: z.number().int() }).nullable().optional(),
+  user_ids: z
+    .object({
+      uid: z.number().int(),
+      gid: z.number().int(),
+      name: z.string().optional(),
+      home: z.string().optional(),
+      home_is_dir: z.boolean().optional(),
+    })
+    .nullable()
+    .optional(),
   /** Its layers' digests, bottom first. */
   layers: z.array(z.string()),
 });

@@ -9,6 +9,12 @@ import { BeneathDir, BeneathError } from '../../../../util/beneath.js';
 export interface ImageUserIds {
   uid: number;
   gid: number;
+  /** Its name in /etc/passwd (absent: a number the root does not list); USER and LOGNAME of its commands. */
+  name?: string | undefined;
+  /** Its home in /etc/passwd, or `/` for a number the root does not list (as a container runtime sets HOME). */
+  home?: string | undefined;
+  /** True when `home` is a real directory in the root (no link on the way): then the default cwd of its commands. */
+  home_is_dir?: boolean | undefined;
 }
 
 /** At most this much of /etc/passwd or /etc/group is read: an image's files are untrusted. */
@@ -68,5 +74,52 @@ export function resolveImageUser(root: string, user: string): ImageUserIds | nul
   if (groupPart === undefined) gid = entry ? asId(entry[3]) : 0;
   else if (NUMERIC.test(groupPart)) gid = asId(groupPart);
   else gid = asId(accountLines(readEtcFile(root, 'group')).find((f) => f[0] === groupPart)?.[2]);
-  return gid === null ? null : { uid, gid };
+  if (gid === null) return null;
+  if (uid === 0) return { uid, gid };
+  const home = entry?.[5]?.startsWith('/') ? entry[5] : '/';
+  return { uid, gid, ...(entry ? { name: entry[0]! } : {}), home, home_is_dir: isDirBeneath(root, home) };
+}
+
+/** True when absolute `path` is a real directory in the tree at `root`, with no link on the way (none is followed). */
+function isDirBeneath(root: string, path: string): boolean {
+  try {
+    return BeneathDir.openRoot(root).use((top) => (path === '/' ? true : top.openPath(path.slice(1)).use(() => true)));
+  } catch (err) {
+    if (err instanceof BeneathError) return false;
+    throw err;
+  }
+}
+
+/** The highest id a template sandbox maps inside (a root server's block of 65536: docs/local-provider.md). */
+const MAX_MAPPED_ID = 65535;
+
+/**
+ * Whose ids a sandbox on an image template runs its commands as: `user` (the image's user, ids
+ * the sandbox maps), or root inside with a `note` saying why the image's `User` is not honoured
+ * (null: the image names root, or no image). `owners` is the template's (store.ts): `flattened`
+ * is a server that is not root, whose sandboxes map one id, so no other user can exist there.
+ */
+export function imageUserPlan(
+  image: { config: { user: string }; user_ids?: ImageUserIds | null | undefined } | undefined,
+  owners: 'native' | 'flattened',
+): { user: ImageUserIds } | { note: string } | null {
+  if (!image || image.config.user === '') return null;
+  const ids = image.user_ids;
+  if (ids === undefined || ids === null) {
+    return { note: "The image's User names no user or group its root has (/etc/passwd, /etc/group): commands run as root inside." };
+  }
+  if (ids.uid === 0) return null;
+  if (owners !== 'native') {
+    return {
+      note:
+        `The image's User (uid ${ids.uid}) cannot exist in a sandbox of a server that is not root: it maps one id, root inside. ` +
+        'Commands run as root inside.',
+    };
+  }
+  if (ids.uid > MAX_MAPPED_ID || ids.gid > MAX_MAPPED_ID) {
+    return {
+      note: `The image's User (uid ${ids.uid}, gid ${ids.gid}) is beyond the ids a sandbox maps (0-65535): commands run as root inside.`,
+    };
+  }
+  return { user: ids };
 }
