@@ -88,11 +88,61 @@ function gzipped(tar: Buffer): string {
   return digestOf(gzipSync(tar, { level: 1 }));
 }
 
-/** The store's layer of template `name`. */
+/**
+ * What a sandbox on template `name` sees as its root: its one layer, or (an image on a root
+ * server: a layer per image layer) a copy of its layers' merged view, mounted read-only as a
+ * sandbox's overlay mounts them (the kernel's overlayfs, in a mount namespace of its own).
+ */
 function rootOf(name: string): string {
   const record = readTemplate(store, name);
   expect(record).toBeDefined();
-  return layerRoot(store, record!.layers[0]!);
+  const lowers = record!.layers.map((id) => layerRoot(store, id));
+  if (lowers.length === 1) return lowers[0]!;
+  const out = mkdtempSync(join(tmpdir(), 'merged-'));
+  mkdirSync(join(out, 'mnt'));
+  mkdirSync(join(out, 'copy'));
+  execFileSync('unshare', [
+    '--mount',
+    'sh',
+    '-c',
+    'mount -t overlay overlay -o "ro,lowerdir=$1" "$2/mnt" && cp -a "$2/mnt/." "$2/copy/"',
+    'sh',
+    lowers.join(':'),
+    out,
+  ]);
+  return join(out, 'copy');
+}
+
+/** Bytes of a directory's files on disk, each inode once (du). */
+function duBytes(path: string): number {
+  return Number(execFileSync('du', ['-s', '-B1', '--apparent-size', path], { encoding: 'utf8' }).split('\t')[0]);
+}
+
+/** The store's layers, by id. */
+function storeLayers(): string[] {
+  return readdirSync(join(store, 'layers'))
+    .filter((n) => /^[0-9a-f]{16}$/.test(n))
+    .sort();
+}
+
+/** A layer tar (uncompressed) of one hard link `path` to `target` (paths inside the root), made here: GNU tar links only to members it holds. */
+function hardLinkLayer(path: string, target: string): Buffer {
+  const header = Buffer.alloc(512);
+  const put = (text: string, at: number, length: number) => header.write(text, at, length, 'latin1');
+  put(path, 0, 100);
+  put('0000644\0', 100, 8);
+  put('0000000\0', 108, 8);
+  put('0000000\0', 116, 8);
+  put('00000000000\0', 124, 12);
+  put('00000000000\0', 136, 12);
+  put('        ', 148, 8);
+  put('1', 156, 1);
+  put(target, 157, 100);
+  put('ustar\0' + '00', 257, 8);
+  let sum = 0;
+  for (const byte of header) sum += byte;
+  put(sum.toString(8).padStart(6, '0') + '\0 ', 148, 8);
+  return Buffer.concat([header, Buffer.alloc(1024)]);
 }
 
 /** What a two-layer image made of `base` and `top` must look like once applied. */
@@ -170,6 +220,68 @@ describe('template import of images on disk', () => {
     expect(record.image?.user_ids).toEqual({ uid: 0, gid: 0 });
     expect(record.image?.layers).toEqual([gzipped(base), gzipped(top)]);
     expect(record.owners).toBe(isRoot ? 'native' : 'flattened');
+    if (isRoot) {
+      // A store layer per image layer, top first; the top one holds only what it changes: a
+      // whiteout (a 0/0 character device) for etc/doomed, opt/old marked opaque, no copy of the base.
+      expect(record.layers).toHaveLength(2);
+      const topRoot = layerRoot(store, record.layers[0]!);
+      const whiteout = lstatSync(join(topRoot, 'etc/doomed'));
+      expect(whiteout.isCharacterDevice() && whiteout.rdev === 0).toBe(true);
+      expect(existsSync(join(topRoot, 'bin'))).toBe(false);
+      const topLayer = JSON.parse(readFileSync(join(store, 'layers', record.layers[0]!, 'layer.json'), 'utf8'));
+      expect(topLayer.image.opaque_dirs).toEqual(['opt/old']);
+      expect(record.size_bytes).toBe(
+        record.layers.reduce((sum, id) => sum + JSON.parse(readFileSync(join(store, 'layers', id, 'layer.json'), 'utf8')).size_bytes, 0),
+      );
+    }
+  });
+
+  it('shares layers by chain id: a second image on the same base stores only its new layer, the same image again none, and a base goes with the last template listing it', async () => {
+    if (!isRoot) return; // A server that is not root applies each image into one layer of its own (docs/templates.md).
+    const own = makeMiniRootDir();
+    writeFileSync(join(own, 'etc/own-base'), 'own\n'.repeat(10_000));
+    const ownBase = packLayer(own);
+    const one = packLayer(tree({ 'srv/one': 'one\n' }));
+    const two = packLayer(tree({ 'srv/two': 'two\n' }));
+    const before = storeLayers();
+    expect((await cli(['template', 'import', 'share-one', writeOciLayout([{ layers: [ownBase, one], config: CONFIG }])], env)).code).toBe(
+      0,
+    );
+    const afterOne = storeLayers();
+    expect(afterOne.length - before.length).toBe(2);
+    const bytesBefore = duBytes(join(store, 'layers'));
+    // docker save's archive of another image on that base: the same diff ids, so the same base layer.
+    expect((await cli(['template', 'import', 'share-two', writeDockerArchive({ layers: [ownBase, two], config: CONFIG })], env)).code).toBe(
+      0,
+    );
+    const recOne = readTemplate(store, 'share-one')!;
+    const recTwo = readTemplate(store, 'share-two')!;
+    expect(recTwo.layers[1]).toBe(recOne.layers[1]);
+    expect(recTwo.layers[0]).not.toBe(recOne.layers[0]);
+    expect(storeLayers().length - afterOne.length).toBe(1);
+    const baseFile = join(layerRoot(store, recOne.layers[1]!), 'etc/own-base');
+    expect(statSync(baseFile).nlink).toBe(1); // one file, listed by both: not a hard-linked copy
+    // Only the new layer's bytes were stored (its root's few directories and srv/two, far below the base's 40 kB).
+    const added = duBytes(join(store, 'layers')) - bytesBefore;
+    expect(added).toBe(duBytes(join(store, 'layers', recTwo.layers[0]!)));
+    expect(added).toBeLessThan(40_000);
+    expect(readFileSync(join(rootOf('share-two'), 'srv/two'), 'utf8')).toBe('two\n');
+    expect(existsSync(join(rootOf('share-two'), 'srv/one'))).toBe(false);
+    // The same image under a second name: no new layer, the same stack.
+    expect((await cli(['template', 'import', 'share-again', writeOciLayout([{ layers: [ownBase, one], config: CONFIG }])], env)).code).toBe(
+      0,
+    );
+    expect(readTemplate(store, 'share-again')!.layers).toEqual(recOne.layers);
+    expect(storeLayers().length - afterOne.length).toBe(1);
+    // Removing templates: a layer stays while any template lists it.
+    expect((await cli(['template', 'rm', 'share-one'], env)).code).toBe(0);
+    expect((await cli(['template', 'rm', 'share-again'], env)).code).toBe(0);
+    expect(existsSync(layerRoot(store, recOne.layers[0]!))).toBe(false);
+    expect(existsSync(baseFile)).toBe(true);
+    expect(readFileSync(join(rootOf('share-two'), 'etc/own-base'), 'utf8')).toContain('own');
+    expect((await cli(['template', 'rm', 'share-two'], env)).code).toBe(0);
+    expect(existsSync(layerRoot(store, recOne.layers[1]!))).toBe(false);
+    expect(storeLayers()).toEqual(before);
   });
 
   it('takes the same layout as a tar archive, and what docker save writes', async () => {
@@ -187,11 +299,16 @@ describe('template import of images on disk', () => {
     expect(JSON.parse(inspect.stdout).image.config.working_dir).toBe('/srv/app');
   });
 
-  it('refuses a layout whose blob was tampered with, naming the digest, and keeps nothing', async () => {
-    const bad = writeOciLayout([{ layers: [base, top], config: CONFIG }]);
+  it('refuses a layout whose blob was tampered with, naming the digest, and keeps nothing (not the layers under it either)', async () => {
+    // A bottom layer the store has not seen (made, then dropped) and a tampered one on it.
+    const fresh = makeMiniRootDir();
+    writeFileSync(join(fresh, 'etc/fresh'), 'fresh\n');
+    const freshLayer = packLayer(fresh);
+    const doomed = packLayer(tree({ 'srv/doomed': 'doomed\n'.repeat(1000) }));
+    const bad = writeOciLayout([{ layers: [freshLayer, doomed], config: CONFIG }]);
     const blobs = join(bad, 'blobs/sha256');
-    // The largest blob is the base layer: flip a byte in its middle.
-    const victim = readdirSync(blobs).sort((x, y) => statSync(join(blobs, y)).size - statSync(join(blobs, x)).size)[0]!;
+    // Flip a byte in the middle of the top layer's blob.
+    const victim = gzipped(doomed).slice(7);
     const bytes = readFileSync(join(blobs, victim));
     bytes[bytes.length >> 1]! ^= 0xff;
     writeFileSync(join(blobs, victim), bytes);
@@ -232,6 +349,13 @@ describe('template pull from a registry on the loopback', () => {
     // One new layer, one config, one manifest in the cache; no base layer fetched again.
     expect(readdirSync(join(store, 'images/blobs/sha256')).length).toBe(cached + 3);
     expect(blobFetches(registry, baseDigest) - before).toBe(0);
+    if (isRoot) {
+      // Nor stored again: the base layer is the one the first pull (and the imports) made, the same image again is the same stack.
+      const pulled = readTemplate(store, 'pulled')!;
+      expect(readTemplate(store, 'second')!.layers[1]).toBe(pulled.layers[1]);
+      expect(readTemplate(store, 'again')!.layers).toEqual(pulled.layers);
+      expect(readTemplate(store, 'fromlayout')!.layers).toEqual(pulled.layers);
+    }
   });
 
   it('chooses this machine platform from an index, and refuses one without it, naming the reference', async () => {
@@ -340,6 +464,42 @@ describe('template pull behind token auth (a registry with an issuer of ours: JW
 });
 
 describe('sandboxes on an image template, through the built server and a real MCP client', () => {
+  it('a sandbox sees the layers as the image says: whiteouts and opaque directories hide the lower files, a hard link across layers is one file', async () => {
+    requireSandboxes();
+    // On top of base and top: a hard link to base's usr/bin/suid (a file of a lower layer).
+    const linked = writeOciLayout([{ layers: [base, top, hardLinkLayer('usr/bin/linked2', 'usr/bin/suid')], config: CONFIG }]);
+    expect((await cli(['template', 'import', 'stacked-under', layout], env)).code).toBe(0);
+    const imported = await cli(['template', 'import', 'stacked', linked], env);
+    expect(imported.stderr).toBe('');
+    expect(imported.code).toBe(0);
+    const record = readTemplate(store, 'stacked')!;
+    if (isRoot) {
+      expect(record.layers).toHaveLength(3);
+      // The two layers under it are the ones a template of base and top lists.
+      expect(record.layers.slice(1)).toEqual(readTemplate(store, 'stacked-under')!.layers);
+      // The linked file was copied up into the new layer, and the link made to that copy.
+      const topRoot = layerRoot(store, record.layers[0]!);
+      expect(statSync(join(topRoot, 'usr/bin/linked2')).ino).toBe(statSync(join(topRoot, 'usr/bin/suid')).ino);
+    }
+    const server = await startHttp(env);
+    const { client } = await server.connect();
+    try {
+      const sb = await ok(client, 'create_sandbox', { template: 'stacked' });
+      const id = sb.sandbox_id as string;
+      const run = await ok(client, 'run_command', {
+        sandbox_id: id,
+        command:
+          'cd /; ls -A /opt/old; ls /etc/doomed 2>/dev/null || echo no doomed; cat /etc/replaced /etc/planted; ' +
+          'cat /usr/bin/linked2; [ "$(stat -c %i /usr/bin/linked2)" = "$(stat -c %i /usr/bin/suid)" ] && echo one file; stat -c %a /usr/bin/linked2',
+      });
+      expect(run).toMatchObject({ exit_code: 0, stdout: 'new\nno doomed\ntop\ninside\n#!/bin/sh\none file\n755\n' });
+      await ok(client, 'kill_sandbox', { sandbox_id: id });
+    } finally {
+      await client.close();
+      await server.stop();
+    }
+  }, 60_000);
+
   // An image with no node: the mini root, a program in a directory only the image's PATH names, and /app.
   const APP_CONFIG = { Env: ['FOO=from-image', 'PATH=/opt/tools/bin:/usr/bin:/bin'], WorkingDir: '/app', User: 'user' };
 

@@ -13,7 +13,7 @@ import type { LocalSettings } from '../settings.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import { helpersDir, isHelperArch, readHelper } from '../launch/perl-helpers.js';
 import { findExecutable, locateTool } from '../system/preflight.js';
-import type { CopyMetaHelper } from './copy-meta.js';
+import { CopyMeta, type CopyMetaHelper } from './copy-meta.js';
 import {
   buildNeedsRoot,
   checkBuildSpec,
@@ -23,10 +23,11 @@ import {
   runMmdebstrap,
   type DebianBuildSpec,
 } from './debian-build.js';
-import { applyImage, openImage, type ImageOnDisk } from './images/image-import.js';
-import { resolveImageUser, type ImageUserIds } from './images/image-user.js';
+import { applyImage, applyImageLayer, chainIds, imageLayerId, openImage, type ImageOnDisk } from './images/image-import.js';
+import { MAX_ACCOUNTS_BYTES, resolveImageUser, type ImageUserIds } from './images/image-user.js';
+import { StackView, type StackLayer } from './images/layer-stack.js';
 import { parseImageReference, pullToLayout, type PullOpts } from './images/registry-pull.js';
-import { classifySource, fillFromSource, finishRoot, layerOwnersHere } from './import-root.js';
+import { classifySource, fillFromSource, finishRoot, layerOwnersHere, notARoot } from './import-root.js';
 import { badTemplateName, templateNotFound } from './refusals.js';
 import { sharedTemplateNameTaken, snapshotChainTooLong, snapshotNeedsTemplate } from './refusals.js';
 import {
@@ -42,13 +43,26 @@ import {
 import {
   isStorableTemplateName,
   isStorableTemplateRef,
+  layerRoot,
   listTemplates,
   readTemplate,
   templateRef,
+  type LayerRecord,
   type TemplateRecord,
   type TemplateSource,
 } from './store.js';
-import { claimName, ensureTemplatesDir, makeLayer, publishTemplate, readLayer, removeTemplate, sweepStale } from './store-writer.js';
+import {
+  awaitLayers,
+  claimName,
+  ensureTemplatesDir,
+  makeLayer,
+  makeSharedLayer,
+  publishTemplate,
+  readLayer,
+  removeTemplate,
+  removeUnlistedLayers,
+  sweepStale,
+} from './store-writer.js';
 
 /** A template and the live sandboxes (unqualified ids) running on it. */
 export type TemplateDetails = TemplateRecord & { used_by: string[] };
@@ -138,8 +152,10 @@ export class LocalTemplates {
   }
 
   /**
-   * Makes template `name` of an image on disk: its layers applied into one layer of the store,
-   * its config kept in the record (its Env, WorkingDir and User hold for commands).
+   * Makes template `name` of an image on disk, its config kept in the record (its Env, WorkingDir
+   * and User hold for commands). On a root server each image layer is a store layer of its own,
+   * shared by chain id with every template that has it (makeFromImageLayers); otherwise its layers
+   * are applied into one layer of the template's own.
    */
   private async makeFromImage(
     name: string,
@@ -148,6 +164,7 @@ export class LocalTemplates {
     reference: string | undefined,
   ): Promise<TemplateRecord> {
     const owners = layerOwnersHere();
+    if (owners === 'native') return this.makeFromImageLayers(name, disk, source, reference);
     return this.make(name, [], async (claim) => {
       let userIds: ImageUserIds | null = null;
       const layer = await makeLayer(this.dir, claim, owners, async (root) => {
@@ -163,6 +180,56 @@ export class LocalTemplates {
         created_at: layer.created_at,
         size_bytes: layer.size_bytes,
         layers: [layer.id],
+        owners,
+        image: { ...definedFields({ reference }), ...disk.image.info, user_ids: userIds },
+      };
+    });
+  }
+
+  /**
+   * Makes template `name` of an image on disk with one store layer per image layer (a root
+   * server's: `native` owners), each identified by its chain id: a layer the store has already
+   * (the same layer on the same layers below, from any image) is listed, not made again. The
+   * template's record lists them top first, as a snapshot's stack.
+   */
+  private async makeFromImageLayers(
+    name: string,
+    disk: ImageOnDisk,
+    source: TemplateSource,
+    reference: string | undefined,
+  ): Promise<TemplateRecord> {
+    const owners = 'native';
+    const meta = this.copyMetaHelper();
+    const chain = chainIds(disk.image.layers.map((l) => l.diffId));
+    return this.make(name, [], async (claim) => {
+      const copyMeta = new CopyMeta(meta);
+      const stack: (StackLayer & { record: LayerRecord })[] = []; // top first
+      try {
+        for (const [index, chainId] of chain.entries()) {
+          const id = imageLayerId(chainId, owners);
+          const lowers = [...stack];
+          const { record } = await makeSharedLayer(this.dir, claim, id, owners, { chain_id: chainId }, (root) =>
+            applyImageLayer(root, disk, index, lowers, copyMeta),
+          );
+          stack.unshift({ root: layerRoot(this.dir, id), opaque: new Set(record.image?.opaque_dirs ?? []), record });
+        }
+      } finally {
+        copyMeta.close();
+      }
+      if (stack.length === 0) throw notARoot();
+      const view = new StackView(stack);
+      const shell = view.resolve(['bin', 'sh'], true);
+      if (!shell?.found.st.isFile()) throw notARoot();
+      const userIds = resolveImageUser((file) => view.readEtc('etc', file, MAX_ACCOUNTS_BYTES), disk.image.info.config.user);
+      const layers = stack.map((l) => l.record.id);
+      await awaitLayers(this.dir, layers);
+      return {
+        format: 1,
+        name,
+        source,
+        created_at: new Date().toISOString(),
+        size_bytes: stack.reduce((sum, l) => sum + l.record.size_bytes, 0),
+        layers,
         owners,
         image: { ...definedFields({ reference }), ...disk.image.info, user_ids: userIds },
       };
@@ -307,6 +374,11 @@ export class LocalTemplates {
       const record = await build(claim);
       publishTemplate(this.dir, claim, record);
       return record;
+    } catch (e) {
+      // Layers it made and renamed into place (an image's, shared by id) that nothing else lists go with it.
+      claim.release();
+      removeUnlistedLayers(this.dir);
+      throw e;
     } finally {
       claim.release();
     }

@@ -12,8 +12,11 @@ export interface ImageUserIds {
 }
 
 /** At most this much of /etc/passwd or /etc/group is read: an image's files are untrusted. */
-const MAX_ACCOUNTS_BYTES = 1 << 20;
+export const MAX_ACCOUNTS_BYTES = 1 << 20;
 const NUMERIC = /^[0-9]{1,10}$/;
+
+/** Reads the image's etc/`name` (passwd, group) as text: '' when there is none or a link is on the way. */
+export type EtcReader = (name: 'passwd' | 'group') => string;
 
 /** The regular file etc/`name` under `root` as text (at most MAX_ACCOUNTS_BYTES), or '' when there is none or a link is on the way. */
 function readEtcFile(root: string, name: string): string {
@@ -56,17 +59,19 @@ function asId(text: string | undefined): number | null {
  * number stands for itself (its group from passwd when listed there, else 0); a name must be in
  * /etc/passwd, a group name in /etc/group. Null when it names a user or group the root does not have.
  */
-export function resolveImageUser(root: string, user: string): ImageUserIds | null {
+export function resolveImageUser(root: string | EtcReader, user: string): ImageUserIds | null {
   if (user === '') return { uid: 0, gid: 0 };
+  // A root, or a reader of a stack of layers' merged view (images/layer-stack.ts).
+  const readEtc: EtcReader = typeof root === 'string' ? (name) => readEtcFile(root, name) : root;
   const [userPart = '', groupPart, ...extra] = user.split(':');
   if (extra.length > 0 || userPart === '') return null;
-  const passwd = accountLines(readEtcFile(root, 'passwd'));
+  const passwd = accountLines(readEtc('passwd'));
   const entry = NUMERIC.test(userPart) ? passwd.find((f) => f[2] === userPart) : passwd.find((f) => f[0] === userPart);
   const uid = NUMERIC.test(userPart) ? asId(userPart) : asId(entry?.[2]);
   if (uid === null) return null;
   let gid: number | null;
   if (groupPart === undefined) gid = entry ? asId(entry[3]) : 0;
   else if (NUMERIC.test(groupPart)) gid = asId(groupPart);
-  else gid = asId(accountLines(readEtcFile(root, 'group')).find((f) => f[0] === groupPart)?.[2]);
+  else gid = asId(accountLines(readEtc('group')).find((f) => f[0] === groupPart)?.[2]);
   return gid === null ? null : { uid, gid };
 }
