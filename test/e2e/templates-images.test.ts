@@ -20,13 +20,16 @@ import {
   writeFileSync,
   lstatSync,
   readlinkSync,
+  chownSync,
+  rmSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { layerRoot, readTemplate, templatesDir } from '../../host/providers/local/templates/store.js';
-import { ok, serverEnv, startHttp } from '../support/built-server.js';
+import { connectStdio, ok, serverEnv, startHttp } from '../support/built-server.js';
+import { hostJsReadableBy } from '../support/readable-build.js';
 import {
   digestOf,
   packLayer,
@@ -39,7 +42,7 @@ import {
 } from '../support/image-fixtures.js';
 import { makeMiniRootDir } from '../support/mini-root.js';
 import { HOST_JS } from '../support/paths.js';
-import { requireBuild, requireCommands, requireSandboxes } from '../support/prerequisites.js';
+import { isRootOrSkipping, requireBuild, requireCommands, requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
@@ -552,4 +555,66 @@ describe('sandboxes on an image template, through the built server and a real MC
       await server.stop();
     }
   }, 60_000);
+});
+
+describe('images on a server that is not root (flattened layers, user.overlay.opaque, whiteouts made without privileges)', () => {
+  const runsAsRoot = isRootOrSkipping('a server running as nobody');
+  const NOBODY = { uid: 65534, gid: 65534 };
+  const nobodyState = mkdtempSync(join(tmpdir(), 'sandbox-mcp-images-nobody-'));
+  const nobodyEnv = { SANDBOX_MCP_STATE_DIR: nobodyState };
+  const nobodyStore = templatesDir(nobodyState);
+
+  afterAll(() => rmSync(nobodyState, { recursive: true, force: true }));
+
+  /** `template import` by the built bin as nobody, of a layout nobody can read. */
+  function importAsNobody(name: string, image: string): Promise<CliResult> {
+    execFileSync('chown', ['-R', `${NOBODY.uid}:${NOBODY.gid}`, image]);
+    return new Promise((resolve) =>
+      execFile(
+        process.execPath,
+        [hostJsReadableBy(NOBODY), 'template', 'import', name, image],
+        { env: serverEnv(nobodyEnv), ...NOBODY, cwd: '/' },
+        (error, stdout, stderr) => resolve({ code: error ? 1 : 0, stdout, stderr }),
+      ),
+    );
+  }
+
+  it.runIf(runsAsRoot)(
+    'shares the base between two images, and a sandbox sees whiteouts, opaque directories and apt told to stay root',
+    async () => {
+      requireSandboxes();
+      chownSync(nobodyState, NOBODY.uid, NOBODY.gid);
+      const apt = packLayer(tree({ 'etc/apt/apt.conf.d/00image': 'APT::Install-Recommends "false";\n' }));
+      const one = await importAsNobody('flat-one', writeOciLayout([{ layers: [base, top], config: CONFIG }]));
+      expect(one.stderr).toBe('');
+      expect(one.code).toBe(0);
+      expect((await importAsNobody('flat-two', writeOciLayout([{ layers: [base, apt], config: { Env: CONFIG.Env } }]))).code).toBe(0);
+      const recOne = readTemplate(nobodyStore, 'flat-one')!;
+      const recTwo = readTemplate(nobodyStore, 'flat-two')!;
+      expect(recOne.owners).toBe('flattened');
+      expect(recOne.layers).toHaveLength(2);
+      expect(recTwo.layers[1]).toBe(recOne.layers[1]);
+      const whiteout = lstatSync(join(layerRoot(nobodyStore, recOne.layers[0]!), 'etc/doomed'));
+      expect(whiteout.isCharacterDevice() && whiteout.rdev === 0 && whiteout.uid === NOBODY.uid).toBe(true);
+      expect(statSync(join(layerRoot(nobodyStore, recOne.layers[1]!), 'etc/replaced')).uid).toBe(NOBODY.uid);
+      const s = await connectStdio(nobodyEnv, [], NOBODY);
+      try {
+        const sb = await ok(s.client, 'create_sandbox', { template: 'flat-one' });
+        const seen = await ok(s.client, 'run_command', {
+          sandbox_id: sb.sandbox_id,
+          command:
+            'ls -A /opt/old; ls /etc/doomed 2>/dev/null || echo no doomed; cat /etc/replaced; ls /etc/apt 2>/dev/null || echo no apt',
+        });
+        expect(seen).toMatchObject({ exit_code: 0, stdout: 'new\nno doomed\ntop\nno apt\n' });
+        await ok(s.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
+        const sb2 = await ok(s.client, 'create_sandbox', { template: 'flat-two' });
+        const apts = await ok(s.client, 'run_command', { sandbox_id: sb2.sandbox_id, command: 'cat /etc/apt/apt.conf.d/*' });
+        expect(apts).toMatchObject({ exit_code: 0, stdout: 'APT::Install-Recommends "false";\nAPT::Sandbox::User "root";\n' });
+        await ok(s.client, 'kill_sandbox', { sandbox_id: sb2.sandbox_id });
+      } finally {
+        await s.close();
+      }
+    },
+    60_000,
+  );
 });

@@ -2,7 +2,6 @@
 // (refused while a live sandbox runs on one), import, build and snapshot. Each change goes through
 // the store's writers (store-writer.ts): a name claimed first, a layer made aside and renamed into
 // place, a record published exclusively; whatever fails leaves nothing behind.
-import { mkdirSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { definedFields } from '../../../util/defined-fields.js';
 import { ProviderError } from '../../provider-error.js';
@@ -23,11 +22,11 @@ import {
   runMmdebstrap,
   type DebianBuildSpec,
 } from './debian-build.js';
-import { applyImage, applyImageLayer, chainIds, imageLayerId, openImage, type ImageOnDisk } from './images/image-import.js';
-import { MAX_ACCOUNTS_BYTES, resolveImageUser, type ImageUserIds } from './images/image-user.js';
+import { applyImageLayer, chainIds, imageLayerId, openImage, type ImageOnDisk } from './images/image-import.js';
+import { MAX_ACCOUNTS_BYTES, resolveImageUser } from './images/image-user.js';
 import { StackView, type StackLayer } from './images/layer-stack.js';
 import { parseImageReference, pullToLayout, type PullOpts } from './images/registry-pull.js';
-import { classifySource, fillFromSource, finishRoot, layerOwnersHere, notARoot } from './import-root.js';
+import { classifySource, fillFromSource, layerOwnersHere, notARoot } from './import-root.js';
 import { badTemplateName, templateNotFound } from './refusals.js';
 import { sharedTemplateNameTaken, snapshotChainTooLong, snapshotNeedsTemplate } from './refusals.js';
 import {
@@ -153,9 +152,10 @@ export class LocalTemplates {
 
   /**
    * Makes template `name` of an image on disk, its config kept in the record (its Env, WorkingDir
-   * and User hold for commands). On a root server each image layer is a store layer of its own,
-   * shared by chain id with every template that has it (makeFromImageLayers); otherwise its layers
-   * are applied into one layer of the template's own.
+   * and User hold for commands), with one store layer per image layer, each identified by its
+   * chain id (and the owners): a layer the store has already (the same layer on the same layers
+   * below, from any image) is listed, not made again. The template's record lists them top
+   * first, as a snapshot's stack.
    */
   private async makeFromImage(
     name: string,
@@ -164,41 +164,6 @@ export class LocalTemplates {
     reference: string | undefined,
   ): Promise<TemplateRecord> {
     const owners = layerOwnersHere();
-    if (owners === 'native') return this.makeFromImageLayers(name, disk, source, reference);
-    return this.make(name, [], async (claim) => {
-      let userIds: ImageUserIds | null = null;
-      const layer = await makeLayer(this.dir, claim, owners, async (root) => {
-        mkdirSync(root, { mode: 0o755 });
-        await applyImage(root, disk, owners);
-        userIds = resolveImageUser(root, disk.image.info.config.user);
-        finishRoot(root, owners);
-      });
-      return {
-        format: 1,
-        name,
-        source,
-        created_at: layer.created_at,
-        size_bytes: layer.size_bytes,
-        layers: [layer.id],
-        owners,
-        image: { ...definedFields({ reference }), ...disk.image.info, user_ids: userIds },
-      };
-    });
-  }
-
-  /**
-   * Makes template `name` of an image on disk with one store layer per image layer (a root
-   * server's: `native` owners), each identified by its chain id: a layer the store has already
-   * (the same layer on the same layers below, from any image) is listed, not made again. The
-   * template's record lists them top first, as a snapshot's stack.
-   */
-  private async makeFromImageLayers(
-    name: string,
-    disk: ImageOnDisk,
-    source: TemplateSource,
-    reference: string | undefined,
-  ): Promise<TemplateRecord> {
-    const owners = 'native';
     const meta = this.copyMetaHelper();
     const chain = chainIds(disk.image.layers.map((l) => l.diffId));
     return this.make(name, [], async (claim) => {
@@ -209,7 +174,7 @@ export class LocalTemplates {
           const id = imageLayerId(chainId, owners);
           const lowers = [...stack];
           const { record } = await makeSharedLayer(this.dir, claim, id, owners, { chain_id: chainId }, (root) =>
-            applyImageLayer(root, disk, index, lowers, copyMeta),
+            applyImageLayer(root, disk, index, lowers, copyMeta, owners),
           );
           stack.unshift({ root: layerRoot(this.dir, id), opaque: new Set(record.image?.opaque_dirs ?? []), record });
         }

@@ -1,6 +1,7 @@
-// Container images made into a template's root: what an image on disk is (an OCI layout, as a
-// directory or a tar archive, or what `docker save` writes), and its layers applied in order into
-// one directory (layer-apply.ts) after each is checked against its digest.
+// Container images made into a template's layers: what an image on disk is (an OCI layout, as a
+// directory or a tar archive, or what `docker save` writes), and each of its layers written as a
+// store layer of its own on the ones under it (layer-stack.ts), identified by its chain id, after
+// it is checked against its digest.
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
@@ -13,7 +14,6 @@ import type { LayerOwners } from '../store.js';
 import { directoryFiles, isPlainTar, tarFiles, type ImageFiles } from './image-files.js';
 import { digestMismatch, resolveDockerArchive, resolveOciLayout, verifyBlob, type ResolvedImage } from './image-manifest.js';
 import type { CopyMeta } from '../copy-meta.js';
-import { LayerApplier } from './layer-apply.js';
 import { writeStackLayer, type StackLayer, type WrittenLayer } from './layer-stack.js';
 
 /** An image found at a path, ready to apply. */
@@ -104,28 +104,6 @@ async function* zstdDecompress(from: AsyncIterable<Buffer>): AsyncGenerator<Buff
 }
 
 /**
- * Applies the image's layers into `root` (which exists), bottom first, each checked against its
- * digest before a byte of it is used. Returns how many members were left out (devices, FIFOs).
- */
-export async function applyImage(root: string, disk: ImageOnDisk, owners: LayerOwners): Promise<{ skipped: number }> {
-  const applier = new LayerApplier(root, owners);
-  for (const layer of disk.image.layers) {
-    await verifyBlob(disk.files, layer.path, layer.digest);
-    try {
-      await applier.apply(uncompressed(disk.files.open(layer.path)));
-    } catch (e) {
-      if (e instanceof ProviderError) throw e;
-      if ((e as { code?: string }).code?.startsWith('Z_')) {
-        throw new ProviderError('invalid_argument', { code: 'layer_not_tar', detail: `The layer ${layer.digest} cannot be decompressed.` });
-      }
-      throw e;
-    }
-  }
-  applier.finish();
-  return { skipped: applier.skipped };
-}
-
-/**
  * The OCI chain ids of layers with these diff ids, bottom first: a layer's is its diff id for the
  * bottom one, else sha256 of the chain id under it, a space and its diff id. Equal chain ids mean
  * the same layer on the same layers below: the same files in the merged view.
@@ -164,6 +142,7 @@ export async function applyImageLayer(
   index: number,
   lowers: readonly StackLayer[],
   meta: CopyMeta,
+  owners: LayerOwners,
 ): Promise<WrittenLayer> {
   const layer = disk.image.layers[index]!;
   await verifyBlob(disk.files, layer.path, layer.digest);
@@ -171,7 +150,7 @@ export async function applyImageLayer(
   const hash = createHash(alg!);
   let written: WrittenLayer;
   try {
-    written = await writeStackLayer(root, lowers, hashing(uncompressed(disk.files.open(layer.path)), hash), meta);
+    written = await writeStackLayer(root, lowers, hashing(uncompressed(disk.files.open(layer.path)), hash), meta, owners);
   } catch (e) {
     if (e instanceof ProviderError) throw e;
     if ((e as { code?: string }).code?.startsWith('Z_')) {

@@ -1,21 +1,22 @@
-// One image layer written as a store layer of its own, on the store layers of the image layers
-// under it (a root server's image templates: each image layer is shared by its chain id, see
-// docs/templates.md). What the layer's tar says is applied as a container runtime applies it on
-// an overlay, to the view the sandbox's overlay will show (the merged stack), with only the
-// differences written into the new layer:
+// Each layer of a container image written as a store layer of its own, on the store layers of the
+// image layers under it (shared by chain id, see docs/templates.md). The layer's tar is hostile.
+// What it says is applied as a container runtime applies it on an overlay, to the view the
+// sandbox's overlay will show (the merged stack), with only the differences written into the new
+// layer:
 //   - a member's parent is resolved in the merged view: a link (in any layer) is followed as if
 //     the stack were `/`, never out of it; each directory on the way that only a lower layer has
-//     is made in this layer with the lower's mode and owner (a copy-up);
+//     is made in this layer with the lower's mode (and owner, `native`): a copy-up;
 //   - `.wh.NAME` removes what this layer has there and, when a lower layer shows NAME, leaves an
 //     overlay whiteout (a character device 0/0) in its place; `.wh..wh..opq` marks the directory
-//     opaque (`trusted.overlay.opaque`, the overlay of a root server's sandboxes reads it) and the
-//     layer's record lists it, so that the layers made on top read it without xattrs; a directory
-//     made where this layer had a whiteout is opaque too (the lower one's files stay hidden);
+//     opaque (`trusted.overlay.opaque` as root, `user.overlay.opaque` otherwise: the attribute the
+//     server's sandboxes' overlay reads) and the layer's record lists it, so that the layers made
+//     on top read it without xattrs; a directory made where this layer had a whiteout is opaque too;
 //   - a hard link to a file of a lower layer copies that file up into this layer (at its own
 //     path, with its mode, owner and times: what an overlay does on link()) and links to the copy;
-//   - the rest as layer-apply.ts does it: members replaced, never followed (files opened
-//     O_CREAT|O_EXCL|O_NOFOLLOW after removal), set-id bits dropped, owners kept as numbers,
-//     devices and FIFOs and /dev's contents left out, directories' modes applied last.
+//   - members are replaced, never followed (files opened O_CREAT|O_EXCL|O_NOFOLLOW after
+//     removal); set-id bits are dropped; owners are kept as numbers on a root server (`native`)
+//     and are the server's own otherwise (`flattened`, where apt is also told to stay root);
+//     devices, FIFOs and /dev's contents are left out; directories' modes are applied last.
 // Every layer is read without following a link out of it: a path is only looked up in a layer
 // where each directory above it has been seen (lstat) to be a real directory.
 import {
@@ -43,6 +44,8 @@ import {
 import { join } from 'node:path';
 import { ProviderError } from '../../../provider-error.js';
 import type { CopyMeta } from '../copy-meta.js';
+import { FLATTENED_APT_CONF } from '../import-root.js';
+import type { LayerOwners } from '../store.js';
 import { ByteReader, readTar, type TarEntry } from './tar-stream.js';
 
 const WHITEOUT = '.wh.';
@@ -51,8 +54,8 @@ const OPAQUE = '.wh..wh..opq';
 const KEPT_MODE_BITS = 0o1777;
 /** Most symlinks followed resolving one path, as the kernel's own bound. */
 const MAX_LINKS = 40;
-/** The overlay attribute a root server's sandboxes read (no `userxattr`). */
-const OPAQUE_XATTR = 'trusted.overlay.opaque';
+/** The overlay attribute a server's sandboxes read: `trusted.` as root, `user.` otherwise (their overlay has `userxattr`). */
+const OPAQUE_XATTR = { native: 'trusted.overlay.opaque', flattened: 'user.overlay.opaque' } as const;
 
 /** A layer of the stack: its files and the directories it marks opaque (relative paths, '' for its top). */
 export interface StackLayer {
@@ -214,14 +217,15 @@ export async function writeStackLayer(
   lowers: readonly StackLayer[],
   tar: AsyncIterable<Buffer>,
   meta: CopyMeta,
+  owners: LayerOwners,
 ): Promise<WrittenLayer> {
   mkdirSync(root, { mode: 0o755 });
   const top = lowers[0] ? lstatSync(lowers[0].root) : undefined;
   if (top) {
-    lchownSync(root, top.uid, top.gid);
+    if (owners === 'native') lchownSync(root, top.uid, top.gid);
     chmodSync(root, top.mode & KEPT_MODE_BITS);
   }
-  const writer = new StackLayerWriter(root, lowers, meta);
+  const writer = new StackLayerWriter(root, lowers, meta, owners);
   await writer.apply(tar);
   return writer.finish();
 }
@@ -237,6 +241,7 @@ class StackLayerWriter {
     private readonly root: string,
     lowers: readonly StackLayer[],
     private readonly meta: CopyMeta,
+    private readonly owners: LayerOwners,
   ) {
     this.view = new StackView([{ root, opaque: this.opaque }, ...lowers]);
   }
@@ -260,12 +265,12 @@ class StackLayerWriter {
           this.placeDir(parent, name, entry);
           break;
         case 'file':
-          await placeFile(host, entry, body());
+          await placeFile(host, entry, body(), this.owners);
           break;
         case 'symlink':
           replace(host);
           symlinkSync(entry.linkname, host);
-          lchownSync(host, entry.uid, entry.gid);
+          if (this.owners === 'native') lchownSync(host, entry.uid, entry.gid);
           break;
         case 'hardlink':
           this.placeHardLink(host, entry);
@@ -281,17 +286,39 @@ class StackLayerWriter {
 
   /** Gives directories their modes (deepest first) and marks the opaque ones, each only while it is a real directory of the layer. */
   async finish(): Promise<WrittenLayer> {
+    if (this.owners === 'flattened') this.addFlattenedAptSetting();
     const dirs = [...this.dirModes.keys()].sort((a, b) => b.length - a.length);
     for (const dir of dirs) if (this.isRealDir(dir)) chmodSync(dir, this.dirModes.get(dir)!);
     const opaqueDirs: string[] = [];
     for (const key of [...this.opaque].sort()) {
       const host = key === '' ? this.root : join(this.root, key);
       if (!this.isRealDir(host)) continue;
-      const failed = await this.ask(() => this.meta.markOpaque(host, OPAQUE_XATTR));
+      const failed = await this.ask(() => this.meta.markOpaque(host, OPAQUE_XATTR[this.owners]));
       if (failed) throw metaFailed('mark a directory opaque', failed);
       opaqueDirs.push(key);
     }
     return { opaqueDirs, skipped: this.skipped };
+  }
+
+  /**
+   * A flattened stack's apt is told to stay root (its `_apt` cannot be switched to in such a
+   * sandbox: import-root.ts): the layer adds the setting wherever the merged view has apt's
+   * configuration directory without it. It depends on this layer and those under it only, as the
+   * layer's id does (its chain id).
+   */
+  private addFlattenedAptSetting(): void {
+    const parts = FLATTENED_APT_CONF.path.split('/').filter((p) => p !== '');
+    const name = parts.pop()!;
+    const dir = this.view.resolve(parts, true);
+    if (!dir?.found.st.isDirectory() || this.view.entry(dir.parts, name)) return;
+    this.materialize(dir.parts);
+    const host = join(this.root, ...dir.parts, name);
+    const fd = openSync(host, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+    try {
+      writeSync(fd, FLATTENED_APT_CONF.text);
+    } finally {
+      closeSync(fd);
+    }
   }
 
   private isRealDir(host: string): boolean {
@@ -350,7 +377,7 @@ class StackLayerWriter {
       const lower = this.view.lowerEntry(parts.slice(0, n - 1), parts[n - 1]!);
       if (st || !lower?.st.isDirectory()) throw new ProviderError('internal', { code: 'layer_stack_inconsistent' });
       mkdirSync(host, { mode: 0o700 });
-      lchownSync(host, lower.st.uid, lower.st.gid);
+      if (this.owners === 'native') lchownSync(host, lower.st.uid, lower.st.gid);
       this.dirModes.set(host, lower.st.mode & KEPT_MODE_BITS);
     }
   }
@@ -377,7 +404,7 @@ class StackLayerWriter {
   private placeDir(parts: readonly string[], name: string, entry: TarEntry): void {
     const host = join(this.root, ...parts, name);
     if (!lstatOrUndefined(host)?.isDirectory()) this.makeDir(parts, name);
-    lchownSync(host, entry.uid, entry.gid);
+    if (this.owners === 'native') lchownSync(host, entry.uid, entry.gid);
     this.dirModes.set(host, entry.mode & KEPT_MODE_BITS);
   }
 
@@ -404,25 +431,25 @@ class StackLayerWriter {
     replace(to);
     if (found.st.isSymbolicLink()) {
       symlinkSync(readlinkSync(from), to);
-      lchownSync(to, found.st.uid, found.st.gid);
+      if (this.owners === 'native') lchownSync(to, found.st.uid, found.st.gid);
       return;
     }
     if (!found.st.isFile()) throw badLayer('A layer has a hard link to a file it does not have.');
     copyFileSync(from, to, constants.COPYFILE_EXCL);
-    lchownSync(to, found.st.uid, found.st.gid);
+    if (this.owners === 'native') lchownSync(to, found.st.uid, found.st.gid);
     chmodSync(to, found.st.mode & KEPT_MODE_BITS);
     utimesSync(to, found.st.atime, found.st.mtime);
   }
 }
 
-async function placeFile(host: string, entry: TarEntry, body: AsyncGenerator<Buffer>): Promise<void> {
+async function placeFile(host: string, entry: TarEntry, body: AsyncGenerator<Buffer>, owners: LayerOwners): Promise<void> {
   replace(host);
   const fd = openSync(host, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {
     for await (const chunk of body) {
       for (let at = 0; at < chunk.length;) at += writeSync(fd, chunk, at);
     }
-    fchownSync(fd, entry.uid, entry.gid);
+    if (owners === 'native') fchownSync(fd, entry.uid, entry.gid);
     fchmodSync(fd, entry.mode & KEPT_MODE_BITS);
     futimesSync(fd, entry.mtimeS, entry.mtimeS);
   } finally {
