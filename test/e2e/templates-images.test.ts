@@ -287,6 +287,27 @@ describe('template import of images on disk', () => {
     expect(storeLayers()).toEqual(before);
   });
 
+  it('two imports at once of images on one base the store does not have: both made, the base stored once', async () => {
+    const own = makeMiniRootDir();
+    writeFileSync(join(own, 'etc/raced-base'), 'raced\n'.repeat(50_000));
+    const racedBase = packLayer(own);
+    const layouts = ['a', 'b'].map((n) => writeOciLayout([{ layers: [racedBase, packLayer(tree({ [`srv/${n}`]: n }))], config: CONFIG }]));
+    const before = storeLayers();
+    const results = await Promise.all([
+      cli(['template', 'import', 'raced-a', layouts[0]!], env),
+      cli(['template', 'import', 'raced-b', layouts[1]!], env),
+    ]);
+    expect(results.map((r) => [r.code, r.stderr])).toEqual([
+      [0, ''],
+      [0, ''],
+    ]);
+    const [a, b] = [readTemplate(store, 'raced-a')!, readTemplate(store, 'raced-b')!];
+    expect(a.layers[1]).toBe(b.layers[1]);
+    expect(storeLayers().length - before.length).toBe(3);
+    expect(readdirSync(join(store, 'layers')).filter((n) => n.startsWith('.'))).toEqual([]);
+    expect(readFileSync(join(rootOf('raced-b'), 'srv/b'), 'utf8')).toBe('b');
+  });
+
   it('takes the same layout as a tar archive, and what docker save writes', async () => {
     const a = await cli(['template', 'import', 'fromlayouttar', tarDirectory(layout)], env);
     expect(a.code).toBe(0);

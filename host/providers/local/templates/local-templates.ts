@@ -342,7 +342,11 @@ export class LocalTemplates {
     } catch (e) {
       // Layers it made and renamed into place (an image's, shared by id) that nothing else lists go with it.
       claim.release();
-      removeUnlistedLayers(this.dir);
+      try {
+        removeUnlistedLayers(this.dir);
+      } catch {
+        // Left for the next sweep: the failure to report is the one above.
+      }
       throw e;
     } finally {
       claim.release();
