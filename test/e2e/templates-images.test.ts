@@ -488,7 +488,7 @@ describe('template pull behind token auth (a registry with an issuer of ours: JW
 });
 
 describe('sandboxes on an image template, through the built server and a real MCP client', () => {
-  it('a sandbox sees the layers as the image says: whiteouts and opaque directories hide the lower files, a hard link across layers is one file', async () => {
+  it('a sandbox sees the layers as the image says: whiteouts and opaque directories hide the lower files, a hard link across layers is one file, a removed bash is not its shell', async () => {
     requireSandboxes();
     // On top of base and top: a hard link to base's usr/bin/suid (a file of a lower layer).
     const linked = writeOciLayout([{ layers: [base, top, hardLinkLayer('usr/bin/linked2', 'usr/bin/suid')], config: CONFIG }]);
@@ -505,9 +505,19 @@ describe('sandboxes on an image template, through the built server and a real MC
       const topRoot = layerRoot(store, record.layers[0]!);
       expect(statSync(join(topRoot, 'usr/bin/linked2')).ino).toBe(statSync(join(topRoot, 'usr/bin/suid')).ino);
     }
+    // An image whose upper layer removes bash: its commands get /bin/sh (the shell is looked for through the whiteout).
+    const noBash = writeOciLayout([{ layers: [base, packLayer(tree({ 'usr/bin/.wh.bash': '' }))], config: { Env: CONFIG.Env } }]);
+    expect((await cli(['template', 'import', 'nobash', noBash], env)).code).toBe(0);
     const server = await startHttp(env);
     const { client } = await server.connect();
     try {
+      const shellless = await ok(client, 'create_sandbox', { template: 'nobash' });
+      const bashGone = await ok(client, 'run_command', {
+        sandbox_id: shellless.sandbox_id,
+        command: 'ls /usr/bin/bash 2>/dev/null || echo no bash; ls /usr/bin/sh',
+      });
+      expect(bashGone).toMatchObject({ exit_code: 0, stdout: 'no bash\n/usr/bin/sh\n' });
+      await ok(client, 'kill_sandbox', { sandbox_id: shellless.sandbox_id });
       const sb = await ok(client, 'create_sandbox', { template: 'stacked' });
       const id = sb.sandbox_id as string;
       const run = await ok(client, 'run_command', {
