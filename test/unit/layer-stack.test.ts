@@ -3,12 +3,19 @@
 // character devices) and opaque directories hiding what is under them, links followed inside the
 // stack only. Read by the import for /bin/sh and for the image's User (resolveImageUser with a reader).
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { resolveImageUser } from '../../host/providers/local/templates/images/image-user.js';
-import { StackView, type StackLayer } from '../../host/providers/local/templates/images/layer-stack.js';
+import { StackView, writeStackLayer, type StackLayer } from '../../host/providers/local/templates/images/layer-stack.js';
+import { CopyMeta } from '../../host/providers/local/templates/copy-meta.js';
+import { readHelper } from '../../host/providers/local/launch/perl-helpers.js';
+import { findExecutable } from '../../host/providers/local/system/preflight.js';
+
+/** The helpers' sources (copy-meta.pl makes the whiteouts and opaque marks). */
+const HELPERS = join(dirname(fileURLToPath(import.meta.url)), '../../host/providers/local/helpers');
 
 const scratch = mkdtempSync(join(tmpdir(), 'layer-stack-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -71,5 +78,52 @@ describe('the merged view of a stack of layers', () => {
     const absolute = new StackView([layer({ sbin: link('/usr/bin') }), base]);
     expect(absolute.resolve(['sbin', 'sh'], true)?.found.layer).toBe(1);
     expect(absolute.resolve(['sbin', 'missing'], true)).toBeNull();
+  });
+});
+
+describe('writing a layer on a stack', () => {
+  const meta = new CopyMeta({
+    perl: findExecutable('perl') ?? 'perl',
+    text: readHelper(HELPERS, 'copy-meta'),
+    arch: process.arch as 'x64',
+  });
+  afterAll(() => meta.close());
+
+  /** A tar of `dir`'s members in order, then of `more`'s (appended: the same name may come twice). */
+  function tarOf(dir: string, members: string[], more?: { dir: string; members: string[] }): Buffer {
+    const file = join(mkdtempSync(join(scratch, 'tar-')), 'layer.tar');
+    execFileSync('tar', ['-c', '-f', file, '-C', dir, '--numeric-owner', '--no-recursion', ...members]);
+    if (more) execFileSync('tar', ['-r', '-f', file, '-C', more.dir, '--numeric-owner', '--no-recursion', ...more.members]);
+    return readFileSync(file);
+  }
+  async function* chunks(buf: Buffer): AsyncGenerator<Buffer> {
+    yield buf;
+  }
+
+  it('follows a link that replaced a directory earlier in the same layer, never the directory it saw before', async () => {
+    const first = layer({ 'a/x': 'x' });
+    const second = layer({ 'b/y': 'y', a: link('b') });
+    const tar = tarOf(first.root, ['a', 'a/x'], { dir: second.root, members: ['b', 'a', 'a/y'] });
+    const root = join(mkdtempSync(join(scratch, 'out-')), 'root');
+    await writeStackLayer(root, [], chunks(tar), meta, process.geteuid?.() === 0 ? 'native' : 'flattened');
+    expect(lstatSync(join(root, 'a')).isSymbolicLink()).toBe(true);
+    expect(readFileSync(join(root, 'b/y'), 'utf8')).toBe('y');
+  });
+
+  it('makes a directory opaque where the layer had whited it out, and hides the lower files under it', async () => {
+    const lower = layer({ 'opt/a': 'a' });
+    const src = layer({ '.wh.opt': '', 'opt/n': 'n' });
+    const root = join(mkdtempSync(join(scratch, 'out-')), 'root');
+    const written = await writeStackLayer(
+      root,
+      [lower],
+      chunks(tarOf(src.root, ['.wh.opt', 'opt', 'opt/n'])),
+      meta,
+      process.geteuid?.() === 0 ? 'native' : 'flattened',
+    );
+    expect(written.opaqueDirs).toEqual(['opt']);
+    const view = new StackView([{ root, opaque: new Set(written.opaqueDirs) }, lower]);
+    expect(view.entry(['opt'], 'a')).toBeUndefined();
+    expect(view.entry(['opt'], 'n')?.layer).toBe(0);
   });
 });

@@ -92,6 +92,8 @@ function keyOf(parts: readonly string[]): string {
 export class StackView {
   /** For a directory's key: the lower layers (indices ≥ 1) that show something in it, top first. */
   private readonly lowerDirCache = new Map<string, number[]>();
+  /** Keys the top layer has been seen to have as real directories (dropped whenever a directory of it is removed). */
+  private readonly topDirs = new Set<string>(['']);
 
   constructor(
     /** Top first. */
@@ -118,11 +120,20 @@ export class StackView {
   }
 
   /** True when each of `parts` is a real directory in the top layer (no link on the way). */
-  private topHasDir(parts: readonly string[]): boolean {
-    for (let n = 0; n <= parts.length; n++) {
-      if (!lstatOrUndefined(join(this.layers[0]!.root, ...parts.slice(0, n)))?.isDirectory()) return false;
+  topHasDir(parts: readonly string[]): boolean {
+    for (let n = 1; n <= parts.length; n++) {
+      const key = keyOf(parts.slice(0, n));
+      if (this.topDirs.has(key)) continue;
+      if (!lstatOrUndefined(join(this.layers[0]!.root, key))?.isDirectory()) return false;
+      this.topDirs.add(key);
     }
     return true;
+  }
+
+  /** Says that the top layer lost a directory (removed or replaced): what was seen of its directories no longer holds. */
+  forgetTopDirs(): void {
+    this.topDirs.clear();
+    this.topDirs.add('');
   }
 
   /** True when the top layer hides what the lower layers have in directory `parts` (it or a directory above it is opaque). */
@@ -265,10 +276,11 @@ class StackLayerWriter {
           this.placeDir(parent, name, entry);
           break;
         case 'file':
+          this.replace(host);
           await placeFile(host, entry, body(), this.owners);
           break;
         case 'symlink':
-          replace(host);
+          this.replace(host);
           symlinkSync(entry.linkname, host);
           if (this.owners === 'native') lchownSync(host, entry.uid, entry.gid);
           break;
@@ -321,6 +333,14 @@ class StackLayerWriter {
     }
   }
 
+  /** Removes whatever this layer has at `host` (a file, a link itself, a whole directory) so something else can take its place. */
+  private replace(host: string): void {
+    const st = lstatOrUndefined(host);
+    if (st === undefined) return;
+    rmSync(host, { recursive: st.isDirectory(), force: true });
+    if (st.isDirectory()) this.view.forgetTopDirs();
+  }
+
   private isRealDir(host: string): boolean {
     // No link on the way: a later member may have replaced a parent with a symlink out of the tree.
     return lstatOrUndefined(host)?.isDirectory() === true && realpathSync(host) === host;
@@ -370,6 +390,7 @@ class StackLayerWriter {
 
   /** Makes each directory of the merged view's `parts` a real directory of this layer (a lower's: with its mode and owner). */
   private materialize(parts: readonly string[]): void {
+    if (this.view.topHasDir(parts)) return;
     for (let n = 1; n <= parts.length; n++) {
       const host = join(this.root, ...parts.slice(0, n));
       const st = lstatOrUndefined(host);
@@ -387,7 +408,7 @@ class StackLayerWriter {
     this.materialize(parts);
     const host = join(this.root, ...parts, name);
     const st = lstatOrUndefined(host);
-    if (st) replace(host);
+    if (st) this.replace(host);
     mkdirSync(host, { mode: 0o755 });
     // Where this layer had a whiteout, the lower layers' files stay hidden.
     if (st && isWhiteout(st)) this.opaque.add(keyOf([...parts, name]));
@@ -395,7 +416,7 @@ class StackLayerWriter {
 
   private async whiteout(parts: readonly string[], name: string): Promise<void> {
     const host = join(this.root, ...parts, name);
-    replace(host);
+    this.replace(host);
     if (!this.view.lowerEntry(parts, name)) return;
     const failed = await this.ask(() => this.meta.makeNode(host, constants.S_IFCHR));
     if (failed) throw metaFailed('make a whiteout', failed);
@@ -420,7 +441,7 @@ class StackLayerWriter {
     if (target === host) return;
     // A file of a lower layer: copied up into this one first (at its own path), as an overlay does on link().
     if (found.layer > 0) this.copyUp(dirParts!, name, found);
-    replace(host);
+    this.replace(host);
     linkSync(target, host);
   }
 
@@ -428,7 +449,7 @@ class StackLayerWriter {
     this.materialize(parts);
     const from = join(this.view.layers[found.layer]!.root, ...parts, name);
     const to = join(this.root, ...parts, name);
-    replace(to);
+    this.replace(to);
     if (found.st.isSymbolicLink()) {
       symlinkSync(readlinkSync(from), to);
       if (this.owners === 'native') lchownSync(to, found.st.uid, found.st.gid);
@@ -442,8 +463,8 @@ class StackLayerWriter {
   }
 }
 
+/** Writes a regular file at `host` (where nothing is now). */
 async function placeFile(host: string, entry: TarEntry, body: AsyncGenerator<Buffer>, owners: LayerOwners): Promise<void> {
-  replace(host);
   const fd = openSync(host, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {
     for await (const chunk of body) {
@@ -470,13 +491,6 @@ function memberParts(path: string): string[] | null {
     parts.push(part);
   }
   return parts.length === 0 ? null : parts;
-}
-
-/** Removes whatever is at `host` (a file, a link itself, a whole directory) so something else can take its place. */
-function replace(host: string): void {
-  const st = lstatOrUndefined(host);
-  if (st === undefined) return;
-  rmSync(host, { recursive: st.isDirectory(), force: true });
 }
 
 function badLayer(detail: string): ProviderError {
