@@ -110,6 +110,39 @@ describe('writing a layer on a stack', () => {
     expect(readFileSync(join(root, 'b/y'), 'utf8')).toBe('y');
   });
 
+  it('refuses a member whose path is longer than PATH_MAX before walking it (a deep path costs nothing to send)', async () => {
+    /** A ustar header block: `name`, `type`, `size`. */
+    const header = (name: string, type: string, size: number): Buffer => {
+      const block = Buffer.alloc(512);
+      block.write(name.slice(0, 99), 0, 'latin1');
+      block.write('0000755\0', 100, 'latin1');
+      block.write('0000000\0', 108, 'latin1');
+      block.write('0000000\0', 116, 'latin1');
+      block.write(size.toString(8).padStart(11, '0') + '\0', 124, 'latin1');
+      block.write('00000000000\0', 136, 'latin1');
+      block.write('        ', 148, 'latin1');
+      block.write(type, 156, 'latin1');
+      block.write('ustar  \0', 257, 'latin1');
+      let sum = 0;
+      for (const byte of block) sum += byte;
+      block.write(sum.toString(8).padStart(6, '0') + '\0 ', 148, 'latin1');
+      return block;
+    };
+    const deep = 'a/'.repeat(100_000) + 'f';
+    const name = Buffer.from(deep + '\0');
+    const tar = Buffer.concat([
+      header('././@LongLink', 'L', name.length),
+      name,
+      Buffer.alloc((512 - (name.length % 512)) % 512),
+      header('f', '0', 0),
+      Buffer.alloc(1024),
+    ]);
+    const root = join(mkdtempSync(join(scratch, 'out-')), 'root');
+    const refused = writeStackLayer(root, [], chunks(tar), meta, 'flattened');
+    await expect(refused).rejects.toMatchObject({ code: 'layer_refused' });
+    await expect(refused).rejects.toThrow(/longer than 4096 bytes/);
+  });
+
   it('makes a directory opaque where the layer had whited it out, and hides the lower files under it', async () => {
     const lower = layer({ 'opt/a': 'a' });
     const src = layer({ '.wh.opt': '', 'opt/n': 'n' });

@@ -102,27 +102,40 @@ export class StackView {
 
   /** The lower layers showing their files in directory `parts` (a directory there, unhidden), top first; [] when none does. */
   private lowerDirLayers(parts: readonly string[]): number[] {
-    const key = keyOf(parts);
-    const cached = this.lowerDirCache.get(key);
+    const cached = this.lowerDirCache.get(keyOf(parts));
     if (cached) return cached;
-    const out: number[] = [];
-    const candidates = parts.length === 0 ? this.layers.map((_, i) => i).slice(1) : this.lowerDirLayers(parts.slice(0, -1));
-    for (const i of candidates) {
-      const st = lstatOrUndefined(join(this.layers[i]!.root, key));
-      if (!st) continue;
-      // A whiteout, or something other than a directory, hides this path in every layer under it.
-      if (!st.isDirectory()) break;
-      out.push(i);
-      if (this.layers[i]!.opaque.has(key)) break;
+    // From the top down, each directory's from its parent's (a loop: a path may be deep).
+    let candidates = this.layers.map((_, i) => i).slice(1);
+    let key = '';
+    for (let n = 0; n <= parts.length; n++) {
+      key = n === 0 ? '' : n === 1 ? parts[0]! : `${key}/${parts[n - 1]}`;
+      const known = this.lowerDirCache.get(key);
+      if (known) {
+        candidates = known;
+        continue;
+      }
+      const out: number[] = [];
+      for (const i of candidates) {
+        const st = lstatOrUndefined(join(this.layers[i]!.root, key));
+        if (!st) continue;
+        // A whiteout, or something other than a directory, hides this path in every layer under it.
+        if (!st.isDirectory()) break;
+        out.push(i);
+        if (this.layers[i]!.opaque.has(key)) break;
+      }
+      this.lowerDirCache.set(key, out);
+      candidates = out;
     }
-    this.lowerDirCache.set(key, out);
-    return out;
+    return candidates;
   }
 
   /** True when each of `parts` is a real directory in the top layer (no link on the way). */
   topHasDir(parts: readonly string[]): boolean {
-    for (let n = 1; n <= parts.length; n++) {
-      const key = keyOf(parts.slice(0, n));
+    // A key is only remembered once every directory above it was: the whole path known says it all.
+    if (this.topDirs.has(keyOf(parts))) return true;
+    let key = '';
+    for (const part of parts) {
+      key = key === '' ? part : `${key}/${part}`;
       if (this.topDirs.has(key)) continue;
       if (!lstatOrUndefined(join(this.layers[0]!.root, key))?.isDirectory()) return false;
       this.topDirs.add(key);
@@ -138,7 +151,14 @@ export class StackView {
 
   /** True when the top layer hides what the lower layers have in directory `parts` (it or a directory above it is opaque). */
   private topHidesLowers(parts: readonly string[]): boolean {
-    for (let n = 0; n <= parts.length; n++) if (this.layers[0]!.opaque.has(keyOf(parts.slice(0, n)))) return true;
+    const opaque = this.layers[0]!.opaque;
+    if (opaque.size === 0) return false;
+    if (opaque.has('')) return true;
+    let key = '';
+    for (const part of parts) {
+      key = key === '' ? part : `${key}/${part}`;
+      if (opaque.has(key)) return true;
+    }
     return false;
   }
 
@@ -478,8 +498,12 @@ async function placeFile(host: string, entry: TarEntry, body: AsyncGenerator<Buf
   }
 }
 
+/** Longest member path (or hard link target) taken: Linux's PATH_MAX, which no path in a layer can pass. */
+const MAX_MEMBER_PATH = 4096;
+
 /** A member's path as tree components, or null for the tree's own top; refuses one that climbs out. */
 function memberParts(path: string): string[] | null {
+  if (Buffer.byteLength(path) > MAX_MEMBER_PATH) throw badLayer(`A layer has a member whose path is longer than ${MAX_MEMBER_PATH} bytes.`);
   const parts: string[] = [];
   for (const part of path.split('/')) {
     if (part === '' || part === '.') continue;
