@@ -22,13 +22,14 @@ import {
   writeFileSync,
   lstatSync,
   readlinkSync,
+  rmSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { layerRoot, readTemplate, templatesDir } from '../../host/providers/local/templates/store.js';
-import { ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
+import { connectStdio, ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
 import {
   digestOf,
   packLayer,
@@ -42,7 +43,7 @@ import {
 import { makeMiniRootDir } from '../support/mini-root.js';
 import { HOST_JS } from '../support/paths.js';
 import { hostJsReadableBy } from '../support/readable-build.js';
-import { requireBuild, requireCommands, requireSandboxes } from '../support/prerequisites.js';
+import { isRootOrSkipping, requireBuild, requireCommands, requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
@@ -93,11 +94,61 @@ function gzipped(tar: Buffer): string {
   return digestOf(gzipSync(tar, { level: 1 }));
 }
 
-/** The store's layer of template `name`. */
+/**
+ * What a sandbox on template `name` sees as its root: its one layer, or (an image on a root
+ * server: a layer per image layer) a copy of its layers' merged view, mounted read-only as a
+ * sandbox's overlay mounts them (the kernel's overlayfs, in a mount namespace of its own).
+ */
 function rootOf(name: string): string {
   const record = readTemplate(store, name);
   expect(record).toBeDefined();
-  return layerRoot(store, record!.layers[0]!);
+  const lowers = record!.layers.map((id) => layerRoot(store, id));
+  if (lowers.length === 1) return lowers[0]!;
+  const out = mkdtempSync(join(tmpdir(), 'merged-'));
+  mkdirSync(join(out, 'mnt'));
+  mkdirSync(join(out, 'copy'));
+  execFileSync('unshare', [
+    '--mount',
+    'sh',
+    '-c',
+    'mount -t overlay overlay -o "ro,lowerdir=$1" "$2/mnt" && cp -a "$2/mnt/." "$2/copy/"',
+    'sh',
+    lowers.join(':'),
+    out,
+  ]);
+  return join(out, 'copy');
+}
+
+/** Bytes of a directory's files on disk, each inode once (du). */
+function duBytes(path: string): number {
+  return Number(execFileSync('du', ['-s', '-B1', '--apparent-size', path], { encoding: 'utf8' }).split('\t')[0]);
+}
+
+/** The store's layers, by id. */
+function storeLayers(): string[] {
+  return readdirSync(join(store, 'layers'))
+    .filter((n) => /^[0-9a-f]{16}$/.test(n))
+    .sort();
+}
+
+/** A layer tar (uncompressed) of one hard link `path` to `target` (paths inside the root), made here: GNU tar links only to members it holds. */
+function hardLinkLayer(path: string, target: string): Buffer {
+  const header = Buffer.alloc(512);
+  const put = (text: string, at: number, length: number) => header.write(text, at, length, 'latin1');
+  put(path, 0, 100);
+  put('0000644\0', 100, 8);
+  put('0000000\0', 108, 8);
+  put('0000000\0', 116, 8);
+  put('00000000000\0', 124, 12);
+  put('00000000000\0', 136, 12);
+  put('        ', 148, 8);
+  put('1', 156, 1);
+  put(target, 157, 100);
+  put('ustar\0' + '00', 257, 8);
+  let sum = 0;
+  for (const byte of header) sum += byte;
+  put(sum.toString(8).padStart(6, '0') + '\0 ', 148, 8);
+  return Buffer.concat([header, Buffer.alloc(1024)]);
 }
 
 /** What a two-layer image made of `base` and `top` must look like once applied. */
@@ -175,6 +226,89 @@ describe('template import of images on disk', () => {
     expect(record.image?.user_ids).toEqual({ uid: 0, gid: 0 });
     expect(record.image?.layers).toEqual([gzipped(base), gzipped(top)]);
     expect(record.owners).toBe(isRoot ? 'native' : 'flattened');
+    if (isRoot) {
+      // A store layer per image layer, top first; the top one holds only what it changes: a
+      // whiteout (a 0/0 character device) for etc/doomed, opt/old marked opaque, no copy of the base.
+      expect(record.layers).toHaveLength(2);
+      const topRoot = layerRoot(store, record.layers[0]!);
+      const whiteout = lstatSync(join(topRoot, 'etc/doomed'));
+      expect(whiteout.isCharacterDevice() && whiteout.rdev === 0).toBe(true);
+      expect(existsSync(join(topRoot, 'bin'))).toBe(false);
+      const topLayer = JSON.parse(readFileSync(join(store, 'layers', record.layers[0]!, 'layer.json'), 'utf8'));
+      expect(topLayer.image.opaque_dirs).toEqual(['opt/old']);
+      expect(record.size_bytes).toBe(
+        record.layers.reduce((sum, id) => sum + JSON.parse(readFileSync(join(store, 'layers', id, 'layer.json'), 'utf8')).size_bytes, 0),
+      );
+    }
+  });
+
+  it('shares layers by chain id: a second image on the same base stores only its new layer, the same image again none, and a base goes with the last template listing it', async () => {
+    if (!isRoot) return; // A server that is not root applies each image into one layer of its own (docs/templates.md).
+    const own = makeMiniRootDir();
+    writeFileSync(join(own, 'etc/own-base'), 'own\n'.repeat(10_000));
+    const ownBase = packLayer(own);
+    const one = packLayer(tree({ 'srv/one': 'one\n' }));
+    const two = packLayer(tree({ 'srv/two': 'two\n' }));
+    const before = storeLayers();
+    expect((await cli(['template', 'import', 'share-one', writeOciLayout([{ layers: [ownBase, one], config: CONFIG }])], env)).code).toBe(
+      0,
+    );
+    const afterOne = storeLayers();
+    expect(afterOne.length - before.length).toBe(2);
+    const bytesBefore = duBytes(join(store, 'layers'));
+    // docker save's archive of another image on that base: the same diff ids, so the same base layer.
+    expect((await cli(['template', 'import', 'share-two', writeDockerArchive({ layers: [ownBase, two], config: CONFIG })], env)).code).toBe(
+      0,
+    );
+    const recOne = readTemplate(store, 'share-one')!;
+    const recTwo = readTemplate(store, 'share-two')!;
+    expect(recTwo.layers[1]).toBe(recOne.layers[1]);
+    expect(recTwo.layers[0]).not.toBe(recOne.layers[0]);
+    expect(storeLayers().length - afterOne.length).toBe(1);
+    const baseFile = join(layerRoot(store, recOne.layers[1]!), 'etc/own-base');
+    expect(statSync(baseFile).nlink).toBe(1); // one file, listed by both: not a hard-linked copy
+    // Only the new layer's bytes were stored (its root's few directories and srv/two, far below the base's 40 kB).
+    const added = duBytes(join(store, 'layers')) - bytesBefore;
+    expect(added).toBe(duBytes(join(store, 'layers', recTwo.layers[0]!)));
+    expect(added).toBeLessThan(40_000);
+    expect(readFileSync(join(rootOf('share-two'), 'srv/two'), 'utf8')).toBe('two\n');
+    expect(existsSync(join(rootOf('share-two'), 'srv/one'))).toBe(false);
+    // The same image under a second name: no new layer, the same stack.
+    expect((await cli(['template', 'import', 'share-again', writeOciLayout([{ layers: [ownBase, one], config: CONFIG }])], env)).code).toBe(
+      0,
+    );
+    expect(readTemplate(store, 'share-again')!.layers).toEqual(recOne.layers);
+    expect(storeLayers().length - afterOne.length).toBe(1);
+    // Removing templates: a layer stays while any template lists it.
+    expect((await cli(['template', 'rm', 'share-one'], env)).code).toBe(0);
+    expect((await cli(['template', 'rm', 'share-again'], env)).code).toBe(0);
+    expect(existsSync(layerRoot(store, recOne.layers[0]!))).toBe(false);
+    expect(existsSync(baseFile)).toBe(true);
+    expect(readFileSync(join(rootOf('share-two'), 'etc/own-base'), 'utf8')).toContain('own');
+    expect((await cli(['template', 'rm', 'share-two'], env)).code).toBe(0);
+    expect(existsSync(layerRoot(store, recOne.layers[1]!))).toBe(false);
+    expect(storeLayers()).toEqual(before);
+  });
+
+  it('two imports at once of images on one base the store does not have: both made, the base stored once', async () => {
+    const own = makeMiniRootDir();
+    writeFileSync(join(own, 'etc/raced-base'), 'raced\n'.repeat(50_000));
+    const racedBase = packLayer(own);
+    const layouts = ['a', 'b'].map((n) => writeOciLayout([{ layers: [racedBase, packLayer(tree({ [`srv/${n}`]: n }))], config: CONFIG }]));
+    const before = storeLayers();
+    const results = await Promise.all([
+      cli(['template', 'import', 'raced-a', layouts[0]!], env),
+      cli(['template', 'import', 'raced-b', layouts[1]!], env),
+    ]);
+    expect(results.map((r) => [r.code, r.stderr])).toEqual([
+      [0, ''],
+      [0, ''],
+    ]);
+    const [a, b] = [readTemplate(store, 'raced-a')!, readTemplate(store, 'raced-b')!];
+    expect(a.layers[1]).toBe(b.layers[1]);
+    expect(storeLayers().length - before.length).toBe(3);
+    expect(readdirSync(join(store, 'layers')).filter((n) => n.startsWith('.'))).toEqual([]);
+    expect(readFileSync(join(rootOf('raced-b'), 'srv/b'), 'utf8')).toBe('b');
   });
 
   it('takes the same layout as a tar archive, and what docker save writes', async () => {
@@ -192,11 +326,16 @@ describe('template import of images on disk', () => {
     expect(JSON.parse(inspect.stdout).image.config.working_dir).toBe('/srv/app');
   });
 
-  it('refuses a layout whose blob was tampered with, naming the digest, and keeps nothing', async () => {
-    const bad = writeOciLayout([{ layers: [base, top], config: CONFIG }]);
+  it('refuses a layout whose blob was tampered with, naming the digest, and keeps nothing (not the layers under it either)', async () => {
+    // A bottom layer the store has not seen (made, then dropped) and a tampered one on it.
+    const fresh = makeMiniRootDir();
+    writeFileSync(join(fresh, 'etc/fresh'), 'fresh\n');
+    const freshLayer = packLayer(fresh);
+    const doomed = packLayer(tree({ 'srv/doomed': 'doomed\n'.repeat(1000) }));
+    const bad = writeOciLayout([{ layers: [freshLayer, doomed], config: CONFIG }]);
     const blobs = join(bad, 'blobs/sha256');
-    // The largest blob is the base layer: flip a byte in its middle.
-    const victim = readdirSync(blobs).sort((x, y) => statSync(join(blobs, y)).size - statSync(join(blobs, x)).size)[0]!;
+    // Flip a byte in the middle of the top layer's blob.
+    const victim = gzipped(doomed).slice(7);
     const bytes = readFileSync(join(blobs, victim));
     bytes[bytes.length >> 1]! ^= 0xff;
     writeFileSync(join(blobs, victim), bytes);
@@ -237,6 +376,13 @@ describe('template pull from a registry on the loopback', () => {
     // One new layer, one config, one manifest in the cache; no base layer fetched again.
     expect(readdirSync(join(store, 'images/blobs/sha256')).length).toBe(cached + 3);
     expect(blobFetches(registry, baseDigest) - before).toBe(0);
+    if (isRoot) {
+      // Nor stored again: the base layer is the one the first pull (and the imports) made, the same image again is the same stack.
+      const pulled = readTemplate(store, 'pulled')!;
+      expect(readTemplate(store, 'second')!.layers[1]).toBe(pulled.layers[1]);
+      expect(readTemplate(store, 'again')!.layers).toEqual(pulled.layers);
+      expect(readTemplate(store, 'fromlayout')!.layers).toEqual(pulled.layers);
+    }
   });
 
   it('chooses this machine platform from an index, and refuses one without it, naming the reference', async () => {
@@ -345,6 +491,52 @@ describe('template pull behind token auth (a registry with an issuer of ours: JW
 });
 
 describe('sandboxes on an image template, through the built server and a real MCP client', () => {
+  it('a sandbox sees the layers as the image says: whiteouts and opaque directories hide the lower files, a hard link across layers is one file, a removed bash is not its shell', async () => {
+    requireSandboxes();
+    // On top of base and top: a hard link to base's usr/bin/suid (a file of a lower layer).
+    const linked = writeOciLayout([{ layers: [base, top, hardLinkLayer('usr/bin/linked2', 'usr/bin/suid')], config: CONFIG }]);
+    expect((await cli(['template', 'import', 'stacked-under', layout], env)).code).toBe(0);
+    const imported = await cli(['template', 'import', 'stacked', linked], env);
+    expect(imported.stderr).toBe('');
+    expect(imported.code).toBe(0);
+    const record = readTemplate(store, 'stacked')!;
+    if (isRoot) {
+      expect(record.layers).toHaveLength(3);
+      // The two layers under it are the ones a template of base and top lists.
+      expect(record.layers.slice(1)).toEqual(readTemplate(store, 'stacked-under')!.layers);
+      // The linked file was copied up into the new layer, and the link made to that copy.
+      const topRoot = layerRoot(store, record.layers[0]!);
+      expect(statSync(join(topRoot, 'usr/bin/linked2')).ino).toBe(statSync(join(topRoot, 'usr/bin/suid')).ino);
+    }
+    // An image whose upper layer removes bash: its commands get /bin/sh (the shell is looked for through the whiteout).
+    const noBash = writeOciLayout([{ layers: [base, packLayer(tree({ 'usr/bin/.wh.bash': '' }))], config: { Env: CONFIG.Env } }]);
+    expect((await cli(['template', 'import', 'nobash', noBash], env)).code).toBe(0);
+    const server = await startHttp(env);
+    const { client } = await server.connect();
+    try {
+      const shellless = await ok(client, 'create_sandbox', { template: 'nobash' });
+      const bashGone = await ok(client, 'run_command', {
+        sandbox_id: shellless.sandbox_id,
+        command: 'ls /usr/bin/bash 2>/dev/null || echo no bash; ls /usr/bin/sh',
+      });
+      expect(bashGone).toMatchObject({ exit_code: 0, stdout: 'no bash\n/usr/bin/sh\n' });
+      await ok(client, 'kill_sandbox', { sandbox_id: shellless.sandbox_id });
+      const sb = await ok(client, 'create_sandbox', { template: 'stacked' });
+      const id = sb.sandbox_id as string;
+      const run = await ok(client, 'run_command', {
+        sandbox_id: id,
+        command:
+          'cd /; ls -A /opt/old; ls /etc/doomed 2>/dev/null || echo no doomed; cat /etc/replaced /etc/planted; ' +
+          'cat /usr/bin/linked2; [ "$(stat -c %i /usr/bin/linked2)" = "$(stat -c %i /usr/bin/suid)" ] && echo one file; stat -c %a /usr/bin/linked2',
+      });
+      expect(run).toMatchObject({ exit_code: 0, stdout: 'new\nno doomed\ntop\ninside\n#!/bin/sh\none file\n755\n' });
+      await ok(client, 'kill_sandbox', { sandbox_id: id });
+    } finally {
+      await client.close();
+      await server.stop();
+    }
+  }, 60_000);
+
   // An image with no node: the mini root, a program in a directory only the image's PATH names, and /app.
   const APP_CONFIG = { Env: ['FOO=from-image', 'PATH=/opt/tools/bin:/usr/bin:/bin'], WorkingDir: '/app' };
 
@@ -567,6 +759,68 @@ describe('sandboxes on an image template, through the built server and a real MC
         }
       } finally {
         await destroyStateDir(nobodyState);
+      }
+    },
+    60_000,
+  );
+});
+
+describe('images on a server that is not root (flattened layers, user.overlay.opaque, whiteouts made without privileges)', () => {
+  const runsAsRoot = isRootOrSkipping('a server running as nobody');
+  const NOBODY = { uid: 65534, gid: 65534 };
+  const nobodyState = mkdtempSync(join(tmpdir(), 'sandbox-mcp-images-nobody-'));
+  const nobodyEnv = { SANDBOX_MCP_STATE_DIR: nobodyState };
+  const nobodyStore = templatesDir(nobodyState);
+
+  afterAll(() => rmSync(nobodyState, { recursive: true, force: true }));
+
+  /** `template import` by the built bin as nobody, of a layout nobody can read. */
+  function importAsNobody(name: string, image: string): Promise<CliResult> {
+    execFileSync('chown', ['-R', `${NOBODY.uid}:${NOBODY.gid}`, image]);
+    return new Promise((resolve) =>
+      execFile(
+        process.execPath,
+        [hostJsReadableBy(NOBODY), 'template', 'import', name, image],
+        { env: serverEnv(nobodyEnv), ...NOBODY, cwd: '/' },
+        (error, stdout, stderr) => resolve({ code: error ? 1 : 0, stdout, stderr }),
+      ),
+    );
+  }
+
+  it.runIf(runsAsRoot)(
+    'shares the base between two images, and a sandbox sees whiteouts, opaque directories and apt told to stay root',
+    async () => {
+      requireSandboxes();
+      chownSync(nobodyState, NOBODY.uid, NOBODY.gid);
+      const apt = packLayer(tree({ 'etc/apt/apt.conf.d/00image': 'APT::Install-Recommends "false";\n' }));
+      const one = await importAsNobody('flat-one', writeOciLayout([{ layers: [base, top], config: CONFIG }]));
+      expect(one.stderr).toBe('');
+      expect(one.code).toBe(0);
+      expect((await importAsNobody('flat-two', writeOciLayout([{ layers: [base, apt], config: { Env: CONFIG.Env } }]))).code).toBe(0);
+      const recOne = readTemplate(nobodyStore, 'flat-one')!;
+      const recTwo = readTemplate(nobodyStore, 'flat-two')!;
+      expect(recOne.owners).toBe('flattened');
+      expect(recOne.layers).toHaveLength(2);
+      expect(recTwo.layers[1]).toBe(recOne.layers[1]);
+      const whiteout = lstatSync(join(layerRoot(nobodyStore, recOne.layers[0]!), 'etc/doomed'));
+      expect(whiteout.isCharacterDevice() && whiteout.rdev === 0 && whiteout.uid === NOBODY.uid).toBe(true);
+      expect(statSync(join(layerRoot(nobodyStore, recOne.layers[1]!), 'etc/replaced')).uid).toBe(NOBODY.uid);
+      const s = await connectStdio(nobodyEnv, [], NOBODY);
+      try {
+        const sb = await ok(s.client, 'create_sandbox', { template: 'flat-one' });
+        const seen = await ok(s.client, 'run_command', {
+          sandbox_id: sb.sandbox_id,
+          command:
+            'ls -A /opt/old; ls /etc/doomed 2>/dev/null || echo no doomed; cat /etc/replaced; ls /etc/apt 2>/dev/null || echo no apt',
+        });
+        expect(seen).toMatchObject({ exit_code: 0, stdout: 'new\nno doomed\ntop\nno apt\n' });
+        await ok(s.client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
+        const sb2 = await ok(s.client, 'create_sandbox', { template: 'flat-two' });
+        const apts = await ok(s.client, 'run_command', { sandbox_id: sb2.sandbox_id, command: 'cat /etc/apt/apt.conf.d/*' });
+        expect(apts).toMatchObject({ exit_code: 0, stdout: 'APT::Install-Recommends "false";\nAPT::Sandbox::User "root";\n' });
+        await ok(s.client, 'kill_sandbox', { sandbox_id: sb2.sandbox_id });
+      } finally {
+        await s.close();
       }
     },
     60_000,

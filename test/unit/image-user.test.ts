@@ -4,7 +4,12 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { imageUserPlan as imagePlan, resolveImageUser, type ImageUserIds } from '../../host/providers/local/templates/images/image-user.js';
+import {
+  imageUserPlan as imagePlan,
+  resolveImageUser,
+  treeReader,
+  type ImageUserIds,
+} from '../../host/providers/local/templates/images/image-user.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'image-user-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -22,8 +27,8 @@ describe('resolveImageUser', () => {
     const withHome = rootWith({ passwd: 'app:x:1000:1000::/home/app:/bin/sh\nlinked:x:1001:1001::/home/linked:/bin/sh\n' });
     mkdirSync(join(withHome, 'home/app'), { recursive: true });
     symlinkSync('/tmp', join(withHome, 'home/linked'));
-    expect(resolveImageUser(withHome, 'app')).toMatchObject({ home: '/home/app', home_is_dir: true });
-    expect(resolveImageUser(withHome, 'linked')).toMatchObject({ home: '/home/linked', home_is_dir: false });
+    expect(resolveImageUser(treeReader(withHome), 'app')).toMatchObject({ home: '/home/app', home_is_dir: true });
+    expect(resolveImageUser(treeReader(withHome), 'linked')).toMatchObject({ home: '/home/linked', home_is_dir: false });
   });
 
   const root = rootWith({
@@ -32,24 +37,24 @@ describe('resolveImageUser', () => {
   });
 
   it('is root for an empty User, and reads a name, a number, and either with a group from the image', () => {
-    expect(resolveImageUser(root, '')).toEqual({ uid: 0, gid: 0 });
+    expect(resolveImageUser(treeReader(root), '')).toEqual({ uid: 0, gid: 0 });
     // Its name and home from passwd; the home is no directory in this root (none made).
     const app = { name: 'app', home: '/home/app', home_is_dir: false };
-    expect(resolveImageUser(root, 'app')).toEqual({ uid: 1000, gid: 1001, ...app });
-    expect(resolveImageUser(root, '1000')).toEqual({ uid: 1000, gid: 1001, ...app });
+    expect(resolveImageUser(treeReader(root), 'app')).toEqual({ uid: 1000, gid: 1001, ...app });
+    expect(resolveImageUser(treeReader(root), '1000')).toEqual({ uid: 1000, gid: 1001, ...app });
     // A number passwd does not list: no name, home `/` (as a container runtime gives it).
-    expect(resolveImageUser(root, '4242')).toEqual({ uid: 4242, gid: 0, home: '/', home_is_dir: true });
-    expect(resolveImageUser(root, 'app:staff')).toEqual({ uid: 1000, gid: 50, ...app });
-    expect(resolveImageUser(root, '1000:7')).toEqual({ uid: 1000, gid: 7, ...app });
-    expect(resolveImageUser(root, 'root')).toEqual({ uid: 0, gid: 0 });
+    expect(resolveImageUser(treeReader(root), '4242')).toEqual({ uid: 4242, gid: 0, home: '/', home_is_dir: true });
+    expect(resolveImageUser(treeReader(root), 'app:staff')).toEqual({ uid: 1000, gid: 50, ...app });
+    expect(resolveImageUser(treeReader(root), '1000:7')).toEqual({ uid: 1000, gid: 7, ...app });
+    expect(resolveImageUser(treeReader(root), 'root')).toEqual({ uid: 0, gid: 0 });
   });
 
   it('is null for a user or group the root does not have, and for a malformed User', () => {
-    expect(resolveImageUser(root, 'nosuch')).toBeNull();
-    expect(resolveImageUser(root, 'app:nogroup')).toBeNull();
-    expect(resolveImageUser(root, 'a:b:c')).toBeNull();
-    expect(resolveImageUser(root, ':50')).toBeNull();
-    expect(resolveImageUser(rootWith({}), 'app')).toBeNull();
+    expect(resolveImageUser(treeReader(root), 'nosuch')).toBeNull();
+    expect(resolveImageUser(treeReader(root), 'app:nogroup')).toBeNull();
+    expect(resolveImageUser(treeReader(root), 'a:b:c')).toBeNull();
+    expect(resolveImageUser(treeReader(root), ':50')).toBeNull();
+    expect(resolveImageUser(treeReader(rootWith({})), 'app')).toBeNull();
   });
 
   it("never follows a link: an image's etc -> /etc, or passwd -> /etc/passwd, does not make the host's accounts answer", () => {
@@ -58,7 +63,7 @@ describe('resolveImageUser', () => {
     const linkedPasswd = rootWith({});
     symlinkSync('/etc/passwd', join(linkedPasswd, 'etc', 'passwd'));
     // root is in every host's /etc/passwd: followed, either link would answer 0:0.
-    for (const r of [linkedEtc, linkedPasswd]) expect(resolveImageUser(r, 'root')).toBeNull();
+    for (const r of [linkedEtc, linkedPasswd]) expect(resolveImageUser(treeReader(r), 'root')).toBeNull();
   });
 });
 

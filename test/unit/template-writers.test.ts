@@ -23,6 +23,7 @@ import {
   claimName,
   ensureTemplatesDir,
   makeLayer,
+  makeSharedLayer,
   publishTemplate,
   removeTemplate,
   removeUnlistedLayers,
@@ -92,6 +93,50 @@ describe('the store writers', () => {
       }),
     ).rejects.toThrow('filling failed');
     claim.release();
+    expect(readdirSync(join(dir, 'layers'))).toEqual([]);
+  });
+
+  it('shares a layer by id: one that is there is reused unfilled, a copy made meanwhile by another process wins the rename, and an id naming another layer is refused', async () => {
+    const dir = freshStore();
+    const id = '00000000000000c1';
+    const chain = { chain_id: 'sha256:' + 'c'.repeat(64) };
+    const fill = (text: string) => async (root: string) => {
+      mkdirSync(root);
+      writeFileSync(join(root, 'file'), text);
+      return { opaqueDirs: ['opt'] };
+    };
+    // Two makers at once: the first to rename its copy wins; the other's is dropped and the winner's listed.
+    const a = claimName(dir, 'a', []);
+    const b = claimName(dir, 'b', []);
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const slow = makeSharedLayer(dir, a, id, 'native', chain, async (root) => {
+      await held;
+      return fill('a')(root);
+    });
+    const fast = await makeSharedLayer(dir, b, id, 'native', chain, fill('b'));
+    expect(fast.reused).toBe(false);
+    expect(fast.record.image).toEqual({ chain_id: chain.chain_id, opaque_dirs: ['opt'] });
+    release();
+    const late = await slow;
+    expect(late).toMatchObject({ reused: true, record: { id } });
+    expect(readdirSync(join(dir, 'layers'))).toEqual([id]);
+    expect(execFileSync('cat', [join(layerRoot(dir, id), 'file')], { encoding: 'utf8' })).toBe('b');
+    // Listed by both claims: a removal keeps it.
+    expect(removeUnlistedLayers(dir)).toBe(0);
+    // There already: listed, not filled.
+    const c = claimName(dir, 'c', []);
+    const again = await makeSharedLayer(dir, c, id, 'native', chain, async () => {
+      throw new Error('filled again');
+    });
+    expect(again.reused).toBe(true);
+    // The same id for another chain or owners: refused, nothing changed.
+    await expect(makeSharedLayer(dir, c, id, 'native', { chain_id: 'sha256:' + 'd'.repeat(64) }, fill('d'))).rejects.toMatchObject({
+      code: 'layer_id_taken',
+    });
+    await expect(makeSharedLayer(dir, c, id, 'flattened', chain, fill('d'))).rejects.toMatchObject({ code: 'layer_id_taken' });
+    for (const claim of [a, b, c]) claim.release();
+    expect(removeUnlistedLayers(dir)).toBe(1);
     expect(readdirSync(join(dir, 'layers'))).toEqual([]);
   });
 

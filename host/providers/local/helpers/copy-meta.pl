@@ -13,6 +13,9 @@
 #                    ignored as cp -a ignores it, but for overlay's own (trusted.overlay.* or user.overlay.*).
 #   n DST MODE RDEV  makes the node DST: a character device 0/0 (a whiteout, which needs no privilege),
 #                    a FIFO or a socket; anything else is EINVAL.
+#   o DST NAME       marks the directory DST opaque for overlay: sets its attribute NAME
+#                    (trusted.overlay.opaque or user.overlay.opaque, nothing else: EINVAL) to `y`, without
+#                    following DST's last name. An image layer's `.wh..wh..opq` (templates/images/layer-stack.ts).
 # No `use strict`/`use warnings` and no modules (see mount-root.pl).
 
 my ($open_flags, $ESTALE) = map { 0 + $_ } @ARGV;
@@ -49,9 +52,19 @@ sub make_node {
   return syscall($SYS{mknodat}, $AT_FDCWD, $dst_c, $mode, 0) < 0 ? 0 + $! : 0;
 }
 
+sub mark_opaque {
+  my ($dst, $name) = @_;
+  return $EINVAL unless $name =~ /^(trusted|user)\.overlay\.opaque$/;
+  my ($dst_c, $name_c, $value) = ("$dst\0", "$name\0", 'y');
+  return syscall($SYS{lsetxattr}, $dst_c, $name_c, $value, 1, 0) < 0 ? 0 + $! : 0;
+}
+
 while (defined(my $req = <STDIN>)) {
   chomp $req;   # $/ is the two NULs
   my ($op, @args) = split /\0/, $req;
-  my $r = $op eq 'x' && @args == 3 ? copy_xattrs(@args) : $op eq 'n' && @args == 3 ? make_node(@args) : $EINVAL;
+  my $r = $op eq 'x' && @args == 3 ? copy_xattrs(@args)
+        : $op eq 'n' && @args == 3 ? make_node(@args)
+        : $op eq 'o' && @args == 2 ? mark_opaque(@args)
+        : $EINVAL;
   print "$r\n";
 }

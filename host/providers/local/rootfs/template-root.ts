@@ -1,13 +1,14 @@
 // What create needs of a stored template (templates/store.ts) to run a sandbox on it: its layers,
 // how this server maps their owners, and the shell its commands get.
-import { lstatSync, readlinkSync } from 'node:fs';
-import { join, posix } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { ProviderError } from '../../provider-error.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import type { TemplateRoot } from '../sandbox/spec.js';
 import { imageEnvs } from '../templates/images/image-manifest.js';
+import { StackView } from '../templates/images/layer-stack.js';
 import { layerOwnersHere } from '../templates/import-root.js';
-import { readTemplate, templateLowerDirs } from '../templates/store.js';
+import { LayerRecordSchema, readTemplate, templateLowerDirs } from '../templates/store.js';
 
 /**
  * The root of a sandbox on template `name` from the store in `templatesDir`. Throws not_found
@@ -34,37 +35,24 @@ export function templateEnv(templatesDir: string, name: string): Record<string, 
   return { ...imageEnvs(record?.image?.config.env ?? []), ...record?.env };
 }
 
-/**
- * Whether `path` (absolute, inside the root) exists in the union of `layers` (top first), following
- * symlinks inside the root (a merged-/usr root's /bin is `usr/bin`). Whiteouts are not looked at:
- * an upper layer that deleted a file the lower one has is taken to have it (a shell it removed is rare).
- */
-export function existsInLayers(layers: readonly string[], path: string, depth = 0): boolean {
-  if (depth > 16) return false;
-  const parts = path.split('/').filter(Boolean);
-  for (let i = 1; i <= parts.length; i++) {
-    const prefix = '/' + parts.slice(0, i).join('/');
-    const layer = layers.find((l) => lstatOrNull(join(l, prefix)) !== null);
-    if (layer === undefined) return false;
-    const st = lstatOrNull(join(layer, prefix))!;
-    if (st.isSymbolicLink()) {
-      const target = readlinkSync(join(layer, prefix));
-      const resolved = posix.resolve(posix.dirname(prefix), target, ...parts.slice(i));
-      return existsInLayers(layers, resolved, depth + 1);
-    }
-  }
-  return true;
-}
-
-function lstatOrNull(path: string): ReturnType<typeof lstatSync> | null {
+/** The directories layer `root` (`layers/<id>/root`) marks opaque, as its record lists them (an image layer's; none for others). */
+function recordedOpaqueDirs(root: string): Set<string> {
   try {
-    return lstatSync(path);
+    const record = LayerRecordSchema.safeParse(JSON.parse(readFileSync(join(dirname(root), 'layer.json'), 'utf8')));
+    return new Set(record.success ? (record.data.image?.opaque_dirs ?? []) : []);
   } catch {
-    return null;
+    return new Set();
   }
 }
 
-/** The shell a template's commands run with: bash where the template has it, else /bin/sh. */
+/**
+ * The shell a template's commands run with: bash where the merged view of its `layers` (top
+ * first) has it as a file, else /bin/sh. Read as the overlay will show it (images/layer-stack.ts):
+ * links followed inside the stack only, whiteouts and the opaque directories an image layer's
+ * record lists honoured (an image whose upper layer removed bash gets /bin/sh); a snapshot
+ * layer's opaque marks are xattrs, not read here (a shell it removed that way is rare).
+ */
 export function templateShell(layers: readonly string[]): string {
-  return existsInLayers(layers, '/bin/bash') ? '/bin/bash' : '/bin/sh';
+  const view = new StackView(layers.map((root) => ({ root, opaque: recordedOpaqueDirs(root) })));
+  return view.resolve(['bin', 'bash'], true)?.found.st.isFile() ? '/bin/bash' : '/bin/sh';
 }

@@ -53,6 +53,11 @@ export class CopyMeta {
     return this.ask(['n', dst, String(mode), '0']);
   }
 
+  /** Marks the directory `dst` opaque for overlay: its attribute `name` (`trusted.overlay.opaque` or `user.overlay.opaque`) set to `y`. */
+  markOpaque(dst: string, name: 'trusted.overlay.opaque' | 'user.overlay.opaque'): Promise<string | null> {
+    return this.ask(['o', dst, name]);
+  }
+
   /** Sends what was asked since the last flush. */
   flush(): void {
     if (this.pending.length === 0 || this.failed) return;

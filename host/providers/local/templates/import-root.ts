@@ -102,13 +102,16 @@ export async function fillFromSource(
  */
 export function finishRoot(root: string, owners: LayerOwners): void {
   const shell = resolveInTree(root, '/bin/sh');
-  if (!shell || !statSync(shell, { throwIfNoEntry: false })?.isFile()) {
-    throw new ProviderError('invalid_argument', {
-      code: 'not_a_root',
-      detail: 'What was imported has no /bin/sh at its top: a template must be a root filesystem (what docker export writes) with a shell.',
-    });
-  }
+  if (!shell || !statSync(shell, { throwIfNoEntry: false })?.isFile()) throw notARoot();
   if (owners === 'flattened') addFlattenedAptSetting(root);
+}
+
+/** Refusal of what has no /bin/sh at its top. */
+export function notARoot(): ProviderError {
+  return new ProviderError('invalid_argument', {
+    code: 'not_a_root',
+    detail: 'What was imported has no /bin/sh at its top: a template must be a root filesystem (what docker export writes) with a shell.',
+  });
 }
 
 /** Tells apt in a flattened root to stay root (where the root has apt). */

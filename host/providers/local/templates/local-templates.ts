@@ -2,7 +2,6 @@
 // (refused while a live sandbox runs on one), import, build and snapshot. Each change goes through
 // the store's writers (store-writer.ts): a name claimed first, a layer made aside and renamed into
 // place, a record published exclusively; whatever fails leaves nothing behind.
-import { mkdirSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { definedFields } from '../../../util/defined-fields.js';
 import { ProviderError } from '../../provider-error.js';
@@ -13,7 +12,7 @@ import type { LocalSettings } from '../settings.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import { helpersDir, isHelperArch, readHelper } from '../launch/perl-helpers.js';
 import { findExecutable, locateTool } from '../system/preflight.js';
-import type { CopyMetaHelper } from './copy-meta.js';
+import { CopyMeta, type CopyMetaHelper } from './copy-meta.js';
 import {
   buildNeedsRoot,
   checkBuildSpec,
@@ -23,10 +22,11 @@ import {
   runMmdebstrap,
   type DebianBuildSpec,
 } from './debian-build.js';
-import { applyImage, openImage, type ImageOnDisk } from './images/image-import.js';
-import { resolveImageUser, type ImageUserIds } from './images/image-user.js';
+import { applyImageLayer, chainIds, imageLayerId, openImage, type ImageOnDisk } from './images/image-import.js';
+import { MAX_ACCOUNTS_BYTES, resolveImageUser } from './images/image-user.js';
+import { StackView, type StackLayer } from './images/layer-stack.js';
 import { parseImageReference, pullToLayout, type PullOpts } from './images/registry-pull.js';
-import { classifySource, fillFromSource, finishRoot, layerOwnersHere } from './import-root.js';
+import { classifySource, fillFromSource, layerOwnersHere, notARoot } from './import-root.js';
 import { badTemplateName, templateNotFound } from './refusals.js';
 import { sharedTemplateNameTaken, snapshotChainTooLong, snapshotNeedsTemplate } from './refusals.js';
 import {
@@ -42,13 +42,26 @@ import {
 import {
   isStorableTemplateName,
   isStorableTemplateRef,
+  layerRoot,
   listTemplates,
   readTemplate,
   templateRef,
+  type LayerRecord,
   type TemplateRecord,
   type TemplateSource,
 } from './store.js';
-import { claimName, ensureTemplatesDir, makeLayer, publishTemplate, readLayer, removeTemplate, sweepStale } from './store-writer.js';
+import {
+  awaitLayers,
+  claimName,
+  ensureTemplatesDir,
+  makeLayer,
+  makeSharedLayer,
+  publishTemplate,
+  readLayer,
+  removeTemplate,
+  removeUnlistedLayers,
+  sweepStale,
+} from './store-writer.js';
 
 /** A template and the live sandboxes (unqualified ids) running on it. */
 export type TemplateDetails = TemplateRecord & { used_by: string[] };
@@ -138,8 +151,11 @@ export class LocalTemplates {
   }
 
   /**
-   * Makes template `name` of an image on disk: its layers applied into one layer of the store,
-   * its config kept in the record (its Env, WorkingDir and User hold for commands).
+   * Makes template `name` of an image on disk, its config kept in the record (its Env, WorkingDir
+   * and User hold for commands), with one store layer per image layer, each identified by its
+   * chain id (and the owners): a layer the store has already (the same layer on the same layers
+   * below, from any image) is listed, not made again. The template's record lists them top
+   * first, as a snapshot's stack.
    */
   private async makeFromImage(
     name: string,
@@ -148,21 +164,40 @@ export class LocalTemplates {
     reference: string | undefined,
   ): Promise<TemplateRecord> {
     const owners = layerOwnersHere();
+    const meta = this.copyMetaHelper();
+    const chain = chainIds(disk.image.layers.map((l) => l.diffId));
     return this.make(name, [], async (claim) => {
-      let userIds: ImageUserIds | null = null;
-      const layer = await makeLayer(this.dir, claim, owners, async (root) => {
-        mkdirSync(root, { mode: 0o755 });
-        await applyImage(root, disk, owners);
-        userIds = resolveImageUser(root, disk.image.info.config.user);
-        finishRoot(root, owners);
-      });
+      const copyMeta = new CopyMeta(meta);
+      const stack: (StackLayer & { record: LayerRecord })[] = []; // top first
+      try {
+        for (const [index, chainId] of chain.entries()) {
+          const id = imageLayerId(chainId, owners);
+          const lowers = [...stack];
+          const { record } = await makeSharedLayer(this.dir, claim, id, owners, { chain_id: chainId }, (root) =>
+            applyImageLayer(root, disk, index, lowers, copyMeta, owners),
+          );
+          stack.unshift({ root: layerRoot(this.dir, id), opaque: new Set(record.image?.opaque_dirs ?? []), record });
+        }
+      } finally {
+        copyMeta.close();
+      }
+      if (stack.length === 0) throw notARoot();
+      const view = new StackView(stack);
+      const shell = view.resolve(['bin', 'sh'], true);
+      if (!shell?.found.st.isFile()) throw notARoot();
+      const userIds = resolveImageUser(
+        { readEtc: (file) => view.readEtc('etc', file, MAX_ACCOUNTS_BYTES), isDir: (path) => view.isRealDir(path) },
+        disk.image.info.config.user,
+      );
+      const layers = stack.map((l) => l.record.id);
+      await awaitLayers(this.dir, layers);
       return {
         format: 1,
         name,
         source,
-        created_at: layer.created_at,
-        size_bytes: layer.size_bytes,
-        layers: [layer.id],
+        created_at: new Date().toISOString(),
+        size_bytes: stack.reduce((sum, l) => sum + l.record.size_bytes, 0),
+        layers,
         owners,
         image: { ...definedFields({ reference }), ...disk.image.info, user_ids: userIds },
       };
@@ -307,6 +342,15 @@ export class LocalTemplates {
       const record = await build(claim);
       publishTemplate(this.dir, claim, record);
       return record;
+    } catch (e) {
+      // Layers it made and renamed into place (an image's, shared by id) that nothing else lists go with it.
+      claim.release();
+      try {
+        removeUnlistedLayers(this.dir);
+      } catch {
+        // Left for the next sweep: the failure to report is the one above.
+      }
+      throw e;
     } finally {
       claim.release();
     }

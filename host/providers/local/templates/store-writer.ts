@@ -233,6 +233,84 @@ export async function makeLayer(
 }
 
 /**
+ * The layer `id` for the claimed template, shared with every template that lists it: an image
+ * layer, whose id its chain id and owners give (`image.chain_id`). It is added to the claim before
+ * it is looked for, so a removal that finds it unlisted afterwards puts it back
+ * (removeUnlistedLayers); one that is there with that chain id and owners is reused as it is,
+ * else `fill` makes it as makeLayer does and it is renamed into place, unless another process
+ * put it there first (then that one is reused and this copy dropped). `reused`: nothing was made.
+ */
+export async function makeSharedLayer(
+  dir: string,
+  claim: NameClaim,
+  id: string,
+  owners: LayerOwners,
+  image: { chain_id: string },
+  fill: (root: string) => Promise<{ opaqueDirs: string[] }>,
+): Promise<{ record: LayerRecord; reused: boolean }> {
+  if (!LAYER_ID_PATTERN.test(id)) throw new ProviderError('internal', { code: 'layer_id_invalid' });
+  claim.addLayer(id);
+  const existing = (): LayerRecord | undefined => {
+    const record = readLayer(dir, id);
+    if (record === undefined) return undefined;
+    if (record.image?.chain_id !== image.chain_id || record.owners !== owners)
+      throw new ProviderError('internal', {
+        code: 'layer_id_taken',
+        detail: `The store's layer ${id} is not the image layer its id names.`,
+      });
+    return record;
+  };
+  const found = existing();
+  if (found) return { record: found, reused: true };
+  const tmp = join(dir, LAYERS, tmpName());
+  mkdirSync(tmp, { mode: 0o700 });
+  try {
+    const root = join(tmp, 'root');
+    const { opaqueDirs } = await fill(root);
+    const record: LayerRecord = {
+      format: 1,
+      id,
+      created_at: new Date().toISOString(),
+      size_bytes: treeSizeBytes(root),
+      owners,
+      image: { chain_id: image.chain_id, opaque_dirs: opaqueDirs },
+    };
+    writeDurably(join(tmp, 'layer.json'), JSON.stringify(record, null, 2) + '\n');
+    try {
+      renameSync(tmp, join(dir, LAYERS, id));
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      const raced = code === 'ENOTEMPTY' || code === 'EEXIST' ? existing() : undefined;
+      if (!raced) throw e;
+      removeTree(tmp);
+      return { record: raced, reused: true };
+    }
+    return { record, reused: false };
+  } catch (e) {
+    removeTree(tmp);
+    throw e;
+  }
+}
+
+/** How long a template waits for a layer it lists that a removal has taken aside (and is putting back). */
+const LAYER_PUT_BACK_WAIT_MS = 2_000;
+
+/**
+ * Waits until every layer in `ids` is in place: a removal that found one unlisted just before this
+ * process's claim listed it renames it aside and puts it back on seeing the claim. Throws internal
+ * (template_layer_missing) for one still missing after LAYER_PUT_BACK_WAIT_MS.
+ */
+export async function awaitLayers(dir: string, ids: readonly string[]): Promise<void> {
+  const deadline = Date.now() + LAYER_PUT_BACK_WAIT_MS;
+  for (const id of ids) {
+    while (readLayer(dir, id) === undefined) {
+      if (Date.now() > deadline) throw new ProviderError('internal', { code: 'template_layer_missing' });
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+}
+
+/**
  * Publishes a template's record under its claimed name: exclusive (a name that exists is never
  * replaced), and only once complete on disk. Releases the claim.
  */
@@ -279,25 +357,42 @@ export async function removeTemplate(dir: string, name: string, isInUse: (name: 
   removeUnlistedLayers(dir);
 }
 
+/** The layers some template record or live claim lists. */
+function listedLayers(dir: string): Set<string> {
+  const listed = claimedLayers(dir);
+  for (const t of listTemplates(dir)) for (const id of t.layers) listed.add(id);
+  return listed;
+}
+
 /**
  * Removes every layer that no template record and no live claim lists. The layers are listed
  * before the records and claims are read: a layer renamed into place later is not looked at,
- * one renamed earlier is already in its claim.
+ * one renamed earlier is already in its claim. A layer shared by id (an image layer) may be
+ * claimed by a template being made after the records were read: each is taken aside (a `.tmp-*`
+ * name of this process, which no sweep removes while it runs) and the claims read again; one
+ * listed now is put back (unless its maker put a copy there meanwhile, which stays).
  */
 export function removeUnlistedLayers(dir: string): number {
   const layers = safeReaddir(join(dir, LAYERS)).filter((n) => LAYER_ID_PATTERN.test(n));
-  const listed = claimedLayers(dir);
-  for (const t of listTemplates(dir)) for (const id of t.layers) listed.add(id);
+  const listed = listedLayers(dir);
   let removed = 0;
   for (const id of layers) {
     if (listed.has(id)) continue;
-    const gone = join(dir, LAYERS, `.gone-${id}-${randomBytes(4).toString('hex')}`);
+    const aside = join(dir, LAYERS, tmpName());
     try {
-      renameSync(join(dir, LAYERS, id), gone);
+      renameSync(join(dir, LAYERS, id), aside);
     } catch {
       continue;
     }
-    removeTree(gone);
+    if (listedLayers(dir).has(id)) {
+      try {
+        renameSync(aside, join(dir, LAYERS, id));
+        continue;
+      } catch {
+        // Its maker put it back first: that copy stays.
+      }
+    }
+    removeTree(aside);
     removed++;
   }
   return removed;

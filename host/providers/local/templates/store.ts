@@ -9,8 +9,10 @@
 //     layers/.tmp-*/                 layers being made; removed by whoever finds them stale
 //
 // A template is an ordered stack of layers, top first (an overlay's lowerdir order): a built or
-// imported template has one; a snapshot adds the sandbox's changes as a new layer on top of the
-// layers of the template the sandbox ran on, which several templates may then share. A layer is
+// imported root filesystem has one; an image pulled or imported on a root server has one per image
+// layer, each named by its chain id, so templates with the same layers share them; a snapshot
+// adds the sandbox's changes as a new layer on top of the layers of the template the sandbox ran
+// on, which several templates may then share. A layer is
 // removed with the last template that lists it. `base` is not stored: it is the host's own system
 // directories.
 //
@@ -170,6 +172,13 @@ export const LayerRecordSchema = z.object({
   created_at: z.string(),
   size_bytes: z.number().int().nonnegative(),
   owners: z.enum(LAYER_OWNERS),
+  /**
+   * An image layer's identity (absent for other layers): its OCI chain id (the digests of its
+   * uncompressed tar and of every layer under it), which its id is derived from, so that every
+   * template with the same layer on the same layers below lists this one; and the directories it
+   * marks opaque (relative paths), which the layers made on top of it read without xattrs.
+   */
+  image: z.object({ chain_id: z.string(), opaque_dirs: z.array(z.string()) }).optional(),
 });
 export type LayerRecord = z.infer<typeof LayerRecordSchema>;
 

@@ -1,7 +1,9 @@
-// Container images made into a template's root: what an image on disk is (an OCI layout, as a
-// directory or a tar archive, or what `docker save` writes), and its layers applied in order into
-// one directory (layer-apply.ts) after each is checked against its digest.
+// Container images made into a template's layers: what an image on disk is (an OCI layout, as a
+// directory or a tar archive, or what `docker save` writes), and each of its layers written as a
+// store layer of its own on the ones under it (layer-stack.ts), identified by its chain id, after
+// it is checked against its digest.
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -10,8 +12,9 @@ import { ProviderError } from '../../../provider-error.js';
 import { findExecutable } from '../../system/preflight.js';
 import type { LayerOwners } from '../store.js';
 import { directoryFiles, isPlainTar, tarFiles, type ImageFiles } from './image-files.js';
-import { resolveDockerArchive, resolveOciLayout, verifyBlob, type ResolvedImage } from './image-manifest.js';
-import { LayerApplier } from './layer-apply.js';
+import { digestMismatch, resolveDockerArchive, resolveOciLayout, verifyBlob, type ResolvedImage } from './image-manifest.js';
+import type { CopyMeta } from '../copy-meta.js';
+import { writeStackLayer, type StackLayer, type WrittenLayer } from './layer-stack.js';
 
 /** An image found at a path, ready to apply. */
 export interface ImageOnDisk {
@@ -101,23 +104,60 @@ async function* zstdDecompress(from: AsyncIterable<Buffer>): AsyncGenerator<Buff
 }
 
 /**
- * Applies the image's layers into `root` (which exists), bottom first, each checked against its
- * digest before a byte of it is used. Returns how many members were left out (devices, FIFOs).
+ * The OCI chain ids of layers with these diff ids, bottom first: a layer's is its diff id for the
+ * bottom one, else sha256 of the chain id under it, a space and its diff id. Equal chain ids mean
+ * the same layer on the same layers below: the same files in the merged view.
  */
-export async function applyImage(root: string, disk: ImageOnDisk, owners: LayerOwners): Promise<{ skipped: number }> {
-  const applier = new LayerApplier(root, owners);
-  for (const layer of disk.image.layers) {
-    await verifyBlob(disk.files, layer.path, layer.digest);
-    try {
-      await applier.apply(uncompressed(disk.files.open(layer.path)));
-    } catch (e) {
-      if (e instanceof ProviderError) throw e;
-      if ((e as { code?: string }).code?.startsWith('Z_')) {
-        throw new ProviderError('invalid_argument', { code: 'layer_not_tar', detail: `The layer ${layer.digest} cannot be decompressed.` });
-      }
-      throw e;
-    }
+export function chainIds(diffIds: readonly string[]): string[] {
+  const out: string[] = [];
+  for (const diffId of diffIds) {
+    const below = out[out.length - 1];
+    out.push(below === undefined ? diffId : `sha256:${createHash('sha256').update(`${below} ${diffId}`).digest('hex')}`);
   }
-  applier.finish();
-  return { skipped: applier.skipped };
+  return out;
+}
+
+/** The store's id of the image layer with chain id `chainId` made for `owners`: the same for every template that has it. */
+export function imageLayerId(chainId: string, owners: LayerOwners): string {
+  return createHash('sha256').update(`sandbox-mcp image layer\0${owners}\0${chainId}`).digest('hex').slice(0, 16);
+}
+
+/** Passes a stream on, hashing it. */
+async function* hashing(from: AsyncIterable<Buffer>, hash: ReturnType<typeof createHash>): AsyncGenerator<Buffer> {
+  for await (const chunk of from) {
+    hash.update(chunk);
+    yield chunk;
+  }
+}
+
+/**
+ * Writes the image's layer `index` into `root` (which does not exist yet) as a layer of its own on
+ * `lowers` (the store layers of the image layers under it, top first; layer-stack.ts). Its blob is
+ * checked against its digest before a byte of it is used, and its uncompressed tar against its
+ * diff id as it is read (a mismatch throws; the caller drops what was written).
+ */
+export async function applyImageLayer(
+  root: string,
+  disk: ImageOnDisk,
+  index: number,
+  lowers: readonly StackLayer[],
+  meta: CopyMeta,
+  owners: LayerOwners,
+): Promise<WrittenLayer> {
+  const layer = disk.image.layers[index]!;
+  await verifyBlob(disk.files, layer.path, layer.digest);
+  const [alg] = layer.diffId.split(':');
+  const hash = createHash(alg!);
+  let written: WrittenLayer;
+  try {
+    written = await writeStackLayer(root, lowers, hashing(uncompressed(disk.files.open(layer.path)), hash), meta, owners);
+  } catch (e) {
+    if (e instanceof ProviderError) throw e;
+    if ((e as { code?: string }).code?.startsWith('Z_')) {
+      throw new ProviderError('invalid_argument', { code: 'layer_not_tar', detail: `The layer ${layer.digest} cannot be decompressed.` });
+    }
+    throw e;
+  }
+  if (`${alg}:${hash.digest('hex')}` !== layer.diffId) throw digestMismatch(layer.diffId);
+  return written;
 }

@@ -17,8 +17,11 @@ const MAX_INDEX_DEPTH = 4;
 export interface ResolvedImage {
   format: 'oci-layout' | 'docker-archive';
   info: Omit<ImageInfo, 'reference'>;
-  /** Bottom first: each layer's file and the digest its bytes must have. */
-  layers: { path: string; digest: string }[];
+  /**
+   * Bottom first: each layer's file, the digest its bytes must have, and its diff id (the digest
+   * of its uncompressed tar, from the config: what its chain id is made of).
+   */
+  layers: { path: string; digest: string; diffId: string }[];
 }
 
 /** This machine's platform as images name it. */
@@ -142,6 +145,9 @@ export function resolveOciLayout(files: ImageFiles): ResolvedImage {
   if (distinct.length > 1)
     throw refused('image_ambiguous', 'The OCI layout holds several images for this platform: import a layout of one.');
   const chosen = distinct[0]!;
+  const diffIds = chosen.config.rootfs?.diff_ids ?? [];
+  if (diffIds.length !== chosen.manifest.layers.length)
+    throw refused('image_bad_document', "The image's config does not list its layers (rootfs.diff_ids).");
   return {
     format: 'oci-layout',
     info: {
@@ -150,7 +156,7 @@ export function resolveOciLayout(files: ImageFiles): ResolvedImage {
       config: runConfig(chosen.config),
       layers: chosen.manifest.layers.map((l) => l.digest),
     },
-    layers: chosen.manifest.layers.map((l) => ({ path: blobPath(l.digest), digest: l.digest })),
+    layers: chosen.manifest.layers.map((l, i) => ({ path: blobPath(l.digest), digest: l.digest, diffId: checkDigestSyntax(diffIds[i]) })),
   };
 }
 
@@ -177,7 +183,7 @@ export function resolveDockerArchive(files: ImageFiles): ResolvedImage {
     );
   }
   // A saved layer is an uncompressed tar; its digest is its diff_id (newer archives name it by it too).
-  const layers = Layers.map((path, i) => ({ path, digest: checkDigestSyntax(diffIds[i]) }));
+  const layers = Layers.map((path, i) => ({ path, digest: checkDigestSyntax(diffIds[i]), diffId: diffIds[i]! }));
   return {
     format: 'docker-archive',
     info: { digest: configDigest, platform: `${want.os}/${want.architecture}`, config: runConfig(config), layers: diffIds },

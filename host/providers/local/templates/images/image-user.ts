@@ -18,8 +18,21 @@ export interface ImageUserIds {
 }
 
 /** At most this much of /etc/passwd or /etc/group is read: an image's files are untrusted. */
-const MAX_ACCOUNTS_BYTES = 1 << 20;
+export const MAX_ACCOUNTS_BYTES = 1 << 20;
 const NUMERIC = /^[0-9]{1,10}$/;
+
+/** What resolving a User reads of an image's root, never through a link: a tree on disk, or a stack of layers' merged view (images/layer-stack.ts). */
+export interface ImageRootReader {
+  /** etc/`name` (passwd, group) as text (at most MAX_ACCOUNTS_BYTES): '' when there is none or a link is on the way. */
+  readEtc(name: 'passwd' | 'group'): string;
+  /** True when absolute `path` is a real directory, with no link on the way. */
+  isDir(path: string): boolean;
+}
+
+/** The reader of the tree at `root` (each name opened beneath it, util/beneath.ts). */
+export function treeReader(root: string): ImageRootReader {
+  return { readEtc: (name) => readEtcFile(root, name), isDir: (path) => isDirBeneath(root, path) };
+}
 
 /** The regular file etc/`name` under `root` as text (at most MAX_ACCOUNTS_BYTES), or '' when there is none or a link is on the way. */
 function readEtcFile(root: string, name: string): string {
@@ -58,26 +71,26 @@ function asId(text: string | undefined): number | null {
 }
 
 /**
- * The ids `user` (an OCI config's `User`) names in the image applied at `root`: '' is root; a
+ * The ids `user` (an OCI config's `User`) names in the image `image` reads: '' is root; a
  * number stands for itself (its group from passwd when listed there, else 0); a name must be in
  * /etc/passwd, a group name in /etc/group. Null when it names a user or group the root does not have.
  */
-export function resolveImageUser(root: string, user: string): ImageUserIds | null {
+export function resolveImageUser(image: ImageRootReader, user: string): ImageUserIds | null {
   if (user === '') return { uid: 0, gid: 0 };
   const [userPart = '', groupPart, ...extra] = user.split(':');
   if (extra.length > 0 || userPart === '') return null;
-  const passwd = accountLines(readEtcFile(root, 'passwd'));
+  const passwd = accountLines(image.readEtc('passwd'));
   const entry = NUMERIC.test(userPart) ? passwd.find((f) => f[2] === userPart) : passwd.find((f) => f[0] === userPart);
   const uid = NUMERIC.test(userPart) ? asId(userPart) : asId(entry?.[2]);
   if (uid === null) return null;
   let gid: number | null;
   if (groupPart === undefined) gid = entry ? asId(entry[3]) : 0;
   else if (NUMERIC.test(groupPart)) gid = asId(groupPart);
-  else gid = asId(accountLines(readEtcFile(root, 'group')).find((f) => f[0] === groupPart)?.[2]);
+  else gid = asId(accountLines(image.readEtc('group')).find((f) => f[0] === groupPart)?.[2]);
   if (gid === null) return null;
   if (uid === 0) return { uid, gid };
   const home = entry?.[5]?.startsWith('/') ? entry[5] : '/';
-  return { uid, gid, ...(entry ? { name: entry[0]! } : {}), home, home_is_dir: isDirBeneath(root, home) };
+  return { uid, gid, ...(entry ? { name: entry[0]! } : {}), home, home_is_dir: image.isDir(home) };
 }
 
 /** True when absolute `path` is a real directory in the tree at `root`, with no link on the way (none is followed). */

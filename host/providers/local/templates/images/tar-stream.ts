@@ -1,7 +1,7 @@
 // A tar reader for hostile archives (image layers): ustar, GNU long names and PAX headers, read
 // from a byte stream one entry at a time. Each header's checksum is checked, every size bounded;
 // what it cannot read as tar is refused rather than guessed at. Paths are returned as written:
-// the caller (layer-apply.ts) decides what they may name.
+// the caller (layer-stack.ts) decides what they may name.
 import { ProviderError } from '../../../provider-error.js';
 
 /** A tar block. */
