@@ -491,6 +491,47 @@ describe('template pull behind token auth (a registry with an issuer of ours: JW
 });
 
 describe('sandboxes on an image template, through the built server and a real MCP client', () => {
+  it('runs and snapshots a sandbox on an image of 40 layers (its snapshot 41), and refuses one of more than 128', async () => {
+    requireSandboxes();
+    // Real images built with a RUN per step often have 40 or more layers. Each adds a file; the last removes the first's.
+    const small = Array.from({ length: 39 }, (_, i) => packLayer(tree({ [`srv/f${i}`]: `${i}\n` })));
+    small.push(packLayer(tree({ 'srv/.wh.f0': '' })));
+    expect(
+      (await cli(['template', 'import', 'tall', writeOciLayout([{ layers: [base, ...small], config: { Env: CONFIG.Env } }])], env)).code,
+    ).toBe(0);
+    if (isRoot) expect(readTemplate(store, 'tall')!.layers).toHaveLength(41);
+    // Past docker's own bound of 128: refused naming the count, nothing made.
+    const layersBefore = storeLayers().length;
+    const tooTall = writeOciLayout([{ layers: [base, ...Array.from({ length: 128 }, () => small[1]!)], config: { Env: CONFIG.Env } }]);
+    const refused = await cli(['template', 'import', 'too-tall', tooTall], env);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/^sandbox-mcp: unsupported: This image has 129 layers; a template stacks at most 128/);
+    expect(storeLayers().length).toBe(layersBefore);
+    expect(readTemplate(store, 'too-tall')).toBeUndefined();
+    const server = await startHttp(env);
+    const { client } = await server.connect();
+    try {
+      const sb = await ok(client, 'create_sandbox', { template: 'tall' });
+      const listing = { command: 'ls /srv | wc -l; cat /srv/f38; ls /srv/f0 2>/dev/null || echo f0 gone' };
+      expect(await ok(client, 'run_command', { sandbox_id: sb.sandbox_id, ...listing })).toMatchObject({
+        exit_code: 0,
+        stdout: '38\n38\nf0 gone\n',
+      });
+      await ok(client, 'write_file', { sandbox_id: sb.sandbox_id, path: '/srv/added', content: 'mine\n' });
+      await ok(client, 'snapshot_sandbox', { sandbox_id: sb.sandbox_id, name: 'tall-snap' });
+      await ok(client, 'kill_sandbox', { sandbox_id: sb.sandbox_id });
+      const again = await ok(client, 'create_sandbox', { template: 'tall-snap' });
+      expect(await ok(client, 'run_command', { sandbox_id: again.sandbox_id, command: 'cat /srv/added /srv/f1' })).toMatchObject({
+        exit_code: 0,
+        stdout: 'mine\n1\n',
+      });
+      await ok(client, 'kill_sandbox', { sandbox_id: again.sandbox_id });
+    } finally {
+      await client.close();
+      await server.stop();
+    }
+  }, 60_000);
+
   it('a sandbox sees the layers as the image says: whiteouts and opaque directories hide the lower files, a hard link across layers is one file, a removed bash is not its shell', async () => {
     requireSandboxes();
     // On top of base and top: a hard link to base's usr/bin/suid (a file of a lower layer).

@@ -28,7 +28,7 @@ import { StackView, type StackLayer } from './images/layer-stack.js';
 import { parseImageReference, pullToLayout, type PullOpts } from './images/registry-pull.js';
 import { classifySource, fillFromSource, layerOwnersHere, notARoot } from './import-root.js';
 import { badTemplateName, templateNotFound } from './refusals.js';
-import { sharedTemplateNameTaken, snapshotChainTooLong, snapshotNeedsTemplate } from './refusals.js';
+import { imageTooManyLayers, sharedTemplateNameTaken, snapshotChainTooLong, snapshotNeedsTemplate } from './refusals.js';
 import {
   assertSnapshotFits,
   fillFromWritableLayer,
@@ -166,6 +166,7 @@ export class LocalTemplates {
     const owners = layerOwnersHere();
     const meta = this.copyMetaHelper();
     const chain = chainIds(disk.image.layers.map((l) => l.diffId));
+    if (chain.length > MAX_TEMPLATE_LAYERS) throw imageTooManyLayers(chain.length, MAX_TEMPLATE_LAYERS);
     return this.make(name, [], async (claim) => {
       const copyMeta = new CopyMeta(meta);
       const stack: (StackLayer & { record: LayerRecord })[] = []; // top first

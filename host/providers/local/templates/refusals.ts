@@ -69,3 +69,10 @@ export function snapshotChainTooLong(): ProviderError {
       'This sandbox runs on a template of too many stacked snapshots: export its files and import them as a new template (sandbox-mcp template import) to start a new stack.',
   });
 }
+
+export function imageTooManyLayers(count: number, max: number): ProviderError {
+  return new ProviderError('unsupported', {
+    code: 'image_too_many_layers',
+    detail: `This image has ${count} layers; a template stacks at most ${max}. Squash the image (e.g. docker build --squash, or a multi-stage build) and import it again.`,
+  });
+}

@@ -65,8 +65,12 @@ export interface SnapshotRules {
   keepAptCache: boolean;
 }
 
-/** Most layers a template may stack; a snapshot of a template with as many is refused. */
-export const MAX_TEMPLATE_LAYERS = 32;
+/**
+ * Most layers a template may stack: an image of more is refused, and so is a snapshot of a template
+ * with as many. Docker's own bound (overlay2's 128); the sandbox's overlay names each layer by a
+ * short relative path (mount-root.pl's l<i>), so the mount's options stay well within their page.
+ */
+export const MAX_TEMPLATE_LAYERS = 128;
 
 /** What a snapshot's note adds for a sandbox with a workspace. */
 export const WORKSPACE_SNAPSHOT_NOTE =
