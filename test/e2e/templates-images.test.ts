@@ -385,6 +385,28 @@ describe('template pull from a registry on the loopback', () => {
     }
   });
 
+  it('shows its progress on a terminal (a real pty): a bar per blob redrawn in place, the manifest written, then the template made', async () => {
+    const fresh = writeOciLayout([{ layers: [base, packLayer(tree({ 'srv/onterm': 'x\n' }))], config: CONFIG }]);
+    await pushLayout(fresh, registry, 'onterm:1');
+    const term = spawnPty(process.execPath, [HOST_JS, 'template', 'pull', 'onterm', `${registry.host}/onterm:1`], {
+      cols: 120,
+      rows: 30,
+      env: serverEnv({ ...env, TERM: 'xterm' }),
+    });
+    let shown = '';
+    term.onData((d) => (shown += d));
+    const code = await new Promise<number>((resolve) => term.onExit(({ exitCode }) => resolve(exitCode)));
+    const text = shown.replaceAll('\r', '');
+    expect(code, text).toBe(0);
+    // skopeo's own display: the base is in the blob cache already, the new layer is fetched.
+    // skopeo's own display: a bar per blob, redrawn in place (cursor up), then done.
+    expect(text).toMatch(/Copying blob [0-9a-f]+ \[=+\] [\d.]+\w+ \/ [\d.]+\w+\n/);
+    expect(text).toContain('\u001b[2A');
+    expect(text).toMatch(/Copying blob [0-9a-f]+ done/);
+    expect(text).toMatch(/Writing manifest/);
+    expect(text).toMatch(new RegExp(`pulled template onterm: image ${registry.host.replace(/[.]/g, '\\.')}/onterm:1`));
+  });
+
   it('chooses this machine platform from an index, and refuses one without it, naming the reference', async () => {
     const arch = process.arch === 'x64' ? 'amd64' : 'arm64';
     const otherArch = arch === 'amd64' ? 'arm64' : 'amd64';
