@@ -286,23 +286,18 @@ function spawnCommand(sup: Supervision, stdio: CommandStdio): ChildProcess | nul
     pending.child.on('error', (err) => debug(`child error: ${String(err)}`));
     return pending.child;
   }
-  const shells = commandShells();
   let child: ChildProcess;
   try {
-    child = childProcess().spawn(
-      shells.first,
-      ['-c', commandPrelude(sup.req.bounds) + 'exec "$@"', 'sandbox-task', shells.command, '-c', sup.req.command],
-      {
-        cwd: sup.req.cwd,
-        env: sup.env,
-        detached: true, // setsid: the command leads its own session and process group
-        stdio: [
-          stdio.stdin ? stdio.stdin.readFd : 'ignore',
-          stdio.outputs ? stdio.outputs[0]!.writeFd : 'pipe',
-          stdio.outputs ? stdio.outputs[1]!.writeFd : 'pipe',
-        ],
-      },
-    );
+    child = childProcess().spawn(pickShell(), ['-c', oneShellCommand(sup.req.bounds, sup.req.command)], {
+      cwd: sup.req.cwd,
+      env: sup.env,
+      detached: true, // setsid: the command leads its own session and process group
+      stdio: [
+        stdio.stdin ? stdio.stdin.readFd : 'ignore',
+        stdio.outputs ? stdio.outputs[0]!.writeFd : 'pipe',
+        stdio.outputs ? stdio.outputs[1]!.writeFd : 'pipe',
+      ],
+    });
   } catch (err) {
     finish(sup, withReason(sup, 'supervisor_error', spawnFailed(err)));
   }
@@ -321,10 +316,23 @@ function closeOwnEnds(stdio: CommandStdio): void {
   if (stdio.stdin) closeSync(stdio.stdin.readFd);
 }
 
-/** The command's first process (sh, which execs the command's shell) and that shell (bash where there is one). */
+/** A pending shell's first process (sh, which execs the command's shell once given the command) and that shell (bash where there is one). */
 export function commandShells(): Shells {
   const shell = pickShell();
   return { first: existsSync('/bin/sh') ? '/bin/sh' : shell, command: shell };
+}
+
+/**
+ * The command's shell's whole `-c` text: the prelude, then the command on the same line. One
+ * process, one exec: the prelude used to run in `/bin/sh`, which then exec'd `bash -c COMMAND`
+ * (dash's start-up and exec, about 0.5 ms of CPU a command). On the same line, so that the
+ * command's line numbers (`$LINENO`, bash's messages) are its own; `:` last, so that the command
+ * starts with `$?` 0, as a shell of its own would. What a command can tell: its shell's
+ * `$BASH_EXECUTION_STRING` and argv hold the prelude, and a syntax error on its first line
+ * quotes it.
+ */
+export function oneShellCommand(bounds: JobBounds | undefined, command: string): string {
+  return commandPrelude(bounds) + ': ; ' + command;
 }
 
 /**
