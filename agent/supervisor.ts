@@ -288,7 +288,8 @@ function spawnCommand(sup: Supervision, stdio: CommandStdio): ChildProcess | nul
   }
   let child: ChildProcess;
   try {
-    child = childProcess().spawn(pickShell(), ['-c', oneShellCommand(sup.req.bounds, sup.req.command)], {
+    const [file, args] = commandSpawnArgs(sup.req.bounds, sup.req.command);
+    child = childProcess().spawn(file, args, {
       cwd: sup.req.cwd,
       env: sup.env,
       detached: true, // setsid: the command leads its own session and process group
@@ -333,6 +334,21 @@ export function commandShells(): Shells {
  */
 export function oneShellCommand(bounds: JobBounds | undefined, command: string): string {
   return commandPrelude(bounds) + ': ; ' + command;
+}
+
+/**
+ * The kernel's bound on one argument (MAX_ARG_STRLEN, 32 pages, its NUL included). A command
+ * that fits alone but not behind the prelude runs as before issue 36: sh runs the prelude and
+ * execs `bash -c COMMAND`, the command an argument of its own.
+ */
+const ARG_MAX_BYTES = 32 * 4096 - 1;
+
+/** How the command's first process is spawned: one shell, or (a command too long for it) sh, then the command's shell. */
+export function commandSpawnArgs(bounds: JobBounds | undefined, command: string): [string, string[]] {
+  const text = oneShellCommand(bounds, command);
+  if (Buffer.byteLength(text) <= ARG_MAX_BYTES) return [pickShell(), ['-c', text]];
+  const shells = commandShells();
+  return [shells.first, ['-c', commandPrelude(bounds) + 'exec "$@"', 'sandbox-task', shells.command, '-c', command]];
 }
 
 /**

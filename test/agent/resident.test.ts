@@ -191,6 +191,18 @@ describe('exec', () => {
     await waitFor(() => readdirSync(join(w.stateDir, 'tasks')).length === 0, 'the finished task directory to go');
     expect(existsSync(taskDirOf(w, id))).toBe(false);
   });
+
+  it("promotable, a command that fits in one argument but not behind the prelude: it still runs (sh, then the command's shell)", async () => {
+    const w = world();
+    const r = await startResident(w);
+    // Under the kernel's 128 KiB for one argument (its NUL included) alone, over it behind even the shortest prelude (the OOM score's, 55 bytes).
+    const command = `: ${'x'.repeat(131_030)}; echo "long-ok $#"`;
+    expect(Buffer.byteLength(command)).toBeLessThan(32 * 4096);
+    expect(Buffer.byteLength(command)).toBeGreaterThan(32 * 4096 - 50);
+    const res = await exec(r, w, command, { promote: { task_id: newTaskId(), after_ms: 30_000 } });
+    expect(res).toMatchObject({ kind: 'finished', exit_code: 0 });
+    expect(text(res.stdout_b64)).toBe('long-ok 0\n');
+  });
 });
 
 describe('promotion', () => {
