@@ -8,8 +8,8 @@
 // A task whose start matches is written to it by the resident itself, right after the hand-over
 // line, so the command starts while the supervisor is still reading that line and opening its
 // logs (its output waits in the pipes); the shell then reconnects its stdin to /dev/null and execs
-// `bash -c COMMAND` as the cold way's shell does, so the command cannot tell the difference. Any
-// other task gets the cold spawn, and the pending shell is killed. End of file on its stdin (the
+// the cold way's shell, `bash -c 'PRELUDE: ; COMMAND'`, so the command cannot tell the difference.
+// Any other task gets the cold spawn, and the pending shell is killed. End of file on its stdin (the
 // resident let the supervisor go, or died) makes it exit having run nothing.
 import type { ChildProcess } from 'node:child_process';
 import { statSync } from 'node:fs';
@@ -65,37 +65,42 @@ export interface Shells {
 const MAX_PENDING_COMMAND_BYTES = 1024;
 
 /** The shell's own variables: an environment that has one of them starts the cold way (sh would change it). */
-const SHELL_VARIABLES = ['_sandbox_n', '_sandbox_c', '_sandbox_l', '_sandbox_i'];
+const SHELL_VARIABLES = ['_sandbox_n', '_sandbox_c', '_sandbox_l', '_sandbox_i', '_sandbox_p'];
 
 /**
  * Reads the command (a line count, then that many lines) from stdin, puts /dev/null in its place,
- * and execs the command's shell with it, as `exec "$@"` does in the cold way. A read that fails
- * (end of file: nobody will write a command) exits having run nothing.
+ * and execs the command's shell with the text the cold way's shell gets (its first argument, the
+ * prelude, then the command). A read that fails (end of file: nobody will write a command) exits
+ * having run nothing.
  */
 const READ_COMMAND_THEN_EXEC =
-  'IFS= read -r _sandbox_n || exit 125; _sandbox_c=; _sandbox_i=0; ' +
+  '_sandbox_p=$1; shift; IFS= read -r _sandbox_n || exit 125; _sandbox_c=; _sandbox_i=0; ' +
   'while [ "$_sandbox_i" -lt "$_sandbox_n" ]; do IFS= read -r _sandbox_l || exit 125; ' +
   'if [ "$_sandbox_i" = 0 ]; then _sandbox_c=$_sandbox_l; else _sandbox_c="$_sandbox_c\n$_sandbox_l"; fi; ' +
-  '_sandbox_i=$((_sandbox_i + 1)); done; exec 0</dev/null; exec "$@" "$_sandbox_c"';
+  '_sandbox_i=$((_sandbox_i + 1)); done; exec 0</dev/null; exec "$@" "$_sandbox_p$_sandbox_c"';
 
 /**
  * Spawns the shell for a command of `shape`, its stdin `stdinFd` (the resident's socket; node
  * closes the source descriptor in the child once it is stdin, so no other copy reaches it), its
  * stdout and stderr the `outputs` pipes' write ends (the caller keeps its own until the task
  * comes); null when none could be started. `prelude` is what the cold way runs first (the bounds,
- * the OOM score), `env` the environment.
+ * the OOM score), run here before the wait; `commandPrefix` what the cold way's shell gets before
+ * the command (the prelude again: the command's shell then runs the same text either way), `env`
+ * the environment.
  */
 export function spawnPendingShell(
   shape: CommandShape,
   env: NodeJS.ProcessEnv,
   shells: Shells,
   prelude: string,
+  commandPrefix: string,
   stdinFd: number,
   outputs: readonly FifoPipe[],
 ): PendingShell | null {
   if (SHELL_VARIABLES.some((name) => name in env)) return null;
+  const args = ['-c', prelude + READ_COMMAND_THEN_EXEC, 'sandbox-task', commandPrefix, shells.command, '-c'];
   try {
-    const child = childProcess().spawn(shells.first, ['-c', prelude + READ_COMMAND_THEN_EXEC, 'sandbox-task', shells.command, '-c'], {
+    const child = childProcess().spawn(shells.first, args, {
       cwd: shape.cwd,
       env,
       detached: true, // setsid: the command leads its own session and process group

@@ -29,7 +29,7 @@ import { removeFileQuietly } from './remove-file.js';
 import { secretValuesFromEnv } from './secret-masker.js';
 import { writeReserveFile } from './status-reserve.js';
 import { commandEnv } from './task-env.js';
-import { commandPrelude, commandShells, type MadeAhead } from './supervisor.js';
+import { commandPrelude, commandShells, oneShellCommand, type MadeAhead } from './supervisor.js';
 import type { SupervisorLauncher, SupervisorWatch } from './ops/start.js';
 import {
   commandLines,
@@ -471,7 +471,8 @@ function startPendingShell(shape: CommandShape, socketFd: number, outputs: FifoP
   } catch {
     return null;
   }
-  return spawnPendingShell(shape, commandEnv(shape.env), commandShells(), commandPrelude(shape.bounds), socketFd, outputs);
+  const prelude = commandPrelude(shape.bounds);
+  return spawnPendingShell(shape, commandEnv(shape.env), commandShells(), prelude, oneShellCommand(shape.bounds, ''), socketFd, outputs);
 }
 
 /**

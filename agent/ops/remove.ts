@@ -1,7 +1,7 @@
 // remove: delete a finished task's directory, freeing its slot of LIMITS.maxTasks. The host
 // removes tasks it ran for a call that finished in time (their ids were never handed out); a
 // running or unknown task is never removed, since only its directory lets anyone cancel it.
-import { readlinkSync, renameSync, rmSync } from 'node:fs';
+import { readdirSync, readlinkSync, renameSync, rmdirSync, rmSync, unlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { TERMINAL_STATES, type RemoveResult } from '../../shared/protocol.js';
 import { AgentFailure } from '../errors.js';
@@ -32,8 +32,26 @@ export async function removeTask(taskId: string, timings: Timings): Promise<Remo
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new AgentFailure('not_found', 'the task was removed meanwhile');
     throw err;
   }
-  rmSync(doomed, { recursive: true, force: true, maxRetries: 3 });
+  deleteTaskDir(doomed);
   return { task_id: taskId, removed: true };
+}
+
+/**
+ * Deletes a task's directory, renamed out of the way: its files (no subdirectory is ever made
+ * there) unlinked by name from one listing, then the directory; anything else (a directory made in
+ * it, a failure) goes to rmSync's recursive walk. That walk first tries rmdir, then lstats every
+ * entry before it unlinks it: twice the system calls of a call's task removal.
+ */
+function deleteTaskDir(dir: string): void {
+  try {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      if (entry.isDirectory()) throw new Error('a directory in a task directory');
+      unlinkSync(join(dir, entry.name));
+    }
+    rmdirSync(dir);
+  } catch {
+    rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+  }
 }
 
 /**

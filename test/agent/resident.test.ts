@@ -5,7 +5,7 @@
 // (`agent.cjs call`), a process of their own, as another server would.
 import { createHash } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ExecResultSchema, TaskViewSchema, type AgentResponse, type ExecFinished, type TaskView } from '../../shared/protocol.js';
@@ -193,6 +193,18 @@ describe('exec', () => {
     await waitFor(() => readdirSync(join(w.stateDir, 'tasks')).length === 0, 'the finished task directory to go');
     expect(existsSync(taskDirOf(w, id))).toBe(false);
   });
+
+  it("promotable, a command that fits in one argument but not behind the prelude: it still runs (sh, then the command's shell)", async () => {
+    const w = world();
+    const r = await startResident(w);
+    // Under the kernel's 128 KiB for one argument (its NUL included) alone, over it behind even the shortest prelude (the OOM score's, 55 bytes).
+    const command = `: ${'x'.repeat(131_030)}; echo "long-ok $#"`;
+    expect(Buffer.byteLength(command)).toBeLessThan(32 * 4096);
+    expect(Buffer.byteLength(command)).toBeGreaterThan(32 * 4096 - 50);
+    const res = await exec(r, w, command, { promote: { task_id: newTaskId(), after_ms: 30_000 } });
+    expect(res).toMatchObject({ kind: 'finished', exit_code: 0 });
+    expect(text(res.stdout_b64)).toBe('long-ok 0\n');
+  });
 });
 
 describe('promotion', () => {
@@ -337,6 +349,8 @@ describe('supervisors the resident reuses (warm)', () => {
     const secret = `tok-${newTaskId()}`;
     // No boot ahead within this test: only reuse can give a task a supervisor that is already there.
     const r = await startResident(w, { SANDBOX_AGENT_WARM_IDLE_MS: '3000', SANDBOX_AGENT_WARM_QUIET_MS: '600000' });
+    // Its supervisors inherit 1000: the command prelude's `echo 500 > oom_score_adj` then fails.
+    writeFileSync(`/proc/${r.process.pid}/oom_score_adj`, '1000');
     expect(warmOf(r)).toEqual([]);
     const first = TaskViewSchema.parse(
       ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'true', env: envOf(w) })),
@@ -369,7 +383,7 @@ describe('supervisors the resident reuses (warm)', () => {
         await r.request({
           protocol: 1,
           op: 'exec',
-          command: 'echo "promoted-in-time $PPID"',
+          command: 'echo "promoted-in-time $PPID $? $LINENO $#"',
           env: envOf(w),
           timeout_ms: 30_000,
           max_output_bytes: 65_536,
@@ -378,8 +392,10 @@ describe('supervisors the resident reuses (warm)', () => {
       ),
     );
     expect(res).toMatchObject({ kind: 'finished', exit_code: 0 });
-    // The command's parent (the shell execs it) is its supervisor: the same one, a third time.
-    expect(text((res as ExecFinished).stdout_b64)).toBe(`promoted-in-time ${booted}\n`);
+    // The command's parent (the shell execs it) is its supervisor: the same one, a third time. Its
+    // shell runs the prelude too, yet starts as a shell of its own would: `$?` 0 (the prelude's
+    // failed oom write is not its status), its first line line 1, no arguments.
+    expect(text((res as ExecFinished).stdout_b64)).toBe(`promoted-in-time ${booted} 0 1 0\n`);
     // Without further calls it is retired; the resident goes on.
     await waitFor(() => !isRunning(booted!), 'the idle supervisor retired', 20_000);
     expect(warmOf(r)).toEqual([]);
