@@ -28,7 +28,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { layerRoot, readTemplate, templatesDir } from '../../host/providers/local/templates/store.js';
-import { ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
+import { connectStdio, ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
 import {
   digestOf,
   packLayer,
@@ -40,6 +40,7 @@ import {
   type TestRegistry,
 } from '../support/image-fixtures.js';
 import { makeMiniRootDir } from '../support/mini-root.js';
+import { BEFORE_RUN_AS, olderBuild } from '../support/older-build.js';
 import { HOST_JS } from '../support/paths.js';
 import { hostJsReadableBy } from '../support/readable-build.js';
 import { requireBuild, requireCommands, requireSandboxes } from '../support/prerequisites.js';
@@ -576,6 +577,60 @@ describe('sandboxes on an image template, through the built server and a real MC
       }
     },
     90_000,
+  );
+
+  it.skipIf(!isRoot)(
+    "never sends the image's User's commands to a resident older than run_as: a sandbox an older server made runs them as the user through the entry helper and per-call agents",
+    async () => {
+      requireSandboxes();
+      const mini = makeMiniRootDir();
+      writeFileSync(join(mini, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1001:app:/home/app:/bin/sh\n');
+      writeFileSync(join(mini, 'etc/group'), 'root:x:0:\napp:x:1001:\n');
+      mkdirSync(join(mini, 'home/app'), { recursive: true });
+      execFileSync('chown', ['1000:1001', join(mini, 'home/app')]);
+      writeFileSync(join(mini, 'etc/app.conf'), 'root only\n', { mode: 0o644 });
+      const image = writeOciLayout([{ layers: [packLayer(mini)], config: { Env: ['PATH=/usr/bin:/bin'], User: 'app' } }]);
+      expect((await cli(['template', 'import', 'olduserimage', image], env)).code).toBe(0);
+      // An older server makes the sandbox: its keeper keeps a resident of protocol minor 8.
+      const old = await connectStdio(env, [], undefined, join(olderBuild(BEFORE_RUN_AS), 'host.js'));
+      const id = (await ok(old.client, 'create_sandbox', { template: 'olduserimage', timeout: 600 })).sandbox_id as string;
+      // A task keeps the sandbox past the older server's session.
+      await ok(old.client, 'start_task', { sandbox_id: id, command: 'sleep 1' });
+      await old.close();
+      await waitFor(() => residentRecordOf(stateDir, id)?.resident, 'the resident to run');
+      const s = await connectStdio(env);
+      try {
+        const WHO = "id -u; id -g; echo x 2>/dev/null >>/etc/app.conf || echo denied; tr '\\0' ' ' </proc/$PPID/cmdline; echo";
+        // Neither the resident (serve) nor a supervisor it reuses (supervise --warm) is the parent: it was never asked.
+        const asUserElsewhere = (out: unknown) => {
+          expect(out).toMatch(/^1000\n1001\ndenied\n/);
+          expect(out).not.toMatch(/\.cjs (serve|supervise --warm)\b/);
+        };
+        for (const backgroundAfter of [undefined, 0]) {
+          const r = await ok(s.client, 'run_command', {
+            sandbox_id: id,
+            command: WHO,
+            ...(backgroundAfter === undefined ? {} : { background_after: backgroundAfter }),
+          });
+          expect(r.exit_code).toBe(0);
+          asUserElsewhere(r.stdout);
+        }
+        const task = await ok(s.client, 'start_task', { sandbox_id: id, command: WHO });
+        let view = task;
+        await waitFor(async () => {
+          view = await ok(s.client, 'get_task', { sandbox_id: id, task_id: task.task_id, wait: 5 });
+          return view.state !== 'running';
+        }, 'the task to finish');
+        expect(view.state).toBe('succeeded');
+        // A per-call agent's supervisor, started for this task (`supervise <its directory>`).
+        asUserElsewhere(view.stdout);
+        expect(view.stdout).toMatch(/\.cjs supervise \/\S+\/tasks\/[0-9a-f]{32} \n$/);
+        await ok(s.client, 'kill_sandbox', { sandbox_id: id });
+      } finally {
+        await s.close();
+      }
+    },
+    180_000,
   );
 
   it.skipIf(!isRoot)(
