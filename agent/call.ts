@@ -10,6 +10,7 @@ import {
   PROTOCOL_MINOR,
   PROTOCOL_VERSION,
   RequestSchema,
+  RUN_AS_ENV,
   type AgentErrorCode,
   type AgentRequest,
   type AgentResponse,
@@ -121,6 +122,10 @@ export async function handleRequest(input: unknown, ctx: RequestContext): Promis
         const opts = { taskId: req.task_id, command: req.command, timeoutS: req.timeout_s, stdin: req.stdin };
         // First: the variable leaves this process's environment, which the supervisor and command inherit.
         const runAs = takeRunAs();
+        // The field (minor 9) and the variable name the same ids, or the request is refused: never a guess at whom it runs as.
+        if (req.run_as && runAs.runAs && (req.run_as.uid !== runAs.runAs.uid || req.run_as.gid !== runAs.runAs.gid))
+          return fail('invalid_request', `field \`run_as\` names other ids than ${RUN_AS_ENV}`);
+        if (req.run_as) runAs.runAs = req.run_as;
         const env = req.env !== undefined ? { env: req.inherit_env ? { ...commandEnv(process.env), ...req.env } : req.env } : {};
         const result = await startTask({ ...opts, ...env, ...runAs, ...(req.cwd === undefined ? {} : { cwd: req.cwd }) }, timings);
         return { protocol: PROTOCOL_VERSION, ok: true, result };

@@ -13,6 +13,7 @@ import type { Bounds, ExecFinished } from '../shared/protocol.js';
 import { AgentFailure } from './errors.js';
 import { childProcess } from './node-modules.js';
 import { hasLiveGroupMembers, signalGroup } from './proc.js';
+import { spawnIds, type RunAs } from './run-as.js';
 import { pickShell } from './supervisor.js';
 import { sleep } from './timing.js';
 
@@ -29,6 +30,8 @@ export interface PlainExec {
   killGraceMs: number;
   /** Stop what the command left in its group once it exited (see the protocol's reap_group). */
   reapsGroup: boolean;
+  /** The ids the command runs as (the protocol's run_as); absent: the resident's. */
+  runAs?: RunAs;
 }
 
 /** After the leader exits, how long its pipes may stay open (background children): as the host's default. */
@@ -47,6 +50,7 @@ export function runPlainExec(run: PlainExec, signal: AbortSignal | undefined): P
       cwd: run.cwd,
       env: run.env,
       detached: true,
+      ...spawnIds(run.runAs),
       stdio: [run.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
     });
     const out = new OutputCapture(run.maxOutputBytes);

@@ -17,6 +17,7 @@ import type { JobBounds } from '../shared/job-bounds.js';
 import type { FifoPipe } from './drain-pipes.js';
 import { childProcess } from './node-modules.js';
 import { readProcStat } from './proc.js';
+import { spawnIds, type RunAs } from './run-as.js';
 
 /** What a command's start looks like, as far as its first process is concerned (the command aside). */
 export interface CommandShape {
@@ -25,6 +26,8 @@ export interface CommandShape {
   /** The environment the supervisor gets with its task (task variables not yet applied). */
   env: Record<string, string>;
   bounds?: JobBounds;
+  /** The ids the command runs as (the protocol's run_as); absent: the supervisor's. The shell ahead is spawned with them. */
+  runAs?: RunAs;
 }
 
 /** A shell started ahead for a command of `shape`, waiting for it on its stdin (the supervisor's side). */
@@ -49,6 +52,7 @@ export interface CommandStartOf {
   cwd: string;
   stdin?: boolean | undefined;
   bounds?: JobBounds | undefined;
+  run_as?: RunAs | undefined;
 }
 
 /** The shell that becomes the command's shell (bash, else sh), and the first process's (sh). */
@@ -104,6 +108,7 @@ export function spawnPendingShell(
       cwd: shape.cwd,
       env,
       detached: true, // setsid: the command leads its own session and process group
+      ...spawnIds(shape.runAs),
       stdio: [stdinFd, outputs[0]!.writeFd, outputs[1]!.writeFd],
     });
     if (child.pid === undefined) {
@@ -128,6 +133,8 @@ export function isShellFor(shell: ReadyShell, start: CommandStartOf, env: Record
     Buffer.byteLength(start.command) <= MAX_PENDING_COMMAND_BYTES &&
     start.cwd === shell.shape.cwd &&
     isSameBounds(start.bounds, shell.shape.bounds) &&
+    // Never a shell of other ids: a user's command must not run in root's shell, nor root's in a user's.
+    isSameRunAs(start.run_as, shell.shape.runAs) &&
     isSameEnv(env, shell.shape.env) &&
     isSameDirectory(start.cwd, shell.pid) &&
     isWaiting(shell.pid)
@@ -163,6 +170,11 @@ function isSameDirectory(cwd: string, pid: number): boolean {
 function isSameBounds(a: JobBounds | undefined, b: JobBounds | undefined): boolean {
   if (a === undefined || b === undefined) return a === b;
   return a.processes === b.processes && a.openFiles === b.openFiles && a.oomScoreAdj === b.oomScoreAdj;
+}
+
+function isSameRunAs(a: RunAs | undefined, b: RunAs | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  return a.uid === b.uid && a.gid === b.gid;
 }
 
 function isSameEnv(a: Record<string, string>, b: Record<string, string>): boolean {

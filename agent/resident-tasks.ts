@@ -20,6 +20,7 @@ import { removeTask } from './ops/remove.js';
 import { spawnSupervisor, startNewTask, startTask, type StartOpts } from './ops/start.js';
 import { homeDir, taskDir, TASK_FILES } from './paths.js';
 import { refuseWithoutRoom } from './process-count.js';
+import { mayEnter } from './run-as.js';
 import { readTail } from './task-view.js';
 import { agentBaseEnv } from './task-env.js';
 import type { Timings } from './timing.js';
@@ -74,6 +75,7 @@ export class ResidentTasks implements ResidentServices {
       env: commandEnvOf(req),
       ...(req.cwd !== undefined ? { cwd: req.cwd } : {}),
       ...(bounds ? { bounds } : {}),
+      ...(req.run_as ? { runAs: req.run_as } : {}),
     };
     this.bootNextAfter(ctx);
     return startTask(opts, ctx.timings, this.warm.launch);
@@ -94,6 +96,9 @@ export class ResidentTasks implements ResidentServices {
     const home = env.HOME ?? homeDir() ?? '/';
     const cwd = req.cwd === undefined ? home : resolve(home, req.cwd);
     if (!isDirectory(cwd)) throw new AgentFailure('cwd_not_found', 'field `cwd` is not an existing directory');
+    // The user's command: as its shell's `cd` would, a directory it may not enter is not found.
+    if (req.run_as && !mayEnter(cwd, req.run_as))
+      throw new AgentFailure('cwd_not_found', 'field `cwd` is not a directory the command may enter (`run_as`)');
     const bounds = refuseWithoutRoom(req.bounds);
     const plain: PlainExec = {
       command: req.command,
@@ -105,6 +110,7 @@ export class ResidentTasks implements ResidentServices {
       bounds,
       killGraceMs: req.kill_grace_ms ?? 0,
       reapsGroup: req.reap_group ?? false,
+      ...(req.run_as ? { runAs: req.run_as } : {}),
     };
     const promote = req.promote;
     // On the cleanup reserve (leftovers fill the commands' share) a supervisor would take a
@@ -133,6 +139,7 @@ export class ResidentTasks implements ResidentServices {
             env,
             ...(jobBounds ? { bounds: jobBounds } : {}),
             reapsGroup: req.reap_group ?? false,
+            ...(req.run_as ? { runAs: req.run_as } : {}),
           },
           ctx.timings,
           this.warm.launch,

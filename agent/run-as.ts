@@ -3,6 +3,8 @@
 // it execs (libuv: setgroups(0), setgid, setuid), so the command's first process is that user's
 // from its first instruction, with none of root's capabilities, while the agent and the task's
 // supervisor stay root of the sandbox (they own the task directories and logs).
+import { realpathSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { RUN_AS_ENV } from '../shared/protocol.js';
 import { AgentFailure } from './errors.js';
 
@@ -30,4 +32,43 @@ export function takeRunAs(): { runAs?: RunAs } {
 /** Spawn options for `runAs` (none: the supervisor's own ids). */
 export function spawnIds(runAs: RunAs | undefined): { uid?: number; gid?: number } {
   return runAs ? { uid: runAs.uid, gid: runAs.gid } : {};
+}
+
+/**
+ * True when a process with `runAs`'s ids (and no supplementary groups, none of root's
+ * capabilities: how the command runs) may make `dir` its working directory: search permission on
+ * every directory of its real path, and on each one the path names on the way (a symlink's
+ * directory). By the mode bits alone (an ACL may say more): a false answer is a clear
+ * `cwd_not_found` where the spawn would fail; a wrong true one fails the spawn, nothing else.
+ */
+export function mayEnter(dir: string, runAs: RunAs): boolean {
+  if (runAs.uid === 0) return true;
+  let real: string;
+  try {
+    real = realpathSync(dir);
+  } catch {
+    return false;
+  }
+  const seen = new Set<string>();
+  for (const path of [real, dir]) {
+    for (let p = path; !seen.has(p); p = dirname(p)) {
+      seen.add(p);
+      // The named path's own directories may be symlinks: those are followed (stat), as chdir does.
+      if (!isSearchable(p, runAs)) return false;
+      if (p === '/') break;
+    }
+  }
+  return true;
+}
+
+function isSearchable(path: string, runAs: RunAs): boolean {
+  let st;
+  try {
+    st = statSync(path);
+  } catch {
+    return false;
+  }
+  if (!st.isDirectory()) return false;
+  const bits = st.uid === runAs.uid ? st.mode >> 6 : st.gid === runAs.gid ? st.mode >> 3 : st.mode;
+  return (bits & 1) !== 0;
 }

@@ -101,8 +101,21 @@ function isExpectation(value: unknown): value is Expectation {
   if (typeof value !== 'object' || value === null) return false;
   const shape = (value as Record<string, unknown>).expect;
   if (typeof shape !== 'object' || shape === null) return false;
-  const { cwd, env, bounds } = shape as Record<string, unknown>;
-  return typeof cwd === 'string' && cwd.startsWith('/') && isEnv(env) && (bounds === undefined || isBounds(bounds));
+  const { cwd, env, bounds, runAs } = shape as Record<string, unknown>;
+  return (
+    typeof cwd === 'string' &&
+    cwd.startsWith('/') &&
+    isEnv(env) &&
+    (bounds === undefined || isBounds(bounds)) &&
+    (runAs === undefined || isRunAs(runAs))
+  );
+}
+
+function isRunAs(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  const { uid, gid } = value as Record<string, unknown>;
+  const isId = (n: unknown) => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 && n < 0xffffffff;
+  return isId(uid) && isId(gid);
 }
 
 function isEnv(env: unknown): env is Record<string, string> {
@@ -186,7 +199,13 @@ export class WarmSupervisor {
    */
   readonly launch: SupervisorLauncher = (dir, env, request) => {
     const taskEnv = definedOnly(env);
-    if (!request.stdin) this.lastShape = { cwd: request.cwd, env: taskEnv, ...(request.bounds ? { bounds: request.bounds } : {}) };
+    if (!request.stdin)
+      this.lastShape = {
+        cwd: request.cwd,
+        env: taskEnv,
+        ...(request.bounds ? { bounds: request.bounds } : {}),
+        ...(request.run_as ? { runAs: request.run_as } : {}),
+      };
     // Booted for this task: no shell ahead (it would not be ready in time), and no eager compile on the call's path.
     const booted = this.take() ?? this.boot(false);
     if (!booted) return this.cold(dir, env, request);

@@ -15,10 +15,13 @@ export const PROTOCOL_VERSION = 1;
  * resident agent (`serve`, shared/resident.ts) with its `exec` op, `env`, `inherit_env` and
  * `bounds` on `start`, and the errors `process_limit` and `cwd_not_found`; 6 added the tails of
  * capped streams (`tail_bytes` on `get`, `stdout_tail` and `stderr_tail` in its view); 7 added the
- * resident's file operations (`read_file`, `write_file`, `list_files`); 8 added RUN_AS_ENV.
- * Requests carry only the major; `hello` reports the minor.
+ * resident's file operations (`read_file`, `write_file`, `list_files`); 8 added RUN_AS_ENV; 9 added
+ * `run_as` on `start` and `exec` (RUN_AS_MINOR). Requests carry only the major; `hello` reports the minor.
  */
-export const PROTOCOL_MINOR = 8;
+export const PROTOCOL_MINOR = 9;
+
+/** The minor that added `run_as` on `start` and `exec`: an older agent refuses the field (never runs the command as itself). */
+export const RUN_AS_MINOR = 9;
 
 /** The operations of `agent.cjs call`, in the order the protocol documentation lists them. */
 export const OP_NAMES = ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'workspace_changes', 'selftest'] as const;
@@ -101,6 +104,15 @@ const envFields = {
   inherit_env: z.optional(z.boolean()),
 };
 
+/**
+ * The ids the command runs as (minor 9: an image's user), set by the server from the sandbox's
+ * spec, never from its variables. The agent spawns the command with them (the child drops to them
+ * before it execs: no supplementary groups, none of root's capabilities); the agent and the task's
+ * supervisor stay as they are, and own the task directories and logs. Absent: the agent's own ids.
+ */
+export const RunAsSchema = z.strictObject({ uid: int(0, 0xfffffffe), gid: int(0, 0xfffffffe) });
+export type RunAsIds = z.infer<typeof RunAsSchema>;
+
 export const HelloRequestSchema = z.strictObject({ protocol: anyInt(), op: z.literal('hello') });
 export const SelftestRequestSchema = z.strictObject({ protocol: anyInt(), op: z.literal('selftest') });
 export const StartRequestSchema = z.strictObject({
@@ -115,6 +127,8 @@ export const StartRequestSchema = z.strictObject({
   ...envFields,
   /** The command's bounds, for a start the resident runs (minor 5); absent: the agent's own. */
   bounds: z.optional(BoundsSchema),
+  /** The ids the command runs as (minor 9; RunAsSchema). */
+  run_as: z.optional(RunAsSchema),
 });
 export const GetRequestSchema = z.strictObject({
   protocol: anyInt(),
@@ -191,6 +205,8 @@ export const ExecRequestSchema = z.strictObject({
   /** Bytes for the command's stdin, then end-of-file; absent: stdin is /dev/null. */
   stdin_b64: z.optional(z.string()),
   bounds: z.optional(BoundsSchema),
+  /** The ids the command runs as (minor 9; RunAsSchema); its `cwd` must be one they may enter (else `cwd_not_found`). */
+  run_as: z.optional(RunAsSchema),
   promote: z.optional(z.strictObject({ task_id: TaskIdSchema, after_ms: int(0, EXEC_TIMEOUT_MAX_MS) })),
 });
 
@@ -475,6 +491,11 @@ export const ExecPromotedSchema = z.strictObject({ kind: z.literal('promoted'), 
 export const ExecResultSchema = z.discriminatedUnion('kind', [ExecFinishedSchema, ExecPromotedSchema]);
 export type ExecResult = z.infer<typeof ExecResultSchema>;
 export type ExecFinished = z.infer<typeof ExecFinishedSchema>;
+
+/** True when the agent that answered `hello` takes `run_as` on `start` and `exec` (minor 9): else a user's command must not go to it. */
+export function agentSupportsRunAs(hello: HelloResult): boolean {
+  return (hello.protocol_minor ?? 0) >= RUN_AS_MINOR;
+}
 
 /** True when the agent that answered `hello` understands `op` (an agent of minor 0 lists no ops). */
 export function agentSupportsOp(hello: HelloResult, op: OpName): boolean {

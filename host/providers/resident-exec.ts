@@ -28,6 +28,8 @@ export interface ResidentExecRun {
   /** Stop what the command left in its group once it exits (default: it goes on). */
   reapsGroup?: boolean | undefined;
   promote?: { taskId: string; afterS: number } | undefined;
+  /** The ids the command runs as (an image's user; only to a resident of protocol minor 9: agentSupportsRunAs). */
+  runAs?: { uid: number; gid: number } | undefined;
 }
 
 /** What the resident made of an exec: an outcome, a refusal (nothing ran), or 'unreachable' (it never got it). */
@@ -52,6 +54,7 @@ export async function requestExec(channel: ResidentChannel, run: ResidentExecRun
           bounds: run.bounds,
           kill_grace_ms: run.killGraceMs,
           reap_group: run.reapsGroup,
+          run_as: run.runAs ? { uid: run.runAs.uid, gid: run.runAs.gid } : undefined,
           promote: run.promote ? { task_id: run.promote.taskId, after_ms: run.promote.afterS * 1000 } : undefined,
         }),
       },

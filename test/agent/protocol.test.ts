@@ -4,7 +4,7 @@ import { builtinModules } from 'node:module';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HelloResultSchema, SelftestResultSchema } from '../../shared/protocol.js';
+import { agentSupportsRunAs, HelloResultSchema, SelftestResultSchema } from '../../shared/protocol.js';
 import { type AgentWorld, call, callRaw, destroyWorld, newTaskId, newWorld, runAgent } from '../support/agent-world.js';
 import { AGENT_BUNDLE, REPO } from '../support/paths.js';
 import { requireBuild } from '../support/prerequisites.js';
@@ -41,7 +41,7 @@ describe('bundle', () => {
     expect(hello).toEqual({
       agent_version: pkg.version,
       protocol: 1,
-      protocol_minor: 8,
+      protocol_minor: 9,
       ops: ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'workspace_changes', 'selftest'],
       state_dir: world.stateDir,
       max_tasks: 128,
@@ -50,6 +50,15 @@ describe('bundle', () => {
     expect(readFileSync(AGENT_BUNDLE, 'utf8')).toContain(JSON.stringify(pkg.version));
     const manifest = JSON.parse(readFileSync(join(REPO, 'dist/agent-manifest.json'), 'utf8')) as { file_name: string };
     expect(manifest.file_name).toMatch(new RegExp(`^agent-${pkg.version.replace(/\./g, '\\.')}-[0-9a-f]{16}\\.cjs$`));
+  });
+
+  it("says run_as is taken from minor 9 on: an older agent (minor 8, or none reported) is never sent a user's command", async () => {
+    const res = await call(world, { protocol: 1, op: 'hello' });
+    const hello = HelloResultSchema.parse(res.ok ? res.result : null);
+    expect(agentSupportsRunAs(hello)).toBe(true);
+    expect(agentSupportsRunAs({ ...hello, protocol_minor: 8 })).toBe(false);
+    const { protocol_minor: _minor, ...minor0 } = hello;
+    expect(agentSupportsRunAs(minor0)).toBe(false);
   });
 });
 

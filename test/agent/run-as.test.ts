@@ -1,12 +1,16 @@
-// Protocol minor 8, through the built agent as separate processes: a per-call `start` run with
-// RUN_AS_ENV starts the task's command as those ids (an image's user), while the supervisor stays
-// the agent's own (root here); the variable reaches neither; a value that is not UID:GID is refused.
-import { readFileSync } from 'node:fs';
+// Protocol minors 8 and 9, through the built agent as separate processes: a per-call `start` run
+// with RUN_AS_ENV, and the resident's `exec` (plain and promotable) and `start` with `run_as`,
+// start the command as those ids (an image's user), while the agent and the supervisor stay the
+// agent's own (root here); the variable reaches neither; a malformed value is refused, naming it.
+import { existsSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { RUN_AS_ENV } from '../../shared/protocol.js';
-import { call, callView, newTaskId, taskDirOf, waitTerminal, worldsPerTest } from '../support/agent-world.js';
+import { ExecResultSchema, RUN_AS_ENV, TaskViewSchema, type AgentResponse } from '../../shared/protocol.js';
+import { agentEnv, call, callView, newTaskId, taskDirOf, waitTerminal, worldsPerTest, type AgentWorld } from '../support/agent-world.js';
 import { requireBuild } from '../support/prerequisites.js';
+import { isRunning, ppidOf, runningWith } from '../support/processes.js';
+import { startResident, type Resident } from '../support/resident-world.js';
+import { waitFor } from '../support/wait.js';
 
 beforeAll(() => requireBuild());
 
@@ -38,5 +42,182 @@ describe('run as (RUN_AS_ENV)', () => {
       const r = await call(w, { protocol: 1, op: 'start', task_id: newTaskId(), command: 'true' });
       expect(r.ok ? null : r.error).toMatchObject({ code: 'invalid_request', message: `${RUN_AS_ENV} must be UID:GID` });
     }
+  });
+});
+
+describe("the resident's run_as (minor 9)", () => {
+  const USER = { uid: 65534, gid: 65533 };
+  /** Its ids, groups and capabilities, and whether its parent (the resident or the supervisor) is root. */
+  const WHO = `id -u; id -g; id -G; grep CapEff /proc/self/status; grep -c '^Uid:.0' /proc/$PPID/status`;
+  const WHO_USER = '65534\n65533\n65533\nCapEff:\t0000000000000000\n1\n';
+  const envOf = (w: AgentWorld): Record<string, string> => agentEnv(w) as Record<string, string>;
+  const okOf = (res: AgentResponse): unknown => {
+    if (!res.ok) throw new Error(`agent answered ${res.error.code}: ${res.error.message}`);
+    return res.result;
+  };
+  const text = (b64: string) => Buffer.from(b64, 'base64').toString('utf8');
+  const execOf = async (r: Resident, w: AgentWorld, command: string, extra: Record<string, unknown> = {}) =>
+    ExecResultSchema.parse(
+      okOf(
+        await r.request({
+          protocol: 1,
+          op: 'exec',
+          command,
+          env: envOf(w),
+          cwd: '/tmp',
+          timeout_ms: 30_000,
+          max_output_bytes: 65_536,
+          ...extra,
+        }),
+      ),
+    );
+  const stdoutOf = (res: ReturnType<typeof ExecResultSchema.parse>): string => {
+    if (res.kind !== 'finished') throw new Error('promoted');
+    return text(res.stdout_b64);
+  };
+
+  it.skipIf(!isRoot)('plain and promotable execs, promoted ones and starts run as its ids; without it, as the resident', async () => {
+    const w = world();
+    const r = await startResident(w);
+    expect(r.hello.protocol_minor).toBe(9);
+    // A plain exec (the resident reads it), and one without run_as: root's.
+    expect(stdoutOf(await execOf(r, w, WHO, { run_as: USER }))).toBe(WHO_USER);
+    expect(stdoutOf(await execOf(r, w, 'id -u'))).toBe('0\n');
+    // A promotable exec that ends in time (under a supervisor), and one promoted to a task.
+    expect(stdoutOf(await execOf(r, w, WHO, { run_as: USER, promote: { task_id: newTaskId(), after_ms: 30_000 } }))).toBe(WHO_USER);
+    const promotedId = newTaskId();
+    const promoted = await execOf(r, w, `sleep 1; ${WHO}`, { run_as: USER, promote: { task_id: promotedId, after_ms: 0 } });
+    expect(promoted.kind).toBe('promoted');
+    expect(await waitTerminal(w, promotedId)).toMatchObject({ state: 'succeeded', stdout: WHO_USER });
+    expect(readFileSync(join(taskDirOf(w, promotedId), 'request.json'), 'utf8')).toContain('"run_as":{"uid":65534,"gid":65533}');
+    // A start (as start_task's), its supervisor root and owning the task's files.
+    const id = newTaskId();
+    TaskViewSchema.parse(
+      okOf(await r.request({ protocol: 1, op: 'start', task_id: id, command: WHO, cwd: '/tmp', env: envOf(w), run_as: USER })),
+    );
+    expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: WHO_USER });
+    // A cwd its ids may not enter (the world's home: root's, 0700) is not found for them, as their shell's cd would say.
+    const closed = await r.request({
+      protocol: 1,
+      op: 'exec',
+      command: 'true',
+      env: envOf(w),
+      cwd: w.home,
+      timeout_ms: 5000,
+      max_output_bytes: 10,
+      run_as: USER,
+    });
+    expect(closed.ok ? null : closed.error).toMatchObject({ code: 'cwd_not_found', message: expect.stringContaining('`cwd`') });
+    await r.close();
+  });
+
+  it.skipIf(!isRoot)("never gives a user's command a shell started ahead for root, nor root's one started for the user", async () => {
+    const w = world();
+    const r = await startResident(w, { SANDBOX_AGENT_WARM_IDLE_MS: '60000', SANDBOX_AGENT_WARM_QUIET_MS: '0' });
+    const warmOf = (): number[] =>
+      runningWith((argv) => argv.includes('supervise') && argv.includes('--warm')).filter((pid) => ppidOf(pid) === r.process.pid);
+    const pendingOf = (supervisor: number): number | undefined =>
+      runningWith((argv) => argv.includes('sandbox-task')).find((pid) => ppidOf(pid) === supervisor);
+    const isWaiting = (pid: number): boolean => {
+      try {
+        return readlinkSync(`/proc/${pid}/cwd`) === '/';
+      } catch {
+        return false;
+      }
+    };
+    const uidOf = (pid: number): string => /^Uid:\t(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]!;
+    const known: number[] = [];
+    const holders: string[] = [];
+    /** Starts of this shape keep every waiting supervisor busy until one is booted ahead, its first process started for the shape. */
+    const bootAhead = async (runAs: typeof USER | undefined): Promise<number> => {
+      for (;;) {
+        const id = newTaskId();
+        const held = TaskViewSchema.parse(
+          okOf(
+            await r.request({
+              protocol: 1,
+              op: 'start',
+              task_id: id,
+              command: 'sleep 600',
+              cwd: '/tmp',
+              env: envOf(w),
+              stdin: false,
+              ...(runAs ? { run_as: runAs } : {}),
+            }),
+          ),
+        );
+        holders.push(held.task_id);
+        known.push(...warmOf().filter((pid) => !isWaiting(pid)));
+        const fresh = await waitFor(
+          () => warmOf().find((pid) => !known.includes(pid)) ?? (warmOf().some(isWaiting) ? -1 : undefined),
+          'a supervisor booted ahead, or one waiting',
+        );
+        if (fresh === -1) continue;
+        known.push(fresh!);
+        const pending = await waitFor(() => pendingOf(fresh!), 'its first process started ahead', 20_000).catch(() => undefined);
+        if (pending !== undefined) return pending;
+      }
+    };
+    const promotable = (command: string, runAs?: typeof USER) =>
+      execOf(r, w, command, { promote: { task_id: newTaskId(), after_ms: 30_000 }, ...(runAs ? { run_as: runAs } : {}) });
+
+    // Started ahead for the user (as the user), given to the user's next command of that shape.
+    const forUser = await bootAhead(USER);
+    expect(uidOf(forUser)).toBe('65534');
+    expect(stdoutOf(await promotable('echo $$; id -u', USER))).toBe(`${forUser}\n65534\n`);
+    // Started ahead for the user: a command of root's of the same shape gets a fresh shell, as root; the one ahead goes.
+    const forUserAgain = await bootAhead(USER);
+    const rootOut = stdoutOf(await promotable('echo $$; id -u'));
+    expect(rootOut).toMatch(/^\d+\n0\n$/);
+    expect(rootOut).not.toContain(`${forUserAgain}\n`);
+    await waitFor(() => !isRunning(forUserAgain), 'the process started ahead killed');
+    // Started ahead for root: the user's command of that shape gets a fresh one, as the user.
+    const forRoot = await bootAhead(undefined);
+    expect(uidOf(forRoot)).toBe('0');
+    const userOut = stdoutOf(await promotable('echo $$; id -u', USER));
+    expect(userOut).toMatch(/^\d+\n65534\n$/);
+    expect(userOut).not.toContain(`${forRoot}\n`);
+    for (const id of holders) okOf(await r.request({ protocol: 1, op: 'cancel', task_id: id }));
+    await r.close();
+  });
+
+  it('refuses a malformed run_as naming the field, and runs nothing', async () => {
+    const w = world();
+    const r = await startResident(w);
+    const marker = join(w.home, 'ran');
+    const cases: [unknown, string][] = [
+      [{ uid: -1, gid: 0 }, 'field `run_as.uid` is too small (minimum 0)'],
+      [{ uid: 1000, gid: 2 ** 32 }, 'field `run_as.gid` is too large (maximum 4294967294)'],
+      [{ uid: 1.5, gid: 0 }, 'field `run_as.uid` must be an integer'],
+      [{ uid: 1000 }, 'field `run_as.gid` is required'],
+      ['1000:1000', 'field `run_as` must be an object'],
+      [{ uid: 1000, gid: 1000, groups: [0] }, 'unexpected field `groups`'],
+    ];
+    for (const [runAs, message] of cases) {
+      for (const request of [
+        { protocol: 1, op: 'exec', command: `touch ${marker}`, env: envOf(w), timeout_ms: 5000, max_output_bytes: 10, run_as: runAs },
+        { protocol: 1, op: 'start', task_id: newTaskId(), command: `touch ${marker}`, env: envOf(w), run_as: runAs },
+      ]) {
+        const res = await r.request(request);
+        expect(res.ok ? null : res.error).toEqual({ code: 'invalid_request', message });
+        // A per-call start too.
+        if (request.op === 'start') {
+          const perCall = await call(w, request as never);
+          expect(perCall.ok ? null : perCall.error).toEqual({ code: 'invalid_request', message });
+        }
+      }
+    }
+    await new Promise((done) => setTimeout(done, 300));
+    expect(existsSync(marker)).toBe(false);
+    // A per-call start whose run_as and RUN_AS_ENV disagree is refused too.
+    const both = await call(world({ [RUN_AS_ENV]: '65534:65533' }), {
+      protocol: 1,
+      op: 'start',
+      task_id: newTaskId(),
+      command: 'true',
+      run_as: { uid: 65534, gid: 0 },
+    });
+    expect(both.ok ? null : both.error).toMatchObject({ code: 'invalid_request', message: expect.stringContaining('`run_as`') });
+    await r.close();
   });
 });

@@ -41,10 +41,12 @@ import {
   type TestRegistry,
 } from '../support/image-fixtures.js';
 import { makeMiniRootDir } from '../support/mini-root.js';
+import { BEFORE_RUN_AS, olderBuild } from '../support/older-build.js';
 import { HOST_JS } from '../support/paths.js';
 import { hostJsReadableBy } from '../support/readable-build.js';
 import { isRootOrSkipping, requireBuild, requireCommands, requireSandboxes } from '../support/prerequisites.js';
-import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { ppidOf, runningWith } from '../support/processes.js';
+import { destroyStateDir, residentRecordOf, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
 interface CliResult {
@@ -709,6 +711,21 @@ describe('sandboxes on an image template, through the built server and a real MC
         const id = (await ok(client, 'create_sandbox', { template: 'userimage' })).sandbox_id as string;
         const WHO = 'id -u; id -g; id -G; echo "$HOME $USER $LOGNAME"; pwd';
         const who = '1000\n1001\n1001\n/home/app app app\n/home/app\n';
+        // The sandbox's resident runs the user's commands (`run_as`, protocol minor 9): the command's
+        // parent is the resident (`serve`: a plain exec) or a supervisor of its (`supervise`), root
+        // both, and a file of root's stays unwritable through each way.
+        await waitFor(() => residentRecordOf(stateDir, id)?.resident, 'the resident to run');
+        const AS_USER = `${WHO}; echo x 2>/dev/null >>/etc/app.conf || echo denied; tr '\\0' ' ' </proc/$PPID/cmdline; echo`;
+        const expectAsUser = (r: Record<string, unknown>, parent: 'serve' | 'supervise') => {
+          expect(r).toMatchObject({
+            exit_code: 0,
+            stdout: expect.stringMatching(new RegExp(`^${who}denied\\n.*agent[^ ]*\\.cjs ${parent}\\b.*\\n$`)),
+          });
+        };
+        // The default background_after: a promotable exec, under a supervisor of the resident's.
+        expectAsUser(await ok(client, 'run_command', { sandbox_id: id, command: AS_USER }), 'supervise');
+        // background_after 0: a plain exec, the resident's child.
+        expectAsUser(await ok(client, 'run_command', { sandbox_id: id, command: AS_USER, background_after: 0 }), 'serve');
         expect(await ok(client, 'run_command', { sandbox_id: id, command: WHO })).toMatchObject({ exit_code: 0, stdout: who });
         // The drop is real: a file of root's the image made read-only stays so, and root's home is closed.
         const denied = await ok(client, 'run_command', {
@@ -719,23 +736,54 @@ describe('sandboxes on an image template, through the built server and a real MC
         expect(denied.stdout).toBe('root only\n');
         expect(denied.stderr).toMatch(/app\.conf: Permission denied[\s\S]*\/home\/user.*Permission denied/);
 
-        const task = await ok(client, 'start_task', { sandbox_id: id, command: WHO });
+        const task = await ok(client, 'start_task', { sandbox_id: id, command: AS_USER });
         let view = task;
         await waitFor(async () => {
           view = await ok(client, 'get_task', { sandbox_id: id, task_id: task.task_id, wait: 5 });
           return view.state !== 'running';
         }, 'the task to finish');
-        expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: who });
-        // A call with background_after runs as a task here (per-call agents), as the user too; it may
+        expectAsUser(view, 'supervise');
+        expect(view.state).toBe('succeeded');
+        // A call with background_after goes on as a task of the resident's, as the user too; it may
         // still end within the wait on a loaded machine (then its answer is the result itself).
-        const promoted = await ok(client, 'run_command', { sandbox_id: id, command: `sleep 3; ${WHO}`, background_after: 1 });
+        const promoted = await ok(client, 'run_command', { sandbox_id: id, command: `sleep 3; ${AS_USER}`, background_after: 1 });
         if (promoted.backgrounded) {
           await waitFor(async () => {
             view = await ok(client, 'get_task', { sandbox_id: id, task_id: promoted.task_id, wait: 5 });
             return view.state !== 'running';
           }, 'the promoted call to finish');
-          expect(view).toMatchObject({ state: 'succeeded', stdout: who });
-        } else expect(promoted).toMatchObject({ exit_code: 0, stdout: who });
+          expect(view.state).toBe('succeeded');
+          expectAsUser(view, 'supervise');
+        } else expectAsUser(promoted, 'supervise');
+        // Agent calls are messages to the resident: counted in the sandbox's pid namespace (pids in
+        // order), five get_task and a cancel start nothing once a supervisor of the resident's waits
+        // (a per-call agent starts a shell and node, and node's threads, for each).
+        const residentPid = residentRecordOf(stateDir, id)!.resident!.pid;
+        const isBelowResident = (pid: number): boolean => {
+          for (let p: number | null = ppidOf(pid); p !== null && p > 1; p = ppidOf(p)) if (p === residentPid) return true;
+          return false;
+        };
+        const isWaiting = (pid: number): boolean => {
+          try {
+            return readlinkSync(`/proc/${pid}/cwd`) === '/';
+          } catch {
+            return false;
+          }
+        };
+        await waitFor(
+          () =>
+            runningWith((argv) => argv.includes('supervise') && argv.includes('--warm')).some(
+              (pid) => isBelowResident(pid) && isWaiting(pid),
+            ),
+          'a supervisor of the resident waiting',
+        );
+        const probe = async (command: string) =>
+          (await ok(client, 'run_command', { sandbox_id: id, command, background_after: 0 })).stdout as string;
+        const before = Number(await probe('echo $$'));
+        for (let i = 0; i < 5; i++) await ok(client, 'get_task', { sandbox_id: id, task_id: task.task_id });
+        await ok(client, 'cancel_task', { sandbox_id: id, task_id: task.task_id });
+        expect(Number(await probe('echo $$')) - before).toBeLessThanOrEqual(2);
+        expect(residentRecordOf(stateDir, id)).toMatchObject({ restarts: 0 });
 
         expect(await ok(client, 'run_code', { sandbox_id: id, language: 'bash', code: WHO })).toMatchObject({ exit_code: 0, stdout: who });
 
@@ -784,6 +832,60 @@ describe('sandboxes on an image template, through the built server and a real MC
       }
     },
     90_000,
+  );
+
+  it.skipIf(!isRoot)(
+    "never sends the image's User's commands to a resident older than run_as: a sandbox an older server made runs them as the user through the entry helper and per-call agents",
+    async () => {
+      requireSandboxes();
+      const mini = makeMiniRootDir();
+      writeFileSync(join(mini, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1001:app:/home/app:/bin/sh\n');
+      writeFileSync(join(mini, 'etc/group'), 'root:x:0:\napp:x:1001:\n');
+      mkdirSync(join(mini, 'home/app'), { recursive: true });
+      execFileSync('chown', ['1000:1001', join(mini, 'home/app')]);
+      writeFileSync(join(mini, 'etc/app.conf'), 'root only\n', { mode: 0o644 });
+      const image = writeOciLayout([{ layers: [packLayer(mini)], config: { Env: ['PATH=/usr/bin:/bin'], User: 'app' } }]);
+      expect((await cli(['template', 'import', 'olduserimage', image], env)).code).toBe(0);
+      // An older server makes the sandbox: its keeper keeps a resident of protocol minor 8.
+      const old = await connectStdio(env, [], undefined, join(olderBuild(BEFORE_RUN_AS), 'host.js'));
+      const id = (await ok(old.client, 'create_sandbox', { template: 'olduserimage', timeout: 600 })).sandbox_id as string;
+      // A task keeps the sandbox past the older server's session.
+      await ok(old.client, 'start_task', { sandbox_id: id, command: 'sleep 1' });
+      await old.close();
+      await waitFor(() => residentRecordOf(stateDir, id)?.resident, 'the resident to run');
+      const s = await connectStdio(env);
+      try {
+        const WHO = "id -u; id -g; echo x 2>/dev/null >>/etc/app.conf || echo denied; tr '\\0' ' ' </proc/$PPID/cmdline; echo";
+        // Neither the resident (serve) nor a supervisor it reuses (supervise --warm) is the parent: it was never asked.
+        const asUserElsewhere = (out: unknown) => {
+          expect(out).toMatch(/^1000\n1001\ndenied\n/);
+          expect(out).not.toMatch(/\.cjs (serve|supervise --warm)\b/);
+        };
+        for (const backgroundAfter of [undefined, 0]) {
+          const r = await ok(s.client, 'run_command', {
+            sandbox_id: id,
+            command: WHO,
+            ...(backgroundAfter === undefined ? {} : { background_after: backgroundAfter }),
+          });
+          expect(r.exit_code).toBe(0);
+          asUserElsewhere(r.stdout);
+        }
+        const task = await ok(s.client, 'start_task', { sandbox_id: id, command: WHO });
+        let view = task;
+        await waitFor(async () => {
+          view = await ok(s.client, 'get_task', { sandbox_id: id, task_id: task.task_id, wait: 5 });
+          return view.state !== 'running';
+        }, 'the task to finish');
+        expect(view.state).toBe('succeeded');
+        // A per-call agent's supervisor, started for this task (`supervise <its directory>`).
+        asUserElsewhere(view.stdout);
+        expect(view.stdout).toMatch(/\.cjs supervise \/\S+\/tasks\/[0-9a-f]{32} \n$/);
+        await ok(s.client, 'kill_sandbox', { sandbox_id: id });
+      } finally {
+        await s.close();
+      }
+    },
+    180_000,
   );
 
   it.skipIf(!isRoot)(

@@ -18,6 +18,13 @@ import { REPO } from './paths.js';
  */
 export const BEFORE_RESIDENT = '8f4fff6';
 
+/**
+ * The last revision of main before the resident took `run_as` (protocol minor 9): its template
+ * sandboxes have a resident of minor 8, and an image's user is honoured through the entry helper
+ * and per-call agents.
+ */
+export const BEFORE_RUN_AS = 'bf92ebe';
+
 /** The dist/ directory of a build of `revision` (built on first use). */
 export function olderBuild(revision: string = BEFORE_RESIDENT): string {
   const checkout = createHash('sha256').update(REPO).digest('hex').slice(0, 12);

@@ -40,6 +40,7 @@ import type {
   WriteFileOpts,
 } from '../provider.js';
 import { agentRuntimeArgv } from '../../../shared/agent-runtime.js';
+import { agentSupportsRunAs } from '../../../shared/protocol.js';
 import { toProviderError } from './errors.js';
 import { CommandRunner } from './exec/command-runner.js';
 import { SandboxExec } from './exec/exec.js';
@@ -256,13 +257,17 @@ export class LocalProvider implements Provider {
   async agentChannel(sandboxId: string): Promise<AgentChannel | null> {
     return asProviderErrors(async () => {
       const sb = await this.registry.require(sandboxId);
-      // The image's user: a per-call agent starts its tasks as it (CommandRunner.commandEnv's RUN_AS_ENV).
-      if (sb.spec.user) return null;
       const channel = await this.residents.channel(sb);
       if (!channel) return null;
+      // The image's user: a resident that takes `run_as` (minor 9) starts its tasks as it; an older
+      // one would start them as root, so a per-call agent does (CommandRunner.commandEnv's RUN_AS_ENV).
+      const user = sb.spec.user;
+      if (user && !agentSupportsRunAs(channel.hello)) return null;
       const agent = asAgentChannel(channel, (request, callEnvs) => ({
         ...request,
-        env: this.runner.commandEnv(sb, callEnvs),
+        // A `command`'s environment: the user's HOME, USER and LOGNAME for the command itself (the resident's own stay).
+        env: this.runner.commandEnv(sb, callEnvs, 'command'),
+        ...(user ? { run_as: { uid: user.uid, gid: user.gid } } : {}),
         ...(sb.spec.limits ? { bounds: boundsFor(sb.spec.limits, 'task', COMMAND_OOM_SCORE_ADJ) } : {}),
       }));
       const processes = sb.spec.limits?.processes;

@@ -94,7 +94,8 @@ export class CommandRunner {
    * place it is built, so run_command and the operator's shell cannot drift apart. With an image's
    * user, a `command` gets its HOME, USER and LOGNAME; a `task` start (a per-call agent, root
    * inside, whose own HOME holds it) gets them as task variables for its command alone, and
-   * RUN_AS_ENV, the ids its supervisor starts the command as.
+   * RUN_AS_ENV, the ids its supervisor starts the command as. A command or start through the
+   * resident takes the `command` environment (its ids travel as the request's `run_as`).
    */
   commandEnv(sb: LiveSandbox, callEnvs: Readonly<Record<string, string>> = {}, role: ExecRole = 'command'): Record<string, string> {
     const base = this.baseEnv(sb.spec);

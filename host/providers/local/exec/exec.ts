@@ -2,6 +2,7 @@
 // variables included) and the call's sourced inside (never given to the host-side nsenter), an
 // optional cwd, a timeout and capped output. Through the sandbox's resident agent when it has one
 // (resident-exec.ts: no process start on the host, no cgroup move), else entered with nsenter.
+import { agentSupportsRunAs } from '../../../../shared/protocol.js';
 import { ProviderError } from '../../provider-error.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath, type ExecOpts, type ExecResult } from '../../provider.js';
@@ -66,8 +67,9 @@ export class SandboxExec {
     const cwd = callCwd ?? (user ? (sb.spec.workingDir ?? CommandRunner.defaultUserCwd(user)) : undefined);
     const channel = promotable?.channel ?? (await this.residents.channel(sb));
     const promote = promotable?.promote;
-    // The image's user: the entry helper drops to its ids (a resident runs its commands as root).
-    if (channel?.supports('exec') && !user) {
+    // The image's user: a resident that takes `run_as` (minor 9) spawns the command as its ids; an
+    // older one would run it as root, so the entry helper drops to them instead.
+    if (channel?.supports('exec') && (!user || agentSupportsRunAs(channel.hello))) {
       const outcome = await execThroughResident(sb, channel, {
         command,
         cwd,
@@ -77,7 +79,7 @@ export class SandboxExec {
         stdin: opts.stdin,
         signal: opts.signal,
         role,
-        ...definedFields({ promote }),
+        ...definedFields({ promote, runAs: user ? { uid: user.uid, gid: user.gid } : undefined }),
       });
       if (outcome !== 'unreachable') return outcome;
     }
