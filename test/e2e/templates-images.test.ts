@@ -660,19 +660,23 @@ describe('sandboxes on an image template, through the built server and a real MC
 
   // An image whose User is `app` (uid 1000, gid 1001 in its own passwd and group; home /home/app, its own), with a file it may not write.
   const USER_CONFIG = { Env: ['PATH=/usr/bin:/bin'], User: 'app' };
+  const userImageLayer = (): Buffer => {
+    const mini = makeMiniRootDir();
+    writeFileSync(join(mini, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1001:app:/home/app:/bin/sh\n');
+    writeFileSync(join(mini, 'etc/group'), 'root:x:0:\napp:x:1001:\n');
+    mkdirSync(join(mini, 'home/app'), { recursive: true });
+    execFileSync('chown', ['1000:1001', join(mini, 'home/app')]);
+    writeFileSync(join(mini, 'etc/app.conf'), 'root only\n', { mode: 0o644 });
+    return packLayer(mini);
+  };
 
   it.skipIf(!isRoot)(
     "runs commands, tasks, run_code and the shell as the image's User (ids, HOME, USER), and write_file as it; root's read-only files stay unwritable",
     async () => {
       requireSandboxes();
-      const mini = makeMiniRootDir();
-      writeFileSync(join(mini, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1001:app:/home/app:/bin/sh\n');
-      writeFileSync(join(mini, 'etc/group'), 'root:x:0:\napp:x:1001:\n');
-      mkdirSync(join(mini, 'home/app'), { recursive: true });
-      execFileSync('chown', ['1000:1001', join(mini, 'home/app')]);
-      writeFileSync(join(mini, 'etc/app.conf'), 'root only\n', { mode: 0o644 });
+      const userLayer = userImageLayer();
       expect(
-        (await cli(['template', 'import', 'userimage', writeOciLayout([{ layers: [packLayer(mini)], config: USER_CONFIG }])], env)).code,
+        (await cli(['template', 'import', 'userimage', writeOciLayout([{ layers: [userLayer], config: USER_CONFIG }])], env)).code,
       ).toBe(0);
       expect(readTemplate(store, 'userimage')!.image?.user_ids).toEqual({
         uid: 1000,
@@ -838,13 +842,8 @@ describe('sandboxes on an image template, through the built server and a real MC
     "never sends the image's User's commands to a resident older than run_as: a sandbox an older server made runs them as the user through the entry helper and per-call agents",
     async () => {
       requireSandboxes();
-      const mini = makeMiniRootDir();
-      writeFileSync(join(mini, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1001:app:/home/app:/bin/sh\n');
-      writeFileSync(join(mini, 'etc/group'), 'root:x:0:\napp:x:1001:\n');
-      mkdirSync(join(mini, 'home/app'), { recursive: true });
-      execFileSync('chown', ['1000:1001', join(mini, 'home/app')]);
-      writeFileSync(join(mini, 'etc/app.conf'), 'root only\n', { mode: 0o644 });
-      const image = writeOciLayout([{ layers: [packLayer(mini)], config: { Env: ['PATH=/usr/bin:/bin'], User: 'app' } }]);
+      const userLayer = userImageLayer();
+      const image = writeOciLayout([{ layers: [userLayer], config: USER_CONFIG }]);
       expect((await cli(['template', 'import', 'olduserimage', image], env)).code).toBe(0);
       // An older server makes the sandbox: its keeper keeps a resident of protocol minor 8.
       const old = await connectStdio(env, [], undefined, join(olderBuild(BEFORE_RUN_AS), 'host.js'));

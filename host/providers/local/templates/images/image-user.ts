@@ -2,8 +2,9 @@
 // applied root's /etc/passwd and /etc/group as a container runtime reads them. The root is the
 // image's: every name on the way is opened beneath it without following a link (util/beneath.ts),
 // so a layer's `etc -> /etc` never makes the host's own files answer.
-import { closeSync, readSync } from 'node:fs';
+import { closeSync } from 'node:fs';
 import { BeneathDir, BeneathError } from '../../../../util/beneath.js';
+import { readUpTo } from '../../../../util/read-up-to.js';
 
 /** A user's ids inside a template. */
 export interface ImageUserIds {
@@ -41,10 +42,7 @@ function readEtcFile(root: string, name: string): string {
       top.openPath('etc').use((etc) => {
         const { fd } = etc.openFile(name);
         try {
-          const buf = Buffer.alloc(MAX_ACCOUNTS_BYTES);
-          let length = 0;
-          for (let n = 1; n > 0 && length < buf.length; length += n) n = readSync(fd, buf, length, buf.length - length, null);
-          return buf.subarray(0, length).toString('utf8');
+          return readUpTo(fd, MAX_ACCOUNTS_BYTES).toString('utf8');
         } finally {
           closeSync(fd);
         }

@@ -33,7 +33,6 @@ import {
   mkdirSync,
   openSync,
   readlinkSync,
-  readSync,
   realpathSync,
   rmSync,
   symlinkSync,
@@ -43,6 +42,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { ProviderError } from '../../../provider-error.js';
+import { readUpTo } from '../../../../util/read-up-to.js';
 import type { CopyMeta } from '../copy-meta.js';
 import { FLATTENED_APT_CONF } from '../import-root.js';
 import type { LayerOwners } from '../store.js';
@@ -233,10 +233,7 @@ export class StackView {
     if (!f?.st.isFile()) return '';
     const fd = openSync(join(this.layers[f.layer]!.root, dir, name), constants.O_RDONLY | constants.O_NOFOLLOW);
     try {
-      const buf = Buffer.alloc(maxBytes);
-      let length = 0;
-      for (let n = 1; n > 0 && length < buf.length; length += n) n = readSync(fd, buf, length, buf.length - length, null);
-      return buf.subarray(0, length).toString('utf8');
+      return readUpTo(fd, maxBytes).toString('utf8');
     } finally {
       closeSync(fd);
     }
