@@ -314,20 +314,19 @@ describe('snapshot_sandbox of files the server may not copy', () => {
       writeFileSync(join(secretDir, 'secret'), `${marker}\n`, { mode: 0o600 });
       const s = await server();
       const sb = await ok(s.client, 'create_sandbox', { template: 'mini' });
-      // ~/.local/state (the sandbox's own: renaming it needs no copy-up) and a symlink to the host directory
+      // ~/work/state (the sandbox's own: renaming it needs no copy-up) and a symlink to the host directory
       // trade places in a loop, in the background, as fast as mv runs. The real one holds a file of the
-      // same name, so a copy that listed either and then entered the link would copy the host's.
+      // same name, so a copy that listed either and then entered the link would copy the host's. Not
+      // ~/.local/state: that holds the agent's state folder (its resident's and supervisors' files,
+      // which a snapshot leaves out by that path), whose churn a loop moving it would bring into the copy.
       const swap =
-        'cd ~/.local && ln -s ' +
+        'cd ~/work && ln -s ' +
         secretDir +
         ' stateL && ' +
         '(while :; do mv state stateX; mv stateL state; mv state stateL; mv stateX state; done) </dev/null >/dev/null 2>&1 &';
-      // A plain exec (background_after 0): a promotable one keeps its task in the agent's state
-      // folder, ~/.local/state/sandbox-agent, which the loop moves away under it.
       const started = await ok(s.client, 'run_command', {
         sandbox_id: sb.sandbox_id,
-        command: `mkdir -p ~/.local/state && echo decoy > ~/.local/state/secret && ${swap}`,
-        background_after: 0,
+        command: `mkdir -p ~/work/state && echo decoy > ~/work/state/secret && ${swap}`,
       });
       expect(started.exit_code, started.stderr).toBe(0);
       const failures: string[] = [];
