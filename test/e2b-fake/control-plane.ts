@@ -4,7 +4,7 @@
 // sandbox's lifetime and resumes a paused one), pause, and snapshots (POST
 // /sandboxes/{id}/snapshots: the sandbox is paused while its home is copied, then runs on; a
 // name that exists gets the new content under the same id). Errors carry the JSON body { code, message }.
-import { cpSync, lstatSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, symlinkSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -277,9 +277,9 @@ export function handleControlPlane(
     const was = sb.state;
     sb.state = 'paused';
     const home = mkdtempSync(path.join(tmpdir(), 'fake-e2b-snapshot-'));
-    // FIFOs are left out (node's cpSync refuses them; E2B's snapshot keeps them): the resident
-    // agent keeps a few ready in the home.
-    cpSync(sb.home, home, { recursive: true, verbatimSymlinks: true, filter: (src) => !isFifo(src) });
+    // E2B pauses the sandbox's VM for the copy; the fake's processes run on, so its home is copied
+    // as it changes (the resident agent's supervisors make and remove files and FIFOs there).
+    copyLiveTree(sb.home, home);
     const sandboxStateDuringCopy = sb.state;
     sb.state = was;
     if (existing) rmSync(existing.home, { recursive: true, force: true });
@@ -302,10 +302,37 @@ export function handleControlPlane(
   return { status: sendApiError(res, 405, 'method not allowed') };
 }
 
-function isFifo(path: string): boolean {
+/**
+ * Copies the tree at `from` into the existing directory `to` while its processes may change it:
+ * an entry gone between the listing and its copy is left out, and so are FIFOs and sockets (node
+ * cannot make them; E2B's snapshot keeps them). Files keep their mode, links their target.
+ */
+function copyLiveTree(from: string, to: string): void {
+  let names: string[];
   try {
-    return lstatSync(path).isFIFO();
-  } catch {
-    return false;
+    names = readdirSync(from);
+  } catch (err) {
+    if (isGone(err)) return;
+    throw err;
   }
+  for (const name of names) {
+    const src = path.join(from, name);
+    const dst = path.join(to, name);
+    try {
+      const st = lstatSync(src);
+      if (st.isDirectory()) {
+        mkdirSync(dst, { mode: st.mode & 0o7777 });
+        copyLiveTree(src, dst);
+      } else if (st.isSymbolicLink()) symlinkSync(readlinkSync(src), dst);
+      else if (st.isFile()) copyFileSync(src, dst);
+    } catch (err) {
+      if (!isGone(err)) throw err;
+    }
+  }
+}
+
+/** True for the errors of an entry removed, or replaced by another kind of thing, while it was copied. */
+function isGone(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException).code;
+  return code === 'ENOENT' || code === 'ENOTDIR';
 }
