@@ -5,14 +5,11 @@
 // supervisor stay root of the sandbox (they own the task directories and logs).
 import { realpathSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { RUN_AS_ENV } from '../shared/protocol.js';
+import { RUN_AS_ENV, RunAsSchema, type RunAsIds } from '../shared/protocol.js';
 import { AgentFailure } from './errors.js';
 
-/** Ids inside the sandbox. */
-export interface RunAs {
-  uid: number;
-  gid: number;
-}
+/** Ids inside the sandbox (the protocol's run_as). */
+export type RunAs = RunAsIds;
 
 /**
  * The ids RUN_AS_ENV names, taken out of this process's environment (so that neither the
@@ -24,9 +21,10 @@ export function takeRunAs(): { runAs?: RunAs } {
   delete process.env[RUN_AS_ENV];
   if (text === undefined) return {};
   const m = /^(\d{1,10}):(\d{1,10})$/.exec(text);
-  const [uid, gid] = m ? [Number(m[1]), Number(m[2])] : [NaN, NaN];
-  if (!(uid < 0xffffffff && gid < 0xffffffff)) throw new AgentFailure('invalid_request', `${RUN_AS_ENV} must be UID:GID`);
-  return { runAs: { uid, gid } };
+  // The same bounds as the request's field.
+  const ids = m ? RunAsSchema.safeParse({ uid: Number(m[1]), gid: Number(m[2]) }) : undefined;
+  if (!ids?.success) throw new AgentFailure('invalid_request', `${RUN_AS_ENV} must be UID:GID`);
+  return { runAs: ids.data };
 }
 
 /** Spawn options for `runAs` (none: the supervisor's own ids). */

@@ -208,7 +208,7 @@ export class LocalProvider implements Provider {
     return asProviderErrors(async () => {
       const { spec } = await this.registry.require(sandboxId);
       // The image's user: its home (or `/`), never root's (0700), where the image names no directory.
-      return spec.workingDir ?? (spec.user ? CommandRunner.defaultUserCwd(spec.user) : null);
+      return spec.user ? CommandRunner.userStartDir(spec, spec.user) : (spec.workingDir ?? null);
     });
   }
 

@@ -115,9 +115,12 @@ export class CommandRunner {
     return { ...env, ...forTask, ...callEnvs, [RUN_AS_ENV]: `${user.uid}:${user.gid}` };
   }
 
-  /** Where a command of the image's user runs when neither the call nor the image names a directory: its home, if the image has it, else `/`. */
-  static defaultUserCwd(user: SpecUser): string {
-    return user.homeIsDir ? user.home : '/';
+  /**
+   * Where a command of the image's `user` runs when the call names no directory: the image's
+   * WorkingDir, else the user's home if the image has it, else `/` (never root's home, 0700).
+   */
+  static userStartDir(spec: Pick<SandboxSpec, 'workingDir'>, user: SpecUser): string {
+    return spec.workingDir ?? (user.homeIsDir ? user.home : '/');
   }
 
   /** Ends the process groups of every command this instance still runs in `sandboxId`. */

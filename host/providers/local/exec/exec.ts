@@ -64,7 +64,7 @@ export class SandboxExec {
     const role = opts.role ?? 'command';
     // The image's user: its commands run as its ids, and where no cwd is named, not in root's home (0700).
     const user = this.runner.commandUser(sb.spec, role);
-    const cwd = callCwd ?? (user ? (sb.spec.workingDir ?? CommandRunner.defaultUserCwd(user)) : undefined);
+    const cwd = callCwd ?? (user ? CommandRunner.userStartDir(sb.spec, user) : undefined);
     const channel = promotable?.channel ?? (await this.residents.channel(sb));
     const promote = promotable?.promote;
     // The image's user: a resident that takes `run_as` (minor 9) spawns the command as its ids; an

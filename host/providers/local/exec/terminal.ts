@@ -8,7 +8,7 @@ import type { IPty } from '@lydell/node-pty';
 import { ProviderError } from '../../provider-error.js';
 import type { TerminalOpts, TerminalSession } from '../../provider.js';
 import { definedFields } from '../../../util/defined-fields.js';
-import { exportScript } from '../launch/environment.js';
+import { exportScript, shellQuote } from '../launch/environment.js';
 import { buildTerminalCommand, TERMINAL_ENV_MAX_BYTES, TERMINAL_ENV_VAR } from '../launch/terminal-command.js';
 import { preludeFor } from '../limits/entry-prelude.js';
 import type { SandboxRegistry } from '../sandbox/registry.js';
@@ -48,11 +48,6 @@ export async function loadNodePty(): Promise<NodePty> {
   }
 }
 
-/** `text` as one word of shell, quoted. */
-function singleQuoted(text: string): string {
-  return `'${text.replaceAll("'", "'\\''")}'`;
-}
-
 function checkSize(n: unknown, what: string): number {
   if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > 10_000) throw invalid(`${what} must be an integer 1-10000.`);
   return n;
@@ -77,7 +72,7 @@ export class SandboxTerminals {
     // The image's user starts where its commands do (its WorkingDir, home or `/`), not in root's home (0700).
     const envScript =
       exportScript(this.runner.commandEnv(sb, { TERM: opts.term ?? 'xterm-256color' })) +
-      (user ? `cd -- ${singleQuoted(sb.spec.workingDir ?? CommandRunner.defaultUserCwd(user))} 2>/dev/null || cd /\n` : '');
+      (user ? `cd -- ${shellQuote(CommandRunner.userStartDir(sb.spec, user))} 2>/dev/null || cd /\n` : '');
     if (Buffer.byteLength(envScript) > TERMINAL_ENV_MAX_BYTES) {
       throw new ProviderError('unsupported', {
         code: 'environment_too_large',

@@ -20,7 +20,7 @@ import { lineSplitter } from '../../../../shared/frame-lines.js';
 import { SANDBOX_HOME } from '../../provider.js';
 import { buildEnterCommand } from '../launch/command-lines.js';
 import { templateEntryOf } from '../launch/template-entry.js';
-import { envPrelude, exportScript, nodeBinDirsOf, sandboxPath, sandboxPathFor } from '../launch/environment.js';
+import { envPrelude, exportScript, nodeBinDirsOf, sandboxPath, sandboxPathFor, shellQuote } from '../launch/environment.js';
 import { AGENT_COMPILE_CACHE_VAR, AGENT_INSTALL_WITH_NODE, agentRuntimeArgv } from '../../../../shared/agent-runtime.js';
 import { preludeFor } from '../limits/entry-prelude.js';
 import { specNetwork, type SandboxSpec } from '../sandbox/spec.js';
@@ -216,7 +216,7 @@ class ResidentKeeper {
     }
     const procsFiles = cgroups.map((d) => join(d, 'cgroup.procs'));
     const shell = spec.shell;
-    const node = residentNode(spec, nodePath).map(quote).join(' ');
+    const node = residentNode(spec, nodePath).map(shellQuote).join(' ');
     // Installed with the root's mkdir, cat and mv where it has them, else by node itself (a
     // template's root may hold nothing but a shell).
     const inner =
@@ -342,8 +342,4 @@ function enteredPid(pid: number, ns: string): number | null {
     }
   }
   return null;
-}
-
-function quote(text: string): string {
-  return `'${text.replaceAll("'", "'\\''")}'`;
 }

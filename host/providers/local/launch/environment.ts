@@ -32,9 +32,14 @@ function readLinesBuiltin(): string {
   return `${ENV_VAR}=; while IFS= read -r __sandbox_mcp_line <&${ENV_FD}; do ${ENV_VAR}="$${ENV_VAR}$__sandbox_mcp_line\n"; done; unset __sandbox_mcp_line`;
 }
 
+/** `text` as one word of POSIX shell, single-quoted. */
+export function shellQuote(text: string): string {
+  return `'${text.replaceAll("'", "'\\''")}'`;
+}
+
 /** Shell text exporting `env` (names already validated as identifiers), for envPrelude to source. */
 export function exportScript(env: Readonly<Record<string, string>>): string {
-  const lines = Object.entries(env).map(([name, value]) => `export ${name}='${value.replaceAll("'", "'\\''")}'`);
+  const lines = Object.entries(env).map(([name, value]) => `export ${name}=${shellQuote(value)}`);
   // A read-only name (bash's UID, SHELLOPTS…) fails its export, as the environment would be ignored; not the whole source.
   return lines.join('\n') + '\n:\n';
 }
