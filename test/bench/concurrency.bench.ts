@@ -16,7 +16,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import os, { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bench, describe } from 'vitest';
@@ -91,6 +91,15 @@ function treeCpuMs(roots: number[]): number {
   };
   for (const r of roots) walk(r);
   return ticks * TICK_MS;
+}
+/**
+ * CPU time the whole machine spent busy (every core, every process, the kernel's own threads
+ * included), from /proc/stat: what bounds the load's rate, the bench's own clients among it.
+ */
+function machineBusyMs(): number {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 8).map(Number);
+  const [user, nice, system, , , irq, softirq] = fields as [number, number, number, number, number, number, number];
+  return (user + nice + system + irq + softirq) * TICK_MS;
 }
 const ownCpuMs = (pid: number) => {
   const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -265,6 +274,8 @@ async function concurrentLoad(label: string, hostJs: string): Promise<void> {
     const latencies: number[] = [];
     let errors = 0;
     const cpu0 = ownCpuMs(server.pid!);
+    const client0 = process.cpuUsage();
+    const busy0 = machineBusyMs();
     const t0 = performance.now();
     await Promise.all(
       sessions.map(async (s) => {
@@ -276,9 +287,13 @@ async function concurrentLoad(label: string, hostJs: string): Promise<void> {
       }),
     );
     const elapsed = performance.now() - t0;
+    const perCall = (ms: number) => (ms / latencies.length).toFixed(2);
+    const client = process.cpuUsage(client0);
+    const clientMs = (client.user + client.system) / 1000;
+    const busyMs = machineBusyMs() - busy0;
     latencies.sort((a, b) => a - b);
     out(
-      `${label}: ${SESSIONS} HTTP sessions x ${CALLS} run_command true, round ${round + 1}: ${((latencies.length / elapsed) * 1000).toFixed(1)} calls/s (target >= 300), p50 ${latencies[latencies.length >> 1]!.toFixed(0)} ms, p95 ${latencies[Math.floor(latencies.length * 0.95)]!.toFixed(0)} ms (target <= 150), errors ${errors}, server CPU ${((ownCpuMs(server.pid!) - cpu0) / latencies.length).toFixed(2)} ms/call, server RSS ${rssMiB()} MiB, load ${loadavg()}`,
+      `${label}: ${SESSIONS} HTTP sessions x ${CALLS} run_command true, round ${round + 1}: ${((latencies.length / elapsed) * 1000).toFixed(1)} calls/s (target >= 300), p50 ${latencies[latencies.length >> 1]!.toFixed(0)} ms, p95 ${latencies[Math.floor(latencies.length * 0.95)]!.toFixed(0)} ms (target <= 150), errors ${errors}, server CPU ${perCall(ownCpuMs(server.pid!) - cpu0)} ms/call, the bench's own clients ${perCall(clientMs)} ms/call, the whole machine busy ${perCall(busyMs)} ms/call of ${os.cpus().length} cores, server RSS ${rssMiB()} MiB, load ${loadavg()}`,
     );
   }
   await Promise.all(sessions.map((s) => s.call('kill_sandbox', { sandbox_id: s.id }).catch(() => {})));
