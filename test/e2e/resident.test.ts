@@ -265,7 +265,7 @@ describe('the resident agent (local)', () => {
     await ok(s.client, 'kill_sandbox', { sandbox_id: sandbox });
   });
 
-  it("keeps run_code's file removal on a sandbox whose resident is older than the field (minor 9): its command removes the file itself, by a trap", async () => {
+  it("keeps run_code's file removal on a sandbox whose resident is older than the field (minor 9), or that has none: its command removes the file itself, by a trap", async () => {
     const old = await server({}, join(olderBuild(BEFORE_REMOVE_FILE), 'host.js'));
     const sandbox = (await ok(old.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
     await waitFor(() => residentOf(sandbox)?.resident, 'the older resident to run');
@@ -282,6 +282,17 @@ describe('the resident agent (local)', () => {
     await waitFor(async () => (await ok(s.client, 'run_command', left)).stdout === '0\n', 'no file left');
     expect(residentOf(sandbox)).toMatchObject({ restarts: 0 });
     await ok(s.client, 'kill_sandbox', { sandbox_id: sandbox });
+    // Without a resident (the entry helper, a per-call agent's start for background_after 1): the trap too.
+    const without = await server({ SANDBOX_MCP_RESIDENT_AGENT: '0' });
+    const plain = (await ok(without.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
+    for (const how of [{}, { background_after: 1 }]) {
+      const r = await ok(without.client, 'run_code', { sandbox_id: plain, language: 'bash', code: `${code}; sleep 2`, ...how });
+      const out = 'backgrounded' in r ? await ok(without.client, 'get_task', { sandbox_id: plain, task_id: r.task_id, wait: 10 }) : r;
+      expect(out).toMatchObject({ stdout: expect.stringMatching(/^\/tmp\/sandbox-mcp-code-[0-9a-f]{16}\.sh bash\n$/) });
+    }
+    const leftThere = { ...left, sandbox_id: plain };
+    await waitFor(async () => (await ok(without.client, 'run_command', leftThere)).stdout === '0\n', 'no file left without a resident');
+    await ok(without.client, 'kill_sandbox', { sandbox_id: plain });
   });
 
   it('moves no command into a cgroup: run_command through the resident writes no cgroup.procs, where each command without one joins', async () => {
