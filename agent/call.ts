@@ -119,7 +119,13 @@ export async function handleRequest(input: unknown, ctx: RequestContext): Promis
         return { protocol: PROTOCOL_VERSION, ok: true, result: helloResult(ctx) };
       case 'start': {
         if (ctx.resident) return { protocol: PROTOCOL_VERSION, ok: true, result: await ctx.resident.start(req, ctx) };
-        const opts = { taskId: req.task_id, command: req.command, timeoutS: req.timeout_s, stdin: req.stdin };
+        const opts = {
+          taskId: req.task_id,
+          command: req.command,
+          timeoutS: req.timeout_s,
+          stdin: req.stdin,
+          ...(req.remove_file === undefined ? {} : { removeFile: req.remove_file }),
+        };
         // First: the variable leaves this process's environment, which the supervisor and command inherit.
         const runAs = takeRunAs();
         // The field (minor 9) and the variable name the same ids, or the request is refused: never a guess at whom it runs as.

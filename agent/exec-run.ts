@@ -13,6 +13,7 @@ import type { Bounds, ExecFinished } from '../shared/protocol.js';
 import { AgentFailure } from './errors.js';
 import { childProcess } from './node-modules.js';
 import { hasLiveGroupMembers, signalGroup } from './proc.js';
+import { removeRunFile } from './remove-file.js';
 import { spawnIds, type RunAs } from './run-as.js';
 import { pickShell } from './supervisor.js';
 import { sleep } from './timing.js';
@@ -32,6 +33,8 @@ export interface PlainExec {
   reapsGroup: boolean;
   /** The ids the command runs as (the protocol's run_as); absent: the resident's. */
   runAs?: RunAs;
+  /** The protocol's `remove_file`: unlinked once the command has ended (before the answer); absent: none. */
+  removeFile?: string;
 }
 
 /** After the leader exits, how long its pipes may stay open (background children): as the host's default. */
@@ -66,6 +69,8 @@ export function runPlainExec(run: PlainExec, signal: AbortSignal | undefined): P
       for (const t of timers) clearTimeout(t);
       signal?.removeEventListener('abort', kill);
       for (const s of [child.stdout, child.stderr]) s?.destroy();
+      // The command has ended (or was killed and given up on): run_code's program goes before the answer.
+      removeRunFile(run.removeFile);
       const code = exit?.code ?? null;
       const sig = exit?.signal ?? null;
       resolve({

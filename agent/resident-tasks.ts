@@ -76,6 +76,7 @@ export class ResidentTasks implements ResidentServices {
       ...(req.cwd !== undefined ? { cwd: req.cwd } : {}),
       ...(bounds ? { bounds } : {}),
       ...(req.run_as ? { runAs: req.run_as } : {}),
+      ...(req.remove_file !== undefined ? { removeFile: req.remove_file } : {}),
     };
     this.bootNextAfter(ctx);
     return startTask(opts, ctx.timings, this.warm.launch);
@@ -111,6 +112,7 @@ export class ResidentTasks implements ResidentServices {
       killGraceMs: req.kill_grace_ms ?? 0,
       reapsGroup: req.reap_group ?? false,
       ...(req.run_as ? { runAs: req.run_as } : {}),
+      ...(req.remove_file !== undefined ? { removeFile: req.remove_file } : {}),
     };
     const promote = req.promote;
     // On the cleanup reserve (leftovers fill the commands' share) a supervisor would take a
@@ -140,6 +142,7 @@ export class ResidentTasks implements ResidentServices {
             ...(jobBounds ? { bounds: jobBounds } : {}),
             reapsGroup: req.reap_group ?? false,
             ...(req.run_as ? { runAs: req.run_as } : {}),
+            ...(req.remove_file !== undefined ? { removeFile: req.remove_file } : {}),
           },
           ctx.timings,
           this.warm.launch,

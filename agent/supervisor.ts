@@ -35,6 +35,7 @@ import { discardPendingShell, type PendingShell, type Shells } from './pending-s
 import { spawnIds } from './run-as.js';
 import { hasLiveGroupMembers, readProcStat, signalGroup } from './proc.js';
 import type { ProcStat } from '../shared/proc-stat.js';
+import { removeRunFile } from './remove-file.js';
 import { secretValuesFromEnv } from './secret-masker.js';
 import { writeFileAtomic, writeStatus } from './status-file.js';
 import { placeStatusReserve, writeFinalStatus } from './status-reserve.js';
@@ -558,6 +559,9 @@ function recordOutcome(sup: Supervision, error?: TaskError): void {
     writeTail(sup.dir, TASK_FILES.stdoutTail, sup.logs[0]);
     writeTail(sup.dir, TASK_FILES.stderrTail, sup.logs[1]);
   }
+  // run_code's program goes once its command has ended, before the final status says so (whoever
+  // sees the end finds it gone). A command that never started leaves it to whoever wrote it.
+  if (sup.pgid) removeRunFile(sup.req.remove_file);
   status.state = finalState(status.reason, status.exit_code);
   status.finished_at = nowS();
   const cause = error ?? logWriteError(sup.logs, sup.dir);

@@ -28,6 +28,8 @@ export interface TaskRequestFile {
   reap_group?: boolean;
   /** The ids the command runs as (run-as.ts; an image's user); absent: the supervisor's. */
   run_as?: RunAs;
+  /** The request's `remove_file` (run_code's program): unlinked once the command has ended, before the final status. */
+  remove_file?: string;
 }
 
 /** Reads the task's request file; throws if it is missing or not JSON. */

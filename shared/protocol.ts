@@ -3,6 +3,7 @@
 // zod/mini, not classic zod: the agent bundles this, and classic zod triples node's start-up time.
 import * as z from 'zod/mini';
 import { LIMITS } from './limits.js';
+import { RUN_CODE_FILE_PATTERN } from './run-code-file.js';
 import { DIFF_STATES, WORKSPACE_CHANGES, WORKSPACE_ENTRY_KINDS } from './workspace/contract.js';
 
 /** Major protocol version. A request with any other major is answered with `protocol_mismatch`. */
@@ -16,12 +17,16 @@ export const PROTOCOL_VERSION = 1;
  * `bounds` on `start`, and the errors `process_limit` and `cwd_not_found`; 6 added the tails of
  * capped streams (`tail_bytes` on `get`, `stdout_tail` and `stderr_tail` in its view); 7 added the
  * resident's file operations (`read_file`, `write_file`, `list_files`); 8 added RUN_AS_ENV; 9 added
- * `run_as` on `start` and `exec` (RUN_AS_MINOR). Requests carry only the major; `hello` reports the minor.
+ * `run_as` on `start` and `exec` (RUN_AS_MINOR); 10 added `remove_file` on `start` and `exec`
+ * (REMOVE_FILE_MINOR). Requests carry only the major; `hello` reports the minor.
  */
-export const PROTOCOL_MINOR = 9;
+export const PROTOCOL_MINOR = 10;
 
 /** The minor that added `run_as` on `start` and `exec`: an older agent refuses the field (never runs the command as itself). */
 export const RUN_AS_MINOR = 9;
+
+/** The minor that added `remove_file` on `start` and `exec`: an older agent refuses the field (the command must remove the file itself). */
+export const REMOVE_FILE_MINOR = 10;
 
 /** The operations of `agent.cjs call`, in the order the protocol documentation lists them. */
 export const OP_NAMES = ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'workspace_changes', 'selftest'] as const;
@@ -72,6 +77,16 @@ const offsetsAndLimit = {
   stderr_offset: z._default(int(0, LIMITS.streamCapBytes), 0),
   limit: z._default(int(1, LIMITS.pageMaxBytes), LIMITS.pageDefaultBytes),
 };
+
+/**
+ * A file the agent removes once the command has ended, however it ended (its exit, a timeout, a
+ * cancel, a promoted task's end): run_code's program (RUN_CODE_FILE_PATTERN, nothing else). The
+ * name is unlinked (a symlink there goes, never what it points to); a name already gone is no
+ * error. A command that never started leaves it to whoever wrote it. (minor 10)
+ */
+export const RemoveFileSchema = z
+  .string()
+  .check(z.regex(RUN_CODE_FILE_PATTERN, 'must be a run_code file: /tmp/sandbox-mcp-code-<16 hex>.<py|js|sh>'));
 
 /** A command's environment, name to value. */
 const EnvSchema = z.record(z.string(), z.string());
@@ -129,6 +144,8 @@ export const StartRequestSchema = z.strictObject({
   bounds: z.optional(BoundsSchema),
   /** The ids the command runs as (minor 9; RunAsSchema). */
   run_as: z.optional(RunAsSchema),
+  /** Removed by the task's supervisor once the command has ended (minor 10; RemoveFileSchema). */
+  remove_file: z.optional(RemoveFileSchema),
 });
 export const GetRequestSchema = z.strictObject({
   protocol: anyInt(),
@@ -208,6 +225,8 @@ export const ExecRequestSchema = z.strictObject({
   /** The ids the command runs as (minor 9; RunAsSchema); its `cwd` must be one they may enter (else `cwd_not_found`). */
   run_as: z.optional(RunAsSchema),
   promote: z.optional(z.strictObject({ task_id: TaskIdSchema, after_ms: int(0, EXEC_TIMEOUT_MAX_MS) })),
+  /** Removed once the command has ended (minor 10; RemoveFileSchema): by the resident, or by the supervisor of the task it became. */
+  remove_file: z.optional(RemoveFileSchema),
 });
 
 /** A path in a `workspace_changes` request: absolute, or `~/…` (the agent's home: where an e2b copy lives). */
@@ -495,6 +514,11 @@ export type ExecFinished = z.infer<typeof ExecFinishedSchema>;
 /** True when the agent that answered `hello` takes `run_as` on `start` and `exec` (minor 9): else a user's command must not go to it. */
 export function agentSupportsRunAs(hello: HelloResult): boolean {
   return (hello.protocol_minor ?? 0) >= RUN_AS_MINOR;
+}
+
+/** True when the agent that answered `hello` takes `remove_file` on `start` and `exec` (minor 10): else the command must remove the file itself. */
+export function agentRemovesFile(hello: HelloResult): boolean {
+  return (hello.protocol_minor ?? 0) >= REMOVE_FILE_MINOR;
 }
 
 /** True when the agent that answered `hello` understands `op` (an agent of minor 0 lists no ops). */

@@ -39,6 +39,8 @@ export interface StartOpts {
   reapsGroup?: boolean;
   /** The ids the command runs as (run-as.ts); absent: the supervisor's. */
   runAs?: RunAs;
+  /** The protocol's `remove_file`: the supervisor unlinks it once the command has ended. */
+  removeFile?: string;
 }
 
 const START_POLL_MS = 10;
@@ -143,6 +145,7 @@ function writeRequest(dir: string, opts: StartOpts, cwd: string, timings: Timing
     ...(opts.bounds ? { bounds: opts.bounds } : {}),
     ...(opts.reapsGroup === false ? { reap_group: false } : {}),
     ...(opts.runAs ? { run_as: opts.runAs } : {}),
+    ...(opts.removeFile !== undefined ? { remove_file: opts.removeFile } : {}),
   };
   try {
     writeFileAtomic(join(dir, TASK_FILES.request), JSON.stringify(request) + '\n');

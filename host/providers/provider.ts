@@ -254,6 +254,31 @@ export interface ExecOpts {
   role?: ExecRole;
   /** See AgentChannelOpts.isStartSkipped: true runs the command another way rather than start a resident for it. */
   isResidentStartSkipped?: boolean;
+  /** A file that must be gone once the command has ended, however it ended (run_code's program): see FileRemoval. */
+  removeFile?: FileRemoval;
+}
+
+/**
+ * run_code's program file, to be removed once its command has ended (its exit, a timeout, a cancel,
+ * the end of the task it became). Where the sandbox's agent takes the protocol's `remove_file`
+ * (minor 10: agentRemovesFile) the provider runs the command as given and hands the agent `path`,
+ * which it unlinks then; anywhere else (an older agent, no agent, envd's own commands) it runs
+ * `selfRemovingCommand` instead, which removes the file itself (a shell trap).
+ */
+export interface FileRemoval {
+  /** RUN_CODE_FILE_PATTERN's form. */
+  path: string;
+  selfRemovingCommand: string;
+}
+
+/**
+ * The command to run and the `remove_file` to send for `opts.removeFile`, by whether the agent
+ * that runs it takes the field (`isCarried`).
+ */
+export function withFileRemoval(command: string, opts: ExecOpts, isCarried: boolean): { command: string; removeFile?: string } {
+  const removal = opts.removeFile;
+  if (!removal) return { command };
+  return isCarried ? { command, removeFile: removal.path } : { command: removal.selfRemovingCommand };
 }
 
 export interface ExecResult {

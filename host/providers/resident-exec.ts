@@ -30,6 +30,8 @@ export interface ResidentExecRun {
   promote?: { taskId: string; afterS: number } | undefined;
   /** The ids the command runs as (an image's user; only to a resident of protocol minor 9: agentSupportsRunAs). */
   runAs?: { uid: number; gid: number } | undefined;
+  /** The file the resident removes once the command has ended (only to a resident of protocol minor 10: agentRemovesFile). */
+  removeFile?: string | undefined;
 }
 
 /** What the resident made of an exec: an outcome, a refusal (nothing ran), or 'unreachable' (it never got it). */
@@ -56,6 +58,7 @@ export async function requestExec(channel: ResidentChannel, run: ResidentExecRun
           reap_group: run.reapsGroup,
           run_as: run.runAs ? { uid: run.runAs.uid, gid: run.runAs.gid } : undefined,
           promote: run.promote ? { task_id: run.promote.taskId, after_ms: run.promote.afterS * 1000 } : undefined,
+          remove_file: run.removeFile,
         }),
       },
       { timeoutMs: run.timeoutS * 1000 + ANSWER_SLACK_MS, ...definedFields({ signal: run.signal }) },

@@ -4,7 +4,7 @@ import { builtinModules } from 'node:module';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentSupportsRunAs, HelloResultSchema, SelftestResultSchema } from '../../shared/protocol.js';
+import { agentRemovesFile, agentSupportsRunAs, HelloResultSchema, SelftestResultSchema } from '../../shared/protocol.js';
 import { type AgentWorld, call, callRaw, destroyWorld, newTaskId, newWorld, runAgent } from '../support/agent-world.js';
 import { AGENT_BUNDLE, REPO } from '../support/paths.js';
 import { requireBuild } from '../support/prerequisites.js';
@@ -41,7 +41,7 @@ describe('bundle', () => {
     expect(hello).toEqual({
       agent_version: pkg.version,
       protocol: 1,
-      protocol_minor: 9,
+      protocol_minor: 10,
       ops: ['hello', 'start', 'get', 'cancel', 'input', 'list', 'remove', 'workspace_changes', 'selftest'],
       state_dir: world.stateDir,
       max_tasks: 128,
@@ -59,6 +59,15 @@ describe('bundle', () => {
     expect(agentSupportsRunAs({ ...hello, protocol_minor: 8 })).toBe(false);
     const { protocol_minor: _minor, ...minor0 } = hello;
     expect(agentSupportsRunAs(minor0)).toBe(false);
+  });
+
+  it('says remove_file is taken from minor 10 on: an older agent (minor 9, or none reported) gets a command that removes the file itself', async () => {
+    const res = await call(world, { protocol: 1, op: 'hello' });
+    const hello = HelloResultSchema.parse(res.ok ? res.result : null);
+    expect(agentRemovesFile(hello)).toBe(true);
+    expect(agentRemovesFile({ ...hello, protocol_minor: 9 })).toBe(false);
+    const { protocol_minor: _minor, ...minor0 } = hello;
+    expect(agentRemovesFile(minor0)).toBe(false);
   });
 });
 

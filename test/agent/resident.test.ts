@@ -3,9 +3,9 @@
 // at any moment, loses no task and no byte: every start and promotable exec has a supervisor of
 // its own from the first byte, the only reader of its output. Tasks are read back with per-call agents
 // (`agent.cjs call`), a process of their own, as another server would.
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ExecResultSchema, TaskViewSchema, type AgentResponse, type ExecFinished, type TaskView } from '../../shared/protocol.js';
@@ -25,6 +25,7 @@ import { requireBuild } from '../support/prerequisites.js';
 import { isRunning, ppidOf, runningWith } from '../support/processes.js';
 import { startResident, type Resident } from '../support/resident-world.js';
 import { waitFor } from '../support/wait.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 beforeAll(() => requireBuild());
 
@@ -68,7 +69,7 @@ describe('the resident serving frames', () => {
   it('greets with its versions and ops, and answers in any order: a waiting get holds up nothing', async () => {
     const w = world();
     const r = await startResident(w);
-    expect(r.hello).toMatchObject({ resident: true, protocol: 1, protocol_minor: 9, promotable: true });
+    expect(r.hello).toMatchObject({ resident: true, protocol: 1, protocol_minor: 10, promotable: true });
     expect(r.hello.ops).toEqual(
       expect.arrayContaining(['start', 'get', 'cancel', 'input', 'list', 'remove', 'exec', 'read_file', 'write_file', 'list_files']),
     );
@@ -206,6 +207,123 @@ describe('exec', () => {
     expect(text(res.stdout_b64)).toBe('long-ok 0\n');
   });
 });
+
+describe("remove_file (run_code's program)", () => {
+  /** A fresh run_code file name in /tmp, holding `body`. */
+  const programFile = (body = 'x'): string => {
+    const path = `/tmp/sandbox-mcp-code-${randomBytes(8).toString('hex')}.sh`;
+    writeFileSync(path, body);
+    return path;
+  };
+
+  it("is removed once the command ends, however it ends: a plain exec (exit, timeout, abort), a promotable one (in time, promoted and cancelled), a start (the per-call agent's too); a symlink by that name goes, never its target", async () => {
+    const w = world();
+    const r = await startResident(w);
+    // A plain exec: its exit, its timeout, the caller giving up.
+    const exited = programFile();
+    expect(await exec(r, w, `test -e ${exited} && echo there`, { remove_file: exited })).toMatchObject({ exit_code: 0 });
+    expect(existsSync(exited)).toBe(false);
+    const timedOut = programFile();
+    expect(await exec(r, w, 'sleep 30', { remove_file: timedOut, timeout_ms: 300 })).toMatchObject({ timed_out: true });
+    expect(existsSync(timedOut)).toBe(false);
+    const aborted = programFile();
+    const sent = r.send({
+      protocol: 1,
+      op: 'exec',
+      command: 'sleep 30',
+      env: envOf(w),
+      timeout_ms: 30_000,
+      max_output_bytes: 100,
+      remove_file: aborted,
+    });
+    await sleep(200);
+    expect(existsSync(aborted)).toBe(true);
+    r.abort(sent.id, 'cancelled');
+    await sent.answer;
+    expect(existsSync(aborted)).toBe(false);
+    // Promotable: ended in time; promoted, then cancelled (its supervisor removes it).
+    const inTime = programFile();
+    expect(await exec(r, w, 'true', { remove_file: inTime, promote: { task_id: newTaskId(), after_ms: 30_000 } })).toMatchObject({
+      exit_code: 0,
+    });
+    expect(existsSync(inTime)).toBe(false);
+    const promotedFile = programFile();
+    const id = newTaskId();
+    const promoted = ExecResultSchema.parse(
+      ok(
+        await r.request({
+          protocol: 1,
+          op: 'exec',
+          command: 'sleep 30',
+          env: envOf(w),
+          timeout_ms: 60_000,
+          max_output_bytes: 100,
+          remove_file: promotedFile,
+          promote: { task_id: id, after_ms: 100 },
+        }),
+      ),
+    );
+    expect(promoted.kind).toBe('promoted');
+    expect(existsSync(promotedFile)).toBe(true);
+    expect(await callView(w, { protocol: 1, op: 'cancel', task_id: id })).toMatchObject({ state: 'cancelled' });
+    expect(existsSync(promotedFile)).toBe(false);
+    // A start, through the resident and through a per-call agent; a symlink by the name is unlinked, its target stays.
+    const target = join(w.home, 'target');
+    writeFileSync(target, 'kept');
+    for (const how of ['resident', 'per-call'] as const) {
+      const link = `/tmp/sandbox-mcp-code-${randomBytes(8).toString('hex')}.py`;
+      symlinkSync(target, link);
+      const start = { protocol: 1, op: 'start', task_id: newTaskId(), command: 'exit 3', remove_file: link } as const;
+      const res = how === 'resident' ? await r.request(start) : await call(w, start);
+      expect(res.ok).toBe(true);
+      expect((await waitTerminal(w, start.task_id)).state).toBe('failed');
+      expect(lstatExists(link)).toBe(false);
+      expect(readFileSync(target, 'utf8')).toBe('kept');
+    }
+    await r.close();
+  });
+
+  it('names nothing but a run_code file: any other path is refused, naming the field, never echoing it, and nothing runs', async () => {
+    const w = world();
+    const r = await startResident(w);
+    const victim = join(w.home, 'victim');
+    writeFileSync(victim, 'kept');
+    for (const path of [victim, '/tmp/sandbox-mcp-code-../etc', '/tmp/sandbox-mcp-code-0123456789abcdef.py/..', '/tmp/other.py']) {
+      for (const request of [
+        {
+          protocol: 1,
+          op: 'exec',
+          command: `touch ${w.home}/ran`,
+          env: envOf(w),
+          timeout_ms: 1000,
+          max_output_bytes: 10,
+          remove_file: path,
+        },
+        { protocol: 1, op: 'start', task_id: newTaskId(), command: `touch ${w.home}/ran`, remove_file: path },
+      ]) {
+        for (const res of [await r.request(request), await call(w, request)]) {
+          if (res.ok) throw new Error(`accepted ${path}`);
+          expect(res.error.code).toBe('invalid_request');
+          expect(res.error.message).toContain('remove_file');
+          expect(res.error.message).not.toContain(path);
+        }
+      }
+    }
+    expect(readFileSync(victim, 'utf8')).toBe('kept');
+    expect(existsSync(join(w.home, 'ran'))).toBe(false);
+    await r.close();
+  });
+});
+
+/** True when `path` names anything, a dangling symlink included. */
+function lstatExists(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 describe('promotion', () => {
   it('a promotable exec runs under a supervisor of its own from the first byte; still running at its window, it is the task: byte-exact, masked, its exit code', async () => {

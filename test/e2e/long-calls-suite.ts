@@ -272,6 +272,44 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       await ok(s.client, 'kill_sandbox', {});
     });
 
+    it("removes run_code's program once the code ends, by the agent: after an exit, a timeout, a promoted run's timeout and its cancel, the interpreter having replaced the command's shell", async () => {
+      const s = await shared();
+      await ok(s.client, 'create_sandbox', {});
+      // `$0` is the program's path; its interpreter's parent is the agent that removes the file (or
+      // its task's supervisor), not a shell kept to remove it by a trap.
+      const code = 'echo "$0 $(cat /proc/$PPID/comm)"';
+      const slow = `${code}; sleep 30`;
+      const programOf = (stdout: string): string => {
+        const [path, parent] = stdout.trim().split(' ');
+        expect(path).toMatch(/^\/tmp\/sandbox-mcp-code-[0-9a-f]{16}\.sh$/);
+        expect(['bash', 'sh']).not.toContain(parent);
+        return path!;
+      };
+      // The sandbox's /tmp may be the host's (the e2b fake): this run's own file is looked for.
+      const isLeft = async (stdout: string) =>
+        (await ok(s.client, 'run_command', { command: `test -e ${programOf(stdout)} && echo left || echo gone`, background_after: 0 }))
+          .stdout;
+      for (const how of [{}, { background_after: 0 }]) {
+        const r = await ok(s.client, 'run_code', { language: 'bash', code, ...how });
+        expect(r.exit_code).toBe(0);
+        expect(await isLeft(r.stdout)).toBe('gone\n');
+      }
+      const timedOut = await ok(s.client, 'run_code', { language: 'bash', code: slow, timeout: 2, background_after: 0 });
+      expect(timedOut.timed_out).toBe(true);
+      expect(await isLeft(timedOut.stdout)).toBe('gone\n');
+      // Promoted, then ended by its timeout, or cancelled: its task's supervisor removes it.
+      const promoted = await ok(s.client, 'run_code', { language: 'bash', code: slow, timeout: 4, background_after: 1 });
+      expect(promoted).toMatchObject({ backgrounded: true });
+      const ended = await finalView(s.client, promoted);
+      expect(ended.state).toBe('timed_out');
+      expect(await isLeft(ended.stdout)).toBe('gone\n');
+      const cancelled = await ok(s.client, 'run_code', { language: 'bash', code: slow, background_after: 1 });
+      expect(cancelled).toMatchObject({ backgrounded: true });
+      expect((await ok(s.client, 'cancel_task', { sandbox_id: cancelled.sandbox_id, task_id: cancelled.task_id })).state).toBe('cancelled');
+      expect(await isLeft((await finalView(s.client, cancelled)).stdout)).toBe('gone\n');
+      await ok(s.client, 'kill_sandbox', {});
+    });
+
     it('takes background_after from the server option, never promotes a call its own timeout ends first, and stops the command of a call cancelled before promotion', async () => {
       const s = await server(['--background-after', '1']);
       await ok(s.client, 'create_sandbox', {});

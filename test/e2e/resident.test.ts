@@ -14,7 +14,7 @@ import type { ResidentRecord } from '../../host/providers/local/keeper/resident.
 import { AGENT_SOCKET, readKeeperRecord, RESIDENT_FILE } from '../../host/providers/local/sandbox/state-dir.js';
 import { identify, isAlive } from '../../host/providers/local/system/proc.js';
 import { connectStdio, ok, serverEnv, type StdioServer } from '../support/built-server.js';
-import { olderBuild } from '../support/older-build.js';
+import { BEFORE_REMOVE_FILE, olderBuild } from '../support/older-build.js';
 import { HOST_JS } from '../support/paths.js';
 import { requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
@@ -210,24 +210,6 @@ describe('the resident agent (local)', () => {
     // Nor for any file call (the resident's read_file, write_file and list_files): only the probe's
     // own shell and the cleanup's (its shell and rm), where each entered with nsenter and a script.
     expect(await processesStartedBy(s, sandbox, () => fileCalls(s, sandbox))).toBeLessThanOrEqual(4);
-    // run_code is one command: its shell writes the file (no file operation entering with nsenter
-    // and a shell script), the interpreter runs it without the variable that carried it, and the
-    // file is gone. Each run takes three pids (the shell, bash and the trap's rm; the second probe one
-    // more), where the file operation first took four more.
-    const CODE_RUNS = 4;
-    const codeRuns = await processesStartedBy(s, sandbox, async () => {
-      for (let i = 0; i < CODE_RUNS; i++) {
-        const code = `echo "$((6 * 7)) \${SANDBOX_MCP_RUN_CODE-unset}"`;
-        const r = await ok(s.client, 'run_code', {
-          sandbox_id: sandbox,
-          language: 'bash',
-          code,
-          ...(i % 2 ? { background_after: 0 } : {}),
-        });
-        expect(r).toMatchObject({ exit_code: 0, stdout: '42 unset\n' });
-      }
-    });
-    expect(codeRuns).toBeLessThanOrEqual(3 * CODE_RUNS + 2);
     // A program at the variable's bound runs; one past it (or with a NUL) is written first, as
     // before; each is gone afterwards too.
     for (const [body, end] of [
@@ -255,6 +237,62 @@ describe('the resident agent (local)', () => {
       [without, plain],
     ] as const)
       await ok(srv.client, 'kill_sandbox', { sandbox_id: id });
+  });
+
+  it("starts one process for a run_code (its shell writes the file and execs the interpreter; the resident or the task's supervisor removes the file), where the shell used to stay for a trap and its rm", async () => {
+    const s = await server();
+    const sandbox = (await ok(s.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
+    await waitFor(() => residentOf(sandbox)?.resident, 'the resident to run');
+    const code = `echo "$((6 * 7)) \${SANDBOX_MCP_RUN_CODE-unset}"`;
+    const run = async (i: number) =>
+      expect(
+        await ok(s.client, 'run_code', { sandbox_id: sandbox, language: 'bash', code, ...(i % 2 ? { background_after: 0 } : {}) }),
+      ).toMatchObject({ exit_code: 0, stdout: '42 unset\n' });
+    // Once each way first: the promotable one's supervisor is booted then, and serves the next ones.
+    for (let i = 0; i < 2; i++) await run(i);
+    // run_code is one command: its shell writes the file (no file operation entering with nsenter
+    // and a shell script), unsets the variable that carried it and execs the interpreter. Each run
+    // takes one pid (the second probe one more, and a shell started ahead for the next promotable
+    // run may take one), where the trap's shell stayed as the interpreter's parent and forked its rm
+    // (three a run), and the file operation before that took four more.
+    const CODE_RUNS = 4;
+    const codeRuns = await processesStartedBy(s, sandbox, async () => {
+      for (let i = 0; i < CODE_RUNS; i++) await run(i);
+    });
+    expect(codeRuns).toBeLessThanOrEqual(CODE_RUNS + 2);
+    const left = { sandbox_id: sandbox, command: 'ls /tmp | grep -c sandbox-mcp-code; true', background_after: 0 };
+    expect((await ok(s.client, 'run_command', left)).stdout).toBe('0\n');
+    await ok(s.client, 'kill_sandbox', { sandbox_id: sandbox });
+  });
+
+  it("keeps run_code's file removal on a sandbox whose resident is older than the field (minor 9), or that has none: its command removes the file itself, by a trap", async () => {
+    const old = await server({}, join(olderBuild(BEFORE_REMOVE_FILE), 'host.js'));
+    const sandbox = (await ok(old.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
+    await waitFor(() => residentOf(sandbox)?.resident, 'the older resident to run');
+    // Its session stays open: closing it would end the sandbox.
+    const s = await server();
+    // The interpreter's parent is the shell that waits to remove the file (`bash`), not the agent.
+    const code = 'echo "$0 $(cat /proc/$PPID/comm)"';
+    for (const how of [{}, { background_after: 0 }, { background_after: 1 }]) {
+      const r = await ok(s.client, 'run_code', { sandbox_id: sandbox, language: 'bash', code: `${code}; sleep 2`, ...how });
+      const out = 'backgrounded' in r ? await ok(s.client, 'get_task', { sandbox_id: sandbox, task_id: r.task_id, wait: 10 }) : r;
+      expect(out).toMatchObject({ stdout: expect.stringMatching(/^\/tmp\/sandbox-mcp-code-[0-9a-f]{16}\.sh bash\n$/) });
+    }
+    const left = { sandbox_id: sandbox, command: 'ls /tmp | grep -c sandbox-mcp-code; true', background_after: 0 };
+    await waitFor(async () => (await ok(s.client, 'run_command', left)).stdout === '0\n', 'no file left');
+    expect(residentOf(sandbox)).toMatchObject({ restarts: 0 });
+    await ok(s.client, 'kill_sandbox', { sandbox_id: sandbox });
+    // Without a resident (the entry helper, a per-call agent's start for background_after 1): the trap too.
+    const without = await server({ SANDBOX_MCP_RESIDENT_AGENT: '0' });
+    const plain = (await ok(without.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
+    for (const how of [{}, { background_after: 1 }]) {
+      const r = await ok(without.client, 'run_code', { sandbox_id: plain, language: 'bash', code: `${code}; sleep 2`, ...how });
+      const out = 'backgrounded' in r ? await ok(without.client, 'get_task', { sandbox_id: plain, task_id: r.task_id, wait: 10 }) : r;
+      expect(out).toMatchObject({ stdout: expect.stringMatching(/^\/tmp\/sandbox-mcp-code-[0-9a-f]{16}\.sh bash\n$/) });
+    }
+    const leftThere = { ...left, sandbox_id: plain };
+    await waitFor(async () => (await ok(without.client, 'run_command', leftThere)).stdout === '0\n', 'no file left without a resident');
+    await ok(without.client, 'kill_sandbox', { sandbox_id: plain });
   });
 
   it('moves no command into a cgroup: run_command through the resident writes no cgroup.procs, where each command without one joins', async () => {

@@ -25,6 +25,12 @@ export const BEFORE_RESIDENT = '8f4fff6';
  */
 export const BEFORE_RUN_AS = 'bf92ebe';
 
+/**
+ * The last revision of main before the resident took `remove_file` (protocol minor 10): its
+ * sandboxes have a resident of minor 9, and run_code's command removes its file itself (a trap).
+ */
+export const BEFORE_REMOVE_FILE = 'e0e7799';
+
 /** The dist/ directory of a build of `revision` (built on first use). */
 export function olderBuild(revision: string = BEFORE_RESIDENT): string {
   const checkout = createHash('sha256').update(REPO).digest('hex').slice(0, 12);

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import * as z from 'zod';
 import { envsBytes, LIMITS } from '../../../shared/limits.js';
 import { BACKGROUND_AFTER_MAX_S, BACKGROUND_AFTER_MIN_S, secretValuesOf } from '../../config/config.js';
-import { noStopProcesses, type ExecOpts } from '../../providers/provider.js';
+import { noStopProcesses, type ExecOpts, type FileRemoval } from '../../providers/provider.js';
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
 import {
   DefaultSandboxIdSchema,
@@ -185,10 +185,16 @@ const runCode = defineTool({
       const provider = ctx.deps.providers.get(ref.provider);
       const delivery = codeDelivery(args.code, path);
       if (delivery.writer === 'file') await provider.writeFile(ref.id, path, Buffer.from(args.code, 'utf8'));
-      // The shell removes the file when the code ends (a TERM from a timeout or cancel included), so
-      // it also goes when the run outlives this call as a task; the trap comes before the file.
+      // The file goes when the code ends (a timeout, a cancel, the end of the task it became
+      // included). A sandbox agent of protocol minor 10 removes it (`remove_file`): then the shell
+      // execs the interpreter, one process. Elsewhere (an older agent, none) the shell does, by a
+      // trap set before the file is written, and stays the interpreter's parent to run it.
       const writes = delivery.writer === 'command' ? delivery.prefix : '';
-      const command = `trap 'rm -f ${path}' EXIT; ${writes}${interpreter} ${path}`;
+      const removeFile: FileRemoval = {
+        path,
+        selfRemovingCommand: `trap 'rm -f ${path}' EXIT; ${writes}${interpreter} ${path}`,
+      };
+      const command = `${writes}exec ${interpreter} ${path}`;
       const envs = delivery.writer === 'command' ? delivery.envs : undefined;
       const cleanup = `rm -f ${path}`;
       try {
@@ -199,13 +205,14 @@ const runCode = defineTool({
             timeoutS: args.timeout,
             backgroundAfterS: backgroundAfter.afterS,
             cleanupAfterTimeout: cleanup,
+            removeFile,
             ...definedFields({ cwd, envs }),
           };
           const result = await runPromotable(ctx, ref, run, backgroundAfter.isDefault);
           if (result) return { result };
         }
         const cwd = args.cwd ?? (await defaultCwd(ctx, ref));
-        return await runCapped(ctx, ref, command, { timeoutS: args.timeout, ...definedFields({ cwd, envs }) }, cleanup);
+        return await runCapped(ctx, ref, command, { timeoutS: args.timeout, removeFile, ...definedFields({ cwd, envs }) }, cleanup);
       } catch (e) {
         // The code may never have run (a missing cwd, a task that never started) or has ended: the file must not stay behind.
         await provider.exec(ref.id, cleanup, { timeoutS: 30, role: 'service' }).catch(() => undefined);

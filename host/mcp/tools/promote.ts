@@ -16,7 +16,7 @@ import { LIMITS } from '../../../shared/limits.js';
 import { PROTOCOL_VERSION, type AgentRequestInput, type OpName, type TaskView } from '../../../shared/protocol.js';
 import { secretValuesOf } from '../../config/config.js';
 import { ProviderError, isProviderError } from '../../providers/provider-error.js';
-import type { PromotableOutcome } from '../../providers/provider.js';
+import type { FileRemoval, PromotableOutcome } from '../../providers/provider.js';
 import type { SandboxRef } from '../../providers/sandbox-ref.js';
 import type { AgentCallOpts, AgentResult } from '../../tasks/agent-client.js';
 import { definedFields } from '../../util/defined-fields.js';
@@ -42,6 +42,8 @@ export interface PromotableRun extends Omit<TaskLaunch, 'stdin'> {
   backgroundAfterS: number;
   /** Run after a call that timed out or was cancelled in time (the command's traps may not have run). */
   cleanupAfterTimeout?: string;
+  /** run_code's program (ExecOpts.removeFile): removed by the agent that runs `command`, or by `selfRemovingCommand` itself. */
+  removeFile?: FileRemoval;
 }
 
 /** One get's long poll while waiting: short enough that byte counts for progress stay fresh. */
@@ -137,7 +139,7 @@ async function runThroughResident(ctx: ToolContext, ref: SandboxRef, run: Promot
             timeoutS: run.timeoutS,
             maxOutputBytes: EXEC_OUTPUT_CAP_BYTES,
             promote: { taskId, afterS: run.backgroundAfterS },
-            ...definedFields({ cwd: run.cwd, envs: run.envs, signal: ctx.signal }),
+            ...definedFields({ cwd: run.cwd, envs: run.envs, signal: ctx.signal, removeFile: run.removeFile }),
           }),
       );
     } catch (e) {
@@ -197,7 +199,8 @@ async function runSupervised(ctx: ToolContext, ref: SandboxRef, run: PromotableR
   // end-of-file at once instead of waiting for its timeout, so a call that ends within
   // background_after gets the same result as without it.
   const request = startRequest(newTaskId(), {
-    command: run.command,
+    // A per-call agent's minor is not known before its start: run_code's program is removed by the command itself.
+    command: run.removeFile?.selfRemovingCommand ?? run.command,
     timeoutS: run.timeoutS,
     stdin: false,
     ...definedFields({ cwd: run.cwd }),

@@ -16,7 +16,9 @@ import {
   type PromotableExecOpts,
   type PromotableOutcome,
   type Provider,
+  withFileRemoval,
 } from '../provider.js';
+import { agentRemovesFile } from '../../../shared/protocol.js';
 import { asAgentChannel } from '../resident-channel.js';
 import { requestExec } from '../resident-exec.js';
 import { definedFields } from '../../util/defined-fields.js';
@@ -80,8 +82,10 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     if (opts.residentAgent === false) return 'unreachable';
     const channel = await residents.channel(sandbox, o.isResidentStartSkipped);
     if (!channel?.supports('exec') || (promote && !channel.hello.promotable)) return 'unreachable';
+    // run_code's program: a resident of minor 10 removes it once the command ends; an older one runs the command that removes it itself.
+    const run = withFileRemoval(command, o, agentRemovesFile(channel.hello));
     const answer = await requestExec(channel, {
-      command,
+      command: run.command,
       cwd: o.cwd !== undefined ? homeRelative(resolveSandboxPath(o.cwd)) : undefined,
       env: o.envs ?? {},
       inheritEnv: true,
@@ -93,7 +97,7 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
       // what the command left in its group is stopped the same way when it finishes.
       killGraceMs: (opts.killGraceS ?? DEFAULT_KILL_GRACE_S) * 1000,
       reapsGroup: true,
-      ...definedFields({ promote }),
+      ...definedFields({ promote, removeFile: run.removeFile }),
     });
     if (answer === 'unreachable' || answer.kind !== 'refused') return answer;
     // The call's argument is wrong (as envd says of a missing cwd), or the agent failed.
@@ -169,7 +173,8 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
       checkExecCanStart(command, o.signal);
       return onEnvd(sandboxId, async (sandbox) => {
         const outcome = await execThroughResident(sandbox, command, o);
-        if (outcome === 'unreachable') return commands.exec(sandbox, command, o);
+        // envd's own command: it removes run_code's program itself.
+        if (outcome === 'unreachable') return commands.exec(sandbox, withFileRemoval(command, o, false).command, o);
         if (outcome.kind !== 'finished') throw new ProviderError('internal');
         return outcome.result;
       });

@@ -2,10 +2,17 @@
 // variables included) and the call's sourced inside (never given to the host-side nsenter), an
 // optional cwd, a timeout and capped output. Through the sandbox's resident agent when it has one
 // (resident-exec.ts: no process start on the host, no cgroup move), else entered with nsenter.
-import { agentSupportsRunAs } from '../../../../shared/protocol.js';
+import { agentRemovesFile, agentSupportsRunAs } from '../../../../shared/protocol.js';
 import { ProviderError } from '../../provider-error.js';
 import { definedFields } from '../../../util/defined-fields.js';
-import { cancelledBeforeStart, DEFAULT_EXEC_OUTPUT_CAP_BYTES, resolveSandboxPath, type ExecOpts, type ExecResult } from '../../provider.js';
+import {
+  cancelledBeforeStart,
+  DEFAULT_EXEC_OUTPUT_CAP_BYTES,
+  resolveSandboxPath,
+  withFileRemoval,
+  type ExecOpts,
+  type ExecResult,
+} from '../../provider.js';
 import { LOCAL_DETAILS } from '../errors.js';
 import { CHDIR_SCRIPT, envPrelude, exportScript } from '../launch/environment.js';
 import { LimitWatch } from '../limits/limit-watch.js';
@@ -70,8 +77,10 @@ export class SandboxExec {
     // The image's user: a resident that takes `run_as` (minor 9) spawns the command as its ids; an
     // older one would run it as root, so the entry helper drops to them instead.
     if (channel?.supports('exec') && (!user || agentSupportsRunAs(channel.hello))) {
+      // run_code's program: a resident of minor 10 removes it once the command ends; an older one runs the command that removes it itself.
+      const run = withFileRemoval(command, opts, agentRemovesFile(channel.hello));
       const outcome = await execThroughResident(sb, channel, {
-        command,
+        command: run.command,
         cwd,
         env: this.runner.commandEnv(sb, callEnvs, role),
         timeoutS: opts.timeoutS,
@@ -79,13 +88,15 @@ export class SandboxExec {
         stdin: opts.stdin,
         signal: opts.signal,
         role,
-        ...definedFields({ promote, runAs: user ? { uid: user.uid, gid: user.gid } : undefined }),
+        ...definedFields({ promote, runAs: user ? { uid: user.uid, gid: user.gid } : undefined, removeFile: run.removeFile }),
       });
       if (outcome !== 'unreachable') return outcome;
     }
     if (promote) throw new ProviderError('unavailable', { code: 'resident_unreachable' });
+    // No agent runs it: the command removes run_code's program itself.
+    const entered = withFileRemoval(command, opts, false).command;
     const argv = (prelude: string): string[] => {
-      const inner = [sb.spec.shell, '-c', envPrelude(sb.spec.shell, prelude), sb.spec.shell, command];
+      const inner = [sb.spec.shell, '-c', envPrelude(sb.spec.shell, prelude), sb.spec.shell, entered];
       return cwd !== undefined ? ['/bin/sh', '-c', CHDIR_SCRIPT, 'sh', cwd, ...inner] : inner;
     };
     const notes = role === 'command' ? new LimitWatch(sb) : null;
