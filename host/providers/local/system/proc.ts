@@ -14,24 +14,25 @@ export interface ProcIdentity {
 // (not yet a zombie) while the kernel kills the rest of its pid namespace.
 const PF_EXITING = 0x4;
 
-// /proc/<pid>/stat is one line of a few hundred bytes (the command name at most 64): one read
-// into this buffer gets all of it. readFileSync would add an fstat, a second read for the end of
-// file and a copy: every look at a sandbox reads two of these (about 9% of the server's thread
-// per run_command under 16 HTTP sessions, in a perf profile).
-const statBuffer = Buffer.alloc(4096);
+// A kernel file such as /proc/<pid>/stat (one line of a few hundred bytes) or a cgroup's
+// memory.oom_control: one read into this buffer gets all of it. readFileSync, to which such files
+// report a size of 0, adds an fstat, a second read for the end of file and a copy: every look at a
+// sandbox reads two stat files (about 9% of the server's thread per run_command under 16 HTTP
+// sessions, in a perf profile), and every command an OOM counter.
+const smallFileBuffer = Buffer.alloc(4096);
 
-/** The text of /proc/<pid>/stat, or null when it cannot be read (the process is gone). */
-function readProcStat(pid: number): string | null {
+/** The text (latin1) of a small kernel file, or null when it cannot be read. */
+export function readSmallKernelFile(path: string): string | null {
   let fd: number;
   try {
-    fd = openSync(`/proc/${pid}/stat`, 'r');
+    fd = openSync(path, 'r');
   } catch {
     return null;
   }
   try {
-    const n = readSync(fd, statBuffer, 0, statBuffer.length, null);
-    // A line that filled the buffer (never seen) is read whole the ordinary way.
-    return n < statBuffer.length ? statBuffer.toString('latin1', 0, n) : readFileSync(`/proc/${pid}/stat`, 'latin1');
+    const n = readSync(fd, smallFileBuffer, 0, smallFileBuffer.length, null);
+    // Text that filled the buffer (never seen for these files) is read whole the ordinary way.
+    return n < smallFileBuffer.length ? smallFileBuffer.toString('latin1', 0, n) : readFileSync(path, 'latin1');
   } catch {
     return null;
   } finally {
@@ -42,7 +43,7 @@ function readProcStat(pid: number): string | null {
 /** The start time of a live process, or null when it is gone, exiting or a zombie. */
 export function readStartTime(pid: number): string | null {
   if (!Number.isInteger(pid) || pid <= 0) return null;
-  const text = readProcStat(pid);
+  const text = readSmallKernelFile(`/proc/${pid}/stat`);
   if (text === null) return null;
   const stat = parseProcStat(text);
   if (!stat || stat.state === 'Z' || stat.state === 'X' || stat.state === 'x') return null;
