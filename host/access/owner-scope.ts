@@ -107,6 +107,10 @@ function scopeProvider(provider: Provider, principal: Principal, owners: OwnerCa
       await check(sandboxId);
       return provider.getInfo(sandboxId);
     },
+    async lifetimeEnd(sandboxId) {
+      await check(sandboxId);
+      return provider.lifetimeEnd ? provider.lifetimeEnd(sandboxId) : (await provider.getInfo(sandboxId)).end_at;
+    },
     async setTimeout(sandboxId, timeoutS) {
       await check(sandboxId);
       return provider.setTimeout(sandboxId, timeoutS);

@@ -9,7 +9,7 @@
 // A file that others may read or write, or that another user owns, is refused: whoever can change
 // it can grant themselves admin. Tokens are compared in constant time and never logged; errors
 // name the line, never its content.
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { ConfigError } from '../config/config.js';
 import { OPERATOR, PRINCIPAL_NAME_PATTERN, ROLES, type Principal, type Role } from './principal.js';
@@ -28,7 +28,7 @@ export interface TokenEntry {
 }
 
 function sha256(token: string): Buffer {
-  return createHash('sha256').update(token, 'utf8').digest();
+  return hash('sha256', token, 'buffer');
 }
 
 /**

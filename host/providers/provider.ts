@@ -481,6 +481,12 @@ export interface Provider {
   create(opts: CreateOpts): Promise<SandboxMetadata>;
   list(opts: ListOpts): Promise<SandboxMetadata[]>;
   getInfo(sandboxId: string): Promise<SandboxMetadata>;
+  /**
+   * When the lifetime ends, as getInfo's end_at, for a renewal's look before its setTimeout (which
+   * checks the sandbox itself): a provider may answer without getInfo's liveness checks. Throws
+   * not_found when the sandbox is known gone. Optional: getInfo's end_at otherwise.
+   */
+  lifetimeEnd?(sandboxId: string): Promise<string | null>;
   /** Sets the lifetime to `timeoutS` from now. */
   setTimeout(sandboxId: string, timeoutS: number): Promise<void>;
   /** Destroys the sandbox; throws not_found when it does not exist. */

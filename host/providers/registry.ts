@@ -43,6 +43,10 @@ export function lazyProvider(id: string, load: () => Promise<Provider>): Require
     create: async (...a) => (await get()).create(...a),
     list: async (...a) => (await get()).list(...a),
     getInfo: async (...a) => (await get()).getInfo(...a),
+    lifetimeEnd: async (sandboxId) => {
+      const provider = await get();
+      return provider.lifetimeEnd ? provider.lifetimeEnd(sandboxId) : (await provider.getInfo(sandboxId)).end_at;
+    },
     setTimeout: async (...a) => (await get()).setTimeout(...a),
     kill: async (...a) => (await get()).kill(...a),
     getOwner: async (...a) => (await get()).getOwner(...a),

@@ -8,11 +8,16 @@
 // end_at from minutes to about an hour ahead, and its absence as an end_at that did not change.
 // A renewal never shortens: after the other session lengthens the lifetime beyond the renewal,
 // the owner's tools leave it as it is.
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import { type HttpServer, ok, startHttp } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
+import { isRootOrSkipping, requireCommands, requireSandboxes } from '../support/prerequisites.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { waitFor } from '../support/wait.js';
 
 /** The owner's create timeout: what its command and file tools renew to. */
 const RENEW_S = 3600;
@@ -117,6 +122,41 @@ describe('lifetime renewal (local sandboxes)', () => {
     await ok(owner, 'cancel_task', { sandbox_id: sandbox, task_id: task.task_id });
     expect(await endAt(sandbox)).toBe(end);
   });
+
+  // strace attaches to the server, which is not its child: root may (a user only where ptrace_scope is 0).
+  it.skipIf(!isRootOrSkipping('attaching strace to the server'))(
+    'a run_command on an owned sandbox looks at it in /proc once: its renewal reads the deadline alone',
+    async () => {
+      requireCommands(['strace']);
+      const sandbox = await ownedSandbox();
+      await ok(owner, 'run_command', { sandbox_id: sandbox, command: 'true' });
+      const keeper = readKeeperRecord(join(stateDir, 'local', sandbox.replace(/^local:/, '')))!.keeper.pid;
+      const trace = join(stateDir, 'openat.trace');
+      const tracer = spawn('strace', ['-f', '-e', 'trace=openat', '-o', trace, '-p', String(server.process.pid)], { stdio: 'ignore' });
+      const exited = new Promise((resolve) => tracer.once('exit', resolve));
+      try {
+        // Attached once a call's opens show up: a look for a sandbox that does not exist opens its records, no /proc.
+        await waitFor(async () => {
+          await other.callTool({ name: 'get_sandbox', arguments: { sandbox_id: 'local:nosuchsandbx' } });
+          return existsSync(trace) && readFileSync(trace, 'utf8').includes('nosuchsandbx');
+        }, 'strace to attach');
+        const from = readFileSync(trace, 'utf8').length;
+        const calls = 5;
+        for (let i = 0; i < calls; i++) await ok(owner, 'run_command', { sandbox_id: sandbox, command: 'true' });
+        tracer.kill('SIGINT');
+        await exited;
+        const reads = readFileSync(trace, 'utf8')
+          .slice(from)
+          .split('\n')
+          .filter((l) => l.includes(`"/proc/${keeper}/stat"`));
+        // The exec's look; the renewal (within its slack here) asks lifetimeEnd, a stat of the deadline.
+        expect(reads).toHaveLength(calls);
+      } finally {
+        tracer.kill('SIGINT');
+        await exited;
+      }
+    },
+  );
 
   it("another session's command and file tools never renew a sandbox they address by explicit id", async () => {
     const sandbox = await ownedSandbox();

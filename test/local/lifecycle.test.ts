@@ -146,7 +146,27 @@ describe('local sandbox lifecycle', () => {
         await provider.setTimeout(meta.sandbox_id, timeoutS);
         const endAt = Date.parse((await second.getInfo(meta.sandbox_id)).end_at!);
         expect(Math.abs(endAt - (Date.now() + timeoutS * 1000))).toBeLessThan(10_000);
+        // A renewal's look (no /proc reads once verified) sees the new deadline as well.
+        expect(await second.lifetimeEnd!(meta.sandbox_id)).toBe((await second.getInfo(meta.sandbox_id)).end_at);
       }
+    } finally {
+      await second.close();
+    }
+  });
+
+  it("lifetimeEnd, a renewal's look, is getInfo's end_at while the sandbox lives and not_found once another instance killed it", async () => {
+    const { sandbox_id: id } = await create();
+    const second = createLocalProvider({ stateDir: local.stateDir, keeperScript: KEEPER_SCRIPT });
+    try {
+      // Verified once by each instance (a first look is inspect's), then read from the deadline alone.
+      expect(await second.lifetimeEnd!(id)).toBe((await second.getInfo(id)).end_at);
+      await provider.setTimeout(id, 800);
+      expect(await second.lifetimeEnd!(id)).toBe((await provider.getInfo(id)).end_at);
+      await provider.kill(id);
+      await expect(second.lifetimeEnd!(id)).rejects.toMatchObject({ category: 'not_found' });
+      await expect(provider.lifetimeEnd!(id)).rejects.toMatchObject({ category: 'not_found' });
+      await expect(provider.lifetimeEnd!('nosuchsandbx')).rejects.toMatchObject({ category: 'not_found' });
+      await expect(provider.lifetimeEnd!('../../../etc')).rejects.toMatchObject({ category: 'not_found' });
     } finally {
       await second.close();
     }

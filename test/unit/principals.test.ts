@@ -116,6 +116,7 @@ function ownersProvider() {
       return [...owners].filter(([, owner]) => o.owner === undefined || owner === o.owner).map(([id]) => runningSandbox(id));
     },
     getInfo: async (id) => (await known(id), runningSandbox(id)),
+    lifetimeEnd: async (id) => (await known(id), runningSandbox(id).end_at),
     setTimeout: known,
     kill: async (id) => {
       await known(id);
@@ -162,6 +163,7 @@ const PROVIDER_KEYS = Object.keys({
   create: 0,
   list: 0,
   getInfo: 0,
+  lifetimeEnd: 0,
   setTimeout: 0,
   kill: 0,
   getOwner: 0,

@@ -111,7 +111,8 @@ export async function renewIfOwned(ctx: ToolContext, ref: SandboxRef): Promise<v
   if (renewS === undefined) return;
   try {
     const provider = ctx.deps.providers.get(ref.provider);
-    const endAt = (await provider.getInfo(ref.id)).end_at;
+    // Not getInfo: its liveness checks (two /proc reads locally) are setTimeout's to make.
+    const endAt = provider.lifetimeEnd ? await provider.lifetimeEnd(ref.id) : (await provider.getInfo(ref.id)).end_at;
     if (endAt !== null && Date.parse(endAt) >= Date.now() + renewS * 1000 - renewalSlackMs(renewS)) return;
     await provider.setTimeout(ref.id, renewS);
   } catch (e) {

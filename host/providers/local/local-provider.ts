@@ -158,6 +158,10 @@ export class LocalProvider implements Provider {
     return asProviderErrors(() => this.lifecycle.getInfo(sandboxId));
   }
 
+  async lifetimeEnd(sandboxId: string): Promise<string | null> {
+    return asProviderErrors(async () => new Date(await this.registry.lifetimeEndMs(sandboxId)).toISOString());
+  }
+
   async setTimeout(sandboxId: string, timeoutS: number): Promise<void> {
     return asProviderErrors(() => this.lifecycle.setTimeout(sandboxId, timeoutS));
   }

@@ -5,24 +5,25 @@
 import { readdirSync, readFileSync, statfsSync, type StatsFs } from 'node:fs';
 import { join } from 'node:path';
 import { BeneathDir } from '../../../util/beneath.js';
+import { readSmallKernelFile } from '../system/proc.js';
 import { sandboxOwnMounts } from './disk-shares.js';
 
 // A mount with less than this free is full: ENOSPC for any write of some size.
 const FULL_BELOW_BYTES = 1024 * 1024;
 
-function readCounter(path: string, key: string): number | null {
-  try {
-    const m = new RegExp(`^${key} (\\d+)$`, 'm').exec(readFileSync(path, 'utf8'));
-    return m ? Number(m[1]) : null;
-  } catch {
-    return null;
-  }
+const OOM_KILL_LINE = /^oom_kill (\d+)$/m;
+
+/** The `oom_kill` counter of a memory cgroup file (read at every command's start: one read). */
+function readOomKills(path: string): number | null {
+  const text = readSmallKernelFile(path);
+  const m = text === null ? null : OOM_KILL_LINE.exec(text);
+  return m ? Number(m[1]) : null;
 }
 
 /** How many processes the sandbox's memory cgroup has OOM-killed so far (null without one). */
 export function oomKills(cgroupDirs: readonly string[]): number | null {
   for (const dir of cgroupDirs) {
-    const n = readCounter(join(dir, 'memory.oom_control'), 'oom_kill') ?? readCounter(join(dir, 'memory.events'), 'oom_kill');
+    const n = readOomKills(join(dir, 'memory.oom_control')) ?? readOomKills(join(dir, 'memory.events'));
     if (n !== null) return n;
   }
   return null;

@@ -48,9 +48,19 @@ export class FailureLog {
  * call) and the offset to read from next time. A missing file reads as none.
  */
 export function readFailures(dir: string, offset: number): { records: EgressFailureRecord[]; next: number } {
+  const path = join(dir, FAILURES_FILE);
+  // Asked after every command: most sandboxes have no failures, or none new. A stat that finds
+  // nothing past `offset` spares the open (whose ENOENT was a thrown error each time) and the buffer.
+  let size: number | undefined;
+  try {
+    size = statSync(path, { throwIfNoEntry: false })?.size;
+  } catch {
+    size = undefined;
+  }
+  if (size === undefined || size <= offset) return { records: [], next: offset };
   let fd: number;
   try {
-    fd = openSync(join(dir, FAILURES_FILE), 'r');
+    fd = openSync(path, 'r');
   } catch {
     return { records: [], next: offset };
   }

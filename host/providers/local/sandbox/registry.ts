@@ -144,6 +144,19 @@ export class SandboxRegistry {
     return null;
   }
 
+  /**
+   * When the sandbox's lifetime ends, for a renewal's look: a sandbox this registry verified once
+   * is not checked against /proc again (the setTimeout that may follow does that), only its
+   * deadline read (a stat, unless its file changed). One not cached, without a deadline or overdue
+   * gets inspect's full look (and its cleanup); throws not_found when it is gone.
+   */
+  async lifetimeEndMs(id: string): Promise<number> {
+    const cached = isSandboxId(id) ? this.cache.get(id) : undefined;
+    const endAtMs = cached ? this.deadlineOf(join(this.settings.sandboxes, id), cached) : null;
+    if (endAtMs !== null && Date.now() < endAtMs + OVERDUE_MS) return endAtMs;
+    return (await this.require(id)).endAtMs;
+  }
+
   /** The deadline in `dir`, read again only when its file is not the one `cached` read it from. */
   private deadlineOf(dir: string, cached: CachedRecords): number | null {
     const stamp = deadlineStamp(dir);
