@@ -3,7 +3,7 @@
 // line's node accepts. CI runs this file on each supported line (Node 20, 22, 24, 26).
 import { spawnSync } from 'node:child_process';
 import { expect, it } from 'vitest';
-import { SMALL_HEAP_FLAGS, youngGenerationFlags } from '../../host/providers/local/keeper/node-flags.js';
+import { memoryReducerFlags, SMALL_HEAP_FLAGS, youngGenerationFlags } from '../../host/providers/local/keeper/node-flags.js';
 
 it('asks for the young-generation mark-sweep from V8 13 on (Node 24 and later), never before', () => {
   expect(youngGenerationFlags('11.3.244.8-node.38')).toEqual([]); // Node 20: no such flag
@@ -12,8 +12,15 @@ it('asks for the young-generation mark-sweep from V8 13 on (Node 24 and later), 
   expect(youngGenerationFlags('14.6.202.34-node.40')).toEqual(['--minor-ms']);
 });
 
+it("shortens the memory reducer's first delay on V8 11 (Node 20) only", () => {
+  expect(memoryReducerFlags('11.3.244.8-node.38')).toEqual(['--gc-memory-reducer-start-delay-ms=3000']);
+  expect(memoryReducerFlags('12.4.254.21-node.57')).toEqual([]); // Node 22: no gain measured
+  expect(memoryReducerFlags('13.6.233.17-node.63')).toEqual([]);
+  expect(memoryReducerFlags('14.6.202.34-node.40')).toEqual([]); // Node 26: another default (30 s)
+});
+
 it("gives only flags the running node's V8 accepts", () => {
-  const flags = [...SMALL_HEAP_FLAGS, ...youngGenerationFlags(process.versions.v8)];
+  const flags = [...SMALL_HEAP_FLAGS, ...youngGenerationFlags(process.versions.v8), ...memoryReducerFlags(process.versions.v8)];
   const run = spawnSync(process.execPath, [...flags, '-e', 'process.stdout.write("started")'], { encoding: 'utf8' });
   expect(run.stderr).toBe('');
   expect(run.stdout).toBe('started');
