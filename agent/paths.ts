@@ -62,11 +62,14 @@ export function ensureTasksDir(env: NodeJS.ProcessEnv = process.env): string {
   return tasks;
 }
 
+/** This process's uid (a node process never changes it), read once. */
+let ownUid: number | undefined;
+
 /** True when `path` is a directory of this process's user with mode 0700 (what ensureTasksDir makes of it). */
 function isOwnPrivateDir(path: string): boolean {
   try {
     const st = statSync(path, { throwIfNoEntry: false });
-    return st !== undefined && st.isDirectory() && (st.mode & 0o777) === 0o700 && st.uid === process.getuid?.();
+    return st !== undefined && st.isDirectory() && (st.mode & 0o777) === 0o700 && st.uid === (ownUid ??= process.getuid?.());
   } catch {
     return false;
   }

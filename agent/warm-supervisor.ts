@@ -445,7 +445,8 @@ export async function awaitHandover(hasShellSocket: boolean): Promise<WarmTask |
   const self = selfStat;
   // A reused supervisor has run these steps for real.
   if (isFirstTask) rehearseHandover(tasks, hasReserve ? reserve : null);
-  const stdin = new LineReader(0);
+  // One for the process: a reused supervisor reads on where its last task's line ended.
+  stdin ??= new LineReader(0);
   let line = stdin.next();
   let pending: PendingShell | null = null;
   const expectation = line === null ? null : parseJson(line);
@@ -534,7 +535,7 @@ function rehearseHandover(tasks: string, reserve: string | null): void {
  * otherwise spawn mkfifo for every task: one spawn now makes the pipes of TASKS_PER_MKFIFO.
  */
 let stashedPipes: FifoPipe[] = [];
-const TASKS_PER_MKFIFO = 8;
+const TASKS_PER_MKFIFO = 16;
 
 /** The next task's stdout and stderr pipes; null: none could be made. */
 async function outputPipesAhead(state: string): Promise<FifoPipe[] | null> {
@@ -561,6 +562,9 @@ async function createFifoPipesAheadIntoLog(state: string, count: number): Promis
     if (fd !== null) closeSync(fd);
   }
 }
+
+/** The resident's lines on this supervisor's stdin, read by every awaitHandover (its 64 KiB buffer allocated once). */
+let stdin: LineReader | undefined;
 
 /** Lines read from a file descriptor, blocking (no event loop runs while a warm supervisor waits). */
 class LineReader {

@@ -5,7 +5,6 @@ import { readdirSync, readlinkSync, renameSync, rmdirSync, rmSync, unlinkSync } 
 import { dirname, join } from 'node:path';
 import { TERMINAL_STATES, type RemoveResult } from '../../shared/protocol.js';
 import { AgentFailure } from '../errors.js';
-import { crypto } from '../node-modules.js';
 import { isSameLiveProcess } from '../proc.js';
 import { observeTask } from '../task-view.js';
 import { sleep, type Timings } from '../timing.js';
@@ -33,7 +32,8 @@ export async function removeTask(taskId: string, timings: Timings, ended?: { sup
     await awaitSupervisorExit(dir, observed.status?.supervisor ?? null, timings);
   }
   // A rename first: from here on the task is gone for every reader, even if deleting takes a while.
-  const doomed = join(dirname(dir), `.removed-${taskId}-${crypto().randomBytes(4).toString('hex')}`);
+  // Any suffix unlikely to be taken does (a name taken makes the rename fail: nothing removed).
+  const doomed = join(dirname(dir), `.removed-${taskId}-${Math.random().toString(16).slice(2, 10)}`);
   try {
     renameSync(dir, doomed);
   } catch (err) {

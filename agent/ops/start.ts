@@ -283,6 +283,8 @@ async function awaitFirstReport(
 }
 
 const NOT_YET: StatusRead = { kind: 'missing' };
+/** The first status is written, its supervisor said: not read. */
+const REPORTED = { kind: 'reported' } as const;
 
 /** Polls until the status file exists; its last read (`missing` if `withinMs` passed or `isHopeless()` said to stop). */
 async function waitForStatus(
@@ -292,11 +294,13 @@ async function waitForStatus(
   changes: DirChanges,
   pollMs = START_POLL_MS,
   isReported?: () => boolean,
-): Promise<StatusRead> {
+): Promise<StatusRead | typeof REPORTED> {
   const giveUpAtMs = Date.now() + withinMs;
   for (;;) {
-    // A supervisor that tells of its first status is read once it has (or is gone): nothing is there before.
-    const read = isReported === undefined || isReported() || isHopeless() ? readStatus(dir) : NOT_YET;
+    // A supervisor that tells of its first status is not read for it: its word is the report (the
+    // status is read once it ends, or by whoever observes the task); gone, it is read as any other.
+    if (isReported !== undefined && isReported() && !isHopeless()) return REPORTED;
+    const read = isReported === undefined || isHopeless() ? readStatus(dir) : NOT_YET;
     if (read.kind !== 'missing') return read;
     // Once the supervisor has exited, one last look decides.
     if (isHopeless()) return readStatus(dir);
