@@ -17,21 +17,39 @@ export interface DirChanges {
  * wake it for nothing, on the cores the command and its supervisor need).
  */
 export function watchDirChanges(dir: string, name?: string): DirChanges {
-  let wake: () => void = () => {};
-  let hasChanged = false;
+  const told = toldChanges();
   let watcher: FSWatcher | undefined;
   try {
     watcher = watch(dir, { persistent: false }, (_event, changed) => {
       // No name given by the platform: any change counts.
       if (name !== undefined && changed !== null && changed !== name) return;
-      hasChanged = true;
-      wake();
+      told.notify();
     });
     watcher.on('error', () => {});
   } catch {
     watcher = undefined; // no inotify: the poll still finds the change
   }
   return {
+    next: (ms) => told.next(ms),
+    close() {
+      watcher?.close();
+    },
+  };
+}
+
+/** Changes that whoever makes them tells of (`notify`), with no watch: a supervisor that says what it wrote. */
+export interface ToldChanges extends DirChanges {
+  notify(): void;
+}
+
+export function toldChanges(): ToldChanges {
+  let wake: () => void = () => {};
+  let hasChanged = false;
+  return {
+    notify() {
+      hasChanged = true;
+      wake();
+    },
     next(ms) {
       // A change since the last look counts: the caller has not seen it yet.
       if (hasChanged) {
@@ -49,8 +67,6 @@ export function watchDirChanges(dir: string, name?: string): DirChanges {
         wake = done;
       });
     },
-    close() {
-      watcher?.close();
-    },
+    close() {},
   };
 }

@@ -1,5 +1,5 @@
 // Where task state lives: one private directory per sandbox OS user.
-import { mkdirSync, chmodSync } from 'node:fs';
+import { mkdirSync, chmodSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { userInfo } from 'node:os';
 import { AGENT_STATE_FROM_HOME } from '../shared/agent-state.js';
@@ -45,6 +45,8 @@ export function taskDir(taskId: string, env: NodeJS.ProcessEnv = process.env): s
 export function ensureTasksDir(env: NodeJS.ProcessEnv = process.env): string {
   const root = stateDir(env);
   const tasks = tasksDir(env);
+  // As every start but a sandbox's first finds them: two stats, nothing to change.
+  if (isOwnPrivateDir(root) && isOwnPrivateDir(tasks)) return tasks;
   try {
     mkdirSync(tasks, { recursive: true, mode: 0o700 });
     // mkdir's mode is filtered by the umask and ignored for existing directories.
@@ -58,6 +60,19 @@ export function ensureTasksDir(env: NodeJS.ProcessEnv = process.env): string {
     );
   }
   return tasks;
+}
+
+/** This process's uid (a node process never changes it), read once. */
+let ownUid: number | undefined;
+
+/** True when `path` is a directory of this process's user with mode 0700 (what ensureTasksDir makes of it). */
+function isOwnPrivateDir(path: string): boolean {
+  try {
+    const st = statSync(path, { throwIfNoEntry: false });
+    return st !== undefined && st.isDirectory() && (st.mode & 0o777) === 0o700 && st.uid === (ownUid ??= process.getuid?.());
+  } catch {
+    return false;
+  }
 }
 
 /** File names inside a task directory. */

@@ -17,11 +17,11 @@ import { runPlainExec, type PlainExec } from './exec-run.js';
 import { cancelTask } from './ops/cancel.js';
 import { getTask } from './ops/get.js';
 import { removeTask } from './ops/remove.js';
-import { spawnSupervisor, startNewTask, startTask, type StartOpts } from './ops/start.js';
+import { spawnSupervisor, startNewTask, startTask, type StartedTask, type StartOpts } from './ops/start.js';
 import { homeDir, taskDir, TASK_FILES } from './paths.js';
 import { refuseWithoutRoom } from './process-count.js';
 import { mayEnter } from './run-as.js';
-import { readTail } from './task-view.js';
+import { readTail, taskOutcome, type TaskOutcome } from './task-view.js';
 import { agentBaseEnv } from './task-env.js';
 import type { Timings } from './timing.js';
 import { WarmSupervisor } from './warm-supervisor.js';
@@ -126,7 +126,7 @@ export class ResidentTasks implements ResidentServices {
     const waiting: Waiting = { isKept: false };
     this.waiting.set(taskId, waiting);
     try {
-      let started: TaskView | null;
+      let started: StartedTask | null;
       try {
         const jobBounds = bounds
           ? { processes: bounds.processes, openFiles: bounds.open_files, oomScoreAdj: bounds.oom_score_adj }
@@ -146,8 +146,6 @@ export class ResidentTasks implements ResidentServices {
           },
           ctx.timings,
           this.warm.launch,
-          // Nothing of the logs yet: an ended task's answer reads them whole, a running one's the first page (awaitEnd).
-          STATUS_ONLY,
         );
       } catch (err) {
         // No slot left among the task directories, or no room to record a task (a full disk, which
@@ -157,19 +155,24 @@ export class ResidentTasks implements ResidentServices {
         throw err;
       }
       if (!started) throw existingTaskId();
-      if (isNeverRun(started)) {
+      // Nothing of the logs yet: an ended task's answer reads them whole, a running one's the first page (awaitEnd).
+      const first = taskOutcome(started.observed);
+      if (isNeverRun(first)) {
         // Its supervisor found no room for the final status and did not run it: nor a task, then.
         await removeTask(taskId, ctx.timings).catch(() => undefined);
         return runPlainExec(plain, ctx.signal);
       }
-      const view = await awaitEnd(started, Date.now() + promote.after_ms, ctx);
-      if (view.state === 'running' || view.state === 'unknown') return { kind: 'promoted', task: view };
-      const result = finishedResult(view.task_id, view, req.max_output_bytes);
+      const view = await awaitEnd(taskId, first, Date.now() + promote.after_ms, ctx);
+      // Only a view read again (awaitEnd) can still run: it is a whole one.
+      if (view.state === 'running' || view.state === 'unknown') return { kind: 'promoted', task: view as TaskView };
+      const result = finishedResult(taskId, view, req.max_output_bytes);
       // Nobody was told the id, unless someone else cancelled it (through this resident, or a
       // per-call agent: a cancel our caller did not ask for): once the answer is out, the task goes.
       const isCancelledElsewhere = view.state === 'cancelled' && ctx.signal?.aborted !== true;
       if (!waiting.isKept && !isCancelledElsewhere) {
-        const tidy = (): void => void removeTask(taskId, ctx.timings).catch(() => undefined);
+        // Its final status was read here, and its supervisor is ours to watch: the removal waits for it to leave, then deletes.
+        const ended = { supervisor: started.supervisor };
+        const tidy = (): void => void removeTask(taskId, ctx.timings, ended).catch(() => undefined);
         if (ctx.afterAnswer) ctx.afterAnswer(tidy);
         else tidy();
       }
@@ -191,12 +194,11 @@ export class ResidentTasks implements ResidentServices {
  * stops the command (as without promotion) and gets its end; one that went away (the server's
  * connection is gone) leaves it running as a task.
  */
-async function awaitEnd(started: TaskView, untilMs: number, ctx: RequestContext): Promise<TaskView> {
+async function awaitEnd(taskId: string, started: TaskOutcome, untilMs: number, ctx: RequestContext): Promise<TaskOutcome | TaskView> {
   // Already ended (a quick command): its status is all the answer needs (finishedResult reads the
   // logs). `started` shows no page of them: a task still running (or unknown) is read again below.
   if (started.state !== 'running' && started.state !== 'unknown') return started;
   const page0 = { stdoutOffset: 0, stderrOffset: 0, limit: LIMITS.pageDefaultBytes };
-  const taskId = started.task_id;
   let state: TaskView['state'] = started.state;
   while (state === 'running') {
     if (ctx.signal?.aborted) {
@@ -224,7 +226,7 @@ function existingTaskId(): AgentFailure {
 }
 
 /** A task its supervisor refused to run for a full state directory (it never started: nothing ran twice if run again). */
-function isNeverRun(view: TaskView): boolean {
+function isNeverRun(view: TaskOutcome): boolean {
   return view.state === 'failed' && view.started_at === null && view.error?.code === 'state_dir_full';
 }
 
@@ -237,7 +239,7 @@ function isDirectory(path: string): boolean {
 }
 
 /** An exec's answer from its ended task: each log's head and tail within `capBytes`, the exit status, whether it timed out. */
-function finishedResult(taskId: string, view: TaskView, capBytes: number): ExecFinished {
+function finishedResult(taskId: string, view: TaskOutcome, capBytes: number): ExecFinished {
   const dir = taskDir(taskId);
   const out = captureStream(dir, 'stdout', capBytes, view.stdout_truncated);
   const err = captureStream(dir, 'stderr', capBytes, view.stderr_truncated);
@@ -256,7 +258,7 @@ function finishedResult(taskId: string, view: TaskView, capBytes: number): ExecF
 }
 
 /** True when the task's logs end early because they could not be written (its error says where and why). */
-function isOutputLost(view: TaskView): boolean {
+function isOutputLost(view: TaskOutcome): boolean {
   return view.error?.code === 'state_dir_full' || view.error?.code === 'log_write_failed';
 }
 

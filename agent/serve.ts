@@ -24,7 +24,9 @@ export async function runResident(args: string[]): Promise<void> {
   closeInheritedFds();
   for (const sig of ['SIGHUP', 'SIGINT'] as const) process.on(sig, () => {});
   const idleExitMs = idleExitOf(args);
-  const services = new ResidentTasks(readTimings(process.env));
+  // Read once: the variables are the resident's own, fixed when it started.
+  const timings = readTimings(process.env);
+  const services = new ResidentTasks(timings);
   const inFlight = new Map<number, InFlight>();
   let isStopping = false;
 
@@ -60,7 +62,7 @@ export async function runResident(args: string[]): Promise<void> {
     inFlight.set(id, controller);
     const after: (() => void)[] = [];
     const ctx: RequestContext = {
-      timings: readTimings(process.env),
+      timings,
       resident: services,
       signal: controller.signal,
       afterAnswer: (fn) => after.push(fn),
@@ -102,7 +104,7 @@ export async function runResident(args: string[]): Promise<void> {
     } else inFlight.get(parsed.data.id)?.abort(parsed.data.abort);
   };
 
-  const ctx: RequestContext = { timings: readTimings(process.env), resident: services };
+  const ctx: RequestContext = { timings, resident: services };
   send({ id: 0, hello: { ...helloResult(ctx), pid: process.pid, resident: true, promotable: services.isPromotable } });
   process.stdin.on('data', lineSplitter(onLine, stop));
   process.stdin.on('end', stop);

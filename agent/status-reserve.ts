@@ -6,7 +6,7 @@
 // tmpfs, ext4 or xfs) and the reserve is renamed over status.json (a rename needs none either).
 // Where overwriting still allocates (copy-on-write filesystems), the reserve is deleted instead
 // and the ordinary write retried in the room that freed. Nothing is taken from the logs.
-import { closeSync, fsyncSync, ftruncateSync, openSync, renameSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, ftruncateSync, lstatSync, openSync, renameSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TaskStatus } from '../shared/status.js';
 import { isNoSpaceError } from './no-space.js';
@@ -60,19 +60,43 @@ export function writeReserveFile(path: string): boolean {
   }
 }
 
+/** True when `path` is a reserve as writeReserveFile leaves it: a file (no link) of RESERVE_BYTES, all allocated. */
+export function isReserveFile(path: string): boolean {
+  try {
+    const st = lstatSync(path, { throwIfNoEntry: false });
+    return st !== undefined && st.isFile() && st.size === RESERVE_BYTES && st.blocks * 512 >= RESERVE_BYTES;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Writes the final status atomically, spending the reserve only if the filesystem is full; throws
- * StatusNotWritten when even that fails. The reserve is gone afterwards either way.
+ * StatusNotWritten when even that fails. The reserve is gone from the task's directory afterwards
+ * either way: unused, it is moved to `keepReserveAt` when given (a reused supervisor's next task
+ * takes it, not written again), else deleted.
  */
-export function writeFinalStatus(dir: string, status: TaskStatus): void {
+export function writeFinalStatus(dir: string, status: TaskStatus, keepReserveAt?: string): void {
   const reserve = join(dir, TASK_FILES.statusReserve);
   try {
     writeStatus(dir, status);
-    removeFileQuietly(reserve);
-    return;
   } catch (err) {
     if (!isNoSpaceError(err)) throw err;
+    return writeFinalStatusFull(dir, status, reserve);
   }
+  if (keepReserveAt !== undefined) {
+    try {
+      renameSync(reserve, keepReserveAt);
+      return;
+    } catch {
+      // not there (or not movable): deleted below, and the next task's is written
+    }
+  }
+  removeFileQuietly(reserve);
+}
+
+/** writeFinalStatus on a full filesystem: into the reserve, else in the room its deletion frees. */
+function writeFinalStatusFull(dir: string, status: TaskStatus, reserve: string): void {
   if (writeIntoReserve(reserve, join(dir, TASK_FILES.status), JSON.stringify(status) + '\n')) return;
   // The reserve could not take the record in place: free its blocks and try the ordinary way once more.
   removeFileQuietly(reserve);

@@ -10,7 +10,7 @@
 // Every task has one from its first byte, a start through the resident agent too: nothing else
 // ever reads a task's output, so no process's death between a read and its log write can lose it.
 import type { ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, openSync } from 'node:fs';
+import { closeSync, existsSync, openSync, writeSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { LIMITS } from '../shared/limits.js';
@@ -69,6 +69,8 @@ type TaskError = NonNullable<TaskStatus['error']>;
 interface Supervision {
   readonly dir: string;
   readonly req: TaskRequestFile;
+  /** A warm supervisor's (the resident's, which it tells of its status writes on stdout: tellRunning). */
+  readonly isReusable: boolean;
   /** The command's environment: ours with the task variables applied (see task-env.ts). */
   readonly env: NodeJS.ProcessEnv;
   /** The record written to status.json at each transition, and finally with the outcome. */
@@ -147,7 +149,7 @@ export async function runSupervisor(
   // Whoever started us may have leaked descriptors (selftest's caller, say); the command must not
   // hold them. (A warm supervisor closed them before its task came.)
   if (made === undefined) closeInheritedFds();
-  const sup = beginSupervision(dir, env, made);
+  const sup = beginSupervision(dir, env, made, isReusable);
   current = sup;
   listenForRequests();
   try {
@@ -176,6 +178,7 @@ async function supervise(sup: Supervision): Promise<void> {
   const child = spawnCommand(sup, stdio);
   if (!child) return new Promise<void>(() => {}); // the spawn failure is recorded (and the process ends) when the child reports it
   recordRunning(sup, child);
+  if (sup.isReusable) tellRunning();
   drainOutput(sup, stdio, child);
   armTimeout(sup);
   recordExit(sup, await leaderExit(child));
@@ -201,7 +204,7 @@ export function finalState(reason: TerminationReason | null, exitCode: number | 
 
 // --- start-up ---------------------------------------------------------------------------------
 
-function beginSupervision(dir: string, env: NodeJS.ProcessEnv, made: MadeAhead | undefined): Supervision {
+function beginSupervision(dir: string, env: NodeJS.ProcessEnv, made: MadeAhead | undefined, isReusable: boolean): Supervision {
   const req = made?.request ?? readTaskRequest(dir);
   const self = made?.self ?? readProcStat(process.pid);
   let streamEnded: () => void = () => {};
@@ -214,6 +217,7 @@ function beginSupervision(dir: string, env: NodeJS.ProcessEnv, made: MadeAhead |
   return {
     dir,
     req,
+    isReusable,
     env: commandEnv(env),
     madeOutputs: made?.outputs ?? null,
     madeReserve: made?.reserve ?? null,
@@ -376,6 +380,22 @@ function recordRunning(sup: Supervision, child: ChildProcess): void {
     finish(sup, withReason(sup, 'supervisor_error', STATE_DIR_FULL_AT_START));
   }
   if (sup.status.reason !== null) terminateGroup(sup);
+}
+
+/**
+ * What a reused supervisor writes on its stdout (the resident's pipe) once its task's first status
+ * is written: the resident waits for it, and for `free` once the final one is, instead of watching
+ * the task's directory (warm-supervisor.ts).
+ */
+export const RUNNING_LINE = 'running';
+
+/** Tells the resident the first status is written; a resident gone meanwhile hears nothing (the supervisor goes on). */
+function tellRunning(): void {
+  try {
+    writeSync(1, RUNNING_LINE + '\n');
+  } catch {
+    // its task runs on; the resident (or the next) reads the status file
+  }
 }
 
 /** Masked output into the capped logs; a full log hands its pipe to `tail -c` (which keeps its end), else `cat > /dev/null`. */
@@ -567,7 +587,8 @@ function recordOutcome(sup: Supervision, error?: TaskError): void {
   const cause = error ?? logWriteError(sup.logs, sup.dir);
   if (cause) status.error = cause;
   try {
-    writeFinalStatus(sup.dir, status);
+    // A reused supervisor keeps its reserve for the next task (moved back where it was made).
+    writeFinalStatus(sup.dir, status, sup.isReusable && sup.madeReserve !== null ? sup.madeReserve : undefined);
   } catch (err) {
     // Readers find the supervisor gone and the filesystem full, and say so.
     debug(`final status not written: ${String(err)}`);

@@ -8,7 +8,7 @@ import { AgentFailure } from './errors.js';
 import { TASK_FILES } from './paths.js';
 import { hasNoSpaceLeft } from './no-space.js';
 import { isSameLiveProcess } from './proc.js';
-import { readStatus } from './status-read.js';
+import { readStatus, type StatusRead } from './status-read.js';
 
 /** Byte offsets and page size, per stream. */
 export interface PageOpts {
@@ -32,7 +32,11 @@ export interface ObservedTask {
  * directory's filesystem is full, that is named as the likely cause.
  */
 export function observeTask(dir: string): ObservedTask {
-  const read = readStatus(dir);
+  return observeStatus(dir, readStatus(dir));
+}
+
+/** observeTask from a read of the task's status already made (`read`). */
+export function observeStatus(dir: string, read: StatusRead): ObservedTask {
   if (read.kind === 'missing') {
     if (hasNoSpaceLeft(dir)) {
       return {
@@ -168,6 +172,22 @@ function refusePastEnd(stream: 'stdout' | 'stderr', offset: number, size: number
     'invalid_request',
     `\`${stream}_offset\` is past the end of ${stream} (${size} bytes so far): pass a previous ${stream}_next_offset`,
   );
+}
+
+/** What a view says of a task's state and outcome, without its logs. */
+export type TaskOutcome = Pick<TaskView, 'state' | 'exit_code' | 'started_at' | 'stdout_truncated' | 'stderr_truncated' | 'error'>;
+
+/** The outcome part of the view buildView makes of `observed` (no log read). */
+export function taskOutcome(observed: ObservedTask): TaskOutcome {
+  const s = observed.status;
+  return {
+    state: observed.state,
+    exit_code: s?.exit_code ?? null,
+    started_at: s?.started_at ?? null,
+    stdout_truncated: s?.stdout_truncated ?? false,
+    stderr_truncated: s?.stderr_truncated ?? false,
+    ...(observed.error ? { error: observed.error } : {}),
+  };
 }
 
 /** Assembles the task view from an observation and a page of each log (logs read after the status). */

@@ -27,10 +27,10 @@ import { readProcStat } from './proc.js';
 import type { ProcStat } from '../shared/proc-stat.js';
 import { removeFileQuietly } from './remove-file.js';
 import { secretValuesFromEnv } from './secret-masker.js';
-import { writeReserveFile } from './status-reserve.js';
+import { isReserveFile, writeReserveFile } from './status-reserve.js';
 import { commandEnv } from './task-env.js';
-import { commandPrelude, commandShells, oneShellCommand, type MadeAhead } from './supervisor.js';
-import type { SupervisorLauncher, SupervisorWatch } from './ops/start.js';
+import { commandPrelude, commandShells, oneShellCommand, RUNNING_LINE, type MadeAhead } from './supervisor.js';
+import { newSupervisorWatch, supervisorGone, type SupervisorLauncher, type SupervisorWatch } from './ops/start.js';
 import {
   commandLines,
   discardPendingShell,
@@ -146,6 +146,7 @@ interface Booted {
 const READY_LINE_MAX = 64;
 /** What a reusable supervisor writes on its stdout once its task has ended and it is out of the task's directory. */
 const FREE_LINE = 'free';
+// Before it, once its task's first status is written: RUNNING_LINE (supervisor.ts).
 /** At most this many supervisors wait for a task; one more that comes free is retired. */
 const MAX_WAITING = 4;
 
@@ -256,7 +257,11 @@ export class WarmSupervisor {
     booted.shellSocket!.on('error', () => {});
     child.stdout!.on(
       'data',
-      lineSplitterOf((line) => (line === FREE_LINE ? this.onFree(booted) : retireBooted(booted))),
+      lineSplitterOf((line) => {
+        if (line === RUNNING_LINE) reported(booted.task);
+        else if (line === FREE_LINE) this.onFree(booted);
+        else retireBooted(booted);
+      }),
     );
     // Read once it has booted: its command's first process is then started for this shape.
     if (ahead && this.lastShape) {
@@ -295,19 +300,26 @@ export class WarmSupervisor {
     const task = booted.task;
     if (!task) return retireBooted(booted); // free without a task: not our protocol
     booted.task = null;
-    task.hasExited = true;
+    supervisorGone(task);
     if (this.waiting.length >= MAX_WAITING) retireBooted(booted);
     else this.wait(booted);
   }
 
   private drop(booted: Booted): void {
-    if (booted.task) booted.task.hasExited = true;
+    if (booted.task) supervisorGone(booted.task);
     booted.task = null;
     const i = this.waiting.indexOf(booted);
     if (i >= 0) this.waiting.splice(i, 1);
     clearTimeout(booted.retireTimer);
     dropShellSocket(booted);
   }
+}
+
+/** Its task's first status is written, it says. */
+function reported(task: SupervisorWatch | null): void {
+  if (!task) return;
+  task.hasReported = true;
+  task.told?.notify();
 }
 
 function isAlive(booted: Booted): boolean {
@@ -369,7 +381,8 @@ function awaitReadyShell(booted: Booted, shape: CommandShape): void {
  * end of file, so that the task ends (exit 125) having run nothing, never a command without one.
  */
 function handOver(booted: Booted, line: Handover): SupervisorWatch {
-  const watch: SupervisorWatch = { hasExited: false, spawnError: undefined };
+  // It says when its task's first and final statuses are written (RUNNING_LINE, FREE_LINE): start needs no watch on the directory.
+  const watch = newSupervisorWatch(true);
   booted.task = watch;
   booted.child.stdin!.write(JSON.stringify(line) + '\n');
   // A shell that died meanwhile never reads it: its supervisor records how it ended.
@@ -415,21 +428,25 @@ export async function awaitHandover(hasShellSocket: boolean): Promise<WarmTask |
   // spawn, socket and timer code run once, by createFifoPipesAhead).
   // No socket (a warm supervisor started by hand, say): no shell is started ahead.
   const shellSocket = hasShellSocket ? SHELL_SOCKET_FD : null;
+  const isFirstTask = selfStat === undefined;
   // Once: what a reused supervisor opened since is node's own (close-on-exec).
-  if (selfStat === undefined) closeInheritedFds(shellSocket ?? undefined);
+  if (isFirstTask) closeInheritedFds(shellSocket ?? undefined);
   childProcess();
   net();
   const state = stateDir();
-  if (selfStat === undefined) removeOrphanedReserves(state);
+  if (isFirstTask) removeOrphanedReserves(state);
   // Made beside the tasks folder, never in it (a listing would see them); the FIFOs' names go once open.
   const outputs = await outputPipesAhead(state);
   const reserve = reservePathOf(state, process.pid);
-  const hasReserve = writeReserveFile(reserve);
+  // A reused supervisor's last task gave it back unused (writeFinalStatus): it is written only when it is not.
+  const hasReserve = isReserveFile(reserve) || writeReserveFile(reserve);
   // The same process from task to task: its /proc stat (its start time) is read once.
   selfStat ??= readProcStat(process.pid);
   const self = selfStat;
-  rehearseHandover(tasks, hasReserve ? reserve : null);
-  const stdin = new LineReader(0);
+  // A reused supervisor has run these steps for real.
+  if (isFirstTask) rehearseHandover(tasks, hasReserve ? reserve : null);
+  // One for the process: a reused supervisor reads on where its last task's line ended.
+  stdin ??= new LineReader(0);
   let line = stdin.next();
   let pending: PendingShell | null = null;
   const expectation = line === null ? null : parseJson(line);
@@ -518,7 +535,7 @@ function rehearseHandover(tasks: string, reserve: string | null): void {
  * otherwise spawn mkfifo for every task: one spawn now makes the pipes of TASKS_PER_MKFIFO.
  */
 let stashedPipes: FifoPipe[] = [];
-const TASKS_PER_MKFIFO = 8;
+const TASKS_PER_MKFIFO = 16;
 
 /** The next task's stdout and stderr pipes; null: none could be made. */
 async function outputPipesAhead(state: string): Promise<FifoPipe[] | null> {
@@ -545,6 +562,9 @@ async function createFifoPipesAheadIntoLog(state: string, count: number): Promis
     if (fd !== null) closeSync(fd);
   }
 }
+
+/** The resident's lines on this supervisor's stdin, read by every awaitHandover (its 64 KiB buffer allocated once). */
+let stdin: LineReader | undefined;
 
 /** Lines read from a file descriptor, blocking (no event loop runs while a warm supervisor waits). */
 class LineReader {

@@ -5,27 +5,35 @@ import { readdirSync, readlinkSync, renameSync, rmdirSync, rmSync, unlinkSync } 
 import { dirname, join } from 'node:path';
 import { TERMINAL_STATES, type RemoveResult } from '../../shared/protocol.js';
 import { AgentFailure } from '../errors.js';
-import { crypto } from '../node-modules.js';
 import { isSameLiveProcess } from '../proc.js';
 import { observeTask } from '../task-view.js';
 import { sleep, type Timings } from '../timing.js';
 import { existingTaskDir } from './task-dir.js';
+import { supervisorGoneWithin, type SupervisorWatch } from './start.js';
 
-/** Removes the task's directory if its state is terminal; `task_not_finished` otherwise. */
-export async function removeTask(taskId: string, timings: Timings): Promise<RemoveResult> {
+/**
+ * Removes the task's directory if its state is terminal; `task_not_finished` otherwise. `ended`:
+ * the caller read the task's final status itself (it never changes) and watches the supervisor it
+ * launched, so neither is looked up again.
+ */
+export async function removeTask(taskId: string, timings: Timings, ended?: { supervisor: SupervisorWatch }): Promise<RemoveResult> {
   const dir = existingTaskDir(taskId);
-  const observed = observeTask(dir);
-  if (!TERMINAL_STATES.has(observed.state)) {
-    throw new AgentFailure(
-      'task_not_finished',
-      observed.state === 'running'
-        ? 'the task is still running: cancel it first'
-        : 'the task is unknown (its processes may still run): it cannot be removed; destroying the sandbox removes it',
-    );
+  if (ended) await supervisorGoneWithin(ended.supervisor, timings.inputWaitMs);
+  else {
+    const observed = observeTask(dir);
+    if (!TERMINAL_STATES.has(observed.state)) {
+      throw new AgentFailure(
+        'task_not_finished',
+        observed.state === 'running'
+          ? 'the task is still running: cancel it first'
+          : 'the task is unknown (its processes may still run): it cannot be removed; destroying the sandbox removes it',
+      );
+    }
+    await awaitSupervisorExit(dir, observed.status?.supervisor ?? null, timings);
   }
-  await awaitSupervisorExit(dir, observed.status?.supervisor ?? null, timings);
   // A rename first: from here on the task is gone for every reader, even if deleting takes a while.
-  const doomed = join(dirname(dir), `.removed-${taskId}-${crypto().randomBytes(4).toString('hex')}`);
+  // Any suffix unlikely to be taken does (a name taken makes the rename fail: nothing removed).
+  const doomed = join(dirname(dir), `.removed-${taskId}-${Math.random().toString(16).slice(2, 10)}`);
   try {
     renameSync(dir, doomed);
   } catch (err) {

@@ -13,12 +13,12 @@ import { AgentFailure } from '../errors.js';
 import { isNoSpaceError, stateDirFull } from '../no-space.js';
 import { ensureTasksDir, homeDir, TASK_FILES } from '../paths.js';
 import { writeFileAtomic, writeStatus } from '../status-file.js';
-import { readStatus } from '../status-read.js';
+import { readStatus, type StatusRead } from '../status-read.js';
 import type { JobBounds } from '../../shared/job-bounds.js';
 import type { TaskRequestFile } from '../task-request.js';
-import { buildView, observeTask, type ObservedTask, type PageOpts } from '../task-view.js';
+import { buildView, observeStatus, observeTask, type ObservedTask, type PageOpts } from '../task-view.js';
 import type { Timings } from '../timing.js';
-import { watchDirChanges, type DirChanges } from '../dir-changes.js';
+import { toldChanges, watchDirChanges, type DirChanges, type ToldChanges } from '../dir-changes.js';
 import { childProcess } from '../node-modules.js';
 import { EXEC_DRAIN_GRACE_MS } from '../exec-run.js';
 import { closeInheritedFds } from '../inherited-fds.js';
@@ -54,7 +54,7 @@ export async function startTask(opts: StartOpts, timings: Timings, launch: Super
   const dir = join(tasks, opts.taskId);
   const claim = claimTaskDir(tasks, dir, opts.cwd);
   let ended: ObservedTask | null = null;
-  if (claim) ended = await launchClaimed(dir, opts, claim.cwd, timings, launch);
+  if (claim) ended = (await launchClaimed(dir, opts, claim.cwd, timings, launch)).ended;
   else {
     // An existing task (or one a concurrent start just created) is reported, never started again.
     // A directory that is still young may belong to a start in progress: give it time to report.
@@ -68,22 +68,24 @@ export async function startTask(opts: StartOpts, timings: Timings, launch: Super
   return buildView(opts.taskId, dir, ended ?? observeTask(dir), FIRST_PAGE);
 }
 
+/** A task startNewTask started: its state as observed once its supervisor reported, and that supervisor. */
+export interface StartedTask {
+  /** Its end if seen meanwhile (a final status does not change), else the task as observed after the settle. */
+  observed: ObservedTask;
+  supervisor: SupervisorWatch;
+}
+
 /**
- * Starts a task under a new id: null, and nothing started, when its directory exists. The view
- * shows `page` of each log (a promotable exec reads its logs itself once the task ends).
+ * Starts a task under a new id: null, and nothing started, when its directory exists. No log is
+ * read (a promotable exec reads its logs itself once the task ends, or a page of them if it runs on).
  */
-export async function startNewTask(
-  opts: StartOpts,
-  timings: Timings,
-  launch: SupervisorLauncher,
-  page: PageOpts,
-): Promise<TaskView | null> {
+export async function startNewTask(opts: StartOpts, timings: Timings, launch: SupervisorLauncher): Promise<StartedTask | null> {
   const tasks = ensureTasksDir();
   const dir = join(tasks, opts.taskId);
   const claim = claimTaskDir(tasks, dir, opts.cwd);
   if (!claim) return null;
-  const ended = await launchClaimed(dir, opts, claim.cwd, timings, launch);
-  return buildView(opts.taskId, dir, ended ?? observeTask(dir), page);
+  const { ended, supervisor } = await launchClaimed(dir, opts, claim.cwd, timings, launch);
+  return { observed: ended ?? observeTask(dir), supervisor };
 }
 
 /**
@@ -96,12 +98,14 @@ async function launchClaimed(
   cwd: string,
   timings: Timings,
   launch: SupervisorLauncher,
-): Promise<ObservedTask | null> {
+): Promise<{ ended: ObservedTask | null; supervisor: SupervisorWatch }> {
   const request = writeRequest(dir, opts, cwd, timings);
-  // Watched before the launch: the supervisor's first status may come at once.
-  const changes = watchDirChanges(dir, TASK_FILES.status);
+  const supervisor = launch(dir, opts.env ?? process.env, request);
+  // A supervisor that tells its status writes needs no watch; another's first status may have come
+  // before the watch: the wait reads the status before it waits for a change.
+  const changes = supervisor.told ?? watchDirChanges(dir, TASK_FILES.status);
   try {
-    return await awaitFirstReport(dir, opts.taskId, launch(dir, opts.env ?? process.env, request), timings, changes);
+    return { ended: await awaitFirstReport(dir, opts.taskId, supervisor, timings, changes), supervisor };
   } finally {
     changes.close();
   }
@@ -114,7 +118,6 @@ async function launchClaimed(
 function claimTaskDir(tasks: string, dir: string, cwd: string | undefined): { cwd: string } | null {
   if (existsSync(dir)) return null;
   const resolvedCwd = resolveCwd(cwd);
-  if (countTasks(tasks) >= LIMITS.maxTasks) throw taskLimit();
   try {
     mkdirSync(dir, { mode: 0o700 });
   } catch (err) {
@@ -122,7 +125,8 @@ function claimTaskDir(tasks: string, dir: string, cwd: string | undefined): { cw
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     return null;
   }
-  // Two starts racing for the last slots may both get here; one more count keeps the bound.
+  // Counted once the directory is made, which keeps the bound when starts race for the last slots
+  // (each counts the others' directories too); a count before the mkdir would only repeat this one.
   if (countTasks(tasks) > LIMITS.maxTasks) {
     rmdirSync(dir);
     throw taskLimit();
@@ -159,9 +163,49 @@ function writeRequest(dir: string, opts: StartOpts, cwd: string, timings: Timing
 
 /** What start sees of the supervisor it launched, kept current by the child's events. */
 export interface SupervisorWatch {
+  /** It exited, or (a reused supervisor) it said its task ended and it left the task's directory. */
   hasExited: boolean;
   /** The errno code when it could not be spawned. */
   spawnError: string | undefined;
+  /** A telling supervisor (`told`) said its task's first status is written. */
+  hasReported: boolean;
+  /** Called once hasExited turns true (supervisorGone). */
+  onGone?: (() => void) | undefined;
+  /**
+   * A reused supervisor's word on its task's status, instead of a watch on the task directory: it
+   * says when it has written the first status and when the final one (it is then gone); absent
+   * (a cold supervisor), start watches the directory.
+   */
+  told?: ToldChanges;
+}
+
+/** A watch on a supervisor just launched (`isTelling`: one that tells its status writes). */
+export function newSupervisorWatch(isTelling = false): SupervisorWatch {
+  return { hasExited: false, spawnError: undefined, hasReported: false, ...(isTelling ? { told: toldChanges() } : {}) };
+}
+
+/** Records that the supervisor has exited, or (reused) left its task; whoever waits on it (supervisorGoneWithin, told changes) goes on. */
+export function supervisorGone(watch: SupervisorWatch): void {
+  if (watch.hasExited) return;
+  watch.hasExited = true;
+  watch.told?.notify();
+  const onGone = watch.onGone;
+  watch.onGone = undefined;
+  onGone?.();
+}
+
+/** Resolves once the supervisor is gone (supervisorGone), or after `ms` at the latest. */
+export function supervisorGoneWithin(watch: SupervisorWatch, ms: number): Promise<void> {
+  if (watch.hasExited) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      watch.onGone = undefined;
+      resolve();
+    }
+    watch.onGone = done;
+  });
 }
 
 /** Launches the supervisor of the task in `dir` (whose request is written: `request`), the command getting `env`. */
@@ -185,7 +229,7 @@ export function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv): Supervisor
   const watch = watchChild(child);
   child.on('error', (err: NodeJS.ErrnoException) => {
     watch.spawnError = err.code ?? 'error';
-    watch.hasExited = true;
+    supervisorGone(watch);
   });
   child.unref();
   return watch;
@@ -196,8 +240,8 @@ export function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv): Supervisor
  * spawnError: a cold spawn from the child's `error`, a hand-over from its stdin's.
  */
 export function watchChild(child: ChildProcess): SupervisorWatch {
-  const watch: SupervisorWatch = { hasExited: false, spawnError: undefined };
-  child.on('exit', () => (watch.hasExited = true));
+  const watch = newSupervisorWatch();
+  child.on('exit', () => supervisorGone(watch));
   return watch;
 }
 
@@ -213,8 +257,13 @@ async function awaitFirstReport(
   timings: Timings,
   changes: DirChanges,
 ): Promise<ObservedTask | null> {
-  const isReported = await waitForStatus(dir, timings.startReportMs, () => supervisor.hasExited, changes);
-  if (!isReported && supervisor.spawnError !== undefined && readStatus(dir).kind === 'missing') {
+  // Told changes miss nothing (the supervisor's word, or its exit): no poll in case one was missed,
+  // and no read before it says there is something to read.
+  const told = supervisor.told !== undefined;
+  const pollMs = told ? Infinity : START_POLL_MS;
+  const isReported = told ? () => supervisor.hasReported : undefined;
+  let read = await waitForStatus(dir, timings.startReportMs, () => supervisor.hasExited, changes, pollMs, isReported);
+  if (read.kind === 'missing' && supervisor.spawnError !== undefined && readStatus(dir).kind === 'missing') {
     writeStatus(dir, {
       ...initialStatus(taskId),
       state: 'failed',
@@ -224,24 +273,42 @@ async function awaitFirstReport(
     });
     return null;
   }
+  // Only an end is looked for: the status alone says so (a running one's supervisor is checked
+  // by whoever observes the task next), and the read that found the first report is the first look.
+  // A telling supervisor's end is its word that it is gone: only then is the status read again.
   const settleAtMs = Date.now() + timings.startSettleMs;
-  while (Date.now() < settleAtMs && !supervisor.hasExited) {
-    const observed = observeTask(dir);
-    if (TERMINAL_STATES.has(observed.state)) return observed;
-    await changes.next(Math.min(START_POLL_MS, timings.pollMs, settleAtMs - Date.now()));
+  for (;;) {
+    if (read.kind === 'ok' && TERMINAL_STATES.has(read.status.state)) return observeStatus(dir, read);
+    if (Date.now() >= settleAtMs || supervisor.hasExited) return null;
+    await changes.next(Math.min(pollMs, timings.pollMs, settleAtMs - Date.now()));
+    if (!told || supervisor.hasExited) read = readStatus(dir);
   }
-  return null;
 }
 
-/** Polls until the status file exists; false if `withinMs` passed or `isHopeless()` said to stop. */
-async function waitForStatus(dir: string, withinMs: number, isHopeless: () => boolean, changes: DirChanges): Promise<boolean> {
+const NOT_YET: StatusRead = { kind: 'missing' };
+/** The first status is written, its supervisor said: not read. */
+const REPORTED = { kind: 'reported' } as const;
+
+/** Polls until the status file exists; its last read (`missing` if `withinMs` passed or `isHopeless()` said to stop). */
+async function waitForStatus(
+  dir: string,
+  withinMs: number,
+  isHopeless: () => boolean,
+  changes: DirChanges,
+  pollMs = START_POLL_MS,
+  isReported?: () => boolean,
+): Promise<StatusRead | typeof REPORTED> {
   const giveUpAtMs = Date.now() + withinMs;
   for (;;) {
-    if (readStatus(dir).kind !== 'missing') return true;
+    // A supervisor that tells of its first status is not read for it: its word is the report (the
+    // status is read once it ends, or by whoever observes the task); gone, it is read as any other.
+    if (isReported !== undefined && isReported() && !isHopeless()) return REPORTED;
+    const read = isReported === undefined || isHopeless() ? readStatus(dir) : NOT_YET;
+    if (read.kind !== 'missing') return read;
     // Once the supervisor has exited, one last look decides.
-    if (isHopeless()) return readStatus(dir).kind !== 'missing';
-    if (Date.now() >= giveUpAtMs) return false;
-    await changes.next(START_POLL_MS);
+    if (isHopeless()) return readStatus(dir);
+    if (Date.now() >= giveUpAtMs) return read;
+    await changes.next(Math.min(pollMs, giveUpAtMs - Date.now()));
   }
 }
 

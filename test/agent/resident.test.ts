@@ -5,7 +5,7 @@
 // (`agent.cjs call`), a process of their own, as another server would.
 import { createHash, randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ExecResultSchema, TaskViewSchema, type AgentResponse, type ExecFinished, type TaskView } from '../../shared/protocol.js';
@@ -520,6 +520,36 @@ describe('supervisors the resident reuses (warm)', () => {
     expect(isRunning(r.process.pid!)).toBe(true);
     await waitFor(() => readdirSync(join(w.stateDir, 'tasks')).length === 2, "the exec's task removed");
     expect(readdirSync(join(w.stateDir, 'tasks')).sort()).toEqual([first.task_id, task.task_id].sort());
+  });
+
+  it('a reused supervisor keeps its status reserve from task to task: moved back unused after each, never written again', async () => {
+    const w = world();
+    // No boot ahead: every exec goes to the one supervisor the first booted.
+    const r = await startResident(w, { SANDBOX_AGENT_WARM_IDLE_MS: '60000', SANDBOX_AGENT_WARM_QUIET_MS: '600000' });
+    const promotable = { protocol: 1, op: 'exec', env: envOf(w), timeout_ms: 30_000, max_output_bytes: 65_536 };
+    const run = async (i: number): Promise<void> => {
+      const res = ExecResultSchema.parse(
+        ok(await r.request({ ...promotable, command: `echo run ${i}`, promote: { task_id: newTaskId(), after_ms: 30_000 } })),
+      );
+      expect(res).toMatchObject({ kind: 'finished', exit_code: 0 });
+      expect(text((res as ExecFinished).stdout_b64)).toBe(`run ${i}\n`);
+    };
+    await run(0);
+    const sup = await waitFor(() => (warmOf(r).length === 1 ? warmOf(r)[0] : undefined), "the exec's supervisor");
+    const reserve = join(w.stateDir, `.warm-${sup!}.reserve`);
+    await waitFor(() => isWaiting(sup!) && existsSync(reserve), 'it waits for the next task, its reserve beside the tasks folder');
+    // Written once (16 KiB of blanks); a rewrite would change its modification time, a move does not.
+    const written = statSync(reserve, { bigint: true });
+    expect([written.size, readFileSync(reserve).toString().trim()]).toEqual([16_384n, '']);
+    for (let i = 1; i <= 3; i++) {
+      await run(i);
+      await waitFor(() => isWaiting(sup!) && existsSync(reserve), 'it waits again');
+      const now = statSync(reserve, { bigint: true });
+      expect([now.ino, now.mtimeNs, now.size]).toEqual([written.ino, written.mtimeNs, 16_384n]);
+    }
+    expect(warmOf(r)).toEqual([sup]);
+    // Each exec's task directory is gone, its reserve with it (moved out, not left behind).
+    await waitFor(() => readdirSync(join(w.stateDir, 'tasks')).length === 0, "the execs' tasks removed");
   });
 
   it('a reused supervisor ignores a stop signal meant for its earlier task, and a cancel of its current one stops it', async () => {

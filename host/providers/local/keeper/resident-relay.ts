@@ -105,6 +105,7 @@ export class ResidentRelay {
   /** The resident is gone (it failed): every connection ends (their requests' outcomes are unknown to them). */
   detach(): void {
     clearTimeout(this.quietTimer);
+    this.quietTimer = undefined;
     this.link = null;
     this.greeting = null;
     this.lastGreeting = null;
@@ -201,8 +202,9 @@ export class ResidentRelay {
   /** (Re)starts the quiet period: it ends once nothing is in flight for quietMs. */
   private armQuiet(): void {
     if (this.quietMs === null || !this.link) return;
-    clearTimeout(this.quietTimer);
-    this.quietTimer = setTimeout(() => this.onQuietEnd(), this.quietMs);
+    // One timer, put off by every frame (refresh re-arms it, fired or not: no new timer a frame).
+    if (this.quietTimer) this.quietTimer.refresh();
+    else this.quietTimer = setTimeout(() => this.onQuietEnd(), this.quietMs);
   }
 
   private onQuietEnd(): void {
