@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // One temporary folder per run, removed at its end (test/support/run-tmpdir.ts).
+    globalSetup: ['./test/support/run-tmpdir.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Real processes and sandboxes: two workers match this 2-core machine.
