@@ -447,6 +447,8 @@ describe('sandbox-mcp dashboard (stdio users)', () => {
     expect(page.url()).not.toContain('code=');
     expect(await page.locator('#who').textContent()).toBe('operator');
     expect(await rows(page)).toEqual(expect.arrayContaining([ids.a1, ids.b1]));
+    // At 1280 pixels the sandboxes, with their Owner column, fit their panel: nothing to scroll sideways to.
+    expect(await page.locator('.sandboxes').evaluate((el: any) => el.scrollWidth - el.clientWidth)).toBeLessThanOrEqual(0);
     await page.screenshot({ path: screenshotPath('dashboard-operator') });
     // The same link again (another browser): spent.
     const second = await freshPage();
