@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { mapE2bError } from '../../host/providers/e2b/errors.js';
-import { hostResourcesError, toProviderError } from '../../host/providers/local/errors.js';
+import { hostResourcesError, keeperFailureError, toProviderError, userProcessLimitError } from '../../host/providers/local/errors.js';
 import { fileStatusError, FILE_STATUS } from '../../host/providers/local/files/scripts.js';
 import { memoryCeilingReached, processLimitReached, tooManySandboxes } from '../../host/providers/local/limits/notes.js';
 import { RECOVERY_SUGGESTIONS, type ProviderError } from '../../host/providers/provider-error.js';
@@ -68,6 +68,17 @@ const CASES: Array<[string, ProviderError, RegExp[]]> = [
   ['the server out of open files', toProviderError(errno('EMFILE')), [/ulimit -n/, /LimitNOFILE/]],
   ['the machine out of processes or memory', toProviderError(errno('EAGAIN')), [/kill_sandbox/, /stop_processes/]],
   ['a command whose nsenter could not start', hostResourcesError('ENOMEM'), [/kill_sandbox/, /end other programs/]],
+  // A create near the server's user's process limit, however the start broke (lifecycle/create.ts).
+  [
+    "the server's user at its process limit (user_process_limit)",
+    userProcessLimitError({ uid: 1000, limit: 4096, used: 4090 }),
+    [/uid 1000/, /4090 of 4096/, /kill_sandbox/, /stop_processes/, /ulimit -u/, /LimitNPROC=/],
+  ],
+  [
+    'bwrap out of processes or memory (start_out_of_resources)',
+    keeperFailureError('start_out_of_resources'),
+    [/kill_sandbox/, /end other programs/],
+  ],
   ['e2b: the sandbox disk full', mapE2bError(new NotEnoughSpaceError('raw')), [/run_command with rm/, /larger disk/]],
   ['e2b: 507 from envd', mapE2bError(Object.assign(new SandboxError('507: raw'), { statusCode: 507 })), [/run_command with rm/]],
 ];
@@ -112,13 +123,14 @@ describe('insufficient_resources advice', () => {
       /code: 'pty_spawn_failed',\s*detail:\s*'[^']*close other terminals/,
     );
     const count = (file: string) => (readSource(file).match(/new ProviderError\('insufficient_resources'/g) ?? []).length;
-    // notes.ts: sandboxes, memory ceiling, process limit; errors.ts: hostResourcesError; one each elsewhere.
+    // notes.ts: sandboxes, memory ceiling, process limit; errors.ts: the user's process limit,
+    // hostResourcesError, bwrap out of resources; one each elsewhere.
     expect(Object.fromEntries(places.map((f) => [f, count(f)]))).toEqual({
       'host/providers/local/limits/notes.ts': 3,
       'host/providers/local/files/scripts.ts': 1,
       'host/providers/local/network/expose.ts': 1,
       'host/providers/local/exec/terminal.ts': 1,
-      'host/providers/local/errors.ts': 1,
+      'host/providers/local/errors.ts': 3,
       'host/tasks/wait-gate.ts': 1,
     });
     // Each of those with a detail of its own (the generic suggestion is never what they say).

@@ -3,6 +3,7 @@
 import { definedFields } from '../../util/defined-fields.js';
 import { isProviderError, ProviderError } from '../provider-error.js';
 import type { KeeperFailure } from './keeper/report.js';
+import { CREATE_NEEDS_TASKS } from './system/user-processes.js';
 
 /** Static "what is wrong and how to fix it" texts for the environment checks. */
 export const LOCAL_DETAILS = {
@@ -25,7 +26,10 @@ export const LOCAL_DETAILS = {
     'cpu/memory limits need a cgroup the sandbox keeper can create (root with cgroup v1 cpu/memory controllers, or a delegated cgroup v2 subtree with cpu and memory enabled); create the sandbox without cpu/memory here.',
   networkFailed:
     "The sandbox's egress proxy could not be started in its network namespace; check that nsenter works on this machine (sandbox-mcp doctor) and retry.",
-  bwrapFailed: 'bubblewrap failed to start the sandbox; check that bubblewrap works on this machine (bwrap --ro-bind / / true).',
+  bwrapFailed:
+    'bubblewrap failed to start the sandbox: retry; if it fails again, check that bubblewrap works on this machine (bwrap --ro-bind / / true), and start the server with SANDBOX_MCP_DEBUG=1 to log how bwrap failed.',
+  startOutOfResources:
+    'This machine could not start the sandbox: it is out of processes or memory (bubblewrap could not fork or create its namespaces). Destroy sandboxes you no longer need (kill_sandbox) or end what runs in them (stop_processes, cancel_task), or end other programs on the machine, and retry.',
   startTimeout: 'The sandbox did not become ready in time; the machine may be overloaded. Retry.',
   sandboxGone: 'The sandbox does not exist (it may have expired or been killed).',
   endedDuringCommand: 'The sandbox ended while the command ran (it expired or was killed).',
@@ -54,6 +58,20 @@ export const LOCAL_DETAILS = {
     'This machine could not start a process for the server (out of processes or memory): destroy sandboxes you no longer need (kill_sandbox) or end what runs in them (stop_processes, cancel_task), or end other programs on the machine, and retry.',
 } as const;
 
+/**
+ * insufficient_resources for the server's user at its process limit (RLIMIT_NPROC), which every
+ * process and thread of that uid counts against — the server's, its keepers', and, for a server
+ * that is not root, everything in its sandboxes: names the limit, the count and the ways out.
+ */
+export function userProcessLimitError(u: { uid: number; limit: number; used: number }): ProviderError {
+  return new ProviderError('insufficient_resources', {
+    code: 'user_process_limit',
+    detail:
+      `The server's user (uid ${u.uid}) is at its process limit: ${u.used} of ${u.limit} processes and threads (RLIMIT_NPROC, counted over all of that user's processes, its sandboxes' included), and starting a sandbox needs about ${CREATE_NEEDS_TASKS} more. ` +
+      'Destroy sandboxes you no longer need (kill_sandbox) or end what runs in them (stop_processes, cancel_task), end other processes of that user, or raise its limit (ulimit -u, LimitNPROC= for a systemd service), and retry.',
+  });
+}
+
 /** insufficient_resources for this machine (not a sandbox) lacking what the server needs, by errno code, naming the way out. */
 export function hostResourcesError(code: string | undefined): ProviderError {
   const detail =
@@ -80,6 +98,8 @@ export function keeperFailureError(code: KeeperFailure): ProviderError {
       return new ProviderError('timeout', { code, detail: LOCAL_DETAILS.startTimeout });
     case 'bwrap_failed':
       return new ProviderError('unavailable', { code, detail: LOCAL_DETAILS.bwrapFailed });
+    case 'start_out_of_resources':
+      return new ProviderError('insufficient_resources', { code, detail: LOCAL_DETAILS.startOutOfResources });
     case 'network_failed':
       return new ProviderError('unavailable', { code, detail: LOCAL_DETAILS.networkFailed });
     case 'root_mount_failed':

@@ -4,11 +4,32 @@
 // from its stderr without that text ever leaving the keeper.
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
+import { createLogger, isDebugOn } from '../../../util/log.js';
 import type { SandboxLaunch } from './launch-command.js';
 import type { KeeperFailure } from './report.js';
 
 const STDERR_KEEP_BYTES = 8192;
 
+/**
+ * How long a failure waits, after bwrap's exit, for the rest of its stderr: Node may report the
+ * exit before it has read the pipes, and a failure classified on half its text is misnamed.
+ */
+const STDERR_DRAIN_MS = 1_000;
+
+/** A start failure for want of processes or memory: fork, clone or a mount refused with EAGAIN or ENOMEM. */
+const OUT_OF_RESOURCES = /Resource temporarily unavailable|Cannot allocate memory/;
+
+/** The errno names a failure's stderr may end in (strerror's texts), for the debug log. */
+const ERRNO_TEXTS: Readonly<Record<string, string>> = {
+  'Resource temporarily unavailable': 'EAGAIN',
+  'Cannot allocate memory': 'ENOMEM',
+  'No space left on device': 'ENOSPC',
+  'No such file or directory': 'ENOENT',
+  'Permission denied': 'EACCES',
+  'Operation not permitted': 'EPERM',
+  'Device or resource busy': 'EBUSY',
+  'Invalid argument': 'EINVAL',
+};
 /**
  * How a launch ended: pid 1 runs and is ready (its host pid), or bwrap failed to get there
  * (`sizeUnsupported`: this bubblewrap predates --size, 0.7.0).
@@ -29,6 +50,9 @@ export interface BwrapProcess {
 /** Classifies bwrap's (or its launch helper's) start-up failure from its stderr; the text itself never leaves the keeper. */
 export function classifyBwrapFailure(stderr: string, exitCode: number | null): KeeperFailure {
   if (exitCode === 125) return 'cgroup_unavailable';
+  // Before the namespace patterns: "Creating new namespace failed: Resource temporarily unavailable"
+  // is the user's process limit (or memory), not a kernel refusing namespaces.
+  if (OUT_OF_RESOURCES.test(stderr)) return 'start_out_of_resources';
   if (/setting up uid map: Permission denied/i.test(stderr)) return 'userns_apparmor';
   // The launch helper of a template sandbox (helpers/mount-root.pl) names the call that failed.
   if (/^sandbox-mcp: (mount|open_tree|mount_setattr|move_mount)\b/m.test(stderr)) return 'root_mount_failed';
@@ -59,6 +83,31 @@ export function spawnBwrap(launch: SandboxLaunch, startTimeoutMs: number): Bwrap
   return { child, started, exited, hasExited };
 }
 
+/** What the debug log says of a failed start: static fields only, never bwrap's text (it names host paths). */
+function logStartFailure(
+  failure: KeeperFailure,
+  exitCode: number | null,
+  signal: NodeJS.Signals | null,
+  stderr: string,
+  ready: boolean,
+  spawnErrno?: string,
+): void {
+  const errno = spawnErrno ?? Object.entries(ERRNO_TEXTS).find(([text]) => stderr.includes(text))?.[1];
+  createLogger({ isDebug: isDebugOn(process.env) }).debug('bwrap failed to start the sandbox', {
+    failure,
+    exitCode: exitCode ?? undefined,
+    signal: signal ?? undefined,
+    errno,
+    stderrBytes: stderr.length,
+    ready,
+  });
+}
+
+/** The failure of a spawn error: the system out of processes or memory, else the program missing. */
+function spawnFailure(err: NodeJS.ErrnoException): KeeperFailure {
+  return err.code === 'EAGAIN' || err.code === 'ENOMEM' ? 'start_out_of_resources' : 'tool_missing';
+}
+
 /** Feeds bwrap its passwd and group and resolves with the first of: ready, exit, spawn error, timeout. */
 function watchStart(child: ChildProcess, passwd: string, group: string, startTimeoutMs: number): Promise<BwrapStart> {
   return new Promise((resolve) => {
@@ -67,6 +116,7 @@ function watchStart(child: ChildProcess, passwd: string, group: string, startTim
     let ready = '';
     let pid1: number | null = null;
     let isDone = false;
+    let exitStatus: { code: number | null; signal: NodeJS.Signals | null } | null = null;
     const finish = (r: BwrapStart): void => {
       if (isDone) return;
       isDone = true;
@@ -74,13 +124,29 @@ function watchStart(child: ChildProcess, passwd: string, group: string, startTim
       resolve(r);
     };
     const checkReady = (): void => {
-      if (pid1 !== null && ready.includes('ready')) finish({ pid1 });
+      // A ready read after bwrap's exit is a sandbox already gone (pid 1 died at once): a failure.
+      if (pid1 !== null && ready.includes('ready') && !exitStatus) finish({ pid1 });
     };
     const timer = setTimeout(() => finish({ failure: 'start_timeout' }), startTimeoutMs);
-    child.on('error', () => finish({ failure: 'tool_missing' }));
-    child.on('exit', (code) =>
-      finish({ failure: classifyBwrapFailure(stderr, code), sizeUnsupported: /Unknown option --size/.test(stderr) }),
-    );
+    child.on('error', (err: NodeJS.ErrnoException) => {
+      const failure = spawnFailure(err);
+      logStartFailure(failure, null, null, '', false, err.code);
+      finish({ failure });
+    });
+    // A failure is classified once bwrap's stderr is read to its end ('close': every pipe closed),
+    // or a moment after its exit (something it started may hold a pipe).
+    const classify = (): void => {
+      if (isDone || !exitStatus) return;
+      const { code, signal } = exitStatus;
+      const failure = classifyBwrapFailure(stderr, code);
+      logStartFailure(failure, code, signal, stderr, ready.includes('ready'));
+      finish({ failure, sizeUnsupported: /Unknown option --size/.test(stderr) });
+    };
+    child.on('exit', (code, signal) => {
+      exitStatus = { code, signal };
+      if (!isDone) setTimeout(classify, STDERR_DRAIN_MS).unref();
+    });
+    child.on('close', classify);
     const [, , err, statusPipe, readyPipe, passwdPipe, groupPipe] = child.stdio as unknown as [
       unknown,
       unknown,

@@ -26,7 +26,7 @@ import {
   type KeeperRecord,
 } from '../sandbox/state-dir.js';
 import { ceilingCgroupName, CgroupUnavailableError, createCgroups, type SandboxCgroups } from '../system/cgroups.js';
-import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
+import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, ticksSinceBoot, type ProcIdentity } from '../system/proc.js';
 import { EgressProxyStartError, openSandboxNetwork } from '../network/sandbox-network.js';
 import { isHelperArch } from '../launch/perl-helpers.js';
 import { forbidUserNamespaces } from '../limits/userns-limit.js';
@@ -376,6 +376,9 @@ async function superviseDeadline(keeper: KeeperState, recheckMs: number): Promis
  */
 async function terminate(keeper: KeeperState, exitWaitMs: number): Promise<void> {
   keeper.ending.abort();
+  // Whatever enters this sandbox started before now: a later process in a namespace of the same
+  // number belongs to a sandbox that got the number once this one's was freed (proc.ts, startedAfter).
+  const endingAt = ticksSinceBoot();
   const { bwrap } = keeper;
   if (bwrap) {
     // Before anything dies, whatever the ending: the host-side halves of the resident and of
@@ -389,7 +392,7 @@ async function terminate(keeper: KeeperState, exitWaitMs: number): Promise<void>
     // namespace can finish dying; a stopped one never would.
     const giveUpAtMs = Date.now() + exitWaitMs;
     while (!bwrap.hasExited() && Date.now() < giveUpAtMs) {
-      if (keeper.pidNs) killNamespaceEnterers(keeper.pidNs, [process.pid]);
+      if (keeper.pidNs) killNamespaceEnterers(keeper.pidNs, [process.pid], endingAt);
       await Promise.race([bwrap.exited, sleep(50)]);
     }
   }

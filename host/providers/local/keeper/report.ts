@@ -8,7 +8,8 @@ import { closeSync, writeSync } from 'node:fs';
  * `network_failed`: the egress proxy could not be started. `root_mount_failed`: a template
  * sandbox's writable root could not be mounted. `ro_bind_missing`: a read-only host path the
  * server shows in sandboxes is gone. `userns_limit_failed`: nested user namespaces could not be
- * forbidden inside (limits/userns-limit.ts).
+ * forbidden inside (limits/userns-limit.ts). `start_out_of_resources`: bwrap could not be spawned,
+ * or could not fork or create its namespaces, for want of processes or memory (EAGAIN, ENOMEM).
  */
 export type KeeperFailure =
   | 'spec_invalid'
@@ -17,6 +18,7 @@ export type KeeperFailure =
   | 'userns_refused'
   | 'userns_apparmor'
   | 'bwrap_failed'
+  | 'start_out_of_resources'
   | 'start_timeout'
   | 'network_failed'
   | 'root_mount_failed'

@@ -7,7 +7,7 @@ import { ProviderError } from '../../provider-error.js';
 import { formatAllowEntry, parseAllowEntry, type NetworkPolicy } from '../../network-policy.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import type { CreateOpts, SandboxMetadata } from '../../provider.js';
-import { keeperFailureError, LOCAL_DETAILS } from '../errors.js';
+import { keeperFailureError, LOCAL_DETAILS, toProviderError, userProcessLimitError } from '../errors.js';
 import type { KeeperReport } from '../keeper/report.js';
 import { startKeeper } from '../keeper/start.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
@@ -41,6 +41,7 @@ import {
 import type { LocalSettings } from '../settings.js';
 import { findExecutable, preflight } from '../system/preflight.js';
 import { identify, type ProcIdentity } from '../system/proc.js';
+import { nearProcessLimit } from '../system/user-processes.js';
 import { assertLifetimeS, invalid, validateEnvs } from '../validation.js';
 import { sandboxMetadata } from './metadata.js';
 
@@ -121,6 +122,8 @@ export class SandboxCreator {
         tools,
         opts,
       );
+    } catch (e) {
+      throw asUserProcessLimit(e);
     } finally {
       if (identity) this.pendingUids.delete(identity.uid);
     }
@@ -317,4 +320,26 @@ function specUser(ids: ImageUserIds, imageEnv: readonly string[]): SpecUser {
   // Where a command without cwd runs: that home, if the image has it as a directory (else `/`).
   const homeIsDir = home === '/' || (home === ids.home && ids.home_is_dir === true);
   return { uid: ids.uid, gid: ids.gid, ...definedFields({ name: ids.name }), home, homeIsDir };
+}
+
+/** Codes of insufficient_resources that a start failing for want of processes gives (out of processes or memory). */
+const OUT_OF_PROCESSES_CODES = new Set(['EAGAIN', 'ENOMEM', 'start_out_of_resources']);
+
+/**
+ * `e`, or — when it is a failure to start (not a refusal) and the server's user is left with too
+ * few processes below its limit — the user's process limit, named. Near that limit whichever of
+ * the keeper, bwrap, its namespaces or a helper fails to fork decides how the failure looks (a
+ * keeper fault, a timeout, "bwrap is not installed", "user namespaces refused"; see
+ * system/user-processes.ts), so the limit is checked after any of them.
+ */
+export function asUserProcessLimit(e: unknown): unknown {
+  const err = toProviderError(e);
+  const isStartFailure =
+    err.category === 'unavailable' ||
+    err.category === 'internal' ||
+    err.category === 'timeout' ||
+    (err.category === 'insufficient_resources' && OUT_OF_PROCESSES_CODES.has(err.code ?? ''));
+  if (!isStartFailure) return e;
+  const near = nearProcessLimit();
+  return near ? userProcessLimitError(near) : e;
 }

@@ -9,7 +9,15 @@ import type { CommandRunner } from '../exec/command-runner.js';
 import { sandboxGone, type SandboxRegistry } from '../sandbox/registry.js';
 import { writeDeadline, writeEndingMark } from '../sandbox/state-dir.js';
 import type { LocalSettings } from '../settings.js';
-import { identify, isAlive, netNamespace, processesInNetNamespace, signalIfAlive, type ProcIdentity } from '../system/proc.js';
+import {
+  identify,
+  isAlive,
+  netNamespace,
+  processesInNetNamespace,
+  signalIfAlive,
+  ticksSinceBoot,
+  type ProcIdentity,
+} from '../system/proc.js';
 import { assertLifetimeS, invalid, isNonNegativeInt } from '../validation.js';
 import { sandboxMetadata } from './metadata.js';
 
@@ -44,10 +52,12 @@ function ownNetNamespace(pid1: ProcIdentity | undefined): string | null {
  * helper, a command of this server still entering. Each would keep the namespace (and its loopback
  * ports) alive after kill returned.
  */
-async function awaitNetNamespaceEmpty(ns: string, waitMs: number): Promise<void> {
+async function awaitNetNamespaceEmpty(ns: string, waitMs: number, startedBy: number | null): Promise<void> {
   const giveUpAtMs = Date.now() + waitMs;
   for (;;) {
-    const left = processesInNetNamespace(ns);
+    // Never what started after the kill began: the namespace's number, once freed, may be another
+    // sandbox's, created meanwhile (its pid 1 killed here would fail its create; proc.ts, startedAfter).
+    const left = processesInNetNamespace(ns, startedBy);
     if (left.length === 0 || Date.now() >= giveUpAtMs) return;
     for (const pid of left) {
       for (const sig of ['SIGKILL', 'SIGCONT'] as const) {
@@ -129,6 +139,7 @@ export class SandboxLifecycle {
     const sb = await this.registry.require(sandboxId);
     const keeper = sb.keeper.keeper;
     const netNs = ownNetNamespace(sb.keeper.pid1);
+    const killedAt = ticksSinceBoot();
     // A kill that fails midway leaves nothing that counts: the mark counts while this process
     // runs, and kill ends with the directory gone (the keeper's removal or forceCleanup's).
     if (this.self) {
@@ -149,6 +160,6 @@ export class SandboxLifecycle {
     this.registry.forget(sandboxId);
     // Commands of ours still waiting on the dead sandbox (e.g. a stopped nsenter) end now.
     this.runner.killCommands(sandboxId);
-    if (netNs !== null) await awaitNetNamespaceEmpty(netNs, this.settings.killWaitMs);
+    if (netNs !== null) await awaitNetNamespaceEmpty(netNs, this.settings.killWaitMs, killedAt);
   }
 }

@@ -74,6 +74,26 @@ export function signalIfAlive(proc: ProcIdentity | undefined, signal: NodeJS.Sig
   }
 }
 
+/** Clock ticks since boot now (/proc/uptime in USER_HZ, 100 on Linux: the unit of /proc start times), or null. */
+export function ticksSinceBoot(): number | null {
+  const seconds = Number(readSmallKernelFile('/proc/uptime')?.split(' ')[0]);
+  return Number.isFinite(seconds) && seconds > 0 ? Math.floor(seconds * 100) : null;
+}
+
+/**
+ * True when `pid` is known to have started after `ticks` (clock ticks since boot). Namespace
+ * numbers (`net:[…]`, `pid:[…]`) come from one pool and are given again as soon as one is freed
+ * (measured: `unshare -n` twice in a row may get the same one), so a sweep that goes on looking for
+ * a dead sandbox's namespace by its number may find a sandbox created meanwhile that got it: what
+ * started after the sweep's sandbox began ending cannot be one of its own. Unknown: false.
+ */
+function startedAfter(pid: number, ticks: number | null | undefined): boolean {
+  if (ticks === null || ticks === undefined) return false;
+  const text = readSmallKernelFile(`/proc/${pid}/stat`);
+  const stat = text === null ? null : parseProcStat(text);
+  return stat !== null && stat.startTime > ticks;
+}
+
 /** The pid namespace a process lives in (e.g. `pid:[4026532181]`), or null. */
 export function pidNamespace(pid: number): string | null {
   try {
@@ -86,9 +106,10 @@ export function pidNamespace(pid: number): string | null {
 /**
  * SIGKILLs (and continues) every process outside a pid namespace whose children are born in it:
  * nsenter's host-side half. A stopped one would never reap its child, and the namespace's dying
- * pid 1 waits for that — so the sandbox could not finish dying. Returns how many it signalled.
+ * pid 1 waits for that — so the sandbox could not finish dying. With `startedBy`, spares what
+ * started after it (see startedAfter). Returns how many it signalled.
  */
-export function killNamespaceEnterers(ns: string, exceptPids: readonly number[] = []): number {
+export function killNamespaceEnterers(ns: string, exceptPids: readonly number[] = [], startedBy?: number | null): number {
   let count = 0;
   for (const pid of listPids() ?? []) {
     if (pid <= 1 || exceptPids.includes(pid)) continue;
@@ -98,7 +119,7 @@ export function killNamespaceEnterers(ns: string, exceptPids: readonly number[] 
     } catch {
       continue;
     }
-    if (forChildren !== ns || pidNamespace(pid) === ns) continue;
+    if (forChildren !== ns || pidNamespace(pid) === ns || startedAfter(pid, startedBy)) continue;
     for (const sig of ['SIGKILL', 'SIGCONT'] as const) {
       try {
         process.kill(pid, sig);
@@ -120,7 +141,11 @@ export function netNamespace(pid: number | 'self'): string | null {
   }
 }
 
-/** The pids of the live processes in network namespace `ns` (a zombie is in none), this one excepted. */
-export function processesInNetNamespace(ns: string): number[] {
-  return (listPids() ?? []).filter((pid) => pid !== process.pid && netNamespace(pid) === ns);
+/**
+ * The pids of the live processes in network namespace `ns` (a zombie is in none), this one
+ * excepted; with `startedBy` (clock ticks since boot), only those not known to have started after
+ * it (see startedAfter: the number may have been given to another sandbox's namespace since).
+ */
+export function processesInNetNamespace(ns: string, startedBy?: number | null): number[] {
+  return (listPids() ?? []).filter((pid) => pid !== process.pid && netNamespace(pid) === ns && !startedAfter(pid, startedBy));
 }

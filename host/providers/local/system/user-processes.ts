@@ -1,0 +1,61 @@
+// The server's user's process limit (RLIMIT_NPROC) and how much of it is used. The kernel counts
+// every process and thread of a real uid — the server, its keepers, and everything in the
+// sandboxes of a server that is not root (they run as its uid, charged to it from their user
+// namespaces) — against the limit of the process that forks. A create needs a dozen of them
+// (a keeper's threads, bwrap, pid 1, the helpers): near the limit one of them fails to start, and
+// which one decides how the failure looks (measured: a keeper that dies or hangs, a bwrap that
+// cannot be spawned, a namespace that cannot be created, a helper that cannot fork). So a failed
+// start is checked against this, and reported as the limit it is. Only read after a failure.
+import { listPids } from '../../../../shared/proc-pids.js';
+import { readSmallKernelFile } from './proc.js';
+
+/** How many processes and threads a create needs left below the limit (measured: with 7 left a create could still fail). */
+export const CREATE_NEEDS_TASKS = 16;
+
+/** The server's user's process limit and its processes and threads now. */
+export interface UserProcesses {
+  uid: number;
+  /** The soft RLIMIT_NPROC of this process (inherited by its keepers). */
+  limit: number;
+  /** Processes and threads of this real uid, machine-wide as this /proc shows them. */
+  used: number;
+}
+
+/** This process's soft RLIMIT_NPROC, or null when unlimited or unreadable. */
+export function processLimit(limitsText: string | null = readSmallKernelFile('/proc/self/limits')): number | null {
+  const m = /^Max processes\s+(\S+)/m.exec(limitsText ?? '');
+  if (!m || m[1] === 'unlimited') return null;
+  const n = Number(m[1]);
+  return Number.isSafeInteger(n) && n > 0 ? n : null;
+}
+
+/** The processes and threads whose real uid is `uid`, from each process's status (Uid's first field, Threads). */
+export function countTasksOf(uid: number): number {
+  let n = 0;
+  for (const pid of listPids() ?? []) {
+    const status = readSmallKernelFile(`/proc/${pid}/status`);
+    if (status === null) continue;
+    const real = /^Uid:\s+(\d+)/m.exec(status)?.[1];
+    if (real === undefined || Number(real) !== uid) continue;
+    n += Number(/^Threads:\s+(\d+)/m.exec(status)?.[1] ?? 1);
+  }
+  return n;
+}
+
+/**
+ * The server's user's process count against its limit, or null where no limit binds: root (the
+ * kernel exempts it) or an unlimited RLIMIT_NPROC.
+ */
+export function userProcesses(): UserProcesses | null {
+  const uid = process.getuid?.();
+  if (uid === undefined || uid === 0) return null;
+  const limit = processLimit();
+  if (limit === null) return null;
+  return { uid, limit, used: countTasksOf(uid) };
+}
+
+/** The user's processes when fewer than CREATE_NEEDS_TASKS are left below its limit (a create cannot be sure to start); else null. */
+export function nearProcessLimit(): UserProcesses | null {
+  const u = userProcesses();
+  return u && u.limit - u.used < CREATE_NEEDS_TASKS ? u : null;
+}
