@@ -5,6 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { expect, it } from 'vitest';
 import {
   compilerFlags,
+  keeperCollectionFlags,
   lineFlags,
   memoryReducerFlags,
   SMALL_HEAP_FLAGS,
@@ -34,8 +35,14 @@ it('turns Maglev off from V8 13 on (Node 24 and later, where Node turns it on), 
   expect(lineFlags('11.3.244.8-node.38')).toEqual(['--gc-memory-reducer-start-delay-ms=3000']);
 });
 
+it('exposes gc to the keeper from V8 12 on (Node 22 and later), for its one collection of its start-up garbage', () => {
+  expect(keeperCollectionFlags('11.3.244.8-node.38')).toEqual([]); // Node 20: its reducer gives it back
+  expect(keeperCollectionFlags('12.4.254.21-node.57')).toEqual(['--expose-gc']);
+  expect(keeperCollectionFlags('14.6.202.34-node.40')).toEqual(['--expose-gc']);
+});
+
 it("gives only flags the running node's V8 accepts", () => {
-  const flags = [...SMALL_HEAP_FLAGS, ...lineFlags(process.versions.v8)];
+  const flags = [...SMALL_HEAP_FLAGS, ...lineFlags(process.versions.v8), ...keeperCollectionFlags(process.versions.v8)];
   const run = spawnSync(process.execPath, [...flags, '-e', 'process.stdout.write("started")'], { encoding: 'utf8' });
   expect(run.stderr).toBe('');
   expect(run.stdout).toBe('started');

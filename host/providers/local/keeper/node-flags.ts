@@ -52,3 +52,13 @@ export function compilerFlags(v8Version: string): string[] {
 export function lineFlags(v8Version: string): string[] {
   return [...youngGenerationFlags(v8Version), ...memoryReducerFlags(v8Version), ...compilerFlags(v8Version)];
 }
+
+/**
+ * The keeper only: `--expose-gc` from V8 12 (Node 22 and later), for its one collection of its
+ * start-up garbage (startup-garbage.ts), which V8's memory reducer never makes on Node 24 and 26.
+ * Not on Node 20, whose reducer gives it back 3 s after the start (memoryReducerFlags).
+ */
+export function keeperCollectionFlags(v8Version: string): string[] {
+  const major = Number(/^(\d+)\./.exec(v8Version)?.[1] ?? 0);
+  return major >= 12 ? ['--expose-gc'] : [];
+}

@@ -9,7 +9,7 @@ import type { LocalSettings } from '../settings.js';
 import { sameFile } from '../../../util/inspector-signal.js';
 import { DEBUG_ENV, isDebugOn } from '../../../util/log.js';
 import { coverInherited } from '../system/inherited-fds.js';
-import { lineFlags, SMALL_HEAP_FLAGS } from './node-flags.js';
+import { keeperCollectionFlags, lineFlags, SMALL_HEAP_FLAGS } from './node-flags.js';
 import type { KeeperReport } from './report.js';
 
 /** What starting a keeper needs from the provider's settings. */
@@ -33,7 +33,9 @@ export function startKeeper(dir: string, opts: KeeperStartOpts): Promise<KeeperR
     const nodeFlags = [
       ...SMALL_HEAP_FLAGS,
       '--v8-pool-size=0',
-      ...(sameFile(opts.nodePath, process.execPath) ? lineFlags(process.versions.v8) : []),
+      ...(sameFile(opts.nodePath, process.execPath)
+        ? [...lineFlags(process.versions.v8), ...keeperCollectionFlags(process.versions.v8)]
+        : []),
     ];
     // One malloc arena: the keeper's few threads hardly allocate, and a second arena is some
     // 0.3 MiB of an idle keeper. Nothing in a sandbox inherits the keeper's environment.
