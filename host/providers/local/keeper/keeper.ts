@@ -35,6 +35,7 @@ import { LaunchPrepareError, prepareLaunch, readKeeperHelper, type SandboxLaunch
 import { heldCgroups, HeldResources, type HeldResource } from './held-resources.js';
 import { openResidentRelay, type ResidentStart } from './resident.js';
 import { reportOnce, type KeeperReport } from './report.js';
+import { collectStartupGarbageOnce } from './startup-garbage.js';
 
 /** Timings and the report descriptor of runKeeper; every one has a working default. */
 export interface KeeperOpts {
@@ -106,6 +107,7 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
       report(READY);
       // After READY: a node start-up must not lengthen create.
       keeper.resident?.launch();
+      collectStartupGarbageOnce();
       await superviseDeadline(keeper, opts.recheckMs ?? 30_000);
     }
   } catch (e) {

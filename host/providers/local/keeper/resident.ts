@@ -29,7 +29,7 @@ import { RESIDENT_IDLE_EXIT_DEFAULT_S } from '../../../../shared/limits.js';
 import { identify, pidNamespace, type ProcIdentity } from '../system/proc.js';
 import { isDebugOn } from '../../../util/log.js';
 import type { HeldResource } from './held-resources.js';
-import { memoryReducerFlags, SMALL_HEAP_FLAGS, youngGenerationFlags } from './node-flags.js';
+import { lineFlags, SMALL_HEAP_FLAGS } from './node-flags.js';
 import { ResidentRelay } from './resident-relay.js';
 
 /** What the keeper knows when it starts the resident. */
@@ -61,15 +61,11 @@ export interface ResidentRecord {
 
 /**
  * Node's flags for the resident: a small heap, one V8 worker thread (each thread counts against
- * the process limit), and the young-generation and memory-reducer flags of this keeper's line:
- * the resident runs on the keeper's node, or on the agent runtime, which is made from that same node.
+ * the process limit), and the young-generation, memory-reducer and compiler flags of this keeper's
+ * line (lineFlags): the resident runs on the keeper's node, or on the agent runtime, which is made
+ * from that same node.
  */
-const NODE_FLAGS = [
-  ...SMALL_HEAP_FLAGS,
-  '--v8-pool-size=1',
-  ...youngGenerationFlags(process.versions.v8),
-  ...memoryReducerFlags(process.versions.v8),
-];
+const NODE_FLAGS = [...SMALL_HEAP_FLAGS, '--v8-pool-size=1', ...lineFlags(process.versions.v8)];
 /** Back-off before the next start after each failure in a row, then its last value. */
 const BACKOFF_MS = [0, 1000, 2000, 4000, 8000, 16000, 32000, 60000];
 /** A resident that ran this long was fine: the back-off starts over. */

@@ -9,7 +9,7 @@ import type { LocalSettings } from '../settings.js';
 import { sameFile } from '../../../util/inspector-signal.js';
 import { DEBUG_ENV, isDebugOn } from '../../../util/log.js';
 import { coverInherited } from '../system/inherited-fds.js';
-import { memoryReducerFlags, SMALL_HEAP_FLAGS, youngGenerationFlags } from './node-flags.js';
+import { keeperCollectionFlags, lineFlags, SMALL_HEAP_FLAGS } from './node-flags.js';
 import type { KeeperReport } from './report.js';
 
 /** What starting a keeper needs from the provider's settings. */
@@ -34,7 +34,7 @@ export function startKeeper(dir: string, opts: KeeperStartOpts): Promise<KeeperR
       ...SMALL_HEAP_FLAGS,
       '--v8-pool-size=0',
       ...(sameFile(opts.nodePath, process.execPath)
-        ? [...youngGenerationFlags(process.versions.v8), ...memoryReducerFlags(process.versions.v8)]
+        ? [...lineFlags(process.versions.v8), ...keeperCollectionFlags(process.versions.v8)]
         : []),
     ];
     // One malloc arena: the keeper's few threads hardly allocate, and a second arena is some
