@@ -72,6 +72,16 @@ export function userProcessLimitError(u: { uid: number; limit: number; used: num
   });
 }
 
+/** An errno saying a spawn or fork found no process or memory to take (not a program missing). */
+export function isOutOfProcesses(code: string | undefined): boolean {
+  return code === 'EAGAIN' || code === 'ENOMEM';
+}
+
+/** The error of a spawn that failed: out of processes or memory said as such, anything else `missing`. */
+export function spawnFailureError(err: NodeJS.ErrnoException, missing: ProviderError): ProviderError {
+  return isOutOfProcesses(err.code) ? hostResourcesError(err.code) : missing;
+}
+
 /** insufficient_resources for this machine (not a sandbox) lacking what the server needs, by errno code, naming the way out. */
 export function hostResourcesError(code: string | undefined): ProviderError {
   const detail =

@@ -5,6 +5,11 @@
 /** The heap bounds both processes get on every Node.js line. */
 export const SMALL_HEAP_FLAGS = ['--max-old-space-size=32', '--max-semi-space-size=1'] as const;
 
+/** The major version of a V8 version string (`process.versions.v8`); 0 when it has none. */
+function v8Major(v8Version: string): number {
+  return Number(/^(\d+)\./.exec(v8Version)?.[1] ?? 0);
+}
+
 /**
  * From V8 13 (Node 24 and 26) an idle process keeps its young generation's two semi-spaces
  * committed (2 MiB with 1 MiB semi-spaces, some 0.4 MiB of it in use), where V8 12 (Node 22) gives
@@ -14,8 +19,7 @@ export const SMALL_HEAP_FLAGS = ['--max-old-space-size=32', '--max-semi-space-si
  * unknown flag stops node), and on Node 22 it made no difference.
  */
 export function youngGenerationFlags(v8Version: string): string[] {
-  const major = Number(/^(\d+)\./.exec(v8Version)?.[1] ?? 0);
-  return major >= 13 ? ['--minor-ms'] : [];
+  return v8Major(v8Version) >= 13 ? ['--minor-ms'] : [];
 }
 
 /**
@@ -29,8 +33,7 @@ export function youngGenerationFlags(v8Version: string): string[] {
  * lines: Node 22 read the same with it, and on Node 24 a shorter delay changed nothing.
  */
 export function memoryReducerFlags(v8Version: string): string[] {
-  const major = Number(/^(\d+)\./.exec(v8Version)?.[1] ?? 0);
-  return major === 11 ? ['--gc-memory-reducer-start-delay-ms=3000'] : [];
+  return v8Major(v8Version) === 11 ? ['--gc-memory-reducer-start-delay-ms=3000'] : [];
 }
 
 /**
@@ -44,8 +47,7 @@ export function memoryReducerFlags(v8Version: string): string[] {
  * where Maglev is already off (docs/performance.md, issue 36's "idle memory on Node 22, 24 and 26").
  */
 export function compilerFlags(v8Version: string): string[] {
-  const major = Number(/^(\d+)\./.exec(v8Version)?.[1] ?? 0);
-  return major >= 13 ? ['--no-maglev'] : [];
+  return v8Major(v8Version) >= 13 ? ['--no-maglev'] : [];
 }
 
 /** Every flag of this node's line that both the keeper and the resident get beside their own. */
@@ -59,6 +61,5 @@ export function lineFlags(v8Version: string): string[] {
  * Not on Node 20, whose reducer gives it back 3 s after the start (memoryReducerFlags).
  */
 export function keeperCollectionFlags(v8Version: string): string[] {
-  const major = Number(/^(\d+)\./.exec(v8Version)?.[1] ?? 0);
-  return major >= 12 ? ['--expose-gc'] : [];
+  return v8Major(v8Version) >= 12 ? ['--expose-gc'] : [];
 }

@@ -3,7 +3,7 @@
 import { spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { ProviderError } from '../../provider-error.js';
-import { hostResourcesError, LOCAL_DETAILS } from '../errors.js';
+import { LOCAL_DETAILS, spawnFailureError } from '../errors.js';
 import { sandboxPath } from '../launch/environment.js';
 import type { LocalSettings } from '../settings.js';
 import { sameFile } from '../../../util/inspector-signal.js';
@@ -70,11 +70,7 @@ export function startKeeper(dir: string, opts: KeeperStartOpts): Promise<KeeperR
     );
     // Out of processes or memory is no missing bundle: it is said as what it is.
     child.on('error', (err: NodeJS.ErrnoException) =>
-      finish(
-        err.code === 'EAGAIN' || err.code === 'ENOMEM'
-          ? hostResourcesError(err.code)
-          : new ProviderError('unavailable', { detail: LOCAL_DETAILS.hostBundleMissing }),
-      ),
+      finish(spawnFailureError(err, new ProviderError('unavailable', { detail: LOCAL_DETAILS.hostBundleMissing }))),
     );
     pipe.on('error', () => {});
     pipe.on('data', (b: Buffer) => {

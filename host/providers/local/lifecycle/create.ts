@@ -7,7 +7,7 @@ import { ProviderError } from '../../provider-error.js';
 import { formatAllowEntry, parseAllowEntry, type NetworkPolicy } from '../../network-policy.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import type { CreateOpts, SandboxMetadata } from '../../provider.js';
-import { keeperFailureError, LOCAL_DETAILS, toProviderError, userProcessLimitError } from '../errors.js';
+import { isOutOfProcesses, keeperFailureError, LOCAL_DETAILS, toProviderError, userProcessLimitError } from '../errors.js';
 import type { KeeperReport } from '../keeper/report.js';
 import { startKeeper } from '../keeper/start.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
@@ -322,9 +322,6 @@ function specUser(ids: ImageUserIds, imageEnv: readonly string[]): SpecUser {
   return { uid: ids.uid, gid: ids.gid, ...definedFields({ name: ids.name }), home, homeIsDir };
 }
 
-/** Codes of insufficient_resources that a start failing for want of processes gives (out of processes or memory). */
-const OUT_OF_PROCESSES_CODES = new Set(['EAGAIN', 'ENOMEM', 'start_out_of_resources']);
-
 /**
  * `e`, or — when it is a failure to start (not a refusal) and the server's user is left with too
  * few processes below its limit — the user's process limit, named. Near that limit whichever of
@@ -338,7 +335,7 @@ export function asUserProcessLimit(e: unknown): unknown {
     err.category === 'unavailable' ||
     err.category === 'internal' ||
     err.category === 'timeout' ||
-    (err.category === 'insufficient_resources' && OUT_OF_PROCESSES_CODES.has(err.code ?? ''));
+    (err.category === 'insufficient_resources' && (isOutOfProcesses(err.code) || err.code === 'start_out_of_resources'));
   if (!isStartFailure) return e;
   const near = nearProcessLimit();
   return near ? userProcessLimitError(near) : e;

@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, constants, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { ProviderError } from '../../provider-error.js';
-import { hostResourcesError, LOCAL_DETAILS } from '../errors.js';
+import { LOCAL_DETAILS, spawnFailureError } from '../errors.js';
 
 /** The lock file in the sandboxes directory (a name no sandbox id can have). */
 export const CREATE_LOCK_FILE = '.create.lock';
@@ -29,11 +29,7 @@ function lockFd(flock: string, fd: number): Promise<void> {
       stdio: ['ignore', 'ignore', 'ignore', fd],
     });
     child.on('error', (err: NodeJS.ErrnoException) =>
-      reject(
-        err.code === 'EAGAIN' || err.code === 'ENOMEM'
-          ? hostResourcesError(err.code)
-          : new ProviderError('unavailable', { code: 'flock_missing', detail: LOCAL_DETAILS.flockMissing }),
-      ),
+      reject(spawnFailureError(err, new ProviderError('unavailable', { code: 'flock_missing', detail: LOCAL_DETAILS.flockMissing }))),
     );
     child.on('exit', (code) => {
       if (code === 0) resolve();

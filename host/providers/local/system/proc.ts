@@ -2,7 +2,7 @@
 // the local provider records is paired with its start time and checked again before use.
 import { closeSync, openSync, readFileSync, readlinkSync, readSync } from 'node:fs';
 import { listPids } from '../../../../shared/proc-pids.js';
-import { parseProcStat } from '../../../../shared/proc-stat.js';
+import { parseProcStat, type ProcStat } from '../../../../shared/proc-stat.js';
 
 /** A process as recorded in state: pid plus /proc start time (clock ticks since boot). */
 export interface ProcIdentity {
@@ -40,12 +40,16 @@ export function readSmallKernelFile(path: string): string | null {
   }
 }
 
+/** A process's /proc stat, parsed, or null when it cannot be read. */
+function procStat(pid: number): ProcStat | null {
+  const text = readSmallKernelFile(`/proc/${pid}/stat`);
+  return text === null ? null : parseProcStat(text);
+}
+
 /** The start time of a live process, or null when it is gone, exiting or a zombie. */
 export function readStartTime(pid: number): string | null {
   if (!Number.isInteger(pid) || pid <= 0) return null;
-  const text = readSmallKernelFile(`/proc/${pid}/stat`);
-  if (text === null) return null;
-  const stat = parseProcStat(text);
+  const stat = procStat(pid);
   if (!stat || stat.state === 'Z' || stat.state === 'X' || stat.state === 'x') return null;
   if ((stat.flags & PF_EXITING) !== 0) return null;
   // Recorded as text in keeper records, as the kernel writes it.
@@ -89,8 +93,7 @@ export function ticksSinceBoot(): number | null {
  */
 function startedAfter(pid: number, ticks: number | null | undefined): boolean {
   if (ticks === null || ticks === undefined) return false;
-  const text = readSmallKernelFile(`/proc/${pid}/stat`);
-  const stat = text === null ? null : parseProcStat(text);
+  const stat = procStat(pid);
   return stat !== null && stat.startTime > ticks;
 }
 
