@@ -32,6 +32,7 @@ export type BeneathCode =
   | 'not_directory'
   | 'not_found'
   | 'not_regular' // a file to read is a FIFO, device or socket
+  | 'not_symlink' // a name to read as a symlink is not one
   | 'other_device' // the name is a mount point (another file system)
   | 'bad_name' // empty, `.`, `..` or holding `/`
   | 'permission'
@@ -49,10 +50,13 @@ export class BeneathError extends Error {
   }
 }
 
-function codeOf(err: unknown, wanted: 'directory' | 'file'): BeneathCode {
+function codeOf(err: unknown, wanted: 'directory' | 'file' | 'symlink'): BeneathCode {
   switch ((err as NodeJS.ErrnoException).code) {
     case 'ELOOP':
       return 'symlink';
+    case 'EINVAL':
+      // readlink's answer for a name that is not a symlink.
+      return wanted === 'symlink' ? 'not_symlink' : 'io';
     case 'ENOTDIR':
       // O_DIRECTORY|O_NOFOLLOW on a symlink says ENOTDIR on some kernels; callers lstat to tell.
       return wanted === 'directory' ? 'not_directory' : 'io';
@@ -169,7 +173,7 @@ export class BeneathDir {
     try {
       return readlinkSync(this.at(name), { encoding: 'buffer' });
     } catch (err) {
-      throw new BeneathError(codeOf(err, 'file'), this.childPath(name), (err as NodeJS.ErrnoException).code);
+      throw new BeneathError(codeOf(err, 'symlink'), this.childPath(name), (err as NodeJS.ErrnoException).code);
     }
   }
 
@@ -275,7 +279,7 @@ export class BeneathDir {
     try {
       return readlinkSync(this.at(name));
     } catch (err) {
-      throw new BeneathError(codeOf(err, 'file'), this.childPath(name), (err as NodeJS.ErrnoException).code);
+      throw new BeneathError(codeOf(err, 'symlink'), this.childPath(name), (err as NodeJS.ErrnoException).code);
     }
   }
 

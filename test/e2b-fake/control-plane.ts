@@ -3,7 +3,11 @@
 // x-next-token pagination, get, kill, timeout, connect (which only ever lengthens a running
 // sandbox's lifetime and resumes a paused one), pause, and snapshots (POST
 // /sandboxes/{id}/snapshots: the sandbox is paused while its home is copied, then runs on; a
-// name that exists gets the new content under the same id). Errors carry the JSON body { code, message }.
+// name that exists gets the new content under the same template; GET /snapshots, filtered by
+// source sandbox and by a name or id resolved as create resolves its templateID). A template
+// reference is read as E2B's id.ParseName and alias resolution read it (E2B's infra repository):
+// trimmed and lowercased, `namespace/alias:tag`; a bare one is the team's alias, else a template
+// id; a namespaced one is only that namespace's. Errors carry the JSON body { code, message }.
 import { copyFileSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, symlinkSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -35,8 +39,13 @@ export interface FakeState {
 
 /** A snapshot: the id create takes, its names, and a copy of the sandbox's home when it was taken. */
 export interface FakeSnapshot {
+  /** Its snapshotID as E2B answers it: `team/name:default` when named, else `<templateId>:default`. */
   id: string;
+  /** The underlying template's id (20 lowercase letters and digits), which create takes too. */
+  templateId: string;
   names: string[];
+  /** The sandbox it was taken of. */
+  sandboxId: string;
   home: string;
   /** How the sandbox was while its files were copied (E2B pauses it). */
   sandboxStateDuringCopy: 'running' | 'paused';
@@ -47,18 +56,56 @@ export const FAKE_TEAM = 'fake-team';
 /** E2B's snapshot names: lowercase letters, digits, '-' and '_' (the fake refuses others with a 400, as the API does). */
 const SNAPSHOT_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 
-/** The snapshot a create's templateID names: by id, full name, `name:tag` or bare name. */
-function snapshotFor(state: FakeState, templateId: string): FakeSnapshot | undefined {
-  for (const snap of state.snapshots.values()) {
-    const short = snap.names.flatMap((n) => [
-      n,
-      n.replace(`${FAKE_TEAM}/`, ''),
-      n.replace(/:default$/, ''),
-      n.replace(`${FAKE_TEAM}/`, '').replace(/:default$/, ''),
-    ]);
-    if (snap.id === templateId || short.includes(templateId)) return snap;
+/** Go's unicode.IsSpace, which E2B's id.ParseName trims (strings.TrimSpace). */
+const GO_SPACE = '[\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]';
+const GO_TRIMMED = new RegExp(`^${GO_SPACE}+|${GO_SPACE}+$`, 'g');
+const IDENTIFIER = /^[a-z0-9_-]+$/;
+const TAG = /^[a-z0-9_.-]+$/;
+
+/** A template reference as E2B's id.ParseName reads it; `tag` only when one is written. */
+interface ParsedName {
+  namespace?: string;
+  alias: string;
+  tag?: string;
+}
+
+/** E2B's id.ParseName: trimmed, cut at the first ':' (tag) and the first '/' (namespace), each part lowercased and checked; an error text for a 400. */
+function parseName(input: string): ParsedName | string {
+  const trimmed = input.replace(GO_TRIMMED, '');
+  const colon = trimmed.indexOf(':');
+  const identifier = colon === -1 ? trimmed : trimmed.slice(0, colon);
+  const slash = identifier.indexOf('/');
+  const clean = (part: string) => part.replace(GO_TRIMMED, '').toLowerCase();
+  const out: ParsedName = { alias: clean(slash === -1 ? identifier : identifier.slice(slash + 1)) };
+  if (colon !== -1) {
+    out.tag = clean(trimmed.slice(colon + 1));
+    if (!TAG.test(out.tag)) return 'invalid tag';
   }
-  return undefined;
+  if (slash !== -1) {
+    out.namespace = clean(identifier.slice(0, slash));
+    if (!IDENTIFIER.test(out.namespace)) return 'invalid namespace';
+  }
+  if (!IDENTIFIER.test(out.alias)) return 'invalid template ID';
+  return out;
+}
+
+/** A snapshot's alias: its first name without the team and the tag. */
+function aliasOf(snap: FakeSnapshot): string | undefined {
+  return snap.names[0]?.replace(`${FAKE_TEAM}/`, '').replace(/:[^:]*$/, '');
+}
+
+/**
+ * The snapshot a parsed reference resolves to, as E2B's alias resolution does: a namespaced
+ * alias only in that namespace; a bare one as the team's alias, else as a template id (E2B also
+ * tries its public aliases in between, which the fake has none of). 'elsewhere': a template the
+ * fake does not model (another namespace, or a bare name that is no snapshot).
+ */
+function resolveSnapshot(state: FakeState, ref: ParsedName): FakeSnapshot | undefined | 'elsewhere' {
+  const snaps = [...state.snapshots.values()];
+  if (ref.namespace !== undefined && ref.namespace !== FAKE_TEAM) return 'elsewhere';
+  const byAlias = snaps.find((snap) => aliasOf(snap) === ref.alias);
+  if (byAlias || ref.namespace !== undefined) return byAlias;
+  return snaps.find((snap) => snap.templateId === ref.alias) ?? 'elsewhere';
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): number {
@@ -188,7 +235,15 @@ export function handleControlPlane(
     const network = networkField(b);
     if (typeof network === 'string') return { status: sendApiError(res, 400, network) };
     const timeoutS = t ?? state.createDefaultTimeoutS;
-    const snapshot = snapshotFor(state, b.templateID);
+    const ref = parseName(b.templateID);
+    if (typeof ref === 'string') return { status: sendApiError(res, 400, ref) };
+    const resolved = resolveSnapshot(state, ref);
+    if (resolved === undefined) return { status: sendApiError(res, 404, 'template not found') };
+    // A snapshot has builds of the tag `default` only.
+    if (resolved !== 'elsewhere' && ref.tag !== undefined && ref.tag !== 'default') {
+      return { status: sendApiError(res, 404, 'tag not found') };
+    }
+    const snapshot = resolved === 'elsewhere' ? undefined : resolved;
     const sb = new FakeSandbox({
       templateId: b.templateID,
       timeoutS,
@@ -228,6 +283,7 @@ export function handleControlPlane(
     if (start + limit < all.length) headers['x-next-token'] = Buffer.from(String(start + limit)).toString('base64url');
     return { status: sendJson(res, 200, page, headers) };
   }
+  if (method === 'GET' && p === '/snapshots') return { status: listSnapshots(state, url, res) };
   // The routes of the spec (and the SDK's /v2 connect); nothing else answers.
   const m =
     /^\/sandboxes\/([^/]+)(?:\/(timeout|connect|pause|snapshots|metrics))?$/.exec(p) ?? /^\/v2\/sandboxes\/([^/]+)\/(connect)$/.exec(p);
@@ -273,7 +329,8 @@ export function handleControlPlane(
     }
     const name = typeof b.name === 'string' ? `${FAKE_TEAM}/${b.name}:default` : undefined;
     const existing = name ? [...state.snapshots.values()].find((s) => s.names.includes(name)) : undefined;
-    const id = existing?.id ?? name ?? `${randomBytes(10).toString('hex')}:default`;
+    const templateId = existing?.templateId ?? newTemplateId();
+    const id = existing?.id ?? name ?? `${templateId}:default`;
     const was = sb.state;
     sb.state = 'paused';
     const home = mkdtempSync(path.join(tmpdir(), 'fake-e2b-snapshot-'));
@@ -283,7 +340,7 @@ export function handleControlPlane(
     const sandboxStateDuringCopy = sb.state;
     sb.state = was;
     if (existing) rmSync(existing.home, { recursive: true, force: true });
-    state.snapshots.set(id, { id, names: name ? [name] : [], home, sandboxStateDuringCopy });
+    state.snapshots.set(id, { id, templateId, names: name ? [name] : [], sandboxId: sb.id, home, sandboxStateDuringCopy });
     return { status: sendJson(res, 201, { snapshotID: id, names: name ? [name] : [] }) };
   }
   if (action === 'connect' && method === 'POST') {
@@ -300,6 +357,43 @@ export function handleControlPlane(
     return { status: sendJson(res, wasPaused ? 201 : 200, connectBody(sb)), extendedLifetime };
   }
   return { status: sendApiError(res, 405, 'method not allowed') };
+}
+
+/** A new template id as E2B makes them (id.Generate: lowercase letters and digits; 20 here). */
+function newTemplateId(): string {
+  const alphabet = 'abcdefghijklmnopqrstuvwxyz0123456789';
+  return [...randomBytes(20)].map((byte) => alphabet[byte % alphabet.length]).join('');
+}
+
+/**
+ * GET /snapshots: the team's snapshots, newest first, `limit` (1-100, default 100) a page with
+ * x-next-token; `sandboxID` keeps those taken of that sandbox, `name` those the reference
+ * resolves to (as create resolves it; a tag written keeps that tag's builds). A reference E2B
+ * cannot parse, or one in another team's namespace, is a 400; one that names nothing, an empty list.
+ */
+function listSnapshots(state: FakeState, url: URL, res: ServerResponse): number {
+  const rawLimit = url.searchParams.get('limit') ?? '100';
+  if (!/^\d+$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > 100) return sendApiError(res, 400, 'limit must be in [1, 100]');
+  const token = url.searchParams.get('nextToken');
+  const start = token ? Number(Buffer.from(token, 'base64url').toString()) : 0;
+  if (!Number.isInteger(start) || start < 0) return sendApiError(res, 400, 'Invalid next token');
+  let snaps = [...state.snapshots.values()].reverse();
+  const sandboxId = url.searchParams.get('sandboxID');
+  if (sandboxId !== null) snaps = snaps.filter((snap) => snap.sandboxId === sandboxId);
+  const name = url.searchParams.get('name');
+  if (name !== null) {
+    const ref = parseName(name);
+    if (typeof ref === 'string') return sendApiError(res, 400, `Invalid name: ${ref}`);
+    if (ref.namespace !== undefined && ref.namespace !== FAKE_TEAM) return sendApiError(res, 400, 'namespace must match your team');
+    const resolved = resolveSnapshot(state, ref);
+    const isTagged = resolved !== undefined && resolved !== 'elsewhere' && (ref.tag === undefined || ref.tag === 'default');
+    snaps = snaps.filter((snap) => isTagged && snap === resolved);
+  }
+  const limit = Math.min(Number(rawLimit), state.pageSize);
+  const page = snaps.slice(start, start + limit).map((snap) => ({ snapshotID: snap.id, names: snap.names }));
+  const headers: Record<string, string> = {};
+  if (start + limit < snaps.length) headers['x-next-token'] = Buffer.from(String(start + limit)).toString('base64url');
+  return sendJson(res, 200, page, headers);
 }
 
 /**

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashToken } from '../../host/access/tokens-file.js';
 import { TemplateListingSchema } from '../../host/cli/template.js';
-import { startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
+import { FAKE_TEAM, startFakeE2b, type FakeE2b } from '../e2b-fake/index.js';
 import { type HttpServer, ok, serverEnv, startHttp, toolError } from '../support/built-server.js';
 import { makeMiniRootTar } from '../support/mini-root.js';
 import { HOST_JS } from '../support/paths.js';
@@ -165,14 +165,13 @@ describe('template owners (e2b)', () => {
     const alice2 = await ok(c.alice, 'create_sandbox', { template: priv });
     expect((await ok(c.alice, 'read_file', { sandbox_id: alice2.sandbox_id, path: 'credentials' })).content).toBe('alice-key');
 
-    // Bob cannot start from it, by its id or its bare name: not_found, as E2B answers a missing
-    // template (the fake starts a sandbox from any template it does not know, so no comparison).
+    // Bob cannot start from it, by its id or its bare name: exactly what E2B's answer for a
+    // template it does not have becomes (the fake's 404 for a name in its team's namespace).
+    const missing = await toolError(c.bob, 'create_sandbox', { template: `${FAKE_TEAM}/no-such-snapshot` });
+    expect(missing).toMatchObject({ category: 'not_found' });
     const bare = priv.replace(/^[^/]*\//, '').replace(/:[^:]*$/, '');
     for (const template of [priv, bare, bare.toUpperCase()]) {
-      expect(await toolError(c.bob, 'create_sandbox', { template }), template).toMatchObject({
-        category: 'not_found',
-        code: 'NotFoundError',
-      });
+      expect((await toolError(c.bob, 'create_sandbox', { template })).text, template).toBe(missing.text);
     }
 
     // Bob's `py-dev` is another snapshot: alice's still holds her file.
@@ -189,5 +188,50 @@ describe('template owners (e2b)', () => {
     });
     // The admin may use alice's.
     await ok(c.root, 'create_sandbox', { template: priv });
+  });
+
+  it("a user's E2B snapshot is refused to another user however it is written (its template id too); shared snapshots and other templates are not", async () => {
+    const alices = await ok(c.alice, 'create_sandbox', {});
+    await ok(c.alice, 'write_file', { sandbox_id: alices.sandbox_id, path: 'credentials', content: 'alice-id-key' });
+    const priv = (await ok(c.alice, 'snapshot_sandbox', { sandbox_id: alices.sandbox_id, name: 'by-id' })).template as string;
+    // E2B's create also takes the snapshot's underlying template id, which says nothing of its owner.
+    const id = fake.snapshot(priv)!.templateId;
+    const alice2 = await ok(c.alice, 'create_sandbox', { template: id });
+    expect((await ok(c.alice, 'read_file', { sandbox_id: alice2.sandbox_id, path: 'credentials' })).content).toBe('alice-id-key');
+
+    // Bob, however he writes it: exactly the answer for a template E2B does not have, and nothing is created.
+    const missing = await toolError(c.bob, 'create_sandbox', { template: `${FAKE_TEAM}/no-such-snapshot` });
+    expect(missing.category).toBe('not_found');
+    const creates = () => fake.calls.filter((call) => call.method === 'POST' && call.path === '/v2/sandboxes').length;
+    const before = creates();
+    const bare = priv.replace(/^[^/]*\//, '').replace(/:[^:]*$/, '');
+    for (const template of [
+      id,
+      `${id}:default`,
+      id.toUpperCase(),
+      ` ${id}\t`,
+      `\u0085${id}:DEFAULT `,
+      `${FAKE_TEAM.toUpperCase()}/${bare.toUpperCase()}`,
+      ` ${bare}`,
+      `\u00a0${priv}`,
+    ]) {
+      expect((await toolError(c.bob, 'create_sandbox', { template })).text, JSON.stringify(template)).toBe(missing.text);
+    }
+    expect(creates()).toBe(before);
+
+    // A shared snapshot (the admin's) is everyone's, by its id and its name; so is any other template.
+    const roots = await ok(c.root, 'create_sandbox', {});
+    await ok(c.root, 'write_file', { sandbox_id: roots.sandbox_id, path: 'team.txt', content: 'team-wide' });
+    const shared = (await ok(c.root, 'snapshot_sandbox', { sandbox_id: roots.sandbox_id, name: 'team-by-id' })).template as string;
+    for (const template of [fake.snapshot(shared)!.templateId, shared]) {
+      const bobs = await ok(c.bob, 'create_sandbox', { template });
+      expect((await ok(c.bob, 'read_file', { sandbox_id: bobs.sandbox_id, path: 'team.txt' })).content, template).toBe('team-wide');
+    }
+    // Any other template: E2B's, and another team's by its namespace (whose snapshots E2B refuses
+    // to list to this team: a 400, which names none of the team's).
+    for (const template of ['base', 'other-team/base']) await ok(c.bob, 'create_sandbox', { template });
+    // The admin may use alice's by its id.
+    const rootCopy = await ok(c.root, 'create_sandbox', { template: id });
+    expect((await ok(c.root, 'read_file', { sandbox_id: rootCopy.sandbox_id, path: 'credentials' })).content).toBe('alice-id-key');
   });
 });

@@ -30,7 +30,7 @@ import * as files from './files.js';
 import { createLifecycle } from './lifecycle.js';
 import { describeNetwork, exposedPort, RESERVED_PORTS } from './network.js';
 import { sdkOptsFrom, type E2bConnectionConfig } from './sdk-opts.js';
-import { createSnapshot, e2bTemplateNotFound, mayUseE2bTemplate } from './snapshots.js';
+import { assertMayUseE2bTemplate, createSnapshot } from './snapshots.js';
 import { openTerminal } from './terminal.js';
 import { readUsage } from './usage.js';
 
@@ -141,7 +141,9 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
     id: 'e2b',
 
     async create(o) {
-      if (o.template !== undefined && !mayUseE2bTemplate(o.template, o.templateUser)) throw e2bTemplateNotFound();
+      // Another user's snapshot reads as a missing template, before anything is created.
+      const template = o.template;
+      if (template !== undefined) await mapped(() => assertMayUseE2bTemplate(template, o.templateUser, sdkOpts()));
       const { sandbox, metadata } = await mapped(() => lifecycle.create(o));
       connections.remember(sandbox);
       return metadata;

@@ -5,11 +5,14 @@
 //
 // E2B's snapshot names are the team's, and a snapshot carries no metadata of ours: a user's
 // snapshot is told apart by its name. A user's `py-dev` is named `u<10 hex of the SHA-256 of the
-// user's name>-py-dev` (userSnapshotPrefix), so it never replaces another principal's snapshot,
-// and create refuses a user a snapshot whose name has another user's prefix. Admins and the
-// operator make shared snapshots under the name as given (one shaped like a user's is refused).
+// user's name>-py-dev` (userSnapshotPrefix), so it never replaces another principal's snapshot.
+// Admins and the operator make shared snapshots under the name as given (one shaped like a user's
+// is refused). create refuses a user another user's snapshot however the template is written:
+// first by the name as E2B reads it (mayUseE2bName), then by asking E2B which of the team's
+// snapshots the reference names (GET /snapshots?name=, which resolves an id, a name, `team/name`
+// and `name:tag` as create does) and refusing any of them with another user's name.
 import { createHash } from 'node:crypto';
-import { NotFoundError, Sandbox } from 'e2b';
+import { Sandbox, SandboxError, type SnapshotInfo } from 'e2b';
 import { mapE2bError } from './errors.js';
 import { ProviderError } from '../provider-error.js';
 import type { SnapshotResult } from '../provider.js';
@@ -29,23 +32,77 @@ export function userSnapshotPrefix(user: string): string {
 /** A name shaped like a user's snapshot's. */
 const USER_SNAPSHOT_NAME = /^u[0-9a-f]{10}-/;
 
+/** The white space E2B trims from a template reference: Go's unicode.IsSpace, as its id.ParseName's strings.TrimSpace. */
+const GO_SPACE = '[\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]';
+const E2B_TRIMMED = new RegExp(`^${GO_SPACE}+|${GO_SPACE}+$`, 'g');
+
 /**
- * True when `user` (undefined: the operator or an admin) may start a sandbox from `template` as
- * create takes it (an id, a name, `team/name`, `name:tag`): anything but another user's snapshot.
+ * The alias part of a template reference as E2B reads it (id.ParseName): the tag cut at the first
+ * `:`, the namespace at the first `/` before it, trimmed and lowercased.
  */
-export function mayUseE2bTemplate(template: string, user: string | undefined): boolean {
+function aliasOf(template: string): string {
+  const identifier = template.replace(E2B_TRIMMED, '').split(':')[0]!;
+  return identifier
+    .slice(identifier.indexOf('/') + 1)
+    .replace(E2B_TRIMMED, '')
+    .toLowerCase();
+}
+
+/**
+ * True when `user` (undefined: the operator or an admin) may name `template` as create takes it
+ * (an id, a name, `team/name`, `name:tag`, in any case): anything whose name part is not another
+ * user's snapshot's. The name alone: an id says nothing of its owner (assertMayUseE2bTemplate asks E2B).
+ */
+function mayUseE2bName(template: string, user: string | undefined): boolean {
   if (user === undefined) return true;
-  const bare = template
-    .toLowerCase()
-    .replace(/^[^/]*\//, '')
-    .replace(/:[^:]*$/, '');
-  const prefix = USER_SNAPSHOT_NAME.exec(bare)?.[0];
+  const prefix = USER_SNAPSHOT_NAME.exec(aliasOf(template))?.[0];
   return prefix === undefined || prefix === userSnapshotPrefix(user);
 }
 
-/** What create answers a user for another user's snapshot: what it answers for a missing template. */
-export function e2bTemplateNotFound(): ProviderError {
-  return mapE2bError(new NotFoundError('template not found'));
+/**
+ * What create answers a user for another user's snapshot: exactly what it answers for a template
+ * E2B does not have (create's 404, which the SDK throws as a SandboxError of status 404).
+ */
+function e2bTemplateNotFound(): ProviderError {
+  const e = new SandboxError('404: template not found');
+  e.statusCode = 404;
+  return mapE2bError(e);
+}
+
+/**
+ * The team's snapshots `template` names, as E2B resolves it (GET /snapshots?name=, every page).
+ * E2B answers 400 for a reference it cannot parse (create refuses it the same way) or whose
+ * namespace is not the team's (create then looks only there, where none of the team's snapshots
+ * is): neither names one of them, so that first answer is an empty list. Throws the SDK's errors.
+ */
+async function snapshotsNamed(template: string, sdkOpts: SdkOpts): Promise<SnapshotInfo[]> {
+  const pages = Sandbox.listSnapshots({ ...sdkOpts, name: template });
+  const found: SnapshotInfo[] = [];
+  let isFirst = true;
+  while (pages.hasNext) {
+    try {
+      found.push(...(await pages.nextItems()));
+    } catch (e) {
+      if (isFirst && e instanceof SandboxError && e.statusCode === 400) return [];
+      throw e;
+    }
+    isFirst = false;
+  }
+  return found;
+}
+
+/**
+ * Refuses (as a missing template: e2bTemplateNotFound) `user` (undefined: the operator or an
+ * admin, never refused) a `template` that is another user's snapshot, however it is written: its
+ * name part (mayUseE2bName), then every name of every snapshot of the team E2B says it names.
+ * Throws the SDK's errors of that lookup, unmapped; on any of them nothing was created.
+ */
+export async function assertMayUseE2bTemplate(template: string, user: string | undefined, sdkOpts: SdkOpts): Promise<void> {
+  if (user === undefined) return;
+  if (!mayUseE2bName(template, user)) throw e2bTemplateNotFound();
+  for (const snapshot of await snapshotsNamed(template, sdkOpts)) {
+    if (![snapshot.snapshotId, ...snapshot.names].every((name) => mayUseE2bName(name, user))) throw e2bTemplateNotFound();
+  }
 }
 
 /**

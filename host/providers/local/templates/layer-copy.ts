@@ -69,8 +69,23 @@ export function shownPath(shownAt: string, rel: string): string {
   return JSON.stringify(full.length > MAX_SHOWN_PATH ? `${full.slice(0, MAX_SHOWN_PATH)}…` : full);
 }
 
+/** Why a copy stops: the sandbox's file unreadable, changed under the copy by the sandbox, or anything else. */
+type Reason = 'unreadable' | 'changed' | 'failed';
+
+/**
+ * Why a call on the sandbox's side of the copy (a listing, lstat, open, readlink, read, or the
+ * helper's reading of attributes) failed, by its errno: the one mapping all of them go through.
+ * An entry the sandbox removed or replaced while the copy reached it (gone, now a symlink, a
+ * directory no longer one, a stale handle) is the sandbox's change, never a failure of the server's.
+ */
+function reasonOf(errno: string | undefined): Reason {
+  if (errno === 'EACCES' || errno === 'EPERM') return 'unreadable';
+  if (errno === 'ENOENT' || errno === 'ELOOP' || errno === 'ESTALE' || errno === 'ENOTDIR') return 'changed';
+  return 'failed';
+}
+
 /** The refusal for a file the copy could not read or that changed under it. */
-function refusal(shownAt: string, rel: string, reason: 'unreadable' | 'changed' | 'failed', errno?: string): ProviderError {
+function refusal(shownAt: string, rel: string, reason: Reason, errno?: string): ProviderError {
   const path = shownPath(shownAt, rel);
   if (reason === 'unreadable') {
     return new ProviderError('permission_denied', {
@@ -100,7 +115,7 @@ function refusal(shownAt: string, rel: string, reason: 'unreadable' | 'changed' 
   });
 }
 
-/** The refusal for a walk of the sandbox's tree that stopped. */
+/** The refusal for a walk of the sandbox's tree that stopped: what it met, else its errno (reasonOf). */
 function refusalOf(err: BeneathError, shownAt: string): ProviderError {
   switch (err.code) {
     case 'permission':
@@ -108,11 +123,12 @@ function refusalOf(err: BeneathError, shownAt: string): ProviderError {
     case 'symlink':
     case 'not_directory':
     case 'not_regular':
+    case 'not_symlink':
     case 'other_device':
     case 'not_found':
       return refusal(shownAt, err.path, 'changed');
     default:
-      return refusal(shownAt, err.path, 'failed', err.errno);
+      return refusal(shownAt, err.path, reasonOf(err.errno), err.errno);
   }
 }
 
@@ -234,7 +250,8 @@ class Copier {
       try {
         n = readSync(from, buf, 0, Math.min(CHUNK, size - pos), pos);
       } catch (err) {
-        throw refusal(this.shownAt, path, 'failed', (err as NodeJS.ErrnoException).code);
+        const errno = (err as NodeJS.ErrnoException).code;
+        throw refusal(this.shownAt, path, reasonOf(errno), errno);
       }
       if (n === 0) break;
       this.onDest(path, () => {
@@ -248,6 +265,7 @@ class Copier {
   private async finish(src: BeneathDir, made: readonly Made[]): Promise<void> {
     const { ownerShift, meta } = this.copy;
     meta.flush();
+    // Made on the server's side (the copy's own directory): a failure there is the server's.
     for (const m of made) {
       const errno = m.making ? await m.making : null;
       if (errno !== null) throw refusal(this.shownAt, src.childPath(m.name), 'failed', errno);
@@ -262,10 +280,7 @@ class Copier {
     meta.flush();
     for (const { m, answer } of asked) {
       const errno = await answer;
-      if (errno === null) continue;
-      const reason =
-        errno === 'EACCES' || errno === 'EPERM' ? 'unreadable' : /^(ENOENT|ELOOP|ESTALE|ENOTDIR)$/.test(errno) ? 'changed' : 'failed';
-      throw refusal(this.shownAt, src.childPath(m.name), reason, errno);
+      if (errno !== null) throw refusal(this.shownAt, src.childPath(m.name), reasonOf(errno), errno);
     }
     for (const m of made) {
       this.onDest(src.childPath(m.name), () => {
@@ -285,7 +300,10 @@ class Copier {
     if (budget.left < 0) throw budget.overCap();
   }
 
-  /** Runs a step on the copy's side, a failure named by the sandbox's path `rel`. */
+  /**
+   * Runs a step on the copy's side (the server's own directory, which the sandbox cannot reach),
+   * a failure named by the sandbox's path `rel`: the server's failure, never the sandbox's change.
+   */
   private onDest<T>(rel: string, step: () => T): T {
     try {
       return step();
