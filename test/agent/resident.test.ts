@@ -8,13 +8,25 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ExecResultSchema, TaskViewSchema, type AgentResponse, type ExecFinished, type TaskView } from '../../shared/protocol.js';
+import { ExecResultSchema, TaskViewSchema, type ExecFinished, type TaskView } from '../../shared/protocol.js';
+import {
+  cancelRequest,
+  execRequest,
+  getRequest,
+  helloRequest,
+  inputRequest,
+  listRequest,
+  startRequest,
+  type ExecFields,
+  type StartFields,
+} from '../support/agent-requests.js';
 import {
   agentEnv,
   call,
   callView,
   newTaskId,
   readStatusJson,
+  resultOf,
   taskDirOf,
   waitTerminal,
   worldsPerTest,
@@ -22,8 +34,8 @@ import {
 } from '../support/agent-world.js';
 import { AGENT_BUNDLE } from '../support/paths.js';
 import { requireBuild } from '../support/prerequisites.js';
-import { isRunning, ppidOf, runningWith } from '../support/processes.js';
-import { startResident, type Resident } from '../support/resident-world.js';
+import { isRunning } from '../support/processes.js';
+import { isWaitingForTask, pendingShellOf, startResident, warmSupervisorsOf, type Resident } from '../support/resident-world.js';
 import { waitFor } from '../support/wait.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -31,18 +43,8 @@ beforeAll(() => requireBuild());
 
 const { world, strays } = worldsPerTest();
 
-/** The environment a command gets: the world's (so that its processes are the world's). */
-const envOf = (w: AgentWorld, extra: Record<string, string> = {}) => ({ ...(agentEnv(w) as Record<string, string>), ...extra });
-
-function ok(res: AgentResponse): unknown {
-  if (!res.ok) throw new Error(`agent answered ${res.error.code}: ${res.error.message}`);
-  return res.result;
-}
-
-async function exec(r: Resident, w: AgentWorld, command: string, extra: Record<string, unknown> = {}): Promise<ExecFinished> {
-  const res = ExecResultSchema.parse(
-    ok(await r.request({ protocol: 1, op: 'exec', command, env: envOf(w), timeout_ms: 30_000, max_output_bytes: 65_536, ...extra })),
-  );
+async function exec(r: Resident, w: AgentWorld, command: string, extra: ExecFields = {}): Promise<ExecFinished> {
+  const res = await r.requestExec(execRequest(command, { env: agentEnv(w), ...extra }));
   if (res.kind !== 'finished') throw new Error('promoted');
   return res;
 }
@@ -73,18 +75,16 @@ describe('the resident serving frames', () => {
     expect(r.hello.ops).toEqual(
       expect.arrayContaining(['start', 'get', 'cancel', 'input', 'list', 'remove', 'exec', 'read_file', 'write_file', 'list_files']),
     );
-    const task = TaskViewSchema.parse(
-      ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'sleep 30', env: envOf(w) })),
-    );
+    const task = await r.requestView(startRequest('sleep 30', { env: agentEnv(w) }));
     let isWaitDone = false;
-    const waiting = r.request({ protocol: 1, op: 'get', task_id: task.task_id, wait_s: 5 }).then((res) => {
+    const waiting = r.request(getRequest(task.task_id, { wait_s: 5 })).then((res) => {
       isWaitDone = true;
       return res;
     });
     expect(text((await exec(r, w, 'echo meanwhile')).stdout_b64)).toBe('meanwhile\n');
     expect(isWaitDone).toBe(false);
-    ok(await r.request({ protocol: 1, op: 'cancel', task_id: task.task_id }));
-    expect(TaskViewSchema.parse(ok(await waiting)).state).toBe('cancelled');
+    await r.requestView(cancelRequest(task.task_id));
+    expect(TaskViewSchema.parse(resultOf(await waiting)).state).toBe('cancelled');
     // A frame outside the protocol ends it (after handing over what it runs).
     r.process.stdin!.write('not json\n');
     await r.exited;
@@ -97,7 +97,7 @@ describe('exec', () => {
     // The keeper starts a local resident with node's compile cache set: the agent's, never a command's.
     const r = await startResident(w, { RESIDENT_OWN: 'resident-only', NODE_COMPILE_CACHE: join(w.home, '.agent-compile-cache') });
     const res = await exec(r, w, 'echo "$FROM_CALL/${RESIDENT_OWN:-none}"; pwd; cat; echo err >&2; exit 3', {
-      env: envOf(w, { FROM_CALL: 'call' }),
+      env: agentEnv(w, { FROM_CALL: 'call' }),
       cwd: '/tmp',
       stdin_b64: Buffer.from('typed\n').toString('base64'),
     });
@@ -114,15 +114,7 @@ describe('exec', () => {
     expect(out.endsWith('99999\n100000\n')).toBe(true);
     expect(Buffer.byteLength(out)).toBe(65_536);
     // A missing cwd is its own error, before anything runs.
-    const missing = await r.request({
-      protocol: 1,
-      op: 'exec',
-      command: 'true',
-      env: envOf(w),
-      cwd: '/nonexistent',
-      timeout_ms: 1000,
-      max_output_bytes: 10,
-    });
+    const missing = await r.request(execRequest('true', { env: agentEnv(w), cwd: '/nonexistent', timeout_ms: 1000, max_output_bytes: 10 }));
     expect(missing).toMatchObject({ ok: false, error: { code: 'cwd_not_found' } });
   });
 
@@ -131,21 +123,13 @@ describe('exec', () => {
     const r = await startResident(w);
     const timedOut = await exec(r, w, 'sleep 30 & sleep 30; echo never', { timeout_ms: 300 });
     expect(timedOut).toMatchObject({ timed_out: true, exit_code: 137 });
-    const sent = r.send({
-      protocol: 1,
-      op: 'exec',
-      command: 'echo $$ > pid; sleep 30 & sleep 30',
-      env: envOf(w),
-      cwd: w.home,
-      timeout_ms: 30_000,
-      max_output_bytes: 100,
-    });
+    const sent = r.send(execRequest('echo $$ > pid; sleep 30 & sleep 30', { env: agentEnv(w), cwd: w.home, max_output_bytes: 100 }));
     const pid = await waitFor(
       () => (existsSync(join(w.home, 'pid')) ? Number(readFileSync(join(w.home, 'pid'), 'utf8')) : 0),
       'the command to start',
     );
     r.abort(sent.id, 'cancelled');
-    expect(ExecResultSchema.parse(ok(await sent.answer))).toMatchObject({ kind: 'finished', timed_out: false, exit_code: 137 });
+    expect(ExecResultSchema.parse(resultOf(await sent.answer))).toMatchObject({ kind: 'finished', timed_out: false, exit_code: 137 });
     expect(isRunning(pid)).toBe(false);
   });
 
@@ -155,24 +139,11 @@ describe('exec', () => {
     const bounds = { processes: 500, open_files: 256, refuse_at: 100_000, oom_score_adj: 500 };
     const probe = await exec(r, w, 'ulimit -u; ulimit -n; ulimit -c; cat /proc/self/oom_score_adj', { bounds });
     expect(text(probe.stdout_b64).split('\n').slice(0, 4)).toEqual(['500', '256', '0', String(Math.max(500, ownOomScoreAdj()))]);
-    const refused = await r.request({
-      protocol: 1,
-      op: 'exec',
-      command: 'true',
-      env: envOf(w),
-      timeout_ms: 1000,
-      max_output_bytes: 10,
-      bounds: { ...bounds, refuse_at: 1 },
-    });
+    const refused = await r.request(
+      execRequest('true', { env: agentEnv(w), timeout_ms: 1000, max_output_bytes: 10, bounds: { ...bounds, refuse_at: 1 } }),
+    );
     expect(refused).toMatchObject({ ok: false, error: { code: 'process_limit' } });
-    const start = await r.request({
-      protocol: 1,
-      op: 'start',
-      task_id: newTaskId(),
-      command: 'true',
-      env: envOf(w),
-      bounds: { ...bounds, refuse_at: 1 },
-    });
+    const start = await r.request(startRequest('true', { env: agentEnv(w), bounds: { ...bounds, refuse_at: 1 } }));
     expect(start).toMatchObject({ ok: false, error: { code: 'process_limit' } });
   });
 
@@ -227,15 +198,7 @@ describe("remove_file (run_code's program)", () => {
     expect(await exec(r, w, 'sleep 30', { remove_file: timedOut, timeout_ms: 300 })).toMatchObject({ timed_out: true });
     expect(existsSync(timedOut)).toBe(false);
     const aborted = programFile();
-    const sent = r.send({
-      protocol: 1,
-      op: 'exec',
-      command: 'sleep 30',
-      env: envOf(w),
-      timeout_ms: 30_000,
-      max_output_bytes: 100,
-      remove_file: aborted,
-    });
+    const sent = r.send(execRequest('sleep 30', { env: agentEnv(w), max_output_bytes: 100, remove_file: aborted }));
     await sleep(200);
     expect(existsSync(aborted)).toBe(true);
     r.abort(sent.id, 'cancelled');
@@ -249,23 +212,18 @@ describe("remove_file (run_code's program)", () => {
     expect(existsSync(inTime)).toBe(false);
     const promotedFile = programFile();
     const id = newTaskId();
-    const promoted = ExecResultSchema.parse(
-      ok(
-        await r.request({
-          protocol: 1,
-          op: 'exec',
-          command: 'sleep 30',
-          env: envOf(w),
-          timeout_ms: 60_000,
-          max_output_bytes: 100,
-          remove_file: promotedFile,
-          promote: { task_id: id, after_ms: 100 },
-        }),
-      ),
+    const promoted = await r.requestExec(
+      execRequest('sleep 30', {
+        env: agentEnv(w),
+        timeout_ms: 60_000,
+        max_output_bytes: 100,
+        remove_file: promotedFile,
+        promote: { task_id: id, after_ms: 100 },
+      }),
     );
     expect(promoted.kind).toBe('promoted');
     expect(existsSync(promotedFile)).toBe(true);
-    expect(await callView(w, { protocol: 1, op: 'cancel', task_id: id })).toMatchObject({ state: 'cancelled' });
+    expect(await callView(w, cancelRequest(id))).toMatchObject({ state: 'cancelled' });
     expect(existsSync(promotedFile)).toBe(false);
     // A start, through the resident and through a per-call agent; a symlink by the name is unlinked, its target stays.
     const target = join(w.home, 'target');
@@ -273,7 +231,7 @@ describe("remove_file (run_code's program)", () => {
     for (const how of ['resident', 'per-call'] as const) {
       const link = `/tmp/sandbox-mcp-code-${randomBytes(8).toString('hex')}.py`;
       symlinkSync(target, link);
-      const start = { protocol: 1, op: 'start', task_id: newTaskId(), command: 'exit 3', remove_file: link } as const;
+      const start = startRequest('exit 3', { remove_file: link });
       const res = how === 'resident' ? await r.request(start) : await call(w, start);
       expect(res.ok).toBe(true);
       expect((await waitTerminal(w, start.task_id)).state).toBe('failed');
@@ -290,16 +248,8 @@ describe("remove_file (run_code's program)", () => {
     writeFileSync(victim, 'kept');
     for (const path of [victim, '/tmp/sandbox-mcp-code-../etc', '/tmp/sandbox-mcp-code-0123456789abcdef.py/..', '/tmp/other.py']) {
       for (const request of [
-        {
-          protocol: 1,
-          op: 'exec',
-          command: `touch ${w.home}/ran`,
-          env: envOf(w),
-          timeout_ms: 1000,
-          max_output_bytes: 10,
-          remove_file: path,
-        },
-        { protocol: 1, op: 'start', task_id: newTaskId(), command: `touch ${w.home}/ran`, remove_file: path },
+        execRequest(`touch ${w.home}/ran`, { env: agentEnv(w), timeout_ms: 1000, max_output_bytes: 10, remove_file: path }),
+        startRequest(`touch ${w.home}/ran`, { remove_file: path }),
       ]) {
         for (const res of [await r.request(request), await call(w, request)]) {
           if (res.ok) throw new Error(`accepted ${path}`);
@@ -331,18 +281,12 @@ describe('promotion', () => {
     const w = world();
     const r = await startResident(w);
     const id = newTaskId();
-    const res = ExecResultSchema.parse(
-      ok(
-        await r.request({
-          protocol: 1,
-          op: 'exec',
-          command: burstCommand(120_000, 20, 3, 'API_TOKEN'),
-          env: envOf(w, { API_TOKEN: secret }),
-          timeout_ms: 120_000,
-          max_output_bytes: 65_536,
-          promote: { task_id: id, after_ms: 300 },
-        }),
-      ),
+    const res = await r.requestExec(
+      execRequest(burstCommand(120_000, 20, 3, 'API_TOKEN'), {
+        env: agentEnv(w, { API_TOKEN: secret }),
+        timeout_ms: 120_000,
+        promote: { task_id: id, after_ms: 300 },
+      }),
     );
     expect(res.kind).toBe('promoted');
     // Its supervisor had recorded itself by the answer: the resident never read its output.
@@ -363,18 +307,11 @@ describe('promotion', () => {
     const w = world();
     const r = await startResident(w);
     const run = async (id: string, afterMs: number) =>
-      ExecResultSchema.parse(
-        ok(
-          await r.request({
-            protocol: 1,
-            op: 'exec',
-            command: `printf 'x %s' "\${TOKEN:0:8}"; sleep 0.6; printf '%s y\\n' "\${TOKEN:8}"`,
-            env: envOf(w, { TOKEN: secret }),
-            timeout_ms: 30_000,
-            max_output_bytes: 65_536,
-            promote: { task_id: id, after_ms: afterMs },
-          }),
-        ),
+      await r.requestExec(
+        execRequest(`printf 'x %s' "\${TOKEN:0:8}"; sleep 0.6; printf '%s y\\n' "\${TOKEN:8}"`, {
+          env: agentEnv(w, { TOKEN: secret }),
+          promote: { task_id: id, after_ms: afterMs },
+        }),
       );
     const promotedId = newTaskId();
     expect((await run(promotedId, 200)).kind).toBe('promoted');
@@ -387,16 +324,12 @@ describe('promotion', () => {
   it('a start, short or long, runs under a supervisor of its own that has recorded itself by the answer', async () => {
     const w = world();
     const r = await startResident(w);
-    const quick = TaskViewSchema.parse(
-      ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'echo done', env: envOf(w) })),
-    );
+    const quick = await r.requestView(startRequest('echo done', { env: agentEnv(w) }));
     expect(quick).toMatchObject({ state: 'succeeded', stdout: 'done\n' });
     const quickSupervisor = readStatusJson(w, quick.task_id).supervisor as { pid: number } | null;
     expect(quickSupervisor).not.toBeNull();
     expect(quickSupervisor!.pid).not.toBe(r.process.pid);
-    const long = TaskViewSchema.parse(
-      ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'sleep 1; echo late', env: envOf(w) })),
-    );
+    const long = await r.requestView(startRequest('sleep 1; echo late', { env: agentEnv(w) }));
     expect(long.state).toBe('running');
     const longSupervisor = readStatusJson(w, long.task_id).supervisor as { pid: number } | null;
     expect(longSupervisor).not.toBeNull();
@@ -417,50 +350,26 @@ describe('what a command leaves running in its group', () => {
     strays.push(plain, promoted);
     expect(isRunning(plain)).toBe(true);
     expect(isRunning(promoted)).toBe(true);
-    const start = TaskViewSchema.parse(
-      ok(
-        await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'sleep 300 >/dev/null 2>&1 & echo $!', env: envOf(w) }),
-      ),
-    );
+    const start = await r.requestView(startRequest('sleep 300 >/dev/null 2>&1 & echo $!', { env: agentEnv(w) }));
     const ended = await waitTerminal(w, start.task_id);
     expect(ended.state).toBe('succeeded');
     expect(isRunning(Number(ended.stdout.trim()))).toBe(false);
-    const timedOut = ExecResultSchema.parse(
-      ok(
-        await r.request({
-          protocol: 1,
-          op: 'exec',
-          command: 'sleep 300 >/dev/null 2>&1 & echo $!; sleep 300',
-          env: envOf(w),
-          timeout_ms: 1000,
-          max_output_bytes: 65_536,
-          promote: { task_id: newTaskId(), after_ms: 30_000 },
-        }),
-      ),
-    ) as ExecFinished;
+    const timedOut = (await r.requestExec(
+      execRequest('sleep 300 >/dev/null 2>&1 & echo $!; sleep 300', {
+        env: agentEnv(w),
+        timeout_ms: 1000,
+        promote: { task_id: newTaskId(), after_ms: 30_000 },
+      }),
+    )) as ExecFinished;
     expect(timedOut).toMatchObject({ kind: 'finished', timed_out: true });
     await waitFor(() => !isRunning(Number(text(timedOut.stdout_b64).trim())), "the timed-out exec's leftover stopped");
   });
 });
 
 describe('supervisors the resident reuses (warm)', () => {
-  /** The resident's supervisors that take tasks from it: its children running `supervise --warm`. */
-  const warmOf = (r: Resident): number[] =>
-    runningWith((argv) => argv.includes('supervise') && argv.includes('--warm')).filter((pid) => ppidOf(pid) === r.process.pid);
-  /** A supervisor back from its task (out of the task's directory): it waits for the next. */
-  const isWaiting = (pid: number): boolean => {
-    try {
-      return readlinkSync(`/proc/${pid}/cwd`) === '/';
-    } catch {
-      return false;
-    }
-  };
   /** Keeps a supervisor busy: a start of `sleep 600` of the given shape (cancelled by the caller). */
-  const holdOne = async (r: Resident, w: AgentWorld, extra: Record<string, unknown> = {}): Promise<string> => {
-    const id = newTaskId();
-    ok(await r.request({ protocol: 1, op: 'start', task_id: id, command: 'sleep 600', ...extra }));
-    return id;
-  };
+  const holdOne = async (r: Resident, extra: StartFields = {}): Promise<string> =>
+    (await r.requestView(startRequest('sleep 600', extra))).task_id;
 
   it("supervises the next start and promotable exec once its task ends, with the call's environment and cwd, masks its secrets, and is retired when calls stop", async () => {
     const w = world();
@@ -469,45 +378,33 @@ describe('supervisors the resident reuses (warm)', () => {
     const r = await startResident(w, { SANDBOX_AGENT_WARM_IDLE_MS: '3000', SANDBOX_AGENT_WARM_QUIET_MS: '600000' });
     // Its supervisors inherit 1000: the command prelude's `echo 500 > oom_score_adj` then fails.
     writeFileSync(`/proc/${r.process.pid}/oom_score_adj`, '1000');
-    expect(warmOf(r)).toEqual([]);
-    const first = TaskViewSchema.parse(
-      ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'true', env: envOf(w) })),
-    );
+    expect(warmSupervisorsOf(r)).toEqual([]);
+    const first = await r.requestView(startRequest('true', { env: agentEnv(w) }));
     expect(first.state).toBe('succeeded');
-    const booted = await waitFor(() => (warmOf(r).length === 1 ? warmOf(r)[0] : undefined), "the first start's supervisor");
+    const booted = await waitFor(
+      () => (warmSupervisorsOf(r).length === 1 ? warmSupervisorsOf(r)[0] : undefined),
+      "the first start's supervisor",
+    );
     expect(readStatusJson(w, first.task_id).supervisor).toMatchObject({ pid: booted });
-    await waitFor(() => isWaiting(booted!), 'it waits for the next task');
-    const task = TaskViewSchema.parse(
-      ok(
-        await r.request({
-          protocol: 1,
-          op: 'start',
-          task_id: newTaskId(),
-          command: 'echo "$FROM_CALL $(pwd)"; echo "key $API_TOKEN" >&2; exit 4',
-          cwd: '/tmp',
-          env: envOf(w, { FROM_CALL: 'call', API_TOKEN: secret }),
-        }),
-      ),
+    await waitFor(() => isWaitingForTask(booted!), 'it waits for the next task');
+    const task = await r.requestView(
+      startRequest('echo "$FROM_CALL $(pwd)"; echo "key $API_TOKEN" >&2; exit 4', {
+        cwd: '/tmp',
+        env: agentEnv(w, { FROM_CALL: 'call', API_TOKEN: secret }),
+      }),
     );
     // The same process supervises the second task: recorded as its supervisor, no other started.
     expect(readStatusJson(w, task.task_id).supervisor).toMatchObject({ pid: booted });
     expect(await waitTerminal(w, task.task_id)).toMatchObject({ state: 'failed', exit_code: 4, stdout: 'call /tmp\n' });
     expect(logs(w, task.task_id)[1]!.toString()).toBe('key [MASKED]\n');
-    expect(warmOf(r)).toEqual([booted]);
+    expect(warmSupervisorsOf(r)).toEqual([booted]);
     // A promotable exec ending in time is handed to it too: the usual result, no task left.
-    await waitFor(() => isWaiting(booted!), 'it waits again');
-    const res = ExecResultSchema.parse(
-      ok(
-        await r.request({
-          protocol: 1,
-          op: 'exec',
-          command: 'echo "promoted-in-time $PPID $? $LINENO $#"',
-          env: envOf(w),
-          timeout_ms: 30_000,
-          max_output_bytes: 65_536,
-          promote: { task_id: newTaskId(), after_ms: 30_000 },
-        }),
-      ),
+    await waitFor(() => isWaitingForTask(booted!), 'it waits again');
+    const res = await r.requestExec(
+      execRequest('echo "promoted-in-time $PPID $? $LINENO $#"', {
+        env: agentEnv(w),
+        promote: { task_id: newTaskId(), after_ms: 30_000 },
+      }),
     );
     expect(res).toMatchObject({ kind: 'finished', exit_code: 0 });
     // The command's parent (the shell execs it) is its supervisor: the same one, a third time. Its
@@ -516,7 +413,7 @@ describe('supervisors the resident reuses (warm)', () => {
     expect(text((res as ExecFinished).stdout_b64)).toBe(`promoted-in-time ${booted} 0 1 0\n`);
     // Without further calls it is retired; the resident goes on.
     await waitFor(() => !isRunning(booted!), 'the idle supervisor retired', 20_000);
-    expect(warmOf(r)).toEqual([]);
+    expect(warmSupervisorsOf(r)).toEqual([]);
     expect(isRunning(r.process.pid!)).toBe(true);
     await waitFor(() => readdirSync(join(w.stateDir, 'tasks')).length === 2, "the exec's task removed");
     expect(readdirSync(join(w.stateDir, 'tasks')).sort()).toEqual([first.task_id, task.task_id].sort());
@@ -526,28 +423,27 @@ describe('supervisors the resident reuses (warm)', () => {
     const w = world();
     // No boot ahead: every exec goes to the one supervisor the first booted.
     const r = await startResident(w, { SANDBOX_AGENT_WARM_IDLE_MS: '60000', SANDBOX_AGENT_WARM_QUIET_MS: '600000' });
-    const promotable = { protocol: 1, op: 'exec', env: envOf(w), timeout_ms: 30_000, max_output_bytes: 65_536 };
     const run = async (i: number): Promise<void> => {
-      const res = ExecResultSchema.parse(
-        ok(await r.request({ ...promotable, command: `echo run ${i}`, promote: { task_id: newTaskId(), after_ms: 30_000 } })),
+      const res = await r.requestExec(
+        execRequest(`echo run ${i}`, { env: agentEnv(w), promote: { task_id: newTaskId(), after_ms: 30_000 } }),
       );
       expect(res).toMatchObject({ kind: 'finished', exit_code: 0 });
       expect(text((res as ExecFinished).stdout_b64)).toBe(`run ${i}\n`);
     };
     await run(0);
-    const sup = await waitFor(() => (warmOf(r).length === 1 ? warmOf(r)[0] : undefined), "the exec's supervisor");
+    const sup = await waitFor(() => (warmSupervisorsOf(r).length === 1 ? warmSupervisorsOf(r)[0] : undefined), "the exec's supervisor");
     const reserve = join(w.stateDir, `.warm-${sup!}.reserve`);
-    await waitFor(() => isWaiting(sup!) && existsSync(reserve), 'it waits for the next task, its reserve beside the tasks folder');
+    await waitFor(() => isWaitingForTask(sup!) && existsSync(reserve), 'it waits for the next task, its reserve beside the tasks folder');
     // Written once (16 KiB of blanks); a rewrite would change its modification time, a move does not.
     const written = statSync(reserve, { bigint: true });
     expect([written.size, readFileSync(reserve).toString().trim()]).toEqual([16_384n, '']);
     for (let i = 1; i <= 3; i++) {
       await run(i);
-      await waitFor(() => isWaiting(sup!) && existsSync(reserve), 'it waits again');
+      await waitFor(() => isWaitingForTask(sup!) && existsSync(reserve), 'it waits again');
       const now = statSync(reserve, { bigint: true });
       expect([now.ino, now.mtimeNs, now.size]).toEqual([written.ino, written.mtimeNs, 16_384n]);
     }
-    expect(warmOf(r)).toEqual([sup]);
+    expect(warmSupervisorsOf(r)).toEqual([sup]);
     // Each exec's task directory is gone, its reserve with it (moved out, not left behind).
     await waitFor(() => readdirSync(join(w.stateDir, 'tasks')).length === 0, "the execs' tasks removed");
   });
@@ -556,10 +452,10 @@ describe('supervisors the resident reuses (warm)', () => {
     const w = world();
     const r = await startResident(w, { SANDBOX_AGENT_WARM_QUIET_MS: '600000', SANDBOX_AGENT_WARM_IDLE_MS: '60000' });
     const first = newTaskId();
-    ok(await r.request({ protocol: 1, op: 'start', task_id: first, command: 'true', env: envOf(w) }));
-    const sup = await waitFor(() => warmOf(r)[0], "the first start's supervisor");
-    await waitFor(() => isWaiting(sup!), 'it waits for the next task');
-    const id = await holdOne(r, w, { env: envOf(w) });
+    await r.requestView(startRequest('true', { task_id: first, env: agentEnv(w) }));
+    const sup = await waitFor(() => warmSupervisorsOf(r)[0], "the first start's supervisor");
+    await waitFor(() => isWaitingForTask(sup!), 'it waits for the next task');
+    const id = await holdOne(r, { env: agentEnv(w) });
     await waitFor(() => readStatusOrNull(w, id)?.group, 'the second command to run');
     expect(readStatusJson(w, id).supervisor).toMatchObject({ pid: sup });
     // A SIGTERM as a cancel of the first task would have sent it, arriving late: the second task goes on.
@@ -567,7 +463,7 @@ describe('supervisors the resident reuses (warm)', () => {
     await new Promise((done) => setTimeout(done, 300));
     expect(readStatusJson(w, id).state).toBe('running');
     // A cancel of the second marks it first: it stops.
-    ok(await r.request({ protocol: 1, op: 'cancel', task_id: id }));
+    await r.requestView(cancelRequest(id));
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'cancelled' });
   });
 
@@ -588,27 +484,24 @@ describe('supervisors the resident reuses (warm)', () => {
   it('after a start whose supervisor stays with its task, boots one ahead only once requests pause for its quiet period', async () => {
     const w = world();
     const r = await startResident(w, { SANDBOX_AGENT_WARM_QUIET_MS: '3000' });
-    const holder = await holdOne(r, w, { env: envOf(w) });
+    const holder = await holdOne(r, { env: agentEnv(w) });
     const busy = await waitFor(() => readStatusJson(w, holder).supervisor?.pid, "the start's supervisor");
-    const others = () => warmOf(r).filter((pid) => pid !== busy);
+    const others = () => warmSupervisorsOf(r).filter((pid) => pid !== busy);
     // Requests 200 ms apart for 1.6 s, far longer than a boot takes: each one puts the boot off again.
     for (let i = 0; i < 8; i++) {
-      ok(await r.request({ protocol: 1, op: 'list' }));
+      resultOf(await r.request(listRequest()));
       expect(others()).toEqual([]);
       await new Promise((done) => setTimeout(done, 200));
     }
     expect(others()).toEqual([]);
     // Then quiet: it boots.
     await waitFor(() => others()[0], 'a supervisor booted once requests paused');
-    ok(await r.request({ protocol: 1, op: 'cancel', task_id: holder }));
+    await r.requestView(cancelRequest(holder));
   });
 
   it("starts the command's first process ahead for a start like the last: the command runs in it as it would in a fresh one, and any other start kills it", async () => {
     const w = world();
     const r = await startResident(w, { SANDBOX_AGENT_WARM_IDLE_MS: '60000', SANDBOX_AGENT_WARM_QUIET_MS: '0' });
-    /** The first process a booted supervisor started ahead: its child running the task shell (`sh -c … sandbox-task`). */
-    const pendingOf = (supervisor: number): number | undefined =>
-      runningWith((argv) => argv.includes('sandbox-task')).find((pid) => ppidOf(pid) === supervisor);
     const bounds = { processes: 500, open_files: 256, refuse_at: 100_000, oom_score_adj: 500 };
     const promotable = (command: string, env: Record<string, string>, cwd = '/tmp') =>
       exec(r, w, command, { cwd, env, bounds, promote: { task_id: newTaskId(), after_ms: 30_000 } });
@@ -616,17 +509,17 @@ describe('supervisors the resident reuses (warm)', () => {
     /** A start of this shape that keeps every waiting supervisor busy: one is then booted ahead with the shape's first process started. */
     const bootAhead = async (env: Record<string, string>, known: number[]): Promise<{ sup: number; pending: number }> => {
       for (;;) {
-        const id = await holdOne(r, w, { env, cwd: '/tmp', bounds, stdin: false });
+        const id = await holdOne(r, { env, cwd: '/tmp', bounds, stdin: false });
         holders.push(id);
         const sup = readStatusJson(w, id).supervisor?.pid;
         known.push(sup!);
         // Booted ahead once none waits: one still waiting (back from its task) takes the next hold instead.
         const fresh = await waitFor(
-          () => warmOf(r).find((pid) => !known.includes(pid)) ?? (warmOf(r).some(isWaiting) ? -1 : undefined),
+          () => warmSupervisorsOf(r).find((pid) => !known.includes(pid)) ?? (warmSupervisorsOf(r).some(isWaitingForTask) ? -1 : undefined),
           'a supervisor booted ahead, or one waiting',
         );
         if (fresh === -1) continue;
-        const pending = await waitFor(() => pendingOf(fresh!), 'its first process started ahead', 20_000).catch(() => undefined);
+        const pending = await waitFor(() => pendingShellOf(fresh!), 'its first process started ahead', 20_000).catch(() => undefined);
         known.push(fresh!);
         if (pending !== undefined) return { sup: fresh!, pending };
       }
@@ -646,10 +539,10 @@ describe('supervisors the resident reuses (warm)', () => {
       'printf end',
     ].join('\n');
     // The first exec boots a supervisor for itself: no process ahead.
-    const cold = await promotable(script, envOf(w));
-    const known: number[] = [...warmOf(r)];
-    const { pending } = await bootAhead(envOf(w), known);
-    const warm = await promotable(script, envOf(w));
+    const cold = await promotable(script, agentEnv(w));
+    const known: number[] = [...warmSupervisorsOf(r)];
+    const { pending } = await bootAhead(agentEnv(w), known);
+    const warm = await promotable(script, agentEnv(w));
     const coldOut = text(cold.stdout_b64);
     const warmOut = text(warm.stdout_b64);
     // The command ran in the process started ahead: the shell it exec'd has its pid.
@@ -665,42 +558,37 @@ describe('supervisors the resident reuses (warm)', () => {
     expect(coldOut).toMatch(/\nfds 0 1 2 3\n/);
     expect([cold.exit_code, warm.exit_code, text(warm.stderr_b64)]).toEqual([0, 0, '']);
     // A start of another shape (one more variable) gets a fresh process; the one started ahead is killed.
-    const next = await bootAhead(envOf(w), known);
-    const other = await promotable('echo "pid $$ $EXTRA"', envOf(w, { EXTRA: 'x' }));
+    const next = await bootAhead(agentEnv(w), known);
+    const other = await promotable('echo "pid $$ $EXTRA"', agentEnv(w, { EXTRA: 'x' }));
     expect(text(other.stdout_b64)).toMatch(/^pid \d+ x\n$/);
     expect(text(other.stdout_b64)).not.toContain(`pid ${next.pending} `);
     await waitFor(() => !isRunning(next.pending), 'the process started ahead killed');
     // A command that ignores TERM, started in the process started ahead, is cancelled as any other: KILL after the grace.
-    const last = await bootAhead(envOf(w, { EXTRA: 'x' }), known);
+    const last = await bootAhead(agentEnv(w, { EXTRA: 'x' }), known);
     const id = newTaskId();
-    const started = TaskViewSchema.parse(
-      ok(
-        await r.request({
-          protocol: 1,
-          op: 'start',
-          task_id: id,
-          command: `trap '' TERM; echo "ready $$"; while :; do sleep 0.05; done`,
-          cwd: '/tmp',
-          env: envOf(w, { EXTRA: 'x' }),
-          bounds,
-          stdin: false,
-        }),
-      ),
+    const started = await r.requestView(
+      startRequest(`trap '' TERM; echo "ready $$"; while :; do sleep 0.05; done`, {
+        task_id: id,
+        cwd: '/tmp',
+        env: agentEnv(w, { EXTRA: 'x' }),
+        bounds,
+        stdin: false,
+      }),
     );
     expect(started.state).toBe('running');
     await waitFor(() => readStatusOrNull(w, id)?.group, 'the command to run');
     expect(readStatusJson(w, id).group).toMatchObject({ pgid: last.pending });
-    ok(await r.request({ protocol: 1, op: 'cancel', task_id: id }));
+    await r.requestView(cancelRequest(id));
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'cancelled', exit_code: 137, stdout: `ready ${last.pending}\n` });
     // One that died while it waited (killed from inside the sandbox) is not given the next command: that starts the cold way.
-    const fourth = await bootAhead(envOf(w, { EXTRA: 'x' }), known);
+    const fourth = await bootAhead(agentEnv(w, { EXTRA: 'x' }), known);
     process.kill(fourth.pending, 'SIGKILL');
     await waitFor(() => !isRunning(fourth.pending), 'the process started ahead killed');
-    const afterDeath = await promotable('echo "pid $$ $EXTRA"', envOf(w, { EXTRA: 'x' }));
+    const afterDeath = await promotable('echo "pid $$ $EXTRA"', agentEnv(w, { EXTRA: 'x' }));
     expect(afterDeath.exit_code).toBe(0);
     expect(text(afterDeath.stdout_b64)).toMatch(/^pid \d+ x\n$/);
     expect(text(afterDeath.stdout_b64)).not.toContain(`pid ${fourth.pending} `);
-    for (const holder of holders) ok(await r.request({ protocol: 1, op: 'cancel', task_id: holder }));
+    for (const holder of holders) await r.requestView(cancelRequest(holder));
   });
 
   it('a resident killed -9 after handing over a start loses nothing; one still waiting exits with no task', async () => {
@@ -712,18 +600,11 @@ describe('supervisors the resident reuses (warm)', () => {
       SANDBOX_AGENT_WARM_QUIET_MS: '600000',
     });
     const first = newTaskId();
-    ok(await r.request({ protocol: 1, op: 'start', task_id: first, command: 'true', env: envOf(w) }));
-    const booted = await waitFor(() => warmOf(r)[0], "the first start's supervisor");
-    await waitFor(() => isWaiting(booted!), 'it waits for the next task');
+    await r.requestView(startRequest('true', { task_id: first, env: agentEnv(w) }));
+    const booted = await waitFor(() => warmSupervisorsOf(r)[0], "the first start's supervisor");
+    await waitFor(() => isWaitingForTask(booted!), 'it waits for the next task');
     const id = newTaskId();
-    const answer = r.request({
-      protocol: 1,
-      op: 'start',
-      task_id: id,
-      timeout_s: 120,
-      command: burstCommand(60_000, 30, 5),
-      env: envOf(w),
-    });
+    const answer = r.request(startRequest(burstCommand(60_000, 30, 5), { task_id: id, timeout_s: 120, env: agentEnv(w) }));
     answer.catch(() => {});
     await waitFor(
       () => existsSync(join(taskDirOf(w, id), 'stdout.log')) && readFileSync(join(taskDirOf(w, id), 'stdout.log')).length > 1000,
@@ -733,8 +614,8 @@ describe('supervisors the resident reuses (warm)', () => {
     // A promotable exec meanwhile boots a supervisor for itself, which then waits (its task removed).
     const done = await exec(r, w, 'true', { promote: { task_id: newTaskId(), after_ms: 30_000 } });
     expect(done.exit_code).toBe(0);
-    const waiting = await waitFor(() => warmOf(r).find((pid) => pid !== booted), "the exec's supervisor");
-    await waitFor(() => isWaiting(waiting!), 'it waits for the next task');
+    const waiting = await waitFor(() => warmSupervisorsOf(r).find((pid) => pid !== booted), "the exec's supervisor");
+    await waitFor(() => isWaitingForTask(waiting!), 'it waits for the next task');
     const tasks = () => readdirSync(join(w.stateDir, 'tasks')).sort();
     await waitFor(() => tasks().length === 2, "the exec's task removed");
     expect(tasks()).toEqual([first, id].sort());
@@ -775,13 +656,11 @@ describe('SIGUSR1', () => {
   it("opens no inspector in the resident or in a task's supervisor: both keep working", async () => {
     const w = world();
     const r = await startResident(w);
-    const task = TaskViewSchema.parse(
-      ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'sleep 2; echo late', env: envOf(w) })),
-    );
+    const task = await r.requestView(startRequest('sleep 2; echo late', { env: agentEnv(w) }));
     const supervisor = await waitFor(() => readStatusJson(w, task.task_id).supervisor?.pid, "the task's supervisor");
     for (const pid of [r.process.pid!, supervisor]) for (let i = 0; i < 3; i++) process.kill(pid, 'SIGUSR1');
     // A resident that still answers has handled the signals; an inspector would be listening by then.
-    expect(ok(await r.request({ protocol: 1, op: 'hello' }))).toMatchObject({ protocol: 1 });
+    expect(resultOf(await r.request(helloRequest()))).toMatchObject({ protocol: 1 });
     for (const pid of [r.process.pid!, supervisor]) expect(listeningInodes(pid), `pid ${pid}`).toEqual([]);
     expect(await waitTerminal(w, task.task_id)).toMatchObject({ state: 'succeeded', stdout: 'late\n' });
   });
@@ -795,17 +674,12 @@ describe('a resident killed -9 loses nothing', () => {
       // A settle window long enough for the kill to land while the resident still waits on the start.
       const r = await startResident(w, { SANDBOX_AGENT_START_SETTLE_MS: '120000' });
       const id = newTaskId();
-      const common = { protocol: 1, command: burstCommand(60_000, 30, 5, 'API_TOKEN'), env: envOf(w, { API_TOKEN: secret }) };
+      const command = burstCommand(60_000, 30, 5, 'API_TOKEN');
+      const env = agentEnv(w, { API_TOKEN: secret });
       const answer =
         when === 'while it runs a start'
-          ? r.request({ ...common, op: 'start', task_id: id, timeout_s: 120 })
-          : r.request({
-              ...common,
-              op: 'exec',
-              timeout_ms: 120_000,
-              max_output_bytes: 65_536,
-              promote: { task_id: id, after_ms: 120_000 },
-            });
+          ? r.request(startRequest(command, { task_id: id, env, timeout_s: 120 }))
+          : r.request(execRequest(command, { env, timeout_ms: 120_000, promote: { task_id: id, after_ms: 120_000 } }));
       answer.catch(() => {});
       // Some output is in the logs while the call still waits.
       await waitFor(
@@ -833,22 +707,21 @@ describe('tasks the resident runs, from other processes', () => {
     const b = newTaskId();
     // Promotable execs with long windows: the resident waits on them throughout.
     for (const id of [a, b]) {
-      r.send({
-        protocol: 1,
-        op: 'exec',
-        command: 'sleep 60',
-        env: envOf(w),
-        timeout_ms: 120_000,
-        max_output_bytes: 100,
-        promote: { task_id: id, after_ms: 60_000 },
-      }).answer.catch(() => {});
+      r.send(
+        execRequest('sleep 60', {
+          env: agentEnv(w),
+          timeout_ms: 120_000,
+          max_output_bytes: 100,
+          promote: { task_id: id, after_ms: 60_000 },
+        }),
+      ).answer.catch(() => {});
     }
     await waitFor(() => [a, b].every((id) => readStatusOrNull(w, id)?.group), 'both commands to run');
-    expect(TaskViewSchema.parse(ok(await r.request({ protocol: 1, op: 'cancel', task_id: a }))).state).toBe('cancelled');
-    const fromAfar = await callView(w, { protocol: 1, op: 'cancel', task_id: b });
+    expect((await r.requestView(cancelRequest(a))).state).toBe('cancelled');
+    const fromAfar = await callView(w, cancelRequest(b));
     expect(fromAfar.state).toBe('cancelled');
     // Whoever cancelled learnt the id: the resident removes neither task once its call answers.
-    const hello = await r.request({ protocol: 1, op: 'hello' });
+    const hello = await r.request(helloRequest());
     expect(hello.ok).toBe(true);
     for (const id of [a, b]) expect(readStatusJson(w, id)).toMatchObject({ state: 'cancelled' });
   });
@@ -856,12 +729,10 @@ describe('tasks the resident runs, from other processes', () => {
   it('input: to a task the resident started, written by a per-call agent; eof ends cat after the resident is gone', async () => {
     const w = world();
     const r = await startResident(w);
-    const view = TaskViewSchema.parse(
-      ok(await r.request({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'cat', env: envOf(w) })),
-    );
+    const view = await r.requestView(startRequest('cat', { env: agentEnv(w) }));
     const id = view.task_id;
-    const input = async (data: string, eof: boolean) => ok(await call(w, { protocol: 1, op: 'input', task_id: id, data, eof }));
-    expect(ok(await r.request({ protocol: 1, op: 'input', task_id: id, data: 'one\n' }))).toMatchObject({ bytes_written: 4 });
+    const input = async (data: string, eof: boolean) => resultOf(await call(w, inputRequest(id, data, { eof })));
+    expect(resultOf(await r.request(inputRequest(id, 'one\n')))).toMatchObject({ bytes_written: 4 });
     await r.close();
     expect(await input('two\n', false)).toMatchObject({ bytes_written: 4, stdin_closed: false });
     expect(await input('three\n', true)).toMatchObject({ bytes_written: 6, stdin_closed: true });
@@ -872,15 +743,9 @@ describe('tasks the resident runs, from other processes', () => {
     const w = world();
     const r = await startResident(w);
     const id = newTaskId();
-    const answer = r.request({
-      protocol: 1,
-      op: 'exec',
-      command: 'sleep 1; echo later',
-      env: envOf(w),
-      timeout_ms: 30_000,
-      max_output_bytes: 100,
-      promote: { task_id: id, after_ms: 60_000 },
-    });
+    const answer = r.request(
+      execRequest('sleep 1; echo later', { env: agentEnv(w), max_output_bytes: 100, promote: { task_id: id, after_ms: 60_000 } }),
+    );
     answer.catch(() => {});
     await waitFor(() => readStatusOrNull(w, id)?.group, 'the command to run');
     await r.close();

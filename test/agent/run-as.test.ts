@@ -2,14 +2,15 @@
 // with RUN_AS_ENV, and the resident's `exec` (plain and promotable) and `start` with `run_as`,
 // start the command as those ids (an image's user), while the agent and the supervisor stay the
 // agent's own (root here); the variable reaches neither; a malformed value is refused, naming it.
-import { existsSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ExecResultSchema, RUN_AS_ENV, RUN_AS_MINOR, TaskViewSchema, type AgentResponse } from '../../shared/protocol.js';
+import { RUN_AS_ENV, RUN_AS_MINOR, type ExecResult } from '../../shared/protocol.js';
+import { cancelRequest, execRequest, startRequest, type ExecFields } from '../support/agent-requests.js';
 import { agentEnv, call, callView, newTaskId, taskDirOf, waitTerminal, worldsPerTest, type AgentWorld } from '../support/agent-world.js';
 import { requireBuild } from '../support/prerequisites.js';
-import { isRunning, ppidOf, runningWith } from '../support/processes.js';
-import { startResident, type Resident } from '../support/resident-world.js';
+import { isRunning } from '../support/processes.js';
+import { isWaitingForTask, pendingShellOf, startResident, warmSupervisorsOf, type Resident } from '../support/resident-world.js';
 import { waitFor } from '../support/wait.js';
 
 beforeAll(() => requireBuild());
@@ -20,14 +21,13 @@ const isRoot = process.geteuid?.() === 0;
 describe('run as (RUN_AS_ENV)', () => {
   it.skipIf(!isRoot)("starts the command as the ids it names, none of root's, the supervisor staying root", async () => {
     const w = world({ [RUN_AS_ENV]: '65534:65533' });
-    const id = newTaskId();
-    await callView(w, {
-      protocol: 1,
-      op: 'start',
-      task_id: id,
-      cwd: '/',
-      command: `id -u; id -g; id -G; grep CapEff /proc/self/status; env | grep -c ${RUN_AS_ENV} || true; cat /proc/$PPID/status | grep -c '^Uid:.0' || true`,
-    });
+    const { task_id: id } = await callView(
+      w,
+      startRequest(
+        `id -u; id -g; id -G; grep CapEff /proc/self/status; env | grep -c ${RUN_AS_ENV} || true; cat /proc/$PPID/status | grep -c '^Uid:.0' || true`,
+        { cwd: '/' },
+      ),
+    );
     expect(await waitTerminal(w, id)).toMatchObject({
       state: 'succeeded',
       // No variable left; its parent, the supervisor, is root.
@@ -39,7 +39,7 @@ describe('run as (RUN_AS_ENV)', () => {
   it('refuses a value that is not UID:GID, and starts nothing', async () => {
     for (const value of ['', 'app', '1000', '-1:0', '1000:1000:1']) {
       const w = world({ [RUN_AS_ENV]: value });
-      const r = await call(w, { protocol: 1, op: 'start', task_id: newTaskId(), command: 'true' });
+      const r = await call(w, startRequest('true'));
       expect(r.ok ? null : r.error).toMatchObject({ code: 'invalid_request', message: `${RUN_AS_ENV} must be UID:GID` });
     }
   });
@@ -50,28 +50,10 @@ describe("the resident's run_as (minor 9)", () => {
   /** Its ids, groups and capabilities, and whether its parent (the resident or the supervisor) is root. */
   const WHO = `id -u; id -g; id -G; grep CapEff /proc/self/status; grep -c '^Uid:.0' /proc/$PPID/status`;
   const WHO_USER = '65534\n65533\n65533\nCapEff:\t0000000000000000\n1\n';
-  const envOf = (w: AgentWorld): Record<string, string> => agentEnv(w) as Record<string, string>;
-  const okOf = (res: AgentResponse): unknown => {
-    if (!res.ok) throw new Error(`agent answered ${res.error.code}: ${res.error.message}`);
-    return res.result;
-  };
   const text = (b64: string) => Buffer.from(b64, 'base64').toString('utf8');
-  const execOf = async (r: Resident, w: AgentWorld, command: string, extra: Record<string, unknown> = {}) =>
-    ExecResultSchema.parse(
-      okOf(
-        await r.request({
-          protocol: 1,
-          op: 'exec',
-          command,
-          env: envOf(w),
-          cwd: '/tmp',
-          timeout_ms: 30_000,
-          max_output_bytes: 65_536,
-          ...extra,
-        }),
-      ),
-    );
-  const stdoutOf = (res: ReturnType<typeof ExecResultSchema.parse>): string => {
+  const execOf = (r: Resident, w: AgentWorld, command: string, extra: ExecFields = {}) =>
+    r.requestExec(execRequest(command, { env: agentEnv(w), cwd: '/tmp', ...extra }));
+  const stdoutOf = (res: ExecResult): string => {
     if (res.kind !== 'finished') throw new Error('promoted');
     return text(res.stdout_b64);
   };
@@ -91,22 +73,12 @@ describe("the resident's run_as (minor 9)", () => {
     expect(await waitTerminal(w, promotedId)).toMatchObject({ state: 'succeeded', stdout: WHO_USER });
     expect(readFileSync(join(taskDirOf(w, promotedId), 'request.json'), 'utf8')).toContain('"run_as":{"uid":65534,"gid":65533}');
     // A start (as start_task's), its supervisor root and owning the task's files.
-    const id = newTaskId();
-    TaskViewSchema.parse(
-      okOf(await r.request({ protocol: 1, op: 'start', task_id: id, command: WHO, cwd: '/tmp', env: envOf(w), run_as: USER })),
-    );
+    const { task_id: id } = await r.requestView(startRequest(WHO, { cwd: '/tmp', env: agentEnv(w), run_as: USER }));
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: WHO_USER });
     // A cwd its ids may not enter (the world's home: root's, 0700) is not found for them, as their shell's cd would say.
-    const closed = await r.request({
-      protocol: 1,
-      op: 'exec',
-      command: 'true',
-      env: envOf(w),
-      cwd: w.home,
-      timeout_ms: 5000,
-      max_output_bytes: 10,
-      run_as: USER,
-    });
+    const closed = await r.request(
+      execRequest('true', { env: agentEnv(w), cwd: w.home, timeout_ms: 5000, max_output_bytes: 10, run_as: USER }),
+    );
     expect(closed.ok ? null : closed.error).toMatchObject({ code: 'cwd_not_found', message: expect.stringContaining('`cwd`') });
     await r.close();
   });
@@ -114,47 +86,24 @@ describe("the resident's run_as (minor 9)", () => {
   it.skipIf(!isRoot)("never gives a user's command a shell started ahead for root, nor root's one started for the user", async () => {
     const w = world();
     const r = await startResident(w, { SANDBOX_AGENT_WARM_IDLE_MS: '60000', SANDBOX_AGENT_WARM_QUIET_MS: '0' });
-    const warmOf = (): number[] =>
-      runningWith((argv) => argv.includes('supervise') && argv.includes('--warm')).filter((pid) => ppidOf(pid) === r.process.pid);
-    const pendingOf = (supervisor: number): number | undefined =>
-      runningWith((argv) => argv.includes('sandbox-task')).find((pid) => ppidOf(pid) === supervisor);
-    const isWaiting = (pid: number): boolean => {
-      try {
-        return readlinkSync(`/proc/${pid}/cwd`) === '/';
-      } catch {
-        return false;
-      }
-    };
     const uidOf = (pid: number): string => /^Uid:\t(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]!;
     const known: number[] = [];
     const holders: string[] = [];
     /** Starts of this shape keep every waiting supervisor busy until one is booted ahead, its first process started for the shape. */
     const bootAhead = async (runAs: typeof USER | undefined): Promise<number> => {
       for (;;) {
-        const id = newTaskId();
-        const held = TaskViewSchema.parse(
-          okOf(
-            await r.request({
-              protocol: 1,
-              op: 'start',
-              task_id: id,
-              command: 'sleep 600',
-              cwd: '/tmp',
-              env: envOf(w),
-              stdin: false,
-              ...(runAs ? { run_as: runAs } : {}),
-            }),
-          ),
+        const held = await r.requestView(
+          startRequest('sleep 600', { cwd: '/tmp', env: agentEnv(w), stdin: false, ...(runAs ? { run_as: runAs } : {}) }),
         );
         holders.push(held.task_id);
-        known.push(...warmOf().filter((pid) => !isWaiting(pid)));
+        known.push(...warmSupervisorsOf(r).filter((pid) => !isWaitingForTask(pid)));
         const fresh = await waitFor(
-          () => warmOf().find((pid) => !known.includes(pid)) ?? (warmOf().some(isWaiting) ? -1 : undefined),
+          () => warmSupervisorsOf(r).find((pid) => !known.includes(pid)) ?? (warmSupervisorsOf(r).some(isWaitingForTask) ? -1 : undefined),
           'a supervisor booted ahead, or one waiting',
         );
         if (fresh === -1) continue;
         known.push(fresh!);
-        const pending = await waitFor(() => pendingOf(fresh!), 'its first process started ahead', 20_000).catch(() => undefined);
+        const pending = await waitFor(() => pendingShellOf(fresh!), 'its first process started ahead', 20_000).catch(() => undefined);
         if (pending !== undefined) return pending;
       }
     };
@@ -177,7 +126,7 @@ describe("the resident's run_as (minor 9)", () => {
     const userOut = stdoutOf(await promotable('echo $$; id -u', USER));
     expect(userOut).toMatch(/^\d+\n65534\n$/);
     expect(userOut).not.toContain(`${forRoot}\n`);
-    for (const id of holders) okOf(await r.request({ protocol: 1, op: 'cancel', task_id: id }));
+    for (const id of holders) await r.requestView(cancelRequest(id));
     await r.close();
   });
 
@@ -195,8 +144,8 @@ describe("the resident's run_as (minor 9)", () => {
     ];
     for (const [runAs, message] of cases) {
       for (const request of [
-        { protocol: 1, op: 'exec', command: `touch ${marker}`, env: envOf(w), timeout_ms: 5000, max_output_bytes: 10, run_as: runAs },
-        { protocol: 1, op: 'start', task_id: newTaskId(), command: `touch ${marker}`, env: envOf(w), run_as: runAs },
+        { ...execRequest(`touch ${marker}`, { env: agentEnv(w), timeout_ms: 5000, max_output_bytes: 10 }), run_as: runAs },
+        { ...startRequest(`touch ${marker}`, { env: agentEnv(w) }), run_as: runAs },
       ]) {
         const res = await r.request(request);
         expect(res.ok ? null : res.error).toEqual({ code: 'invalid_request', message });
@@ -210,13 +159,7 @@ describe("the resident's run_as (minor 9)", () => {
     await new Promise((done) => setTimeout(done, 300));
     expect(existsSync(marker)).toBe(false);
     // A per-call start whose run_as and RUN_AS_ENV disagree is refused too.
-    const both = await call(world({ [RUN_AS_ENV]: '65534:65533' }), {
-      protocol: 1,
-      op: 'start',
-      task_id: newTaskId(),
-      command: 'true',
-      run_as: { uid: 65534, gid: 0 },
-    });
+    const both = await call(world({ [RUN_AS_ENV]: '65534:65533' }), startRequest('true', { run_as: { uid: 65534, gid: 0 } }));
     expect(both.ok ? null : both.error).toMatchObject({ code: 'invalid_request', message: expect.stringContaining('`run_as`') });
     await r.close();
   });

@@ -8,12 +8,10 @@
 // Random choices come from one seed (FAULT_SEED, default below), printed with any failure.
 import { existsSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isAlive as isProcAlive, type ProcIdentity } from '../../host/providers/local/system/proc.js';
-import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
+import { localServers, ok, type StdioServer, toolError } from '../support/built-server.js';
 import { cmdline, isRunning, pidNamespace, runningIn, runningWith } from '../support/processes.js';
-import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
 const SEED = Number(process.env.FAULT_SEED ?? 20261130);
@@ -21,8 +19,8 @@ const ROUNDS_PER_FAULT = 3;
 const FAULTS = ['server', 'supervisor', 'keeper', 'resident'] as const;
 type Fault = (typeof FAULTS)[number];
 
-const stateDir = tempStateDir();
-const open: StdioServer[] = [];
+const servers = localServers();
+const { stateDir } = servers;
 
 /** mulberry32: a small deterministic PRNG, so a failing run can be replayed with its seed. */
 function prng(seed: number): () => number {
@@ -35,18 +33,6 @@ function prng(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
-
-async function server(): Promise<StdioServer> {
-  const s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
-  open.push(s);
-  return s;
-}
-
-beforeAll(() => requireSandboxes());
-afterAll(async () => {
-  await Promise.allSettled(open.map((o) => (o.transport.pid && isRunning(o.transport.pid) ? o.close() : undefined)));
-  await destroyStateDir(stateDir);
-});
 
 /** A task printing numbered lines and exiting with `exitCode`: its whole true output is known in advance. */
 function lineTask(
@@ -154,7 +140,7 @@ describe('fault injection (kill -9 of server, supervisor, keeper, resident agent
     const random = prng(SEED);
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
     const schedule = FAULTS.flatMap((f) => Array<Fault>(ROUNDS_PER_FAULT).fill(f)).sort(() => random() - 0.5);
-    let s = await server();
+    let s = await servers.connect();
     let supervisorKills = 0;
     let residentKills = 0;
 
@@ -215,7 +201,7 @@ describe('fault injection (kill -9 of server, supervisor, keeper, resident agent
           process.kill(pid, 'SIGKILL');
           await inFlight?.catch(() => undefined);
           await waitFor(() => !isRunning(pid), 'the killed server to exit');
-          s = await server();
+          s = await servers.connect();
         } else if (fault === 'supervisor') {
           // The task may already have ended: then there is nothing to kill, and its outcome is final.
           if (killSupervisor(targetHandle.task_id)) supervisorKills++;

@@ -4,23 +4,11 @@
 // list_files returns at most 1000 entries and sets `truncated` beyond. Each cap is checked at the
 // limit and one past it.
 import { createHash } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectStdio, ok, toolError, type StdioServer } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
-import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { describe, expect, it } from 'vitest';
+import { localServer, ok, toolError } from '../support/built-server.js';
 
 const MIB = 1024 * 1024;
-const stateDir = tempStateDir();
-let s: StdioServer;
-
-beforeAll(async () => {
-  requireSandboxes();
-  s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
-}, 60_000);
-afterAll(async () => {
-  await s?.close();
-  await destroyStateDir(stateDir);
-});
+const s = localServer();
 
 /** A fresh sandbox of this test's own. */
 async function sandbox(): Promise<string> {

@@ -7,21 +7,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { CLEANUP_NOTE } from '../../host/mcp/tools/sandboxes.js';
-import { connectStdio, ok, startHttp, type StdioServer } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
-import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { localServers, ok, startHttp, type StdioServer } from '../support/built-server.js';
 import { waitFor } from '../support/wait.js';
 
-const stateDir = tempStateDir();
+const servers = localServers();
 let provider: Provider;
 
 beforeAll(() => {
-  requireSandboxes();
-  provider = createLocalProvider({ stateDir });
+  provider = createLocalProvider({ stateDir: servers.stateDir });
 });
 afterAll(async () => {
   await provider?.close();
-  await destroyStateDir(stateDir);
 });
 
 /** create_sandbox's whole result: the JSON text, any further text, and the structured metadata. */
@@ -39,7 +35,7 @@ async function isLive(id: string): Promise<boolean> {
 
 describe('sandboxes at the end of a session', () => {
   it('stdio, by default: the create result says the sandbox ends with the session, and it does', async () => {
-    const s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
+    const s = await servers.connect();
     const { id, texts } = await create(s);
     expect(texts).toHaveLength(2);
     expect(texts[1]).toBe(CLEANUP_NOTE);
@@ -54,8 +50,8 @@ describe('sandboxes at the end of a session', () => {
 
   it('keeps a sandbox in which another server process started a task (its output still readable there), destroys the other', async () => {
     // Two clients, two server processes, one state directory: B may work in a sandbox A created.
-    const a = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
-    const b = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
+    const a = await servers.connect();
+    const b = await servers.connect();
     try {
       const withTask = await create(a);
       const bare = await create(a);
@@ -82,7 +78,7 @@ describe('sandboxes at the end of a session', () => {
   });
 
   it('--keep-sandboxes: no note, the instructions say sandboxes outlive the session, and the sandbox does', async () => {
-    const s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir }, ['--keep-sandboxes']);
+    const s = await servers.connect({}, ['--keep-sandboxes']);
     const { id, texts } = await create(s);
     expect(texts).toHaveLength(1);
     expect(s.client.getInstructions()).toContain('outlive this session until their timeout');
@@ -95,7 +91,7 @@ describe('sandboxes at the end of a session', () => {
   });
 
   it('SANDBOX_MCP_KEEP_SANDBOXES=1 does the same as the flag', async () => {
-    const s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_KEEP_SANDBOXES: '1' });
+    const s = await servers.connect({ SANDBOX_MCP_KEEP_SANDBOXES: '1' });
     const { id, texts } = await create(s);
     expect(texts).toHaveLength(1);
     await s.close();
@@ -104,7 +100,7 @@ describe('sandboxes at the end of a session', () => {
   });
 
   it('http sessions carry no note (a session there outlives single calls)', async () => {
-    const server = await startHttp({ SANDBOX_MCP_STATE_DIR: stateDir });
+    const server = await startHttp({ SANDBOX_MCP_STATE_DIR: servers.stateDir });
     try {
       const { client } = await server.connect();
       const { id, texts } = await create({ client });

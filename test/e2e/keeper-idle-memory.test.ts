@@ -7,24 +7,12 @@
 // not share, unlike PSS), read right after create_sandbox and 6 s later.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { readKeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
-import { connectStdio, ok, type StdioServer } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
-import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { localServer, ok } from '../support/built-server.js';
 import { sleep } from '../support/wait.js';
 
-const stateDir = tempStateDir();
-let s: StdioServer;
-
-beforeAll(async () => {
-  requireSandboxes();
-  s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
-});
-afterAll(async () => {
-  await s?.close();
-  await destroyStateDir(stateDir);
-});
+const s = localServer();
 
 /** The anonymous memory of `pid`, in KiB. */
 function anonymousKiB(pid: number): number {
@@ -34,7 +22,7 @@ function anonymousKiB(pid: number): number {
 
 it("gives an idle keeper's start-up garbage back within 6 s of its sandbox's creation", async () => {
   const id = (await ok(s.client, 'create_sandbox', { timeout: 300 })).sandbox_id as string;
-  const rec = readKeeperRecord(join(stateDir, 'local', id.replace(/^local:/, '')));
+  const rec = readKeeperRecord(join(s.stateDir, 'local', id.replace(/^local:/, '')));
   if (!rec) throw new Error('no keeper record');
   const early = anonymousKiB(rec.keeper.pid);
   await sleep(6000);

@@ -1,22 +1,10 @@
 // The secret-named `envs` a run_command call passes join that sandbox's masking: masked in the
 // call's own output, in later command and task output of the same sandbox, and nowhere else.
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectStdio, ok, type StdioServer } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
-import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { describe, expect, it } from 'vitest';
+import { localServer, ok } from '../support/built-server.js';
 
-const stateDir = tempStateDir();
-let s: StdioServer;
-
-beforeAll(async () => {
-  requireSandboxes();
-  s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
-});
-afterAll(async () => {
-  await s?.close();
-  await destroyStateDir(stateDir);
-});
+const s = localServer();
 
 /** A fresh sandbox of this session, by explicit id. */
 const newSandbox = async (): Promise<string> => (await ok(s.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;

@@ -5,20 +5,17 @@
 // other a static shell alone (busybox-static as /bin/sh: no loader, no libc, nothing else).
 import { existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectStdio, ok, type StdioServer } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
-import { destroyStateDir, residentRecordOf, tempStateDir } from '../support/state-dir.js';
+import { describe, expect, it } from 'vitest';
+import { localServer, ok } from '../support/built-server.js';
+import { residentRecordOf } from '../support/state-dir.js';
 import { layerRoot } from '../../host/providers/local/templates/store.js';
 import { hostProgram, writeTestTemplate } from '../support/test-template.js';
 import { waitFor } from '../support/wait.js';
 
-const stateDir = tempStateDir();
 const STATIC_SHELL = '/bin/busybox';
-let s: StdioServer;
 
-beforeAll(async () => {
-  requireSandboxes();
+/** The two templates, in the server's state directory: sh and its libraries; a static shell alone. */
+function writeTemplates(stateDir: string): void {
   const templates = join(stateDir, 'templates');
   mkdirSync(templates, { mode: 0o700 });
   const isRoot = process.getuid?.() === 0;
@@ -31,20 +28,16 @@ beforeAll(async () => {
   );
   rmSync(join(staticRoot, 'usr/bin/sh'));
   symlinkSync('busybox', join(staticRoot, 'usr/bin/sh'));
-  s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
-});
+}
 
-afterAll(async () => {
-  await s?.close();
-  await destroyStateDir(stateDir);
-});
+const s = localServer({ prepare: writeTemplates });
 
 describe('a sandbox on a root with only a shell', () => {
   it("runs commands, tasks and the file tools (the resident's own: no stat, find or cat)", async () => {
     const { sandbox_id } = await ok(s.client, 'create_sandbox', { template: 'shell-only', timeout: 300 });
     // Its resident agent runs on the agent runtime (the server's node, bound in), installed by that
     // node where the root has no mkdir, cat or mv.
-    await waitFor(() => residentRecordOf(stateDir, sandbox_id)?.resident, 'the resident to run');
+    await waitFor(() => residentRecordOf(s.stateDir, sandbox_id)?.resident, 'the resident to run');
     expect(await ok(s.client, 'run_command', { sandbox_id, command: 'echo "hi $HOME"; command -v cat || echo no-cat' })).toMatchObject({
       exit_code: 0,
       stdout: 'hi /home/user\nno-cat\n',
@@ -68,7 +61,7 @@ describe('a sandbox on a root with only a shell', () => {
 describe('a sandbox on a root with only a static shell', () => {
   it('runs commands and tasks with no loader or libc in the root, and writes a file', async () => {
     const { sandbox_id } = await ok(s.client, 'create_sandbox', { template: 'static-shell', timeout: 300 });
-    await waitFor(() => residentRecordOf(stateDir, sandbox_id)?.resident, 'the resident to run');
+    await waitFor(() => residentRecordOf(s.stateDir, sandbox_id)?.resident, 'the resident to run');
     const probe = await ok(s.client, 'run_command', {
       sandbox_id,
       command: 'echo "hi $HOME"; ls /usr/lib /lib64 2>&1 | head -3; readlink /bin/sh',

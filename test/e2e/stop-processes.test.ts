@@ -2,23 +2,11 @@
 // the background, nohup, its own session, stopped, ignoring TERM, orphaned to pid 1), while a task
 // and the children in its process group go on. (A nested pid namespace needs a user namespace of
 // its own, which no sandbox may make: local/templates.)
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectStdio, ok, type StdioServer } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
-import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { describe, expect, it } from 'vitest';
+import { localServer, ok } from '../support/built-server.js';
 import { waitFor } from '../support/wait.js';
 
-const stateDir = tempStateDir();
-let s: StdioServer;
-
-beforeAll(async () => {
-  requireSandboxes();
-  s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir });
-});
-afterAll(async () => {
-  await s?.close();
-  await destroyStateDir(stateDir);
-});
+const s = localServer();
 
 describe('stop_processes', () => {
   it("ends every leftover of a command, whatever it did to escape, and keeps the task's whole process group", async () => {

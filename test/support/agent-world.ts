@@ -50,8 +50,11 @@ export function newWorld(env: Record<string, string> = {}): AgentWorld {
   return { stateDir: join(base, 'state'), home, env: { ...GENEROUS_WAITS, ...env } };
 }
 
-/** The clean environment an agent call gets: PATH, HOME, the state dir and the world's extras. */
-export function agentEnv(world: AgentWorld, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+/**
+ * The clean environment an agent call gets: PATH, HOME, the state dir, the world's extras and
+ * `extra`. A command given it is the world's: destroyWorld finds its processes by it.
+ */
+export function agentEnv(world: AgentWorld, extra: Record<string, string> = {}): Record<string, string> {
   return { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: world.home, SANDBOX_AGENT_STATE_DIR: world.stateDir, ...world.env, ...extra };
 }
 
@@ -107,11 +110,15 @@ export function call(
   return callRaw(world, encodeRequest(request as AgentRequestInput), extraEnv, stdin);
 }
 
+/** The result of an answer that must be ok: an error answer throws, naming its code and message. */
+export function resultOf(res: AgentResponse): unknown {
+  if (!res.ok) throw new Error(`agent answered ${res.error.code}: ${res.error.message}`);
+  return res.result;
+}
+
 /** Sends a start/get/cancel request and returns its validated task view (fails on ok:false). */
 export async function callView(world: AgentWorld, request: AgentRequestInput, extraEnv: Record<string, string> = {}): Promise<TaskView> {
-  const res = await call(world, request, extraEnv);
-  if (!res.ok) throw new Error(`agent answered ${res.error.code}: ${res.error.message}`);
-  return TaskViewSchema.parse(res.result);
+  return TaskViewSchema.parse(resultOf(await call(world, request, extraEnv)));
 }
 
 export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'timed_out']);

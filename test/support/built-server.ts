@@ -5,10 +5,12 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { HOST_JS } from './paths.js';
+import { requireSandboxes } from './prerequisites.js';
 import { hostJsReadableBy } from './readable-build.js';
 import { isRunning, startTimeOf } from './processes.js';
+import { destroyStateDir, tempStateDir } from './state-dir.js';
 import { waitFor } from './wait.js';
 
 /** A clean environment for the server: no NODE_EXTRA_CA_CERTS, only what the test sets. */
@@ -67,6 +69,69 @@ function startTimeOrNull(pid: number): number | null {
   } catch {
     return null;
   }
+}
+
+/** One e2e file's stdio servers over a private state directory (its local sandboxes). */
+export interface LocalServers {
+  readonly stateDir: string;
+  /** Starts a server on the file's state directory, `env` over it and `args` after host.js; closed in afterAll if still running. */
+  connect(env?: Record<string, string>, args?: string[]): Promise<StdioServer>;
+}
+
+/**
+ * Registers the hooks of a file whose servers share one state directory: bubblewrap and the build
+ * are required in beforeAll (a failure, never a skip); afterAll closes the servers still running
+ * (one a test killed is not waited for) and destroys every sandbox left with the directory.
+ */
+export function localServers(): LocalServers {
+  const stateDir = tempStateDir();
+  const open: StdioServer[] = [];
+  beforeAll(() => requireSandboxes());
+  afterAll(async () => {
+    await Promise.allSettled(open.map((o) => (o.transport.pid && isRunning(o.transport.pid) ? o.close() : undefined)));
+    await destroyStateDir(stateDir);
+  });
+  return {
+    stateDir,
+    async connect(env = {}, args = []) {
+      const server = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, ...env }, args);
+      open.push(server);
+      return server;
+    },
+  };
+}
+
+/** The one server of a file whose tests all talk to it (see localServer). */
+export interface LocalServer {
+  readonly stateDir: string;
+  /** The server's client: set in beforeAll. */
+  readonly client: Client;
+  /** Everything the server wrote to stderr so far. */
+  stderr(): string;
+}
+
+/**
+ * Registers the hooks of a file whose tests share one server (as localServers does), started in
+ * beforeAll once `prepare` has set up its state directory (templates, say).
+ */
+export function localServer(opts: { prepare?: (stateDir: string) => void | Promise<void> } = {}): LocalServer {
+  const servers = localServers();
+  let server: StdioServer | undefined;
+  beforeAll(async () => {
+    await opts.prepare?.(servers.stateDir);
+    server = await servers.connect();
+  });
+  const started = (): StdioServer => {
+    if (!server) throw new Error("the file's server starts in beforeAll");
+    return server;
+  };
+  return {
+    stateDir: servers.stateDir,
+    get client() {
+      return started().client;
+    },
+    stderr: () => started().stderr(),
+  };
 }
 
 export interface HttpServer {

@@ -2,11 +2,21 @@
 // agent-world.ts) and talks to it the way a host does: request frames on its stdin, answers on its
 // stdout, validated with the shared schemas.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { ResponseSchema, type AgentRequestInput, type AgentResponse } from '../../shared/protocol.js';
+import { readlinkSync } from 'node:fs';
+import {
+  ExecResultSchema,
+  ResponseSchema,
+  TaskViewSchema,
+  type AgentRequestInput,
+  type AgentResponse,
+  type ExecResult,
+  type TaskView,
+} from '../../shared/protocol.js';
 import { lineSplitter } from '../../shared/frame-lines.js';
 import { ResidentFrameSchema, type AbortReason, type ResidentHello } from '../../shared/resident.js';
-import { agentEnv, type AgentWorld } from './agent-world.js';
+import { agentEnv, resultOf, type AgentWorld } from './agent-world.js';
 import { AGENT_BUNDLE } from './paths.js';
+import { ppidOf, runningWith } from './processes.js';
 import { waitFor } from './wait.js';
 
 /** A resident agent process and a client of it. */
@@ -15,6 +25,10 @@ export interface Resident {
   hello: ResidentHello;
   /** Sends one request; resolves with its answer (rejects if the resident goes away first). */
   request(request: AgentRequestInput | Record<string, unknown>): Promise<AgentResponse>;
+  /** Sends a start/get/cancel request and returns its validated task view (fails on an error answer), as callView does. */
+  requestView(request: AgentRequestInput): Promise<TaskView>;
+  /** Sends an exec request and returns its validated result, finished or promoted (fails on an error answer). */
+  requestExec(request: AgentRequestInput): Promise<ExecResult>;
   /** Sends a request and returns its id and the answer's promise (for abort). */
   send(request: AgentRequestInput | Record<string, unknown>): { id: number; answer: Promise<AgentResponse> };
   abort(id: number, reason: AbortReason): void;
@@ -62,6 +76,8 @@ export async function startResident(world: AgentWorld, extraEnv: Record<string, 
     hello: hello!,
     send,
     request: (request) => send(request).answer,
+    requestView: async (request) => TaskViewSchema.parse(resultOf(await send(request).answer)),
+    requestExec: async (request) => ExecResultSchema.parse(resultOf(await send(request).answer)),
     abort: (id, reason) => child.stdin!.write(JSON.stringify({ id, abort: reason }) + '\n'),
     async close() {
       child.stdin!.end();
@@ -69,4 +85,23 @@ export async function startResident(world: AgentWorld, extraEnv: Record<string, 
     },
     exited,
   };
+}
+
+/** The resident's supervisors that take tasks from it: its children running `supervise --warm`. */
+export function warmSupervisorsOf(r: Resident): number[] {
+  return runningWith((argv) => argv.includes('supervise') && argv.includes('--warm')).filter((pid) => ppidOf(pid) === r.process.pid);
+}
+
+/** True when a warm supervisor is back from its task (out of the task's directory): it waits for the next. */
+export function isWaitingForTask(supervisor: number): boolean {
+  try {
+    return readlinkSync(`/proc/${supervisor}/cwd`) === '/';
+  } catch {
+    return false;
+  }
+}
+
+/** The first process a booted supervisor started ahead: its child running the task shell (`sh -c … sandbox-task`). */
+export function pendingShellOf(supervisor: number): number | undefined {
+  return runningWith((argv) => argv.includes('sandbox-task')).find((pid) => ppidOf(pid) === supervisor);
 }
