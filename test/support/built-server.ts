@@ -144,7 +144,6 @@ export interface HttpServer {
 }
 
 /**
-/**
  * Starts `sandbox-mcp http` on a free loopback port (as `as`, when given) and waits until it
  * listens. With a tokens file in `env` (SANDBOX_MCP_TOKENS_FILE) no plain token is set, and
  * `token` is empty; else the token is `env.SANDBOX_MCP_TOKEN` when given, or a fresh one.
