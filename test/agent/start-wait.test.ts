@@ -19,6 +19,7 @@ import {
 } from '../../agent/ops/start.js';
 import { readProcStat } from '../../agent/proc.js';
 import { writeStatus } from '../../agent/status-file.js';
+import { WarmSupervisor } from '../../agent/warm-supervisor.js';
 import { DEFAULT_TIMINGS, type Timings } from '../../agent/timing.js';
 import { initialStatus, type TaskStatus } from '../../shared/status.js';
 import { newTaskId } from '../support/agent-world.js';
@@ -156,5 +157,25 @@ describe('a start of a task that exists', () => {
     await tick();
     writeStatus(dir, running(id));
     expect(await again).toMatchObject({ task_id: id, state: 'running' });
+  });
+});
+
+describe('a supervisor the resident boots for the start, which cannot be spawned', () => {
+  it('records the task as failed to start, naming the error, as a cold spawn does', async () => {
+    const id = newTaskId();
+    const noColdStart: SupervisorLauncher = () => {
+      throw new Error('started the cold way');
+    };
+    const warm = new WarmSupervisor(noColdStart, 60_000, 0);
+    // The resident's node is gone: a real spawn's ENOENT, which only the child's `error` event tells.
+    const node = process.execPath;
+    process.execPath = join(home, 'no-node');
+    try {
+      const view = await startTask(optsOf(id), LONG, warm.launch);
+      expect(view).toMatchObject({ state: 'failed', error: { code: 'spawn_failed', message: expect.stringContaining('ENOENT') } });
+    } finally {
+      process.execPath = node;
+      warm.retire();
+    }
   });
 });
