@@ -248,7 +248,12 @@ export class WarmSupervisor {
       return null; // no room for a process now: the task goes the cold way
     }
     const booted: Booted = { child, shellSocket: child.stdio[SHELL_SOCKET_FD] as Socket, shell: null, task: null, retireTimer: undefined };
-    child.on('error', () => this.drop(booted));
+    child.on('error', (err: NodeJS.ErrnoException) => {
+      // Never spawned (node gone, no process left): its task is recorded as failed to start, as a
+      // cold spawn's is. Node destroys its stdin first, so no write error would say so.
+      if (booted.task && child.pid === undefined) booted.task.spawnError ??= err.code ?? 'error';
+      this.drop(booted);
+    });
     child.on('exit', () => this.drop(booted));
     child.stdin!.on('error', (err: NodeJS.ErrnoException) => {
       // Not delivered (it died before reading): start records the task as failed to start.

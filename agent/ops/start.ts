@@ -58,12 +58,8 @@ export async function startTask(opts: StartOpts, timings: Timings, launch: Super
   else {
     // An existing task (or one a concurrent start just created) is reported, never started again.
     // A directory that is still young may belong to a start in progress: give it time to report.
-    const changes = watchDirChanges(dir, TASK_FILES.status);
-    try {
-      await waitForStatus(dir, timings.startReportMs - ageMs(dir), () => false, changes);
-    } finally {
-      changes.close();
-    }
+    const untilMs = Date.now() + timings.startReportMs - ageMs(dir);
+    await withStatusWatch(dir, (changes) => awaitStatusFile(dir, untilMs, () => false, changes));
   }
   return buildView(opts.taskId, dir, ended ?? observeTask(dir), FIRST_PAGE);
 }
@@ -101,14 +97,10 @@ async function launchClaimed(
 ): Promise<{ ended: ObservedTask | null; supervisor: SupervisorWatch }> {
   const request = writeRequest(dir, opts, cwd, timings);
   const supervisor = launch(dir, opts.env ?? process.env, request);
-  // A supervisor that tells its status writes needs no watch; another's first status may have come
-  // before the watch: the wait reads the status before it waits for a change.
-  const changes = supervisor.told ?? watchDirChanges(dir, TASK_FILES.status);
-  try {
-    return { ended: await awaitFirstReport(dir, opts.taskId, supervisor, timings, changes), supervisor };
-  } finally {
-    changes.close();
-  }
+  const launched: Launched = { dir, taskId: opts.taskId, supervisor };
+  // A reused supervisor tells of its status writes; a cold one's are seen in the task directory.
+  const ended = supervisor.told ? await awaitToldReport(launched, supervisor.told, timings) : await awaitWatchedReport(launched, timings);
+  return { ended, supervisor };
 }
 
 /**
@@ -165,7 +157,7 @@ function writeRequest(dir: string, opts: StartOpts, cwd: string, timings: Timing
 export interface SupervisorWatch {
   /** It exited, or (a reused supervisor) it said its task ended and it left the task's directory. */
   hasExited: boolean;
-  /** The errno code when it could not be spawned. */
+  /** The errno code when it could not be spawned (or, a reused one, handed its task). */
   spawnError: string | undefined;
   /** A telling supervisor (`told`) said its task's first status is written. */
   hasReported: boolean;
@@ -245,70 +237,123 @@ export function watchChild(child: ChildProcess): SupervisorWatch {
   return watch;
 }
 
+// --- the first report -----------------------------------------------------------------------------
+// Start waits for the supervisor's first status (so that its answer shows a task that is recorded),
+// then briefly (startSettleMs) for a short command's end, so that it answers that rather than
+// `running`. A cold supervisor is followed through the task directory; a reused one tells its
+// status writes on its pipe (warm-supervisor.ts), so its directory is neither watched nor polled.
+
+/** A task whose supervisor start has just launched. */
+interface Launched {
+  dir: string;
+  taskId: string;
+  supervisor: SupervisorWatch;
+}
+
 /**
- * Waits for the supervisor's first status (recording the failure itself when the supervisor could
- * not be spawned), then briefly for a short command to finish, so start reports that rather than
- * `running`: the ended task as observed then, else null.
+ * A cold supervisor's first report, seen in the task directory: the ended task as observed then,
+ * else null (the caller observes the task; a supervisor that could not be spawned is recorded).
  */
-async function awaitFirstReport(
-  dir: string,
-  taskId: string,
-  supervisor: SupervisorWatch,
-  timings: Timings,
-  changes: DirChanges,
-): Promise<ObservedTask | null> {
-  // Told changes miss nothing (the supervisor's word, or its exit): no poll in case one was missed,
-  // and no read before it says there is something to read.
-  const told = supervisor.told !== undefined;
-  const pollMs = told ? Infinity : START_POLL_MS;
-  const isReported = told ? () => supervisor.hasReported : undefined;
-  let read = await waitForStatus(dir, timings.startReportMs, () => supervisor.hasExited, changes, pollMs, isReported);
-  if (read.kind === 'missing' && supervisor.spawnError !== undefined && readStatus(dir).kind === 'missing') {
-    writeStatus(dir, {
-      ...initialStatus(taskId),
-      state: 'failed',
-      reason: 'supervisor_error',
-      finished_at: Math.floor(Date.now() / 1000),
-      error: { code: 'spawn_failed', message: `the task supervisor could not be started (${supervisor.spawnError})` },
-    });
-    return null;
+async function awaitWatchedReport(launched: Launched, timings: Timings): Promise<ObservedTask | null> {
+  const { dir, supervisor } = launched;
+  const isGone = () => supervisor.hasExited;
+  // Its first status may have come before the watch: each wait reads the status before it waits for a change.
+  return withStatusWatch(dir, async (changes) => {
+    const read = await awaitStatusFile(dir, Date.now() + timings.startReportMs, isGone, changes);
+    if (read.kind === 'missing' && recordSpawnFailure(launched)) return null;
+    // The read that found the first report is the settle's first look.
+    return settleWatched(dir, read, Date.now() + timings.startSettleMs, isGone, changes, Math.min(START_POLL_MS, timings.pollMs));
+  });
+}
+
+/**
+ * A reused supervisor's first report, by its word: `running` once the first status is written,
+ * `free` (or its exit) once the final one is. The word misses nothing, so there is no poll, and the
+ * status is read only once the supervisor has left the task: the ended task then, else null.
+ */
+async function awaitToldReport(launched: Launched, told: ToldChanges, timings: Timings): Promise<ObservedTask | null> {
+  const { dir, supervisor } = launched;
+  const isGone = () => supervisor.hasExited;
+  await awaitTold(told, Date.now() + timings.startReportMs, () => supervisor.hasReported || isGone());
+  if (isGone()) {
+    // It has left the task (its `free`, or its exit): the status now is its last.
+    const read = readStatus(dir);
+    if (read.kind === 'missing') recordSpawnFailure(launched);
+    return endOf(dir, read);
   }
-  // Only an end is looked for: the status alone says so (a running one's supervisor is checked
-  // by whoever observes the task next), and the read that found the first report is the first look.
-  // A telling supervisor's end is its word that it is gone: only then is the status read again.
-  const settleAtMs = Date.now() + timings.startSettleMs;
+  // Neither word in time: if its hand-over failed, nothing will ever write a status.
+  if (!supervisor.hasReported && recordSpawnFailure(launched)) return null;
+  await awaitTold(told, Date.now() + timings.startSettleMs, isGone);
+  return isGone() ? endOf(dir, readStatus(dir)) : null;
+}
+
+/** Waits, woken by each of the supervisor's words, until `isDone()` or `untilMs`. */
+async function awaitTold(told: ToldChanges, untilMs: number, isDone: () => boolean): Promise<void> {
+  while (!isDone() && Date.now() < untilMs) await told.next(untilMs - Date.now());
+}
+
+/**
+ * Reads the task's status until it exists: its last read (`missing` once `untilMs` has passed, or
+ * once the supervisor is gone without writing it).
+ */
+async function awaitStatusFile(dir: string, untilMs: number, isGone: () => boolean, changes: DirChanges): Promise<StatusRead> {
   for (;;) {
-    if (read.kind === 'ok' && TERMINAL_STATES.has(read.status.state)) return observeStatus(dir, read);
-    if (Date.now() >= settleAtMs || supervisor.hasExited) return null;
-    await changes.next(Math.min(pollMs, timings.pollMs, settleAtMs - Date.now()));
-    if (!told || supervisor.hasExited) read = readStatus(dir);
+    const read = readStatus(dir);
+    // Gone before this read (nothing runs between the two): the read was the last look.
+    if (read.kind !== 'missing' || isGone() || Date.now() >= untilMs) return read;
+    await changes.next(Math.min(START_POLL_MS, untilMs - Date.now()));
   }
 }
 
-const NOT_YET: StatusRead = { kind: 'missing' };
-/** The first status is written, its supervisor said: not read. */
-const REPORTED = { kind: 'reported' } as const;
-
-/** Polls until the status file exists; its last read (`missing` if `withinMs` passed or `isHopeless()` said to stop). */
-async function waitForStatus(
+/**
+ * Reads the status at each change (or poll) until it says the task ended: its end, or null once
+ * `untilMs` has passed or the supervisor is gone (a running one's supervisor is checked by
+ * whoever observes the task next).
+ */
+async function settleWatched(
   dir: string,
-  withinMs: number,
-  isHopeless: () => boolean,
+  read: StatusRead,
+  untilMs: number,
+  isGone: () => boolean,
   changes: DirChanges,
-  pollMs = START_POLL_MS,
-  isReported?: () => boolean,
-): Promise<StatusRead | typeof REPORTED> {
-  const giveUpAtMs = Date.now() + withinMs;
+  pollMs: number,
+): Promise<ObservedTask | null> {
   for (;;) {
-    // A supervisor that tells of its first status is not read for it: its word is the report (the
-    // status is read once it ends, or by whoever observes the task); gone, it is read as any other.
-    if (isReported !== undefined && isReported() && !isHopeless()) return REPORTED;
-    const read = isReported === undefined || isHopeless() ? readStatus(dir) : NOT_YET;
-    if (read.kind !== 'missing') return read;
-    // Once the supervisor has exited, one last look decides.
-    if (isHopeless()) return readStatus(dir);
-    if (Date.now() >= giveUpAtMs) return read;
-    await changes.next(Math.min(pollMs, giveUpAtMs - Date.now()));
+    const ended = endOf(dir, read);
+    if (ended || Date.now() >= untilMs || isGone()) return ended;
+    await changes.next(Math.min(pollMs, untilMs - Date.now()));
+    read = readStatus(dir);
+  }
+}
+
+/** The task as observed, when `read` shows its end (a final status does not change: it need not be read again). */
+function endOf(dir: string, read: StatusRead): ObservedTask | null {
+  return read.kind === 'ok' && TERMINAL_STATES.has(read.status.state) ? observeStatus(dir, read) : null;
+}
+
+/**
+ * Records the task as failed when its supervisor could not be spawned (or handed its task) and no
+ * status was written meanwhile; true when it did.
+ */
+function recordSpawnFailure({ dir, taskId, supervisor }: Launched): boolean {
+  if (supervisor.spawnError === undefined || readStatus(dir).kind !== 'missing') return false;
+  writeStatus(dir, {
+    ...initialStatus(taskId),
+    state: 'failed',
+    reason: 'supervisor_error',
+    finished_at: Math.floor(Date.now() / 1000),
+    error: { code: 'spawn_failed', message: `the task supervisor could not be started (${supervisor.spawnError})` },
+  });
+  return true;
+}
+
+/** Runs `wait` with a watch on the task's status file, closed after. */
+async function withStatusWatch<T>(dir: string, wait: (changes: DirChanges) => Promise<T>): Promise<T> {
+  const changes = watchDirChanges(dir, TASK_FILES.status);
+  try {
+    return await wait(changes);
+  } finally {
+    changes.close();
   }
 }
 
