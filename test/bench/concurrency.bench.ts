@@ -202,19 +202,26 @@ function cpuByKind(before: TreeLook, after: TreeLook): Map<string, number> {
   }
   return ms;
 }
-/** One round's CPU per call, by kind, beside the bench's own clients' and the whole machine's. */
+/**
+ * One round's CPU per call, by kind, beside the bench's own clients' and the whole machine's, and
+ * the rate the server's tree alone would allow on this machine's cores (a bound: the kernel's
+ * share of the load, its loopback networking and scheduling, is outside the tree).
+ */
 function cpuBreakdown(byKind: Map<string, number>, clientsMs: number, machineMs: number, calls: number): string {
   const perCall = (ms: number) => (ms / calls).toFixed(2);
-  let sum = clientsMs;
+  const cores = os.cpus().length;
+  let treeMs = 0;
   const parts = KIND_NAMES.map(([kind, name]) => {
     const own = byKind.get(kind) ?? 0;
     const reaped = byKind.get(`${kind} children`) ?? 0;
-    sum += own + reaped;
+    treeMs += own + reaped;
     return reaped >= TICK_MS ? `${name} ${perCall(own)} + its children ${perCall(reaped)}` : `${name} ${perCall(own)}`;
   });
+  const sum = treeMs + clientsMs;
   return (
-    `CPU ms/call: ${parts.join(', ')}, the bench's clients ${perCall(clientsMs)}; together ${perCall(sum)}; ` +
-    `the whole machine busy ${perCall(machineMs)} of ${os.cpus().length} cores (${perCall(machineMs - sum)} outside these: the kernel's threads, other processes)`
+    `CPU ms/call: ${parts.join(', ')}; the server's tree ${perCall(treeMs)} (alone: at most ${((cores * 1000 * calls) / treeMs).toFixed(0)} calls/s on ${cores} cores); ` +
+    `the bench's clients ${perCall(clientsMs)}; together ${perCall(sum)}; ` +
+    `the whole machine busy ${perCall(machineMs)} (${perCall(machineMs - sum)} outside these: the kernel's threads, other processes)`
   );
 }
 
