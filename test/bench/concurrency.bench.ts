@@ -126,12 +126,18 @@ function treeCpuMs(roots: number[]): number {
 }
 /**
  * CPU time the whole machine spent busy (every core, every process, the kernel's own threads
- * included), from /proc/stat: what bounds the load's rate, the bench's own clients among it.
+ * included), from /proc/stat: what bounds the load's rate, the bench's own clients among it. Of it,
+ * the time in interrupts (a load over loopback TCP has its packets' softirqs there).
  */
-function machineBusyMs(): number {
+function machineBusy(): { busyMs: number; interruptsMs: number } {
   const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 8).map(Number);
   const [user, nice, system, , , irq, softirq] = fields as [number, number, number, number, number, number, number];
-  return (user + nice + system + irq + softirq) * TICK_MS;
+  return { busyMs: (user + nice + system + irq + softirq) * TICK_MS, interruptsMs: (irq + softirq) * TICK_MS };
+}
+/** CPU time of the kernel's own threads (kthreadd and its children: kworkers, ksoftirqd, rcu). */
+function kernelThreadsMs(): number {
+  const kthreads = [2, ...(processTable().get(2) ?? [])];
+  return kthreads.reduce((sum, pid) => sum + (statOf(pid)?.ownTicks ?? 0), 0) * TICK_MS;
 }
 
 function pssKiB(pid: number): number {
@@ -202,26 +208,36 @@ function cpuByKind(before: TreeLook, after: TreeLook): Map<string, number> {
   }
   return ms;
 }
+/** The CPU a load round took, in ms: by kind under the server, the bench's own, the machine's. */
+interface RoundCpu {
+  byKind: Map<string, number>;
+  clientsMs: number;
+  machineMs: number;
+  interruptsMs: number;
+  kernelThreadsMs: number;
+}
 /**
  * One round's CPU per call, by kind, beside the bench's own clients' and the whole machine's, and
  * the rate the server's tree alone would allow on this machine's cores (a bound: the kernel's
  * share of the load, its loopback networking and scheduling, is outside the tree).
  */
-function cpuBreakdown(byKind: Map<string, number>, clientsMs: number, machineMs: number, calls: number): string {
+function cpuBreakdown(cpu: RoundCpu, calls: number): string {
   const perCall = (ms: number) => (ms / calls).toFixed(2);
   const cores = os.cpus().length;
   let treeMs = 0;
   const parts = KIND_NAMES.map(([kind, name]) => {
-    const own = byKind.get(kind) ?? 0;
-    const reaped = byKind.get(`${kind} children`) ?? 0;
+    const own = cpu.byKind.get(kind) ?? 0;
+    const reaped = cpu.byKind.get(`${kind} children`) ?? 0;
     treeMs += own + reaped;
     return reaped >= TICK_MS ? `${name} ${perCall(own)} + its children ${perCall(reaped)}` : `${name} ${perCall(own)}`;
   });
-  const sum = treeMs + clientsMs;
+  const sum = treeMs + cpu.clientsMs;
+  const outside = cpu.machineMs - sum;
   return (
     `CPU ms/call: ${parts.join(', ')}; the server's tree ${perCall(treeMs)} (alone: at most ${((cores * 1000 * calls) / treeMs).toFixed(0)} calls/s on ${cores} cores); ` +
-    `the bench's clients ${perCall(clientsMs)}; together ${perCall(sum)}; ` +
-    `the whole machine busy ${perCall(machineMs)} (${perCall(machineMs - sum)} outside these: the kernel's threads, other processes)`
+    `the bench's clients ${perCall(cpu.clientsMs)}; together ${perCall(sum)}; the whole machine busy ${perCall(cpu.machineMs)}, ` +
+    `${perCall(outside)} outside these: interrupts ${perCall(cpu.interruptsMs)}, the kernel's threads ${perCall(cpu.kernelThreadsMs)}, ` +
+    `other processes ${perCall(outside - cpu.interruptsMs - cpu.kernelThreadsMs)}`
   );
 }
 
@@ -435,8 +451,9 @@ async function concurrentLoad(label: string, hostJs: string, clients: ClientKind
     const latencies: number[] = [];
     let errors = 0;
     const tree0 = serverTree(server.pid);
+    const kernel0 = kernelThreadsMs();
     const clients0 = process.cpuUsage();
-    const busy0 = machineBusyMs();
+    const busy0 = machineBusy();
     const t0 = performance.now();
     await Promise.all(
       sessions.map(async (s) => {
@@ -449,13 +466,19 @@ async function concurrentLoad(label: string, hostJs: string, clients: ClientKind
     );
     const elapsed = performance.now() - t0;
     const clientsCpu = process.cpuUsage(clients0);
-    const busyMs = machineBusyMs() - busy0;
-    const byKind = cpuByKind(tree0, serverTree(server.pid));
+    const busy = machineBusy();
+    const cpu: RoundCpu = {
+      byKind: cpuByKind(tree0, serverTree(server.pid)),
+      clientsMs: (clientsCpu.user + clientsCpu.system) / 1000,
+      machineMs: busy.busyMs - busy0.busyMs,
+      interruptsMs: busy.interruptsMs - busy0.interruptsMs,
+      kernelThreadsMs: kernelThreadsMs() - kernel0,
+    };
     latencies.sort((a, b) => a - b);
     out(
       `${label}, ${clients}: ${what}, round ${round + 1}: ${((latencies.length / elapsed) * 1000).toFixed(1)} calls/s (target >= 300), p50 ${latencies[latencies.length >> 1]!.toFixed(0)} ms, p95 ${latencies[Math.floor(latencies.length * 0.95)]!.toFixed(0)} ms (target <= 150), errors ${errors}, server RSS ${server.rssMiB()} MiB, load ${loadavg()}`,
     );
-    out(`  ${cpuBreakdown(byKind, (clientsCpu.user + clientsCpu.system) / 1000, busyMs, latencies.length)}`);
+    out(`  ${cpuBreakdown(cpu, latencies.length)}`);
   }
   await Promise.all(sessions.map((s) => s.call('kill_sandbox', { sandbox_id: s.id }).catch(() => {})));
   // Closed before the server stops, so that no client goes on retrying into the next load's rounds.
