@@ -134,10 +134,23 @@ function machineBusy(): { busyMs: number; interruptsMs: number } {
   const [user, nice, system, , , irq, softirq] = fields as [number, number, number, number, number, number, number];
   return { busyMs: (user + nice + system + irq + softirq) * TICK_MS, interruptsMs: (irq + softirq) * TICK_MS };
 }
-/** CPU time of the kernel's own threads (kthreadd and its children: kworkers, ksoftirqd, rcu). */
-function kernelThreadsMs(): number {
-  const kthreads = [2, ...(processTable().get(2) ?? [])];
-  return kthreads.reduce((sum, pid) => sum + (statOf(pid)?.ownTicks ?? 0), 0) * TICK_MS;
+/** The kernel's own threads (kthreadd and its children: kworkers, ksoftirqd, rcu) and their CPU so far. */
+function kernelThreads(): Map<number, Stat> {
+  const look = new Map<number, Stat>();
+  for (const pid of [2, ...(processTable().get(2) ?? [])]) {
+    const st = statOf(pid);
+    if (st) look.set(pid, st);
+  }
+  return look;
+}
+/** CPU (ms) the kernel's threads took between two looks; a thread that ended in between takes its share with it. */
+function kernelThreadsMs(before: Map<number, Stat>, after: Map<number, Stat>): number {
+  let ticks = 0;
+  for (const [pid, st] of after) {
+    const was = before.get(pid);
+    ticks += st.ownTicks - (was?.start === st.start ? was.ownTicks : 0);
+  }
+  return ticks * TICK_MS;
 }
 
 function pssKiB(pid: number): number {
@@ -451,7 +464,7 @@ async function concurrentLoad(label: string, hostJs: string, clients: ClientKind
     const latencies: number[] = [];
     let errors = 0;
     const tree0 = serverTree(server.pid);
-    const kernel0 = kernelThreadsMs();
+    const kernel0 = kernelThreads();
     const clients0 = process.cpuUsage();
     const busy0 = machineBusy();
     const t0 = performance.now();
@@ -472,7 +485,7 @@ async function concurrentLoad(label: string, hostJs: string, clients: ClientKind
       clientsMs: (clientsCpu.user + clientsCpu.system) / 1000,
       machineMs: busy.busyMs - busy0.busyMs,
       interruptsMs: busy.interruptsMs - busy0.interruptsMs,
-      kernelThreadsMs: kernelThreadsMs() - kernel0,
+      kernelThreadsMs: kernelThreadsMs(kernel0, kernelThreads()),
     };
     latencies.sort((a, b) => a - b);
     out(
