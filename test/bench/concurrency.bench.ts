@@ -10,9 +10,11 @@
 //
 // The concurrent load over HTTP runs twice for each build: driven by the SDK's Client, as an agent
 // would, and by lean clients (lean-mcp-client.ts: raw JSON-RPC, every answer checked), whose own
-// CPU is a third of the SDK's, which is what the server carries apart from its clients. Each round
-// prints where the CPU went, by process kind (the server, the keepers' relays, the residents, the
-// supervisors and what they reaped, the bench's own clients) beside the whole machine's busy time.
+// CPU is a third of the SDK's: the rate the server holds with its clients' share made small. Each
+// round prints where the CPU went, by process kind (the server, the keepers' relays, the residents,
+// the supervisors and what they reaped, the bench's own clients), the rate the server's tree alone
+// would allow on this machine's cores, and the whole machine's busy time with what lies outside the
+// load (interrupts, the kernel's threads, other processes: the machine is shared).
 //
 // SANDBOX_MCP_BENCH_BASELINE=<a built checkout of another revision> measures that revision's CPU per
 // call beside this one's, interleaved tool by tool, and its concurrent load after this one's.
