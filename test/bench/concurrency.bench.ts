@@ -8,14 +8,25 @@
 // subtracted. Processes and threads started per call are counted in the sandbox's pid namespace
 // (its ns_last_pid, read through nsenter, whose own pid is taken off).
 //
+// The concurrent load over HTTP runs twice for each build: driven by the SDK's Client, as an agent
+// would, and by lean clients (lean-mcp-client.ts: raw JSON-RPC, every answer checked), whose own
+// CPU is a third of the SDK's: the rate the server holds with its clients' share made small. Each
+// round prints where the CPU went, by process kind (the server, the keepers' relays, the residents,
+// the supervisors and what they reaped, the bench's own clients), the rate the server's tree alone
+// would allow on this machine's cores, and the whole machine's busy time with what lies outside the
+// load (interrupts, the kernel's threads, other processes: the machine is shared).
+//
 // SANDBOX_MCP_BENCH_BASELINE=<a built checkout of another revision> measures that revision's CPU per
 // call beside this one's, interleaved tool by tool, and its concurrent load after this one's.
-// CONCURRENCY_SESSIONS (16), CONCURRENCY_CALLS (30), CONCURRENCY_ROUNDS (3), IDLE_SANDBOXES (8).
+// CONCURRENCY_SESSIONS (16), CONCURRENCY_CALLS (30), CONCURRENCY_ROUNDS (3), IDLE_SANDBOXES (8);
+// CONCURRENCY_BACKGROUND_AFTER: the load's run_command `background_after` (unset: the tool's
+// default, a promotable exec); CONCURRENCY_PHASES: which parts run (cpu,head,load,idle: all).
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
 import os, { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +34,7 @@ import { bench, describe } from 'vitest';
 import { readKeeperRecord, RESIDENT_FILE } from '../../host/providers/local/sandbox/state-dir.js';
 import type { ResidentRecord } from '../../host/providers/local/keeper/resident.js';
 import { median } from '../support/measure.js';
+import { openLeanSession } from './lean-mcp-client.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const HOST = join(ROOT, 'dist/host.js');
@@ -32,6 +44,8 @@ const SESSIONS = Number(process.env.CONCURRENCY_SESSIONS ?? 16);
 const CALLS = Number(process.env.CONCURRENCY_CALLS ?? 30);
 const ROUNDS = Number(process.env.CONCURRENCY_ROUNDS ?? 3);
 const IDLE_SANDBOXES = Number(process.env.IDLE_SANDBOXES ?? 8);
+const LOAD_BACKGROUND_AFTER = optionalSeconds('CONCURRENCY_BACKGROUND_AFTER');
+const PHASES = phases('CONCURRENCY_PHASES', ['cpu', 'head', 'load', 'idle']);
 /** Calls per tool for CPU per call, this far apart (the issue measured 20 calls 300 ms apart). */
 const CPU_CALLS = 30;
 const CPU_GAP_MS = 300;
@@ -44,6 +58,19 @@ const baseEnv = (stateDir: string) => ({
   HOME: process.env.HOME ?? '/root',
   SANDBOX_MCP_STATE_DIR: stateDir,
 });
+
+function optionalSeconds(name: string): number | undefined {
+  const text = process.env[name];
+  if (text === undefined || text === '') return undefined;
+  const n = Number(text);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a number of seconds, 0 or more`);
+  return n;
+}
+function phases(name: string, all: readonly string[]): Set<string> {
+  const chosen = (process.env[name] ?? all.join(',')).split(',').filter(Boolean);
+  if (chosen.some((p) => !all.includes(p))) throw new Error(`${name} takes a list of ${all.join(', ')}`);
+  return new Set(chosen);
+}
 
 type Call = (name: string, args: Record<string, unknown>) => Promise<Record<string, any>>;
 function caller(client: Client): Call {
@@ -58,13 +85,20 @@ function caller(client: Client): Call {
 
 interface Stat {
   ppid: number;
+  /** Its own CPU plus what it reaped, in ticks. */
   ticks: number;
+  ownTicks: number;
+  reapedTicks: number;
+  /** Its start time (ticks after boot): a pid and this name one process. */
+  start: string;
 }
 function statOf(pid: number): Stat | null {
   try {
     const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    return { ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]) };
+    const ownTicks = Number(f[11]) + Number(f[12]);
+    const reapedTicks = Number(f[13]) + Number(f[14]);
+    return { ppid: Number(f[1]), ticks: ownTicks + reapedTicks, ownTicks, reapedTicks, start: f[19]! };
   } catch {
     return null;
   }
@@ -94,24 +128,132 @@ function treeCpuMs(roots: number[]): number {
 }
 /**
  * CPU time the whole machine spent busy (every core, every process, the kernel's own threads
- * included), from /proc/stat: what bounds the load's rate, the bench's own clients among it.
+ * included), from /proc/stat: what bounds the load's rate, the bench's own clients among it. Of it,
+ * the time in interrupts (a load over loopback TCP has its packets' softirqs there).
  */
-function machineBusyMs(): number {
+function machineBusy(): { busyMs: number; interruptsMs: number } {
   const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 8).map(Number);
   const [user, nice, system, , , irq, softirq] = fields as [number, number, number, number, number, number, number];
-  return (user + nice + system + irq + softirq) * TICK_MS;
+  return { busyMs: (user + nice + system + irq + softirq) * TICK_MS, interruptsMs: (irq + softirq) * TICK_MS };
 }
-const ownCpuMs = (pid: number) => {
-  const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) * TICK_MS;
-};
+/** The kernel's own threads (kthreadd and its children: kworkers, ksoftirqd, rcu) and their CPU so far. */
+function kernelThreads(): Map<number, Stat> {
+  const look = new Map<number, Stat>();
+  for (const pid of [2, ...(processTable().get(2) ?? [])]) {
+    const st = statOf(pid);
+    if (st) look.set(pid, st);
+  }
+  return look;
+}
+/** CPU (ms) the kernel's threads took between two looks; a thread that ended in between takes its share with it. */
+function kernelThreadsMs(before: Map<number, Stat>, after: Map<number, Stat>): number {
+  let ticks = 0;
+  for (const [pid, st] of after) {
+    const was = before.get(pid);
+    ticks += st.ownTicks - (was?.start === st.start ? was.ownTicks : 0);
+  }
+  return ticks * TICK_MS;
+}
+
 function pssKiB(pid: number): number {
   try {
     return Number(/^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1] ?? 0);
   } catch {
     return 0;
   }
+}
+
+// --- CPU by process kind under a load ------------------------------------------------------------
+
+/** What a process under the HTTP server is, from its argv (the agent's roles as stop-processes.ts reads them). */
+type Kind = 'server' | 'keeper' | 'resident' | 'supervisor' | 'other';
+const KIND_NAMES: readonly [Kind, string][] = [
+  ['server', 'server'],
+  ['keeper', 'keeper relay'],
+  ['resident', 'resident'],
+  ['supervisor', 'supervisors'],
+  ['other', 'other (bwrap, pid 1, nsenter)'],
+];
+function kindOf(pid: number, serverPid: number): Kind {
+  if (pid === serverPid) return 'server';
+  let argv: string[];
+  try {
+    argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+  } catch {
+    return 'other';
+  }
+  if (argv.some((a) => a.endsWith('/keeper.cjs'))) return 'keeper';
+  const at = argv.findIndex((a) => /\/agent-[^/]*\.cjs$/.test(a));
+  const role = at < 0 ? undefined : argv[at + 1];
+  return role === 'serve' ? 'resident' : role === 'supervise' ? 'supervisor' : 'other';
+}
+
+type TreeLook = Map<number, Stat & { kind: Kind }>;
+/** The server and every process under it (keepers, sandboxes, residents, supervisors, commands). */
+function serverTree(serverPid: number): TreeLook {
+  const children = processTable();
+  const look: TreeLook = new Map();
+  const walk = (pid: number): void => {
+    const st = statOf(pid);
+    if (!st || look.has(pid)) return;
+    look.set(pid, { ...st, kind: kindOf(pid, serverPid) });
+    for (const c of children.get(pid) ?? []) walk(c);
+  };
+  walk(serverPid);
+  return look;
+}
+/**
+ * CPU (ms) by kind between two looks at the server's tree: each process's own, and what the
+ * processes of a kind reaped (`<kind> children`: a supervisor's commands, a resident's execs).
+ */
+function cpuByKind(before: TreeLook, after: TreeLook): Map<string, number> {
+  const ms = new Map<string, number>();
+  const add = (key: string, ticks: number) => ms.set(key, (ms.get(key) ?? 0) + ticks * TICK_MS);
+  const sameProcess = (a: Stat | undefined, b: Stat | undefined) => a !== undefined && b !== undefined && a.start === b.start;
+  for (const [pid, p] of after) {
+    const was = sameProcess(before.get(pid), p) ? before.get(pid) : undefined;
+    add(p.kind, p.ownTicks - (was?.ownTicks ?? 0));
+    add(`${p.kind} children`, p.reapedTicks - (was?.reapedTicks ?? 0));
+  }
+  // A process that ended in between was reaped with all its CPU, what it had used before the first
+  // look too: that part comes off its parent's children.
+  for (const [pid, p] of before) {
+    if (sameProcess(after.get(pid), p)) continue;
+    add(`${before.get(p.ppid)?.kind ?? 'other'} children`, -p.ticks);
+  }
+  return ms;
+}
+/** The CPU a load round took, in ms: by kind under the server, the bench's own, the machine's. */
+interface RoundCpu {
+  byKind: Map<string, number>;
+  clientsMs: number;
+  machineMs: number;
+  interruptsMs: number;
+  kernelThreadsMs: number;
+}
+/**
+ * One round's CPU per call, by kind, beside the bench's own clients' and the whole machine's, and
+ * the rate the server's tree alone would allow on this machine's cores (a bound: the kernel's
+ * share of the load, its loopback networking and scheduling, is outside the tree).
+ */
+function cpuBreakdown(cpu: RoundCpu, calls: number): string {
+  const perCall = (ms: number) => (ms / calls).toFixed(2);
+  const cores = os.cpus().length;
+  let treeMs = 0;
+  const parts = KIND_NAMES.map(([kind, name]) => {
+    const own = cpu.byKind.get(kind) ?? 0;
+    const reaped = cpu.byKind.get(`${kind} children`) ?? 0;
+    treeMs += own + reaped;
+    return reaped >= TICK_MS ? `${name} ${perCall(own)} + its children ${perCall(reaped)}` : `${name} ${perCall(own)}`;
+  });
+  const sum = treeMs + cpu.clientsMs;
+  const outside = cpu.machineMs - sum;
+  return (
+    `CPU ms/call: ${parts.join(', ')}; the server's tree ${perCall(treeMs)} (alone: at most ${((cores * 1000 * calls) / treeMs).toFixed(0)} calls/s on ${cores} cores); ` +
+    `the bench's clients ${perCall(cpu.clientsMs)}; together ${perCall(sum)}; the whole machine busy ${perCall(cpu.machineMs)}, ` +
+    `${perCall(outside)} outside these: interrupts ${perCall(cpu.interruptsMs)}, the kernel's threads ${perCall(cpu.kernelThreadsMs)}, ` +
+    `other processes ${perCall(outside - cpu.interruptsMs - cpu.kernelThreadsMs)}`
+  );
 }
 
 // --- one server over stdio, one sandbox ---------------------------------------------------------
@@ -197,16 +339,19 @@ async function cpuPerCall(s: Subject, name: string): Promise<{ cpuMs: number; pi
   return { cpuMs, pids: (lastPid(s) - p0 - 1) / CPU_CALLS };
 }
 
-const subjects = [await subject('this build', HOST)];
-if (baselineDir) subjects.push(await subject('baseline', join(baselineDir, 'dist/host.js')));
-out(`CPU per call (host and sandbox; ${CPU_CALLS} calls ${CPU_GAP_MS} ms apart; target <= 10 ms and no node process), load ${loadavg()}:`);
-for (const name of Object.keys(TOOLS)) {
-  const cells: string[] = [];
-  for (const s of subjects) {
-    const r = await cpuPerCall(s, name);
-    cells.push(`${s.label} ${r.cpuMs.toFixed(1)} ms, ${r.pids.toFixed(1)} pids`);
+/** Each tool's CPU and pids per call, the builds interleaved tool by tool. */
+async function cpuPerCallPhase(subjects: readonly Subject[]): Promise<void> {
+  out(
+    `CPU per call (host and sandbox; ${CPU_CALLS} calls ${CPU_GAP_MS} ms apart; target <= 10 ms and no node process), load ${loadavg()}:`,
+  );
+  for (const name of Object.keys(TOOLS)) {
+    const cells: string[] = [];
+    for (const s of subjects) {
+      const r = await cpuPerCall(s, name);
+      cells.push(`${s.label} ${r.cpuMs.toFixed(1)} ms, ${r.pids.toFixed(1)} pids`);
+    }
+    out(`  ${name}: ${cells.join(' | ')}`);
   }
-  out(`  ${name}: ${cells.join(' | ')}`);
 }
 
 // --- head of line: a fast call while another is in flight on the same sandbox -------------------
@@ -236,12 +381,24 @@ const headOfLine = async (s: Subject): Promise<string> => {
   const m = median(idle);
   return `idle ${m.toFixed(1)} ms; during a run_command sleep 1 ${median(duringSlow).toFixed(1)} ms (${(median(duringSlow) / m).toFixed(2)}x); right after a start_task ${median(afterStart).toFixed(1)} ms (${(median(afterStart) / m).toFixed(2)}x) (target <= 2x)`;
 };
-for (const s of subjects) out(`run_command true, medians of 10, ${s.label}: ${await headOfLine(s)}, load ${loadavg()}`);
-for (const s of subjects) await s.close();
+async function headOfLinePhase(subjects: readonly Subject[]): Promise<void> {
+  for (const s of subjects) out(`run_command true, medians of 10, ${s.label}: ${await headOfLine(s)}, load ${loadavg()}`);
+}
 
 // --- concurrent load over HTTP -------------------------------------------------------------------
 
-async function concurrentLoad(label: string, hostJs: string): Promise<void> {
+/** Who drives the load: the SDK's Client, as an agent would, or the lean client. */
+type ClientKind = 'SDK clients' | 'lean clients';
+
+interface HttpServer {
+  pid: number;
+  url: URL;
+  token: string;
+  rssMiB(): number;
+  stop(): Promise<void>;
+}
+
+async function startHttpServer(hostJs: string): Promise<HttpServer> {
   const stateDir = mkdtempSync(join(tmpdir(), 'concurrency-http-'));
   const token = `bench-${Date.now()}`;
   const server = spawn(process.execPath, [hostJs, 'http', '--port', '0'], {
@@ -256,26 +413,62 @@ async function concurrentLoad(label: string, hostJs: string): Promise<void> {
       if (m) done(new URL(m[1]!));
     });
   });
-  const rssMiB = () => Math.round(Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))?.[1]) / 1024);
-  const sessions = await Promise.all(
+  return {
+    pid: server.pid!,
+    url,
+    token,
+    rssMiB: () => Math.round(Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))?.[1]) / 1024),
+    async stop() {
+      server.kill('SIGTERM');
+      await new Promise((r) => server.once('exit', r));
+      rmSync(stateDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** SESSIONS sessions of `clients`, each with a sandbox of its own. */
+async function openSessions(
+  server: HttpServer,
+  clients: ClientKind,
+  agent: http.Agent,
+): Promise<{ call: Call; close(): Promise<void>; id: string }[]> {
+  return Promise.all(
     Array.from({ length: SESSIONS }, async () => {
-      const client = new Client({ name: 'concurrency-http', version: '1' });
-      await client.connect(new StreamableHTTPClientTransport(url, { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
-      const call = caller(client);
-      return { call, id: String((await call('create_sandbox', { timeout: 900 })).sandbox_id) };
+      let session: { call: Call; close(): Promise<void> };
+      if (clients === 'lean clients') {
+        const lean = await openLeanSession({ url: server.url, token: server.token, agent });
+        session = { call: (name, args) => lean.callTool(name, args), close: () => lean.close() };
+      } else {
+        const client = new Client({ name: 'concurrency-http', version: '1' });
+        await client.connect(
+          new StreamableHTTPClientTransport(server.url, { requestInit: { headers: { authorization: `Bearer ${server.token}` } } }),
+        );
+        session = { call: caller(client), close: () => client.close() };
+      }
+      return { ...session, id: String((await session.call('create_sandbox', { timeout: 900 })).sandbox_id) };
     }),
   );
+}
+
+/** ROUNDS rounds of SESSIONS sessions x CALLS run_command `true`, all sessions at once, each printed with where its CPU went. */
+async function concurrentLoad(label: string, hostJs: string, clients: ClientKind): Promise<void> {
+  const server = await startHttpServer(hostJs);
+  const agent = new http.Agent({ keepAlive: true });
+  const sessions = await openSessions(server, clients, agent);
+  const command = { command: 'true', ...(LOAD_BACKGROUND_AFTER === undefined ? {} : { background_after: LOAD_BACKGROUND_AFTER }) };
   const run = async (s: (typeof sessions)[number]) => {
-    const r = await s.call('run_command', { sandbox_id: s.id, command: 'true' });
+    const r = await s.call('run_command', { sandbox_id: s.id, ...command });
     if (r.exit_code !== 0) throw new Error('run_command true failed');
   };
   for (const s of sessions) for (let i = 0; i < 2; i++) await run(s);
+  const what = `${SESSIONS} HTTP sessions x ${CALLS} run_command true${LOAD_BACKGROUND_AFTER === undefined ? '' : `, background_after ${LOAD_BACKGROUND_AFTER}`}`;
   for (let round = 0; round < ROUNDS; round++) {
     const latencies: number[] = [];
     let errors = 0;
-    const cpu0 = ownCpuMs(server.pid!);
-    const client0 = process.cpuUsage();
-    const busy0 = machineBusyMs();
+    const tree0 = serverTree(server.pid);
+    const kernel0 = kernelThreads();
+    const clients0 = process.cpuUsage();
+    const busy0 = machineBusy();
     const t0 = performance.now();
     await Promise.all(
       sessions.map(async (s) => {
@@ -287,26 +480,40 @@ async function concurrentLoad(label: string, hostJs: string): Promise<void> {
       }),
     );
     const elapsed = performance.now() - t0;
-    const perCall = (ms: number) => (ms / latencies.length).toFixed(2);
-    const client = process.cpuUsage(client0);
-    const clientMs = (client.user + client.system) / 1000;
-    const busyMs = machineBusyMs() - busy0;
+    const clientsCpu = process.cpuUsage(clients0);
+    const busy = machineBusy();
+    const cpu: RoundCpu = {
+      byKind: cpuByKind(tree0, serverTree(server.pid)),
+      clientsMs: (clientsCpu.user + clientsCpu.system) / 1000,
+      machineMs: busy.busyMs - busy0.busyMs,
+      interruptsMs: busy.interruptsMs - busy0.interruptsMs,
+      kernelThreadsMs: kernelThreadsMs(kernel0, kernelThreads()),
+    };
     latencies.sort((a, b) => a - b);
     out(
-      `${label}: ${SESSIONS} HTTP sessions x ${CALLS} run_command true, round ${round + 1}: ${((latencies.length / elapsed) * 1000).toFixed(1)} calls/s (target >= 300), p50 ${latencies[latencies.length >> 1]!.toFixed(0)} ms, p95 ${latencies[Math.floor(latencies.length * 0.95)]!.toFixed(0)} ms (target <= 150), errors ${errors}, server CPU ${perCall(ownCpuMs(server.pid!) - cpu0)} ms/call, the bench's own clients ${perCall(clientMs)} ms/call, the whole machine busy ${perCall(busyMs)} ms/call of ${os.cpus().length} cores, server RSS ${rssMiB()} MiB, load ${loadavg()}`,
+      `${label}, ${clients}: ${what}, round ${round + 1}: ${((latencies.length / elapsed) * 1000).toFixed(1)} calls/s (target >= 300), p50 ${latencies[latencies.length >> 1]!.toFixed(0)} ms, p95 ${latencies[Math.floor(latencies.length * 0.95)]!.toFixed(0)} ms (target <= 150), errors ${errors}, server RSS ${server.rssMiB()} MiB, load ${loadavg()}`,
     );
+    out(`  ${cpuBreakdown(cpu, latencies.length)}`);
   }
   await Promise.all(sessions.map((s) => s.call('kill_sandbox', { sandbox_id: s.id }).catch(() => {})));
-  server.kill('SIGTERM');
-  await new Promise((r) => server.once('exit', r));
-  rmSync(stateDir, { recursive: true, force: true });
+  // Closed before the server stops, so that no client goes on retrying into the next load's rounds.
+  await Promise.all(sessions.map((s) => s.close().catch(() => {})));
+  agent.destroy();
+  await server.stop();
 }
-await concurrentLoad('this build', HOST);
-if (baselineDir) await concurrentLoad('baseline', join(baselineDir, 'dist/host.js'));
+
+/** The load driven by the SDK's clients, then by lean ones; for each, this build's rounds then the baseline's. */
+async function loadPhase(): Promise<void> {
+  const builds: [string, string][] = [['this build', HOST]];
+  if (baselineDir) builds.push(['baseline', join(baselineDir, 'dist/host.js')]);
+  for (const clients of ['SDK clients', 'lean clients'] as const) {
+    for (const [label, hostJs] of builds) await concurrentLoad(label, hostJs, clients);
+  }
+}
 
 // --- idle memory 5 s after the last call ---------------------------------------------------------
 
-{
+async function idlePhase(): Promise<void> {
   const stateDir = mkdtempSync(join(tmpdir(), 'concurrency-idle-'));
   const client = new Client({ name: 'concurrency-idle', version: '1' });
   await client.connect(new StdioClientTransport({ command: process.execPath, args: [HOST], env: baseEnv(stateDir), stderr: 'ignore' }));
@@ -338,6 +545,16 @@ if (baselineDir) await concurrentLoad('baseline', join(baselineDir, 'dist/host.j
   await client.close();
   rmSync(stateDir, { recursive: true, force: true });
 }
+
+if (PHASES.has('cpu') || PHASES.has('head')) {
+  const subjects = [await subject('this build', HOST)];
+  if (baselineDir) subjects.push(await subject('baseline', join(baselineDir, 'dist/host.js')));
+  if (PHASES.has('cpu')) await cpuPerCallPhase(subjects);
+  if (PHASES.has('head')) await headOfLinePhase(subjects);
+  for (const s of subjects) await s.close();
+}
+if (PHASES.has('load')) await loadPhase();
+if (PHASES.has('idle')) await idlePhase();
 
 describe('concurrency and CPU per call', () => {
   bench('printed above', () => {}, { iterations: 1 });
