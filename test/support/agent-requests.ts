@@ -52,3 +52,8 @@ export function helloRequest(): RequestOf<'hello'> {
 export function listRequest(): RequestOf<'list'> {
   return { protocol: PROTOCOL_VERSION, op: 'list' };
 }
+
+/** A `remove` of task `taskId`'s directory. */
+export function removeRequest(taskId: string): RequestOf<'remove'> {
+  return { protocol: PROTOCOL_VERSION, op: 'remove', task_id: taskId };
+}
