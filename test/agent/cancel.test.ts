@@ -5,6 +5,7 @@ import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { TaskStatusSchema } from '../../shared/status.js';
+import { cancelRequest, getRequest, startRequest, type StartFields } from '../support/agent-requests.js';
 import { type AgentWorld, callView, newTaskId, readStatusJson, taskDirOf, waitTerminal, worldsPerTest } from '../support/agent-world.js';
 import { fixture } from '../support/paths.js';
 import { requireBuild } from '../support/prerequisites.js';
@@ -15,14 +16,13 @@ beforeAll(() => requireBuild());
 
 const { world, strays } = worldsPerTest();
 
-const start = (w: AgentWorld, command: string, extra: Record<string, unknown> = {}) =>
-  callView(w, { protocol: 1, op: 'start', task_id: newTaskId(), command, ...extra });
-const cancel = (w: AgentWorld, id: string) => callView(w, { protocol: 1, op: 'cancel', task_id: id });
+const start = (w: AgentWorld, command: string, extra: StartFields = {}) => callView(w, startRequest(command, extra));
+const cancel = (w: AgentWorld, id: string) => callView(w, cancelRequest(id));
 
 /** Waits until the task's stdout contains `text`; returns the stdout so far. */
 const waitOutput = (w: AgentWorld, id: string, text: string) =>
   waitFor(async () => {
-    const v = await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 2 });
+    const v = await callView(w, getRequest(id, { wait_s: 2 }));
     return v.stdout.includes(text) ? v.stdout : null;
   }, `output ${text}`);
 
@@ -124,7 +124,7 @@ describe('a lost supervisor', () => {
     process.kill(status.supervisor!.pid, 'SIGKILL');
     await waitFor(() => !isRunning(status.supervisor!.pid), 'the supervisor to die');
 
-    const view = await callView(w, { protocol: 1, op: 'get', task_id: id });
+    const view = await callView(w, getRequest(id));
     expect(view).toMatchObject({ state: 'unknown', stdout: 'ready\n', error: { code: 'supervisor_missing' } });
     expect(isRunning(status.group!.pgid)).toBe(true);
 
@@ -160,7 +160,7 @@ describe('unverified processes', () => {
     };
     writeFileSync(join(dir, 'status.json'), JSON.stringify(status));
 
-    expect(await callView(w, { protocol: 1, op: 'get', task_id: id })).toMatchObject({
+    expect(await callView(w, getRequest(id))).toMatchObject({
       state: 'unknown',
       error: { code: 'supervisor_missing' },
     });
@@ -181,7 +181,7 @@ describe('unverified processes', () => {
       const id = newTaskId();
       mkdirSync(taskDirOf(w, id), { recursive: true, mode: 0o700 });
       writeFileSync(join(taskDirOf(w, id), 'status.json'), text);
-      expect(await callView(w, { protocol: 1, op: 'get', task_id: id })).toMatchObject({ state: 'unknown', error: { code } });
+      expect(await callView(w, getRequest(id))).toMatchObject({ state: 'unknown', error: { code } });
       expect(await cancel(w, id)).toMatchObject({ state: 'unknown', error: { code } });
     }
     expect(isRunning(bystander.pid!)).toBe(true);
@@ -226,7 +226,7 @@ describe('status file', () => {
     await waitFor(() => out.startsWith('reading\n'), 'the reader to start');
 
     const command = `trap 'until [ -e ${seen} ]; do sleep 0.05; done; exit 0' TERM; echo ready; while :; do sleep 0.05; done`;
-    await callView(w, { protocol: 1, op: 'start', task_id: id, command });
+    await start(w, command, { task_id: id });
     await waitOutput(w, id, 'ready');
     expect(await cancel(w, id)).toMatchObject({ state: 'cancelled' });
     await readerDone;

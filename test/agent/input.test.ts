@@ -21,6 +21,7 @@ import { readProcStat } from '../../agent/proc.js';
 import { DEFAULT_TIMINGS } from '../../agent/timing.js';
 import { InputResultSchema, type AgentResponse, type InputResult } from '../../shared/protocol.js';
 import type { TaskStatus } from '../../shared/status.js';
+import { cancelRequest, getRequest, inputRequest, startRequest, type StartFields } from '../support/agent-requests.js';
 import {
   agentEnv,
   type AgentWorld,
@@ -42,15 +43,10 @@ beforeAll(() => requireBuild());
 
 const { world, strays } = worldsPerTest();
 
-const start = (w: AgentWorld, command: string, extra: Record<string, unknown> = {}) =>
-  callView(w, { protocol: 1, op: 'start', task_id: newTaskId(), command, ...extra });
+const start = (w: AgentWorld, command: string, extra: StartFields = {}) => callView(w, startRequest(command, extra));
 
 const input = (w: AgentWorld, taskId: string, data: string, eof?: boolean, extraEnv: Record<string, string> = {}): Promise<AgentResponse> =>
-  call(
-    w,
-    eof === undefined ? { protocol: 1, op: 'input', task_id: taskId, data } : { protocol: 1, op: 'input', task_id: taskId, data, eof },
-    extraEnv,
-  );
+  call(w, inputRequest(taskId, data, eof === undefined ? {} : { eof }), extraEnv);
 
 async function inputOk(
   w: AgentWorld,
@@ -75,7 +71,7 @@ describe('stdin held open', () => {
     const w = world();
     const { task_id: id } = await start(w, 'read x; echo "got:$x"');
     // Waiting, not at EOF: still running after a long-poll that would have seen it end.
-    expect(await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 1 })).toMatchObject({ state: 'running', stdout: '' });
+    expect(await callView(w, getRequest(id, { wait_s: 1 }))).toMatchObject({ state: 'running', stdout: '' });
     expect(await inputOk(w, id, 'hello\n')).toEqual({ task_id: id, bytes_written: 6, stdin_closed: false });
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'got:hello\n' });
   });
@@ -102,7 +98,7 @@ describe('stdin held open', () => {
     const { task_id: id } = await start(w, 'sleep 300', { stdin: false });
     const err = await inputError(w, id, 'hello');
     expect(err).toEqual({ code: 'no_stdin', message: expect.stringContaining('stdin: false') });
-    await callView(w, { protocol: 1, op: 'cancel', task_id: id });
+    await callView(w, cancelRequest(id));
   });
 });
 
@@ -120,7 +116,7 @@ describe('refusals', () => {
     const status = await statusWithGroup(w, id);
     strays.push(status.group!.pgid);
     process.kill(status.supervisor!.pid, 'SIGKILL');
-    await waitFor(async () => (await callView(w, { protocol: 1, op: 'get', task_id: id })).state === 'unknown', 'unknown');
+    await waitFor(async () => (await callView(w, getRequest(id))).state === 'unknown', 'unknown');
     expect(await inputError(w, id, 'x\n')).toMatchObject({ code: 'task_finished', message: expect.stringContaining('unknown') });
     expect(isRunning(status.group!.pgid)).toBe(true);
   });
@@ -135,15 +131,15 @@ describe('refusals', () => {
     expect(await inputOk(w, id, 'one', true)).toMatchObject({ stdin_closed: true });
     expect(await inputError(w, id, 'two')).toEqual({ code: 'stdin_closed', message: expect.stringContaining('already closed') });
     expect(await inputOk(w, id, '', true)).toEqual({ task_id: id, bytes_written: 0, stdin_closed: true });
-    expect((await callView(w, { protocol: 1, op: 'cancel', task_id: id })).stdout).toBe('one');
+    expect((await callView(w, cancelRequest(id))).stdout).toBe('one');
   });
 
   it('refuses input once the command closed its stdin', async () => {
     const w = world();
     const { task_id: id } = await start(w, 'exec 0<&-; echo closed; sleep 300');
-    await waitFor(async () => (await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 1 })).stdout === 'closed\n', 'closed');
+    await waitFor(async () => (await callView(w, getRequest(id, { wait_s: 1 }))).stdout === 'closed\n', 'closed');
     expect(await inputError(w, id, 'x')).toEqual({ code: 'stdin_closed', message: expect.stringContaining('not reading') });
-    await callView(w, { protocol: 1, op: 'cancel', task_id: id });
+    await callView(w, cancelRequest(id));
   });
 
   it('refuses input to a task started by an older agent (no stdin in its request), saying so', async () => {
@@ -162,9 +158,9 @@ describe('refusals', () => {
       },
     );
     strays.push(Number(supervisor));
-    await waitFor(async () => (await callView(w, { protocol: 1, op: 'get', task_id: id })).state === 'running', 'running');
+    await waitFor(async () => (await callView(w, getRequest(id))).state === 'running', 'running');
     expect(await inputError(w, id, 'x')).toEqual({ code: 'no_stdin', message: expect.stringContaining('older agent') });
-    await callView(w, { protocol: 1, op: 'cancel', task_id: id });
+    await callView(w, cancelRequest(id));
   });
 
   it('rejects data over the byte cap naming the field (multibyte text counts in bytes), without echoing it', async () => {

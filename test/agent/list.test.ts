@@ -4,7 +4,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { LIMITS } from '../../shared/limits.js';
-import { encodeRequest, ListResultSchema, type ListResult } from '../../shared/protocol.js';
+import { encodeRequest, ListResultSchema, type AgentRequestInput, type ListResult } from '../../shared/protocol.js';
+import { cancelRequest, getRequest, listRequest, startRequest } from '../support/agent-requests.js';
 import {
   agentEnv,
   type AgentWorld,
@@ -24,10 +25,10 @@ beforeAll(() => requireBuild());
 
 const { world, strays } = worldsPerTest();
 
-const start = (w: AgentWorld, command: string) => callView(w, { protocol: 1, op: 'start', task_id: newTaskId(), command });
+const start = (w: AgentWorld, command: string) => callView(w, startRequest(command));
 
 async function list(w: AgentWorld): Promise<ListResult> {
-  const res = await call(w, { protocol: 1, op: 'list' });
+  const res = await call(w, listRequest());
   if (!res.ok) throw new Error(`list answered ${res.error.code}`);
   return ListResultSchema.parse(res.result);
 }
@@ -70,13 +71,13 @@ describe('list', () => {
     ]);
     // The same verdicts get gives, field for field.
     for (const t of tasks) {
-      const view = await callView(w, { protocol: 1, op: 'get', task_id: t.task_id });
+      const view = await callView(w, getRequest(t.task_id));
       const { stdout: _o, stderr: _e, stdout_next_offset: _on, stderr_next_offset: _en, ...summary } = view;
       const { command: _c, command_truncated: _ct, ...listed } = t;
       expect(listed).toEqual(summary);
     }
-    await callView(w, { protocol: 1, op: 'cancel', task_id: running.task_id });
-    await callView(w, { protocol: 1, op: 'cancel', task_id: orphaned.task_id });
+    await callView(w, cancelRequest(running.task_id));
+    await callView(w, cancelRequest(orphaned.task_id));
   });
 
   it('cuts a long command to its first 2048 characters, saying so', async () => {
@@ -125,7 +126,7 @@ describe('list', () => {
 
 describe('cost', () => {
   /** The costly builtin modules a `call` of this request loaded: those spawning ops need (child_process, net), crypto and streams. */
-  const spawnModulesLoaded = (w: AgentWorld, request: object) =>
+  const spawnModulesLoaded = (w: AgentWorld, request: AgentRequestInput) =>
     new Promise<string[]>((resolve, reject) => {
       const preload = join(w.home, 'preload.cjs');
       writeFileSync(
@@ -134,7 +135,7 @@ describe('cost', () => {
       );
       execFile(
         process.execPath,
-        ['-r', preload, AGENT_BUNDLE, 'call', encodeRequest(request as never)],
+        ['-r', preload, AGENT_BUNDLE, 'call', encodeRequest(request)],
         { env: agentEnv(w) },
         (err, stdout, stderr) => {
           if (err) return reject(err);
@@ -150,9 +151,9 @@ describe('cost', () => {
     const w = world();
     const { task_id: id } = await start(w, 'echo hi');
     await waitTerminal(w, id);
-    expect(await spawnModulesLoaded(w, { protocol: 1, op: 'list' })).toEqual([]);
-    expect(await spawnModulesLoaded(w, { protocol: 1, op: 'get', task_id: id })).toEqual([]);
-    const started = await spawnModulesLoaded(w, { protocol: 1, op: 'start', task_id: newTaskId(), command: 'true' });
+    expect(await spawnModulesLoaded(w, listRequest())).toEqual([]);
+    expect(await spawnModulesLoaded(w, getRequest(id))).toEqual([]);
+    const started = await spawnModulesLoaded(w, startRequest('true'));
     expect(started).toContain('NativeModule child_process');
     expect(started).toContain('NativeModule stream');
   });

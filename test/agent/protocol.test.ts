@@ -5,6 +5,7 @@ import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentRemovesFile, agentSupportsRunAs, HelloResultSchema, SelftestResultSchema } from '../../shared/protocol.js';
+import { cancelRequest, getRequest, helloRequest, startRequest } from '../support/agent-requests.js';
 import { type AgentWorld, call, callRaw, destroyWorld, newTaskId, newWorld, runAgent } from '../support/agent-world.js';
 import { AGENT_BUNDLE, REPO } from '../support/paths.js';
 import { requireBuild } from '../support/prerequisites.js';
@@ -22,6 +23,12 @@ const errorOf = async (request: Record<string, unknown>) => {
   return res.error;
 };
 
+/** This agent's answer to hello (null, failing the parse, if it answers an error). */
+const helloResult = async () => {
+  const res = await call(world, helloRequest());
+  return HelloResultSchema.parse(res.ok ? res.result : null);
+};
+
 describe('bundle', () => {
   it('requires nothing outside the Node standard library', () => {
     const source = readFileSync(AGENT_BUNDLE, 'utf8');
@@ -35,7 +42,7 @@ describe('bundle', () => {
 
   it('embeds its protocol and agent version, answered by hello', async () => {
     const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string };
-    const res = await call(world, { protocol: 1, op: 'hello' });
+    const res = await call(world, helloRequest());
     expect(res.ok).toBe(true);
     const hello = HelloResultSchema.parse(res.ok ? res.result : null);
     expect(hello).toEqual({
@@ -53,8 +60,7 @@ describe('bundle', () => {
   });
 
   it("says run_as is taken from minor 9 on: an older agent (minor 8, or none reported) is never sent a user's command", async () => {
-    const res = await call(world, { protocol: 1, op: 'hello' });
-    const hello = HelloResultSchema.parse(res.ok ? res.result : null);
+    const hello = await helloResult();
     expect(agentSupportsRunAs(hello)).toBe(true);
     expect(agentSupportsRunAs({ ...hello, protocol_minor: 8 })).toBe(false);
     const { protocol_minor: _minor, ...minor0 } = hello;
@@ -62,8 +68,7 @@ describe('bundle', () => {
   });
 
   it('says remove_file is taken from minor 10 on: an older agent (minor 9, or none reported) gets a command that removes the file itself', async () => {
-    const res = await call(world, { protocol: 1, op: 'hello' });
-    const hello = HelloResultSchema.parse(res.ok ? res.result : null);
+    const hello = await helloResult();
     expect(agentRemovesFile(hello)).toBe(true);
     expect(agentRemovesFile({ ...hello, protocol_minor: 9 })).toBe(false);
     const { protocol_minor: _minor, ...minor0 } = hello;
@@ -107,12 +112,12 @@ describe('requests', () => {
   });
 
   it('answers not_found for a task this user never started', async () => {
-    expect((await errorOf({ protocol: 1, op: 'get', task_id: newTaskId() })).code).toBe('not_found');
-    expect((await errorOf({ protocol: 1, op: 'cancel', task_id: newTaskId() })).code).toBe('not_found');
+    expect((await errorOf(getRequest(newTaskId()))).code).toBe('not_found');
+    expect((await errorOf(cancelRequest(newTaskId()))).code).toBe('not_found');
   });
 
   it('refuses a cwd that is not a directory, naming the field', async () => {
-    const res = await errorOf({ protocol: 1, op: 'start', task_id: newTaskId(), command: 'true', cwd: '/definitely/missing/dir' });
+    const res = await errorOf(startRequest('true', { cwd: '/definitely/missing/dir' }));
     expect(res.code).toBe('invalid_request');
     expect(res.message).toContain('cwd');
     expect(res.message).not.toContain('/definitely/missing/dir');

@@ -5,6 +5,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, 
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TaskStatusSchema } from '../../shared/status.js';
+import { cancelRequest, getRequest, inputRequest, startRequest, type StartFields } from '../support/agent-requests.js';
 import {
   type AgentWorld,
   call,
@@ -25,8 +26,7 @@ beforeAll(() => requireBuild());
 
 const { world, strays } = worldsPerTest();
 
-const start = (w: AgentWorld, command: string, extra: Record<string, unknown> = {}) =>
-  callView(w, { protocol: 1, op: 'start', task_id: newTaskId(), command, ...extra });
+const start = (w: AgentWorld, command: string, extra: StartFields = {}) => callView(w, startRequest(command, extra));
 
 describe('a stalled supervisor', () => {
   it('still KILLs a TERM-ignoring group member when its event loop stalls past the cleanup deadline', async () => {
@@ -41,7 +41,7 @@ describe('a stalled supervisor', () => {
       `${fixture('ignore-sigterm.sh')} & echo $!; sleep 300 & echo $!; until [ -e ${go} ]; do sleep 0.05; done`,
     );
     const [stubborn, obedient] = await waitFor(async () => {
-      const v = await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 1 });
+      const v = await callView(w, getRequest(id, { wait_s: 1 }));
       const pids = v.stdout.match(/^\d+$/gm)?.map(Number) ?? [];
       return pids.length === 2 ? pids : null;
     }, 'both member pids');
@@ -71,13 +71,13 @@ describe('the OOM killer', () => {
     const { task_id: id } = await start(w, 'cat /proc/self/oom_score_adj; sleep 300');
     const inherited = scoreOf('self');
     const expected = Math.max(500, inherited);
-    await waitFor(async () => (await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 1 })).stdout !== '', 'the score line');
+    await waitFor(async () => (await callView(w, getRequest(id, { wait_s: 1 }))).stdout !== '', 'the score line');
     const status = readStatusJson(w, id);
     // The shell that leads the group, and a process it started.
     expect(scoreOf(status.group!.pgid)).toBe(expected);
-    expect((await callView(w, { protocol: 1, op: 'get', task_id: id })).stdout).toBe(`${expected}\n`);
+    expect((await callView(w, getRequest(id))).stdout).toBe(`${expected}\n`);
     expect(scoreOf(status.supervisor!.pid)).toBe(inherited);
-    await callView(w, { protocol: 1, op: 'cancel', task_id: id });
+    await callView(w, cancelRequest(id));
   });
 });
 
@@ -154,7 +154,7 @@ describe.runIf(isRootOrSkipping('the disk-full tests (they mount a tmpfs)'))('a 
     mkdirSync(join(w.stateDir, 'tasks'), { mode: 0o700 });
     fillUp(w.stateDir);
     const id = newTaskId();
-    const res = await call(w, { protocol: 1, op: 'start', task_id: id, command: 'echo never' });
+    const res = await call(w, startRequest('echo never', { task_id: id }));
     expect(res).toMatchObject({ ok: false, error: { code: 'state_dir_full', message: expect.stringContaining('full') } });
     expect(existsSync(taskDirOf(w, id))).toBe(false);
   });
@@ -167,7 +167,7 @@ describe.runIf(isRootOrSkipping('the disk-full tests (they mount a tmpfs)'))('a 
     rmSync(join(taskDirOf(w, id), 'status.reserve'));
     fillUp(w.stateDir);
     // Input needs no disk: the task ends now, and its supervisor finds no room for the outcome.
-    expect(await call(w, { protocol: 1, op: 'input', task_id: id, data: 'go\n' })).toMatchObject({ ok: true });
+    expect(await call(w, inputRequest(id, 'go\n'))).toMatchObject({ ok: true });
     const view = await waitTerminal(w, id);
     expect(view).toMatchObject({ state: 'unknown', error: { code: 'state_dir_full', message: expect.stringContaining('full') } });
     expect(view.error!.message).not.toContain('killed');

@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Readable } from 'node:stream';
 import { LIMITS } from '../../shared/limits.js';
-import { encodeRequest, type TaskView } from '../../shared/protocol.js';
+import { encodeRequest, type AgentRequestInput, type TaskView } from '../../shared/protocol.js';
+import { cancelRequest, getRequest, startRequest, type StartFields } from '../support/agent-requests.js';
 import {
   agentEnv,
   type AgentWorld,
@@ -28,8 +29,7 @@ beforeAll(() => requireBuild());
 
 const { world } = worldsPerTest();
 
-const start = (w: AgentWorld, command: string, extra: Record<string, unknown> = {}) =>
-  callView(w, { protocol: 1, op: 'start', task_id: (extra.task_id as string) ?? newTaskId(), command, ...extra });
+const start = (w: AgentWorld, command: string, extra: StartFields = {}) => callView(w, startRequest(command, extra));
 
 describe('the seeds walk', () => {
   it('reads BEFORE, then AFTER, by byte offsets, each from a fresh agent process', async () => {
@@ -48,7 +48,7 @@ describe('the seeds walk', () => {
     const seen: { text: string; state: string }[] = [];
     let view: TaskView;
     do {
-      view = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: offset, wait_s: 5 });
+      view = await callView(w, getRequest(id, { stdout_offset: offset, wait_s: 5 }));
       if (view.stdout) seen.push({ text: view.stdout, state: view.state });
       if (view.stdout.includes('BEFORE')) writeFileSync(go, '');
       expect(view.stdout_next_offset).toBe(offset + Buffer.byteLength(view.stdout));
@@ -63,7 +63,7 @@ describe('the seeds walk', () => {
     expect(view.finished_at).toBeGreaterThanOrEqual(view.started_at!);
 
     // Re-reading an offset replays the same page.
-    const replay = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: 6 });
+    const replay = await callView(w, getRequest(id, { stdout_offset: 6 }));
     expect(replay.stdout).toBe('AFTER');
     expect(replay.stdout_next_offset).toBe(11);
   });
@@ -94,10 +94,10 @@ describe('output cap', () => {
     expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout_size: 1048576, stdout_truncated: true });
     expect(view).toMatchObject({ stderr: 'done\n', stderr_truncated: false });
     expect(readFileSync(join(taskDirOf(w, id), 'stdout.log')).length).toBe(1048576);
-    const last = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: 1048576 - 4, limit: 100 });
+    const last = await callView(w, getRequest(id, { stdout_offset: 1048576 - 4, limit: 100 }));
     expect(last).toMatchObject({ stdout: 'xxxx', stdout_next_offset: 1048576 });
     // The largest page still arrives as one JSON line.
-    const big = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: 4096, limit: 65536 });
+    const big = await callView(w, getRequest(id, { stdout_offset: 4096, limit: 65536 }));
     expect(big).toMatchObject({ stdout: 'x'.repeat(65536), stdout_next_offset: 4096 + 65536 });
   });
 
@@ -126,14 +126,14 @@ describe('output cap', () => {
         expect(bytes.includes(part), `${name} holds ${part.length} bytes of it`).toBe(false);
     }
     // get gives the tail with a page that reaches the log's end, as much as asked for.
-    const atEnd = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: LIMITS.streamCapBytes, tail_bytes: 9 });
+    const atEnd = await callView(w, getRequest(id, { stdout_offset: LIMITS.streamCapBytes, tail_bytes: 9 }));
     expect(atEnd).toMatchObject({ stdout: '', stdout_tail: '\n[MASKED]' });
     expect(atEnd.stderr_tail).toBeUndefined();
-    const first = await callView(w, { protocol: 1, op: 'get', task_id: id, tail_bytes: 9 });
+    const first = await callView(w, getRequest(id, { tail_bytes: 9 }));
     expect(first.stdout_tail).toBeUndefined();
     // A task of an older supervisor (no tail file) reads as before.
     rmSync(join(dir, 'stdout.tail'));
-    const older = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: LIMITS.streamCapBytes, tail_bytes: 9 });
+    const older = await callView(w, getRequest(id, { stdout_offset: LIMITS.streamCapBytes, tail_bytes: 9 }));
     expect(older).toMatchObject({ state: 'succeeded', stdout: '', stdout_truncated: true });
     expect(older.stdout_tail).toBeUndefined();
   });
@@ -149,11 +149,9 @@ describe('output cap', () => {
           .trim(),
         join(bin, tool),
       );
-    const { task_id: id } = await callView(
-      w,
-      { protocol: 1, op: 'start', task_id: newTaskId(), command: `${fixture('spew-bytes.sh', String(3 * 1024 * 1024))}; echo END` },
-      { PATH: bin },
-    );
+    const { task_id: id } = await callView(w, startRequest(`${fixture('spew-bytes.sh', String(3 * 1024 * 1024))}; echo END`), {
+      PATH: bin,
+    });
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout_size: LIMITS.streamCapBytes, stdout_truncated: true });
     expect(existsSync(join(taskDirOf(w, id), 'stdout.tail'))).toBe(false);
   });
@@ -181,7 +179,7 @@ describe('without mkfifo and cat', () => {
       );
     const env = { PATH: bin, AGENT_DEBUG: '1' };
     const cmd = `${fixture('print-secret.sh', 'FALLBACK_TOKEN')}; ${fixture('spew-bytes.sh', String(3 * 1024 * 1024))}`;
-    const { task_id: id } = await callView(w, { protocol: 1, op: 'start', task_id: newTaskId(), command: cmd }, env);
+    const { task_id: id } = await callView(w, startRequest(cmd), env);
     const view = await waitTerminal(w, id);
     expect(view).toMatchObject({ state: 'succeeded', stdout_size: 1048576, stdout_truncated: true });
     expect(view.stdout.startsWith('secret: [MASKED] :end\nxxx')).toBe(true);
@@ -196,7 +194,7 @@ describe('pages', () => {
     const w = world();
     const { task_id: id } = await start(w, "printf 'ab\\342\\202\\254d\\360\\237\\230\\200\\377e'"); // ab€d😀 \xff e: € = e2 82 ac, 😀 = f0 9f 98 80
     await waitTerminal(w, id);
-    const get = (stdout_offset: number, limit: number) => callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset, limit });
+    const get = (stdout_offset: number, limit: number) => callView(w, getRequest(id, { stdout_offset, limit }));
     // Without the rule, this page was 'ab\uFFFD' up to byte 3 and the next began with two more U+FFFD.
     expect(await get(0, 3)).toMatchObject({ stdout: 'ab', stdout_next_offset: 2, stdout_size: 12 });
     expect(await get(2, 3)).toMatchObject({ stdout: '€', stdout_next_offset: 5 });
@@ -224,11 +222,11 @@ describe('offsets past the end', () => {
     const w = world();
     const { task_id: id } = await start(w, 'printf hello; printf E >&2; sleep 300');
     await waitFor(async () => {
-      const v = await callView(w, { protocol: 1, op: 'get', task_id: id });
+      const v = await callView(w, getRequest(id));
       return v.stdout_size === 5 && v.stderr_size === 1;
     }, 'the output');
-    const pastEnd = async (request: Record<string, unknown>, stream: 'stdout' | 'stderr', size: number) => {
-      const res = await call(w, { protocol: 1, task_id: id, ...request });
+    const pastEnd = async (request: AgentRequestInput, stream: 'stdout' | 'stderr', size: number) => {
+      const res = await call(w, request);
       expect(res).toMatchObject({
         ok: false,
         error: {
@@ -238,12 +236,12 @@ describe('offsets past the end', () => {
       });
       expect(JSON.stringify(res)).not.toContain('4242');
     };
-    await pastEnd({ op: 'get', stdout_offset: 4242 }, 'stdout', 5);
+    await pastEnd(getRequest(id, { stdout_offset: 4242 }), 'stdout', 5);
     // A waiting get too: it is refused before its wait, never after one.
-    await pastEnd({ op: 'get', stderr_offset: 4242, wait_s: 30 }, 'stderr', 1);
-    await pastEnd({ op: 'cancel', stdout_offset: 0, stderr_offset: 4242, limit: 10 }, 'stderr', 1);
+    await pastEnd(getRequest(id, { stderr_offset: 4242, wait_s: 30 }), 'stderr', 1);
+    await pastEnd(cancelRequest(id, { stdout_offset: 0, stderr_offset: 4242, limit: 10 }), 'stderr', 1);
     // At each log's end: an empty page, the same next offsets; the refused cancel stopped nothing.
-    expect(await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: 5, stderr_offset: 1 })).toMatchObject({
+    expect(await callView(w, getRequest(id, { stdout_offset: 5, stderr_offset: 1 }))).toMatchObject({
       state: 'running',
       stdout: '',
       stderr: '',
@@ -252,11 +250,11 @@ describe('offsets past the end', () => {
     });
     // At the cap (no log grows past it): the state alone, as the host asks for it.
     const cap = LIMITS.streamCapBytes;
-    expect(await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: cap, stderr_offset: cap })).toMatchObject({
+    expect(await callView(w, getRequest(id, { stdout_offset: cap, stderr_offset: cap }))).toMatchObject({
       stdout: '',
       stdout_next_offset: cap,
     });
-    await callView(w, { protocol: 1, op: 'cancel', task_id: id });
+    await callView(w, cancelRequest(id));
   });
 });
 
@@ -296,16 +294,16 @@ describe('long-polling get', () => {
       `sleep 1; echo hi; i=0; while [ ! -e '${go}' ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; ` +
       `[ -e '${go}' ] || { echo late; exit 7; }; sleep 300`;
     const { task_id: id } = await start(w, command);
-    const view = await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 30 });
+    const view = await callView(w, getRequest(id, { wait_s: 30 }));
     writeFileSync(go, '');
     expect(view).toMatchObject({ state: 'running', stdout: 'hi\n', stdout_next_offset: 3 });
-    await callView(w, { protocol: 1, op: 'cancel', task_id: id });
+    await callView(w, cancelRequest(id));
   });
 
   it('returns when the state changes without new output', async () => {
     const w = world();
     const { task_id: id } = await start(w, 'sleep 1; exit 4');
-    const view = await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 20 });
+    const view = await callView(w, getRequest(id, { wait_s: 20 }));
     expect(view).toMatchObject({ state: 'failed', exit_code: 4, stdout: '' });
   });
 
@@ -313,12 +311,12 @@ describe('long-polling get', () => {
     const w = world();
     const { task_id: id } = await start(w, fixture('forever.sh'));
     const ready = await waitFor(async () => {
-      const v = await callView(w, { protocol: 1, op: 'get', task_id: id });
+      const v = await callView(w, getRequest(id));
       return v.stdout === 'ready\n' ? v : null;
     }, 'readiness');
-    const view = await callView(w, { protocol: 1, op: 'get', task_id: id, stdout_offset: ready.stdout_next_offset, wait_s: 1 });
+    const view = await callView(w, getRequest(id, { stdout_offset: ready.stdout_next_offset, wait_s: 1 }));
     expect(view).toMatchObject({ state: 'running', stdout: '', stdout_next_offset: 6 });
-    await callView(w, { protocol: 1, op: 'cancel', task_id: id });
+    await callView(w, cancelRequest(id));
   });
 });
 
@@ -342,14 +340,10 @@ describe('start', () => {
     // fd 40 is a pipe without close-on-exec, as an exec service might leak one (node itself
     // reuses the lowest descriptors at start-up, so a low one would not show the leak).
     const stdio: StdioOptions = ['ignore', 'pipe', 'inherit', ...Array<'ignore'>(37).fill('ignore'), 'pipe'];
-    const agent = spawn(
-      process.execPath,
-      [AGENT_BUNDLE, 'call', encodeRequest({ protocol: 1, op: 'start', task_id: id, command: 'sleep 300' })],
-      {
-        env: agentEnv(w),
-        stdio,
-      },
-    );
+    const agent = spawn(process.execPath, [AGENT_BUNDLE, 'call', encodeRequest(startRequest('sleep 300', { task_id: id }))], {
+      env: agentEnv(w),
+      stdio,
+    });
     const leaked = (agent.stdio as unknown[])[40] as Readable;
     const eof = new Promise<boolean>((resolve) => {
       leaked.on('data', () => {});
@@ -366,8 +360,8 @@ describe('start', () => {
     expect(JSON.parse(out)).toMatchObject({ ok: true, result: { state: 'running' } });
     // Only the exited agent held the other end, so EOF comes now, not when the task ends.
     expect(await Promise.race([eof, sleep(15_000).then(() => false)])).toBe(true);
-    expect(await callView(w, { protocol: 1, op: 'get', task_id: id })).toMatchObject({ state: 'running' });
-    await callView(w, { protocol: 1, op: 'cancel', task_id: id });
+    expect(await callView(w, getRequest(id))).toMatchObject({ state: 'running' });
+    await callView(w, cancelRequest(id));
   });
 
   it('runs in cwd (relative to HOME) with the environment it was started with', async () => {
@@ -379,7 +373,7 @@ describe('start', () => {
 
   it('without HOME, runs in the home directory of the password database', async () => {
     const w = world();
-    const { task_id: id } = await callView(w, { protocol: 1, op: 'start', task_id: newTaskId(), command: 'pwd' }, { HOME: '' });
+    const { task_id: id } = await callView(w, startRequest('pwd'), { HOME: '' });
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: `${userInfo().homedir}\n` });
   });
 
@@ -387,11 +381,7 @@ describe('start', () => {
     const w = world();
     const notADir = join(w.home, 'plain-file');
     writeFileSync(notADir, '');
-    const res = await call(
-      w,
-      { protocol: 1, op: 'start', task_id: newTaskId(), command: 'true' },
-      { SANDBOX_AGENT_STATE_DIR: join(notADir, 'state') },
-    );
+    const res = await call(w, startRequest('true'), { SANDBOX_AGENT_STATE_DIR: join(notADir, 'state') });
     expect(res).toMatchObject({ ok: false, error: { code: 'internal', message: expect.stringContaining('SANDBOX_AGENT_STATE_DIR') } });
     expect(res.ok ? '' : res.error.message).not.toContain(notADir);
   });
@@ -414,12 +404,12 @@ describe('start', () => {
     const past = new Date(Date.now() - 60_000);
     utimesSync(join(tasks, ids[0]!), past, past);
     const extra = newTaskId();
-    const res = await call(w, { protocol: 1, op: 'start', task_id: extra, command: 'true' });
+    const res = await call(w, startRequest('true', { task_id: extra }));
     expect(res).toMatchObject({ ok: false, error: { code: 'task_limit' } });
     expect(existsSync(join(tasks, extra))).toBe(false);
     expect(readdirSync(tasks)).toHaveLength(128);
     // Starting an existing id is not a new task: it reports that task (here: no status yet).
-    const existing = await start(w, 'true', { task_id: ids[0] });
+    const existing = await start(w, 'true', { task_id: ids[0]! });
     expect(existing).toMatchObject({ state: 'unknown', error: { code: 'no_status' } });
     // The way out it names works: removing a task directory one no longer needs frees its place.
     const advice = (res as { error: { message: string } }).error.message;
@@ -434,7 +424,7 @@ describe('unknown states', () => {
     const w = world();
     const id = newTaskId();
     mkdirSync(join(w.stateDir, 'tasks', id), { recursive: true, mode: 0o700 });
-    const view = await callView(w, { protocol: 1, op: 'get', task_id: id, wait_s: 1 });
+    const view = await callView(w, getRequest(id, { wait_s: 1 }));
     expect(view).toMatchObject({
       state: 'unknown',
       exit_code: null,
@@ -443,6 +433,6 @@ describe('unknown states', () => {
       stdout_size: 0,
       error: { code: 'no_status' },
     });
-    expect(await callView(w, { protocol: 1, op: 'cancel', task_id: id })).toMatchObject({ state: 'unknown' });
+    expect(await callView(w, cancelRequest(id))).toMatchObject({ state: 'unknown' });
   });
 });

@@ -7,20 +7,19 @@ import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectStdio, ok, toolError, type StdioServer } from '../support/built-server.js';
-import { requireCommands, requireSandboxes } from '../support/prerequisites.js';
-import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { localServers, ok, toolError, type StdioServer } from '../support/built-server.js';
+import { requireCommands } from '../support/prerequisites.js';
 import { waitFor } from '../support/wait.js';
 
-const stateDir = tempStateDir();
 const fakeDir = mkdtempSync(join(tmpdir(), 'fake-nsenter-'));
+// Registered first, so it runs last: after localServers' afterAll closed the servers and their sandboxes.
+afterAll(() => rmSync(fakeDir, { recursive: true, force: true }));
+const servers = localServers();
 const SERVER_SECRET = 'server-secret-value-0d1e2b';
 const CREATE_SECRET = 'create-secret-value-7f3a9c';
 const CALL_SECRET = 'call-secret-value-5b8e41';
-const started: StdioServer[] = [];
 
 beforeAll(() => {
-  requireSandboxes();
   requireCommands(['nsenter']);
   const realNsenter = (process.env.PATH ?? '/usr/bin:/bin')
     .split(':')
@@ -32,23 +31,15 @@ beforeAll(() => {
   });
   chmodSync(fakeDir, 0o755);
 });
-afterAll(async () => {
-  for (const s of started) await s.close().catch(() => undefined);
-  await destroyStateDir(stateDir);
-  rmSync(fakeDir, { recursive: true, force: true });
-});
 
 /** A stdio server whose nsenter fails the network helper, with SANDBOX_MCP_DEBUG as given (undefined: unset). */
-async function server(debug: string | undefined): Promise<StdioServer> {
-  const s = await connectStdio({
+function server(debug: string | undefined): Promise<StdioServer> {
+  return servers.connect({
     PATH: `${fakeDir}:${process.env.PATH ?? '/usr/bin:/bin'}`,
-    SANDBOX_MCP_STATE_DIR: stateDir,
     SANDBOX_MCP_NETWORK_ALLOW: 'example.com',
     SERVICE_API_KEY: SERVER_SECRET,
     ...(debug !== undefined ? { SANDBOX_MCP_DEBUG: debug } : {}),
   });
-  started.push(s);
-  return s;
 }
 
 /** A session that works (secrets in create and call envs, masked output), then a create whose proxy fails. */

@@ -4,40 +4,27 @@
 // of a local sandbox).
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { Progress } from '@modelcontextprotocol/sdk/types.js';
 import { TEST_PROGRESS_INTERVAL_MS, describeLongCalls } from './long-calls-suite.js';
-import { connectStdio, type HttpServer, ok, startHttp, type StdioServer } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
+import { type HttpServer, localServers, ok, startHttp } from '../support/built-server.js';
 import { allPids, cmdline } from '../support/processes.js';
-import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
-const stateDir = tempStateDir();
-const env = { SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_PROGRESS_INTERVAL_MS: String(TEST_PROGRESS_INTERVAL_MS) };
-const open: StdioServer[] = [];
+const servers = localServers();
+const env = { SANDBOX_MCP_PROGRESS_INTERVAL_MS: String(TEST_PROGRESS_INTERVAL_MS) };
 let http: HttpServer | undefined;
 
-beforeAll(() => requireSandboxes());
+// Registered after localServers: runs before its afterAll destroys the state directory.
 afterAll(async () => {
-  await Promise.allSettled(open.map((o) => o.close()));
   await http?.stop();
-  await destroyStateDir(stateDir);
 });
 
-describeLongCalls(
-  'local',
-  async (args = []) => {
-    const s = await connectStdio(env, args);
-    open.push(s);
-    return s;
-  },
-  { hasPrivateTmp: true },
-);
+describeLongCalls('local', (args = []) => servers.connect(env, args), { hasPrivateTmp: true });
 
 describe('long calls over Streamable HTTP', () => {
   it('sends progress on the call stream and promotes a long call', async () => {
-    http = await startHttp(env);
+    http = await startHttp({ SANDBOX_MCP_STATE_DIR: servers.stateDir, ...env });
     const { client } = await http.connect();
     await ok(client, 'create_sandbox', {});
     const progress: Progress[] = [];
@@ -72,8 +59,7 @@ describe('a promoted call that finishes in time with more output than a task log
       { ...env, TAIL_TEST_TOKEN: secret },
       { ...env, TAIL_TEST_TOKEN: secret, SANDBOX_MCP_RESIDENT_AGENT: '0' },
     ]) {
-      const s = await connectStdio(serverEnv);
-      open.push(s);
+      const s = await servers.connect(serverEnv);
       await ok(s.client, 'create_sandbox', {});
       // Below the call's timeout (60 s), or the call takes the fast path.
       const r = await ok(s.client, 'run_command', { command, background_after: 30 });
@@ -124,8 +110,7 @@ function environOf(pid: number): string {
 
 describe('send_task_input data on the way into the sandbox', () => {
   it("is in no process's command line (nor environment) while the call that delivers it runs: the resident takes it, no agent process starts", async () => {
-    const s = await connectStdio(env);
-    open.push(s);
+    const s = await servers.connect(env);
     // The agent waits up to this long for room in a full pipe: the call stays in flight meanwhile.
     const sb = await ok(s.client, 'create_sandbox', { envs: { SANDBOX_AGENT_INPUT_WAIT_MS: '8000' } });
     const task = await ok(s.client, 'start_task', { command: 'sleep 300' });

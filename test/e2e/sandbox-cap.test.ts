@@ -2,27 +2,18 @@
 // stdio clients, each with a server of its own on the default state directory, is the common
 // case. Four built servers here create at the same moment, round after round.
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectStdio, ok, type StdioServer } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
-import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { localServers, ok, type StdioServer } from '../support/built-server.js';
 
 const MAX = 3;
 const SERVERS = 4;
 const CREATES_EACH = 2;
 const ROUNDS = 4;
-const stateDir = tempStateDir();
+const local = localServers();
 const servers: StdioServer[] = [];
 
 beforeAll(async () => {
-  requireSandboxes();
-  for (let i = 0; i < SERVERS; i++) {
-    servers.push(await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_MAX_SANDBOXES: String(MAX) }));
-  }
-});
-afterAll(async () => {
-  await Promise.allSettled(servers.map((s) => s.close()));
-  await destroyStateDir(stateDir);
+  for (let i = 0; i < SERVERS; i++) servers.push(await local.connect({ SANDBOX_MCP_MAX_SANDBOXES: String(MAX) }));
 });
 
 describe('the live-sandbox cap across server processes', () => {

@@ -1,30 +1,14 @@
 // The task walk over stdio with real local sandboxes: a task outlives its MCP session and its
 // server process, and a NEW server process reads, cancels and cleans up.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
-import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { describe, expect, it } from 'vitest';
+import { localServers, ok, toolError } from '../support/built-server.js';
 import { waitFor } from '../support/wait.js';
 
-const stateDir = tempStateDir();
-const env = { SANDBOX_MCP_STATE_DIR: stateDir };
-const open: StdioServer[] = [];
-
-async function server(): Promise<StdioServer> {
-  const s = await connectStdio(env);
-  open.push(s);
-  return s;
-}
-
-beforeAll(() => requireSandboxes());
-afterAll(async () => {
-  await Promise.allSettled(open.map((o) => o.close()));
-  await destroyStateDir(stateDir);
-});
+const servers = localServers();
 
 describe('reconnectable tasks through MCP', () => {
   it('survives disconnect and server restart: BEFORE, then BEFORE…AFTER, succeeded, saved outcome on cancel, cleanup', async () => {
-    const first = await server();
+    const first = await servers.connect();
     const sandbox = await ok(first.client, 'create_sandbox', { timeout: 600 });
     expect(sandbox.sandbox_id).toMatch(/^local:/);
     // The seeds' `printf BEFORE; sleep 10; printf AFTER`, with the 10 s replaced by a file this test
@@ -39,7 +23,7 @@ describe('reconnectable tasks through MCP', () => {
     expect(['running', 'succeeded']).toContain(started.state);
     await first.close(); // EOF: the server exits; the sandbox is retained because of the task
 
-    const second = await server();
+    const second = await servers.connect();
     const handle = { sandbox_id: sandbox.sandbox_id, task_id: started.task_id };
     const info = await ok(second.client, 'get_sandbox', { sandbox_id: sandbox.sandbox_id });
     expect(info.status).toBe('running');
@@ -87,20 +71,20 @@ describe('reconnectable tasks through MCP', () => {
   });
 
   it('kills a session sandbox without tasks at EOF, and retains one with a task', async () => {
-    const s = await server();
+    const s = await servers.connect();
     const plain = await ok(s.client, 'create_sandbox', {});
     const withTask = await ok(s.client, 'create_sandbox', {});
     await ok(s.client, 'start_task', { sandbox_id: withTask.sandbox_id, command: 'sleep 300' });
     await s.close();
 
-    const t = await server();
+    const t = await servers.connect();
     expect((await toolError(t.client, 'get_sandbox', { sandbox_id: plain.sandbox_id })).category).toBe('not_found');
     expect((await ok(t.client, 'get_sandbox', { sandbox_id: withTask.sandbox_id })).status).toBe('running');
     await ok(t.client, 'kill_sandbox', { sandbox_id: withTask.sandbox_id });
   });
 
   it('cancels a running task: cancelled, and its whole process group is gone', async () => {
-    const s = await server();
+    const s = await servers.connect();
     const sb = await ok(s.client, 'create_sandbox', {});
     // A shell with two same-group children.
     // (Distinct durations: the sandbox's own pid 1 runs a `sleep` of its own.)
@@ -139,7 +123,7 @@ describe('reconnectable tasks through MCP', () => {
   // after the trigger must not be in the reply yet. A get that waited its whole `wait` would
   // carry it, and no wall-clock figure is asserted.
   it('a waiting get_task (wait: 30) answers within a bound of new output or of a state change', async () => {
-    const s = await server();
+    const s = await servers.connect();
     const sb = await ok(s.client, 'create_sandbox', { timeout: 300 });
     const at = (task: Record<string, any>) => ({ sandbox_id: sb.sandbox_id, task_id: task.task_id as string });
     const after = (file: string, then: string) => `until [ -e ${file} ]; do sleep 0.05; done; ${then}`;
@@ -167,7 +151,7 @@ describe('reconnectable tasks through MCP', () => {
   });
 
   it('reports a nonzero exit as task data, not a tool error', async () => {
-    const s = await server();
+    const s = await servers.connect();
     const sb = await ok(s.client, 'create_sandbox', {});
     const task = await ok(s.client, 'start_task', { command: 'echo oops >&2; exit 3' });
     let view = task;

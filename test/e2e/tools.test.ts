@@ -3,11 +3,9 @@
 // sandbox made in beforeAll and name it explicitly; tests about the session default use a
 // session of their own.
 import { createHash, randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { OP_NAMES } from '../../shared/protocol.js';
-import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
-import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { localServers, ok, type StdioServer, toolError } from '../support/built-server.js';
 import { waitFor } from '../support/wait.js';
 
 const TOOL_NAMES = [
@@ -40,20 +38,15 @@ const SECRET = 'sk-live-' + randomBytes(12).toString('hex');
 
 const SERVER_ENV = { MY_SERVICE_TOKEN: 'server-side-token-value' };
 
-const stateDir = tempStateDir();
+const servers = localServers();
 let s: StdioServer;
 /** Created in beforeAll with a secret-named and a plain env; tests address it by id and never destroy it. */
 let shared: string;
 
 beforeAll(async () => {
-  requireSandboxes();
   // The server's own secret-named variable must be masked too.
-  s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, ...SERVER_ENV });
+  s = await servers.connect(SERVER_ENV);
   shared = (await ok(s.client, 'create_sandbox', { timeout: 600, envs: { API_SECRET_KEY: SECRET, PLAIN: 'visible' } })).sandbox_id;
-});
-afterAll(async () => {
-  await s?.close();
-  await destroyStateDir(stateDir);
 });
 
 async function sandboxCount(): Promise<number> {
@@ -62,7 +55,7 @@ async function sandboxCount(): Promise<number> {
 
 /** Runs `use` in a new server session (no default sandbox yet), then ends it. */
 async function inFreshSession(use: (session: StdioServer) => Promise<void>): Promise<void> {
-  const fresh = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, ...SERVER_ENV });
+  const fresh = await servers.connect(SERVER_ENV);
   try {
     await use(fresh);
   } finally {

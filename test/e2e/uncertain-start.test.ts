@@ -8,19 +8,16 @@
 // that really started — and the task goes on under its supervisor, with every byte.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AGENT_INSTALL_DIR } from '../../host/providers/agent-bundle.js';
 import type { ResidentRecord } from '../../host/providers/local/keeper/resident.js';
 import { RESIDENT_FILE } from '../../host/providers/local/sandbox/state-dir.js';
 import { agentRuntimeArgv } from '../../shared/agent-runtime.js';
-import { connectStdio, ok, type StdioServer, toolError } from '../support/built-server.js';
+import { localServers, ok, toolError } from '../support/built-server.js';
 import { REPO } from '../support/paths.js';
-import { requireSandboxes } from '../support/prerequisites.js';
-import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
-const stateDir = tempStateDir();
-const open: StdioServer[] = [];
+const servers = localServers();
 
 // Under the sandbox's agent runtime node's executable is its loader, which needs node named again.
 const WRAPPER = `// One-shot fault: the real agent runs (and may start a task), then its answer is lost.
@@ -34,21 +31,9 @@ renameSync(real, __filename);
 process.kill(process.pid, 'SIGKILL');
 `;
 
-async function server(env: Record<string, string> = {}): Promise<StdioServer> {
-  const s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, ...env });
-  open.push(s);
-  return s;
-}
-
-beforeAll(() => requireSandboxes());
-afterAll(async () => {
-  await Promise.allSettled(open.map((s) => s.close()));
-  await destroyStateDir(stateDir);
-});
-
 describe('an uncertain start_task submission (local sandbox)', () => {
   it('answers `unknown` with the handle of the task that really started, and retains the sandbox (no resident agent)', async () => {
-    const first = await server({ SANDBOX_MCP_RESIDENT_AGENT: '0' });
+    const first = await servers.connect({ SANDBOX_MCP_RESIDENT_AGENT: '0' });
     const sandbox = (await ok(first.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
     // Any task call installs this build's agent in the sandbox; a get_task retains nothing.
     const absent = await toolError(first.client, 'get_task', { sandbox_id: sandbox, task_id: '0'.repeat(32) });
@@ -70,7 +55,7 @@ describe('an uncertain start_task submission (local sandbox)', () => {
 
     // The start held the sandbox: it outlives the session that created it.
     await first.close();
-    const second = await server();
+    const second = await servers.connect();
     expect((await ok(second.client, 'get_sandbox', { sandbox_id: sandbox })).status).toBe('running');
 
     // The handle is the real task's: inspect it instead of resubmitting.
@@ -87,11 +72,11 @@ describe('an uncertain start_task submission (local sandbox)', () => {
   });
 
   it('through a resident killed -9 mid-submission: asked again, it reports the real task, which finishes with every byte', async () => {
-    const s = await server();
+    const s = await servers.connect();
     // A settle window longer than the test: the resident holds the start until it is killed.
     const sandbox = (await ok(s.client, 'create_sandbox', { timeout: 600, envs: { SANDBOX_AGENT_START_SETTLE_MS: '300000' } }))
       .sandbox_id as string;
-    const dir = join(stateDir, 'local', sandbox.replace(/^local:/, ''));
+    const dir = join(servers.stateDir, 'local', sandbox.replace(/^local:/, ''));
     const residentOf = () => {
       try {
         return JSON.parse(readFileSync(join(dir, RESIDENT_FILE), 'utf8')) as ResidentRecord;

@@ -29,9 +29,9 @@ export function getRequest(taskId: string, fields: Fields<'get', 'task_id'> = {}
   return { protocol: PROTOCOL_VERSION, op: 'get', task_id: taskId, ...fields };
 }
 
-/** A `cancel` of task `taskId`. */
-export function cancelRequest(taskId: string): RequestOf<'cancel'> {
-  return { protocol: PROTOCOL_VERSION, op: 'cancel', task_id: taskId };
+/** A `cancel` of task `taskId`, with `fields` (the offsets of the view it answers with). */
+export function cancelRequest(taskId: string, fields: Fields<'cancel', 'task_id'> = {}): RequestOf<'cancel'> {
+  return { protocol: PROTOCOL_VERSION, op: 'cancel', task_id: taskId, ...fields };
 }
 
 /** An `input` of `data` to task `taskId`'s stdin, with `fields` (eof). */
@@ -51,4 +51,9 @@ export function helloRequest(): RequestOf<'hello'> {
 /** A `list` of the tasks. */
 export function listRequest(): RequestOf<'list'> {
   return { protocol: PROTOCOL_VERSION, op: 'list' };
+}
+
+/** A `remove` of task `taskId`'s directory. */
+export function removeRequest(taskId: string): RequestOf<'remove'> {
+  return { protocol: PROTOCOL_VERSION, op: 'remove', task_id: taskId };
 }
