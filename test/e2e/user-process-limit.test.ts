@@ -5,13 +5,15 @@
 // "bubblewrap is not installed", "the kernel refuses user namespaces", "check that bubblewrap
 // works" (measured with a limit of 120). The built server runs as a uid of this test's own (no
 // other test or server shares its count) under `prlimit --nproc`, and that uid is brought to its
-// limit by a bounded number of sleepers (at most the limit, each for at most 120 s).
+// limit by a bounded number of sleepers (at most the limit, each for at most 120 s). With 2 left
+// a keeper hung unseen until the server's 25 s start timeout (node waits forever for a platform
+// worker it could not start): each create here is bounded well below that, so a hang fails it.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,6 +28,25 @@ const LIMIT = 96;
 // A uid no account, sandbox (0x70000000 up) or other test uses: this test's count is its own.
 const UID = 0x6f00_0000 + randomInt(0x1_0000);
 const as = { uid: UID, gid: UID };
+/**
+ * A ceiling for one create's answer, far below the server's start timeout (25 s) and far above a
+ * prompt answer near the limit: a bound for a hang, not a timing assertion.
+ */
+const CREATE_BOUND_MS = 15_000;
+
+/** The pids whose real uid is `uid`. */
+function pidsOf(uid: number): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      try {
+        return Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) === uid;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
 
 beforeAll(() => requireSandboxes());
 
@@ -36,6 +57,7 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
     chownSync(stateDir, UID, UID);
     const sleepers: ChildProcess[] = [];
     let client: Client;
+    let serverPid: number;
 
     beforeAll(async () => {
       // prlimit lowers its own limit (no privilege needed) and execs setpriv, which execs the server.
@@ -50,6 +72,7 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
       });
       client = new Client({ name: 'e2e-nproc', version: '1.0.0' });
       await client.connect(transport);
+      serverPid = transport.pid!;
     });
 
     afterAll(async () => {
@@ -58,8 +81,16 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
       rmSync(stateDir, { recursive: true, force: true });
     });
 
-    const create = async (): Promise<CallToolResult> =>
-      (await client.callTool({ name: 'create_sandbox', arguments: { timeout: 120 } })) as CallToolResult;
+    /** One create, failing the test (naming `what`) when it does not answer within CREATE_BOUND_MS. */
+    async function create(what: string): Promise<CallToolResult> {
+      try {
+        return (await client.callTool({ name: 'create_sandbox', arguments: { timeout: 120 } }, undefined, {
+          timeout: CREATE_BOUND_MS,
+        })) as CallToolResult;
+      } catch (e) {
+        throw new Error(`create ${what}: ${(e as Error).message}`, { cause: e });
+      }
+    }
     const errorOf = (r: CallToolResult) => (JSON.parse((r.content[0] as { text: string }).text) as { error: Record<string, string> }).error;
 
     /** Starts sleepers as the uid until it holds `LIMIT - headroom` processes and threads (at most LIMIT sleepers). */
@@ -72,6 +103,14 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
       }
     }
 
+    /** Waits until the uid runs nothing but the server and the sleepers (what a create started is gone). */
+    async function settled(): Promise<void> {
+      await waitFor(() => {
+        const ours = new Set([serverPid, ...sleepers.map((s) => s.pid)]);
+        return pidsOf(UID).every((pid) => ours.has(pid));
+      }, "the failed create's processes to be gone");
+    }
+
     /** Ends `n` sleepers and waits until they are gone. */
     async function free(n: number): Promise<void> {
       const before = countTasksOf(UID);
@@ -79,26 +118,38 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
       await waitFor(() => countTasksOf(UID) <= before - n, 'the sleepers to be gone');
     }
 
+    /** Expects `r` to name the user's process limit. */
+    function expectLimitError(r: CallToolResult, left: number): void {
+      expect(r.isError, `create with ${left} processes left`).toBe(true);
+      const error = errorOf(r);
+      expect(error, `create with ${left} processes left`).toMatchObject({ category: 'insufficient_resources', code: 'user_process_limit' });
+      expect(error.suggestion).toContain(`uid ${UID}`);
+      expect(error.suggestion).toMatch(new RegExp(`of ${LIMIT} processes and threads \\(RLIMIT_NPROC`));
+      expect(error.suggestion).toMatch(/kill_sandbox.*ulimit -u/);
+      expect(error.suggestion).not.toMatch(/bubblewrap|bwrap|internal/i);
+    }
+
     it(
-      'names the limit (insufficient_resources, user_process_limit) wherever the start broke; freeing processes is the way out',
+      'names the limit (insufficient_resources, user_process_limit) at once with 4, 3, 2, 1 or 0 processes left, wherever the start broke; freeing processes is the way out',
       { timeout: 240_000 },
       async () => {
-        // At the limit, then with a few processes free (where bwrap itself could not fork, measured).
-        for (const headroom of [0, 4]) {
+        // 4 and 3: the keeper starts and bwrap cannot (measured); 2: the keeper would hang, unseen;
+        // 1: node aborts; 0: the keeper is not forked. Each answer comes within CREATE_BOUND_MS.
+        for (const headroom of [4, 3, 2, 1, 0]) {
           await fillTo(headroom);
-          const r = await create();
-          expect(r.isError, `create with ${LIMIT - countTasksOf(UID)} processes left`).toBe(true);
-          const error = errorOf(r);
-          expect(error).toMatchObject({ category: 'insufficient_resources', code: 'user_process_limit' });
-          expect(error.suggestion).toContain(`uid ${UID}`);
-          expect(error.suggestion).toMatch(new RegExp(`of ${LIMIT} processes and threads \\(RLIMIT_NPROC`));
-          expect(error.suggestion).toMatch(/kill_sandbox.*ulimit -u/);
-          expect(error.suggestion).not.toMatch(/bubblewrap|bwrap|internal/i);
-          if (headroom === 0) await free(4);
+          const left = LIMIT - countTasksOf(UID);
+          const r = await create(`with ${left} processes left`);
+          if (r.isError) expectLimitError(r, left);
+          else
+            await client.callTool({
+              name: 'kill_sandbox',
+              arguments: { sandbox_id: (r.structuredContent as { sandbox_id: string }).sandbox_id },
+            });
+          await settled();
         }
         // The way out the error names: with processes freed, a create works.
         await free(sleepers.length);
-        const r = await create();
+        const r = await create('with the sleepers gone');
         expect(r.isError).toBeFalsy();
         const id = (r.structuredContent as { sandbox_id: string }).sandbox_id;
         await client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: id } });

@@ -1,7 +1,7 @@
 // Telling why bwrap failed to start a sandbox from its stderr, and reading the user's process limit.
 import { describe, expect, it } from 'vitest';
 import { classifyBwrapFailure } from '../../host/providers/local/keeper/bwrap-process.js';
-import { processLimit } from '../../host/providers/local/system/user-processes.js';
+import { machineTasks, processLimit } from '../../host/providers/local/system/user-processes.js';
 
 describe('classifyBwrapFailure', () => {
   it('tells refused user namespaces from AppArmor and other failures', () => {
@@ -30,5 +30,15 @@ describe('processLimit', () => {
     expect(processLimit(limits('unlimited'))).toBeNull();
     expect(processLimit(null)).toBeNull();
     expect(processLimit('garbage')).toBeNull();
+  });
+});
+
+describe('machineTasks', () => {
+  it("reads the machine's processes and threads from /proc/loadavg: at least this uid's; none when unreadable", () => {
+    expect(machineTasks('0.20 0.18 0.12 1/80 11206\n')).toBe(80);
+    expect(machineTasks(null)).toBeNull();
+    expect(machineTasks('garbage')).toBeNull();
+    // This kernel's own file reads as a count (this process alone has several threads).
+    expect(machineTasks()).toBeGreaterThan(1);
   });
 });

@@ -29,10 +29,12 @@ export function startKeeper(dir: string, opts: KeeperStartOpts): Promise<KeeperR
     // SIGUSR1 and would act on a shortened deadline only at its recheck timer; its own listener
     // from main.ts's first statement keeps the inspector closed (see inspector-signal.ts).
     // The V8 flags of the server's own line only: another node (a nodePath option) gets none it
-    // might not know.
+    // might not know. One platform worker on any machine (0 meant one per core but one): a keeper
+    // then needs 3 processes and threads before its first line runs, everywhere (its process,
+    // node's delayed-task thread, the worker; system/user-processes.ts).
     const nodeFlags = [
       ...SMALL_HEAP_FLAGS,
-      '--v8-pool-size=0',
+      '--v8-pool-size=1',
       ...(sameFile(opts.nodePath, process.execPath)
         ? [...lineFlags(process.versions.v8), ...keeperCollectionFlags(process.versions.v8)]
         : []),

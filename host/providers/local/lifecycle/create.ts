@@ -41,7 +41,7 @@ import {
 import type { LocalSettings } from '../settings.js';
 import { findExecutable, preflight } from '../system/preflight.js';
 import { identify, type ProcIdentity } from '../system/proc.js';
-import { nearProcessLimit } from '../system/user-processes.js';
+import { KEEPER_START_TASKS, nearProcessLimit, shortOfProcesses } from '../system/user-processes.js';
 import { assertLifetimeS, invalid, validateEnvs } from '../validation.js';
 import { sandboxMetadata } from './metadata.js';
 
@@ -94,6 +94,9 @@ export class SandboxCreator {
     const allowOut = opts.network !== undefined ? canonicalAllowOut(opts.network) : undefined;
     this.tools ??= preflight(this.settings);
     const tools = this.tools;
+    // A keeper short of its first threads hangs, unseen, until the start timeout: said at once.
+    const short = shortOfProcesses(KEEPER_START_TASKS);
+    if (short) throw userProcessLimitError(short);
 
     const workspace =
       opts.workspace !== undefined

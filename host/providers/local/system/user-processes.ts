@@ -5,7 +5,8 @@
 // (a keeper's threads, bwrap, pid 1, the helpers): near the limit one of them fails to start, and
 // which one decides how the failure looks (measured: a keeper that dies or hangs, a bwrap that
 // cannot be spawned, a namespace that cannot be created, a helper that cannot fork). So a failed
-// start is checked against this, and reported as the limit it is. Only read after a failure.
+// start is checked against this, and reported as the limit it is. Read after a failure, and
+// before a create only where the whole machine's count could reach the limit (shortOfProcesses).
 import { listPids } from '../../../../shared/proc-pids.js';
 import { readSmallKernelFile } from './proc.js';
 
@@ -29,6 +30,25 @@ export function processLimit(limitsText: string | null = readSmallKernelFile('/p
   return Number.isSafeInteger(n) && n > 0 ? n : null;
 }
 
+/**
+ * The processes and threads a keeper needs before its first line of JavaScript runs: its own
+ * process, node's delayed-task thread and its one platform worker (`--v8-pool-size=1`,
+ * keeper/start.ts). Short of the delayed-task thread node aborts; short of a worker it waits for
+ * that worker forever (node_platform.cc counts the workers it asked for, not those it started:
+ * measured with 2 left, the keeper hung with 2 threads until the server's start timeout). Nothing
+ * in the keeper runs by then to notice, so a create checks for this room before it starts one.
+ */
+export const KEEPER_START_TASKS = 3;
+
+/**
+ * The processes and threads of the whole machine (the total of /proc/loadavg's fourth field,
+ * the kernel's nr_threads), or null when unreadable: a bound on any one uid's count, in one read.
+ */
+export function machineTasks(loadavgText: string | null = readSmallKernelFile('/proc/loadavg')): number | null {
+  const m = /^\S+ \S+ \S+ \d+\/(\d+) /.exec(loadavgText ?? '');
+  return m ? Number(m[1]) : null;
+}
+
 /** The processes and threads whose real uid is `uid`, from each process's status (Uid's first field, Threads). */
 export function countTasksOf(uid: number): number {
   let n = 0;
@@ -42,20 +62,36 @@ export function countTasksOf(uid: number): number {
   return n;
 }
 
-/**
- * The server's user's process count against its limit, or null where no limit binds: root (the
- * kernel exempts it) or an unlimited RLIMIT_NPROC.
- */
-export function userProcesses(): UserProcesses | null {
+/** The server's uid and its soft limit, or null where no limit binds: root (the kernel exempts it) or an unlimited RLIMIT_NPROC. */
+function bindingLimit(): { uid: number; limit: number } | null {
   const uid = process.getuid?.();
   if (uid === undefined || uid === 0) return null;
   const limit = processLimit();
-  if (limit === null) return null;
-  return { uid, limit, used: countTasksOf(uid) };
+  return limit === null ? null : { uid, limit };
+}
+
+/** The server's user's process count against its limit, or null where no limit binds. */
+export function userProcesses(): UserProcesses | null {
+  const bound = bindingLimit();
+  return bound && { ...bound, used: countTasksOf(bound.uid) };
 }
 
 /** The user's processes when fewer than CREATE_NEEDS_TASKS are left below its limit (a create cannot be sure to start); else null. */
 export function nearProcessLimit(): UserProcesses | null {
   const u = userProcesses();
   return u && u.limit - u.used < CREATE_NEEDS_TASKS ? u : null;
+}
+
+/**
+ * The user's processes when fewer than `needed` are left below its limit, else null (also where no
+ * limit binds). Cheap where the limit is far: /proc is scanned only when the whole machine's count
+ * (machineTasks) could reach it, which the uid's own count never exceeds.
+ */
+export function shortOfProcesses(needed: number): UserProcesses | null {
+  const bound = bindingLimit();
+  if (!bound) return null;
+  const machine = machineTasks();
+  if (machine !== null && bound.limit - machine >= needed) return null;
+  const used = countTasksOf(bound.uid);
+  return bound.limit - used < needed ? { ...bound, used } : null;
 }
