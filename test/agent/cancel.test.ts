@@ -5,8 +5,8 @@ import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { TaskStatusSchema } from '../../shared/status.js';
-import { cancelRequest, getRequest, startRequest, type StartFields } from '../support/agent-requests.js';
-import { type AgentWorld, callView, newTaskId, readStatusJson, taskDirOf, waitTerminal, worldsPerTest } from '../support/agent-world.js';
+import { cancelRequest, getRequest, newTaskId } from '../support/agent-requests.js';
+import { type AgentWorld, callView, readStatusJson, startTask, taskDirOf, waitTerminal, worldsPerTest } from '../support/agent-world.js';
 import { fixture } from '../support/paths.js';
 import { requireBuild } from '../support/prerequisites.js';
 import { isRunning, pgidOf, startTimeOf } from '../support/processes.js';
@@ -15,8 +15,6 @@ import { waitFor } from '../support/wait.js';
 beforeAll(() => requireBuild());
 
 const { world, strays } = worldsPerTest();
-
-const start = (w: AgentWorld, command: string, extra: StartFields = {}) => callView(w, startRequest(command, extra));
 const cancel = (w: AgentWorld, id: string) => callView(w, cancelRequest(id));
 
 /** Waits until the task's stdout contains `text`; returns the stdout so far. */
@@ -29,7 +27,7 @@ const waitOutput = (w: AgentWorld, id: string, text: string) =>
 describe('cancel', () => {
   it('stops the whole process group, children included', async () => {
     const w = world();
-    const { task_id: id } = await start(w, fixture('children.sh'));
+    const { task_id: id } = await startTask(w, fixture('children.sh'));
     const out = await waitOutput(w, id, 'ready');
     const children = [...out.matchAll(/child (\d+)/g)].map((m) => Number(m[1]));
     expect(children).toHaveLength(2);
@@ -45,7 +43,7 @@ describe('cancel', () => {
 
   it('escalates to KILL for a command that ignores TERM', async () => {
     const w = world({ SANDBOX_AGENT_GRACE_MS: '300' });
-    const { task_id: id } = await start(w, fixture('ignore-sigterm.sh'));
+    const { task_id: id } = await startTask(w, fixture('ignore-sigterm.sh'));
     await waitOutput(w, id, 'ready');
     const pgid = readStatusJson(w, id).group!.pgid;
     expect(await cancel(w, id)).toMatchObject({ state: 'cancelled', exit_code: 137 });
@@ -55,7 +53,7 @@ describe('cancel', () => {
   it('cannot stop a child that made its own session (documented escape)', async () => {
     const w = world({ SANDBOX_AGENT_DRAIN_MS: '200' });
     const pidFile = join(w.home, 'escaped.pid');
-    const { task_id: id } = await start(w, `setsid bash -c 'echo $$ > ${pidFile}; exec sleep 300' & sleep 300`);
+    const { task_id: id } = await startTask(w, `setsid bash -c 'echo $$ > ${pidFile}; exec sleep 300' & sleep 300`);
     const escaped = await waitFor(() => {
       try {
         return Number(readFileSync(pidFile, 'utf8')) || null;
@@ -75,7 +73,7 @@ describe('cancel', () => {
 
   it('returns the saved outcome of a finished task and signals nothing', async () => {
     const w = world();
-    const { task_id: id } = await start(w, fixture('exit-n.sh', '3'));
+    const { task_id: id } = await startTask(w, fixture('exit-n.sh', '3'));
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'failed', exit_code: 3 });
     const statusPath = join(taskDirOf(w, id), 'status.json');
     const before = { text: readFileSync(statusPath, 'utf8'), mtime: statSync(statusPath).mtimeMs };
@@ -89,7 +87,7 @@ describe('cancel', () => {
     // The stop (TERM ignored, KILL after the grace) outlasts the window many times over, so a cancel
     // call that a loaded machine stalls still looks before the KILL.
     const w = world({ SANDBOX_AGENT_GRACE_MS: '5000', SANDBOX_AGENT_CANCEL_CONFIRM_MS: '200' });
-    const { task_id: id } = await start(w, fixture('ignore-sigterm.sh'));
+    const { task_id: id } = await startTask(w, fixture('ignore-sigterm.sh'));
     await waitOutput(w, id, 'ready');
     const view = await cancel(w, id);
     expect(view).toMatchObject({ state: 'running', error: { code: 'cancel_unconfirmed' } });
@@ -101,7 +99,7 @@ describe('cancel', () => {
 describe('timeout', () => {
   it('stops the group and records timed_out', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'echo started; sleep 300', { timeout_s: 1 });
+    const { task_id: id } = await startTask(w, 'echo started; sleep 300', { timeout_s: 1 });
     const view = await waitTerminal(w, id);
     expect(view).toMatchObject({ state: 'timed_out', stdout: 'started\n' });
     expect(view.exit_code).toBe(143);
@@ -110,7 +108,7 @@ describe('timeout', () => {
 
   it('kills a command that ignores TERM after the grace period', async () => {
     const w = world({ SANDBOX_AGENT_GRACE_MS: '300' });
-    const { task_id: id } = await start(w, fixture('ignore-sigterm.sh'), { timeout_s: 1 });
+    const { task_id: id } = await startTask(w, fixture('ignore-sigterm.sh'), { timeout_s: 1 });
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'timed_out', exit_code: 137 });
   });
 });
@@ -118,7 +116,7 @@ describe('timeout', () => {
 describe('a lost supervisor', () => {
   it('reads as unknown after kill -9, and cancel then stops the verified group itself', async () => {
     const w = world();
-    const { task_id: id } = await start(w, fixture('forever.sh'));
+    const { task_id: id } = await startTask(w, fixture('forever.sh'));
     await waitOutput(w, id, 'ready');
     const status = readStatusJson(w, id);
     process.kill(status.supervisor!.pid, 'SIGKILL');
@@ -226,7 +224,7 @@ describe('status file', () => {
     await waitFor(() => out.startsWith('reading\n'), 'the reader to start');
 
     const command = `trap 'until [ -e ${seen} ]; do sleep 0.05; done; exit 0' TERM; echo ready; while :; do sleep 0.05; done`;
-    await start(w, command, { task_id: id });
+    await startTask(w, command, { task_id: id });
     await waitOutput(w, id, 'ready');
     expect(await cancel(w, id)).toMatchObject({ state: 'cancelled' });
     await readerDone;

@@ -21,7 +21,7 @@ import { readProcStat } from '../../agent/proc.js';
 import { DEFAULT_TIMINGS } from '../../agent/timing.js';
 import { InputResultSchema, type AgentResponse, type InputResult } from '../../shared/protocol.js';
 import type { TaskStatus } from '../../shared/status.js';
-import { cancelRequest, getRequest, inputRequest, startRequest, type StartFields } from '../support/agent-requests.js';
+import { cancelRequest, getRequest, inputRequest } from '../support/agent-requests.js';
 import {
   agentEnv,
   type AgentWorld,
@@ -29,6 +29,7 @@ import {
   callView,
   GENEROUS_WAITS,
   newTaskId,
+  startTask,
   statusWithGroup,
   taskDirOf,
   waitTerminal,
@@ -42,8 +43,6 @@ import { waitFor } from '../support/wait.js';
 beforeAll(() => requireBuild());
 
 const { world, strays } = worldsPerTest();
-
-const start = (w: AgentWorld, command: string, extra: StartFields = {}) => callView(w, startRequest(command, extra));
 
 const input = (w: AgentWorld, taskId: string, data: string, eof?: boolean, extraEnv: Record<string, string> = {}): Promise<AgentResponse> =>
   call(w, inputRequest(taskId, data, eof === undefined ? {} : { eof }), extraEnv);
@@ -69,7 +68,7 @@ async function inputError(w: AgentWorld, taskId: string, data: string, eof?: boo
 describe('stdin held open', () => {
   it('makes `read` wait until input arrives from a separate agent process, then the task succeeds', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'read x; echo "got:$x"');
+    const { task_id: id } = await startTask(w, 'read x; echo "got:$x"');
     // Waiting, not at EOF: still running after a long-poll that would have seen it end.
     expect(await callView(w, getRequest(id, { wait_s: 1 }))).toMatchObject({ state: 'running', stdout: '' });
     expect(await inputOk(w, id, 'hello\n')).toEqual({ task_id: id, bytes_written: 6, stdin_closed: false });
@@ -78,7 +77,7 @@ describe('stdin held open', () => {
 
   it('ends `cat` after input with eof, keeping everything written before it', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'cat');
+    const { task_id: id } = await startTask(w, 'cat');
     expect(await inputOk(w, id, 'abc ')).toMatchObject({ bytes_written: 4, stdin_closed: false });
     expect(await inputOk(w, id, 'héllo', true)).toEqual({ task_id: id, bytes_written: 6, stdin_closed: true });
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: 'abc héllo' });
@@ -86,16 +85,16 @@ describe('stdin held open', () => {
 
   it('passes stdin on to the commands the shell runs (a pipeline reads it)', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'tr a-z A-Z | head -c 5');
+    const { task_id: id } = await startTask(w, 'tr a-z A-Z | head -c 5');
     await inputOk(w, id, 'shout and more', true);
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: 'SHOUT' });
   });
 
   it('keeps the old behaviour with stdin: false (/dev/null: `cat` ends at once) and refuses input saying so', async () => {
     const w = world();
-    const { task_id: catId } = await start(w, 'cat; echo "cat ended"', { stdin: false });
+    const { task_id: catId } = await startTask(w, 'cat; echo "cat ended"', { stdin: false });
     expect(await waitTerminal(w, catId)).toMatchObject({ state: 'succeeded', stdout: 'cat ended\n' });
-    const { task_id: id } = await start(w, 'sleep 300', { stdin: false });
+    const { task_id: id } = await startTask(w, 'sleep 300', { stdin: false });
     const err = await inputError(w, id, 'hello');
     expect(err).toEqual({ code: 'no_stdin', message: expect.stringContaining('stdin: false') });
     await callView(w, cancelRequest(id));
@@ -105,14 +104,14 @@ describe('stdin held open', () => {
 describe('refusals', () => {
   it('refuses input to a finished task with task_finished', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'exit 2');
+    const { task_id: id } = await startTask(w, 'exit 2');
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'failed' });
     expect(await inputError(w, id, 'late\n')).toEqual({ code: 'task_finished', message: expect.stringContaining('failed') });
   });
 
   it('refuses input to a task whose supervisor is gone (unknown), signalling nothing', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'read x; sleep 300');
+    const { task_id: id } = await startTask(w, 'read x; sleep 300');
     const status = await statusWithGroup(w, id);
     strays.push(status.group!.pgid);
     process.kill(status.supervisor!.pid, 'SIGKILL');
@@ -127,7 +126,7 @@ describe('refusals', () => {
 
   it('refuses more input after eof with stdin_closed, but a repeated bare eof is no error', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'cat; sleep 300');
+    const { task_id: id } = await startTask(w, 'cat; sleep 300');
     expect(await inputOk(w, id, 'one', true)).toMatchObject({ stdin_closed: true });
     expect(await inputError(w, id, 'two')).toEqual({ code: 'stdin_closed', message: expect.stringContaining('already closed') });
     expect(await inputOk(w, id, '', true)).toEqual({ task_id: id, bytes_written: 0, stdin_closed: true });
@@ -136,7 +135,7 @@ describe('refusals', () => {
 
   it('refuses input once the command closed its stdin', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'exec 0<&-; echo closed; sleep 300');
+    const { task_id: id } = await startTask(w, 'exec 0<&-; echo closed; sleep 300');
     await waitFor(async () => (await callView(w, getRequest(id, { wait_s: 1 }))).stdout === 'closed\n', 'closed');
     expect(await inputError(w, id, 'x')).toEqual({ code: 'stdin_closed', message: expect.stringContaining('not reading') });
     await callView(w, cancelRequest(id));
@@ -165,7 +164,7 @@ describe('refusals', () => {
 
   it('rejects data over the byte cap naming the field (multibyte text counts in bytes), without echoing it', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'cat');
+    const { task_id: id } = await startTask(w, 'cat');
     // 20,000 characters, 40,000 bytes of UTF-8.
     const err = await inputError(w, id, 'é'.repeat(20_000));
     expect(err).toEqual({ code: 'invalid_request', message: 'field `data` is too long (maximum 32768 bytes of UTF-8)' });
@@ -180,7 +179,7 @@ describe("data on the agent's stdin (data_on_stdin, minor 3)", () => {
 
   it('writes the bytes the agent process read from its stdin, and applies eof after them', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'cat');
+    const { task_id: id } = await startTask(w, 'cat');
     expect(await onStdin(w, id, Buffer.from('héllo\n'))).toEqual({
       protocol: 1,
       ok: true,
@@ -193,7 +192,7 @@ describe("data on the agent's stdin (data_on_stdin, minor 3)", () => {
 
   it('holds stdin data to the same rules as inline data, naming the field without echoing it', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'cat');
+    const { task_id: id } = await startTask(w, 'cat');
     const tooLong = await onStdin(w, id, Buffer.from('é'.repeat(16_385)));
     expect(tooLong).toMatchObject({
       ok: false,
@@ -221,7 +220,7 @@ describe('a full pipe', () => {
     const w = world({ SANDBOX_AGENT_INPUT_WAIT_MS: '200' });
     // Reads nothing until told by a file, so the pipe (64 KiB) fills up.
     const go = join(w.home, 'go');
-    const { task_id: id } = await start(w, `while [ ! -e ${go} ]; do sleep 0.05; done; wc -c`);
+    const { task_id: id } = await startTask(w, `while [ ! -e ${go} ]; do sleep 0.05; done; wc -c`);
     const chunk = 'x'.repeat(32_768);
     let accepted = 0;
     let last: InputResult | undefined;
@@ -246,7 +245,7 @@ describe('privacy', () => {
   it('never writes input anywhere in the state directory (not masked, not logged)', async () => {
     const w = world({ AGENT_DEBUG: '1' });
     const token = `input-${newTaskId()}`;
-    const { task_id: id } = await start(w, 'read x; test -n "$x"');
+    const { task_id: id } = await startTask(w, 'read x; test -n "$x"');
     await inputOk(w, id, `${token}\n`, true);
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded' });
     const files = readdirSync(taskDirOf(w, id));

@@ -12,6 +12,7 @@ import {
   call,
   callView,
   newTaskId,
+  startTask,
   statusWithGroup,
   waitTerminal,
   worldsPerTest,
@@ -24,8 +25,6 @@ import { waitFor } from '../support/wait.js';
 beforeAll(() => requireBuild());
 
 const { world, strays } = worldsPerTest();
-
-const start = (w: AgentWorld, command: string) => callView(w, startRequest(command));
 
 async function list(w: AgentWorld): Promise<ListResult> {
   const res = await call(w, listRequest());
@@ -41,10 +40,10 @@ describe('list', () => {
 
   it('shows running, finished and supervisor-less tasks, newest first, with the states get reports', async () => {
     const w = world();
-    const ok = await start(w, 'echo hello');
-    const failed = await start(w, `${fixture('exit-n.sh', '4')}`);
-    const running = await start(w, fixture('forever.sh'));
-    const orphaned = await start(w, fixture('forever.sh'));
+    const ok = await startTask(w, 'echo hello');
+    const failed = await startTask(w, `${fixture('exit-n.sh', '4')}`);
+    const running = await startTask(w, fixture('forever.sh'));
+    const orphaned = await startTask(w, fixture('forever.sh'));
     await waitTerminal(w, ok.task_id);
     await waitTerminal(w, failed.task_id);
     const lost = await statusWithGroup(w, orphaned.task_id);
@@ -83,7 +82,7 @@ describe('list', () => {
   it('cuts a long command to its first 2048 characters, saying so', async () => {
     const w = world();
     const command = `: ${'x'.repeat(3000)}; echo done`;
-    const long = await start(w, command);
+    const long = await startTask(w, command);
     await waitTerminal(w, long.task_id);
     const [t] = (await list(w)).tasks;
     expect(t).toMatchObject({ task_id: long.task_id, command: command.slice(0, LIMITS.listCommandMaxChars), command_truncated: true });
@@ -149,7 +148,7 @@ describe('cost', () => {
   // an eager crypto import in one op once made every get 10 ms slower.
   it('loads neither child_process, net, crypto nor streams for list or get (start does, which shows the probe works)', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'echo hi');
+    const { task_id: id } = await startTask(w, 'echo hi');
     await waitTerminal(w, id);
     expect(await spawnModulesLoaded(w, listRequest())).toEqual([]);
     expect(await spawnModulesLoaded(w, getRequest(id))).toEqual([]);

@@ -5,13 +5,14 @@ import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, 
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TaskStatusSchema } from '../../shared/status.js';
-import { cancelRequest, getRequest, inputRequest, startRequest, type StartFields } from '../support/agent-requests.js';
+import { cancelRequest, getRequest, inputRequest, startRequest } from '../support/agent-requests.js';
 import {
   type AgentWorld,
   call,
   callView,
   newTaskId,
   readStatusJson,
+  startTask,
   taskDirOf,
   waitTerminal,
   worldsPerTest,
@@ -26,8 +27,6 @@ beforeAll(() => requireBuild());
 
 const { world, strays } = worldsPerTest();
 
-const start = (w: AgentWorld, command: string, extra: StartFields = {}) => callView(w, startRequest(command, extra));
-
 describe('a stalled supervisor', () => {
   it('still KILLs a TERM-ignoring group member when its event loop stalls past the cleanup deadline', async () => {
     const graceMs = 3000;
@@ -36,7 +35,7 @@ describe('a stalled supervisor', () => {
     // within the grace period after that, however slow its agent calls), leaving one member that
     // obeys TERM and one that ignores it.
     const go = join(w.home, 'leader-may-exit');
-    const { task_id: id } = await start(
+    const { task_id: id } = await startTask(
       w,
       `${fixture('ignore-sigterm.sh')} & echo $!; sleep 300 & echo $!; until [ -e ${go} ]; do sleep 0.05; done`,
     );
@@ -68,7 +67,7 @@ describe('the OOM killer', () => {
 
   it("prefers the command: it raises its own oom_score_adj before it runs, the supervisor's stays as inherited", async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'cat /proc/self/oom_score_adj; sleep 300');
+    const { task_id: id } = await startTask(w, 'cat /proc/self/oom_score_adj; sleep 300');
     const inherited = scoreOf('self');
     const expected = Math.max(500, inherited);
     await waitFor(async () => (await callView(w, getRequest(id, { wait_s: 1 }))).stdout !== '', 'the score line');
@@ -124,7 +123,7 @@ describe.runIf(isRootOrSkipping('the disk-full tests (they mount a tmpfs)'))('a 
   it('records the true exit code when the task fills the disk itself: logs cut short and marked, status written', async () => {
     const w = worldOnTmpfs(512);
     const cmd = `printf before; head -c ${2 * 1024 * 1024} /dev/zero | tr '\\0' x; echo after >&2; exit 3`;
-    const { task_id: id } = await start(w, cmd);
+    const { task_id: id } = await startTask(w, cmd);
     const view = await waitTerminal(w, id);
     expect(view).toMatchObject({ state: 'failed', exit_code: 3, stdout_truncated: true, error: { code: 'state_dir_full' } });
     expect(view.stdout.startsWith('beforexxx')).toBe(true);
@@ -141,7 +140,7 @@ describe.runIf(isRootOrSkipping('the disk-full tests (they mount a tmpfs)'))('a 
     // Once `start` is in the log, its page has room for the last line: only the status needs new space.
     const logged = `until [ -s ${w.stateDir}/tasks/*/stdout.log ]; do sleep 0.01; done`;
     const cmd = `echo start; ${logged}; head -c ${2 * 1024 * 1024} /dev/zero 2>/dev/null > ${filler}; echo "wrote: $?"; exit 0`;
-    const { task_id: id } = await start(w, cmd);
+    const { task_id: id } = await startTask(w, cmd);
     const view = await waitTerminal(w, id);
     // head failed with ENOSPC, the shell carried on and succeeded; the status still got written.
     expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout: 'start\nwrote: 1\n' });
@@ -161,7 +160,7 @@ describe.runIf(isRootOrSkipping('the disk-full tests (they mount a tmpfs)'))('a 
 
   it('where the final status truly cannot be written, reads unknown saying the state directory is full, not killed', async () => {
     const w = worldOnTmpfs(256);
-    const { task_id: id } = await start(w, 'read x; exit 5');
+    const { task_id: id } = await startTask(w, 'read x; exit 5');
     const filler = fillUp(w.stateDir);
     // Without its reserve, nothing can hold the final status (white box: the reserve's file name).
     rmSync(join(taskDirOf(w, id), 'status.reserve'));

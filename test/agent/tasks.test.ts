@@ -8,13 +8,13 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Readable } from 'node:stream';
 import { LIMITS } from '../../shared/limits.js';
 import { encodeRequest, type AgentRequestInput, type TaskView } from '../../shared/protocol.js';
-import { cancelRequest, getRequest, startRequest, type StartFields } from '../support/agent-requests.js';
+import { cancelRequest, getRequest, startRequest } from '../support/agent-requests.js';
 import {
   agentEnv,
-  type AgentWorld,
   call,
   callView,
   newTaskId,
+  startTask,
   taskDirOf,
   TERMINAL,
   waitTerminal,
@@ -29,15 +29,13 @@ beforeAll(() => requireBuild());
 
 const { world } = worldsPerTest();
 
-const start = (w: AgentWorld, command: string, extra: StartFields = {}) => callView(w, startRequest(command, extra));
-
 describe('the seeds walk', () => {
   it('reads BEFORE, then AFTER, by byte offsets, each from a fresh agent process', async () => {
     const w = world();
     // AFTER waits for the test to have read BEFORE (a file says so), not for a fixed time that a
     // loaded machine's agent calls could outlast.
     const go = join(w.home, 'before-seen');
-    const started = await start(w, `printf BEFORE; until [ -e ${go} ]; do sleep 0.05; done; printf AFTER`);
+    const started = await startTask(w, `printf BEFORE; until [ -e ${go} ]; do sleep 0.05; done; printf AFTER`);
     const id = started.task_id;
     expect(['running', 'succeeded']).toContain(started.state);
     expect(started.started_at).toEqual(expect.any(Number));
@@ -74,7 +72,7 @@ describe('secret masking', () => {
     const secret = `tok-${newTaskId()}`;
     const w = world({ MY_API_TOKEN: secret, DB_PASSWORD: `pw-${newTaskId().slice(0, 10)}`, TINY_KEY: 'abc' });
     const cmd = `${fixture('print-secret.sh', 'MY_API_TOKEN')}; ${fixture('print-secret.sh', 'DB_PASSWORD')} >&2; echo "short: $TINY_KEY"`;
-    const { task_id: id } = await start(w, cmd);
+    const { task_id: id } = await startTask(w, cmd);
     const view = await waitTerminal(w, id);
     expect(view.state).toBe('succeeded');
     expect(view.stdout).toBe('secret: [MASKED] :end\nshort: abc\n');
@@ -89,7 +87,7 @@ describe('secret masking', () => {
 describe('output cap', () => {
   it('keeps exactly 1 MiB of 5 MiB, flags truncation, and the command completes', async () => {
     const w = world();
-    const { task_id: id } = await start(w, `${fixture('spew-bytes.sh', String(5 * 1024 * 1024))}; echo done >&2`);
+    const { task_id: id } = await startTask(w, `${fixture('spew-bytes.sh', String(5 * 1024 * 1024))}; echo done >&2`);
     const view = await waitTerminal(w, id);
     expect(view).toMatchObject({ state: 'succeeded', exit_code: 0, stdout_size: 1048576, stdout_truncated: true });
     expect(view).toMatchObject({ stderr: 'done\n', stderr_truncated: false });
@@ -111,7 +109,7 @@ describe('output cap', () => {
     const kept = LIMITS.streamTailBytes + 2 * secret.length;
     const cutInLine = (kept - secret.length) % (secret.length + 1);
     expect(cutInLine).toBeGreaterThan(1);
-    const { task_id: id } = await start(w, cmd);
+    const { task_id: id } = await startTask(w, cmd);
     const view = await waitTerminal(w, id);
     expect(view).toMatchObject({ state: 'succeeded', stdout_size: LIMITS.streamCapBytes, stdout_truncated: true, stderr_truncated: false });
     const dir = taskDirOf(w, id);
@@ -158,7 +156,7 @@ describe('output cap', () => {
 
   it('does not flag truncation for output of exactly the cap', async () => {
     const w = world();
-    const { task_id: id } = await start(w, fixture('spew-bytes.sh', '1048576'));
+    const { task_id: id } = await startTask(w, fixture('spew-bytes.sh', '1048576'));
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout_size: 1048576, stdout_truncated: false });
   });
 });
@@ -192,7 +190,7 @@ describe('without mkfifo and cat', () => {
 describe('pages', () => {
   it('ends a page before a multibyte character its limit would split, so pages read on join up whole', async () => {
     const w = world();
-    const { task_id: id } = await start(w, "printf 'ab\\342\\202\\254d\\360\\237\\230\\200\\377e'"); // ab€d😀 \xff e: € = e2 82 ac, 😀 = f0 9f 98 80
+    const { task_id: id } = await startTask(w, "printf 'ab\\342\\202\\254d\\360\\237\\230\\200\\377e'"); // ab€d😀 \xff e: € = e2 82 ac, 😀 = f0 9f 98 80
     await waitTerminal(w, id);
     const get = (stdout_offset: number, limit: number) => callView(w, getRequest(id, { stdout_offset, limit }));
     // Without the rule, this page was 'ab\uFFFD' up to byte 3 and the next began with two more U+FFFD.
@@ -220,7 +218,7 @@ describe('pages', () => {
 describe('offsets past the end', () => {
   it("refuses an offset past its log's end, naming the field and the size but not the offset, at once for a waiting get, stopping nothing for a cancel; at the end or the cap, an empty page", async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'printf hello; printf E >&2; sleep 300');
+    const { task_id: id } = await startTask(w, 'printf hello; printf E >&2; sleep 300');
     await waitFor(async () => {
       const v = await callView(w, getRequest(id));
       return v.stdout_size === 5 && v.stderr_size === 1;
@@ -261,19 +259,19 @@ describe('offsets past the end', () => {
 describe('exit codes and group cleanup', () => {
   it('reports a nonzero exit as failed with its exit code', async () => {
     const w = world();
-    const { task_id: id } = await start(w, fixture('exit-n.sh', '3'));
+    const { task_id: id } = await startTask(w, fixture('exit-n.sh', '3'));
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'failed', exit_code: 3, stdout: 'exiting with 3\n', stderr: 'to stderr\n' });
   });
 
   it('reports death by a signal as 128+signal', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'kill -KILL $$');
+    const { task_id: id } = await startTask(w, 'kill -KILL $$');
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'failed', exit_code: 137 });
   });
 
   it('cleans up same-group descendants when the command completes', async () => {
     const w = world({ SANDBOX_AGENT_GRACE_MS: '300' });
-    const { task_id: id } = await start(w, 'sleep 300 & echo $!; trap "" TERM; (trap "" TERM; exec sleep 301) & echo $!', {});
+    const { task_id: id } = await startTask(w, 'sleep 300 & echo $!; trap "" TERM; (trap "" TERM; exec sleep 301) & echo $!', {});
     const view = await waitTerminal(w, id);
     expect(view.state).toBe('succeeded');
     const pids = view.stdout.trim().split('\n').map(Number);
@@ -293,7 +291,7 @@ describe('long-polling get', () => {
     const command =
       `sleep 1; echo hi; i=0; while [ ! -e '${go}' ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; ` +
       `[ -e '${go}' ] || { echo late; exit 7; }; sleep 300`;
-    const { task_id: id } = await start(w, command);
+    const { task_id: id } = await startTask(w, command);
     const view = await callView(w, getRequest(id, { wait_s: 30 }));
     writeFileSync(go, '');
     expect(view).toMatchObject({ state: 'running', stdout: 'hi\n', stdout_next_offset: 3 });
@@ -302,14 +300,14 @@ describe('long-polling get', () => {
 
   it('returns when the state changes without new output', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'sleep 1; exit 4');
+    const { task_id: id } = await startTask(w, 'sleep 1; exit 4');
     const view = await callView(w, getRequest(id, { wait_s: 20 }));
     expect(view).toMatchObject({ state: 'failed', exit_code: 4, stdout: '' });
   });
 
   it('returns the running state when the wait ends with nothing new', async () => {
     const w = world();
-    const { task_id: id } = await start(w, fixture('forever.sh'));
+    const { task_id: id } = await startTask(w, fixture('forever.sh'));
     const ready = await waitFor(async () => {
       const v = await callView(w, getRequest(id));
       return v.stdout === 'ready\n' ? v : null;
@@ -325,11 +323,11 @@ describe('start', () => {
     const w = world();
     const id = newTaskId();
     const cmd = `echo run >> ${JSON.stringify(join(w.home, 'runs.txt'))}; sleep 0.3`;
-    const [a, b] = await Promise.all([start(w, cmd, { task_id: id }), start(w, cmd, { task_id: id })]);
+    const [a, b] = await Promise.all([startTask(w, cmd, { task_id: id }), startTask(w, cmd, { task_id: id })]);
     expect(a.task_id).toBe(id);
     expect(b.task_id).toBe(id);
     await waitTerminal(w, id);
-    const again = await start(w, cmd, { task_id: id });
+    const again = await startTask(w, cmd, { task_id: id });
     expect(again).toMatchObject({ task_id: id, state: 'succeeded' });
     expect(readFileSync(join(w.home, 'runs.txt'), 'utf8')).toBe('run\n');
   });
@@ -367,7 +365,7 @@ describe('start', () => {
   it('runs in cwd (relative to HOME) with the environment it was started with', async () => {
     const w = world({ GREETING: 'hello there' });
     mkdirSync(join(w.home, 'work'));
-    const { task_id: id } = await start(w, 'pwd; echo "$GREETING"', { cwd: 'work' });
+    const { task_id: id } = await startTask(w, 'pwd; echo "$GREETING"', { cwd: 'work' });
     expect(await waitTerminal(w, id)).toMatchObject({ state: 'succeeded', stdout: `${join(w.home, 'work')}\nhello there\n` });
   });
 
@@ -388,7 +386,7 @@ describe('start', () => {
 
   it('keeps task directories private (0700)', async () => {
     const w = world();
-    const { task_id: id } = await start(w, 'true');
+    const { task_id: id } = await startTask(w, 'true');
     await waitTerminal(w, id);
     const { statSync } = await import('node:fs');
     for (const dir of [w.stateDir, join(w.stateDir, 'tasks'), taskDirOf(w, id)]) expect(statSync(dir).mode & 0o777).toBe(0o700);
@@ -409,13 +407,13 @@ describe('start', () => {
     expect(existsSync(join(tasks, extra))).toBe(false);
     expect(readdirSync(tasks)).toHaveLength(128);
     // Starting an existing id is not a new task: it reports that task (here: no status yet).
-    const existing = await start(w, 'true', { task_id: ids[0]! });
+    const existing = await startTask(w, 'true', { task_id: ids[0]! });
     expect(existing).toMatchObject({ state: 'unknown', error: { code: 'no_status' } });
     // The way out it names works: removing a task directory one no longer needs frees its place.
     const advice = (res as { error: { message: string } }).error.message;
     expect(advice).toContain('rm -r ~/.local/state/sandbox-agent/tasks/<task_id>');
     rmSync(join(tasks, ids[1]!), { recursive: true });
-    expect((await start(w, 'true', { task_id: extra })).task_id).toBe(extra);
+    expect((await startTask(w, 'true', { task_id: extra })).task_id).toBe(extra);
   });
 });
 

@@ -2,27 +2,15 @@
 // is a mount of its own (limits/disk-shares.ts). A run_command after the home and /tmp are full
 // returns both streams whole; a long task that fills them midway keeps every line it wrote, read by
 // a new server process after a restart. Bounded: each mount is filled to at most twice the budget.
-import { afterAll, describe, expect, it } from 'vitest';
-import { connectStdio, ok, type StdioServer } from '../support/built-server.js';
-import { requireSandboxes } from '../support/prerequisites.js';
-import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { describe, expect, it } from 'vitest';
+import { localServers, ok, type StdioServer } from '../support/built-server.js';
 import { waitFor } from '../support/wait.js';
 
 const DISK_MB = 64;
 const LINES = 20_000;
 const FILL_AT = 5_000;
-const stateDir = tempStateDir();
-const open: StdioServer[] = [];
-afterAll(async () => {
-  for (const s of open) await s.close().catch(() => undefined);
-  await destroyStateDir(stateDir);
-});
-
-async function server(): Promise<StdioServer> {
-  const s = await connectStdio({ SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_SANDBOX_DISK: String(DISK_MB) });
-  open.push(s);
-  return s;
-}
+const servers = localServers();
+const server = (): Promise<StdioServer> => servers.connect({ SANDBOX_MCP_SANDBOX_DISK: String(DISK_MB) });
 
 /** Every byte of a task's stream, page by page. */
 async function wholeStream(
@@ -49,7 +37,6 @@ async function wholeStream(
 
 describe('a full disk loses no output', () => {
   it('after the home and /tmp are full, run_command returns both streams whole and a task its output', async () => {
-    requireSandboxes();
     const s = await server();
     const id = (await ok(s.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
     const fill = await ok(s.client, 'run_command', {
@@ -96,7 +83,6 @@ describe('a full disk loses no output', () => {
   });
 
   it('a long task that fills the disk midway keeps every line it wrote, read again after a server restart', async () => {
-    requireSandboxes();
     const first = await server();
     const id = (await ok(first.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
     // Numbered lines (about 200 KB, below the log cap); the home and /tmp fill at line FILL_AT, the lines go on.

@@ -1,8 +1,11 @@
 // The agent's requests as tests write them, typed by the protocol's own input type
 // (shared/protocol.ts RequestSchema): a request's shape lives in its schema; its version, its op
 // and the values most tests give it, here.
+import { randomBytes } from 'node:crypto';
 import { PROTOCOL_VERSION, type AgentRequestInput } from '../../shared/protocol.js';
-import { newTaskId } from './agent-world.js';
+
+/** A fresh task id (32 lowercase hex). */
+export const newTaskId = (): string => randomBytes(16).toString('hex');
 
 /** The request of operation `Op`, as a caller writes it (defaults may be omitted). */
 export type RequestOf<Op extends AgentRequestInput['op']> = Extract<AgentRequestInput, { op: Op }>;

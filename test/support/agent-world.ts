@@ -1,7 +1,6 @@
 // Runs the BUILT agent (dist/agent.cjs) as a separate process per call, the way the host does,
 // with a clean environment and a temporary state directory.
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -14,12 +13,13 @@ import {
   type AgentResponse,
   type TaskView,
 } from '../../shared/protocol.js';
+import { getRequest, startRequest, type StartFields } from './agent-requests.js';
 import { AGENT_BUNDLE } from './paths.js';
 import { allPids, startTimeOf } from './processes.js';
 import { sleep, waitFor } from './wait.js';
 
-/** A fresh task id (32 lowercase hex). */
-export const newTaskId = (): string => randomBytes(16).toString('hex');
+// Kept here for the tests that import it from the world, as before it moved to agent-requests.ts.
+export { newTaskId } from './agent-requests.js';
 
 /** One temporary agent world: its state dir, a HOME, and the extra env for its agent calls. */
 export interface AgentWorld {
@@ -121,13 +121,18 @@ export async function callView(world: AgentWorld, request: AgentRequestInput, ex
   return TaskViewSchema.parse(resultOf(await call(world, request, extraEnv)));
 }
 
+/** Starts `command` as a fresh task (unless `fields` name its id) and returns its task view. */
+export function startTask(world: AgentWorld, command: string, fields: StartFields = {}): Promise<TaskView> {
+  return callView(world, startRequest(command, fields));
+}
+
 export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'timed_out']);
 
 /** Long-polls get (fresh agent process per call) until the task is terminal; returns the last view. */
 export async function waitTerminal(world: AgentWorld, taskId: string, boundMs = 30_000): Promise<TaskView> {
   const until = Date.now() + boundMs;
   for (;;) {
-    const view = await callView(world, { protocol: 1, op: 'get', task_id: taskId, stdout_offset: 0, stderr_offset: 0, wait_s: 0 });
+    const view = await callView(world, getRequest(taskId, { stdout_offset: 0, stderr_offset: 0, wait_s: 0 }));
     if (TERMINAL.has(view.state) || view.state === 'unknown') return view;
     if (Date.now() > until) throw new Error(`task ${taskId} still ${view.state} after ${boundMs} ms`);
     await sleep(50);
