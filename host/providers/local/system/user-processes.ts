@@ -70,16 +70,9 @@ function bindingLimit(): { uid: number; limit: number } | null {
   return limit === null ? null : { uid, limit };
 }
 
-/** The server's user's process count against its limit, or null where no limit binds. */
-export function userProcesses(): UserProcesses | null {
-  const bound = bindingLimit();
-  return bound && { ...bound, used: countTasksOf(bound.uid) };
-}
-
 /** The user's processes when fewer than CREATE_NEEDS_TASKS are left below its limit (a create cannot be sure to start); else null. */
 export function nearProcessLimit(): UserProcesses | null {
-  const u = userProcesses();
-  return u && u.limit - u.used < CREATE_NEEDS_TASKS ? u : null;
+  return shortOfProcesses(CREATE_NEEDS_TASKS);
 }
 
 /**
