@@ -112,18 +112,23 @@ function processTable(): Map<number, number[]> {
   }
   return children;
 }
-/** CPU (ms) of `roots` and every process under them, with what they reaped. */
-function treeCpuMs(roots: number[]): number {
+/** `roots` and every process under them, each looked at once. */
+function statsUnder(roots: readonly number[]): Map<number, Stat> {
   const children = processTable();
-  const seen = new Set<number>();
-  let ticks = 0;
+  const look = new Map<number, Stat>();
   const walk = (pid: number): void => {
-    if (seen.has(pid)) return;
-    seen.add(pid);
-    ticks += statOf(pid)?.ticks ?? 0;
+    const st = look.has(pid) ? null : statOf(pid);
+    if (!st) return;
+    look.set(pid, st);
     for (const c of children.get(pid) ?? []) walk(c);
   };
   for (const r of roots) walk(r);
+  return look;
+}
+/** CPU (ms) of `roots` and every process under them, with what they reaped. */
+function treeCpuMs(roots: number[]): number {
+  let ticks = 0;
+  for (const st of statsUnder(roots).values()) ticks += st.ticks;
   return ticks * TICK_MS;
 }
 /**
@@ -191,15 +196,8 @@ function kindOf(pid: number, serverPid: number): Kind {
 type TreeLook = Map<number, Stat & { kind: Kind }>;
 /** The server and every process under it (keepers, sandboxes, residents, supervisors, commands). */
 function serverTree(serverPid: number): TreeLook {
-  const children = processTable();
   const look: TreeLook = new Map();
-  const walk = (pid: number): void => {
-    const st = statOf(pid);
-    if (!st || look.has(pid)) return;
-    look.set(pid, { ...st, kind: kindOf(pid, serverPid) });
-    for (const c of children.get(pid) ?? []) walk(c);
-  };
-  walk(serverPid);
+  for (const [pid, st] of statsUnder([serverPid])) look.set(pid, { ...st, kind: kindOf(pid, serverPid) });
   return look;
 }
 /**
