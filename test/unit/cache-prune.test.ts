@@ -1,8 +1,9 @@
 // The cache's prune (rootfs/cache-prune.ts) on a directory of this test's own: a hand-out refreshes
 // an entry's time, a live mount in another mount namespace keeps an entry (a real one, made by
 // unshare: its mount point is elsewhere, its root names the entry), and mounts that cannot be read
-// keep everything. The whole path through real servers and sandboxes: e2e/cache-prune.
-import { spawn, type ChildProcess } from 'node:child_process';
+// keep everything, and an entry handed out while the prune runs is put back. The whole path through
+// real servers and sandboxes: e2e/cache-prune.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -74,6 +75,24 @@ describe("the cache's prune", () => {
     expect(keysOfLiveMounts(proc)).toBeNull();
     expect(pruneCacheEntries(dir, { procDir: proc })).toMatchObject({ removed: [], bound: [], isUnsure: true });
     expect(existsSync(old)).toBe(true);
+  });
+
+  it('puts an entry back when it was handed out between the look at its time and its removal', async () => {
+    const dir = parent();
+    const old = entry(dir, '00000000000000f1', 2 * DAY_MS);
+    // The one "process" of a fake /proc has a FIFO for mountinfo: the prune reads it after looking
+    // at the entry's time and before renaming it away. The writer, once the prune has opened it,
+    // sets the entry's time as a hand-out does (touch), then closes it: no mounts.
+    const proc = join(root, 'proc-fifo');
+    mkdirSync(join(proc, '1'), { recursive: true });
+    execFileSync('mkfifo', [join(proc, '1/mountinfo')]);
+    const writer = spawn('sh', ['-c', 'exec 3>"$0" && touch "$1" && exec 3>&-', join(proc, '1/mountinfo'), old], { stdio: 'inherit' });
+    const result = pruneCacheEntries(dir, { procDir: proc });
+    await new Promise((resolve) => writer.once('exit', resolve));
+    expect(result).toMatchObject({ removed: [], bound: [], isUnsure: false });
+    expect(existsSync(join(old, 'file'))).toBe(true);
+    expect(Date.now() - statSync(old).mtimeMs).toBeLessThan(60_000);
+    expect(readdirSync(dir)).toEqual(['00000000000000f1']);
   });
 
   // A mount namespace of its own needs root.
