@@ -30,19 +30,21 @@ export interface StdioServer {
 /**
  * Spawns the built server over stdio and connects a real MCP client. With `as` the server runs as
  * that user (through setpriv, which execs it: the pid stays the server's), from a build that user
- * can read, in `/`. `hostJs` runs another build's server (an older revision's, say).
+ * can read, in `/`. `hostJs` runs another build's server (an older revision's, say); `node`, another
+ * node binary (the server's process.execPath).
  */
 export async function connectStdio(
   env: Record<string, string>,
   args: string[] = [],
   as?: { uid: number; gid: number },
   hostJs: string = HOST_JS,
+  node: string = process.execPath,
 ): Promise<StdioServer> {
   const server = [as ? hostJsReadableBy(as) : hostJs, ...args];
   // prettier-ignore
   const launch = as
-    ? { command: 'setpriv', args: ['--reuid', String(as.uid), '--regid', String(as.gid), '--clear-groups', '--', process.execPath, ...server], cwd: '/' }
-    : { command: process.execPath, args: server };
+    ? { command: 'setpriv', args: ['--reuid', String(as.uid), '--regid', String(as.gid), '--clear-groups', '--', node, ...server], cwd: '/' }
+    : { command: node, args: server };
   const transport = new StdioClientTransport({ ...launch, env: serverEnv(env), stderr: 'pipe' });
   let log = '';
   transport.stderr?.on('data', (d: Buffer) => (log += d.toString('utf8')));

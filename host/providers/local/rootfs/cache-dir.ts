@@ -5,7 +5,7 @@
 // root server's bwrap runs as each sandbox's own uid and reaches what it binds by path, so a root
 // server keeps them in /var/cache/sandbox-mcp, which others may search (0711) but not list or write.
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, renameSync, rmSync, utimesSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 
@@ -43,11 +43,12 @@ export function hostCacheDir(stateDir: string, isRoot: boolean, env: NodeJS.Proc
 /**
  * The directory `<parent>/<key>`, made by `fill` (given an empty directory) the first time and
  * kept: whoever renames a complete copy into place first wins, so a reader never sees a partial one
- * and concurrent servers may race. Returns its path.
+ * and concurrent servers may race. Its mtime says when it was last handed out (cache-prune.ts
+ * removes one unused for a day). Returns its path.
  */
 export function cachedDir(parent: string, key: string, fill: (dir: string) => void): string {
   const dir = join(parent, key);
-  if (existsSync(dir)) return dir;
+  if (isHandedOut(dir)) return dir;
   // Searchable, not listable: see the module comment.
   mkdirSync(parent, { recursive: true, mode: 0o711 });
   const tmp = join(parent, `.tmp-${key}-${randomBytes(4).toString('hex')}`);
@@ -65,7 +66,21 @@ export function cachedDir(parent: string, key: string, fill: (dir: string) => vo
   return dir;
 }
 
-/** Removes what cachedDir left half-made when a process died in `fill`, once it is older than `minAgeMs`. */
+/** Sets the mtime of `dir` to now when it is there (a prune renaming it away meanwhile sees the change); false when it is not. */
+function isHandedOut(dir: string): boolean {
+  try {
+    const now = new Date();
+    utimesSync(dir, now, now);
+    return true;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return false;
+    // One this user may not touch (a read-only file system): used as it is.
+    return existsSync(dir);
+  }
+}
+
+/** Removes what cachedDir left half-made when a process died in `fill` (or a prune half-removed), once it is older than `minAgeMs`. */
 export function removeStaleTemporaries(parent: string, minAgeMs = 10 * 60_000): void {
   let names: string[];
   try {
