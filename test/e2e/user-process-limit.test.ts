@@ -8,6 +8,9 @@
 // limit by a bounded number of sleepers (at most the limit, each for at most 120 s). With 2 left
 // a keeper hung unseen until the server's 25 s start timeout (node waits forever for a platform
 // worker it could not start): each create here is bounded well below that, so a hang fails it.
+// The same for a create with an egress allow-list, whose keeper starts a node helper in the
+// sandbox's network namespace for the proxy's socket: with 2 left for it (9 at the create,
+// measured) it hung until its request gave up, 10 s, so those creates are bounded below that.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -33,6 +36,10 @@ const as = { uid: UID, gid: UID };
  * prompt answer near the limit: a bound for a hang, not a timing assertion.
  */
 const CREATE_BOUND_MS = 15_000;
+/** The same for a create with an allow-list: below the 10 s after which the keeper gives up on its netns helper. */
+const NETWORK_CREATE_BOUND_MS = 8_000;
+/** The one destination the server permits (nothing listens there: the proxy only has to start). */
+const ALLOWED = '127.0.0.1:9';
 
 /** The pids whose real uid is `uid`. */
 function pidsOf(uid: number): number[] {
@@ -67,7 +74,7 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
         args: [`--nproc=${LIMIT}:${LIMIT}`, '--', 'setpriv', '--reuid', String(UID), '--regid', String(UID), '--clear-groups', '--',
           process.execPath, hostJsReadableBy(as)],
         cwd: '/',
-        env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir }),
+        env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_NETWORK_ALLOW: ALLOWED }),
         stderr: 'ignore',
       });
       client = new Client({ name: 'e2e-nproc', version: '1.0.0' });
@@ -81,11 +88,15 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
       rmSync(stateDir, { recursive: true, force: true });
     });
 
-    /** One create, failing the test (naming `what`) when it does not answer within CREATE_BOUND_MS. */
-    async function create(what: string): Promise<CallToolResult> {
+    /**
+     * One create (with an egress allow-list when `withNetwork`), failing the test (naming `what`)
+     * when it does not answer within CREATE_BOUND_MS (NETWORK_CREATE_BOUND_MS).
+     */
+    async function create(what: string, withNetwork = false): Promise<CallToolResult> {
       try {
-        return (await client.callTool({ name: 'create_sandbox', arguments: { timeout: 120 } }, undefined, {
-          timeout: CREATE_BOUND_MS,
+        const network = withNetwork ? { network: { allow_out: [ALLOWED] } } : {};
+        return (await client.callTool({ name: 'create_sandbox', arguments: { timeout: 120, ...network } }, undefined, {
+          timeout: withNetwork ? NETWORK_CREATE_BOUND_MS : CREATE_BOUND_MS,
         })) as CallToolResult;
       } catch (e) {
         throw new Error(`create ${what}: ${(e as Error).message}`, { cause: e });
@@ -153,6 +164,34 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
         expect(r.isError).toBeFalsy();
         const id = (r.structuredContent as { sandbox_id: string }).sandbox_id;
         await client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: id } });
+      },
+    );
+
+    it(
+      'a create with an egress allow-list works or names the limit at once with 13 down to 5 processes left, its netns helper never left hanging',
+      { timeout: 240_000 },
+      async () => {
+        await free(sleepers.length);
+        await settled();
+        // Measured before the fix: 9 left at the create left 2 for the helper, which hung until its
+        // request gave up (10.2 s, then user_process_limit); 8 and 7: it aborted or was not forked.
+        const outcomes: string[] = [];
+        for (let headroom = 13; headroom >= 5; headroom--) {
+          await fillTo(headroom);
+          const left = LIMIT - countTasksOf(UID);
+          const r = await create(`with an allow-list and ${left} processes left`, true);
+          if (r.isError) expectLimitError(r, left);
+          else
+            await client.callTool({
+              name: 'kill_sandbox',
+              arguments: { sandbox_id: (r.structuredContent as { sandbox_id: string }).sandbox_id },
+            });
+          outcomes.push(`${left}: ${r.isError ? 'limit' : 'created'}`);
+          await settled();
+        }
+        // The sweep went from creates that work to creates refused: it crossed the helper's start.
+        expect(outcomes[0], outcomes.join(', ')).toMatch(/created$/);
+        expect(outcomes.at(-1), outcomes.join(', ')).toMatch(/limit$/);
       },
     );
   },

@@ -286,7 +286,9 @@ async function openNetwork(keeper: KeeperState): Promise<KeeperReport> {
     });
   } catch (e) {
     logFault(e);
-    return { ok: false, code: e instanceof EgressProxyStartError ? 'network_failed' : 'keeper_failed' };
+    if (!(e instanceof EgressProxyStartError)) return { ok: false, code: 'keeper_failed' };
+    // No helper for want of processes or memory (near the user's process limit, say): said as that.
+    return { ok: false, code: e.code === 'EAGAIN' || e.code === 'ENOMEM' ? 'start_out_of_resources' : 'network_failed' };
   }
   if (network) keeper.held.hold(network);
   return READY;

@@ -41,6 +41,15 @@ export function processLimit(limitsText: string | null = readSmallKernelFile('/p
 export const KEEPER_START_TASKS = 3;
 
 /**
+ * The same for the keeper's netns helper (network/netns-sockets.ts), a node process with one
+ * platform worker too (nsenter execs it: no process more). The keeper starts it while a sandbox
+ * with an egress allow-list starts, for its proxy's socket, and later for each exposed port's
+ * connections; short of these it hung until its request gave up (10 s), so the keeper checks for
+ * them before it starts one, and a create with an allow-list checks for both.
+ */
+export const NETNS_HELPER_START_TASKS = 3;
+
+/**
  * The processes and threads of the whole machine (the total of /proc/loadavg's fourth field,
  * the kernel's nr_threads), or null when unreadable: a bound on any one uid's count, in one read.
  */
