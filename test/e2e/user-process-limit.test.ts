@@ -8,6 +8,11 @@
 // limit by a bounded number of sleepers (at most the limit, each for at most 120 s). With 2 left
 // a keeper hung unseen until the server's 25 s start timeout (node waits forever for a platform
 // worker it could not start): each create here is bounded well below that, so a hang fails it.
+// The same for a create with an egress allow-list, whose keeper starts a node helper in the
+// sandbox's network namespace for the proxy's socket: with 2 left for it (9 at the create,
+// measured) it hung until its request gave up, 10 s, so those creates are bounded below that.
+// And a create that works gives a sandbox whose first call works: near the limit a sandbox could
+// start with too little left for its resident and a first call, whose answers were then wrong.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -33,6 +38,19 @@ const as = { uid: UID, gid: UID };
  * prompt answer near the limit: a bound for a hang, not a timing assertion.
  */
 const CREATE_BOUND_MS = 15_000;
+/** The same for a create with an allow-list: below the 10 s after which the keeper gives up on its netns helper. */
+const NETWORK_CREATE_BOUND_MS = 8_000;
+/** The one destination the server permits (nothing listens there: the proxy only has to start). */
+const ALLOWED = '127.0.0.1:9';
+
+/** The real uid of `pid`, or null when it is gone. */
+function realUidOf(pid: number): number | null {
+  try {
+    return Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+  } catch {
+    return null;
+  }
+}
 
 /** The pids whose real uid is `uid`. */
 function pidsOf(uid: number): number[] {
@@ -67,7 +85,7 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
         args: [`--nproc=${LIMIT}:${LIMIT}`, '--', 'setpriv', '--reuid', String(UID), '--regid', String(UID), '--clear-groups', '--',
           process.execPath, hostJsReadableBy(as)],
         cwd: '/',
-        env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir }),
+        env: serverEnv({ SANDBOX_MCP_STATE_DIR: stateDir, SANDBOX_MCP_NETWORK_ALLOW: ALLOWED }),
         stderr: 'ignore',
       });
       client = new Client({ name: 'e2e-nproc', version: '1.0.0' });
@@ -81,11 +99,15 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
       rmSync(stateDir, { recursive: true, force: true });
     });
 
-    /** One create, failing the test (naming `what`) when it does not answer within CREATE_BOUND_MS. */
-    async function create(what: string): Promise<CallToolResult> {
+    /**
+     * One create (with an egress allow-list when `withNetwork`), failing the test (naming `what`)
+     * when it does not answer within CREATE_BOUND_MS (NETWORK_CREATE_BOUND_MS).
+     */
+    async function create(what: string, withNetwork = false): Promise<CallToolResult> {
       try {
-        return (await client.callTool({ name: 'create_sandbox', arguments: { timeout: 120 } }, undefined, {
-          timeout: CREATE_BOUND_MS,
+        const network = withNetwork ? { network: { allow_out: [ALLOWED] } } : {};
+        return (await client.callTool({ name: 'create_sandbox', arguments: { timeout: 120, ...network } }, undefined, {
+          timeout: withNetwork ? NETWORK_CREATE_BOUND_MS : CREATE_BOUND_MS,
         })) as CallToolResult;
       } catch (e) {
         throw new Error(`create ${what}: ${(e as Error).message}`, { cause: e });
@@ -96,10 +118,10 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
     /** Starts sleepers as the uid until it holds `LIMIT - headroom` processes and threads (at most LIMIT sleepers). */
     async function fillTo(headroom: number): Promise<void> {
       for (let i = 0; i < LIMIT && countTasksOf(UID) < LIMIT - headroom; i++) {
-        const before = countTasksOf(UID);
         const s = spawn('setpriv', ['--reuid', String(UID), '--regid', String(UID), '--clear-groups', 'sleep', '120'], { stdio: 'ignore' });
         sleepers.push(s);
-        await waitFor(() => s.exitCode !== null || countTasksOf(UID) > before, 'the sleeper to start');
+        // Started once its pid runs as the uid (setpriv execs sleep): the count may move otherwise too.
+        await waitFor(() => s.exitCode !== null || (s.pid !== undefined && realUidOf(s.pid) === UID), 'the sleeper to start');
       }
     }
 
@@ -153,6 +175,71 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
         expect(r.isError).toBeFalsy();
         const id = (r.structuredContent as { sandbox_id: string }).sandbox_id;
         await client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: id } });
+      },
+    );
+
+    /** `echo hi` in the sandbox, failing the test (naming `what`) when it does not answer within CREATE_BOUND_MS. */
+    async function echoIn(sandboxId: string, what: string): Promise<CallToolResult> {
+      try {
+        const args = { sandbox_id: sandboxId, command: 'echo hi' };
+        return (await client.callTool({ name: 'run_command', arguments: args }, undefined, { timeout: CREATE_BOUND_MS })) as CallToolResult;
+      } catch (e) {
+        throw new Error(`${what}: ${(e as Error).message}`, { cause: e });
+      }
+    }
+
+    /**
+     * Creates at each of `headrooms` (descending), with an allow-list when `withNetwork`: each
+     * names the limit, or gives a sandbox whose first run_command works; each answer bounded.
+     * Returns `left: created|limit` for each.
+     */
+    async function sweep(headrooms: number[], withNetwork: boolean): Promise<string[]> {
+      // From where the last test left the uid: as many sleepers fewer as the first headroom needs.
+      await free(Math.max(0, headrooms[0]! - (LIMIT - countTasksOf(UID))));
+      const outcomes: string[] = [];
+      for (const headroom of headrooms) {
+        await fillTo(headroom);
+        const left = LIMIT - countTasksOf(UID);
+        const what = `${withNetwork ? 'with an allow-list and ' : 'with '}${left} processes left`;
+        const r = await create(what, withNetwork);
+        if (r.isError) expectLimitError(r, left);
+        else {
+          const sandboxId = (r.structuredContent as { sandbox_id: string }).sandbox_id;
+          const call = await echoIn(sandboxId, `the first run_command of a sandbox created ${what}`);
+          expect(call.structuredContent ?? call.content, `the first run_command of a sandbox created ${what}`).toMatchObject({
+            exit_code: 0,
+            stdout: 'hi\n',
+          });
+          await client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: sandboxId } });
+        }
+        outcomes.push(`${left}: ${r.isError ? 'limit' : 'created'}`);
+        await settled();
+      }
+      return outcomes;
+    }
+
+    it(
+      'a create with an egress allow-list works with 30 processes left; with 11 down to 7 left (its netns helper starting with 4 to 0) it works or names the limit, never waits for a hung helper',
+      { timeout: 240_000 },
+      async () => {
+        // Measured before the fix: 9 left at the create left 2 for the helper, which hung until its
+        // request gave up (10.2 s, then user_process_limit); 8 and 7: it aborted or was not forked.
+        const outcomes = await sweep([30, 11, 10, 9, 8, 7], true);
+        expect(outcomes[0], outcomes.join(', ')).toMatch(/created$/);
+      },
+    );
+
+    it(
+      "a created sandbox's first run_command works (never exit_code null, a 5 s wait, nsenter's fork failure): with 23 down to 18 left a create works or names the limit",
+      { timeout: 240_000 },
+      async () => {
+        // Measured before the fix: 20 left at the create and the call worked; 18: exit_code null and
+        // no output (with 16 and 14 after 20 s, a task in state unknown). The keeper now fails a
+        // start that leaves too little for its resident and a first call (FIRST_CALL_TASKS).
+        const outcomes = await sweep([23, 22, 21, 20, 19, 18], false);
+        // The sweep went from creates that work to creates refused: it crossed the keeper's check.
+        expect(outcomes[0], outcomes.join(', ')).toMatch(/created$/);
+        expect(outcomes.at(-1), outcomes.join(', ')).toMatch(/limit$/);
       },
     );
   },

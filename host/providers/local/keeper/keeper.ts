@@ -27,6 +27,7 @@ import {
 } from '../sandbox/state-dir.js';
 import { ceilingCgroupName, CgroupUnavailableError, createCgroups, type SandboxCgroups } from '../system/cgroups.js';
 import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, ticksSinceBoot, type ProcIdentity } from '../system/proc.js';
+import { FIRST_CALL_TASKS, shortOfProcesses } from '../system/user-processes.js';
 import { EgressProxyStartError, openSandboxNetwork } from '../network/sandbox-network.js';
 import { isHelperArch } from '../launch/perl-helpers.js';
 import { forbidUserNamespaces } from '../limits/userns-limit.js';
@@ -103,6 +104,7 @@ export async function runKeeper(args: string[], opts: KeeperOpts = {}): Promise<
     if (outcome.ok) outcome = await openNetwork(keeper);
     if (outcome.ok) outcome = await openResident(keeper);
     if (outcome.ok) outcome = recordKeeper(keeper);
+    if (outcome.ok) outcome = roomForFirstCall();
     if (outcome.ok) {
       report(READY);
       // After READY: a node start-up must not lengthen create.
@@ -286,10 +288,21 @@ async function openNetwork(keeper: KeeperState): Promise<KeeperReport> {
     });
   } catch (e) {
     logFault(e);
-    return { ok: false, code: e instanceof EgressProxyStartError ? 'network_failed' : 'keeper_failed' };
+    if (!(e instanceof EgressProxyStartError)) return { ok: false, code: 'keeper_failed' };
+    // No helper for want of processes or memory (near the user's process limit, say): said as that.
+    return { ok: false, code: e.code === 'EAGAIN' || e.code === 'ENOMEM' ? 'start_out_of_resources' : 'network_failed' };
   }
   if (network) keeper.held.hold(network);
   return READY;
+}
+
+/**
+ * Fails the start when the server's user is too near its process limit for what the sandbox runs
+ * next (its resident, a first call; FIRST_CALL_TASKS): reported ready, its calls would fail or
+ * wait, each its own way. Said as out of processes, which a create near the limit names as that.
+ */
+function roomForFirstCall(): KeeperReport {
+  return shortOfProcesses(FIRST_CALL_TASKS) ? { ok: false, code: 'start_out_of_resources' } : READY;
 }
 
 /** Writes keeper.json, the record by which every server finds and verifies this sandbox. */

@@ -9,7 +9,8 @@ import { closeSync, writeSync } from 'node:fs';
  * sandbox's writable root could not be mounted. `ro_bind_missing`: a read-only host path the
  * server shows in sandboxes is gone. `userns_limit_failed`: nested user namespaces could not be
  * forbidden inside (limits/userns-limit.ts). `start_out_of_resources`: bwrap could not be spawned,
- * or could not fork or create its namespaces, for want of processes or memory (EAGAIN, ENOMEM).
+ * or could not fork or create its namespaces, or the netns helper not be started, for want of
+ * processes or memory (EAGAIN, ENOMEM).
  */
 export type KeeperFailure =
   | 'spec_invalid'

@@ -41,7 +41,7 @@ import {
 import type { LocalSettings } from '../settings.js';
 import { findExecutable, preflight } from '../system/preflight.js';
 import { identify, type ProcIdentity } from '../system/proc.js';
-import { KEEPER_START_TASKS, nearProcessLimit, shortOfProcesses } from '../system/user-processes.js';
+import { KEEPER_START_TASKS, NETNS_HELPER_START_TASKS, nearProcessLimit, shortOfProcesses } from '../system/user-processes.js';
 import { assertLifetimeS, invalid, validateEnvs } from '../validation.js';
 import { sandboxMetadata } from './metadata.js';
 
@@ -94,8 +94,9 @@ export class SandboxCreator {
     const allowOut = opts.network !== undefined ? canonicalAllowOut(opts.network) : undefined;
     this.tools ??= preflight(this.settings);
     const tools = this.tools;
-    // A keeper short of its first threads hangs, unseen, until the start timeout: said at once.
-    const short = shortOfProcesses(KEEPER_START_TASKS);
+    // A keeper short of its first threads hangs, unseen, until the start timeout: said at once. An
+    // allow-list's proxy needs the keeper's netns helper too (a node of its own) before the start ends.
+    const short = shortOfProcesses(KEEPER_START_TASKS + (allowOut?.length ? NETNS_HELPER_START_TASKS : 0));
     if (short) throw userProcessLimitError(short);
 
     const workspace =

@@ -1,11 +1,14 @@
 // The keeper's way to sockets inside its sandbox's network namespace: it starts the netns helper
 // (netns-helper.ts) there on demand, asks it for a listening socket or a connection, and receives
 // the socket itself. A helper idle for a while is stopped (each one is a node process); the next
-// request starts another, as does a request after a helper died.
+// request starts another, as does a request after a helper died. Near the user's process limit
+// no helper is started without room for node's first threads (system/user-processes.ts): the
+// request fails at once with EAGAIN instead of waiting out its timeout for a helper that hangs.
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Server, Socket } from 'node:net';
 import { NETNS_HELPER_ARG, type NetnsReply, type NetnsRequest } from './netns-helper.js';
 import { noInspectorSignalFlags } from '../../../util/inspector-signal.js';
+import { NETNS_HELPER_START_TASKS, shortOfProcesses } from '../system/user-processes.js';
 
 /** How to reach the namespace and how long a helper may idle. */
 export interface NetnsSocketsOpts {
@@ -23,7 +26,10 @@ export interface NetnsSocketsOpts {
   requestTimeoutMs?: number;
 }
 
-/** A request the helper could not carry out; `code` is an errno name (ECONNREFUSED…) or `helper_failed`. */
+/**
+ * A request the helper could not carry out; `code` is an errno name (ECONNREFUSED…; EAGAIN or
+ * ENOMEM: no helper could be started for want of processes or memory) or `helper_failed`.
+ */
 export class NetnsError extends Error {
   constructor(readonly code: string) {
     super(code);
@@ -72,6 +78,8 @@ export class NetnsSockets {
   private request(op: NetnsRequest['op'], port: number): Promise<unknown> {
     if (this.isClosed) return Promise.reject(new NetnsError('closed'));
     clearTimeout(this.idleTimer);
+    // Short of its first threads node would hang before any of its code ran, unseen until the timeout.
+    if (!this.helper && shortOfProcesses(NETNS_HELPER_START_TASKS)) return Promise.reject(new NetnsError('EAGAIN'));
     const helper = this.helper ?? this.startHelper();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
@@ -107,10 +115,12 @@ export class NetnsSockets {
   private startHelper(): ChildProcess {
     const { pid1, nsenter, enterUserNs, nodePath, keeperScript } = this.opts;
     const namespaces = enterUserNs ? ['--preserve-credentials', '-U', '-n'] : ['-n'];
+    // One platform worker on any machine (0 meant one per core but one): the helper's start needs
+    // NETNS_HELPER_START_TASKS processes and threads everywhere.
     // prettier-ignore
     const child = spawn(nsenter, [
       '-t', String(pid1), ...namespaces, '--',
-      nodePath, '--max-old-space-size=16', '--max-semi-space-size=1', '--v8-pool-size=0', ...noInspectorSignalFlags(nodePath),
+      nodePath, '--max-old-space-size=16', '--max-semi-space-size=1', '--v8-pool-size=1', ...noInspectorSignalFlags(nodePath),
       keeperScript, NETNS_HELPER_ARG,
     ], {
       cwd: '/',
@@ -122,17 +132,20 @@ export class NetnsSockets {
       if (typeof m !== 'object' || m === null || typeof m.id !== 'number') return;
       this.settle(m.id, m.ok ? { handle } : new NetnsError(typeof m.code === 'string' ? m.code : 'helper_failed'));
     });
-    child.on('error', () => this.onHelperGone(child));
+    // A spawn refused for want of processes or memory says so (EAGAIN, ENOMEM): the keeper tells it apart.
+    child.on('error', (e: NodeJS.ErrnoException) =>
+      this.onHelperGone(child, e.code === 'EAGAIN' || e.code === 'ENOMEM' ? e.code : undefined),
+    );
     child.on('exit', () => this.onHelperGone(child));
     return child;
   }
 
   /** Fails what the gone helper still owed; the next request starts a new one. */
-  private onHelperGone(child: ChildProcess): void {
+  private onHelperGone(child: ChildProcess, code = 'helper_failed'): void {
     if (this.helper !== child) return;
     this.helper = null;
     clearTimeout(this.idleTimer);
-    for (const id of [...this.pending.keys()]) this.settle(id, new NetnsError('helper_failed'));
+    for (const id of [...this.pending.keys()]) this.settle(id, new NetnsError(code));
   }
 
   private stopHelper(): Promise<void> {

@@ -10,9 +10,6 @@
 import { listPids } from '../../../../shared/proc-pids.js';
 import { readSmallKernelFile } from './proc.js';
 
-/** How many processes and threads a create needs left below the limit (measured: with 7 left a create could still fail). */
-export const CREATE_NEEDS_TASKS = 16;
-
 /** The server's user's process limit and its processes and threads now. */
 export interface UserProcesses {
   uid: number;
@@ -39,6 +36,38 @@ export function processLimit(limitsText: string | null = readSmallKernelFile('/p
  * in the keeper runs by then to notice, so a create checks for this room before it starts one.
  */
 export const KEEPER_START_TASKS = 3;
+
+/**
+ * The same for the keeper's netns helper (network/netns-sockets.ts), a node process with one
+ * platform worker too (nsenter execs it: no process more). The keeper starts it while a sandbox
+ * with an egress allow-list starts, for its proxy's socket, and later for each exposed port's
+ * connections; short of these it hung until its request gave up (10 s), so the keeper checks for
+ * them before it starts one, and a create with an allow-list checks for both.
+ */
+export const NETNS_HELPER_START_TASKS = 3;
+
+/**
+ * What a sandbox takes once it is ready, by its first call's answer: its resident (the entering
+ * nsenter and node's 4 threads), that call's supervisor and shell, and the warm supervisor the
+ * resident boots beside it (agent/warm-supervisor.ts; 6 threads on 2 cores, node's workers one
+ * per core but one). A keeper that finds fewer left once its sandbox is otherwise ready fails the
+ * start. Measured under `prlimit --nproc=96` by what was left at that point: 13, and the first
+ * run_command worked (1 left after it); 11 to 5, it answered exit_code null with no output (with 9
+ * and 7 after 20 s, as a task in state unknown); 3 and 2, each call waited 5 s for a resident
+ * stuck in its shell's fork retries, then failed; 1, it met nsenter's "fork failed" as its
+ * command's stderr, exit code 1. One more than the 13 for a thread more here or there.
+ */
+export const FIRST_CALL_TASKS = 14;
+
+/** What a ready sandbox holds before its resident: its keeper's 4 threads, bwrap, pid 1 and pid 1's sleep (measured). */
+const READY_SANDBOX_TASKS = 7;
+
+/**
+ * How many processes and threads a create needs left below the limit: a ready sandbox, an
+ * allow-list's netns helper (idle for 30 s after the start), and its resident and first call (24).
+ * A failed start with fewer left is the limit's doing (create.ts, asUserProcessLimit).
+ */
+export const CREATE_NEEDS_TASKS = READY_SANDBOX_TASKS + NETNS_HELPER_START_TASKS + FIRST_CALL_TASKS;
 
 /**
  * The processes and threads of the whole machine (the total of /proc/loadavg's fourth field,
