@@ -10,7 +10,19 @@
 // already write the agent's file itself (installed in the same user's home), and V8 checks a
 // cache against its own version and flags and refuses one that does not match: the agent then
 // compiles as it would without one. Nothing leaves the sandbox.
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statfsSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { Script } from 'node:vm';
 import { debug } from './errors.js';
@@ -28,6 +40,9 @@ const CACHE_DIR = 'code-cache';
  * cache takes 0.1-0.5 MiB a mode.
  */
 const CACHE_MIN_FREE_BYTES = 32 * 1024 * 1024;
+
+/** The largest cache read (V8's of this agent: 0.1-0.5 MiB). */
+const CACHE_MAX_BYTES = 16 * 1024 * 1024;
 
 /** The agent's modes (agent/main.ts), each with a cache of its own. */
 const MODES = ['call', 'supervise', 'serve', 'selftest'] as const;
@@ -54,12 +69,19 @@ function cacheFile(): { dir: string; file: string } | null {
   return { dir, file: join(dir, name) };
 }
 
-/** The cache's bytes, when the folder is this user's own and private and holds one. */
+/** The cache's bytes, when the folder is this user's own and private and holds one: a regular file, not too large, never through a symlink. */
 function readCache(dir: string, file: string): Buffer | undefined {
+  if (!isOwnPrivateDir(dir)) return undefined;
+  let fd: number | undefined;
   try {
-    return isOwnPrivateDir(dir) ? readFileSync(file) : undefined;
+    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    const st = fstatSync(fd);
+    if (!st.isFile() || st.size > CACHE_MAX_BYTES) return undefined;
+    return readFileSync(fd);
   } catch {
     return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }
 

@@ -1,6 +1,18 @@
 // The agent's code cache (agent/boot.ts): V8's compiled code of the agent, kept by the agent's
 // node processes in their own private state folder and read back by the next ones.
-import { chmodSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { encodeRequest } from '../../shared/protocol.js';
@@ -64,6 +76,21 @@ describe('code cache', () => {
     expect(await getWithCache(w, id)).toBe('absent');
     expect(statSync(file).mtimeMs).toBe(before);
     expect(cacheFiles(w, 'call')).toHaveLength(1);
+  });
+
+  it('is read only from a regular file, never through a symlink: a FIFO there stalls nothing, and both are replaced', async () => {
+    const { w, id } = await worldWithTask();
+    const file = join(cacheDir(w), cacheFiles(w, 'call')[0]!);
+    const elsewhere = join(w.home, 'cache.bin');
+    renameSync(file, elsewhere);
+    symlinkSync(elsewhere, file);
+    expect(await getWithCache(w, id)).toBe('absent');
+    expect(lstatSync(file).isFile()).toBe(true);
+    rmSync(file);
+    execFileSync('mkfifo', [file]);
+    expect(await getWithCache(w, id)).toBe('absent');
+    expect(lstatSync(file).isFile()).toBe(true);
+    expect(await getWithCache(w, id)).toBe('used');
   });
 
   it('makes no state folder of its own: a hello before any task leaves none', async () => {
