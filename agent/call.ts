@@ -9,7 +9,7 @@ import {
   OP_NAMES,
   PROTOCOL_MINOR,
   PROTOCOL_VERSION,
-  RequestSchema,
+  requestSchemaFor,
   RUN_AS_ENV,
   type AgentErrorCode,
   type AgentRequest,
@@ -103,7 +103,7 @@ export async function handleRequest(input: unknown, ctx: RequestContext): Promis
   if (protocol !== PROTOCOL_VERSION) {
     return fail('protocol_mismatch', `this agent speaks protocol ${PROTOCOL_VERSION} only; push the agent that matches the host`);
   }
-  const parsed = RequestSchema.safeParse(input);
+  const parsed = requestSchemaFor(input).safeParse(input);
   if (!parsed.success) return fail('invalid_request', describeIssue(parsed.error, input));
   const req = parsed.data;
   const { timings } = ctx;

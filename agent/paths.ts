@@ -66,7 +66,7 @@ export function ensureTasksDir(env: NodeJS.ProcessEnv = process.env): string {
 let ownUid: number | undefined;
 
 /** True when `path` is a directory of this process's user with mode 0700 (what ensureTasksDir makes of it). */
-function isOwnPrivateDir(path: string): boolean {
+export function isOwnPrivateDir(path: string): boolean {
   try {
     const st = statSync(path, { throwIfNoEntry: false });
     return st !== undefined && st.isDirectory() && (st.mode & 0o777) === 0o700 && st.uid === (ownUid ??= process.getuid?.());

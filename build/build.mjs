@@ -43,13 +43,27 @@ function writeOutputs(result, modes = {}) {
   for (const f of result.outputFiles) writeOutput(f.path, Buffer.from(f.contents), modes[f.path]);
 }
 
-writeOutputs(
+// The agent is its bundle (agent/main.ts) as a string in a small head (agent/boot.ts) that
+// compiles it with V8's code cache: node then reads the code an earlier agent process compiled
+// instead of compiling it again.
+const agentBody = (
   await build({
     ...common,
     entryPoints: [join(root, 'agent/main.ts')],
-    outfile: join(dist, 'agent.cjs'),
     format: 'cjs',
     define: { __AGENT_VERSION__: JSON.stringify(pkg.version) },
+  })
+).outputFiles[0].text;
+writeOutputs(
+  await build({
+    ...common,
+    entryPoints: [join(root, 'agent/boot.ts')],
+    outfile: join(dist, 'agent.cjs'),
+    format: 'cjs',
+    define: {
+      __AGENT_BODY__: JSON.stringify(agentBody),
+      __AGENT_BODY_SHA256__: JSON.stringify(createHash('sha256').update(agentBody).digest('hex')),
+    },
   }),
 );
 

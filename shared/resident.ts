@@ -10,6 +10,7 @@
 // decoding on the way (envd hands output over decoded as UTF-8), and at most MAX_FRAME_BYTES long
 // (frame-lines.ts: the line splitting, apart from the schemas, so that the keeper loads no zod).
 import * as z from 'zod/mini';
+import { lazySchema } from './lazy-schema.js';
 import { HelloResultSchema, ResponseSchema } from './protocol.js';
 
 /** Why a request is aborted: the caller gave up, or its connection is gone (the server went away). */
@@ -19,10 +20,9 @@ export type AbortReason = (typeof ABORT_REASONS)[number];
 const frameId = () => z.number().check(z.int(), z.minimum(1), z.maximum(Number.MAX_SAFE_INTEGER));
 
 /** A frame a client sends: one request, or the abort of one still in flight. */
-export const ClientFrameSchema = z.union([
-  z.strictObject({ id: frameId(), request: z.unknown() }),
-  z.strictObject({ id: frameId(), abort: z.enum(ABORT_REASONS) }),
-]);
+export const ClientFrameSchema = lazySchema(() =>
+  z.union([z.strictObject({ id: frameId(), request: z.unknown() }), z.strictObject({ id: frameId(), abort: z.enum(ABORT_REASONS) })]),
+);
 export type ClientFrame = z.infer<typeof ClientFrameSchema>;
 
 /**
@@ -31,11 +31,13 @@ export type ClientFrame = z.infer<typeof ClientFrameSchema>;
  * start uses does it; see agent/resident-tasks.ts). The greeting is the version negotiation: a client checks `protocol`
  * and sends only the ops listed.
  */
-export const ResidentHelloSchema = z.extend(HelloResultSchema, {
-  pid: z.number().check(z.int()),
-  resident: z.literal(true),
-  promotable: z.boolean(),
-});
+export const ResidentHelloSchema = lazySchema(() =>
+  z.extend(HelloResultSchema, {
+    pid: z.number().check(z.int()),
+    resident: z.literal(true),
+    promotable: z.boolean(),
+  }),
+);
 export type ResidentHello = z.infer<typeof ResidentHelloSchema>;
 
 /**
@@ -43,10 +45,9 @@ export type ResidentHello = z.infer<typeof ResidentHelloSchema>;
  * tries its options in order, and every frame after the first is an answer (0.5 against 1.2 µs a
  * frame; the two never both fit).
  */
-export const ResidentFrameSchema = z.union([
-  z.strictObject({ id: frameId(), response: ResponseSchema }),
-  z.strictObject({ id: z.literal(0), hello: ResidentHelloSchema }),
-]);
+export const ResidentFrameSchema = lazySchema(() =>
+  z.union([z.strictObject({ id: frameId(), response: ResponseSchema }), z.strictObject({ id: z.literal(0), hello: ResidentHelloSchema })]),
+);
 export type ResidentFrame = z.infer<typeof ResidentFrameSchema>;
 
 /** JSON with every non-ASCII character \u-escaped: one line, whatever decodes it on the way. */

@@ -124,13 +124,18 @@ describe('list', () => {
 });
 
 describe('cost', () => {
-  /** The costly builtin modules a `call` of this request loaded: those spawning ops need (child_process, net), crypto and streams. */
-  const spawnModulesLoaded = (w: AgentWorld, request: AgentRequestInput) =>
-    new Promise<string[]>((resolve, reject) => {
+  /**
+   * What a `call` of this request did at a cost, from a preload script: the costly builtin modules
+   * it loaded (those spawning ops need: child_process, net; crypto and streams), and how many zod
+   * schemas it built (zod hands each one built to its global post-processor).
+   */
+  const callCost = (w: AgentWorld, request: AgentRequestInput, expectOk = true) =>
+    new Promise<{ modules: string[]; schemas: number }>((resolve, reject) => {
       const preload = join(w.home, 'preload.cjs');
       writeFileSync(
         preload,
-        `process.on('exit', () => require('fs').writeSync(2, '\\nMODULES ' + JSON.stringify(process.moduleLoadList.filter((m) => /^NativeModule (child_process|net|crypto|stream)$/.test(m))) + '\\n'));`,
+        `let schemas = 0; globalThis.__zod_globalConfig = { postProcessor: () => schemas++ };
+process.on('exit', () => require('fs').writeSync(2, '\\nCOST ' + JSON.stringify({ modules: process.moduleLoadList.filter((m) => /^NativeModule (child_process|net|crypto|stream)$/.test(m)), schemas }) + '\\n'));`,
       );
       execFile(
         process.execPath,
@@ -138,11 +143,12 @@ describe('cost', () => {
         { env: agentEnv(w) },
         (err, stdout, stderr) => {
           if (err) return reject(err);
-          expect(JSON.parse(stdout)).toMatchObject({ ok: true });
-          resolve(JSON.parse(/^MODULES (.*)$/m.exec(stderr)![1]!) as string[]);
+          expect(JSON.parse(stdout)).toMatchObject({ ok: expectOk });
+          resolve(JSON.parse(/^COST (.*)$/m.exec(stderr)![1]!) as { modules: string[]; schemas: number });
         },
       );
     });
+  const spawnModulesLoaded = async (w: AgentWorld, request: AgentRequestInput) => (await callCost(w, request)).modules;
 
   // Each of these costs `get` milliseconds it must not pay (its target is 1.5x a bare node start):
   // an eager crypto import in one op once made every get 10 ms slower.
@@ -155,5 +161,19 @@ describe('cost', () => {
     const started = await spawnModulesLoaded(w, startRequest('true'));
     expect(started).toContain('NativeModule child_process');
     expect(started).toContain('NativeModule stream');
+  });
+
+  // Building every schema of the protocol at load was half of a get's own time (10 ms of 20).
+  it("builds only the schemas its request needs: a get its request's and the status file's, never every request's", async () => {
+    const w = world();
+    const { task_id: id } = await startTask(w, 'echo hi');
+    await waitTerminal(w, id);
+    // An op no schema has: RequestSchema is built, every request's schema with it, to say so.
+    const everyRequest = (await callCost(w, { protocol: 1, op: 'teleport' } as unknown as AgentRequestInput, false)).schemas;
+    const get = (await callCost(w, getRequest(id))).schemas;
+    const hello = (await callCost(w, { protocol: 1, op: 'hello' })).schemas;
+    expect(get).toBeGreaterThan(0);
+    expect(get).toBeLessThan(everyRequest / 2);
+    expect(hello).toBeLessThan(get);
   });
 });
