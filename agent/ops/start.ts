@@ -9,7 +9,7 @@ import { LIMITS } from '../../shared/limits.js';
 import { TERMINAL_STATES, type TaskView } from '../../shared/protocol.js';
 import type { RunAs } from '../run-as.js';
 import { initialStatus } from '../../shared/status.js';
-import { AgentFailure } from '../errors.js';
+import { AgentFailure, spawnErrorCode } from '../errors.js';
 import { isNoSpaceError, stateDirFull } from '../no-space.js';
 import { ensureTasksDir, homeDir, TASK_FILES } from '../paths.js';
 import { writeFileAtomic, writeStatus } from '../status-file.js';
@@ -100,6 +100,15 @@ async function launchClaimed(
   const launched: Launched = { dir, taskId: opts.taskId, supervisor };
   // A reused supervisor tells of its status writes; a cold one's are seen in the task directory.
   const ended = supervisor.told ? await awaitToldReport(launched, supervisor.told, timings) : await awaitWatchedReport(launched, timings);
+  // A spawn that failed was recorded (recordSpawnFailure) without its end being read.
+  const seen = ended ?? (supervisor.spawnError !== undefined ? observeTask(dir) : null);
+  if (seen?.state === 'failed' && seen.error?.code === 'out_of_processes') {
+    // No process (or memory) for its supervisor or its command: nothing ran, and the call fails
+    // saying so (never a task that ended with no exit code). Nobody was told its id: it goes.
+    await supervisorGoneWithin(supervisor, timings.inputWaitMs);
+    rmSync(dir, { recursive: true, force: true });
+    throw new AgentFailure('out_of_processes', seen.error.message);
+  }
   return { ended, supervisor };
 }
 
@@ -212,12 +221,21 @@ export function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv): Supervisor
   const debugFd = process.env.AGENT_DEBUG ? openSync(join(dir, 'supervisor-debug.log'), 'a', 0o600) : 'ignore';
   // Under the sandbox's agent runtime, process.execPath is its loader (see shared/agent-runtime.ts).
   const node = nodeRelaunch(process.execPath, [resolve(process.argv[1]!), 'supervise', dir]);
-  const child = spawn(node.file, node.args, {
-    detached: true,
-    stdio: ['ignore', 'ignore', debugFd],
-    env,
-    cwd: dir, // pins nothing of the caller's
-  });
+  let child: ChildProcess;
+  try {
+    child = spawn(node.file, node.args, {
+      detached: true,
+      stdio: ['ignore', 'ignore', debugFd],
+      env,
+      cwd: dir, // pins nothing of the caller's
+    });
+  } catch (err) {
+    // Node throws some spawn failures (ENOMEM) where it emits others (EAGAIN): both are recorded.
+    const watch = newSupervisorWatch();
+    watch.spawnError = (err as NodeJS.ErrnoException).code ?? 'error';
+    supervisorGone(watch);
+    return watch;
+  }
   const watch = watchChild(child);
   child.on('error', (err: NodeJS.ErrnoException) => {
     watch.spawnError = err.code ?? 'error';
@@ -342,7 +360,7 @@ function recordSpawnFailure({ dir, taskId, supervisor }: Launched): boolean {
     state: 'failed',
     reason: 'supervisor_error',
     finished_at: Math.floor(Date.now() / 1000),
-    error: { code: 'spawn_failed', message: `the task supervisor could not be started (${supervisor.spawnError})` },
+    error: { code: spawnErrorCode(supervisor.spawnError), message: `the task supervisor could not be started (${supervisor.spawnError})` },
   });
   return true;
 }

@@ -142,6 +142,42 @@ describe('either kind, gone before its first status', () => {
   }
 });
 
+describe('no process or memory for the supervisor or its command (EAGAIN, ENOMEM)', () => {
+  // Near a process limit these once read as a task that ended with no exit code (a run_command's
+  // `exit_code: null`); now the start fails saying so, and the task (whose id nobody was told) goes.
+  for (const [kind, isTelling] of [
+    ['a reused supervisor', true],
+    ['a cold supervisor', false],
+  ] as const) {
+    for (const errno of ['EAGAIN', 'ENOMEM']) {
+      it(`${kind} that could not be spawned (${errno}): the start answers out_of_processes, and no task is left`, async () => {
+        const { dir, watch, started } = await startPlayed(isTelling);
+        watch.spawnError = errno;
+        supervisorGone(watch);
+        await expect(started).rejects.toMatchObject({ code: 'out_of_processes', message: expect.stringContaining(errno) });
+        expect(existsSync(dir)).toBe(false);
+      });
+    }
+
+    it(`${kind} whose command could not be spawned (EAGAIN): the start answers out_of_processes, and no task is left`, async () => {
+      const { id, dir, watch, started } = await startPlayed(isTelling);
+      const message = 'the command could not be started (EAGAIN)';
+      writeStatus(dir, { ...initialStatus(id), state: 'failed', reason: 'supervisor_error', error: { code: 'out_of_processes', message } });
+      supervisorGone(watch);
+      await expect(started).rejects.toMatchObject({ code: 'out_of_processes', message });
+      expect(existsSync(dir)).toBe(false);
+    });
+  }
+
+  it('any other spawn error (EPIPE) is still a task recorded as failed to start', async () => {
+    const { dir, watch, started } = await startPlayed(false);
+    watch.spawnError = 'EPIPE';
+    supervisorGone(watch);
+    expect(await started).toMatchObject({ state: 'failed', error: { code: 'spawn_failed' } });
+    expect(existsSync(dir)).toBe(true);
+  });
+});
+
 describe('a start of a task that exists', () => {
   it('waits for a young directory to report (a start in progress), then answers its task', async () => {
     const id = newTaskId();
