@@ -30,7 +30,7 @@ import { secretValuesFromEnv } from './secret-masker.js';
 import { isReserveFile, writeReserveFile } from './status-reserve.js';
 import { commandEnv } from './task-env.js';
 import { commandPrelude, commandShells, oneShellCommand, RUNNING_LINE, type MadeAhead } from './supervisor.js';
-import { newSupervisorWatch, supervisorGone, type SupervisorLauncher, type SupervisorWatch } from './ops/start.js';
+import { newSupervisorWatch, SUPERVISOR_NODE_FLAGS, supervisorGone, type SupervisorLauncher, type SupervisorWatch } from './ops/start.js';
 import {
   commandLines,
   discardPendingShell,
@@ -237,7 +237,7 @@ export class WarmSupervisor {
     try {
       // --no-lazy: compiled while it waits, not function by function on the start's critical path
       // (a promotable exec of `true` 9.6 ms instead of 18.2, for 12 ms more boot and 1.4 MiB).
-      const flags = ahead ? ['--no-lazy'] : [];
+      const flags = ahead ? ['--no-lazy', ...SUPERVISOR_NODE_FLAGS] : SUPERVISOR_NODE_FLAGS;
       const node = nodeRelaunch(process.execPath, [...flags, resolve(process.argv[1]!), 'supervise', '--warm', SHELL_SOCKET_ARG]);
       child = childProcess().spawn(node.file, node.args, {
         detached: true, // its own session from the start: a task's supervisor must outlive us

@@ -220,7 +220,7 @@ export function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv): Supervisor
   const { spawn } = childProcess();
   const debugFd = process.env.AGENT_DEBUG ? openSync(join(dir, 'supervisor-debug.log'), 'a', 0o600) : 'ignore';
   // Under the sandbox's agent runtime, process.execPath is its loader (see shared/agent-runtime.ts).
-  const node = nodeRelaunch(process.execPath, [resolve(process.argv[1]!), 'supervise', dir]);
+  const node = nodeRelaunch(process.execPath, [...SUPERVISOR_NODE_FLAGS, resolve(process.argv[1]!), 'supervise', dir]);
   let child: ChildProcess;
   try {
     child = spawn(node.file, node.args, {
@@ -244,6 +244,14 @@ export function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv): Supervisor
   child.unref();
   return watch;
 }
+
+/**
+ * Node flags of every supervisor (cold or booted by the resident): one V8 platform worker, not one
+ * per core but one, as the keeper and the resident have. Near the user's process limit a node that
+ * cannot create a worker thread waits for it forever (the keeper's hang, keeper/start.ts): a
+ * supervisor stuck so left its call unanswered (measured: 5 left, no answer in 15 s).
+ */
+export const SUPERVISOR_NODE_FLAGS: readonly string[] = ['--v8-pool-size=1'];
 
 /**
  * A watch on a spawned supervisor, kept current by its exit. Each launcher records its own
