@@ -2,7 +2,7 @@
 // observed shortly afterwards. The exclusive mkdir is what makes "same task_id twice runs once"
 // hold even for concurrent starts.
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readdirSync, rmdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { nodeRelaunch } from '../../shared/agent-runtime.js';
 import { LIMITS } from '../../shared/limits.js';
@@ -236,13 +236,77 @@ export function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv): Supervisor
     supervisorGone(watch);
     return watch;
   }
-  const watch = watchChild(child);
+  const watch = newSupervisorWatch();
+  const spawnedAt = Date.now();
+  // Before watchChild's own listener: the start reads spawnError once the supervisor is gone.
+  child.on('exit', (_code, signal) => {
+    if (abortedStarting(signal, spawnedAt)) watch.spawnError ??= 'EAGAIN';
+  });
+  watchChild(child, watch);
   child.on('error', (err: NodeJS.ErrnoException) => {
     watch.spawnError = err.code ?? 'error';
     supervisorGone(watch);
   });
+  killIfStuckStarting(child, () => (watch.spawnError ??= 'EAGAIN'));
   child.unref();
   return watch;
+}
+
+/** Fewer threads than a node (with SUPERVISOR_NODE_FLAGS) has once its platform has started: main, its worker, its delayed-task thread. */
+const STARTED_NODE_THREADS = 3;
+/** How long a supervisor may stay below STARTED_NODE_THREADS before it counts as stuck (a start takes ~50 ms). */
+const STUCK_STARTING_MS = 2000;
+const STUCK_CHECK_MS = 1000;
+
+/**
+ * Kills a supervisor stuck in node's start and calls `onStuck` first. Near the user's process
+ * limit a node that could create some of its platform threads but not all waits for them forever
+ * (measured: `--v8-pool-size=1` with room for one thread: 2 threads, main in a futex wait) and
+ * never runs our code: it has neither read a hand-over nor spawned a command, so killing it
+ * is safe, and the start then records it as not started (EAGAIN: out_of_processes). A node
+ * still below the platform's threads at two looks a second apart, 2 s after its spawn, is stuck;
+ * one that reached them is left alone for good.
+ */
+export function killIfStuckStarting(child: ChildProcess, onStuck: () => void): void {
+  const pid = child.pid;
+  if (pid === undefined) return;
+  const spawnedAt = Date.now();
+  let looksStuck = 0;
+  const timer = setInterval(() => {
+    const threads = threadsOf(pid);
+    if (child.exitCode !== null || child.signalCode !== null || threads === null || threads >= STARTED_NODE_THREADS) {
+      clearInterval(timer);
+      return;
+    }
+    if (Date.now() - spawnedAt < STUCK_STARTING_MS || ++looksStuck < 2) return;
+    clearInterval(timer);
+    onStuck();
+    child.kill('SIGKILL');
+  }, STUCK_CHECK_MS);
+  timer.unref();
+  child.once('exit', () => clearInterval(timer));
+}
+
+/**
+ * True for a supervisor that node aborted (SIGABRT) within STUCK_STARTING_MS of its spawn: near the
+ * user's process limit a node that can create none of its platform threads aborts at once
+ * (measured: room for the process alone). Its task is recorded as not started: it cannot have
+ * run the command and written no status in that time but by a crash of node itself.
+ */
+export function abortedStarting(signal: NodeJS.Signals | null, spawnedAt: number): boolean {
+  return signal === 'SIGABRT' && Date.now() - spawnedAt < STUCK_STARTING_MS;
+}
+
+/** The number of threads of `pid` (/proc/PID/stat's 20th field), or null when it is gone or unreadable. */
+function threadsOf(pid: number): number | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return null;
+  }
+  const n = Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[17]);
+  return Number.isSafeInteger(n) ? n : null;
 }
 
 /**
@@ -257,8 +321,7 @@ export const SUPERVISOR_NODE_FLAGS: readonly string[] = ['--v8-pool-size=1'];
  * A watch on a spawned supervisor, kept current by its exit. Each launcher records its own
  * spawnError: a cold spawn from the child's `error`, a hand-over from its stdin's.
  */
-export function watchChild(child: ChildProcess): SupervisorWatch {
-  const watch = newSupervisorWatch();
+export function watchChild(child: ChildProcess, watch = newSupervisorWatch()): SupervisorWatch {
   child.on('exit', () => supervisorGone(watch));
   return watch;
 }

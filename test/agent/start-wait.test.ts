@@ -4,11 +4,14 @@
 // taking each step when it chooses (as session-policy.test.ts holds provider calls open), so that
 // what start answers at each point is pinned, spawn failures included. The real supervisors run
 // in resident.test.ts and tasks.test.ts.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import {
+  killIfStuckStarting,
   newSupervisorWatch,
   startNewTask,
   startTask,
@@ -176,6 +179,29 @@ describe('no process or memory for the supervisor or its command (EAGAIN, ENOMEM
     expect(await started).toMatchObject({ state: 'failed', error: { code: 'spawn_failed' } });
     expect(existsSync(dir)).toBe(true);
   });
+});
+
+describe('a supervisor stuck in its start (killIfStuckStarting)', () => {
+  // A node that could not create its platform threads waits forever with 2 threads and runs no
+  // code. Played by real processes: `sleep` has one thread and never gets more; a node has its
+  // platform's threads within milliseconds.
+  it('one that stays below the threads of a started node is killed after about 3 s, onStuck first', async () => {
+    const child = spawn('sleep', ['30'], { stdio: 'ignore' });
+    let stuckSeenAlive = false;
+    killIfStuckStarting(child, () => (stuckSeenAlive = child.exitCode === null && child.signalCode === null));
+    const [, signal] = (await once(child, 'exit')) as [number | null, string | null];
+    expect(signal).toBe('SIGKILL');
+    expect(stuckSeenAlive).toBe(true);
+  }, 10_000);
+
+  it('a node that has started is left alone', async () => {
+    const child = spawn(process.execPath, ['--v8-pool-size=1', '-e', 'setTimeout(() => {}, 4500)'], { stdio: 'ignore' });
+    let isStuck = false;
+    killIfStuckStarting(child, () => (isStuck = true));
+    const [code] = (await once(child, 'exit')) as [number | null, string | null];
+    expect(code).toBe(0);
+    expect(isStuck).toBe(false);
+  }, 10_000);
 });
 
 describe('a start of a task that exists', () => {
