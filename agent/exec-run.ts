@@ -10,7 +10,7 @@ import type { Readable, Writable } from 'node:stream';
 import { jobBoundsText } from '../shared/job-bounds.js';
 import { OutputCapture } from '../shared/output-capture.js';
 import type { Bounds, ExecFinished } from '../shared/protocol.js';
-import { AgentFailure } from './errors.js';
+import { AgentFailure, spawnErrorCode } from './errors.js';
 import { childProcess } from './node-modules.js';
 import { hasLiveGroupMembers, signalGroup } from './proc.js';
 import { removeRunFile } from './remove-file.js';
@@ -109,7 +109,7 @@ export function runPlainExec(run: PlainExec, signal: AbortSignal | undefined): P
       isSettled = true;
       for (const t of timers) clearTimeout(t);
       signal?.removeEventListener('abort', kill);
-      reject(new AgentFailure('spawn_failed', `the command could not be started (${e.code ?? 'error'})`));
+      reject(new AgentFailure(spawnErrorCode(e.code), `the command could not be started (${e.code ?? 'error'})`));
     });
     (child.stdout as Readable).on('data', (b: Buffer) => out.push(b));
     (child.stderr as Readable).on('data', (b: Buffer) => err.push(b));

@@ -149,20 +149,22 @@ export class ResidentTasks implements ResidentServices {
         );
       } catch (err) {
         // No slot left among the task directories, or no room to record a task (a full disk, which
-        // the next command may be meant to clean up): the call waits, as without promotion.
-        if (err instanceof AgentFailure && (err.code === 'task_limit' || err.code === 'state_dir_full'))
+        // the next command may be meant to clean up), or no process for its supervisor (the command
+        // alone may fit; if not, its spawn fails as out_of_processes): the call waits, as without promotion.
+        if (err instanceof AgentFailure && (err.code === 'task_limit' || err.code === 'state_dir_full' || err.code === 'out_of_processes'))
           return runPlainExec(plain, ctx.signal);
         throw err;
       }
       if (!started) throw existingTaskId();
       // Nothing of the logs yet: an ended task's answer reads them whole, a running one's the first page (awaitEnd).
       const first = taskOutcome(started.observed);
-      if (isNeverRun(first)) {
-        // Its supervisor found no room for the final status and did not run it: nor a task, then.
+      const view = await awaitEnd(taskId, first, Date.now() + promote.after_ms, ctx);
+      if (isNeverRun(view)) {
+        // Its command never started: nor a task, then. Run plain, one process may still fit (if
+        // not, its spawn fails as out_of_processes: an error of the call, never an exit code null).
         await removeTask(taskId, ctx.timings).catch(() => undefined);
         return runPlainExec(plain, ctx.signal);
       }
-      const view = await awaitEnd(taskId, first, Date.now() + promote.after_ms, ctx);
       // Only a view read again (awaitEnd) can still run: it is a whole one.
       if (view.state === 'running' || view.state === 'unknown') return { kind: 'promoted', task: view as TaskView };
       const result = finishedResult(taskId, view, req.max_output_bytes);
@@ -225,9 +227,19 @@ function existingTaskId(): AgentFailure {
   return new AgentFailure('invalid_request', 'field `promote.task_id` names an existing task');
 }
 
-/** A task its supervisor refused to run for a full state directory (it never started: nothing ran twice if run again). */
+/**
+ * A task whose command never started (nothing runs twice if it is run again): its supervisor
+ * refused it for a full state directory, or could not be spawned or handed it (say a node that
+ * could not create its threads near a process limit and died before reading its hand-over: EPIPE),
+ * or could not spawn the command.
+ */
 function isNeverRun(view: TaskOutcome): boolean {
-  return view.state === 'failed' && view.started_at === null && view.error?.code === 'state_dir_full';
+  const code = view.error?.code;
+  return (
+    view.state === 'failed' &&
+    view.started_at === null &&
+    (code === 'state_dir_full' || code === 'spawn_failed' || code === 'out_of_processes')
+  );
 }
 
 function isDirectory(path: string): boolean {

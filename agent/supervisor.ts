@@ -25,7 +25,7 @@ import {
   type FifoPipe,
   type PipeReader,
 } from './drain-pipes.js';
-import { debug } from './errors.js';
+import { debug, spawnErrorCode } from './errors.js';
 import { closeInheritedFds } from './inherited-fds.js';
 import { fullFilesystemText, isNoSpaceError } from './no-space.js';
 import { childProcess } from './node-modules.js';
@@ -647,8 +647,10 @@ function withReason(sup: Supervision, reason: TerminationReason, error: TaskErro
   return error;
 }
 
+/** The command's spawn failed: `out_of_processes` for want of a process or memory (the start then answers that error), else `spawn_failed`. */
 function spawnFailed(err: unknown): TaskError {
-  return { code: 'spawn_failed', message: `the command could not be started (${(err as NodeJS.ErrnoException).code ?? 'error'})` };
+  const errno = (err as NodeJS.ErrnoException).code;
+  return { code: spawnErrorCode(errno), message: `the command could not be started (${errno ?? 'error'})` };
 }
 
 const STATE_DIR_FULL_AT_START: TaskError = {

@@ -30,7 +30,15 @@ import { secretValuesFromEnv } from './secret-masker.js';
 import { isReserveFile, writeReserveFile } from './status-reserve.js';
 import { commandEnv } from './task-env.js';
 import { commandPrelude, commandShells, oneShellCommand, RUNNING_LINE, type MadeAhead } from './supervisor.js';
-import { newSupervisorWatch, supervisorGone, type SupervisorLauncher, type SupervisorWatch } from './ops/start.js';
+import {
+  abortedStarting,
+  killIfStuckStarting,
+  newSupervisorWatch,
+  SUPERVISOR_NODE_FLAGS,
+  supervisorGone,
+  type SupervisorLauncher,
+  type SupervisorWatch,
+} from './ops/start.js';
 import {
   commandLines,
   discardPendingShell,
@@ -237,7 +245,7 @@ export class WarmSupervisor {
     try {
       // --no-lazy: compiled while it waits, not function by function on the start's critical path
       // (a promotable exec of `true` 9.6 ms instead of 18.2, for 12 ms more boot and 1.4 MiB).
-      const flags = ahead ? ['--no-lazy'] : [];
+      const flags = ahead ? ['--no-lazy', ...SUPERVISOR_NODE_FLAGS] : SUPERVISOR_NODE_FLAGS;
       const node = nodeRelaunch(process.execPath, [...flags, resolve(process.argv[1]!), 'supervise', '--warm', SHELL_SOCKET_ARG]);
       child = childProcess().spawn(node.file, node.args, {
         detached: true, // its own session from the start: a task's supervisor must outlive us
@@ -254,7 +262,16 @@ export class WarmSupervisor {
       if (booted.task && child.pid === undefined) booted.task.spawnError ??= err.code ?? 'error';
       this.drop(booted);
     });
-    child.on('exit', () => this.drop(booted));
+    const spawnedAt = Date.now();
+    child.on('exit', (_code, signal) => {
+      // Aborted in its start (no thread left for it): its task, if it was handed one, never started.
+      if (booted.task && !booted.task.hasReported && abortedStarting(signal, spawnedAt)) booted.task.spawnError ??= 'EAGAIN';
+      this.drop(booted);
+    });
+    // Stuck in node's start (no thread left for it): killed, its task (if it was handed one) recorded as not started.
+    killIfStuckStarting(child, () => {
+      if (booted.task) booted.task.spawnError ??= 'EAGAIN';
+    });
     child.stdin!.on('error', (err: NodeJS.ErrnoException) => {
       // Not delivered (it died before reading): start records the task as failed to start.
       if (booted.task) booted.task.spawnError = err.code ?? 'error';

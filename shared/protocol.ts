@@ -21,9 +21,10 @@ export const PROTOCOL_VERSION = 1;
  * capped streams (`tail_bytes` on `get`, `stdout_tail` and `stderr_tail` in its view); 7 added the
  * resident's file operations (`read_file`, `write_file`, `list_files`); 8 added RUN_AS_ENV; 9 added
  * `run_as` on `start` and `exec` (RUN_AS_MINOR); 10 added `remove_file` on `start` and `exec`
- * (REMOVE_FILE_MINOR). Requests carry only the major; `hello` reports the minor.
+ * (REMOVE_FILE_MINOR); 11 added the error `out_of_processes`. Requests carry only the major; `hello`
+ * reports the minor.
  */
-export const PROTOCOL_MINOR = 10;
+export const PROTOCOL_MINOR = 11;
 
 /** The minor that added `run_as` on `start` and `exec`: an older agent refuses the field (never runs the command as itself). */
 export const RUN_AS_MINOR = 9;
@@ -413,7 +414,8 @@ export function requestSchemaFor(request: unknown): z.ZodMiniType<AgentRequest, 
  * `eof`, or the command closed its stdin), `state_dir_full` (no space left for task state). Minor 2
  * added `task_not_finished` (remove of a task that is running or unknown). Minor 4 added
  * `process_limit` (the sandbox has no room for the command: its `bounds.refuse_at` was reached) and
- * `cwd_not_found` (an exec's `cwd` is not an existing directory).
+ * `cwd_not_found` (an exec's `cwd` is not an existing directory). Minor 11 added `out_of_processes`
+ * (the command or its supervisor could not be started: the spawn failed with EAGAIN or ENOMEM).
  */
 export const AGENT_ERROR_CODES = [
   'protocol_mismatch',
@@ -428,6 +430,7 @@ export const AGENT_ERROR_CODES = [
   'task_not_finished',
   'process_limit',
   'cwd_not_found',
+  'out_of_processes',
   'internal',
 ] as const;
 export type AgentErrorCode = (typeof AGENT_ERROR_CODES)[number];

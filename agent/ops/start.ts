@@ -2,14 +2,14 @@
 // observed shortly afterwards. The exclusive mkdir is what makes "same task_id twice runs once"
 // hold even for concurrent starts.
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readdirSync, rmdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { nodeRelaunch } from '../../shared/agent-runtime.js';
 import { LIMITS } from '../../shared/limits.js';
 import { TERMINAL_STATES, type TaskView } from '../../shared/protocol.js';
 import type { RunAs } from '../run-as.js';
 import { initialStatus } from '../../shared/status.js';
-import { AgentFailure } from '../errors.js';
+import { AgentFailure, spawnErrorCode } from '../errors.js';
 import { isNoSpaceError, stateDirFull } from '../no-space.js';
 import { ensureTasksDir, homeDir, TASK_FILES } from '../paths.js';
 import { writeFileAtomic, writeStatus } from '../status-file.js';
@@ -100,6 +100,15 @@ async function launchClaimed(
   const launched: Launched = { dir, taskId: opts.taskId, supervisor };
   // A reused supervisor tells of its status writes; a cold one's are seen in the task directory.
   const ended = supervisor.told ? await awaitToldReport(launched, supervisor.told, timings) : await awaitWatchedReport(launched, timings);
+  // A spawn that failed was recorded (recordSpawnFailure) without its end being read.
+  const seen = ended ?? (supervisor.spawnError !== undefined ? observeTask(dir) : null);
+  if (seen?.state === 'failed' && seen.error?.code === 'out_of_processes') {
+    // No process (or memory) for its supervisor or its command: nothing ran, and the call fails
+    // saying so (never a task that ended with no exit code). Nobody was told its id: it goes.
+    await supervisorGoneWithin(supervisor, timings.inputWaitMs);
+    rmSync(dir, { recursive: true, force: true });
+    throw new AgentFailure('out_of_processes', seen.error.message);
+  }
   return { ended, supervisor };
 }
 
@@ -211,28 +220,108 @@ export function spawnSupervisor(dir: string, env: NodeJS.ProcessEnv): Supervisor
   const { spawn } = childProcess();
   const debugFd = process.env.AGENT_DEBUG ? openSync(join(dir, 'supervisor-debug.log'), 'a', 0o600) : 'ignore';
   // Under the sandbox's agent runtime, process.execPath is its loader (see shared/agent-runtime.ts).
-  const node = nodeRelaunch(process.execPath, [resolve(process.argv[1]!), 'supervise', dir]);
-  const child = spawn(node.file, node.args, {
-    detached: true,
-    stdio: ['ignore', 'ignore', debugFd],
-    env,
-    cwd: dir, // pins nothing of the caller's
+  const node = nodeRelaunch(process.execPath, [...SUPERVISOR_NODE_FLAGS, resolve(process.argv[1]!), 'supervise', dir]);
+  let child: ChildProcess;
+  try {
+    child = spawn(node.file, node.args, {
+      detached: true,
+      stdio: ['ignore', 'ignore', debugFd],
+      env,
+      cwd: dir, // pins nothing of the caller's
+    });
+  } catch (err) {
+    // Node throws some spawn failures (ENOMEM) where it emits others (EAGAIN): both are recorded.
+    const watch = newSupervisorWatch();
+    watch.spawnError = (err as NodeJS.ErrnoException).code ?? 'error';
+    supervisorGone(watch);
+    return watch;
+  }
+  const watch = newSupervisorWatch();
+  const spawnedAt = Date.now();
+  // Before watchChild's own listener: the start reads spawnError once the supervisor is gone.
+  child.on('exit', (_code, signal) => {
+    if (abortedStarting(signal, spawnedAt)) watch.spawnError ??= 'EAGAIN';
   });
-  const watch = watchChild(child);
+  watchChild(child, watch);
   child.on('error', (err: NodeJS.ErrnoException) => {
     watch.spawnError = err.code ?? 'error';
     supervisorGone(watch);
   });
+  killIfStuckStarting(child, () => (watch.spawnError ??= 'EAGAIN'));
   child.unref();
   return watch;
 }
+
+/** Fewer threads than a node (with SUPERVISOR_NODE_FLAGS) has once its platform has started: main, its worker, its delayed-task thread. */
+const STARTED_NODE_THREADS = 3;
+/** How long a supervisor may stay below STARTED_NODE_THREADS before it counts as stuck (a start takes ~50 ms). */
+const STUCK_STARTING_MS = 2000;
+const STUCK_CHECK_MS = 1000;
+
+/**
+ * Kills a supervisor stuck in node's start and calls `onStuck` first. Near the user's process
+ * limit a node that could create some of its platform threads but not all waits for them forever
+ * (measured: `--v8-pool-size=1` with room for one thread: 2 threads, main in a futex wait) and
+ * never runs our code: it has neither read a hand-over nor spawned a command, so killing it
+ * is safe, and the start then records it as not started (EAGAIN: out_of_processes). A node
+ * still below the platform's threads at two looks a second apart, 2 s after its spawn, is stuck;
+ * one that reached them is left alone for good.
+ */
+export function killIfStuckStarting(child: ChildProcess, onStuck: () => void): void {
+  const pid = child.pid;
+  if (pid === undefined) return;
+  const spawnedAt = Date.now();
+  let looksStuck = 0;
+  const timer = setInterval(() => {
+    const threads = threadsOf(pid);
+    if (child.exitCode !== null || child.signalCode !== null || threads === null || threads >= STARTED_NODE_THREADS) {
+      clearInterval(timer);
+      return;
+    }
+    if (Date.now() - spawnedAt < STUCK_STARTING_MS || ++looksStuck < 2) return;
+    clearInterval(timer);
+    onStuck();
+    child.kill('SIGKILL');
+  }, STUCK_CHECK_MS);
+  timer.unref();
+  child.once('exit', () => clearInterval(timer));
+}
+
+/**
+ * True for a supervisor that node aborted (SIGABRT) within STUCK_STARTING_MS of its spawn: near the
+ * user's process limit a node that can create none of its platform threads aborts at once
+ * (measured: room for the process alone). Its task is recorded as not started: it cannot have
+ * run the command and written no status in that time but by a crash of node itself.
+ */
+export function abortedStarting(signal: NodeJS.Signals | null, spawnedAt: number): boolean {
+  return signal === 'SIGABRT' && Date.now() - spawnedAt < STUCK_STARTING_MS;
+}
+
+/** The number of threads of `pid` (/proc/PID/stat's 20th field), or null when it is gone or unreadable. */
+function threadsOf(pid: number): number | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return null;
+  }
+  const n = Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[17]);
+  return Number.isSafeInteger(n) ? n : null;
+}
+
+/**
+ * Node flags of every supervisor (cold or booted by the resident): one V8 platform worker, not one
+ * per core but one, as the keeper and the resident have. Near the user's process limit a node that
+ * cannot create a worker thread waits for it forever (the keeper's hang, keeper/start.ts): a
+ * supervisor stuck so left its call unanswered (measured: 5 left, no answer in 15 s).
+ */
+export const SUPERVISOR_NODE_FLAGS: readonly string[] = ['--v8-pool-size=1'];
 
 /**
  * A watch on a spawned supervisor, kept current by its exit. Each launcher records its own
  * spawnError: a cold spawn from the child's `error`, a hand-over from its stdin's.
  */
-export function watchChild(child: ChildProcess): SupervisorWatch {
-  const watch = newSupervisorWatch();
+export function watchChild(child: ChildProcess, watch = newSupervisorWatch()): SupervisorWatch {
   child.on('exit', () => supervisorGone(watch));
   return watch;
 }
@@ -342,7 +431,7 @@ function recordSpawnFailure({ dir, taskId, supervisor }: Launched): boolean {
     state: 'failed',
     reason: 'supervisor_error',
     finished_at: Math.floor(Date.now() / 1000),
-    error: { code: 'spawn_failed', message: `the task supervisor could not be started (${supervisor.spawnError})` },
+    error: { code: spawnErrorCode(supervisor.spawnError), message: `the task supervisor could not be started (${supervisor.spawnError})` },
   });
   return true;
 }

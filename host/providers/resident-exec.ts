@@ -90,3 +90,16 @@ function execResult(r: ExecFinished): ExecResult {
     ...(r.output_lost !== undefined ? { outputLost: r.output_lost } : {}),
   };
 }
+
+/**
+ * The agent's `out_of_processes` (a spawn of the command or its supervisor failed with EAGAIN or
+ * ENOMEM: nothing ran) where whose limit it met is not known: the sandbox's user, the machine.
+ */
+export function outOfProcessesError(): ProviderError {
+  return new ProviderError('insufficient_resources', {
+    code: 'out_of_processes',
+    detail:
+      'The command was not run: no process could be started for it (out of processes or memory: a process limit of the user the sandbox runs as, or of the machine). ' +
+      'End what runs in this or other sandboxes (stop_processes, cancel_task, kill_sandbox), and retry.',
+  });
+}

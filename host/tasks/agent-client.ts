@@ -18,6 +18,7 @@ import {
 import { isProviderError, ProviderError, type ErrorCategory } from '../providers/provider-error.js';
 import type { AgentChannel, Provider } from '../providers/provider.js';
 import { RESIDENT_UNREACHABLE } from '../providers/resident-channel.js';
+import { outOfProcessesError } from '../providers/resident-exec.js';
 import { AGENT_INSTALL_DIR, type AgentBundle } from '../providers/agent-bundle.js';
 import { definedFields } from '../util/defined-fields.js';
 import { AGENT_INSTALL_WITH_NODE } from '../../shared/agent-runtime.js';
@@ -40,11 +41,13 @@ const AGENT_ERROR_CATEGORIES: Record<AgentErrorCode, ErrorCategory> = {
   task_not_finished: 'conflict',
   process_limit: 'insufficient_resources',
   cwd_not_found: 'invalid_argument',
+  out_of_processes: 'insufficient_resources',
   internal: 'internal',
 };
 
 /** An `ok:false` answer from the agent, as a ProviderError keeping the agent's code. */
 export function agentErrorToProviderError(code: AgentErrorCode, message: string): ProviderError {
+  if (code === 'out_of_processes') return outOfProcessesError();
   // The agent's messages are ours (static text naming fields), so they may be shown.
   return new ProviderError(AGENT_ERROR_CATEGORIES[code], { code, detail: message });
 }

@@ -71,7 +71,7 @@ describe('the resident serving frames', () => {
   it('greets with its versions and ops, and answers in any order: a waiting get holds up nothing', async () => {
     const w = world();
     const r = await startResident(w);
-    expect(r.hello).toMatchObject({ resident: true, protocol: 1, protocol_minor: 10, promotable: true });
+    expect(r.hello).toMatchObject({ resident: true, protocol: 1, protocol_minor: 11, promotable: true });
     expect(r.hello.ops).toEqual(
       expect.arrayContaining(['start', 'get', 'cancel', 'input', 'list', 'remove', 'exec', 'read_file', 'write_file', 'list_files']),
     );

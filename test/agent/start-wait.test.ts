@@ -4,11 +4,14 @@
 // taking each step when it chooses (as session-policy.test.ts holds provider calls open), so that
 // what start answers at each point is pinned, spawn failures included. The real supervisors run
 // in resident.test.ts and tasks.test.ts.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import {
+  killIfStuckStarting,
   newSupervisorWatch,
   startNewTask,
   startTask,
@@ -140,6 +143,65 @@ describe('either kind, gone before its first status', () => {
       expect(existsSync(join(dir, 'status.json'))).toBe(false);
     });
   }
+});
+
+describe('no process or memory for the supervisor or its command (EAGAIN, ENOMEM)', () => {
+  // Near a process limit these once read as a task that ended with no exit code (a run_command's
+  // `exit_code: null`); now the start fails saying so, and the task (whose id nobody was told) goes.
+  for (const [kind, isTelling] of [
+    ['a reused supervisor', true],
+    ['a cold supervisor', false],
+  ] as const) {
+    for (const errno of ['EAGAIN', 'ENOMEM']) {
+      it(`${kind} that could not be spawned (${errno}): the start answers out_of_processes, and no task is left`, async () => {
+        const { dir, watch, started } = await startPlayed(isTelling);
+        watch.spawnError = errno;
+        supervisorGone(watch);
+        await expect(started).rejects.toMatchObject({ code: 'out_of_processes', message: expect.stringContaining(errno) });
+        expect(existsSync(dir)).toBe(false);
+      });
+    }
+
+    it(`${kind} whose command could not be spawned (EAGAIN): the start answers out_of_processes, and no task is left`, async () => {
+      const { id, dir, watch, started } = await startPlayed(isTelling);
+      const message = 'the command could not be started (EAGAIN)';
+      writeStatus(dir, { ...initialStatus(id), state: 'failed', reason: 'supervisor_error', error: { code: 'out_of_processes', message } });
+      supervisorGone(watch);
+      await expect(started).rejects.toMatchObject({ code: 'out_of_processes', message });
+      expect(existsSync(dir)).toBe(false);
+    });
+  }
+
+  it('any other spawn error (EPIPE) is still a task recorded as failed to start', async () => {
+    const { dir, watch, started } = await startPlayed(false);
+    watch.spawnError = 'EPIPE';
+    supervisorGone(watch);
+    expect(await started).toMatchObject({ state: 'failed', error: { code: 'spawn_failed' } });
+    expect(existsSync(dir)).toBe(true);
+  });
+});
+
+describe('a supervisor stuck in its start (killIfStuckStarting)', () => {
+  // A node that could not create its platform threads waits forever with 2 threads and runs no
+  // code. Played by real processes: `sleep` has one thread and never gets more; a node has its
+  // platform's threads within milliseconds.
+  it('one that stays below the threads of a started node is killed after about 3 s, onStuck first', async () => {
+    const child = spawn('sleep', ['30'], { stdio: 'ignore' });
+    let stuckSeenAlive = false;
+    killIfStuckStarting(child, () => (stuckSeenAlive = child.exitCode === null && child.signalCode === null));
+    const [, signal] = (await once(child, 'exit')) as [number | null, string | null];
+    expect(signal).toBe('SIGKILL');
+    expect(stuckSeenAlive).toBe(true);
+  }, 10_000);
+
+  it('a node that has started is left alone', async () => {
+    const child = spawn(process.execPath, ['--v8-pool-size=1', '-e', 'setTimeout(() => {}, 4500)'], { stdio: 'ignore' });
+    let isStuck = false;
+    killIfStuckStarting(child, () => (isStuck = true));
+    const [code] = (await once(child, 'exit')) as [number | null, string | null];
+    expect(code).toBe(0);
+    expect(isStuck).toBe(false);
+  }, 10_000);
 });
 
 describe('a start of a task that exists', () => {

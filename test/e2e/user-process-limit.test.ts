@@ -242,5 +242,89 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
         expect(outcomes.at(-1), outcomes.join(', ')).toMatch(/limit$/);
       },
     );
+
+    it(
+      'a sandbox whose user reaches the limit later: with 6 down to 0 left each run_command runs or names the limit (never exit_code null, never unanswered); freed, the next runs',
+      { timeout: 240_000 },
+      async () => {
+        // Measured before the fix (a sandbox made with 40 left, called once, its uid then filled):
+        // 6 left, exit_code null and no output; 5, its supervisor stuck in node's start (waiting
+        // for a platform worker it could not create), no answer in 15 s; 0, exit_code null.
+        await free(Math.max(0, 40 - (LIMIT - countTasksOf(UID))));
+        const r = await create('with 40 processes left');
+        expect(r.isError).toBeFalsy();
+        const sandboxId = (r.structuredContent as { sandbox_id: string }).sandbox_id;
+        const first = await echoIn(sandboxId, 'the first run_command');
+        expect(first.structuredContent).toMatchObject({ exit_code: 0, stdout: 'hi\n' });
+        const outcomes: string[] = [];
+        /** One run_command with what is left now: true when it named the limit, false when it ran `echo hi`. */
+        async function callNoted(): Promise<boolean> {
+          const left = LIMIT - countTasksOf(UID);
+          const what = `run_command with ${left} processes left (after ${outcomes.join(', ')})`;
+          const call = await echoIn(sandboxId, what);
+          outcomes.push(`${left}: ${call.isError ? 'limit' : 'ran'}`);
+          if (!call.isError) {
+            expect(call.structuredContent, what).toMatchObject({ exit_code: 0, stdout: 'hi\n' });
+            return false;
+          }
+          const error = errorOf(call);
+          expect(error, what).toMatchObject({ category: 'insufficient_resources', code: 'user_process_limit' });
+          expect(error.suggestion).toContain(`uid ${UID}`);
+          expect(error.suggestion).toMatch(/the command could not be started/);
+          return true;
+        }
+        for (const headroom of [6, 5, 4, 3, 2, 1, 0]) {
+          await fillTo(headroom);
+          await callNoted();
+        }
+        // At 0 left a supervisor waiting with its shell started runs `echo hi` without a new
+        // process; the next has none waiting (none could be booted ahead) and must name the limit.
+        let isNamed = false;
+        for (let i = 0; i < 4 && !isNamed; i++) {
+          await fillTo(0);
+          isNamed = await callNoted();
+        }
+        expect(isNamed, outcomes.join(', ')).toBe(true);
+        // The way out the error names: with processes freed, the same sandbox runs commands again.
+        await free(sleepers.length);
+        const again = await echoIn(sandboxId, 'run_command with the sleepers gone');
+        expect(again.structuredContent, outcomes.join(', ')).toMatchObject({ exit_code: 0, stdout: 'hi\n' });
+        console.log(outcomes.join(', '));
+        await client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: sandboxId } });
+      },
+    );
+
+    it(
+      'a call that boots its supervisor near the limit (none waiting): with 5 down to 0 left it runs or names the limit within 15 s, never a task in state unknown',
+      { timeout: 240_000 },
+      async () => {
+        // Measured on this build before the supervisor start-up watch: with 1 left node aborted
+        // in its start (no thread for its platform) and the call answered at once with a task in
+        // state unknown; with 2 left it sat stuck in its start forever (2 threads, main in a futex
+        // wait) and the start waited its 20 s for a first status. Now a supervisor aborted within
+        // 2 s of its spawn, or killed below a started node's threads at 2-3 s, never started its
+        // task: the command runs plain, or the call names the limit.
+        await free(Math.max(0, 40 - (LIMIT - countTasksOf(UID))));
+        const r = await create('with 40 processes left');
+        const sandboxId = (r.structuredContent as { sandbox_id: string }).sandbox_id;
+        await echoIn(sandboxId, 'the first run_command');
+        const outcomes: string[] = [];
+        for (const headroom of [5, 4, 3, 2, 1, 0]) {
+          // The supervisors waiting from the last call retire after 3 s idle (SANDBOX_AGENT_WARM_IDLE_MS).
+          await new Promise((resolve) => setTimeout(resolve, 3600));
+          await fillTo(headroom);
+          const left = LIMIT - countTasksOf(UID);
+          const what = `run_command with ${left} processes left (after ${outcomes.join(', ')})`;
+          const call = await echoIn(sandboxId, what);
+          outcomes.push(`${left}: ${call.isError ? 'limit' : 'ran'}`);
+          if (call.isError) expect(errorOf(call), what).toMatchObject({ category: 'insufficient_resources', code: 'user_process_limit' });
+          else expect(call.structuredContent, what).toMatchObject({ exit_code: 0, stdout: 'hi\n' });
+          // Room again for the next boot (each call's leftovers go on their own).
+          await free(Math.max(0, 10 - (LIMIT - countTasksOf(UID))));
+        }
+        console.log(outcomes.join(', '));
+        await client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: sandboxId } });
+      },
+    );
   },
 );

@@ -20,7 +20,7 @@ import {
 } from '../provider.js';
 import { agentRemovesFile } from '../../../shared/protocol.js';
 import { asAgentChannel } from '../resident-channel.js';
-import { requestExec } from '../resident-exec.js';
+import { outOfProcessesError, requestExec } from '../resident-exec.js';
 import { definedFields } from '../../util/defined-fields.js';
 import { E2bResidents } from './resident.js';
 import { createCommands, checkExecCanStart, DEFAULT_KILL_GRACE_S, runHelperScript, type CommandsOpts } from './commands.js';
@@ -107,6 +107,7 @@ export function createE2bProvider(opts: E2bProviderOpts = {}): Provider {
         detail: 'The working directory does not exist in the sandbox.',
       });
     }
+    if (answer.code === 'out_of_processes') throw outOfProcessesError();
     throw new ProviderError(answer.code === 'invalid_request' ? 'invalid_argument' : 'internal', { code: answer.code });
   }
 

@@ -63,11 +63,14 @@ export const LOCAL_DETAILS = {
  * process and thread of that uid counts against — the server's, its keepers', and, for a server
  * that is not root, everything in its sandboxes: names the limit, the count and the ways out.
  */
-export function userProcessLimitError(u: { uid: number; limit: number; used: number }): ProviderError {
+export function userProcessLimitError(
+  u: { uid: number; limit: number; used: number },
+  failed = `starting a sandbox needs about ${CREATE_NEEDS_TASKS} more`,
+): ProviderError {
   return new ProviderError('insufficient_resources', {
     code: 'user_process_limit',
     detail:
-      `The server's user (uid ${u.uid}) is at its process limit: ${u.used} of ${u.limit} processes and threads (RLIMIT_NPROC, counted over all of that user's processes, its sandboxes' included), and starting a sandbox needs about ${CREATE_NEEDS_TASKS} more. ` +
+      `The server's user (uid ${u.uid}) is at its process limit: ${u.used} of ${u.limit} processes and threads (RLIMIT_NPROC, counted over all of that user's processes, its sandboxes' included), and ${failed}. ` +
       'Destroy sandboxes you no longer need (kill_sandbox) or end what runs in them (stop_processes, cancel_task), end other processes of that user, or raise its limit (ulimit -u, LimitNPROC= for a systemd service), and retry.',
   });
 }

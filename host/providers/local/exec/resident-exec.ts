@@ -5,10 +5,11 @@
 import type { Bounds } from '../../../../shared/protocol.js';
 import { ProviderError } from '../../provider-error.js';
 import type { ResidentChannel } from '../../resident-channel.js';
-import { requestExec, type ResidentExecRun } from '../../resident-exec.js';
+import { outOfProcessesError, requestExec, type ResidentExecRun } from '../../resident-exec.js';
 import type { ExecRole, PromotableOutcome } from '../../provider.js';
 import { definedFields } from '../../../util/defined-fields.js';
-import { LOCAL_DETAILS } from '../errors.js';
+import { LOCAL_DETAILS, userProcessLimitError } from '../errors.js';
+import { FIRST_CALL_TASKS, shortOfProcesses } from '../system/user-processes.js';
 import { COMMAND_OOM_SCORE_ADJ } from '../limits/entry-prelude.js';
 import { LimitWatch } from '../limits/limit-watch.js';
 import { processLimitReached } from '../limits/notes.js';
@@ -75,6 +76,8 @@ function refusal(sb: LiveSandbox, role: ExecRole, code: string): ProviderError {
       return new ProviderError('invalid_argument', { code: 'cwd_not_found', detail: LOCAL_DETAILS.cwdMissing });
     case 'process_limit':
       return processLimitReached(sb.spec.limits?.processes ?? 0, role);
+    case 'out_of_processes':
+      return commandOutOfProcesses();
     case 'state_dir_full':
     case 'task_limit':
       return new ProviderError('insufficient_resources', { code });
@@ -83,4 +86,14 @@ function refusal(sb: LiveSandbox, role: ExecRole, code: string): ProviderError {
     default:
       return new ProviderError('internal', { code: 'agent_failed', detail: 'The in-sandbox agent failed to run the command.' });
   }
+}
+
+/**
+ * A command the resident could not start for want of processes or memory: the server's user's
+ * process limit, named, where that user has too few left below it (every sandbox process counts
+ * against it for a server that is not root), else the agent's word as it is.
+ */
+export function commandOutOfProcesses(): ProviderError {
+  const short = shortOfProcesses(FIRST_CALL_TASKS);
+  return short ? userProcessLimitError(short, 'the command could not be started (nothing ran)') : outOfProcessesError();
 }
