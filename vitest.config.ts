@@ -3,8 +3,10 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    // One temporary folder per run, removed at its end (test/support/run-tmpdir.ts).
+    // One temporary folder per run, which must be empty at its end (test/support/run-tmpdir.ts),
+    // and each test file's scratch in it removed when the file ends (test/support/scratch.ts).
     globalSetup: ['./test/support/run-tmpdir.ts'],
+    setupFiles: ['./test/support/scratch-cleanup.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Real processes and sandboxes: two workers match this 2-core machine.

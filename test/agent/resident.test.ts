@@ -38,6 +38,7 @@ import { isRunning } from '../support/processes.js';
 import { isWaitingForTask, pendingShellOf, startResident, warmSupervisorsOf, type Resident } from '../support/resident-world.js';
 import { waitFor } from '../support/wait.js';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { removeAtEnd } from '../support/scratch.js';
 
 beforeAll(() => requireBuild());
 
@@ -180,9 +181,9 @@ describe('exec', () => {
 });
 
 describe("remove_file (run_code's program)", () => {
-  /** A fresh run_code file name in /tmp, holding `body`. */
+  /** A fresh run_code file name in /tmp (the host's: the protocol's name), holding `body`; removed at the end should the test fail first. */
   const programFile = (body = 'x'): string => {
-    const path = `/tmp/sandbox-mcp-code-${randomBytes(8).toString('hex')}.sh`;
+    const path = removeAtEnd(`/tmp/sandbox-mcp-code-${randomBytes(8).toString('hex')}.sh`);
     writeFileSync(path, body);
     return path;
   };
@@ -229,7 +230,7 @@ describe("remove_file (run_code's program)", () => {
     const target = join(w.home, 'target');
     writeFileSync(target, 'kept');
     for (const how of ['resident', 'per-call'] as const) {
-      const link = `/tmp/sandbox-mcp-code-${randomBytes(8).toString('hex')}.py`;
+      const link = removeAtEnd(`/tmp/sandbox-mcp-code-${randomBytes(8).toString('hex')}.py`);
       symlinkSync(target, link);
       const start = startRequest('exit 3', { remove_file: link });
       const res = how === 'resident' ? await r.request(start) : await call(w, start);

@@ -6,8 +6,7 @@
 // in resident.test.ts and tasks.test.ts.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -26,6 +25,7 @@ import { WarmSupervisor } from '../../agent/warm-supervisor.js';
 import { DEFAULT_TIMINGS, type Timings } from '../../agent/timing.js';
 import { initialStatus, type TaskStatus } from '../../shared/status.js';
 import { newTaskId } from '../support/agent-world.js';
+import { scratchDir } from '../support/scratch.js';
 
 /** Windows no test waits out: only the supervisor's word (or its status) ends a wait. */
 const LONG: Timings = { ...DEFAULT_TIMINGS, startReportMs: 60_000, startSettleMs: 60_000 };
@@ -33,7 +33,7 @@ const LONG: Timings = { ...DEFAULT_TIMINGS, startReportMs: 60_000, startSettleMs
 let home: string;
 beforeEach(() => {
   // start finds its tasks folder through the environment, as the agent's own process does.
-  home = mkdtempSync(join(tmpdir(), 'start-wait-'));
+  home = scratchDir('start-wait-');
   process.env.SANDBOX_AGENT_STATE_DIR = join(home, 'state');
 });
 

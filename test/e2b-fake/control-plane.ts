@@ -8,13 +8,13 @@
 // reference is read as E2B's id.ParseName and alias resolution read it (E2B's infra repository):
 // trimmed and lowercased, `namespace/alias:tag`; a bare one is the team's alias, else a template
 // id; a namespaced one is only that namespace's. Errors carry the JSON body { code, message }.
-import { copyFileSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, symlinkSync } from 'node:fs';
+import { copyFileSync, lstatSync, mkdirSync, readdirSync, readlinkSync, rmSync, symlinkSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import { FAKE_DISK_BYTES, FAKE_MEMORY_BYTES, FakeSandbox, type FakeNetworkConfig } from './fake-sandbox.js';
+import { scratchDir } from '../support/scratch.js';
 
 /** One recorded control-plane call. `extendedLifetime` is set on connect calls. */
 export interface ControlPlaneCall {
@@ -333,7 +333,7 @@ export function handleControlPlane(
     const id = existing?.id ?? name ?? `${templateId}:default`;
     const was = sb.state;
     sb.state = 'paused';
-    const home = mkdtempSync(path.join(tmpdir(), 'fake-e2b-snapshot-'));
+    const home = scratchDir('fake-e2b-snapshot-');
     // E2B pauses the sandbox's VM for the copy; the fake's processes run on, so its home is copied
     // as it changes (the resident agent's supervisors make and remove files and FIFOs there).
     copyLiveTree(sb.home, home);

@@ -2,11 +2,11 @@
 // started there with HOME pointing at it, and a deadline (end_at) that kills everything the
 // sandbox started and removes its directory — the lifetime semantics the tests rely on.
 import { randomBytes } from 'node:crypto';
-import { cpSync, lstatSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import type { IPty } from '@lydell/node-pty';
+import { scratchDir } from '../support/scratch.js';
 
 /** Sandbox paths under this prefix live in the sandbox's own HOME directory. */
 export const SANDBOX_HOME = '/home/user';
@@ -60,7 +60,7 @@ export class FakeSandbox {
   killed = false;
 
   constructor(opts: FakeSandboxOpts) {
-    this.root = mkdtempSync(path.join(tmpdir(), 'fake-e2b-'));
+    this.root = scratchDir('fake-e2b-');
     this.home = path.join(this.root, 'home', 'user');
     mkdirSync(this.home, { recursive: true });
     if (opts.homeFrom) cpSync(opts.homeFrom, this.home, { recursive: true, verbatimSymlinks: true });

@@ -5,19 +5,7 @@
 // processes cleaned by the next change. A server that is not root gets flattened owners and is
 // refused `build` with what to do instead.
 import { execFile, execFileSync } from 'node:child_process';
-import {
-  chmodSync,
-  chownSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TemplateEntrySchema, TemplateListingSchema } from '../../host/cli/template.js';
@@ -30,6 +18,7 @@ import { isRootOrSkipping, requireBuild } from '../support/prerequisites.js';
 import { hostJsReadableBy } from '../support/readable-build.js';
 import { makeMiniRootDir, makeMiniRootTar } from '../support/mini-root.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
+import { scratchDir } from '../support/scratch.js';
 
 interface CliResult {
   code: number | null;
@@ -171,9 +160,9 @@ describe('template import, ls, inspect, rm', () => {
   });
 
   it('leaves nothing half-made when an import fails, and names what was wrong', async () => {
-    const junk = join(mkdtempSync(join(tmpdir(), 'junk-')), 'junk.tar');
+    const junk = join(scratchDir('junk-'), 'junk.tar');
     writeFileSync(junk, Buffer.alloc(20_000, 7));
-    const notRoot = mkdtempSync(join(tmpdir(), 'not-a-root-'));
+    const notRoot = scratchDir('not-a-root-');
     writeFileSync(join(notRoot, 'README'), 'no shell here\n');
     const layersBefore = readdirSync(join(store, 'layers')).sort();
 
@@ -233,7 +222,7 @@ describe('template import, ls, inspect, rm', () => {
   });
 
   it('keeps templates where --template-dir (or SANDBOX_MCP_TEMPLATE_DIR) says, which must be private', async () => {
-    const elsewhere = join(mkdtempSync(join(tmpdir(), 'tpl-dir-')), 'store');
+    const elsewhere = join(scratchDir('tpl-dir-'), 'store');
     const r = await cli(['template', 'import', 'elsewhere', tarball, '--template-dir', elsewhere], env);
     expect(r.code, r.stderr).toBe(0);
     expect(readTemplate(elsewhere, 'elsewhere')).toBeDefined();
@@ -254,7 +243,7 @@ describe('template import, ls, inspect, rm', () => {
 
 describe('as a server that is not root', () => {
   const isRoot = isRootOrSkipping('import and build as nobody');
-  const nobodyState = mkdtempSync(join(tmpdir(), 'sandbox-mcp-nobody-'));
+  const nobodyState = scratchDir('sandbox-mcp-nobody-');
 
   beforeAll(() => {
     if (isRoot) chownSync(nobodyState, NOBODY.uid, NOBODY.gid);

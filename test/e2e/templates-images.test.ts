@@ -14,7 +14,6 @@ import {
   chownSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
   statSync,
@@ -24,7 +23,6 @@ import {
   readlinkSync,
   rmSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -48,6 +46,7 @@ import { isRootOrSkipping, requireBuild, requireCommands, requireSandboxes } fro
 import { ppidOf, runningWith } from '../support/processes.js';
 import { destroyStateDir, residentRecordOf, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
+import { scratchDir } from '../support/scratch.js';
 
 interface CliResult {
   code: number | null;
@@ -79,7 +78,7 @@ let registry: TestRegistry;
 
 /** A directory with `files` (relative path: content, or a function making it). */
 function tree(files: Record<string, string | ((path: string) => void)>): string {
-  const dir = mkdtempSync(join(tmpdir(), 'layer-'));
+  const dir = scratchDir('layer-');
   for (const [rel, content] of Object.entries(files)) {
     const path = join(dir, rel);
     mkdirSync(join(path, '..'), { recursive: true });
@@ -106,7 +105,7 @@ function rootOf(name: string): string {
   expect(record).toBeDefined();
   const lowers = record!.layers.map((id) => layerRoot(store, id));
   if (lowers.length === 1) return lowers[0]!;
-  const out = mkdtempSync(join(tmpdir(), 'merged-'));
+  const out = scratchDir('merged-');
   mkdirSync(join(out, 'mnt'));
   mkdirSync(join(out, 'copy'));
   execFileSync('unshare', [
@@ -504,7 +503,7 @@ describe('template pull behind token auth (a registry with an issuer of ours: JW
   });
 
   it('takes the credentials from ~/.docker/config.json', async () => {
-    const home = mkdtempSync(join(tmpdir(), 'docker-home-'));
+    const home = scratchDir('docker-home-');
     mkdirSync(join(home, '.docker'));
     const auth = Buffer.from(`${login.username}:${login.password}`).toString('base64');
     writeFileSync(join(home, '.docker/config.json'), JSON.stringify({ auths: { [secured.host]: { auth } } }), { mode: 0o600 });
@@ -891,7 +890,7 @@ describe('sandboxes on an image template, through the built server and a real MC
     "on a server that is not root (nobody) the image's User cannot exist: import says so, inspect too, and commands run as root inside",
     async () => {
       requireSandboxes();
-      const nobodyState = mkdtempSync(join(tmpdir(), 'sandbox-mcp-image-user-nobody-'));
+      const nobodyState = scratchDir('sandbox-mcp-image-user-nobody-');
       chownSync(nobodyState, NOBODY.uid, NOBODY.gid);
       const nobodyEnv = { SANDBOX_MCP_STATE_DIR: nobodyState };
       const mini = makeMiniRootDir();
@@ -932,7 +931,7 @@ describe('sandboxes on an image template, through the built server and a real MC
 describe('images on a server that is not root (flattened layers, user.overlay.opaque, whiteouts made without privileges)', () => {
   const runsAsRoot = isRootOrSkipping('a server running as nobody');
   const NOBODY = { uid: 65534, gid: 65534 };
-  const nobodyState = mkdtempSync(join(tmpdir(), 'sandbox-mcp-images-nobody-'));
+  const nobodyState = scratchDir('sandbox-mcp-images-nobody-');
   const nobodyEnv = { SANDBOX_MCP_STATE_DIR: nobodyState };
   const nobodyStore = templatesDir(nobodyState);
 

@@ -6,6 +6,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { REPO } from './paths.js';
+import { scratchDir } from './scratch.js';
 
 /** Where the browser tests save their screenshots (git-ignored; CI keeps them as artefacts). */
 export const SCREENSHOTS = join(REPO, 'test-artifacts', 'screenshots');
@@ -19,11 +20,16 @@ export function requireChromium(): string {
   }
 }
 
-/** Starts headless chromium (a fresh profile each time: playwright makes one). */
+/**
+ * Starts headless chromium (a fresh profile each time: playwright makes one, and removes it on
+ * close). Chromium's own temporary files (its singleton socket's org.chromium.Chromium.* folder,
+ * left when it is killed rather than closed) go to a scratch folder removed when the file ends.
+ */
 export async function launchBrowser(): Promise<Browser> {
   mkdirSync(SCREENSHOTS, { recursive: true });
   return chromium.launch({
     executablePath: requireChromium(),
+    env: { ...process.env, TMPDIR: scratchDir('chromium-') },
     // No sandbox of chromium's own: the tests run as root, where it refuses to start with one.
     args: [
       '--no-sandbox',

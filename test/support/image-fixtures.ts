@@ -5,12 +5,12 @@
 // on a free loopback port, with optional token auth served by a tiny issuer of ours.
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, generateKeyPairSync, createSign } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { connect, createServer as createNetServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { removeAtEnd, scratchDir } from './scratch.js';
 
 /** sha256:<hex> of bytes. */
 export function digestOf(bytes: Buffer): string {
@@ -79,7 +79,7 @@ function writeImage(layout: string, image: FixtureImage): { mediaType: string; d
 
 /** An OCI image layout directory holding `images`: one (a manifest) or several (an index of platforms, as `asIndex`). */
 export function writeOciLayout(images: FixtureImage[], opts: { asIndex?: boolean } = {}): string {
-  const layout = mkdtempSync(join(tmpdir(), 'oci-layout-'));
+  const layout = scratchDir('oci-layout-');
   mkdirSync(join(layout, 'blobs/sha256'), { recursive: true });
   writeFileSync(join(layout, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
   const manifests = images.map((i) => writeImage(layout, i));
@@ -97,7 +97,7 @@ export function writeOciLayout(images: FixtureImage[], opts: { asIndex?: boolean
 
 /** What docker save writes for one image (the classic layout: <id>/layer.tar, <config hex>.json, manifest.json), as a tar file. */
 export function writeDockerArchive(image: FixtureImage): string {
-  const dir = mkdtempSync(join(tmpdir(), 'docker-save-'));
+  const dir = scratchDir('docker-save-');
   const config = Buffer.from(
     JSON.stringify({
       architecture: process.arch === 'x64' ? 'amd64' : process.arch,
@@ -115,14 +115,14 @@ export function writeDockerArchive(image: FixtureImage): string {
     return `${id}/layer.tar`;
   });
   writeFileSync(join(dir, 'manifest.json'), JSON.stringify([{ Config: configName, RepoTags: ['fixture:latest'], Layers: layerPaths }]));
-  const archive = `${dir}.tar`;
+  const archive = removeAtEnd(`${dir}.tar`);
   execFileSync('tar', ['-cf', archive, '-C', dir, '.']);
   return archive;
 }
 
-/** Packs a directory (an OCI layout) as a tar archive. */
+/** Packs a directory (an OCI layout) as a tar archive (removed when the test file ends). */
 export function tarDirectory(dir: string): string {
-  const archive = `${dir}.tar`;
+  const archive = removeAtEnd(`${dir}.tar`);
   execFileSync('tar', ['-cf', archive, '-C', dir, '.']);
   return archive;
 }
@@ -219,7 +219,7 @@ async function startTokenIssuer(
 
 /** Starts docker-registry on a free loopback port; with `tokenAuth`, behind a token issuer of ours. */
 export async function startRegistry(opts: { tokenAuth?: boolean } = {}): Promise<TestRegistry> {
-  const dir = mkdtempSync(join(tmpdir(), 'registry-'));
+  const dir = scratchDir('registry-');
   const storage = join(dir, 'storage');
   const port = await freePort();
   const login = { username: 'tester', password: 'correct horse' };

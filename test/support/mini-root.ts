@@ -2,9 +2,9 @@
 // (as ldd lists them), for template tests that need a real root but not a minute of mmdebstrap:
 // bash and sh, a handful of coreutils, /etc/passwd and the directories a sandbox expects.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { removeAtEnd, scratchDir } from './scratch.js';
 
 /** The programs a mini root holds (under /usr/bin, with the merged-usr links /bin, /lib, /lib64). */
 export const MINI_ROOT_PROGRAMS = [
@@ -28,9 +28,9 @@ function copyIn(root: string, hostPath: string): void {
   chmodSync(dest, 0o755);
 }
 
-/** Makes a mini root in a new directory and returns its path. */
+/** Makes a mini root in a new directory and returns its path (removed when the test file ends). */
 export function makeMiniRootDir(): string {
-  const root = mkdtempSync(join(tmpdir(), 'mini-root-'));
+  const root = scratchDir('mini-root-');
   for (const dir of ['usr/bin', 'usr/lib', 'usr/lib64', 'etc', 'home', 'tmp', 'var/tmp', 'proc', 'dev', 'root']) {
     mkdirSync(join(root, dir), { recursive: true });
   }
@@ -55,7 +55,7 @@ export function makeMiniRootDir(): string {
 /** Makes a mini root and packs it as a tar archive (as docker export writes one: members without `./`); returns its path. */
 export function makeMiniRootTar(): string {
   const root = makeMiniRootDir();
-  const tar = `${root}.tar`;
+  const tar = removeAtEnd(`${root}.tar`);
   execFileSync('tar', [
     '-cf',
     tar,

@@ -1,14 +1,14 @@
 // A private state directory per test file for local sandboxes, and its complete removal.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ResidentRecord } from '../../host/providers/local/keeper/resident.js';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { RESIDENT_FILE } from '../../host/providers/local/sandbox/state-dir.js';
+import { scratchDir } from './scratch.js';
 
-/** A fresh private state directory (0700, this user's). */
+/** A fresh private state directory (0700, this user's); removed when the test file ends, if destroyStateDir did not. */
 export function tempStateDir(): string {
-  return mkdtempSync(join(tmpdir(), 'sandbox-mcp-test-'));
+  return scratchDir('sandbox-mcp-test-');
 }
 
 /** Destroys every local sandbox left in the state directory, then removes the directory. */

@@ -1,7 +1,6 @@
 // The template store's on-disk contract (host/providers/local/templates/store.ts): names, records,
 // and the lowerdir order a sandbox's overlay takes.
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
@@ -13,6 +12,7 @@ import {
   templatesDir,
   type TemplateRecord,
 } from '../../host/providers/local/templates/store.js';
+import { scratchDir } from '../support/scratch.js';
 
 const record = (name: string, layers: string[]): TemplateRecord => ({
   format: 1,
@@ -33,7 +33,7 @@ describe('the template store', () => {
   });
 
   it('reads the records it finds, top layer first, and ignores what is not a valid record of that name', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'templates-'));
+    const dir = scratchDir('templates-');
     writeFileSync(join(dir, 'py.json'), JSON.stringify(record('py', ['00000000000000aa', '00000000000000bb'])));
     writeFileSync(join(dir, 'other.json'), JSON.stringify(record('py', ['00000000000000aa'])));
     writeFileSync(join(dir, 'broken.json'), '{');

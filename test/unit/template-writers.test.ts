@@ -4,8 +4,7 @@
 // configuration of the templates directory and the snapshot cap; mmdebstrap's command line; the
 // build's progress display.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isRootOrSkipping } from '../support/prerequisites.js';
@@ -28,9 +27,10 @@ import {
   removeTemplate,
   removeUnlistedLayers,
 } from '../../host/providers/local/templates/store-writer.js';
+import { scratchDir } from '../support/scratch.js';
 
 function freshStore(): string {
-  const dir = join(mkdtempSync(join(tmpdir(), 'tpl-writers-')), 'templates');
+  const dir = join(scratchDir('tpl-writers-'), 'templates');
   ensureTemplatesDir(dir);
   return dir;
 }
@@ -183,7 +183,7 @@ describe('the store writers', () => {
   });
 
   it('refuses a templates directory others can enter', () => {
-    const dir = join(mkdtempSync(join(tmpdir(), 'tpl-open-')), 'templates');
+    const dir = join(scratchDir('tpl-open-'), 'templates');
     mkdirSync(dir, { mode: 0o755 });
     execFileSync('chmod', ['755', dir]);
     expect(() => ensureTemplatesDir(dir)).toThrow(expect.objectContaining({ category: 'permission_denied' }));
@@ -192,7 +192,7 @@ describe('the store writers', () => {
 
 describe('file trees', () => {
   it('resolves paths inside a tree, absolute links included, never out of it', () => {
-    const root = mkdtempSync(join(tmpdir(), 'tree-'));
+    const root = scratchDir('tree-');
     mkdirSync(join(root, 'usr/bin'), { recursive: true });
     writeFileSync(join(root, 'usr/bin/dash'), '');
     symlinkSync('usr/bin', join(root, 'bin'));
@@ -205,7 +205,7 @@ describe('file trees', () => {
   });
 
   it('counts a hard-linked file once', () => {
-    const root = mkdtempSync(join(tmpdir(), 'size-'));
+    const root = scratchDir('size-');
     writeFileSync(join(root, 'a'), Buffer.alloc(10_000));
     execFileSync('ln', [join(root, 'a'), join(root, 'b')]);
     const size = treeSizeBytes(root);
@@ -214,7 +214,7 @@ describe('file trees', () => {
   });
 
   it.skipIf(!isRootOrSkipping('mounting a tmpfs inside a tree'))('never removes a tree with something mounted inside', () => {
-    const root = mkdtempSync(join(tmpdir(), 'mounted-'));
+    const root = scratchDir('mounted-');
     mkdirSync(join(root, 'dev'));
     writeFileSync(join(root, 'plain'), 'x');
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tpl-test', join(root, 'dev')]);
@@ -344,7 +344,7 @@ describe('template build', () => {
 describe('a snapshot of a writable layer', () => {
   /** An upper directory as apt leaves it after `apt-get update && apt-get install`: lists, archives, a program. */
   function aptUpper(): string {
-    const upper = mkdtempSync(join(tmpdir(), 'tpl-upper-'));
+    const upper = scratchDir('tpl-upper-');
     mkdirSync(join(upper, 'var/lib/apt/lists/partial'), { recursive: true });
     writeFileSync(join(upper, 'var/lib/apt/lists/deb.debian.org_debian_dists_stable_main_binary-amd64_Packages'), 'x'.repeat(5000));
     mkdirSync(join(upper, 'var/cache/apt/archives/partial'), { recursive: true });
@@ -369,7 +369,7 @@ describe('a snapshot of a writable layer', () => {
 
   it("leaves apt's downloaded lists and .deb archives out, keeping their directories and what else is there; counts the same", async () => {
     const upper = aptUpper();
-    const root = join(mkdtempSync(join(tmpdir(), 'tpl-snap-')), 'root');
+    const root = join(scratchDir('tpl-snap-'), 'root');
     await fillFromWritableLayer(root, view(upper), copyOpts(false));
     expect(files(root)).toEqual(
       [
@@ -392,7 +392,7 @@ describe('a snapshot of a writable layer', () => {
 
   it('keeps them when asked (keep_apt_cache)', async () => {
     const upper = aptUpper();
-    const root = join(mkdtempSync(join(tmpdir(), 'tpl-snap-')), 'root');
+    const root = join(scratchDir('tpl-snap-'), 'root');
     await fillFromWritableLayer(root, view(upper), copyOpts(true));
     expect(files(root)).toEqual(files(upper));
     expect(snapshotSizeBytes(view(upper), { keepAptCache: true })).toBe(treeSizeBytes(root));
