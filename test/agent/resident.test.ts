@@ -35,8 +35,8 @@ import {
 import { AGENT_BUNDLE } from '../support/paths.js';
 import { requireBuild } from '../support/prerequisites.js';
 import { isRunning } from '../support/processes.js';
-import { isWaitingForTask, pendingShellOf, startResident, warmSupervisorsOf, type Resident } from '../support/resident-world.js';
-import { waitFor } from '../support/wait.js';
+import { isWaitingForTask, startResident, toldShellOf, warmSupervisorsOf, type Resident } from '../support/resident-world.js';
+import { unlessTimedOut, waitFor } from '../support/wait.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { removeAtEnd } from '../support/scratch.js';
 
@@ -520,7 +520,10 @@ describe('supervisors the resident reuses (warm)', () => {
           'a supervisor booted ahead, or one waiting',
         );
         if (fresh === -1) continue;
-        const pending = await waitFor(() => pendingShellOf(fresh!), 'its first process started ahead', 20_000).catch(() => undefined);
+        // Started, and known to the resident: a start sent before it knows rightly goes the cold way.
+        const pending = await waitFor(() => toldShellOf(fresh!), 'its first process started ahead, the resident told', 20_000).catch(
+          unlessTimedOut,
+        );
         known.push(fresh!);
         if (pending !== undefined) return { sup: fresh!, pending };
       }

@@ -10,8 +10,8 @@ import { cancelRequest, execRequest, startRequest, type ExecFields } from '../su
 import { agentEnv, call, callView, newTaskId, taskDirOf, waitTerminal, worldsPerTest, type AgentWorld } from '../support/agent-world.js';
 import { requireBuild } from '../support/prerequisites.js';
 import { isRunning } from '../support/processes.js';
-import { isWaitingForTask, pendingShellOf, startResident, warmSupervisorsOf, type Resident } from '../support/resident-world.js';
-import { waitFor } from '../support/wait.js';
+import { isWaitingForTask, startResident, toldShellOf, warmSupervisorsOf, type Resident } from '../support/resident-world.js';
+import { unlessTimedOut, waitFor } from '../support/wait.js';
 
 beforeAll(() => requireBuild());
 
@@ -103,7 +103,10 @@ describe("the resident's run_as (minor 9)", () => {
         );
         if (fresh === -1) continue;
         known.push(fresh!);
-        const pending = await waitFor(() => pendingShellOf(fresh!), 'its first process started ahead', 20_000).catch(() => undefined);
+        // Started, and known to the resident: a start sent before it knows rightly goes the cold way.
+        const pending = await waitFor(() => toldShellOf(fresh!), 'its first process started ahead, the resident told', 20_000).catch(
+          unlessTimedOut,
+        );
         if (pending !== undefined) return pending;
       }
     };

@@ -1,8 +1,8 @@
 // Runs the BUILT agent as a resident (`node dist/agent.cjs serve`) in an agent world (see
 // agent-world.ts) and talks to it the way a host does: request frames on its stdin, answers on its
 // stdout, validated with the shared schemas.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { readlinkSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, readlinkSync } from 'node:fs';
 import {
   ExecResultSchema,
   ResponseSchema,
@@ -104,4 +104,40 @@ export function isWaitingForTask(supervisor: number): boolean {
 /** The first process a booted supervisor started ahead: its child running the task shell (`sh -c … sandbox-task`). */
 export function pendingShellOf(supervisor: number): number | undefined {
   return runningWith((argv) => argv.includes('sandbox-task')).find((pid) => ppidOf(pid) === supervisor);
+}
+
+/** read(2)'s number in /proc/<pid>/syscall. */
+const READ_SYSCALL: Partial<Record<NodeJS.Architecture, number>> = { x64: 0, arm64: 63 };
+
+/**
+ * The first process `supervisor` started ahead, once the resident knows of it (the condition for
+ * giving it a start of its shape): the supervisor has said `ready <pid>` on the shell's socket and
+ * the resident has read it. A shell that merely exists (pendingShellOf) may not have been told yet,
+ * and a start that comes first is rightly given a fresh process. Seen from outside: the shell
+ * runs, the supervisor is back in read(2) on its stdin (it writes the line right after the
+ * shell's spawn, and its only other read of stdin, the expectation, comes before the spawn), and
+ * nothing is queued at the resident's end of that socket (`ss`: the resident's handler runs in
+ * the same turn as its read of the line, before any later request).
+ */
+export function toldShellOf(supervisor: number): number | undefined {
+  const pending = pendingShellOf(supervisor);
+  if (pending === undefined) return undefined;
+  const read = READ_SYSCALL[process.arch];
+  if (read === undefined) throw new Error(`no read(2) number known for ${process.arch}`);
+  let socket: string | undefined;
+  try {
+    const [nr, fd] = readFileSync(`/proc/${supervisor}/syscall`, 'utf8').split(' ');
+    if (Number(nr) !== read || Number(fd) !== 0) return undefined;
+    // Its fd 3: the socket the shell reads its stdin from (the shell's fd 0 is the same end).
+    socket = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${supervisor}/fd/3`))?.[1];
+  } catch {
+    return undefined;
+  }
+  if (socket === undefined) return undefined;
+  // `u_str ESTAB <recv-q> <send-q> * <inode> * <peer inode>`: the resident's end is the one whose peer is ours.
+  const residentEnd = execFileSync('ss', ['-xn'], { encoding: 'utf8' })
+    .split('\n')
+    .map((line) => line.trim().split(/\s+/))
+    .find((cols) => cols[0] === 'u_str' && cols[7] === socket);
+  return residentEnd?.[2] === '0' ? pending : undefined;
 }

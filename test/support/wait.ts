@@ -9,9 +9,18 @@ export async function waitFor<T>(probe: () => T | Promise<T>, what: string, time
   for (;;) {
     const value = await probe();
     if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new WaitTimedOut(`timed out waiting for ${what}`);
     await sleep(intervalMs);
   }
+}
+
+/** What waitFor throws when its ceiling passes. */
+export class WaitTimedOut extends Error {}
+
+/** For a waitFor's catch that takes a timeout as "not this time": undefined for it, any other error (a broken probe) thrown. */
+export function unlessTimedOut(err: unknown): undefined {
+  if (err instanceof WaitTimedOut) return undefined;
+  throw err;
 }
 
 /** Resolves after `ms` milliseconds. */
