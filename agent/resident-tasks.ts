@@ -229,17 +229,14 @@ function existingTaskId(): AgentFailure {
 
 /**
  * A task whose command never started (nothing runs twice if it is run again): its supervisor
- * refused it for a full state directory, or could not be spawned or handed it (say a node that
- * could not create its threads near a process limit and died before reading its hand-over: EPIPE),
- * or could not spawn the command.
+ * refused it for a full state directory, or no process could be made for it or its command
+ * (out_of_processes). Not any `spawn_failed`: a hand-over that failed (EPIPE: the warm supervisor
+ * died as the task came) says nothing of the shell started ahead, which is given the command in
+ * the same turn (warm-supervisor.ts handOver) and may have run it.
  */
 function isNeverRun(view: TaskOutcome): boolean {
   const code = view.error?.code;
-  return (
-    view.state === 'failed' &&
-    view.started_at === null &&
-    (code === 'state_dir_full' || code === 'spawn_failed' || code === 'out_of_processes')
-  );
+  return view.state === 'failed' && view.started_at === null && (code === 'state_dir_full' || code === 'out_of_processes');
 }
 
 function isDirectory(path: string): boolean {
