@@ -111,7 +111,8 @@ function writeCache(dir: string, file: string, data: () => Buffer): void {
 const self = require.cache[__filename]!;
 const cache = cacheFile();
 const cachedData = cache ? readCache(cache.dir, cache.file) : undefined;
-const script = new Script(`(function (exports, require, module, __filename, __dirname) {${__AGENT_BODY__}\n})`, {
+// The bundle is already wrapped as a CommonJS module's function (build/build.mjs): compiled as it is, no copy.
+const script = new Script(__AGENT_BODY__, {
   filename: __filename,
   ...(cachedData ? { cachedData } : {}),
 });
