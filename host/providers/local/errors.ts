@@ -3,7 +3,7 @@
 import { definedFields } from '../../util/defined-fields.js';
 import { isProviderError, ProviderError } from '../provider-error.js';
 import type { KeeperFailure } from './keeper/report.js';
-import { CREATE_NEEDS_TASKS } from './system/user-processes.js';
+import { CREATE_NEEDS_TASKS, isOutOfProcesses } from './system/user-processes.js';
 
 /** Static "what is wrong and how to fix it" texts for the environment checks. */
 export const LOCAL_DETAILS = {
@@ -73,11 +73,6 @@ export function userProcessLimitError(
       `The server's user (uid ${u.uid}) is at its process limit: ${u.used} of ${u.limit} processes and threads (RLIMIT_NPROC, counted over all of that user's processes, its sandboxes' included), and ${failed}. ` +
       'Destroy sandboxes you no longer need (kill_sandbox) or end what runs in them (stop_processes, cancel_task), end other processes of that user, or raise its limit (ulimit -u, LimitNPROC= for a systemd service), and retry.',
   });
-}
-
-/** An errno saying a spawn or fork found no process or memory to take (not a program missing). */
-export function isOutOfProcesses(code: string | undefined): boolean {
-  return code === 'EAGAIN' || code === 'ENOMEM';
 }
 
 /** The error of a spawn that failed: out of processes or memory said as such, anything else `missing`. */

@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import { createLogger, isDebugOn } from '../../../util/log.js';
+import { isOutOfProcesses } from '../system/user-processes.js';
 import type { SandboxLaunch } from './launch-command.js';
 import type { KeeperFailure } from './report.js';
 
@@ -105,7 +106,7 @@ function logStartFailure(
 
 /** The failure of a spawn error: the system out of processes or memory, else the program missing. */
 function spawnFailure(err: NodeJS.ErrnoException): KeeperFailure {
-  return err.code === 'EAGAIN' || err.code === 'ENOMEM' ? 'start_out_of_resources' : 'tool_missing';
+  return isOutOfProcesses(err.code) ? 'start_out_of_resources' : 'tool_missing';
 }
 
 /** Feeds bwrap its passwd and group and resolves with the first of: ready, exit, spawn error, timeout. */

@@ -27,7 +27,7 @@ import {
 } from '../sandbox/state-dir.js';
 import { ceilingCgroupName, CgroupUnavailableError, createCgroups, type SandboxCgroups } from '../system/cgroups.js';
 import { identify, killNamespaceEnterers, pidNamespace, signalIfAlive, ticksSinceBoot, type ProcIdentity } from '../system/proc.js';
-import { FIRST_CALL_TASKS, shortOfProcesses } from '../system/user-processes.js';
+import { FIRST_CALL_TASKS, isOutOfProcesses, shortOfProcesses } from '../system/user-processes.js';
 import { EgressProxyStartError, openSandboxNetwork } from '../network/sandbox-network.js';
 import { isHelperArch } from '../launch/perl-helpers.js';
 import { forbidUserNamespaces } from '../limits/userns-limit.js';
@@ -290,7 +290,7 @@ async function openNetwork(keeper: KeeperState): Promise<KeeperReport> {
     logFault(e);
     if (!(e instanceof EgressProxyStartError)) return { ok: false, code: 'keeper_failed' };
     // No helper for want of processes or memory (near the user's process limit, say): said as that.
-    return { ok: false, code: e.code === 'EAGAIN' || e.code === 'ENOMEM' ? 'start_out_of_resources' : 'network_failed' };
+    return { ok: false, code: isOutOfProcesses(e.code) ? 'start_out_of_resources' : 'network_failed' };
   }
   if (network) keeper.held.hold(network);
   return READY;

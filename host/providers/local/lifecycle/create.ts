@@ -7,7 +7,7 @@ import { ProviderError } from '../../provider-error.js';
 import { formatAllowEntry, parseAllowEntry, type NetworkPolicy } from '../../network-policy.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import type { CreateOpts, SandboxMetadata } from '../../provider.js';
-import { isOutOfProcesses, keeperFailureError, LOCAL_DETAILS, toProviderError, userProcessLimitError } from '../errors.js';
+import { keeperFailureError, LOCAL_DETAILS, toProviderError, userProcessLimitError } from '../errors.js';
 import type { KeeperReport } from '../keeper/report.js';
 import { startKeeper } from '../keeper/start.js';
 import type { Identity, ToolPaths } from '../launch/command-lines.js';
@@ -41,7 +41,13 @@ import {
 import type { LocalSettings } from '../settings.js';
 import { findExecutable, preflight } from '../system/preflight.js';
 import { identify, type ProcIdentity } from '../system/proc.js';
-import { KEEPER_START_TASKS, NETNS_HELPER_START_TASKS, nearProcessLimit, shortOfProcesses } from '../system/user-processes.js';
+import {
+  isOutOfProcesses,
+  KEEPER_START_TASKS,
+  NETNS_HELPER_START_TASKS,
+  nearProcessLimit,
+  shortOfProcesses,
+} from '../system/user-processes.js';
 import { assertLifetimeS, invalid, validateEnvs } from '../validation.js';
 import { sandboxMetadata } from './metadata.js';
 

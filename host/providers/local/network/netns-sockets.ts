@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { Server, Socket } from 'node:net';
 import { NETNS_HELPER_ARG, type NetnsReply, type NetnsRequest } from './netns-helper.js';
 import { noInspectorSignalFlags } from '../../../util/inspector-signal.js';
-import { NETNS_HELPER_START_TASKS, shortOfProcesses } from '../system/user-processes.js';
+import { isOutOfProcesses, NETNS_HELPER_START_TASKS, shortOfProcesses } from '../system/user-processes.js';
 
 /** How to reach the namespace and how long a helper may idle. */
 export interface NetnsSocketsOpts {
@@ -133,9 +133,7 @@ export class NetnsSockets {
       this.settle(m.id, m.ok ? { handle } : new NetnsError(typeof m.code === 'string' ? m.code : 'helper_failed'));
     });
     // A spawn refused for want of processes or memory says so (EAGAIN, ENOMEM): the keeper tells it apart.
-    child.on('error', (e: NodeJS.ErrnoException) =>
-      this.onHelperGone(child, e.code === 'EAGAIN' || e.code === 'ENOMEM' ? e.code : undefined),
-    );
+    child.on('error', (e: NodeJS.ErrnoException) => this.onHelperGone(child, isOutOfProcesses(e.code) ? e.code : undefined));
     child.on('exit', () => this.onHelperGone(child));
     return child;
   }

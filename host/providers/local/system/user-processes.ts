@@ -10,6 +10,11 @@
 import { listPids } from '../../../../shared/proc-pids.js';
 import { readSmallKernelFile } from './proc.js';
 
+/** An errno saying a spawn, fork or clone found no process or memory to take (not a program missing). */
+export function isOutOfProcesses(code: string | undefined): boolean {
+  return code === 'EAGAIN' || code === 'ENOMEM';
+}
+
 /** The server's user's process limit and its processes and threads now. */
 export interface UserProcesses {
   uid: number;
