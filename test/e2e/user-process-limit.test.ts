@@ -326,5 +326,36 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
         await client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: sandboxId } });
       },
     );
+
+    it(
+      'a start_task whose supervisor cannot be started (none waiting, 0 left) names the limit as run_command does; freed, the next starts',
+      { timeout: 240_000 },
+      async () => {
+        // Measured before: out_of_processes ("a process limit of the user the sandbox runs as, or
+        // of the machine"), where run_command at the same point names the server's user's limit.
+        await free(Math.max(0, 40 - (LIMIT - countTasksOf(UID))));
+        const r = await create('with 40 processes left');
+        const sandboxId = (r.structuredContent as { sandbox_id: string }).sandbox_id;
+        await echoIn(sandboxId, 'the first run_command');
+        // The supervisors waiting from that call retire after 3 s idle (SANDBOX_AGENT_WARM_IDLE_MS).
+        await new Promise((resolve) => setTimeout(resolve, 3600));
+        await fillTo(0);
+        const start = async () =>
+          (await client.callTool({ name: 'start_task', arguments: { sandbox_id: sandboxId, command: 'echo hi' } }, undefined, {
+            timeout: CREATE_BOUND_MS,
+          })) as CallToolResult;
+        const refused = await start();
+        expect(refused.isError, JSON.stringify(refused.structuredContent ?? refused.content)).toBe(true);
+        const error = errorOf(refused);
+        expect(error).toMatchObject({ category: 'insufficient_resources', code: 'user_process_limit' });
+        expect(error.suggestion).toContain(`uid ${UID}`);
+        expect(error.suggestion).toMatch(/the task could not be started \(nothing ran\)/);
+        // The way out it names: with processes freed, the same sandbox starts tasks again.
+        await free(sleepers.length);
+        const started = await start();
+        expect(started.isError, JSON.stringify(started.content)).toBeFalsy();
+        await client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: sandboxId } });
+      },
+    );
   },
 );

@@ -44,7 +44,7 @@ import { agentSupportsRunAs } from '../../../shared/protocol.js';
 import { toProviderError } from './errors.js';
 import { CommandRunner } from './exec/command-runner.js';
 import { SandboxExec } from './exec/exec.js';
-import { boundsFor } from './exec/resident-exec.js';
+import { boundsFor, commandOutOfProcesses } from './exec/resident-exec.js';
 import { ResidentLinks } from './exec/resident-link.js';
 import { asAgentChannel } from '../resident-channel.js';
 import { processLimitReached } from './limits/notes.js';
@@ -275,14 +275,16 @@ export class LocalProvider implements Provider {
         ...(sb.spec.limits ? { bounds: boundsFor(sb.spec.limits, 'task', COMMAND_OOM_SCORE_ADJ) } : {}),
       }));
       const processes = sb.spec.limits?.processes;
-      if (processes === undefined) return agent;
       return {
         ...agent,
-        // A start the sandbox has no room for is refused with the same text as an entry the prelude refuses.
+        // A start with no room is refused as a command is (exec/resident-exec.ts): the sandbox's
+        // limit with the same text as an entry the prelude refuses, and the server's user's limit
+        // named where that is what the start met.
         async request(request, opts) {
           const response = await agent.request(request, opts);
-          if (request.op === 'start' && !response.ok && response.error.code === 'process_limit')
-            throw processLimitReached(processes, 'task');
+          if (request.op !== 'start' || response.ok) return response;
+          if (response.error.code === 'process_limit' && processes !== undefined) throw processLimitReached(processes, 'task');
+          if (response.error.code === 'out_of_processes') throw commandOutOfProcesses('task');
           return response;
         },
       };

@@ -77,7 +77,7 @@ function refusal(sb: LiveSandbox, role: ExecRole, code: string): ProviderError {
     case 'process_limit':
       return processLimitReached(sb.spec.limits?.processes ?? 0, role);
     case 'out_of_processes':
-      return commandOutOfProcesses();
+      return commandOutOfProcesses('command');
     case 'state_dir_full':
     case 'task_limit':
       return new ProviderError('insufficient_resources', { code });
@@ -89,11 +89,11 @@ function refusal(sb: LiveSandbox, role: ExecRole, code: string): ProviderError {
 }
 
 /**
- * A command the resident could not start for want of processes or memory: the server's user's
- * process limit, named, where that user has too few left below it (every sandbox process counts
- * against it for a server that is not root), else the agent's word as it is.
+ * A command or task the resident could not start for want of processes or memory: the server's
+ * user's process limit, named, where that user has too few left below it (every sandbox process
+ * counts against it for a server that is not root), else the agent's word as it is.
  */
-export function commandOutOfProcesses(): ProviderError {
+export function commandOutOfProcesses(what: 'command' | 'task'): ProviderError {
   const short = shortOfProcesses(FIRST_CALL_TASKS);
-  return short ? userProcessLimitError(short, 'the command could not be started (nothing ran)') : outOfProcessesError();
+  return short ? userProcessLimitError(short, `the ${what} could not be started (nothing ran)`) : outOfProcessesError();
 }
