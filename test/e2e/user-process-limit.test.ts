@@ -327,6 +327,55 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
       },
     );
 
+    /** The pids of the uid's resident agents (`agent… serve`). */
+    function residentsOf(uid: number): number[] {
+      return pidsOf(uid).filter((pid) => {
+        try {
+          const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+          return argv.includes('serve') && argv.some((a) => a.includes('agent'));
+        } catch {
+          return false;
+        }
+      });
+    }
+
+    it(
+      "a sandbox whose resident is gone (killed, its restart short of processes): run_command with 3 down to 0 left runs or names the limit, never nsenter's fork failure as the command's output",
+      { timeout: 240_000 },
+      async () => {
+        // Measured before: with 1 left the call went the nsenter way and answered exit_code 1 with
+        // "nsenter: fork failed: Resource temporarily unavailable" as the command's stderr; with 0
+        // the server's own spawn failed and the call said the machine was out of processes.
+        await free(Math.max(0, 40 - (LIMIT - countTasksOf(UID))));
+        const r = await create('with 40 processes left');
+        const sandboxId = (r.structuredContent as { sandbox_id: string }).sandbox_id;
+        await echoIn(sandboxId, 'the first run_command');
+        const outcomes: string[] = [];
+        for (const headroom of [3, 2, 1, 0]) {
+          const residents = residentsOf(UID);
+          for (const pid of residents) process.kill(pid, 'SIGKILL');
+          await waitFor(() => residents.every((pid) => realUidOf(pid) === null), 'the resident to be gone');
+          await fillTo(headroom);
+          const left = LIMIT - countTasksOf(UID);
+          const what = `run_command with ${left} processes left and no resident (after ${outcomes.join(', ')})`;
+          const call = await echoIn(sandboxId, what);
+          outcomes.push(`${left}: ${call.isError ? 'limit' : 'ran'}`);
+          if (call.isError) {
+            const error = errorOf(call);
+            expect(error, what).toMatchObject({ category: 'insufficient_resources', code: 'user_process_limit' });
+            expect(error.suggestion, what).toMatch(/the command could not be started \(nothing ran\)/);
+          } else expect(call.structuredContent, what).toMatchObject({ exit_code: 0, stdout: 'hi\n', stderr: '' });
+        }
+        // With none left not even the server's own spawn of the entry fits.
+        expect(outcomes.at(-1), outcomes.join(', ')).toMatch(/^0: limit$/);
+        await free(sleepers.length);
+        const again = await echoIn(sandboxId, 'run_command with the sleepers gone');
+        expect(again.structuredContent, outcomes.join(', ')).toMatchObject({ exit_code: 0, stdout: 'hi\n' });
+        console.log(outcomes.join(', '));
+        await client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: sandboxId } });
+      },
+    );
+
     it(
       'a start_task whose supervisor cannot be started (none waiting, 0 left) names the limit as run_command does; freed, the next starts',
       { timeout: 240_000 },

@@ -3,7 +3,7 @@
 import { definedFields } from '../../util/defined-fields.js';
 import { isProviderError, ProviderError } from '../provider-error.js';
 import type { KeeperFailure } from './keeper/report.js';
-import { CREATE_NEEDS_TASKS, isOutOfProcesses } from './system/user-processes.js';
+import { CREATE_NEEDS_TASKS, FIRST_CALL_TASKS, isOutOfProcesses, shortOfProcesses } from './system/user-processes.js';
 
 /** Static "what is wrong and how to fix it" texts for the environment checks. */
 export const LOCAL_DETAILS = {
@@ -73,6 +73,15 @@ export function userProcessLimitError(
       `The server's user (uid ${u.uid}) is at its process limit: ${u.used} of ${u.limit} processes and threads (RLIMIT_NPROC, counted over all of that user's processes, its sandboxes' included), and ${failed}. ` +
       'Destroy sandboxes you no longer need (kill_sandbox) or end what runs in them (stop_processes, cancel_task), end other processes of that user, or raise its limit (ulimit -u, LimitNPROC= for a systemd service), and retry.',
   });
+}
+
+/**
+ * The server's user's process limit, named, when that user has fewer than FIRST_CALL_TASKS left
+ * below it now (`failed`: what could not be done); null when it has room, or no limit binds.
+ */
+export function userProcessLimitIfShort(failed: string): ProviderError | null {
+  const short = shortOfProcesses(FIRST_CALL_TASKS);
+  return short ? userProcessLimitError(short, failed) : null;
 }
 
 /** The error of a spawn that failed: out of processes or memory said as such, anything else `missing`. */

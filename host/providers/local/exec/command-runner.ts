@@ -7,7 +7,7 @@ import { RUN_AS_ENV, TASK_ENV_PREFIX } from '../../../../shared/protocol.js';
 import { ProviderError } from '../../provider-error.js';
 import { definedFields } from '../../../util/defined-fields.js';
 import { cancelledBeforeStart, SANDBOX_HOME, type ExecRole } from '../../provider.js';
-import { hostResourcesError, LOCAL_DETAILS } from '../errors.js';
+import { hostResourcesError, LOCAL_DETAILS, userProcessLimitIfShort } from '../errors.js';
 import { buildEnterCommand, type Command, type TemplateEntry } from '../launch/command-lines.js';
 import { proxyEnvironment, sandboxPathFor } from '../launch/environment.js';
 import { templateEntryOf } from '../launch/template-entry.js';
@@ -16,7 +16,23 @@ import { processLimitReached } from '../limits/notes.js';
 import { isStillAlive, sandboxGone, type LiveSandbox } from '../sandbox/registry.js';
 import { specNetwork, type SandboxSpec, type SpecUser } from '../sandbox/spec.js';
 import type { LocalSettings } from '../settings.js';
+import { isOutOfProcesses } from '../system/user-processes.js';
 import { CancelledError, captureCommand, killProcessGroup, SpawnFailedError, type CaptureResult } from './capture.js';
+
+/** What an entry that could not start its command could not do (userProcessLimitIfShort's `failed`). */
+const NOTHING_RAN = 'the command could not be started (nothing ran)';
+
+/**
+ * nsenter's own failure to fork the entry's first process, for want of processes or memory
+ * (util-linux: `err(EXIT_FAILURE, "fork failed")`), as the entry's whole output.
+ */
+function isNsenterForkFailure(r: CaptureResult): boolean {
+  return (
+    r.exitCode === 1 &&
+    r.stdout.length === 0 &&
+    /^nsenter: fork failed: (Resource temporarily unavailable|Cannot allocate memory)\n?$/.test(r.stderr.toString('utf8'))
+  );
+}
 
 /** How one command runs inside a sandbox (see CaptureOpts). */
 export interface SandboxRunOpts {
@@ -167,6 +183,13 @@ export class CommandRunner {
       if (sb.spec.limits && r.exitCode === REFUSED_EXIT && r.stderr.toString('utf8').trim() === REFUSED_MESSAGE) {
         throw processLimitReached(sb.spec.limits.processes, opts.role);
       }
+      // nsenter could not fork the entry's first process: nothing ran. Named only when the host's
+      // own count shows the server's user near its limit (a command printing the same line with
+      // nothing else, then, is read as the limit it is at); otherwise the output stays as it is.
+      if (isNsenterForkFailure(r)) {
+        const named = userProcessLimitIfShort(NOTHING_RAN);
+        if (named) throw named;
+      }
       return r;
     } catch (e) {
       if (e instanceof CancelledError) throw cancelledBeforeStart();
@@ -175,7 +198,7 @@ export class CommandRunner {
           if (sb.spec.root) throw new ProviderError('unavailable', { code: 'perl_missing', detail: LOCAL_DETAILS.perlMissing });
           throw new ProviderError('unavailable', { code: 'nsenter_missing', detail: LOCAL_DETAILS.nsenterMissing });
         }
-        throw hostResourcesError(e.code);
+        throw (isOutOfProcesses(e.code) ? userProcessLimitIfShort(NOTHING_RAN) : null) ?? hostResourcesError(e.code);
       }
       throw e;
     } finally {

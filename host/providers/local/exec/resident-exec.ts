@@ -8,8 +8,7 @@ import type { ResidentChannel } from '../../resident-channel.js';
 import { outOfProcessesError, requestExec, type ResidentExecRun } from '../../resident-exec.js';
 import type { ExecRole, PromotableOutcome } from '../../provider.js';
 import { definedFields } from '../../../util/defined-fields.js';
-import { LOCAL_DETAILS, userProcessLimitError } from '../errors.js';
-import { FIRST_CALL_TASKS, shortOfProcesses } from '../system/user-processes.js';
+import { LOCAL_DETAILS, userProcessLimitIfShort } from '../errors.js';
 import { COMMAND_OOM_SCORE_ADJ } from '../limits/entry-prelude.js';
 import { LimitWatch } from '../limits/limit-watch.js';
 import { processLimitReached } from '../limits/notes.js';
@@ -94,6 +93,5 @@ function refusal(sb: LiveSandbox, role: ExecRole, code: string): ProviderError {
  * counts against it for a server that is not root), else the agent's word as it is.
  */
 export function commandOutOfProcesses(what: 'command' | 'task'): ProviderError {
-  const short = shortOfProcesses(FIRST_CALL_TASKS);
-  return short ? userProcessLimitError(short, `the ${what} could not be started (nothing ran)`) : outOfProcessesError();
+  return userProcessLimitIfShort(`the ${what} could not be started (nothing ran)`) ?? outOfProcessesError();
 }
