@@ -243,6 +243,37 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
       },
     );
 
+    /** A sandbox created with 40 processes left and called once (`echo hi` ran): a later test's subject. */
+    async function sandboxCalledOnce(): Promise<string> {
+      await free(Math.max(0, 40 - (LIMIT - countTasksOf(UID))));
+      const r = await create('with 40 processes left');
+      expect(r.isError, JSON.stringify(r.content)).toBeFalsy();
+      const sandboxId = (r.structuredContent as { sandbox_id: string }).sandbox_id;
+      const first = await echoIn(sandboxId, 'the first run_command');
+      expect(first.structuredContent).toMatchObject({ exit_code: 0, stdout: 'hi\n' });
+      return sandboxId;
+    }
+
+    /**
+     * One run_command of `echo hi` with what is left now (`how`: the sandbox's state, for the
+     * message), noted in `outcomes`: it ran, or it named the limit. True when it named the limit.
+     */
+    async function echoNoted(sandboxId: string, outcomes: string[], how = ''): Promise<boolean> {
+      const left = LIMIT - countTasksOf(UID);
+      const what = `run_command with ${left} processes left${how} (after ${outcomes.join(', ')})`;
+      const call = await echoIn(sandboxId, what);
+      outcomes.push(`${left}: ${call.isError ? 'limit' : 'ran'}`);
+      if (!call.isError) {
+        expect(call.structuredContent, what).toMatchObject({ exit_code: 0, stdout: 'hi\n', stderr: '' });
+        return false;
+      }
+      const error = errorOf(call);
+      expect(error, what).toMatchObject({ category: 'insufficient_resources', code: 'user_process_limit' });
+      expect(error.suggestion, what).toContain(`uid ${UID}`);
+      expect(error.suggestion, what).toMatch(/the command could not be started \(nothing ran\)/);
+      return true;
+    }
+
     it(
       'a sandbox whose user reaches the limit later: with 6 down to 0 left each run_command runs or names the limit (never exit_code null, never unanswered); freed, the next runs',
       { timeout: 240_000 },
@@ -250,39 +281,18 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
         // Measured before the fix (a sandbox made with 40 left, called once, its uid then filled):
         // 6 left, exit_code null and no output; 5, its supervisor stuck in node's start (waiting
         // for a platform worker it could not create), no answer in 15 s; 0, exit_code null.
-        await free(Math.max(0, 40 - (LIMIT - countTasksOf(UID))));
-        const r = await create('with 40 processes left');
-        expect(r.isError).toBeFalsy();
-        const sandboxId = (r.structuredContent as { sandbox_id: string }).sandbox_id;
-        const first = await echoIn(sandboxId, 'the first run_command');
-        expect(first.structuredContent).toMatchObject({ exit_code: 0, stdout: 'hi\n' });
+        const sandboxId = await sandboxCalledOnce();
         const outcomes: string[] = [];
-        /** One run_command with what is left now: true when it named the limit, false when it ran `echo hi`. */
-        async function callNoted(): Promise<boolean> {
-          const left = LIMIT - countTasksOf(UID);
-          const what = `run_command with ${left} processes left (after ${outcomes.join(', ')})`;
-          const call = await echoIn(sandboxId, what);
-          outcomes.push(`${left}: ${call.isError ? 'limit' : 'ran'}`);
-          if (!call.isError) {
-            expect(call.structuredContent, what).toMatchObject({ exit_code: 0, stdout: 'hi\n' });
-            return false;
-          }
-          const error = errorOf(call);
-          expect(error, what).toMatchObject({ category: 'insufficient_resources', code: 'user_process_limit' });
-          expect(error.suggestion).toContain(`uid ${UID}`);
-          expect(error.suggestion).toMatch(/the command could not be started/);
-          return true;
-        }
         for (const headroom of [6, 5, 4, 3, 2, 1, 0]) {
           await fillTo(headroom);
-          await callNoted();
+          await echoNoted(sandboxId, outcomes);
         }
         // At 0 left a supervisor waiting with its shell started runs `echo hi` without a new
         // process; the next has none waiting (none could be booted ahead) and must name the limit.
         let isNamed = false;
         for (let i = 0; i < 4 && !isNamed; i++) {
           await fillTo(0);
-          isNamed = await callNoted();
+          isNamed = await echoNoted(sandboxId, outcomes);
         }
         expect(isNamed, outcomes.join(', ')).toBe(true);
         // The way out the error names: with processes freed, the same sandbox runs commands again.
@@ -304,21 +314,13 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
         // wait) and the start waited its 20 s for a first status. Now a supervisor aborted within
         // 2 s of its spawn, or killed below a started node's threads at 2-3 s, never started its
         // task: the command runs plain, or the call names the limit.
-        await free(Math.max(0, 40 - (LIMIT - countTasksOf(UID))));
-        const r = await create('with 40 processes left');
-        const sandboxId = (r.structuredContent as { sandbox_id: string }).sandbox_id;
-        await echoIn(sandboxId, 'the first run_command');
+        const sandboxId = await sandboxCalledOnce();
         const outcomes: string[] = [];
         for (const headroom of [5, 4, 3, 2, 1, 0]) {
           // The supervisors waiting from the last call retire after 3 s idle (SANDBOX_AGENT_WARM_IDLE_MS).
           await new Promise((resolve) => setTimeout(resolve, 3600));
           await fillTo(headroom);
-          const left = LIMIT - countTasksOf(UID);
-          const what = `run_command with ${left} processes left (after ${outcomes.join(', ')})`;
-          const call = await echoIn(sandboxId, what);
-          outcomes.push(`${left}: ${call.isError ? 'limit' : 'ran'}`);
-          if (call.isError) expect(errorOf(call), what).toMatchObject({ category: 'insufficient_resources', code: 'user_process_limit' });
-          else expect(call.structuredContent, what).toMatchObject({ exit_code: 0, stdout: 'hi\n' });
+          await echoNoted(sandboxId, outcomes);
           // Room again for the next boot (each call's leftovers go on their own).
           await free(Math.max(0, 10 - (LIMIT - countTasksOf(UID))));
         }
@@ -346,25 +348,14 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
         // Measured before: with 1 left the call went the nsenter way and answered exit_code 1 with
         // "nsenter: fork failed: Resource temporarily unavailable" as the command's stderr; with 0
         // the server's own spawn failed and the call said the machine was out of processes.
-        await free(Math.max(0, 40 - (LIMIT - countTasksOf(UID))));
-        const r = await create('with 40 processes left');
-        const sandboxId = (r.structuredContent as { sandbox_id: string }).sandbox_id;
-        await echoIn(sandboxId, 'the first run_command');
+        const sandboxId = await sandboxCalledOnce();
         const outcomes: string[] = [];
         for (const headroom of [3, 2, 1, 0]) {
           const residents = residentsOf(UID);
           for (const pid of residents) process.kill(pid, 'SIGKILL');
           await waitFor(() => residents.every((pid) => realUidOf(pid) === null), 'the resident to be gone');
           await fillTo(headroom);
-          const left = LIMIT - countTasksOf(UID);
-          const what = `run_command with ${left} processes left and no resident (after ${outcomes.join(', ')})`;
-          const call = await echoIn(sandboxId, what);
-          outcomes.push(`${left}: ${call.isError ? 'limit' : 'ran'}`);
-          if (call.isError) {
-            const error = errorOf(call);
-            expect(error, what).toMatchObject({ category: 'insufficient_resources', code: 'user_process_limit' });
-            expect(error.suggestion, what).toMatch(/the command could not be started \(nothing ran\)/);
-          } else expect(call.structuredContent, what).toMatchObject({ exit_code: 0, stdout: 'hi\n', stderr: '' });
+          await echoNoted(sandboxId, outcomes, ' and no resident');
         }
         // With none left not even the server's own spawn of the entry fits.
         expect(outcomes.at(-1), outcomes.join(', ')).toMatch(/^0: limit$/);
@@ -382,10 +373,7 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
       async () => {
         // Measured before: out_of_processes ("a process limit of the user the sandbox runs as, or
         // of the machine"), where run_command at the same point names the server's user's limit.
-        await free(Math.max(0, 40 - (LIMIT - countTasksOf(UID))));
-        const r = await create('with 40 processes left');
-        const sandboxId = (r.structuredContent as { sandbox_id: string }).sandbox_id;
-        await echoIn(sandboxId, 'the first run_command');
+        const sandboxId = await sandboxCalledOnce();
         // The supervisors waiting from that call retire after 3 s idle (SANDBOX_AGENT_WARM_IDLE_MS).
         await new Promise((resolve) => setTimeout(resolve, 3600));
         await fillTo(0);
