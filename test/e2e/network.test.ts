@@ -14,12 +14,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { readKeeperRecord, type KeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import { isAlive as isProcAlive } from '../../host/providers/local/system/proc.js';
 import { connectStdio, ok, serverEnv, toolError, type StdioServer } from '../support/built-server.js';
 import { HOST_JS } from '../support/paths.js';
 import { isRootOrSkipping, requireCommands, requireSandboxes } from '../support/prerequisites.js';
+import { holdNamespace } from '../support/processes.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
@@ -56,6 +57,17 @@ function inNetNs(netNs: string): string[] {
       return false;
     }
   });
+}
+
+/**
+ * The network namespace of a sandbox's pid 1, held until the test ends: once the sandbox is gone,
+ * inNetNs must not find a sandbox another test file has made since in a namespace given the same
+ * number (test/support/processes.ts, holdNamespace).
+ */
+function heldNetNamespaceOf(pid1: number): string {
+  const held = holdNamespace(pid1, 'net');
+  onTestFinished(() => held.release());
+  return held.name;
 }
 
 const stateDir = tempStateDir();
@@ -181,7 +193,7 @@ describe('network through the MCP server', () => {
     // The proxy, its helper and the port end with the sandbox.
     const dir = join(stateDir, 'local', id.replace('local:', ''));
     const keeper = JSON.parse(readFileSync(join(dir, 'keeper.json'), 'utf8')) as KeeperRecord;
-    const netNs = readlinkSync(`/proc/${keeper.pid1.pid}/ns/net`);
+    const netNs = heldNetNamespaceOf(keeper.pid1.pid);
     await ok(s.client, 'kill_sandbox', { sandbox_id: id });
     expect(await get(url)).toBe('failed: ECONNREFUSED');
     expect(inNetNs(netNs)).toEqual([]);
@@ -372,7 +384,7 @@ describe.skipIf(!asRoot)('network through the MCP server running as an ordinary 
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
     await waitFor(async () => (await get(url)) === 'served as nobody\n', 'the task to serve at the exposed URL');
 
-    const netNs = readlinkSync(`/proc/${keeper.pid1.pid}/ns/net`);
+    const netNs = heldNetNamespaceOf(keeper.pid1.pid);
     await ok(u!.client, 'kill_sandbox', { sandbox_id: id });
     expect(await get(url)).toBe('failed: ECONNREFUSED');
     expect(inNetNs(netNs)).toEqual([]);
