@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import { readKeeperRecord, type KeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import { isAlive as isProcAlive } from '../../host/providers/local/system/proc.js';
 import { connectStdio, ok, serverEnv, toolError, type StdioServer } from '../support/built-server.js';
+import { holdClosedPort, type ClosedPort } from '../support/closed-port.js';
 import { HOST_JS } from '../support/paths.js';
 import { isRootOrSkipping, requireCommands, requireSandboxes } from '../support/prerequisites.js';
 import { holdNamespace } from '../support/processes.js';
@@ -85,16 +86,17 @@ const two = createServer((_req, res) => {
 });
 let p1 = 0;
 let p2 = 0;
-/** A loopback port nobody listens on (allowed: a destination the proxy cannot reach). */
+/** A loopback port nobody listens on, held so for the whole file (allowed: a destination the proxy cannot reach). */
 let pClosed = 0;
+let closed: ClosedPort | undefined;
 let env: Record<string, string>;
 let s: StdioServer | undefined;
 
 beforeAll(async () => {
   requireSandboxes();
-  const spare = createServer();
-  [p1, p2, pClosed] = await Promise.all([listen(one), listen(two), listen(spare)]);
-  spare.close();
+  requireCommands(['python3']);
+  [p1, p2, closed] = await Promise.all([listen(one), listen(two), holdClosedPort()]);
+  pClosed = closed.port;
   env = {
     SANDBOX_MCP_STATE_DIR: stateDir,
     SANDBOX_MCP_NETWORK_ALLOW: `127.0.0.1:${p1},localhost:${p2},@packages,no-such-host.invalid,127.0.0.1:${pClosed}`,
@@ -105,6 +107,7 @@ afterAll(async () => {
   await destroyStateDir(stateDir);
   one.close();
   two.close();
+  closed?.release();
 });
 
 describe('network through the MCP server', () => {
