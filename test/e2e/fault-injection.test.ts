@@ -8,10 +8,10 @@
 // Random choices come from one seed (FAULT_SEED, default below), printed with any failure.
 import { existsSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { isAlive as isProcAlive, type ProcIdentity } from '../../host/providers/local/system/proc.js';
 import { localServers, ok, type StdioServer, toolError } from '../support/built-server.js';
-import { cmdline, isRunning, pidNamespace, runningIn, runningWith } from '../support/processes.js';
+import { cmdline, holdNamespace, isRunning, runningIn, runningWith } from '../support/processes.js';
 import { waitFor } from '../support/wait.js';
 
 const SEED = Number(process.env.FAULT_SEED ?? 20261130);
@@ -76,6 +76,7 @@ function sandboxProcesses(sandboxId: string): {
   bwrap: number;
   pid1: number;
   namespace: string;
+  releaseNamespace: () => void;
   cgroups: string[];
 } {
   const rec = JSON.parse(readFileSync(join(stateDir, 'local', sandboxId.replace(/^local:/, ''), 'keeper.json'), 'utf8')) as {
@@ -84,9 +85,19 @@ function sandboxProcesses(sandboxId: string): {
     pid1: { pid: number };
     cgroups: string[];
   };
-  const namespace = pidNamespace(rec.pid1.pid);
-  if (!namespace) throw new Error('the sandbox pid 1 is not running');
-  return { keeper: rec.keeper.pid, keeperIdentity: rec.keeper, bwrap: rec.bwrap.pid, pid1: rec.pid1.pid, namespace, cgroups: rec.cgroups };
+  // Held until the sandbox is seen gone: once free, its number could name the pid namespace of a
+  // sandbox another test file has just made, whose processes would then look left behind.
+  const held = holdNamespace(rec.pid1.pid, 'pid');
+  onTestFinished(() => held.release());
+  return {
+    keeper: rec.keeper.pid,
+    keeperIdentity: rec.keeper,
+    bwrap: rec.bwrap.pid,
+    pid1: rec.pid1.pid,
+    namespace: held.name,
+    releaseNamespace: held.release,
+    cgroups: rec.cgroups,
+  };
 }
 
 /**
@@ -133,6 +144,7 @@ async function expectNothingLeft(procs: ReturnType<typeof sandboxProcesses>, san
   await waitFor(() => runningWith(entersSandbox).length === 0, `${where} nsenter into the sandbox to end`);
   for (const cgroup of procs.cgroups) expect(existsSync(cgroup), `${where} cgroup left behind`).toBe(false);
   expect(existsSync(join(stateDir, 'local', sandboxId.replace(/^local:/, ''))), `${where} state directory left behind`).toBe(false);
+  procs.releaseNamespace();
 }
 
 describe('fault injection (kill -9 of server, supervisor, keeper, resident agent during a running task)', () => {

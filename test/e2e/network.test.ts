@@ -14,12 +14,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { readKeeperRecord, type KeeperRecord } from '../../host/providers/local/sandbox/state-dir.js';
 import { isAlive as isProcAlive } from '../../host/providers/local/system/proc.js';
 import { connectStdio, ok, serverEnv, toolError, type StdioServer } from '../support/built-server.js';
+import { holdClosedPort, type ClosedPort } from '../support/closed-port.js';
 import { HOST_JS } from '../support/paths.js';
 import { isRootOrSkipping, requireCommands, requireSandboxes } from '../support/prerequisites.js';
+import { holdNamespace } from '../support/processes.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
@@ -58,6 +60,17 @@ function inNetNs(netNs: string): string[] {
   });
 }
 
+/**
+ * The network namespace of a sandbox's pid 1, held until the test ends: once the sandbox is gone,
+ * inNetNs must not find a sandbox another test file has made since in a namespace given the same
+ * number (test/support/processes.ts, holdNamespace).
+ */
+function heldNetNamespaceOf(pid1: number): string {
+  const held = holdNamespace(pid1, 'net');
+  onTestFinished(() => held.release());
+  return held.name;
+}
+
 const stateDir = tempStateDir();
 const hits = { one: 0, two: 0 };
 /** The Host header of each request server one received. */
@@ -73,16 +86,17 @@ const two = createServer((_req, res) => {
 });
 let p1 = 0;
 let p2 = 0;
-/** A loopback port nobody listens on (allowed: a destination the proxy cannot reach). */
+/** A loopback port nobody listens on, held so for the whole file (allowed: a destination the proxy cannot reach). */
 let pClosed = 0;
+let closed: ClosedPort | undefined;
 let env: Record<string, string>;
 let s: StdioServer | undefined;
 
 beforeAll(async () => {
   requireSandboxes();
-  const spare = createServer();
-  [p1, p2, pClosed] = await Promise.all([listen(one), listen(two), listen(spare)]);
-  spare.close();
+  requireCommands(['python3']);
+  [p1, p2, closed] = await Promise.all([listen(one), listen(two), holdClosedPort()]);
+  pClosed = closed.port;
   env = {
     SANDBOX_MCP_STATE_DIR: stateDir,
     SANDBOX_MCP_NETWORK_ALLOW: `127.0.0.1:${p1},localhost:${p2},@packages,no-such-host.invalid,127.0.0.1:${pClosed}`,
@@ -93,6 +107,7 @@ afterAll(async () => {
   await destroyStateDir(stateDir);
   one.close();
   two.close();
+  closed?.release();
 });
 
 describe('network through the MCP server', () => {
@@ -181,7 +196,7 @@ describe('network through the MCP server', () => {
     // The proxy, its helper and the port end with the sandbox.
     const dir = join(stateDir, 'local', id.replace('local:', ''));
     const keeper = JSON.parse(readFileSync(join(dir, 'keeper.json'), 'utf8')) as KeeperRecord;
-    const netNs = readlinkSync(`/proc/${keeper.pid1.pid}/ns/net`);
+    const netNs = heldNetNamespaceOf(keeper.pid1.pid);
     await ok(s.client, 'kill_sandbox', { sandbox_id: id });
     expect(await get(url)).toBe('failed: ECONNREFUSED');
     expect(inNetNs(netNs)).toEqual([]);
@@ -372,7 +387,7 @@ describe.skipIf(!asRoot)('network through the MCP server running as an ordinary 
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
     await waitFor(async () => (await get(url)) === 'served as nobody\n', 'the task to serve at the exposed URL');
 
-    const netNs = readlinkSync(`/proc/${keeper.pid1.pid}/ns/net`);
+    const netNs = heldNetNamespaceOf(keeper.pid1.pid);
     await ok(u!.client, 'kill_sandbox', { sandbox_id: id });
     expect(await get(url)).toBe('failed: ECONNREFUSED');
     expect(inNetNs(netNs)).toEqual([]);

@@ -9,7 +9,7 @@ import { existsSync, readFileSync, readlinkSync, readdirSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createLocalProvider, type EgressFailureReport } from '../../host/providers/local/local-provider.js';
 import { NETNS_HELPER_ARG } from '../../host/providers/local/network/netns-helper.js';
 import { readKeeperRecord, readSpec } from '../../host/providers/local/sandbox/state-dir.js';
@@ -17,6 +17,7 @@ import { isAlive } from '../../host/providers/local/system/proc.js';
 import type { Provider } from '../../host/providers/provider.js';
 import { KEEPER_SCRIPT } from '../support/paths.js';
 import { requireCommands, requireSandboxes } from '../support/prerequisites.js';
+import { holdNamespace } from '../support/processes.js';
 import { destroyStateDir, tempStateDir } from '../support/state-dir.js';
 import { waitFor } from '../support/wait.js';
 
@@ -47,6 +48,17 @@ function helpersIn(netNs: string, pidNs: string): number[] {
     }
   }
   return pids;
+}
+
+/**
+ * The network and pid namespaces of a sandbox's pid 1, held until the test ends: a look for what
+ * is left in them after the sandbox is gone must not find a sandbox another test file has made
+ * since, in a namespace given the same number (test/support/processes.ts, holdNamespace).
+ */
+function heldNamespacesOf(pid1: number): [net: string, pid: string] {
+  const held = [holdNamespace(pid1, 'net'), holdNamespace(pid1, 'pid')];
+  onTestFinished(() => held.forEach((h) => h.release()));
+  return [held[0]!.name, held[1]!.name];
 }
 
 /** True for the keeper's netns helper (`node keeper.cjs --netns-helper …`). */
@@ -255,8 +267,7 @@ describe('local sandbox egress allow-list', () => {
     const dir = join(stateDir, 'local', id);
     expect(readSpec(dir)?.allowOut).toEqual([`127.0.0.1:${p1}`, `127.0.0.1:${pTls}`, `localhost:${p2}`, `127.0.0.1:${pSlow}`]);
     const rec = readKeeperRecord(dir)!;
-    const netNs = readlinkSync(`/proc/${rec.pid1.pid}/ns/net`);
-    const pidNs = readlinkSync(`/proc/${rec.pid1.pid}/ns/pid`);
+    const [netNs, pidNs] = heldNamespacesOf(rec.pid1.pid);
     await provider.kill(id);
     expect(isAlive(rec.keeper)).toBe(false);
     expect(isAlive(rec.pid1)).toBe(false);
@@ -304,8 +315,7 @@ describe('local sandbox network argument', () => {
     const { sandbox_id: sb } = await provider.create({ timeoutS: 60, network: { allowOut: ['pypi.org'] } });
     created.push(sb);
     const rec = readKeeperRecord(join(stateDir, 'local', sb))!;
-    const netNs = readlinkSync(`/proc/${rec.pid1.pid}/ns/net`);
-    const pidNs = readlinkSync(`/proc/${rec.pid1.pid}/ns/pid`);
+    const [netNs, pidNs] = heldNamespacesOf(rec.pid1.pid);
     // The helper that made the proxy's socket idles a while before it is stopped. (The resident
     // agent's nsenter, once the keeper has started it, is in the network namespace too, outside
     // the sandbox's pid namespace: it ends with the sandbox as the helper does.)

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { build } from 'esbuild';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createLocalProvider } from '../../host/providers/local/local-provider.js';
 import { identify, isAlive, netNamespace, processesInNetNamespace } from '../../host/providers/local/system/proc.js';
 import { isMarkedEnding } from '../../host/providers/local/sandbox/registry.js';
@@ -17,6 +17,7 @@ import { DEFAULT_DISK_MB, defaultMaxMemoryMb, defaultMemoryMb } from '../../host
 import { cgroupSituation } from '../support/cgroup-situation.js';
 import { canFreezeProcesses, freezeProcesses } from '../support/freeze-process.js';
 import { cleanNodeEnv, localSandboxes } from '../support/local-sandboxes.js';
+import { holdNamespace } from '../support/processes.js';
 import { FIXTURES, KEEPER_SCRIPT } from '../support/paths.js';
 import { waitFor } from '../support/wait.js';
 
@@ -263,7 +264,11 @@ describe('local sandbox lifecycle', () => {
   it("kill returns only once no process is left in the sandbox's network namespace (one that entered it from outside included)", async () => {
     const { sandbox_id: id } = await create();
     const pid1 = keeperOf(id).pid1.pid;
-    const netNs = netNamespace(pid1)!;
+    // Held until the look below: once free, its number could name another test's new sandbox.
+    const held = holdNamespace(pid1, 'net');
+    onTestFinished(() => held.release());
+    const netNs = held.name;
+    expect(netNs).toBe(netNamespace(pid1));
     expect(netNs).not.toBe(netNamespace('self'));
     // A process that joined only the sandbox's network, as an nsenter's host-side half or the
     // keeper's netns helper does: the sandbox's pid namespace dying never reaches it.

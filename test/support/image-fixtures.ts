@@ -7,7 +7,7 @@ import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_pro
 import { createHash, generateKeyPairSync, createSign } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { connect, createServer as createNetServer } from 'node:net';
+import { createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { removeAtEnd, scratchDir } from './scratch.js';
@@ -139,12 +139,15 @@ export function freePort(): Promise<number> {
   });
 }
 
-function isListening(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => (socket.destroy(), resolve(true)));
-    socket.once('error', () => resolve(false));
-  });
+/** Whether a registry answers at 127.0.0.1:`port` (the Distribution API's version header, with or without auth). */
+async function isRegistryAt(port: number): Promise<boolean> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/v2/`, { signal: AbortSignal.timeout(5000) });
+    await res.arrayBuffer();
+    return res.headers.get('docker-distribution-api-version') === 'registry/2.0';
+  } catch {
+    return false;
+  }
 }
 
 /** A registry on the loopback, and its storage (blobs can be tampered with there). */
@@ -217,30 +220,46 @@ async function startTokenIssuer(
   return { server, realm: `http://127.0.0.1:${(server.address() as { port: number }).port}/token`, certPath };
 }
 
-/** Starts docker-registry on a free loopback port; with `tokenAuth`, behind a token issuer of ours. */
+/**
+ * Starts docker-registry on a free loopback port; with `tokenAuth`, behind a token issuer of ours.
+ * The port is free when asked for and taken by the registry a moment later: a process of the other
+ * test worker may bind it in between (its servers listen on ports the kernel picks), so a registry
+ * that could not bind is started again on another, and the port counts as the registry's only once
+ * what answers there is a registry (its API version header), never another test's server.
+ */
 export async function startRegistry(opts: { tokenAuth?: boolean } = {}): Promise<TestRegistry> {
   const dir = scratchDir('registry-');
   const storage = join(dir, 'storage');
-  const port = await freePort();
   const login = { username: 'tester', password: 'correct horse' };
   const issuer = opts.tokenAuth ? await startTokenIssuer(dir, login) : undefined;
   const auth = issuer
     ? `auth:\n  token:\n    realm: ${issuer.realm}\n    service: test-registry\n    issuer: test-issuer\n    rootcertbundle: ${issuer.certPath}\n`
     : '';
-  writeFileSync(
-    join(dir, 'config.yml'),
-    `version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: ${storage}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:${port}\n${auth}`,
-  );
-  const child: ChildProcess = spawn('docker-registry', ['serve', join(dir, 'config.yml')], { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
-  child.stdout!.on('data', (d: Buffer) => (log += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (log += d.toString()));
-  const host = `127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    if (await isListening(port)) break;
-    if (i > 100 || child.exitCode !== null) throw new Error(`docker-registry did not start: ${log.slice(-2000)}`);
-    await new Promise((r) => setTimeout(r, 50));
+  let child: ChildProcess;
+  let port: number;
+  for (let attempt = 1; ; attempt++) {
+    port = await freePort();
+    writeFileSync(
+      join(dir, 'config.yml'),
+      `version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: ${storage}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:${port}\n${auth}`,
+    );
+    child = spawn('docker-registry', ['serve', join(dir, 'config.yml')], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.on('data', (d: Buffer) => (log += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (log += d.toString()));
+    const exited = new Promise<void>((r) => child.once('close', () => r()));
+    let isServing = false;
+    for (let i = 0; i <= 100 && child.exitCode === null && !isServing; i++) {
+      isServing = await isRegistryAt(port);
+      if (!isServing) await new Promise((r) => setTimeout(r, 50));
+    }
+    if (isServing && child.exitCode === null) break;
+    child.kill('SIGKILL');
+    await exited;
+    if (attempt === 3 || !/address already in use/.test(log)) throw new Error(`docker-registry did not start: ${log.slice(-2000)}`);
+    log = '';
   }
+  const host = `127.0.0.1:${port}`;
   return {
     host,
     storage,

@@ -1,7 +1,7 @@
 // What is still running on this machine, read from /proc: whether a process lives, its group,
 // finding a task's supervisor from the host, and proving that nothing of a destroyed sandbox is
 // left.
-import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { parseProcStat } from '../../shared/proc-stat.js';
 
 // Set in a task's flags from the moment it starts exiting (the product's readStartTime reads it too).
@@ -68,6 +68,33 @@ export function pidNamespace(pid: number): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** A namespace held open by this process: its name stays its own until `release`. */
+export interface HeldNamespace {
+  /** As /proc shows it, e.g. `net:[4026532301]`. */
+  name: string;
+  release(): void;
+}
+
+/**
+ * Holds the `kind` namespace `pid` is in (an open descriptor of it), so that its number names it
+ * alone until released. The kernel gives a freed namespace number to the next namespace made on
+ * the machine (test/local/namespace-reuse.test.ts): a look for processes still in a dead
+ * sandbox's namespace, by number, could otherwise find the processes of a sandbox that another
+ * test file, in the other worker, has just created. Throws when `pid` is gone.
+ */
+export function holdNamespace(pid: number, kind: 'net' | 'pid'): HeldNamespace {
+  const fd = openSync(`/proc/${pid}/ns/${kind}`, 'r');
+  let isHeld = true;
+  return {
+    // Read through the descriptor: the namespace held, whatever `pid` has become since.
+    name: readlinkSync(`/proc/self/fd/${fd}`),
+    release: () => {
+      if (isHeld) closeSync(fd);
+      isHeld = false;
+    },
+  };
 }
 
 /** Running processes (zombies excluded) in the given pid namespace. */

@@ -11,6 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllowList } from '../../host/providers/network-policy.js';
 import type { EgressFailure } from '../../host/providers/local/network/egress-failures.js';
 import { startEgressProxy, type EgressProxy } from '../../host/providers/local/network/egress-proxy.js';
+import { holdClosedPort, type ClosedPort } from '../support/closed-port.js';
+import { requireCommands } from '../support/prerequisites.js';
 import { waitFor } from '../support/wait.js';
 
 function listen(server: Server | HttpServer): Promise<number> {
@@ -71,13 +73,15 @@ describe('egress proxy', () => {
   let proxyPort = 0;
   let originPort = 0;
   let echoPort = 0;
+  /** Refused while held (test/support/closed-port.ts): no server of the other worker can take it meanwhile. */
+  let closed: ClosedPort | undefined;
   let closedPort = 0;
 
   beforeAll(async () => {
     [originPort, echoPort, proxyPort] = await Promise.all([listen(origin), listen(echo), listen(listener)]);
-    const spare = createServer();
-    closedPort = await listen(spare);
-    spare.close();
+    requireCommands(['python3']);
+    closed = await holdClosedPort();
+    closedPort = closed.port;
     proxy = await startEgressProxy(listener, {
       entries: parseAllowList([
         `127.0.0.1:${originPort}`,
@@ -93,6 +97,7 @@ describe('egress proxy', () => {
     proxy?.close();
     origin.close();
     echo.close();
+    closed?.release();
   });
 
   it('forwards an allowed absolute-form request in origin form, without the proxy headers', async () => {
