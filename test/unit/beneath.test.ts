@@ -8,6 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BeneathDir, BeneathError, entryNames } from '../../host/util/beneath.js';
+import { allPids, pgidOf } from '../support/processes.js';
+import { waitFor } from '../support/wait.js';
 
 const top = realpathSync(mkdtempSync(join(tmpdir(), 'beneath-')));
 afterAll(() => rmSync(top, { recursive: true, force: true }));
@@ -92,11 +94,12 @@ describe('a walk beneath a root', () => {
 
   it('never reads outside while a process swaps the directory for a symlink (bounded: 400 to 20000 walks)', async () => {
     const { root, outside } = tree('race');
-    // The swapper: d moved away, a symlink to outside put in its place, then back, for at most 4000 rounds.
+    // The swapper: d moved away, a symlink to outside put in its place, then back, for at most 4000
+    // rounds; a process group of its own, so that its mv, ln or rm of the moment ends with it.
     const swapper = spawn(
       'sh',
       ['-c', 'i=0; while [ $i -lt 4000 ]; do mv d d.real; ln -s "$1" d; rm d; mv d.real d; i=$((i+1)); done', 'swap', outside],
-      { cwd: root, stdio: 'ignore' },
+      { cwd: root, stdio: 'ignore', detached: true },
     );
     const seen = new Map<string, number>();
     try {
@@ -114,7 +117,11 @@ describe('a walk beneath a root', () => {
         await new Promise((r) => setImmediate(r));
       }
     } finally {
-      swapper.kill('SIGKILL');
+      // The whole group, and gone before the file's cleanup: an mv still running would race the
+      // removal of the tree, which then fails (Node 20, 22) or, on Node 24 and later (rmSync's
+      // force takes the ENOENT of an entry moved away mid-walk as done), silently leaves the tree.
+      process.kill(-swapper.pid!, 'SIGKILL');
+      await waitFor(() => !allPids().some((pid) => pgidOf(pid) === swapper.pid), 'the swapper and its last mv, ln or rm to be gone');
     }
     expect([...seen.keys()].filter((k) => k.includes('HOST-MARKER'))).toEqual([]);
     expect(seen.get('inside') ?? 0).toBeGreaterThan(0);
