@@ -12,6 +12,10 @@ export interface ProcStat {
   pgid: number;
   /** Field 9: the kernel's per-process flags (PF_*). */
   flags: number;
+  /** Fields 14 and 15: CPU time spent, user and system, in clock ticks. */
+  cpuTicks: number;
+  /** Field 20: the number of threads. */
+  threads: number;
   /** Field 22: start time in clock ticks since boot; with the pid it identifies a process. */
   startTime: number;
 }
@@ -27,7 +31,9 @@ export function parseProcStat(text: string): ProcStat | null {
   const ppid = Number(fields[1]);
   const pgid = Number(fields[2]);
   const flags = Number(fields[6]);
+  const cpuTicks = Number(fields[11]) + Number(fields[12]);
+  const threads = Number(fields[17]);
   const startTime = Number(fields[19]);
-  if (!state || ![ppid, pgid, flags, startTime].every(Number.isSafeInteger)) return null;
-  return { state, ppid, pgid, flags, startTime };
+  if (!state || ![ppid, pgid, flags, cpuTicks, threads, startTime].every(Number.isSafeInteger)) return null;
+  return { state, ppid, pgid, flags, cpuTicks, threads, startTime };
 }

@@ -5,6 +5,7 @@ import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { nodeRelaunch } from '../../shared/agent-runtime.js';
+import { parseProcStat, type ProcStat } from '../../shared/proc-stat.js';
 import { LIMITS } from '../../shared/limits.js';
 import { TERMINAL_STATES, type TaskView } from '../../shared/protocol.js';
 import type { RunAs } from '../run-as.js';
@@ -264,21 +265,27 @@ const STUCK_CHECK_MS = 1000;
  * (measured: `--v8-pool-size=1` with room for one thread: 2 threads, main in a futex wait) and
  * never runs our code: it has neither read a hand-over nor spawned a command, so killing it
  * is safe, and the start then records it as not started (EAGAIN: out_of_processes). A node
- * still below the platform's threads at two looks a second apart, 2 s after its spawn, is stuck;
- * one that reached them is left alone for good.
+ * still below the platform's threads 2 s after its spawn, having spent no CPU and not waiting to
+ * run through two seconds of looks (a second apart), is stuck; one that reached the threads is
+ * left alone for good, and one merely slow (a machine so busy that node's start takes seconds: it
+ * spends CPU, or waits runnable) is looked at again.
  */
 export function killIfStuckStarting(child: ChildProcess, onStuck: () => void): void {
   const pid = child.pid;
   if (pid === undefined) return;
   const spawnedAt = Date.now();
   let looksStuck = 0;
+  let lastCpuTicks = -1;
   const timer = setInterval(() => {
-    const threads = threadsOf(pid);
-    if (child.exitCode !== null || child.signalCode !== null || threads === null || threads >= STARTED_NODE_THREADS) {
+    const stat = procStatOf(pid);
+    if (child.exitCode !== null || child.signalCode !== null || stat === null || stat.threads >= STARTED_NODE_THREADS) {
       clearInterval(timer);
       return;
     }
-    if (Date.now() - spawnedAt < STUCK_STARTING_MS || ++looksStuck < 2) return;
+    const isProgressing = stat.state === 'R' || stat.cpuTicks !== lastCpuTicks;
+    lastCpuTicks = stat.cpuTicks;
+    looksStuck = isProgressing ? 0 : looksStuck + 1;
+    if (Date.now() - spawnedAt < STUCK_STARTING_MS || looksStuck < 2) return;
     clearInterval(timer);
     onStuck();
     child.kill('SIGKILL');
@@ -297,16 +304,13 @@ export function abortedStarting(signal: NodeJS.Signals | null, spawnedAt: number
   return signal === 'SIGABRT' && Date.now() - spawnedAt < STUCK_STARTING_MS;
 }
 
-/** The number of threads of `pid` (/proc/PID/stat's 20th field), or null when it is gone or unreadable. */
-function threadsOf(pid: number): number | null {
-  let text: string;
+/** `pid`'s /proc stat, or null when it is gone or unreadable. */
+function procStatOf(pid: number): ProcStat | null {
   try {
-    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return parseProcStat(readFileSync(`/proc/${pid}/stat`, 'latin1'));
   } catch {
     return null;
   }
-  const n = Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[17]);
-  return Number.isSafeInteger(n) ? n : null;
 }
 
 /**

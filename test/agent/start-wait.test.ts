@@ -194,6 +194,16 @@ describe('a supervisor stuck in its start (killIfStuckStarting)', () => {
     expect(stuckSeenAlive).toBe(true);
   }, 10_000);
 
+  it('one below those threads that spends CPU (a start merely slow on a busy machine) is left alone', async () => {
+    // One thread, busy for 4.5 s (a bound: it ends by itself), where a stuck node waits in a futex.
+    const busy = 'import time\nt = time.time() + 4.5\nwhile time.time() < t: pass';
+    const child = spawn('python3', ['-c', busy], { stdio: 'ignore' });
+    let isStuck = false;
+    killIfStuckStarting(child, () => (isStuck = true));
+    const [code, signal] = (await once(child, 'exit')) as [number | null, string | null];
+    expect({ code, signal, isStuck }).toEqual({ code: 0, signal: null, isStuck: false });
+  }, 10_000);
+
   it('a node that has started is left alone', async () => {
     const child = spawn(process.execPath, ['--v8-pool-size=1', '-e', 'setTimeout(() => {}, 4500)'], { stdio: 'ignore' });
     let isStuck = false;
