@@ -68,6 +68,9 @@ async function sandboxWithNodeShim(s: StdioServer): Promise<string> {
   return sandbox;
 }
 
+/** Shell that waits until `path` exists, for 30 s at most: a command that must outlive a promotion window. */
+const untilExists = (path: string): string => `for i in $(seq 600); do [ -e ${path} ] && break; sleep 0.05; done`;
+
 /** Every agent operation a session uses, once or more, on `sandbox`. */
 async function everyAgentCall(s: StdioServer, sandbox: string): Promise<void> {
   const quick = await ok(s.client, 'start_task', { sandbox_id: sandbox, command: 'echo quick' });
@@ -81,8 +84,16 @@ async function everyAgentCall(s: StdioServer, sandbox: string): Promise<void> {
   expect((await ok(s.client, 'cancel_task', { sandbox_id: sandbox, task_id: long.task_id })).state).toBe('cancelled');
   expect((await ok(s.client, 'run_command', { sandbox_id: sandbox, command: 'echo fast' })).stdout).toBe('fast\n');
   expect((await ok(s.client, 'run_command', { sandbox_id: sandbox, command: 'echo waits', background_after: 0 })).stdout).toBe('waits\n');
-  const backgrounded = await ok(s.client, 'run_command', { sandbox_id: sandbox, command: 'sleep 2; echo late', background_after: 1 });
+  // It ends once the test has seen it go on as a task (a file says so; or after 30 s): its window
+  // starts after the start's first report, which a per-call agent on a loaded machine can take
+  // seconds to give, so a fixed `sleep 2` could end within a 1 s window.
+  const backgrounded = await ok(s.client, 'run_command', {
+    sandbox_id: sandbox,
+    command: `${untilExists('/tmp/late.go')}; echo late`,
+    background_after: 1,
+  });
   expect(backgrounded).toMatchObject({ backgrounded: true });
+  await ok(s.client, 'write_file', { sandbox_id: sandbox, path: '/tmp/late.go', content: '' });
   await waitFor(
     async () => (await ok(s.client, 'get_task', { sandbox_id: sandbox, task_id: backgrounded.task_id, wait: 5 })).stdout === 'late\n',
     'the promoted call to finish',
@@ -504,11 +515,12 @@ describe('the resident agent (local)', () => {
     // The call's envs reach a command supervised from the start (as task variables of the per-call start).
     const late = await ok(s.client, 'run_command', {
       sandbox_id: sandbox,
-      command: 'sleep 3; echo "late $CALL_VAR"',
+      command: `${untilExists('/tmp/late.go')}; echo "late $CALL_VAR"`,
       envs: { CALL_VAR: 'from-the-call' },
       background_after: 1,
     });
     expect(late).toMatchObject({ backgrounded: true, state: 'running' });
+    await ok(s.client, 'write_file', { sandbox_id: sandbox, path: '/tmp/late.go', content: '' });
     await waitFor(
       async () => (await ok(s.client, 'get_task', { sandbox_id: sandbox, task_id: late.task_id, wait: 5 })).state === 'succeeded',
       'the backgrounded call to end',
