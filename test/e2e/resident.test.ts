@@ -210,6 +210,7 @@ async function cgroupJoinsDuring(sandbox: string, calls: () => Promise<void>): P
 }
 
 describe('the resident agent (local)', () => {
+  // A bound for a broken run: 20 s at most in 48 runs of the suite (9 s typically), 24 s beside three busy loops.
   it('takes every agent call and command as a message: no node starts for any call, where a sandbox without one starts one per call', async () => {
     const s = await server();
     const sandbox = await sandboxWithNodeShim(s);
@@ -248,7 +249,7 @@ describe('the resident agent (local)', () => {
       [without, plain],
     ] as const)
       await ok(srv.client, 'kill_sandbox', { sandbox_id: id });
-  });
+  }, 180_000);
 
   it("starts one process for a run_code (its shell writes the file and execs the interpreter; the resident or the task's supervisor removes the file), where the shell used to stay for a trap and its rm", async () => {
     const s = await server();
@@ -276,6 +277,7 @@ describe('the resident agent (local)', () => {
     await ok(s.client, 'kill_sandbox', { sandbox_id: sandbox });
   });
 
+  // A bound for a broken run: 19 s at most in 48 runs of the suite (13 s typically).
   it("keeps run_code's file removal on a sandbox whose resident is older than the field (minor 9), or that has none: its command removes the file itself, by a trap", async () => {
     const old = await server({}, join(olderBuild(BEFORE_REMOVE_FILE), 'host.js'));
     const sandbox = (await ok(old.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
@@ -304,7 +306,7 @@ describe('the resident agent (local)', () => {
     const leftThere = { ...left, sandbox_id: plain };
     await waitFor(async () => (await ok(without.client, 'run_command', leftThere)).stdout === '0\n', 'no file left without a resident');
     await ok(without.client, 'kill_sandbox', { sandbox_id: plain });
-  });
+  }, 180_000);
 
   it('moves no command into a cgroup: run_command through the resident writes no cgroup.procs, where each command without one joins', async () => {
     const COMMANDS = 5;
@@ -407,6 +409,7 @@ describe('the resident agent (local)', () => {
     await ok(a.client, 'kill_sandbox', { sandbox_id: sandbox });
   });
 
+  // A bound for a broken run: 17 s at most in 48 runs of the suite (14 s typically: two quiet periods and a 7 s task).
   it('stops the resident after its quiet period (not a failure) and starts it again for the next call, from a connected server or a new one; a waiting call keeps it', async () => {
     const QUIET = { SANDBOX_MCP_RESIDENT_IDLE_EXIT_S: '3' };
     const a = await server(QUIET);
@@ -457,7 +460,7 @@ describe('the resident agent (local)', () => {
     });
     expect(runs.stdout).not.toMatch(/\bcall\b/);
     await ok(b.client, 'kill_sandbox', { sandbox_id: sandbox });
-  });
+  }, 180_000);
 
   it("keeps the agent's compiled code in its state folder (on Node 22+), and never hands a command that setting", async () => {
     const s = await server();
