@@ -252,10 +252,12 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
       const waiting = await ok(s.client, 'start_task', { command: 'sleep 60' });
       const seen = recordIncoming(s);
       const marker = 'OUT' + randomInt(1e9);
+      // 4 s at a 500 ms interval: two reports (expectSteadyProgress) even from a server whose event
+      // loop a loaded machine stalls for a while (2 s left one tick at 1.5 s in reach).
       const [fast, promotable, poll, silent] = await Promise.all([
-        callWithProgress(s.client, 'run_command', { command: `echo ${marker}; sleep 2` }),
-        callWithProgress(s.client, 'run_command', { command: `echo ${marker}; sleep 2`, background_after: 30 }),
-        callWithProgress(s.client, 'get_task', { sandbox_id: sb.sandbox_id, task_id: waiting.task_id, wait: 2 }),
+        callWithProgress(s.client, 'run_command', { command: `echo ${marker}; sleep 4` }),
+        callWithProgress(s.client, 'run_command', { command: `echo ${marker}; sleep 4`, background_after: 30 }),
+        callWithProgress(s.client, 'get_task', { sandbox_id: sb.sandbox_id, task_id: waiting.task_id, wait: 4 }),
         s.client.callTool({ name: 'run_command', arguments: { command: 'sleep 2' } }),
       ]);
       expect(fast.result.stdout).toBe(`${marker}\n`);
