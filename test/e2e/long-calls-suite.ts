@@ -155,7 +155,7 @@ export function describeLongCalls(provider: string, server: ServerFactory, opts:
         (
           await ok(s.client, 'run_command', { command: 'ls -A ~/.local/state/sandbox-agent/tasks | wc -l', background_after: 0 })
         ).stdout.trim();
-      await waitFor(async () => (await tasksLeft()) === '0', 'no task left behind', 10_000);
+      await waitFor(async () => (await tasksLeft()) === '0', 'no task left behind');
       if (opts.hasPrivateTmp) {
         expect((await ok(s.client, 'run_command', { command: 'ls /tmp | grep -c sandbox-mcp-code || true' })).stdout.trim()).toBe('0');
       }
