@@ -92,12 +92,23 @@ describe('a walk beneath a root', () => {
 
   it('never reads outside while a process swaps the directory for a symlink (bounded: 400 to 20000 walks)', async () => {
     const { root, outside } = tree('race');
-    // The swapper: d moved away, a symlink to outside put in its place, then back, for at most 4000 rounds.
+    // The swapper: d moved away, a symlink to outside put in its place, then back, for at most 4000
+    // rounds or until the stop file appears. Stopped that way and waited for, not killed: a killed
+    // sh leaves its running mv or ln behind, which could write into the tree while afterAll removes
+    // it (a full run once left this file's folder behind).
+    const stop = join(top, 'race', 'stop');
     const swapper = spawn(
       'sh',
-      ['-c', 'i=0; while [ $i -lt 4000 ]; do mv d d.real; ln -s "$1" d; rm d; mv d.real d; i=$((i+1)); done', 'swap', outside],
+      [
+        '-c',
+        'i=0; while [ $i -lt 4000 ] && [ ! -e "$2" ]; do mv d d.real; ln -s "$1" d; rm d; mv d.real d; i=$((i+1)); done',
+        'swap',
+        outside,
+        stop,
+      ],
       { cwd: root, stdio: 'ignore' },
     );
+    const swapperExited = new Promise((resolve) => swapper.once('exit', resolve));
     const seen = new Map<string, number>();
     try {
       // At least 400 walks, and on until one has read the real directory: on a busy machine the
@@ -114,7 +125,8 @@ describe('a walk beneath a root', () => {
         await new Promise((r) => setImmediate(r));
       }
     } finally {
-      swapper.kill('SIGKILL');
+      writeFileSync(stop, '');
+      await swapperExited;
     }
     expect([...seen.keys()].filter((k) => k.includes('HOST-MARKER'))).toEqual([]);
     expect(seen.get('inside') ?? 0).toBeGreaterThan(0);
