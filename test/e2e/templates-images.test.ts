@@ -749,17 +749,22 @@ describe('sandboxes on an image template, through the built server and a real MC
         }, 'the task to finish');
         expectAsUser(view, 'supervise');
         expect(view.state).toBe('succeeded');
-        // A call with background_after goes on as a task of the resident's, as the user too; it may
-        // still end within the wait on a loaded machine (then its answer is the result itself).
-        const promoted = await ok(client, 'run_command', { sandbox_id: id, command: `sleep 3; ${AS_USER}`, background_after: 1 });
-        if (promoted.backgrounded) {
-          await waitFor(async () => {
-            view = await ok(client, 'get_task', { sandbox_id: id, task_id: promoted.task_id, wait: 5 });
-            return view.state !== 'running';
-          }, 'the promoted call to finish');
-          expect(view.state).toBe('succeeded');
-          expectAsUser(view, 'supervise');
-        } else expectAsUser(promoted, 'supervise');
+        // A call with background_after goes on as a task of the resident's, as the user too. It goes
+        // on once the test has seen it promoted (a file says so), not after a fixed `sleep 3`: its
+        // window starts after the start's first report, which a loaded machine delays.
+        const promoted = await ok(client, 'run_command', {
+          sandbox_id: id,
+          command: `for i in $(seq 600); do [ -e /tmp/late.go ] && break; sleep 0.05; done; ${AS_USER}`,
+          background_after: 1,
+        });
+        expect(promoted.backgrounded).toBe(true);
+        await ok(client, 'write_file', { sandbox_id: id, path: '/tmp/late.go', content: '' });
+        await waitFor(async () => {
+          view = await ok(client, 'get_task', { sandbox_id: id, task_id: promoted.task_id, wait: 5 });
+          return view.state !== 'running';
+        }, 'the promoted call to finish');
+        expect(view.state).toBe('succeeded');
+        expectAsUser(view, 'supervise');
         // Agent calls are messages to the resident: counted in the sandbox's pid namespace (pids in
         // order), five get_task and a cancel start nothing once a supervisor of the resident's waits
         // (a per-call agent starts a shell and node, and node's threads, for each).
