@@ -9,6 +9,9 @@ export default defineConfig({
     setupFiles: ['./test/support/scratch-cleanup.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // expect.poll's ceiling, as waitFor's (test/support/wait.ts): a bound only a broken run
+    // reaches, never vitest's 1 s, which a loaded machine's browser or sandbox can outlast.
+    expect: { poll: { timeout: 30_000 } },
     // Real processes and sandboxes: two workers match this 2-core machine.
     pool: 'forks',
     maxWorkers: 2,

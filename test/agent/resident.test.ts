@@ -55,12 +55,23 @@ const sha = (s: string | Buffer) => createHash('sha256').update(s).digest('hex')
 /** The whole of both logs of a task, read from its directory. */
 const logs = (w: AgentWorld, id: string) => [0, 1].map((i) => readFileSync(join(taskDirOf(w, id), ['stdout.log', 'stderr.log'][i]!)));
 
-/** A command printing `lines` numbered lines on each stream in bursts, then exiting `code`: long enough to outlive a window. */
-function burstCommand(lines: number, bursts: number, code: number, secret?: string): string {
+/**
+ * A command printing `lines` numbered lines on each stream in bursts, then exiting `code`; with
+ * `gate`, it exits only once that file exists (see untilExists).
+ */
+function burstCommand(lines: number, bursts: number, code: number, secret?: string, gate?: string): string {
   const per = lines / bursts;
   const tail = secret ? `; echo "secret $${secret}" >&2` : '';
-  return `for j in $(seq 0 ${bursts - 1}); do awk -v j=$j 'BEGIN{for(i=j*${per}+1;i<=(j+1)*${per};i++){print "o" i; print "e" i > "/dev/stderr"}}'; sleep 0.05; done${tail}; exit ${code}`;
+  const wait = gate ? `; ${untilExists(gate)}` : '';
+  return `for j in $(seq 0 ${bursts - 1}); do awk -v j=$j 'BEGIN{for(i=j*${per}+1;i<=(j+1)*${per};i++){print "o" i; print "e" i > "/dev/stderr"}}'; sleep 0.05; done${tail}${wait}; exit ${code}`;
 }
+
+/**
+ * Shell that waits until `path` exists: a command that must outlive a promotion window waits for
+ * the test to see it promoted, not for a fixed time. The window starts once the start has its
+ * first report, so a loaded machine can spend much of a fixed time before it.
+ */
+const untilExists = (path: string): string => `until [ -e ${path} ]; do sleep 0.05; done`;
 
 function expectedBurst(lines: number, prefix: string): string {
   let s = '';
@@ -282,14 +293,16 @@ describe('promotion', () => {
     const w = world();
     const r = await startResident(w);
     const id = newTaskId();
+    const go = join(w.home, 'go');
     const res = await r.requestExec(
-      execRequest(burstCommand(120_000, 20, 3, 'API_TOKEN'), {
+      execRequest(burstCommand(120_000, 20, 3, 'API_TOKEN', go), {
         env: agentEnv(w, { API_TOKEN: secret }),
         timeout_ms: 120_000,
         promote: { task_id: id, after_ms: 300 },
       }),
     );
     expect(res.kind).toBe('promoted');
+    writeFileSync(go, '');
     // Its supervisor had recorded itself by the answer: the resident never read its output.
     const supervisor = readStatusJson(w, id).supervisor as { pid: number } | null;
     expect(supervisor).not.toBeNull();
@@ -307,15 +320,18 @@ describe('promotion', () => {
     const secret = 'abcdefghSECRET12';
     const w = world();
     const r = await startResident(w);
+    // The second half comes 0.6 s after the first, and once the test has seen the call promoted.
+    const go = join(w.home, 'go');
     const run = async (id: string, afterMs: number) =>
       await r.requestExec(
-        execRequest(`printf 'x %s' "\${TOKEN:0:8}"; sleep 0.6; printf '%s y\\n' "\${TOKEN:8}"`, {
+        execRequest(`printf 'x %s' "\${TOKEN:0:8}"; sleep 0.6; ${untilExists(go)}; printf '%s y\\n' "\${TOKEN:8}"`, {
           env: agentEnv(w, { TOKEN: secret }),
           promote: { task_id: id, after_ms: afterMs },
         }),
       );
     const promotedId = newTaskId();
     expect((await run(promotedId, 200)).kind).toBe('promoted');
+    writeFileSync(go, '');
     expect(await waitTerminal(w, promotedId)).toMatchObject({ state: 'succeeded', stdout: 'x [MASKED] y\n' });
     const inTime = await run(newTaskId(), 30_000);
     expect(inTime.kind).toBe('finished');

@@ -2,13 +2,15 @@
 // with RUN_AS_ENV, and the resident's `exec` (plain and promotable) and `start` with `run_as`,
 // start the command as those ids (an image's user), while the agent and the supervisor stay the
 // agent's own (root here); the variable reaches neither; a malformed value is refused, naming it.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { RUN_AS_ENV, RUN_AS_MINOR, type ExecResult } from '../../shared/protocol.js';
 import { cancelRequest, execRequest, startRequest, type ExecFields } from '../support/agent-requests.js';
 import { agentEnv, call, callView, newTaskId, taskDirOf, waitTerminal, worldsPerTest, type AgentWorld } from '../support/agent-world.js';
 import { requireBuild } from '../support/prerequisites.js';
+import { removeAtEnd } from '../support/scratch.js';
 import { isRunning } from '../support/processes.js';
 import { isWaitingForTask, startResident, toldShellOf, warmSupervisorsOf, type Resident } from '../support/resident-world.js';
 import { unlessTimedOut, waitFor } from '../support/wait.js';
@@ -68,8 +70,15 @@ describe("the resident's run_as (minor 9)", () => {
     // A promotable exec that ends in time (under a supervisor), and one promoted to a task.
     expect(stdoutOf(await execOf(r, w, WHO, { run_as: USER, promote: { task_id: newTaskId(), after_ms: 30_000 } }))).toBe(WHO_USER);
     const promotedId = newTaskId();
-    const promoted = await execOf(r, w, `sleep 1; ${WHO}`, { run_as: USER, promote: { task_id: promotedId, after_ms: 0 } });
+    // It goes on once the test has seen it promoted (a file its ids can see, in the run's 1777 temp
+    // folder), not after a fixed time that a loaded machine's start could spend before the window.
+    const go = removeAtEnd(join(tmpdir(), `run-as-go-${promotedId}`));
+    const promoted = await execOf(r, w, `until [ -e ${go} ]; do sleep 0.05; done; ${WHO}`, {
+      run_as: USER,
+      promote: { task_id: promotedId, after_ms: 0 },
+    });
     expect(promoted.kind).toBe('promoted');
+    writeFileSync(go, '');
     expect(await waitTerminal(w, promotedId)).toMatchObject({ state: 'succeeded', stdout: WHO_USER });
     expect(readFileSync(join(taskDirOf(w, promotedId), 'request.json'), 'utf8')).toContain('"run_as":{"uid":65534,"gid":65533}');
     // A start (as start_task's), its supervisor root and owning the task's files.

@@ -29,7 +29,8 @@ describe('long calls over Streamable HTTP', () => {
     await ok(client, 'create_sandbox', {});
     const progress: Progress[] = [];
     const [slow, promoted] = await Promise.all([
-      client.callTool({ name: 'run_command', arguments: { command: 'sleep 2; echo slow' } }, undefined, {
+      // 4 s at a 500 ms interval: two reports even from a server a loaded machine stalls for a while.
+      client.callTool({ name: 'run_command', arguments: { command: 'sleep 4; echo slow' } }, undefined, {
         onprogress: (p) => progress.push(p),
       }),
       ok(client, 'run_command', { command: 'sleep 30', background_after: 1 }),

@@ -506,6 +506,7 @@ describe('against the e2b fake', () => {
     await fake?.close();
   });
 
+  // A bound for a broken run: 24 s at most in 48 runs of the suite (5 s typically).
   it('ls, logs, cancel and kill work on e2b sandboxes through the same agent protocol', async () => {
     const server = await connectStdio(fake.env, ['--provider', 'e2b']);
     let sb: string;
@@ -530,5 +531,5 @@ describe('against the e2b fake', () => {
     expect(JSON.parse(ended.stdout)).toEqual({ sandbox_id: sb, task_id: taskId, state: 'failed', exit_code: 3, confirmed: true });
     expect(await cli(['kill', sb], env)).toEqual({ code: 0, stdout: `killed ${sb}\n`, stderr: '' });
     expect(fake.sandbox(sb.replace(/^e2b:/, ''))).toBeUndefined();
-  });
+  }, 180_000);
 });

@@ -68,6 +68,9 @@ async function sandboxWithNodeShim(s: StdioServer): Promise<string> {
   return sandbox;
 }
 
+/** Shell that waits until `path` exists, for 30 s at most: a command that must outlive a promotion window. */
+const untilExists = (path: string): string => `for i in $(seq 600); do [ -e ${path} ] && break; sleep 0.05; done`;
+
 /** Every agent operation a session uses, once or more, on `sandbox`. */
 async function everyAgentCall(s: StdioServer, sandbox: string): Promise<void> {
   const quick = await ok(s.client, 'start_task', { sandbox_id: sandbox, command: 'echo quick' });
@@ -81,8 +84,16 @@ async function everyAgentCall(s: StdioServer, sandbox: string): Promise<void> {
   expect((await ok(s.client, 'cancel_task', { sandbox_id: sandbox, task_id: long.task_id })).state).toBe('cancelled');
   expect((await ok(s.client, 'run_command', { sandbox_id: sandbox, command: 'echo fast' })).stdout).toBe('fast\n');
   expect((await ok(s.client, 'run_command', { sandbox_id: sandbox, command: 'echo waits', background_after: 0 })).stdout).toBe('waits\n');
-  const backgrounded = await ok(s.client, 'run_command', { sandbox_id: sandbox, command: 'sleep 2; echo late', background_after: 1 });
+  // It ends once the test has seen it go on as a task (a file says so; or after 30 s): its window
+  // starts after the start's first report, which a per-call agent on a loaded machine can take
+  // seconds to give, so a fixed `sleep 2` could end within a 1 s window.
+  const backgrounded = await ok(s.client, 'run_command', {
+    sandbox_id: sandbox,
+    command: `${untilExists('/tmp/late.go')}; echo late`,
+    background_after: 1,
+  });
   expect(backgrounded).toMatchObject({ backgrounded: true });
+  await ok(s.client, 'write_file', { sandbox_id: sandbox, path: '/tmp/late.go', content: '' });
   await waitFor(
     async () => (await ok(s.client, 'get_task', { sandbox_id: sandbox, task_id: backgrounded.task_id, wait: 5 })).stdout === 'late\n',
     'the promoted call to finish',
@@ -199,6 +210,7 @@ async function cgroupJoinsDuring(sandbox: string, calls: () => Promise<void>): P
 }
 
 describe('the resident agent (local)', () => {
+  // A bound for a broken run: 20 s at most in 48 runs of the suite (9 s typically), 24 s beside three busy loops.
   it('takes every agent call and command as a message: no node starts for any call, where a sandbox without one starts one per call', async () => {
     const s = await server();
     const sandbox = await sandboxWithNodeShim(s);
@@ -237,7 +249,7 @@ describe('the resident agent (local)', () => {
       [without, plain],
     ] as const)
       await ok(srv.client, 'kill_sandbox', { sandbox_id: id });
-  });
+  }, 180_000);
 
   it("starts one process for a run_code (its shell writes the file and execs the interpreter; the resident or the task's supervisor removes the file), where the shell used to stay for a trap and its rm", async () => {
     const s = await server();
@@ -265,6 +277,7 @@ describe('the resident agent (local)', () => {
     await ok(s.client, 'kill_sandbox', { sandbox_id: sandbox });
   });
 
+  // A bound for a broken run: 19 s at most in 48 runs of the suite (13 s typically).
   it("keeps run_code's file removal on a sandbox whose resident is older than the field (minor 9), or that has none: its command removes the file itself, by a trap", async () => {
     const old = await server({}, join(olderBuild(BEFORE_REMOVE_FILE), 'host.js'));
     const sandbox = (await ok(old.client, 'create_sandbox', { timeout: 600 })).sandbox_id as string;
@@ -293,7 +306,7 @@ describe('the resident agent (local)', () => {
     const leftThere = { ...left, sandbox_id: plain };
     await waitFor(async () => (await ok(without.client, 'run_command', leftThere)).stdout === '0\n', 'no file left without a resident');
     await ok(without.client, 'kill_sandbox', { sandbox_id: plain });
-  });
+  }, 180_000);
 
   it('moves no command into a cgroup: run_command through the resident writes no cgroup.procs, where each command without one joins', async () => {
     const COMMANDS = 5;
@@ -396,6 +409,7 @@ describe('the resident agent (local)', () => {
     await ok(a.client, 'kill_sandbox', { sandbox_id: sandbox });
   });
 
+  // A bound for a broken run: 17 s at most in 48 runs of the suite (14 s typically: two quiet periods and a 7 s task).
   it('stops the resident after its quiet period (not a failure) and starts it again for the next call, from a connected server or a new one; a waiting call keeps it', async () => {
     const QUIET = { SANDBOX_MCP_RESIDENT_IDLE_EXIT_S: '3' };
     const a = await server(QUIET);
@@ -446,7 +460,7 @@ describe('the resident agent (local)', () => {
     });
     expect(runs.stdout).not.toMatch(/\bcall\b/);
     await ok(b.client, 'kill_sandbox', { sandbox_id: sandbox });
-  });
+  }, 180_000);
 
   it("keeps the agent's compiled code in its state folder (on Node 22+), and never hands a command that setting", async () => {
     const s = await server();
@@ -504,11 +518,12 @@ describe('the resident agent (local)', () => {
     // The call's envs reach a command supervised from the start (as task variables of the per-call start).
     const late = await ok(s.client, 'run_command', {
       sandbox_id: sandbox,
-      command: 'sleep 3; echo "late $CALL_VAR"',
+      command: `${untilExists('/tmp/late.go')}; echo "late $CALL_VAR"`,
       envs: { CALL_VAR: 'from-the-call' },
       background_after: 1,
     });
     expect(late).toMatchObject({ backgrounded: true, state: 'running' });
+    await ok(s.client, 'write_file', { sandbox_id: sandbox, path: '/tmp/late.go', content: '' });
     await waitFor(
       async () => (await ok(s.client, 'get_task', { sandbox_id: sandbox, task_id: late.task_id, wait: 5 })).state === 'succeeded',
       'the backgrounded call to end',

@@ -51,6 +51,7 @@ function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: st
 const text = (r: Record<string, unknown>) => (r.content as { type: string; text: string }[]).map((c) => c.text).join('\n');
 
 describe('an e2b workspace (against the fake)', () => {
+  // A bound for a broken run: 24 s at most in 48 runs of the suite (6 s typically).
   it('is copied in, worked on by default, leaves the host untouched, and its changes become a branch', async () => {
     const head = makeRepo(repo);
     const s = await server();
@@ -142,7 +143,7 @@ describe('an e2b workspace (against the fake)', () => {
     expect(maskedDiff.stdout).toContain('+token=');
     expect(maskedDiff.stdout).not.toContain(SECRET);
     await ok(s.client, 'kill_sandbox', { sandbox_id: id });
-  });
+  }, 180_000);
 
   it('in a plain directory: written back, but refused, by name, where the host changed a file since create', async () => {
     const plain = join(allowed, 'plain');

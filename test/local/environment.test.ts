@@ -151,7 +151,7 @@ describe('local provider environment checks', () => {
       // Blocked, it would stay pending: a shortened deadline would wait for the keeper's recheck timer.
       // Polled: while the keeper spawns (the resident, its nsenter) libuv blocks every signal around
       // the fork for a moment; blocked for good (Node's --disable-sigusr1) it never turns deliverable.
-      await waitFor(() => canCatch(rec.keeper.pid, constants.signals.SIGUSR1), 'SIGUSR1 deliverable to the keeper', 5000);
+      await waitFor(() => canCatch(rec.keeper.pid, constants.signals.SIGUSR1), 'SIGUSR1 deliverable to the keeper');
       expect(isAlive(rec.keeper)).toBe(true);
     } finally {
       await p.kill(id);
