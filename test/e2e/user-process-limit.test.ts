@@ -25,6 +25,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countTasksOf } from '../../host/providers/local/system/user-processes.js';
 import { serverEnv } from '../support/built-server.js';
 import { isRootOrSkipping, requireSandboxes } from '../support/prerequisites.js';
+import { cmdline } from '../support/processes.js';
 import { hostJsReadableBy } from '../support/readable-build.js';
 import { waitFor } from '../support/wait.js';
 
@@ -274,6 +275,18 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
       return true;
     }
 
+    /**
+     * The way out the limit's error names: with the sleepers gone, the same sandbox runs `echo hi`
+     * again. Then logs the sweep's `outcomes` and kills the sandbox.
+     */
+    async function expectRunsOnceFreed(sandboxId: string, outcomes: string[]): Promise<void> {
+      await free(sleepers.length);
+      const again = await echoIn(sandboxId, 'run_command with the sleepers gone');
+      expect(again.structuredContent, outcomes.join(', ')).toMatchObject({ exit_code: 0, stdout: 'hi\n' });
+      console.log(outcomes.join(', '));
+      await client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: sandboxId } });
+    }
+
     it(
       'a sandbox whose user reaches the limit later: with 6 down to 0 left each run_command runs or names the limit (never exit_code null, never unanswered); freed, the next runs',
       { timeout: 240_000 },
@@ -295,12 +308,7 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
           isNamed = await echoNoted(sandboxId, outcomes);
         }
         expect(isNamed, outcomes.join(', ')).toBe(true);
-        // The way out the error names: with processes freed, the same sandbox runs commands again.
-        await free(sleepers.length);
-        const again = await echoIn(sandboxId, 'run_command with the sleepers gone');
-        expect(again.structuredContent, outcomes.join(', ')).toMatchObject({ exit_code: 0, stdout: 'hi\n' });
-        console.log(outcomes.join(', '));
-        await client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: sandboxId } });
+        await expectRunsOnceFreed(sandboxId, outcomes);
       },
     );
 
@@ -332,12 +340,8 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
     /** The pids of the uid's resident agents (`agent… serve`). */
     function residentsOf(uid: number): number[] {
       return pidsOf(uid).filter((pid) => {
-        try {
-          const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-          return argv.includes('serve') && argv.some((a) => a.includes('agent'));
-        } catch {
-          return false;
-        }
+        const argv = cmdline(pid);
+        return argv.includes('serve') && argv.some((a) => a.includes('agent'));
       });
     }
 
@@ -359,11 +363,7 @@ describe.skipIf(!isRootOrSkipping('the process-limit test (a server as a uid of 
         }
         // With none left not even the server's own spawn of the entry fits.
         expect(outcomes.at(-1), outcomes.join(', ')).toMatch(/^0: limit$/);
-        await free(sleepers.length);
-        const again = await echoIn(sandboxId, 'run_command with the sleepers gone');
-        expect(again.structuredContent, outcomes.join(', ')).toMatchObject({ exit_code: 0, stdout: 'hi\n' });
-        console.log(outcomes.join(', '));
-        await client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: sandboxId } });
+        await expectRunsOnceFreed(sandboxId, outcomes);
       },
     );
 
